@@ -1,0 +1,1 @@
+#include "cluster_spec.h"

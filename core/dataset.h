@@ -1,0 +1,67 @@
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <string>
+
+namespace parasync {
+
+// One worker's shard of training data, rows are samples. Between-graph
+// replication: every worker loads its own shard.
+struct Dataset
+{
+    // n x featureDim.
+    Eigen::MatrixXf features;
+    // Regression: n x 1 targets. Classification: n x 1 class indices (as float).
+    Eigen::MatrixXf targets;
+    // 0 for regression, the number of classes for classification.
+    int64_t numClasses = 0;
+    // Human-readable origin ("linear y=2x+10+N(0,0.33), shard 1 of 2").
+    std::string description;
+
+    int64_t size() const { return features.rows(); }
+    int64_t featureDim() const { return features.cols(); }
+};
+
+// Which data a task trains on, as given by --dataset:
+//   "linear"            synthetic y = 2x + 10 + N(0, 0.33), x uniform in [-1, 1]
+//   "blobs"             synthetic Gaussian blobs, 10 classes in 2 dimensions
+//   "blobs:K:D"         K classes in D dimensions
+//   "mnist:DIR"         DIR/train-images-idx3-ubyte + DIR/train-labels-idx1-ubyte
+//   "idx:IMAGES,LABELS" explicit IDX file paths
+//   "csv:PATH"          CSV, optional header row, last column is the target
+//                       (regression) or class index (classification)
+// An empty string picks the model's default ("linear" for linear, "blobs"
+// for softmax).
+struct DatasetOptions
+{
+    std::string spec;
+    // Worker shard: shard `shardIndex` of `numShards`. Synthetic sets draw
+    // `samplesPerShard` samples from seed + shardIndex; file sets take every
+    // numShards-th row starting at shardIndex.
+    int shardIndex = 0;
+    int numShards = 1;
+    int64_t samplesPerShard = 100;
+    uint64_t seed = 0;
+    // True when the model is a classifier (csv: last column is a class index).
+    bool classification = false;
+};
+
+// Loads a worker's shard. Throws InputError naming the file, line or field
+// and what to fix: missing files, bad IDX magic numbers or sizes, CSV rows
+// with the wrong number of columns or non-numeric cells, unknown specs.
+Dataset loadDataset(const DatasetOptions &options);
+
+// The default --dataset for a model name.
+std::string defaultDatasetFor(const std::string &model);
+
+// Readers, exposed for tests and tools.
+Dataset readCsv(const std::string &path, bool classification, int shardIndex, int numShards);
+Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, int shardIndex,
+                int numShards);
+Dataset makeLinearData(uint64_t seed, int64_t samples, float w = 2.0f, float b = 10.0f,
+                       float noiseStddev = 0.33f);
+Dataset makeBlobs(uint64_t seed, int64_t samples, int64_t classes, int64_t dims);
+
+} // namespace parasync

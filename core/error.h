@@ -1,0 +1,17 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace parasync {
+
+// Bad input from a user: flags, cluster files, data files, checkpoints. The
+// message says what is wrong and what to do; callers print it and exit (a
+// command-line tool) or show it (the app). Never thrown for programming errors.
+class InputError : public std::runtime_error
+{
+public:
+    using std::runtime_error::runtime_error;
+};
+
+} // namespace parasync

@@ -1,0 +1,69 @@
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace parasync {
+
+struct Dataset;
+
+// One model variable: name, shape and its values flattened row-major.
+struct Variable
+{
+    std::string name;
+    std::vector<int64_t> shape;
+    Eigen::VectorXf value;
+};
+
+// The model's parameters, in declaration order. Variable i lives on ps task
+// i % num_ps (as tf.train.replica_device_setter places them).
+using Parameters = std::vector<Eigen::VectorXf>;
+
+// A model is stateless maths: parameters come from the ps, data from the
+// worker's shard. All methods are const and thread-safe.
+class Model
+{
+public:
+    virtual ~Model() = default;
+
+    // "linear" or "softmax".
+    virtual std::string name() const = 0;
+    virtual int64_t featureDim() const = 0;
+    // Linear: 1 (regression target); softmax: number of classes.
+    virtual int64_t outputDim() const = 0;
+
+    // Names and shapes of the variables, with initial values drawn from `seed`
+    // (truncated normal, as the seeds' tf.truncated_normal, for the linear
+    // model; small values for softmax).
+    virtual std::vector<Variable> initialVariables(uint64_t seed) const = 0;
+
+    // Mean loss over the rows `rows` of `data` (all rows when empty), and the
+    // gradient of that loss with respect to each variable (same layout as
+    // `params`). Linear: mean squared error; softmax: mean cross-entropy.
+    virtual float lossAndGradient(const Parameters &params, const Dataset &data,
+                                  const std::vector<int64_t> &rows,
+                                  Parameters *gradient) const = 0;
+
+    // Mean loss over all of `data`.
+    float loss(const Parameters &params, const Dataset &data) const
+    {
+        return lossAndGradient(params, data, {}, nullptr);
+    }
+
+    // Fraction of rows classified correctly (softmax), or NaN (linear).
+    virtual float accuracy(const Parameters &params, const Dataset &data) const = 0;
+};
+
+// Makes the model named by --model for data of the given shape. Throws
+// InputError for an unknown name (listing the known ones) or a shape the
+// model cannot take.
+std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim);
+
+// The model names makeModel() knows, for --help.
+std::vector<std::string> modelNames();
+
+} // namespace parasync

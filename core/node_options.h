@@ -1,0 +1,62 @@
+#pragma once
+
+#include "cluster_spec.h"
+#include "parasync.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace parasync {
+
+// Training flags: the same for every task of a cluster (the seeds run one
+// script everywhere). Defaults make the three-port demo converge in seconds.
+struct TrainingOptions
+{
+    proto::ModeConfig mode;          // --mode --staleness --replicas_to_aggregate --total_num_replicas
+    std::string model = "linear";    // --model
+    std::string dataset;             // --dataset (empty: the model's default)
+    std::string optimizer = "sgd";   // --optimizer
+    float learningRate = 0.05f;      // --learning_rate
+    int batchSize = 10;              // --batch_size
+    int64_t samplesPerShard = 100;   // --samples_per_shard
+    int64_t lastStep = 2000;         // --last_step
+    int64_t displayStep = 100;       // --display_step
+    std::string logdir;              // --logdir (empty: no run directory)
+    int saveCheckpointSecs = 50;     // --save_checkpoint_secs
+    int maxToKeep = 5;               // --max_to_keep
+    uint64_t seed = 1;               // --seed
+
+    TrainingOptions();
+    // The flags as a JSON object (for cluster.json and the app).
+    std::string toJson() const;
+};
+
+// Everything one parasync-node process needs.
+struct NodeOptions
+{
+    ClusterSpec cluster;
+    TaskId task;
+    TrainingOptions training;
+    bool help = false;               // --help was given: print helpText() and exit 0
+    bool version = false;            // --version
+};
+
+// Parses a parasync-node command line (argv[0] included). The cluster comes
+// from, in order of precedence: --ps_hosts/--worker_hosts, --cluster_file,
+// the TF_CONFIG value given (pass the environment's TF_CONFIG, or empty).
+// --job_name/--task_index override TF_CONFIG's task. Accepts the seeds'
+// --issync=0|1 (1 = sync, 0 = async unless --mode says otherwise).
+// Throws InputError with a message naming the flag and what to do.
+NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig);
+
+// Text for --help: every flag with its default and meaning.
+std::string nodeHelpText();
+
+// "async" / "sync" / "ssp" and back. parseUpdateMode throws InputError.
+proto::UpdateMode parseUpdateMode(const std::string &text);
+std::string updateModeName(proto::UpdateMode mode);
+// "sync (replicas_to_aggregate=2, total_num_replicas=2)", "ssp (staleness=10)".
+std::string describeMode(const proto::ModeConfig &mode);
+
+} // namespace parasync

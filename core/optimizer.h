@@ -1,0 +1,58 @@
+#pragma once
+
+#include <Eigen/Core>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace parasync {
+
+// Optimizer state of one variable, owned by the ps task that holds the
+// variable (as TensorFlow keeps Adagrad accumulators and Adam moments on ps).
+struct SlotState
+{
+    // "accumulator" (Adagrad), "momentum" (Momentum), "m" and "v" (Adam).
+    std::map<std::string, Eigen::VectorXf> slots;
+    // Updates applied so far (Adam's t).
+    int64_t updateCount = 0;
+};
+
+struct OptimizerOptions
+{
+    std::string name = "sgd";
+    float learningRate = 0.05f;
+    float momentum = 0.9f;               // momentum
+    float initialAccumulator = 0.1f;     // adagrad, as tf.train.AdagradOptimizer
+    float beta1 = 0.9f, beta2 = 0.999f;  // adam
+    float epsilon = 1e-8f;               // adam
+};
+
+// Applies one gradient to one variable, with TensorFlow 1.x's update rules:
+//   sgd:      v -= lr * g
+//   momentum: a = momentum * a + g;  v -= lr * a
+//   adagrad:  a += g^2;  v -= lr * g / sqrt(a)        (a starts at 0.1)
+//   adam:     t += 1; lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
+//             m = b1 m + (1 - b1) g;  s = b2 s + (1 - b2) g^2
+//             v -= lr_t * m / (sqrt(s) + eps)
+// Stateless itself (the state is in SlotState); thread-compatible.
+class Optimizer
+{
+public:
+    virtual ~Optimizer() = default;
+    virtual std::string name() const = 0;
+    // Creates the slots for a variable of `size` elements.
+    virtual SlotState makeSlots(Eigen::Index size) const = 0;
+    virtual void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient,
+                       SlotState &state) const = 0;
+};
+
+// Throws InputError for an unknown name (listing the known ones) or a
+// non-positive learning rate.
+std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions &options);
+
+std::vector<std::string> optimizerNames();
+
+} // namespace parasync
