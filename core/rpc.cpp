@@ -1,0 +1,93 @@
+#include "rpc.h"
+
+#include <thread>
+
+namespace parasync {
+
+std::shared_ptr<grpc::Channel> makeChannel(const std::string &address, const RpcSettings &settings)
+{
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(settings.maxMessageBytes);
+    args.SetMaxSendMessageSize(settings.maxMessageBytes);
+    // Reconnect quickly when a restarted task comes back; Backoff paces our
+    // own retries and logging.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    // Each task gets its own channel: gRPC would otherwise share one TCP
+    // connection between channels to the same address.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+std::unique_ptr<grpc::ClientContext> makeContext(const RpcSettings &settings, std::chrono::milliseconds deadline)
+{
+    auto context = std::make_unique<grpc::ClientContext>();
+    if (!settings.clusterToken.empty())
+        context->AddMetadata(kTokenMetadataKey, settings.clusterToken);
+    if (deadline.count() > 0)
+        context->set_deadline(std::chrono::system_clock::now() + deadline);
+    return context;
+}
+
+void configureServer(grpc::ServerBuilder &builder, const std::string &address, const RpcSettings &settings,
+                     int *selectedPort)
+{
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), selectedPort);
+    builder.SetMaxReceiveMessageSize(settings.maxMessageBytes);
+    builder.SetMaxSendMessageSize(settings.maxMessageBytes);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
+Backoff::Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds cap)
+    : m_initial(initial)
+    , m_cap(cap)
+    , m_next(initial)
+{
+}
+
+bool Backoff::wait(const std::string &what, const std::function<void(const std::string &)> &log,
+                   const std::function<bool()> &stop)
+{
+    const auto now = std::chrono::steady_clock::now();
+    if (!m_logged || now - m_lastLog >= std::chrono::seconds(3)) {
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f", double(m_next.count()) / 1000.0);
+        log(what + ", retrying in " + seconds + " s");
+        m_lastLog = now;
+        m_logged = true;
+    }
+    // Sleep in short slices so a stop request is honoured promptly.
+    const auto until = now + m_next;
+    while (std::chrono::steady_clock::now() < until) {
+        if (stop && stop())
+            return false;
+        std::this_thread::sleep_for(std::min(m_next, std::chrono::milliseconds(50)));
+    }
+    m_next = std::min(m_cap, m_next * 2);
+    return !(stop && stop());
+}
+
+void Backoff::reset()
+{
+    m_next = m_initial;
+    m_logged = false;
+}
+
+std::string describeRpcError(const grpc::Status &status)
+{
+    std::string message = status.error_message();
+    switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+        if (message.find("onnection refused") != std::string::npos || message.find("failed to connect") != std::string::npos)
+            return "connection refused (is the task running and listening there?)";
+        return "unavailable (" + message + ")";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+        return "timed out (a firewall, a wrong host, or the task is overloaded)";
+    case grpc::StatusCode::UNAUTHENTICATED:
+        return "refused: wrong or missing cluster token";
+    default:
+        return message.empty() ? "error " + std::to_string(int(status.error_code())) : message;
+    }
+}
+
+} // namespace parasync

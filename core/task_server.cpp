@@ -1,0 +1,78 @@
+#include "task_server.h"
+
+#include "error.h"
+#include "port_holder.h"
+
+#include <grpcpp/health_check_service_interface.h>
+
+namespace parasync {
+
+TaskControlService::TaskControlService(Callbacks callbacks)
+    : m_callbacks(std::move(callbacks))
+{
+}
+
+grpc::Status TaskControlService::GetTaskStatus(grpc::ServerContext *, const proto::TaskStatusRequest *,
+                                               proto::TaskStatusResponse *response)
+{
+    *response = m_callbacks.status();
+    response->set_version(PARASYNC_VERSION);
+    return grpc::Status::OK;
+}
+
+grpc::Status TaskControlService::Stop(grpc::ServerContext *, const proto::StopRequest *request,
+                                      proto::StopResponse *)
+{
+    m_callbacks.stop(request->reason().empty() ? std::string("stop requested") : request->reason());
+    return grpc::Status::OK;
+}
+
+grpc::Status TaskControlService::SetStraggler(grpc::ServerContext *, const proto::SetStragglerRequest *request,
+                                              proto::SetStragglerResponse *response)
+{
+    if (!m_callbacks.setStraggler)
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                "this task is a ps and does not train: slow down a worker instead"};
+    if (request->delay_ms() < 0 || request->delay_ms() > 60000)
+        return {grpc::StatusCode::INVALID_ARGUMENT, "straggler delay must be 0-60000 ms"};
+    response->set_delay_ms(m_callbacks.setStraggler(request->delay_ms()));
+    return grpc::Status::OK;
+}
+
+std::string listenAddress(const HostPort &address)
+{
+    const bool ipv6 = address.host.find(':') != std::string::npos;
+    if (address.host == "localhost")
+        return "127.0.0.1:" + std::to_string(address.port);
+    if (ipv6)
+        return "[" + address.host + "]:" + std::to_string(address.port);
+    return address.host + ":" + std::to_string(address.port);
+}
+
+std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort &address,
+                                              const RpcSettings &settings,
+                                              const std::vector<grpc::Service *> &services)
+{
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    int selectedPort = 0;
+    configureServer(builder, listenAddress(address), settings, &selectedPort);
+    for (auto *service : services)
+        builder.RegisterService(service);
+    auto server = builder.BuildAndStart();
+    if (!server || selectedPort == 0) {
+        std::string message = address.toString() + " (" + task.toString() + ") cannot be bound";
+        if (!isPortFree(address.host, address.port)) {
+            message += ": the port is already in use";
+            if (const auto holder = findPortHolder(address.port))
+                message += " by " + holder->describe();
+            message += ". Stop that process (an old run still holding the port?) or give this task another port";
+        } else {
+            message += ": is " + address.host + " an address of this machine?";
+        }
+        throw InputError(message);
+    }
+    return server;
+}
+
+} // namespace parasync

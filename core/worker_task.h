@@ -1,0 +1,102 @@
+#pragma once
+
+#include "checkpoint.h"
+#include "dataset.h"
+#include "model.h"
+#include "node_options.h"
+#include "parasync.grpc.pb.h"
+#include "rpc.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace parasync {
+
+// One worker task: loads its own shard of the data (between-graph
+// replication), pulls parameters, computes gradients, pushes them to the ps
+// tasks and follows the update policy's answer. worker:0 is the chief: it
+// initialises or restores the variables, saves checkpoints every
+// --save_checkpoint_secs and at the end.
+//
+// run() blocks the calling thread; the task's own server (status, stop,
+// straggler delay) answers on gRPC threads; requestStop() is thread-safe.
+class WorkerTask
+{
+public:
+    using Log = std::function<void(const std::string &)>;
+
+    WorkerTask(NodeOptions options, RpcSettings rpc, Log log);
+    ~WorkerTask();
+
+    // Loads the data shard and builds the model (InputError on bad data),
+    // then binds the task's address (InputError naming the holder).
+    void start();
+    // Trains until the global step reaches --last_step or a stop is requested.
+    // Returns the exit code: 0 when finished or stopped, 2 when refused by the
+    // cluster (a different model or data shape).
+    int run();
+    void requestStop(const std::string &reason);
+
+private:
+    struct PsConnection;
+    enum class Phase { Connecting, WaitingForChief, Training, Finished };
+
+    bool stopping() const { return m_stop.load(); }
+    // Connects to every ps task and joins; the chief initialises first.
+    // Returns false when stopping.
+    bool connectAndJoin();
+    bool waitForPs(int ps);
+    void initializeAsChief();
+    // One training step; returns false when a stream broke (reconnect).
+    bool step();
+    void saveCheckpoint(bool final);
+    void checkpointLoop();
+    void leave(bool finished);
+    void setState(const std::string &state);
+    std::vector<int64_t> nextBatch();
+
+    NodeOptions m_options;
+    RpcSettings m_rpc;
+    Log m_log;
+
+    std::unique_ptr<Model> m_model;
+    Dataset m_data;
+    std::vector<Variable> m_variables;            // names and shapes, model order
+    std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
+    Parameters m_params;                          // current view, model order
+    int64_t m_globalStep = 0;
+    int64_t m_clock = 0;
+    int64_t m_previousPushUs = 0;
+    std::vector<int64_t> m_order;
+    size_t m_cursor = 0;
+    std::mt19937_64 m_rng;
+    bool m_done = false;
+
+    std::vector<std::unique_ptr<PsConnection>> m_ps;
+    std::unique_ptr<CheckpointStore> m_checkpoints;
+
+    std::atomic<bool> m_stop{false};
+    std::atomic<int> m_stragglerMs{0};
+    mutable std::mutex m_stateMutex;
+    std::string m_state = "starting";
+    std::string m_stopReason;
+    // Guards the ps streams' call contexts, which requestStop() cancels from
+    // other threads.
+    std::mutex m_streamMutex;
+
+    std::mutex m_checkpointMutex; // one checkpoint at a time
+    std::condition_variable m_checkpointWake;
+    std::thread m_checkpointThread;
+
+    std::vector<std::unique_ptr<grpc::Service>> m_services;
+    std::unique_ptr<grpc::Server> m_server;
+};
+
+} // namespace parasync
