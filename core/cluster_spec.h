@@ -75,6 +75,9 @@ struct TfConfig
     TaskId task;
 };
 TfConfig parseTfConfig(const std::string &json);
+// Only TF_CONFIG's "cluster": for a task that takes its job and index from
+// --job_name/--task_index, TF_CONFIG's "task" may be absent.
+ClusterSpec parseTfConfigCluster(const std::string &json);
 
 // A cluster file (JSON) as the desktop app saves it:
 //   {"cluster": {"ps": [...], "worker": [...]},
@@ -89,6 +92,9 @@ struct ClusterFile
     std::vector<std::pair<std::string, std::string>> training;
 };
 ClusterFile readClusterFile(const std::string &path);
+// The keys "training" may hold: the training flags' names without dashes, in
+// --help order (node_options.cpp parses their values).
+const std::vector<std::string> &trainingFlagNames();
 ClusterFile parseClusterFile(const std::string &json, const std::string &originForErrors);
 void writeClusterFile(const std::string &path, const ClusterFile &file);
 
