@@ -226,6 +226,8 @@ int PsTask::run()
         m_lastStatusLog = std::chrono::steady_clock::now();
         while (!m_finished) {
             m_changed.wait_for(lock, std::chrono::seconds(1));
+            if (m_finishDeadline)
+                checkFinishedLocked();
             // Periodic progress so a ps terminal is never silent for long.
             if (isCoordinator() && m_initialized && std::chrono::steady_clock::now() - m_lastStatusLog > std::chrono::seconds(10)) {
                 m_lastStatusLog = std::chrono::steady_clock::now();
@@ -295,7 +297,7 @@ grpc::Status PsTask::train(grpc::ServerContext *,
                     streamId = m_nextStreamId++;
                     m_workers[size_t(worker)].streamId = streamId;
                 }
-                response = joinLocked(worker, request.join(), &error);
+                response = joinLocked(lock, worker, request.join(), &error);
             } else if (request.has_push()) {
                 if (worker < 0)
                     return {grpc::StatusCode::FAILED_PRECONDITION, "push before join: send a JoinRequest first"};
@@ -321,20 +323,25 @@ grpc::Status PsTask::train(grpc::ServerContext *,
     return grpc::Status::OK;
 }
 
-proto::TrainResponse PsTask::joinLocked(int worker, const proto::JoinRequest &join, grpc::Status *error)
+proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int worker,
+                                       const proto::JoinRequest &join, grpc::Status *error)
 {
     proto::TrainResponse response;
     auto *out = response.mutable_join();
     auto &info = m_workers[size_t(worker)];
     info.pid = join.pid();
+    if (!m_initialized && isCoordinator() && info.phase != proto::WAITING_FOR_CHIEF) {
+        info.phase = proto::WAITING_FOR_CHIEF;
+        publishWorkerStateLocked(worker);
+    }
+    // Hold the join a while rather than have the worker poll: it starts the
+    // moment the chief has initialised (a sync cluster then starts with every
+    // worker), and still hears back often enough to say what it waits for.
+    m_changed.wait_for(lock, std::chrono::seconds(1), [this] { return m_initialized || m_finished; });
     if (!m_initialized) {
         out->set_ready(false);
         out->set_waiting_for("the chief worker:0 at " + m_options.cluster.workers.front().toString()
                              + " to initialise the variables");
-        if (isCoordinator() && info.phase != proto::WAITING_FOR_CHIEF) {
-            info.phase = proto::WAITING_FOR_CHIEF;
-            publishWorkerStateLocked(worker);
-        }
         return response;
     }
     if (const auto difference = signatureDifference(m_signature, join.signature()); !difference.empty()) {
@@ -516,12 +523,28 @@ void PsTask::checkFinishedLocked()
 {
     if (!doneLocked() || m_finished)
         return;
-    for (const auto &info : m_workers) {
+    std::string neverJoined;
+    for (int i = 0; i < int(m_workers.size()); ++i) {
+        const auto &info = m_workers[size_t(i)];
         if (info.everJoined && info.phase != proto::FINISHED && info.phase != proto::DEAD)
             return;
+        if (!info.everJoined)
+            neverJoined += (neverJoined.empty() ? "" : ", ") + ("worker:" + std::to_string(i));
     }
+    if (!neverJoined.empty() && !m_finishDeadline) {
+        // A worker started late still gets to join, see the last step and
+        // finish, rather than find no ps and retry forever.
+        m_finishDeadline = std::chrono::steady_clock::now() + kLateWorkerGrace;
+        m_log("the last step is reached; waiting up to "
+              + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLateWorkerGrace).count())
+              + " s for " + neverJoined + " (never joined) before exiting");
+        return;
+    }
+    if (!neverJoined.empty() && std::chrono::steady_clock::now() < *m_finishDeadline)
+        return;
     m_finished = true;
-    m_stopReason = "all workers finished at global step " + std::to_string(m_policy->globalStep()) + "; exiting";
+    m_stopReason = "all workers finished at global step " + std::to_string(m_policy->globalStep()) + "; exiting"
+                   + (neverJoined.empty() ? std::string() : " (" + neverJoined + " never joined)");
     m_changed.notify_all();
 }
 

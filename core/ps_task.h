@@ -83,7 +83,8 @@ private:
     int64_t lastStep() const { return m_options.training.lastStep; }
     bool doneLocked() const;
 
-    proto::TrainResponse joinLocked(int worker, const proto::JoinRequest &join, grpc::Status *error);
+    proto::TrainResponse joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
+                                    grpc::Status *error);
     grpc::Status pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
                             proto::PushResponse *response);
     grpc::Status pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
@@ -115,6 +116,9 @@ private:
     std::string m_stopReason;
     uint64_t m_nextStreamId = 1;
     std::chrono::steady_clock::time_point m_lastStatusLog;
+    // Set when the last step is reached while some worker never joined.
+    std::optional<std::chrono::steady_clock::time_point> m_finishDeadline;
+    static constexpr std::chrono::seconds kLateWorkerGrace{30};
 
     // Non-ps:0 tasks: gradients of updates decided by ps:0, until all arrived.
     struct PendingUpdate

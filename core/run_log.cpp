@@ -69,6 +69,14 @@ std::string number(double value)
     return buffer;
 }
 
+// Seconds since the epoch with microseconds: %g would round them away.
+std::string wallClock(double seconds)
+{
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.6f", seconds);
+    return buffer;
+}
+
 std::string quoted(const std::string &text)
 {
     std::string out = "\"";
@@ -213,7 +221,7 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
     if (event.has_step()) {
         const auto &s = event.step();
         line = "{\"type\":\"step\",\"global_step\":" + std::to_string(s.global_step())
-               + ",\"wall_time\":" + number(s.wall_time()) + ",\"worker\":" + std::to_string(s.worker())
+               + ",\"wall_time\":" + wallClock(s.wall_time()) + ",\"worker\":" + std::to_string(s.worker())
                + ",\"worker_clock\":" + std::to_string(s.worker_clock())
                + ",\"computed_from_step\":" + std::to_string(s.computed_from_step())
                + ",\"staleness\":" + std::to_string(s.staleness()) + ",\"outcome\":\""
@@ -228,12 +236,12 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
     } else if (event.has_mode_change()) {
         const auto &m = event.mode_change();
         line = "{\"type\":\"mode_change\",\"global_step\":" + std::to_string(m.global_step())
-               + ",\"wall_time\":" + number(m.wall_time()) + ",\"previous\":" + modeJson(m.previous())
+               + ",\"wall_time\":" + wallClock(m.wall_time()) + ",\"previous\":" + modeJson(m.previous())
                + ",\"current\":" + modeJson(m.current()) + ",\"requested_by\":" + quoted(m.requested_by())
                + "}";
     } else if (event.has_worker_state()) {
         const auto &w = event.worker_state();
-        line = "{\"type\":\"worker_state\",\"wall_time\":" + number(w.wall_time())
+        line = "{\"type\":\"worker_state\",\"wall_time\":" + wallClock(w.wall_time())
                + ",\"worker\":" + std::to_string(w.status().worker_index()) + ",\"phase\":\""
                + phaseName(w.status().phase()) + "\",\"worker_clock\":"
                + std::to_string(w.status().worker_clock())
@@ -241,7 +249,7 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
                + ",\"reason\":" + quoted(w.status().reason()) + "}";
     } else if (event.has_checkpoint()) {
         const auto &c = event.checkpoint();
-        line = "{\"type\":\"checkpoint\",\"wall_time\":" + number(c.wall_time())
+        line = "{\"type\":\"checkpoint\",\"wall_time\":" + wallClock(c.wall_time())
                + ",\"global_step\":" + std::to_string(c.global_step()) + ",\"path\":" + quoted(c.path())
                + "}";
     }
@@ -251,6 +259,9 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
 void writeRunClusterJson(const std::string &directory, const std::string &clusterJson,
                          const std::string &trainingJson)
 {
+    if (!QDir().mkpath(QString::fromStdString(directory)))
+        throw InputError("cannot create the run directory " + directory
+                         + ": check the --logdir path and its permissions");
     QJsonObject root;
     root[QStringLiteral("cluster")] = QJsonDocument::fromJson(QByteArray::fromStdString(clusterJson)).object();
     root[QStringLiteral("training")] =

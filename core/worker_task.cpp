@@ -65,6 +65,13 @@ WorkerTask::WorkerTask(NodeOptions options, RpcSettings rpc, Log log)
 WorkerTask::~WorkerTask()
 {
     requestStop("shutting down");
+    {
+        std::lock_guard lock(m_stateMutex);
+        m_finishedRunning = true;
+    }
+    m_runFinished.notify_all();
+    if (m_stopWatchdog.joinable())
+        m_stopWatchdog.join();
     if (m_checkpointThread.joinable())
         m_checkpointThread.join();
     {
@@ -88,15 +95,23 @@ void WorkerTask::requestStop(const std::string &reason)
         std::lock_guard lock(m_stateMutex);
         if (m_stopReason.empty())
             m_stopReason = reason;
+        if (m_stop.exchange(true))
+            return;
     }
-    m_stop = true;
     m_checkpointWake.notify_all();
-    // A push held at a sync barrier or the staleness bound blocks in Read;
-    // cancelling the call is the only way to interrupt it.
-    std::lock_guard lock(m_streamMutex);
-    for (auto &ps : m_ps)
-        if (ps->context)
-            ps->context->TryCancel();
+    // run() notices the stop between steps and leaves the streams cleanly. A
+    // push held at a sync barrier or the staleness bound blocks in Read,
+    // though: if run() has not finished in a while, cancel the calls.
+    m_stopWatchdog = std::thread([this] {
+        std::unique_lock lock(m_stateMutex);
+        if (m_runFinished.wait_for(lock, std::chrono::seconds(2), [this] { return m_finishedRunning; }))
+            return;
+        lock.unlock();
+        std::lock_guard streams(m_streamMutex);
+        for (auto &ps : m_ps)
+            if (ps->context)
+                ps->context->TryCancel();
+    });
 }
 
 void WorkerTask::start()
@@ -579,6 +594,11 @@ int WorkerTask::run()
         saveCheckpoint(true);
     setState(finished ? "finished" : "stopped");
     leave(finished);
+    {
+        std::lock_guard lock(m_stateMutex);
+        m_finishedRunning = true;
+    }
+    m_runFinished.notify_all();
     if (finished) {
         m_log("worker:" + std::to_string(index) + " finished: global step " + std::to_string(m_globalStep)
               + " reached --last_step=" + std::to_string(m_options.training.lastStep) + " (local steps "

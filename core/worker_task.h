@@ -90,6 +90,9 @@ private:
     // Guards the ps streams' call contexts, which requestStop() cancels from
     // other threads.
     std::mutex m_streamMutex;
+    std::condition_variable m_runFinished; // with m_stateMutex
+    bool m_finishedRunning = false;
+    std::thread m_stopWatchdog;
 
     std::mutex m_checkpointMutex; // one checkpoint at a time
     std::condition_variable m_checkpointWake;
