@@ -1,0 +1,124 @@
+#pragma once
+
+// Starts and stops the tasks of a cluster on this machine as real
+// parasync-node child processes, and tracks each one: state, pid, output.
+// Qt Core only (QProcess); lives on the GUI thread or the headless main
+// thread, and never blocks it. Quitting (destroying the launcher) stops every
+// process it started: no orphans left holding ports.
+
+#include "cluster_spec.h"
+#include "node_options.h"
+
+#include <QObject>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace parasync {
+
+// What a task is doing, as the process panel shows it.
+enum class TaskState {
+    NotStarted,
+    Starting,            // process started, not listening yet
+    WaitingFor,          // waiting for a ps / the chief (see TaskInfo::detail)
+    Training,
+    BlockedBySync,
+    BlockedByStaleness,
+    Serving,             // a ps that holds variables
+    Finished,            // exited 0
+    Stopped,             // stopped on request
+    Dead,                // crashed, killed, or exited non-zero
+};
+QString taskStateName(TaskState state);
+
+struct TaskInfo
+{
+    TaskId task;
+    HostPort address;
+    TaskState state = TaskState::NotStarted;
+    QString detail;      // "waiting for the chief worker:0 ...", "exit code 2: ..."
+    qint64 pid = 0;
+    int exitCode = 0;
+    double stepsPerSecond = 0;
+    int stragglerDelayMs = 0;
+};
+
+// A cluster to launch: the spec plus the training flags every task gets.
+struct ClusterPlan
+{
+    ClusterSpec cluster;
+    TrainingOptions training;
+    // The three-port demo: ps 127.0.0.1:2222, workers :2223 and :2224.
+    static ClusterPlan demo();
+    // Flags for one task, as a user would type them.
+    QStringList arguments(const TaskId &task) const;
+};
+
+// A port of the plan that is taken, with its holder when /proc tells.
+struct PortConflict
+{
+    TaskId task;
+    HostPort address;
+    QString holder;      // "pid 1234 (parasync-node --job_name=ps ...)", or empty
+    uint16_t suggestedPort = 0; // a free port to use instead
+};
+
+class ClusterLauncher : public QObject
+{
+    Q_OBJECT
+
+public:
+    explicit ClusterLauncher(QObject *parent = nullptr);
+    ~ClusterLauncher() override; // stops every task it started
+
+    // The parasync-node binary; defaults to the one beside the app, then PATH.
+    void setNodeBinary(const QString &path);
+    QString nodeBinary() const;
+
+    // Ports of local tasks that are taken right now (before launching).
+    std::vector<PortConflict> checkPorts(const ClusterPlan &plan) const;
+    // The plan with every conflicting port replaced by its suggestion.
+    static ClusterPlan withSuggestedPorts(ClusterPlan plan, const std::vector<PortConflict> &conflicts);
+
+    // Starts every task (ps first). Returns false and sets `error` when a
+    // port is taken (see checkPorts) or the binary is missing.
+    bool launch(const ClusterPlan &plan, QString *error);
+    const ClusterPlan &plan() const { return m_plan; }
+
+    const std::vector<TaskInfo> &tasks() const { return m_infos; }
+    int taskRow(const TaskId &task) const; // index into tasks(), -1 if unknown
+    QString output(int row) const;         // the task's log so far (bounded)
+
+    void stopTask(int row);    // SIGTERM: a clean stop
+    void killTask(int row);    // SIGKILL
+    void restartTask(int row); // start again with the same flags
+    // Stops all tasks; returns once all have exited (bounded wait, then kill).
+    void stopAll();
+    bool anyRunning() const;
+
+    // Updates a task's state from what ps:0 or the task reports (the watcher
+    // calls this); the launcher keeps process-level states (dead, finished).
+    void updateFromStatus(const TaskId &task, TaskState state, const QString &detail, double stepsPerSecond);
+
+Q_SIGNALS:
+    void taskChanged(int row);
+    void outputAppended(int row, const QString &text);
+    void allExited();
+
+private:
+    struct Process;
+    void startTask(int row);
+    void onOutput(int row);
+    void onFinished(int row, int exitCode, QProcess::ExitStatus status);
+
+    ClusterPlan m_plan;
+    QString m_nodeBinary;
+    std::vector<TaskInfo> m_infos;
+    std::vector<std::unique_ptr<Process>> m_processes;
+};
+
+} // namespace parasync
