@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what Parasync needs from Debian 12's packages (only what is
+# missing), then configures and builds it. Idempotent: run it as often as you
+# like. Usage: scripts/setup.sh [cmake preset, default "dev"]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+preset=${1:-dev}
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
+  libeigen3-dev
+  qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
+  libgtest-dev libbenchmark-dev
+  xvfb xauth
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "parasync setup: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cd "$here"
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"
