@@ -252,6 +252,37 @@ private Q_SLOTS:
         QVERIFY2(std::abs(w - 2.0) < 0.1 && std::abs(b - 10.0) < 0.1, qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
     }
 
+    void softmaxOnTwoPsTasksLearnsTheBlobsWithAdam()
+    {
+        QTemporaryDir dir;
+        LocalCluster cluster(2, 2,
+                             {QStringLiteral("--model=softmax"), QStringLiteral("--dataset=blobs:5:3"),
+                              QStringLiteral("--samples_per_shard=400"), QStringLiteral("--optimizer=adam"),
+                              QStringLiteral("--learning_rate=0.05"), QStringLiteral("--last_step=600"),
+                              QStringLiteral("--display_step=50")},
+                             dir.path());
+        cluster.startAll();
+        QString report;
+        QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
+        // The workers print accuracy for models too large to print whole.
+        const auto matches = QRegularExpression(QStringLiteral("accuracy (\\d\\.\\d+)"))
+                                 .globalMatch(cluster.worker(0).output() + cluster.worker(1).output());
+        double last = 0;
+        int printed = 0;
+        for (auto it = matches; it.hasNext(); ++printed)
+            last = it.next().captured(1).toDouble();
+        QVERIFY2(printed > 0, qPrintable(cluster.worker(0).output()));
+        QVERIFY2(last > 0.9, qPrintable(QStringLiteral("final accuracy %1").arg(last)));
+        // W lives on ps:0 and b on ps:1, each with Adam's moments beside it.
+        CheckpointStore store(dir.path().toStdString());
+        const auto newest = store.newestValid();
+        QVERIFY(newest);
+        QCOMPARE(newest->checkpoint.shards(0).variables(0).name(), std::string("W"));
+        QCOMPARE(newest->checkpoint.shards(1).variables(0).name(), std::string("b"));
+        QVERIFY(newest->checkpoint.shards(1).variables(0).slots().contains("m"));
+        QVERIFY(newest->checkpoint.shards(1).variables(0).update_count() > 0);
+    }
+
     void killedClusterRestartsFromItsNewestCheckpoint()
     {
         QTemporaryDir dir;
