@@ -9,6 +9,7 @@
 #include <grpcpp/generic/generic_stub.h>
 
 #include <QDir>
+#include <QFile>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
@@ -283,31 +284,43 @@ private Q_SLOTS:
         QVERIFY(newest->checkpoint.shards(1).variables(0).update_count() > 0);
     }
 
-    void killedClusterRestartsFromItsNewestCheckpoint()
+    void killedClusterRestartsFromItsNewestValidCheckpoint()
     {
         QTemporaryDir dir;
         const QStringList flags{QStringLiteral("--mode=async"), QStringLiteral("--last_step=100000000"),
                                 QStringLiteral("--save_checkpoint_secs=1")};
         qint64 savedStep = 0;
+        QString corrupted;
         {
             LocalCluster cluster(1, 2, flags, dir.path());
             cluster.startAll();
-            QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("saved checkpoint"), 30s));
-            const auto match = QRegularExpression(QStringLiteral("model\\.ckpt-(\\d+)")).match(cluster.worker(0).output());
-            QVERIFY(match.hasMatch());
+            // Two checkpoints, so that one can be corrupted and the other restored.
+            QTRY_VERIFY_WITH_TIMEOUT(cluster.worker(0).output().count(QStringLiteral("saved checkpoint")) >= 2, 30000);
             // kill -9 everything, mid-run.
             cluster.worker(0).kill();
             cluster.worker(1).kill();
             cluster.ps(0).kill();
             CheckpointStore store(dir.path().toStdString());
-            const auto newest = store.newestValid();
-            QVERIFY(newest);
-            savedStep = newest->checkpoint.global_step();
+            const auto files = store.list();
+            QVERIFY(files.size() >= 2);
+            corrupted = QString::fromStdString(files.back());
+            const auto previous = readCheckpointFile(files[files.size() - 2]);
+            savedStep = previous.global_step();
             QVERIFY(savedStep > 0);
+            // Flip a byte in the middle of the newest file: its checksum no longer holds.
+            QFile file(corrupted);
+            QVERIFY(file.open(QIODevice::ReadWrite));
+            QByteArray bytes = file.readAll();
+            bytes[bytes.size() / 2] = char(bytes[bytes.size() / 2] ^ 0x5a);
+            file.seek(0);
+            file.write(bytes);
         }
         LocalCluster cluster(1, 2, flags, dir.path());
         cluster.startAll();
-        QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("restored from model.ckpt-%1").arg(savedStep)));
+        QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("restored from model.ckpt-%1.pckpt").arg(savedStep)));
+        const QString chief = cluster.worker(0).output();
+        QVERIFY2(chief.contains(QStringLiteral("checkpoint skipped (corrupt): ") + corrupted) && chief.contains(QStringLiteral("checksum")),
+                 qPrintable(chief));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.initialized() && s.global_step() >= savedStep; }));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > savedStep + 100; }));
         cluster.worker(0).terminate();
@@ -316,12 +329,11 @@ private Q_SLOTS:
         QCOMPARE(cluster.worker(1).waitForExit(), 0);
         cluster.ps(0).terminate();
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
-        // Stopped workers say goodbye: ps:0 does not take them for dead.
-        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("worker:0 left: it was stopped before the last step")),
-                 qPrintable(cluster.ps(0).output()));
-        // The step log continues: the restarted run's first update follows the checkpoint.
         const auto output = cluster.ps(0).output();
-        QVERIFY2(output.contains(QStringLiteral("restored from model.ckpt-%1.pckpt) at global step %1").arg(savedStep)), qPrintable(output));
+        QVERIFY2(output.contains(QStringLiteral("restored from model.ckpt-%1.pckpt) at global step %1").arg(savedStep)),
+                 qPrintable(output));
+        // Stopped workers say goodbye: ps:0 does not take them for dead.
+        QVERIFY2(output.contains(QStringLiteral("worker:0 left: it was stopped before the last step")), qPrintable(output));
     }
 
     void aWorkerWithAnotherModelIsRefusedWithTheDifference()
