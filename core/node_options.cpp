@@ -587,6 +587,13 @@ std::string nodeHelpText()
                     + wrapped(words, width + 4, kHelpWidth) + "\n";
         }
     }
+    text += "\nControl a running cluster through ps:0 (no task is started):\n"
+            "  parasync-node --ps_hosts=HOST:PORT --status\n"
+            "      the global step, the mode and what each worker is doing\n"
+            "  parasync-node --ps_hosts=HOST:PORT --set_mode=async|sync|ssp [--staleness=N]\n"
+            "                [--replicas_to_aggregate=N] [--total_num_replicas=N]\n"
+            "      change the update mode while the cluster trains; numbers not given keep\n"
+            "      their current values; takes effect at the next step boundary\n";
     return text;
 }
 

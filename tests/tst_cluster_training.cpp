@@ -193,6 +193,41 @@ private Q_SLOTS:
         QVERIFY(syncRecords > 200 && sspRecords > 200);
     }
 
+    void commandLineShowsStatusAndSwitchesMode()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 100; }));
+        const QString ps = QStringLiteral("--ps_hosts=") + cluster.psAddress(0);
+
+        NodeProcess status(QStringLiteral("status"), {ps, QStringLiteral("--status")});
+        status.start();
+        QCOMPARE(status.waitForExit(), 0);
+        QVERIFY2(status.output().contains(QStringLiteral("mode async")) && status.output().contains(QStringLiteral("worker:1")),
+                 qPrintable(status.output()));
+
+        NodeProcess toSsp(QStringLiteral("set_mode"), {ps, QStringLiteral("--set_mode=ssp"), QStringLiteral("--staleness=2")});
+        toSsp.start();
+        QCOMPARE(toSsp.waitForExit(), 0);
+        QVERIFY2(toSsp.output().contains(QStringLiteral("mode is now ssp (staleness=2)")), qPrintable(toSsp.output()));
+        proto::ClusterStatusResponse now;
+        QVERIFY(cluster.clusterStatus(&now));
+        QCOMPARE(now.mode().mode(), proto::SSP);
+        QCOMPARE(now.mode().staleness(), 2);
+
+        NodeProcess refused(QStringLiteral("set_mode"), {ps, QStringLiteral("--set_mode=sync"), QStringLiteral("--replicas_to_aggregate=5")});
+        refused.start();
+        QCOMPARE(refused.waitForExit(), 2);
+        QVERIFY2(refused.output().contains(QStringLiteral("could never close")), qPrintable(refused.output()));
+
+        for (int i = 0; i < 2; ++i)
+            cluster.worker(i).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        QCOMPARE(cluster.worker(1).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
     void sspKeepsEveryWorkerWithinTheStalenessBound()
     {
         QTemporaryDir dir;

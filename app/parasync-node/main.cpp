@@ -2,6 +2,7 @@
 // way the seeds start a TensorFlow task:
 //   parasync-node --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=ps --task_index=0
 // and the same for --job_name=worker --task_index=0 and 1.
+#include "cluster_control.h"
 #include "error.h"
 #include "node_options.h"
 #include "ps_task.h"
@@ -13,6 +14,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <optional>
 #include <pthread.h>
 #include <string>
 #include <sys/time.h>
@@ -62,6 +64,52 @@ int runTask(Task &task, const sigset_t &signals)
     return code;
 }
 
+std::optional<std::string> flagValue(const std::vector<std::string> &args, const std::string &name)
+{
+    for (const auto &arg : args) {
+        if (arg == "--" + name)
+            return std::string();
+        if (arg.rfind("--" + name + "=", 0) == 0)
+            return arg.substr(name.size() + 3);
+    }
+    return std::nullopt;
+}
+
+// `parasync-node --ps_hosts=H:P --status` and `... --set_mode=ssp [--staleness=N]
+// [--replicas_to_aggregate=N] [--total_num_replicas=N]`: control calls on a
+// running cluster's ps:0, for users without the desktop app.
+int runControlCommand(const std::vector<std::string> &args)
+{
+    const auto hosts = flagValue(args, "ps_hosts");
+    if (!hosts || hosts->empty())
+        throw parasync::InputError("--status and --set_mode talk to ps:0: give its address with --ps_hosts=HOST:PORT");
+    const std::string ps0 = hosts->substr(0, hosts->find(','));
+    auto status = parasync::getClusterStatus(ps0);
+    if (const auto mode = flagValue(args, "set_mode")) {
+        // Numbers not given keep their current values.
+        parasync::proto::ModeConfig config = status.mode();
+        config.set_mode(parasync::parseUpdateMode(*mode));
+        auto number = [&](const char *name, auto setter) {
+            if (const auto value = flagValue(args, name)) {
+                try {
+                    (config.*setter)(std::stoi(*value));
+                } catch (const std::exception &) {
+                    throw parasync::InputError(std::string("--") + name + "=" + *value + " is not a number");
+                }
+            }
+        };
+        number("staleness", &parasync::proto::ModeConfig::set_staleness);
+        number("replicas_to_aggregate", &parasync::proto::ModeConfig::set_replicas_to_aggregate);
+        number("total_num_replicas", &parasync::proto::ModeConfig::set_total_num_replicas);
+        const auto response = parasync::setClusterMode(ps0, config, "parasync-node --set_mode");
+        std::printf("mode is now %s, from global step %lld\n", parasync::describeMode(response.mode()).c_str(),
+                    static_cast<long long>(response.global_step()));
+        return 0;
+    }
+    std::fputs(parasync::formatClusterStatus(status).c_str(), stdout);
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -78,6 +126,8 @@ int main(int argc, char **argv)
     const std::vector<std::string> args(argv, argv + argc);
     const char *tfConfig = std::getenv("TF_CONFIG");
     try {
+        if (flagValue(args, "status") || flagValue(args, "set_mode"))
+            return runControlCommand(args);
         const auto options = parasync::parseNodeOptions(args, tfConfig ? tfConfig : "");
         if (options.help) {
             std::fputs(parasync::nodeHelpText().c_str(), stdout);
