@@ -193,6 +193,44 @@ private Q_SLOTS:
         QVERIFY(syncRecords > 200 && sspRecords > 200);
     }
 
+    void tfConfigAndClusterFileDescribeTheSameClusterAsFlags()
+    {
+        // ps:0 from TF_CONFIG (as Kubeflow's TFJob sets it), worker:0 from a
+        // cluster file, worker:1 from the seeds' flags: one cluster.
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 2, {});
+        const QString psHost = cluster.psAddress(0);
+        const QString w0 = cluster.workerAddress(0);
+        const QString w1 = cluster.workerAddress(1);
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(QStringLiteral("TF_CONFIG"),
+                           QStringLiteral(R"({"cluster": {"ps": ["%1"], "worker": ["%2", "%3"]}, "task": {"type": "ps", "index": 0}})")
+                               .arg(psHost, w0, w1));
+        NodeProcess ps(QStringLiteral("ps:0"), {QStringLiteral("--last_step=500")});
+        ps.start(environment);
+        QVERIFY2(ps.waitForOutput(QStringLiteral("listening on ") + psHost), qPrintable(ps.output()));
+
+        const QString clusterFile = dir.filePath(QStringLiteral("cluster.json"));
+        QFile file(clusterFile);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(QStringLiteral(R"({"cluster": {"ps": ["%1"], "worker": ["%2", "%3"]}, "training": {"last_step": 500}})")
+                       .arg(psHost, w0, w1)
+                       .toUtf8());
+        file.close();
+        NodeProcess chief(QStringLiteral("worker:0"), {QStringLiteral("--cluster_file=") + clusterFile,
+                                                      QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=0")});
+        chief.start();
+        NodeProcess other(QStringLiteral("worker:1"),
+                          {QStringLiteral("--ps_hosts=") + psHost, QStringLiteral("--worker_hosts=%1,%2").arg(w0, w1),
+                           QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"), QStringLiteral("--last_step=500")});
+        other.start();
+        QCOMPARE(chief.waitForExit(), 0);
+        QCOMPARE(other.waitForExit(), 0);
+        QCOMPARE(ps.waitForExit(), 0);
+        QVERIFY(ps.output().contains(QStringLiteral("all workers finished at global step 500")));
+        QVERIFY(ps.output().contains(QStringLiteral("worker:1 finished")));
+    }
+
     void commandLineShowsStatusAndSwitchesMode()
     {
         LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
