@@ -453,7 +453,7 @@ bool WorkerTask::step()
             values += line;
         }
         std::snprintf(line, sizeof line, "worker:%d step %lld (local %lld) loss %.6f%s%s", m_options.task.index,
-                      static_cast<long long>(decision.update()), static_cast<long long>(m_clock),
+                      static_cast<long long>(decision.update()), static_cast<long long>(m_clock.load()),
                       double(m_model->loss(m_params, m_data)), values.c_str(),
                       decision.outcome() == proto::AGGREGATED
                           ? (" [sync, " + std::to_string(decision.contributions()) + " gradients]").c_str()
@@ -602,7 +602,7 @@ int WorkerTask::run()
     if (finished) {
         m_log("worker:" + std::to_string(index) + " finished: global step " + std::to_string(m_globalStep)
               + " reached --last_step=" + std::to_string(m_options.training.lastStep) + " (local steps "
-              + std::to_string(m_clock) + ")");
+              + std::to_string(m_clock.load()) + ")");
     } else {
         std::lock_guard lock(m_stateMutex);
         m_log("worker:" + std::to_string(index) + " stopped: " + m_stopReason);

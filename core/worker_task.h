@@ -72,7 +72,7 @@ private:
     std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
     Parameters m_params;                          // current view, model order
     int64_t m_globalStep = 0;
-    int64_t m_clock = 0;
+    std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
     int64_t m_previousPushUs = 0;
     std::vector<int64_t> m_order;
     size_t m_cursor = 0;
