@@ -1,0 +1,216 @@
+// parasync: the desktop app. Starts (or connects to) a parameter-server
+// cluster and shows it training; with --headless, runs the same
+// orchestration without a window and exports the charts:
+//   parasync --demo
+//   parasync --headless --demo --mode=ssp --last_step=2000 --export=charts/
+//   parasync --open=RUN_DIR
+#include "cluster_launcher.h"
+#include "cluster_plan_file.h"
+#include "cluster_watcher.h"
+#include "error.h"
+#include "headless_runner.h"
+#include "main_window.h"
+#include "node_options.h"
+
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QSocketNotifier>
+#include <QTimer>
+
+#include <csignal>
+#include <cstdio>
+#include <unistd.h>
+
+using namespace parasync;
+
+namespace {
+
+int g_signalPipe[2] = {-1, -1};
+
+// SIGINT/SIGTERM quit through the event loop, so the launcher stops the
+// tasks it started instead of leaving them holding their ports.
+void installQuitOnSignal()
+{
+    if (::pipe(g_signalPipe) != 0)
+        return;
+    auto *notifier = new QSocketNotifier(g_signalPipe[0], QSocketNotifier::Read, qApp);
+    QObject::connect(notifier, &QSocketNotifier::activated, qApp, [notifier] {
+        char byte = 0;
+        if (::read(g_signalPipe[0], &byte, 1) == 1)
+            std::fprintf(stderr, "parasync: received %s, stopping the cluster's tasks\n", byte == 2 ? "SIGINT" : "SIGTERM");
+        notifier->setEnabled(false);
+        if (QWidget *window = QApplication::activeWindow())
+            window->close();
+        QCoreApplication::exit(130);
+    });
+    const auto handler = [](int signal) {
+        const char byte = char(signal);
+        [[maybe_unused]] const auto written = ::write(g_signalPipe[1], &byte, 1);
+    };
+    std::signal(SIGINT, handler);
+    std::signal(SIGTERM, handler);
+}
+
+// The plan from --cluster_file or the demo, with the training flags given on
+// the command line applied, checked by parasync-node's own parser.
+ClusterPlan planFromArguments(const QCommandLineParser &parser)
+{
+    ClusterPlan base = parser.isSet(QStringLiteral("cluster_file"))
+        ? ui::planFromClusterFile(readClusterFile(parser.value(QStringLiteral("cluster_file")).toStdString()))
+        : ui::demoPlanFromEnvironment();
+    ClusterFile file = ui::clusterFileFromPlan(base);
+    if (parser.isSet(QStringLiteral("ps_hosts")))
+        file.cluster.ps = parseHostList(parser.value(QStringLiteral("ps_hosts")).toStdString(), "--ps_hosts");
+    if (parser.isSet(QStringLiteral("worker_hosts")))
+        file.cluster.workers
+            = parseHostList(parser.value(QStringLiteral("worker_hosts")).toStdString(), "--worker_hosts");
+    for (const char *flag : {"mode", "staleness", "replicas_to_aggregate", "last_step", "logdir", "learning_rate",
+                             "optimizer", "batch_size"}) {
+        const QString name = QString::fromLatin1(flag);
+        if (!parser.isSet(name))
+            continue;
+        auto it = std::find_if(file.training.begin(), file.training.end(),
+                               [flag](const auto &entry) { return entry.first == flag; });
+        if (it == file.training.end())
+            file.training.emplace_back(flag, parser.value(name).toStdString());
+        else
+            it->second = parser.value(name).toStdString();
+    }
+    return ui::planFromClusterFile(file);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    // The chart export needs a QApplication (Qt Charts are widgets); without
+    // a display, headless mode paints offscreen.
+    bool headless = false;
+    for (int i = 1; i < argc; ++i)
+        headless = headless || std::string(argv[i]) == "--headless";
+    if (headless && qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
+        && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+        qputenv("QT_QPA_PLATFORM", "offscreen");
+
+    QApplication app(argc, argv);
+    QApplication::setApplicationName(QStringLiteral("parasync"));
+    QApplication::setOrganizationName(QStringLiteral("Parasync"));
+    QApplication::setApplicationVersion(QStringLiteral(PARASYNC_VERSION));
+
+    QCommandLineParser parser;
+    parser.setApplicationDescription(QStringLiteral(
+        "Parasync: start, watch and steer a parameter-server training cluster.\n"
+        "  parasync --demo                      the three-port demo cluster, in the window\n"
+        "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
+        "  parasync --open=RUN_DIR              replay a finished run (its --logdir)"));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    const auto option = [&parser](const char *name, const char *description, const char *valueName = nullptr) {
+        QCommandLineOption opt(QString::fromLatin1(name), QString::fromLatin1(description));
+        if (valueName)
+            opt.setValueName(QString::fromLatin1(valueName));
+        parser.addOption(opt);
+    };
+    option("demo", "Start the demo cluster: ps 127.0.0.1:2222, workers :2223 and :2224 (linear y = 2x + 10).");
+    option("headless", "No window: run (or watch, or replay), then export every chart to --export and exit.");
+    option("export", "Folder the charts are written to (PNG, SVG, CSV).", "DIR");
+    option("connect", "Watch a running cluster by ps:0's address.", "HOST:PORT");
+    option("open", "Replay a finished run from its run directory (--logdir).", "RUN_DIR");
+    option("compare", "Compare finished runs side by side (comma-separated run directories).", "DIRS");
+    option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
+    option("ps_hosts", "ps addresses for the cluster started, e.g. 127.0.0.1:2222.", "HOSTS");
+    option("worker_hosts", "worker addresses for the cluster started, e.g. 127.0.0.1:2223,127.0.0.1:2224.", "HOSTS");
+    option("mode", "Update mode to start with: async, sync or ssp.", "MODE");
+    option("staleness", "SSP staleness bound.", "N");
+    option("replicas_to_aggregate", "Sync: gradients averaged per step (0: all live workers).", "N");
+    option("last_step", "Stop at this global step.", "N");
+    option("learning_rate", "Learning rate.", "LR");
+    option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
+    option("batch_size", "Samples per worker step.", "N");
+    option("logdir", "Run directory for checkpoints and the step log (replayable with --open).", "DIR");
+    option("node", "The parasync-node binary to start (default: beside this app, then PATH).", "PATH");
+    option("timeout", "Headless: give up after this many seconds (default 600).", "SECONDS");
+    option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
+           "DIR");
+    option("screenshot_delay", "Milliseconds before --screenshots are taken (default 6000).", "MS");
+    parser.process(app);
+
+    qRegisterMetaType<parasync::RunSnapshot>();
+    qRegisterMetaType<parasync::proto::ModeConfig>();
+    installQuitOnSignal();
+
+    const bool wantsCluster = parser.isSet(QStringLiteral("demo")) || parser.isSet(QStringLiteral("cluster_file"));
+    ClusterPlan plan;
+    if (wantsCluster) {
+        try {
+            plan = planFromArguments(parser);
+        } catch (const InputError &error) {
+            std::fprintf(stderr, "parasync: %s\n", error.what());
+            return 2;
+        }
+    }
+
+    ClusterLauncher launcher;
+    if (parser.isSet(QStringLiteral("node")))
+        launcher.setNodeBinary(parser.value(QStringLiteral("node")));
+    ClusterWatcher watcher;
+
+    if (headless) {
+        ui::HeadlessOptions options;
+        options.exportDirectory = parser.value(QStringLiteral("export"));
+        if (parser.isSet(QStringLiteral("timeout")))
+            options.timeoutSeconds = parser.value(QStringLiteral("timeout")).toInt();
+        if (parser.isSet(QStringLiteral("open"))) {
+            options.source = ui::HeadlessOptions::Source::Open;
+            options.runDirectory = parser.value(QStringLiteral("open"));
+        } else if (parser.isSet(QStringLiteral("connect"))) {
+            options.source = ui::HeadlessOptions::Source::Connect;
+            options.connectAddress = parser.value(QStringLiteral("connect"));
+        } else if (wantsCluster) {
+            options.plan = plan;
+        } else {
+            std::fprintf(stderr, "parasync: --headless needs --demo, --cluster_file, --connect or --open\n");
+            return 2;
+        }
+        ui::HeadlessRunner runner(&launcher, &watcher, options);
+        QObject::connect(&runner, &ui::HeadlessRunner::finished, &app, [](int code) { QCoreApplication::exit(code); });
+        QTimer::singleShot(0, &runner, &ui::HeadlessRunner::start);
+        const int code = QApplication::exec();
+        watcher.disconnectFromCluster();
+        return code;
+    }
+
+    ui::MainWindow window(&launcher, &watcher);
+    window.show();
+    if (wantsCluster)
+        QTimer::singleShot(0, &window, [&window, plan] { window.startCluster(plan); });
+    else if (parser.isSet(QStringLiteral("connect")))
+        window.connectToCluster(parser.value(QStringLiteral("connect")));
+    if (parser.isSet(QStringLiteral("open")))
+        window.openRunDirectory(parser.value(QStringLiteral("open")));
+    if (parser.isSet(QStringLiteral("compare")))
+        window.compareRuns(parser.value(QStringLiteral("compare")).split(QLatin1Char(','), Qt::SkipEmptyParts));
+    if (parser.isSet(QStringLiteral("screenshots"))) {
+        const QString dir = parser.value(QStringLiteral("screenshots"));
+        const int delay = parser.isSet(QStringLiteral("screenshot_delay"))
+            ? parser.value(QStringLiteral("screenshot_delay")).toInt()
+            : 6000;
+        QTimer::singleShot(delay, &window, [&window, dir] {
+            const QStringList written = window.saveScreenshots(dir);
+            // Other top-level windows (replay, comparison) too.
+            int n = 0;
+            for (QWidget *top : QApplication::topLevelWidgets()) {
+                if (top == &window || !top->isVisible())
+                    continue;
+                const QString path = dir + QStringLiteral("/other_window_%1.png").arg(n++);
+                if (top->grab().save(path))
+                    std::printf("wrote %s\n", qPrintable(path));
+            }
+            for (const QString &path : written)
+                std::printf("wrote %s\n", qPrintable(path));
+            std::fflush(stdout);
+            window.close();
+        });
+    }
+    return QApplication::exec();
+}

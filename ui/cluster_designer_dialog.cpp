@@ -1,0 +1,304 @@
+#include "cluster_designer_dialog.h"
+
+#include "cluster_plan_file.h"
+#include "error.h"
+#include "model.h"
+#include "node_options.h"
+#include "optimizer.h"
+
+#include <QComboBox>
+#include <QDialogButtonBox>
+#include <QDoubleSpinBox>
+#include <QFileDialog>
+#include <QFormLayout>
+#include <QGroupBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+namespace parasync::ui {
+
+namespace {
+
+// An address list with add/remove buttons; entries are edited in place.
+QWidget *hostListEditor(const QString &title, QListWidget *list, QWidget *parent)
+{
+    auto *box = new QGroupBox(title, parent);
+    auto *add = new QToolButton(box);
+    add->setText(QObject::tr("Add"));
+    add->setToolTip(QObject::tr("Add a task on the next port"));
+    auto *remove = new QToolButton(box);
+    remove->setText(QObject::tr("Remove"));
+    list->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed
+                          | QAbstractItemView::SelectedClicked);
+    QObject::connect(add, &QToolButton::clicked, list, [list] {
+        // Next to the last address, one port up: the usual local layout.
+        QString next = QStringLiteral("127.0.0.1:2222");
+        if (list->count() > 0) {
+            const QString last = list->item(list->count() - 1)->text();
+            const qsizetype colon = last.lastIndexOf(QLatin1Char(':'));
+            bool ok = false;
+            const int port = last.mid(colon + 1).toInt(&ok);
+            if (colon > 0 && ok)
+                next = last.left(colon + 1) + QString::number(port + 1);
+        }
+        auto *item = new QListWidgetItem(next, list);
+        item->setFlags(item->flags() | Qt::ItemIsEditable);
+        list->setCurrentItem(item);
+        list->editItem(item);
+    });
+    QObject::connect(remove, &QToolButton::clicked, list, [list] { delete list->currentItem(); });
+    auto *buttons = new QHBoxLayout;
+    buttons->addWidget(add);
+    buttons->addWidget(remove);
+    buttons->addStretch(1);
+    auto *layout = new QVBoxLayout(box);
+    layout->addWidget(list);
+    layout->addLayout(buttons);
+    return box;
+}
+
+void fillHosts(QListWidget *list, const std::vector<HostPort> &hosts)
+{
+    list->clear();
+    for (const HostPort &host : hosts) {
+        auto *item = new QListWidgetItem(QString::fromStdString(host.toString()), list);
+        item->setFlags(item->flags() | Qt::ItemIsEditable);
+    }
+}
+
+std::vector<HostPort> readHosts(QListWidget *list, const char *job)
+{
+    std::vector<HostPort> hosts;
+    for (int i = 0; i < list->count(); ++i) {
+        const std::string text = list->item(i)->text().trimmed().toStdString();
+        try {
+            hosts.push_back(parseHostPort(text));
+        } catch (const InputError &error) {
+            throw InputError(std::string(job) + ":" + std::to_string(i) + ": " + error.what());
+        }
+    }
+    return hosts;
+}
+
+} // namespace
+
+ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QString &filePath, QWidget *parent)
+    : QDialog(parent)
+    , m_filePath(filePath)
+    , m_ps(new QListWidget(this))
+    , m_workers(new QListWidget(this))
+    , m_model(new QComboBox(this))
+    , m_dataset(new QLineEdit(this))
+    , m_optimizer(new QComboBox(this))
+    , m_learningRate(new QDoubleSpinBox(this))
+    , m_batchSize(new QSpinBox(this))
+    , m_mode(new QComboBox(this))
+    , m_staleness(new QSpinBox(this))
+    , m_replicas(new QSpinBox(this))
+    , m_totalReplicas(new QSpinBox(this))
+    , m_lastStep(new QSpinBox(this))
+    , m_logdir(new QLineEdit(this))
+    , m_error(new QLabel(this))
+{
+    setWindowTitle(filePath.isEmpty() ? tr("Design a cluster") : tr("Cluster %1").arg(filePath));
+    m_ps->setObjectName(QStringLiteral("psHosts"));
+    m_workers->setObjectName(QStringLiteral("workerHosts"));
+    for (const std::string &name : modelNames())
+        m_model->addItem(QString::fromStdString(name));
+    for (const std::string &name : optimizerNames())
+        m_optimizer->addItem(QString::fromStdString(name));
+    m_dataset->setPlaceholderText(tr("the model's default (linear: y = 2x + 10 + noise)"));
+    m_dataset->setToolTip(tr("linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS, csv:PATH"));
+    m_learningRate->setDecimals(5);
+    m_learningRate->setRange(0.00001, 10);
+    m_learningRate->setSingleStep(0.01);
+    m_batchSize->setRange(1, 1000000);
+    m_mode->addItem(tr("async"), int(proto::ASYNC));
+    m_mode->addItem(tr("sync"), int(proto::SYNC));
+    m_mode->addItem(tr("ssp (semi-sync)"), int(proto::SSP));
+    m_staleness->setRange(0, 100000);
+    m_replicas->setRange(0, 100000);
+    m_replicas->setSpecialValueText(tr("all live workers"));
+    m_totalReplicas->setRange(0, 100000);
+    m_totalReplicas->setSpecialValueText(tr("all workers"));
+    m_totalReplicas->setToolTip(tr("More than replicas to aggregate means backup workers"));
+    m_lastStep->setRange(1, std::numeric_limits<int>::max());
+    m_logdir->setPlaceholderText(tr("none (no checkpoints, no run directory to replay)"));
+    auto *browse = new QToolButton(this);
+    browse->setText(tr("..."));
+    connect(browse, &QToolButton::clicked, this, [this] {
+        const QString dir = QFileDialog::getExistingDirectory(this, tr("Run directory"), m_logdir->text());
+        if (!dir.isEmpty())
+            m_logdir->setText(dir);
+    });
+    connect(m_mode, &QComboBox::currentIndexChanged, this, &ClusterDesignerDialog::updateModeFields);
+
+    auto *hosts = new QHBoxLayout;
+    hosts->addWidget(hostListEditor(tr("Parameter servers (ps)"), m_ps, this));
+    hosts->addWidget(hostListEditor(tr("Workers (worker:0 is the chief)"), m_workers, this));
+
+    auto *training = new QFormLayout;
+    training->addRow(tr("Model"), m_model);
+    training->addRow(tr("Dataset"), m_dataset);
+    training->addRow(tr("Optimizer"), m_optimizer);
+    training->addRow(tr("Learning rate"), m_learningRate);
+    training->addRow(tr("Batch size"), m_batchSize);
+    training->addRow(tr("Last step"), m_lastStep);
+    auto *logdirRow = new QHBoxLayout;
+    logdirRow->addWidget(m_logdir, 1);
+    logdirRow->addWidget(browse);
+    training->addRow(tr("Run directory (logdir)"), logdirRow);
+    auto *modes = new QFormLayout;
+    modes->addRow(tr("Update mode"), m_mode);
+    modes->addRow(tr("Staleness (ssp)"), m_staleness);
+    modes->addRow(tr("Replicas to aggregate (sync)"), m_replicas);
+    modes->addRow(tr("Total replicas (sync)"), m_totalReplicas);
+    auto *trainingBox = new QGroupBox(tr("Training"), this);
+    trainingBox->setLayout(training);
+    auto *modeBox = new QGroupBox(tr("Updates"), this);
+    modeBox->setLayout(modes);
+    auto *forms = new QHBoxLayout;
+    forms->addWidget(trainingBox, 3);
+    forms->addWidget(modeBox, 2);
+
+    m_error->setWordWrap(true);
+    m_error->setStyleSheet(QStringLiteral("color: #c62828"));
+    m_error->hide();
+
+    auto *buttons = new QDialogButtonBox(this);
+    QPushButton *launch = buttons->addButton(tr("Launch"), QDialogButtonBox::AcceptRole);
+    launch->setObjectName(QStringLiteral("launchCluster"));
+    QPushButton *saveButton = buttons->addButton(tr("Save"), QDialogButtonBox::ActionRole);
+    QPushButton *saveAsButton = buttons->addButton(tr("Save as..."), QDialogButtonBox::ActionRole);
+    buttons->addButton(QDialogButtonBox::Cancel);
+    connect(launch, &QPushButton::clicked, this, &ClusterDesignerDialog::launchIfValid);
+    connect(saveButton, &QPushButton::clicked, this, &ClusterDesignerDialog::save);
+    connect(saveAsButton, &QPushButton::clicked, this, &ClusterDesignerDialog::saveAs);
+    connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
+
+    auto *layout = new QVBoxLayout(this);
+    layout->addLayout(hosts);
+    layout->addLayout(forms);
+    layout->addWidget(m_error);
+    layout->addWidget(buttons);
+    setPlan(plan);
+    resize(760, 560);
+}
+
+void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
+{
+    m_base = plan.training;
+    fillHosts(m_ps, plan.cluster.ps);
+    fillHosts(m_workers, plan.cluster.workers);
+    const TrainingOptions &t = plan.training;
+    m_model->setCurrentText(QString::fromStdString(t.model));
+    m_dataset->setText(QString::fromStdString(t.dataset));
+    m_optimizer->setCurrentText(QString::fromStdString(t.optimizer));
+    m_learningRate->setValue(t.learningRate);
+    m_batchSize->setValue(t.batchSize);
+    m_lastStep->setValue(int(std::min<int64_t>(t.lastStep, std::numeric_limits<int>::max())));
+    m_logdir->setText(QString::fromStdString(t.logdir));
+    m_mode->setCurrentIndex(std::max(0, m_mode->findData(int(t.mode.mode()))));
+    m_staleness->setValue(t.mode.staleness());
+    m_replicas->setValue(t.mode.replicas_to_aggregate());
+    m_totalReplicas->setValue(t.mode.total_num_replicas());
+    updateModeFields();
+}
+
+void ClusterDesignerDialog::updateModeFields()
+{
+    const auto mode = proto::UpdateMode(m_mode->currentData().toInt());
+    m_staleness->setEnabled(mode == proto::SSP);
+    m_replicas->setEnabled(mode == proto::SYNC);
+    m_totalReplicas->setEnabled(mode == proto::SYNC);
+}
+
+bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
+{
+    try {
+        ClusterPlan plan;
+        plan.cluster.ps = readHosts(m_ps, "ps");
+        plan.cluster.workers = readHosts(m_workers, "worker");
+        plan.cluster.validate();
+        plan.training = m_base;
+        TrainingOptions &t = plan.training;
+        t.model = m_model->currentText().toStdString();
+        t.dataset = m_dataset->text().trimmed().toStdString();
+        t.optimizer = m_optimizer->currentText().toStdString();
+        t.learningRate = float(m_learningRate->value());
+        t.batchSize = m_batchSize->value();
+        t.lastStep = m_lastStep->value();
+        t.logdir = m_logdir->text().trimmed().toStdString();
+        t.mode.set_mode(proto::UpdateMode(m_mode->currentData().toInt()));
+        t.mode.set_staleness(m_staleness->value());
+        t.mode.set_replicas_to_aggregate(m_replicas->value());
+        t.mode.set_total_num_replicas(m_totalReplicas->value());
+        // Through the node's own flag parser: what passes here, every task accepts.
+        *result = planFromClusterFile(clusterFileFromPlan(plan));
+        return true;
+    } catch (const InputError &e) {
+        if (error)
+            *error = QString::fromStdString(e.what());
+        return false;
+    }
+}
+
+bool ClusterDesignerDialog::saveTo(const QString &path)
+{
+    ClusterPlan current;
+    QString error;
+    if (!plan(&current, &error)) {
+        m_error->setText(error);
+        m_error->show();
+        return false;
+    }
+    try {
+        writeClusterFile(path.toStdString(), clusterFileFromPlan(current));
+    } catch (const InputError &e) {
+        m_error->setText(QString::fromStdString(e.what()));
+        m_error->show();
+        return false;
+    }
+    m_filePath = path;
+    setWindowTitle(tr("Cluster %1").arg(path));
+    m_error->hide();
+    Q_EMIT saved(path);
+    return true;
+}
+
+void ClusterDesignerDialog::save()
+{
+    if (m_filePath.isEmpty())
+        saveAs();
+    else
+        saveTo(m_filePath);
+}
+
+void ClusterDesignerDialog::saveAs()
+{
+    const QString path = QFileDialog::getSaveFileName(this, tr("Save cluster file"),
+                                                      m_filePath.isEmpty() ? QStringLiteral("cluster.json") : m_filePath,
+                                                      tr("Cluster files (*.json)"));
+    if (!path.isEmpty())
+        saveTo(path);
+}
+
+void ClusterDesignerDialog::launchIfValid()
+{
+    ClusterPlan current;
+    QString error;
+    if (!plan(&current, &error)) {
+        m_error->setText(error);
+        m_error->show();
+        return;
+    }
+    accept();
+}
+
+} // namespace parasync::ui

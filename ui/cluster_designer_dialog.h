@@ -1,0 +1,62 @@
+#pragma once
+
+// Designs a cluster: any number of ps and worker addresses, the model, data
+// and optimizer, and the update mode; saves it as a cluster file and hands
+// the plan back to be launched.
+
+#include "cluster_launcher.h"
+
+#include <QDialog>
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QSpinBox;
+
+namespace parasync::ui {
+
+class ClusterDesignerDialog : public QDialog
+{
+    Q_OBJECT
+
+public:
+    explicit ClusterDesignerDialog(const ClusterPlan &plan, const QString &filePath = {}, QWidget *parent = nullptr);
+
+    // The plan as edited, or false with `error` saying which field is wrong.
+    bool plan(ClusterPlan *plan, QString *error) const;
+    void setPlan(const ClusterPlan &plan);
+    QString filePath() const { return m_filePath; }
+
+    // Writes the plan to `path`; false with a message shown in the dialog.
+    bool saveTo(const QString &path);
+
+Q_SIGNALS:
+    void saved(const QString &path);
+
+private:
+    void save();
+    void saveAs();
+    void launchIfValid();
+    void updateModeFields();
+
+    QString m_filePath;
+    TrainingOptions m_base; // flags the dialog does not show are kept from here
+    QListWidget *m_ps;
+    QListWidget *m_workers;
+    QComboBox *m_model;
+    QLineEdit *m_dataset;
+    QComboBox *m_optimizer;
+    QDoubleSpinBox *m_learningRate;
+    QSpinBox *m_batchSize;
+    QComboBox *m_mode;
+    QSpinBox *m_staleness;
+    QSpinBox *m_replicas;
+    QSpinBox *m_totalReplicas;
+    QSpinBox *m_lastStep;
+    QLineEdit *m_logdir;
+    QLabel *m_error;
+};
+
+} // namespace parasync::ui

@@ -1,0 +1,190 @@
+#include "convergence_chart.h"
+
+#include "chart_annotations.h"
+#include "chart_style.h"
+#include "series_math.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QLabel>
+#include <QLineSeries>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <limits>
+
+namespace parasync::ui {
+
+namespace {
+QColor parameterColor(const std::string &name, size_t index)
+{
+    if (name == "w")
+        return QColor(0x1f, 0x77, 0xb4);
+    if (name == "b")
+        return QColor(0x2c, 0xa0, 0x2c);
+    return workerColor(int(index) + 3);
+}
+} // namespace
+
+ConvergenceChart::ConvergenceChart(QWidget *parent)
+    : ChartWidget(parent)
+    , m_chart(new QChart)
+    , m_view(new QChartView(m_chart, this))
+    , m_xAxis(new QValueAxis)
+    , m_yAxis(new QValueAxis)
+    , m_trueW(new QLineSeries)
+    , m_trueB(new QLineSeries)
+    , m_placeholder(new QLabel(this))
+{
+    styleChart(m_chart, title());
+    m_xAxis->setTitleText(tr("global step"));
+    m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
+    m_yAxis->setTitleText(tr("parameter value"));
+    m_chart->addAxis(m_xAxis, Qt::AlignBottom);
+    m_chart->addAxis(m_yAxis, Qt::AlignLeft);
+
+    m_trueW->setName(tr("true w = 2"));
+    m_trueW->setPen(QPen(parameterColor("w", 0).lighter(140), 1.5, Qt::DashLine));
+    m_trueB->setName(tr("true b = 10"));
+    m_trueB->setPen(QPen(parameterColor("b", 1).lighter(140), 1.5, Qt::DashLine));
+    for (QLineSeries *series : {m_trueW, m_trueB}) {
+        m_chart->addSeries(series);
+        series->attachAxis(m_xAxis);
+        series->attachAxis(m_yAxis);
+    }
+    m_markers = std::make_unique<ChartAnnotations>(m_chart, m_xAxis);
+    m_view->setRenderHint(QPainter::Antialiasing);
+    m_view->setRubberBand(QChartView::RectangleRubberBand);
+
+    m_placeholder->setAlignment(Qt::AlignCenter);
+    m_placeholder->setText(tr("No parameters yet: the linear model reports w and b with every step."));
+    m_placeholder->setStyleSheet(QStringLiteral("color: gray"));
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_placeholder);
+    layout->addWidget(m_view, 1);
+    m_view->hide();
+}
+
+ConvergenceChart::~ConvergenceChart()
+{
+    m_markers.reset();
+}
+
+QString ConvergenceChart::title() const
+{
+    return tr("w and b by global step");
+}
+
+void ConvergenceChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
+{
+    m_snapshot = std::move(snapshot);
+    markDirty();
+}
+
+QLineSeries *ConvergenceChart::seriesFor(size_t parameter)
+{
+    while (m_parameters.size() <= parameter) {
+        auto *series = new QLineSeries;
+        m_chart->addSeries(series);
+        series->attachAxis(m_xAxis);
+        series->attachAxis(m_yAxis);
+        m_parameters.push_back(series);
+    }
+    return m_parameters[parameter];
+}
+
+void ConvergenceChart::rebuild()
+{
+    const bool hasData = m_snapshot && !m_snapshot->parameterSeries.empty()
+        && std::any_of(m_snapshot->parameterSeries.begin(), m_snapshot->parameterSeries.end(),
+                       [](const DecimatedSeries &s) { return !s.isEmpty(); });
+    m_placeholder->setVisible(!hasData);
+    m_view->setVisible(hasData);
+    if (!m_snapshot)
+        return;
+    const RunSnapshot &snapshot = *m_snapshot;
+    double xMin = std::numeric_limits<double>::max();
+    double xMax = std::numeric_limits<double>::lowest();
+    double yMin = std::numeric_limits<double>::max();
+    double yMax = std::numeric_limits<double>::lowest();
+    for (size_t i = 0; i < snapshot.parameterSeries.size(); ++i) {
+        const std::string name = i < snapshot.parameterNames.size() ? snapshot.parameterNames[i]
+                                                                     : "p" + std::to_string(i);
+        QLineSeries *series = seriesFor(i);
+        series->setName(QString::fromStdString(name));
+        series->setPen(QPen(parameterColor(name, i), 2));
+        const QList<QPointF> points = envelopePoints(snapshot.parameterSeries[i]);
+        for (const QPointF &p : points) {
+            xMin = std::min(xMin, p.x());
+            xMax = std::max(xMax, p.x());
+            yMin = std::min(yMin, p.y());
+            yMax = std::max(yMax, p.y());
+        }
+        series->replace(points);
+    }
+    const bool linear = parameterIndex(snapshot, "w") >= 0 && parameterIndex(snapshot, "b") >= 0;
+    m_trueW->setVisible(linear);
+    m_trueB->setVisible(linear);
+    if (xMin > xMax)
+        return;
+    xMax = std::max(xMax, xMin + 1);
+    if (linear) {
+        m_trueW->replace({QPointF(xMin, kTrueW), QPointF(xMax, kTrueW)});
+        m_trueB->replace({QPointF(xMin, kTrueB), QPointF(xMax, kTrueB)});
+        yMin = std::min(yMin, kTrueW);
+        yMax = std::max(yMax, kTrueB);
+    }
+    setRoundRange(m_xAxis, xMin, xMax);
+    const double pad = std::max((yMax - yMin) * 0.05, 0.1);
+    m_yAxis->setRange(yMin - pad, yMax + pad);
+    m_yAxis->applyNiceNumbers();
+
+    std::vector<ChartAnnotations::Annotation> markers;
+    for (const auto &change : snapshot.modeChanges)
+        markers.push_back({double(change.globalStep), std::numeric_limits<double>::quiet_NaN(),
+                           QStringLiteral("\u2192 %1 @ %2").arg(shortModeLabel(change.current)).arg(change.globalStep),
+                           modeMarkerColor()});
+    m_markers->setAnnotations(std::move(markers));
+}
+
+void ConvergenceChart::renderTo(QPainter *painter, const QRectF &target)
+{
+    ensureUpToDate();
+    renderChart(m_chart, painter, target);
+}
+
+CsvTable ConvergenceChart::csv() const
+{
+    CsvTable table;
+    table.header = {QStringLiteral("series"), QStringLiteral("global_step"), QStringLiteral("min"),
+                    QStringLiteral("max"), QStringLiteral("mean"), QStringLiteral("last"), QStringLiteral("count")};
+    if (!m_snapshot)
+        return table;
+    for (size_t i = 0; i < m_snapshot->parameterSeries.size(); ++i) {
+        const QString name = i < m_snapshot->parameterNames.size()
+            ? QString::fromStdString(m_snapshot->parameterNames[i])
+            : QStringLiteral("p%1").arg(i);
+        for (const auto &bucket : m_snapshot->parameterSeries[i].buckets())
+            table.rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
+                                  QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),
+                                  QString::number(bucket.last, 'g', 8), QString::number(bucket.count)});
+    }
+    return table;
+}
+
+int ConvergenceChart::modeMarkerCount() const
+{
+    return m_markers->count();
+}
+
+int ConvergenceChart::pointCount() const
+{
+    int count = 0;
+    for (const QLineSeries *series : m_parameters)
+        count += int(series->count());
+    return count;
+}
+
+} // namespace parasync::ui

@@ -1,0 +1,281 @@
+#include "headless_runner.h"
+
+#include "chart_exporter.h"
+#include "cluster_watcher.h"
+#include "node_options.h"
+#include "run_charts_view.h"
+#include "run_loader.h"
+
+#include <QDir>
+
+#include <cstdio>
+
+namespace parasync::ui {
+
+namespace {
+void say(const QString &line)
+{
+    std::fprintf(stdout, "%s\n", line.toLocal8Bit().constData());
+    std::fflush(stdout);
+}
+
+void complain(const QString &line)
+{
+    std::fprintf(stderr, "%s\n", line.toLocal8Bit().constData());
+    std::fflush(stderr);
+}
+
+QString hostList(const std::vector<HostPort> &hosts)
+{
+    QStringList list;
+    for (const HostPort &host : hosts)
+        list.append(QString::fromStdString(host.toString()));
+    return list.join(QLatin1Char(','));
+}
+
+// The last lines of a task's output, for an error message.
+QString tail(const QString &text, int lines)
+{
+    QStringList all = text.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    if (all.size() > lines)
+        all = all.mid(all.size() - lines);
+    return QStringLiteral("    ") + all.join(QStringLiteral("\n    "));
+}
+} // namespace
+
+HeadlessRunner::HeadlessRunner(ClusterLauncher *launcher, ClusterWatcher *watcher, HeadlessOptions options,
+                               QObject *parent)
+    : QObject(parent)
+    , m_launcher(launcher)
+    , m_watcher(watcher)
+    , m_options(std::move(options))
+    , m_charts(std::make_unique<RunChartsView>())
+{
+    // Never shown: it is only the charts' owner and the exporter's source.
+    m_charts->resize(1400, 800);
+    m_progress.setInterval(1000);
+    connect(&m_progress, &QTimer::timeout, this, &HeadlessRunner::printProgress);
+    m_timeout.setSingleShot(true);
+    connect(&m_timeout, &QTimer::timeout, this, &HeadlessRunner::onTimeout);
+    m_grace.setSingleShot(true);
+    connect(&m_grace, &QTimer::timeout, this, [this] {
+        if (m_clusterFinished && m_launcher->anyRunning()) {
+            say(tr("ps:0 reported the end, but tasks are still running: stopping them."));
+            m_launcher->stopAll();
+        }
+        onAllExited();
+    });
+}
+
+HeadlessRunner::~HeadlessRunner() = default;
+
+void HeadlessRunner::start()
+{
+    m_clock.start();
+    if (m_options.exportDirectory.isEmpty()) {
+        finishWith(CouldNotStart, tr("--headless needs --export=DIR: the folder the charts are written to."));
+        return;
+    }
+    if (m_options.source == HeadlessOptions::Source::Open) {
+        say(tr("Reading the run directory %1").arg(m_options.runDirectory));
+        const LoadedRun run = RunLoader::loadNow(m_options.runDirectory);
+        if (!run.snapshot) {
+            finishWith(CouldNotStart, run.error);
+            return;
+        }
+        say(tr("%1 records (%2 skipped), global step %3, %4 mode change(s)")
+                .arg(run.info.records)
+                .arg(run.info.skippedLines)
+                .arg(run.snapshot->globalStep)
+                .arg(run.snapshot->modeChanges.size()));
+        m_latest = run.snapshot;
+        finishWith(exportCharts() ? Success : RunFailed, QString());
+        return;
+    }
+
+    connect(m_watcher, &ClusterWatcher::snapshotReady, this, &HeadlessRunner::onSnapshot);
+    connect(m_watcher, &ClusterWatcher::connectionStateChanged, this,
+            [](bool, const QString &message) { say(message); });
+    connect(m_watcher, &ClusterWatcher::modeChanged, this, [](const proto::ModeConfig &mode, qint64 step) {
+        say(tr("mode: %1 from global step %2").arg(QString::fromStdString(describeMode(mode))).arg(step));
+    });
+    connect(m_watcher, &ClusterWatcher::clusterFinished, this, &HeadlessRunner::onClusterFinished);
+    m_timeout.start(m_options.timeoutSeconds * 1000);
+    m_progress.start();
+
+    if (m_options.source == HeadlessOptions::Source::Connect) {
+        say(tr("Watching the cluster of ps:0 at %1 until it finishes").arg(m_options.connectAddress));
+        m_watcher->connectTo(m_options.connectAddress);
+        return;
+    }
+    launch();
+}
+
+void HeadlessRunner::launch()
+{
+    const ClusterPlan &plan = m_options.plan;
+    const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
+    if (!conflicts.empty()) {
+        QString message = tr("The cluster cannot start, ports are taken:\n");
+        for (const PortConflict &conflict : conflicts)
+            message += tr("  %1 wants %2, taken%3\n")
+                           .arg(QString::fromStdString(conflict.task.toString()),
+                                QString::fromStdString(conflict.address.toString()),
+                                conflict.holder.isEmpty() ? QString() : tr(" by %1").arg(conflict.holder));
+        const ClusterPlan free = ClusterLauncher::withSuggestedPorts(plan, conflicts);
+        message += tr("Stop the process holding the port (an old run?), or run on free ports:\n  "
+                      "parasync --headless --ps_hosts=%1 --worker_hosts=%2 ...")
+                       .arg(hostList(free.cluster.ps), hostList(free.cluster.workers));
+        finishWith(CouldNotStart, message);
+        return;
+    }
+    QString error;
+    if (!m_launcher->launch(plan, &error)) {
+        finishWith(CouldNotStart, error);
+        return;
+    }
+    connect(m_launcher, &ClusterLauncher::allExited, this, &HeadlessRunner::onAllExited);
+    connect(m_launcher, &ClusterLauncher::taskChanged, this, &HeadlessRunner::onTaskChanged);
+    for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
+        onTaskChanged(row);
+    say(tr("mode %1, last step %2").arg(QString::fromStdString(describeMode(plan.training.mode))).arg(plan.training.lastStep));
+    m_watcher->connectTo(QString::fromStdString(plan.cluster.ps.front().toString()));
+}
+
+void HeadlessRunner::onTaskChanged(int row)
+{
+    if (row < 0 || size_t(row) >= m_launcher->tasks().size())
+        return;
+    const TaskInfo &task = m_launcher->tasks()[size_t(row)];
+    // One line per change of state (or pid), not per status refresh.
+    const QString line = tr("%1 on %2 (pid %3): %4")
+                             .arg(QString::fromStdString(task.task.toString()),
+                                  QString::fromStdString(task.address.toString()))
+                             .arg(task.pid)
+                             .arg(taskStateName(task.state));
+    if (m_taskLines.value(row) == line)
+        return;
+    m_taskLines[row] = line;
+    say(task.detail.isEmpty() || task.state == TaskState::Training ? line : line + QStringLiteral(" (") + task.detail + QLatin1Char(')'));
+}
+
+void HeadlessRunner::onSnapshot(const RunSnapshot &snapshot)
+{
+    m_latest = std::make_shared<const RunSnapshot>(snapshot);
+}
+
+void HeadlessRunner::printProgress()
+{
+    if (!m_latest || m_latest->globalStep == m_printedStep)
+        return;
+    m_printedStep = m_latest->globalStep;
+    double rate = 0;
+    for (const WorkerFigures &worker : m_latest->workers)
+        rate += worker.stepsPerSecond;
+    say(tr("global step %1/%2, %3, %4 steps/s")
+            .arg(m_latest->globalStep)
+            .arg(m_latest->lastStep)
+            .arg(QString::fromStdString(describeMode(m_latest->mode)))
+            .arg(rate, 0, 'f', 0));
+}
+
+void HeadlessRunner::onClusterFinished()
+{
+    m_clusterFinished = true;
+    say(tr("ps:0 reports the cluster finished"));
+    if (m_options.source == HeadlessOptions::Source::Connect) {
+        // Give the last snapshot a moment to arrive.
+        m_grace.start(500);
+        return;
+    }
+    // The tasks exit by themselves; stop them if they do not.
+    m_grace.start(15000);
+}
+
+void HeadlessRunner::onAllExited()
+{
+    if (m_done)
+        return;
+    m_grace.stop();
+    // Snapshots already queued behind this signal still count.
+    QTimer::singleShot(300, this, [this] {
+        if (m_done)
+            return;
+        const QString failures = taskFailures();
+        if (!exportCharts()) {
+            finishWith(RunFailed, QString());
+            return;
+        }
+        if (!failures.isEmpty())
+            finishWith(RunFailed, tr("The run did not finish cleanly:\n%1").arg(failures));
+        else
+            finishWith(Success, QString());
+    });
+}
+
+QString HeadlessRunner::taskFailures() const
+{
+    QString report;
+    for (size_t i = 0; i < m_launcher->tasks().size(); ++i) {
+        const TaskInfo &task = m_launcher->tasks()[i];
+        if (task.state != TaskState::Dead)
+            continue;
+        report += tr("  %1 (%2, pid %3): %4\n%5\n")
+                      .arg(QString::fromStdString(task.task.toString()),
+                           QString::fromStdString(task.address.toString()))
+                      .arg(task.pid)
+                      .arg(task.detail, tail(m_launcher->output(int(i)), 6));
+    }
+    return report;
+}
+
+void HeadlessRunner::onTimeout()
+{
+    if (m_done)
+        return;
+    const QString step = m_latest ? QString::number(m_latest->globalStep) : tr("(no telemetry)");
+    complain(tr("Timed out after %1 s at global step %2; stopping the cluster and exporting what there is.")
+                 .arg(m_options.timeoutSeconds)
+                 .arg(step));
+    m_watcher->disconnectFromCluster();
+    m_launcher->stopAll();
+    exportCharts();
+    finishWith(TimedOut, tr("Raise --timeout or lower --last_step."));
+}
+
+bool HeadlessRunner::exportCharts()
+{
+    if (!m_latest) {
+        complain(tr("No telemetry arrived from ps:0: nothing to export. Check the tasks' output above."));
+        return false;
+    }
+    m_charts->setSnapshot(m_latest);
+    m_charts->flush();
+    QString error;
+    const bool ok = m_charts->exportAll(m_options.exportDirectory, &m_written, &error);
+    for (const QString &path : std::as_const(m_written))
+        say(tr("wrote %1").arg(QDir::toNativeSeparators(path)));
+    if (!ok)
+        complain(error);
+    return ok;
+}
+
+void HeadlessRunner::finishWith(int exitCode, const QString &message)
+{
+    if (m_done)
+        return;
+    m_done = true;
+    m_progress.stop();
+    m_timeout.stop();
+    m_grace.stop();
+    if (!message.isEmpty())
+        (exitCode == Success ? say : complain)(message);
+    if (exitCode == Success && m_latest)
+        say(tr("done: global step %1, %2 files in %3")
+                .arg(m_latest->globalStep)
+                .arg(m_written.size())
+                .arg(QDir::toNativeSeparators(m_options.exportDirectory)));
+    Q_EMIT finished(exitCode);
+}
+
+} // namespace parasync::ui

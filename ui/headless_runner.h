@@ -1,0 +1,85 @@
+#pragma once
+
+// `parasync --headless`: the same orchestration as the window (launch or
+// connect, watch, wait for the end) without showing one, then every chart
+// exported through ChartExporter. Prints what it does and what it wrote;
+// finishes with an exit code a script can test.
+
+#include "cluster_launcher.h"
+#include "run_state.h"
+
+#include <QElapsedTimer>
+#include <QHash>
+#include <QObject>
+#include <QStringList>
+#include <QTimer>
+
+#include <memory>
+
+namespace parasync {
+class ClusterWatcher;
+}
+
+namespace parasync::ui {
+
+class RunChartsView;
+
+struct HeadlessOptions
+{
+    enum class Source { Launch, Connect, Open };
+    Source source = Source::Launch;
+    ClusterPlan plan;          // Launch
+    QString connectAddress;    // Connect: ps:0's host:port
+    QString runDirectory;      // Open
+    QString exportDirectory;   // required
+    int timeoutSeconds = 600;  // give up (stop the cluster, export what there is)
+};
+
+class HeadlessRunner : public QObject
+{
+    Q_OBJECT
+
+public:
+    enum ExitCode { Success = 0, RunFailed = 1, CouldNotStart = 2, TimedOut = 3 };
+
+    HeadlessRunner(ClusterLauncher *launcher, ClusterWatcher *watcher, HeadlessOptions options,
+                   QObject *parent = nullptr);
+    ~HeadlessRunner() override;
+
+    // Begins; `finished` follows (possibly at once).
+    void start();
+    QStringList written() const { return m_written; }
+    RunChartsView *charts() const { return m_charts.get(); }
+
+Q_SIGNALS:
+    void finished(int exitCode);
+
+private:
+    void launch();
+    void onTaskChanged(int row);
+    void onSnapshot(const RunSnapshot &snapshot);
+    void onAllExited();
+    void onClusterFinished();
+    void onTimeout();
+    void printProgress();
+    void finishWith(int exitCode, const QString &message);
+    bool exportCharts();
+    QString taskFailures() const;
+
+    ClusterLauncher *m_launcher;
+    ClusterWatcher *m_watcher;
+    HeadlessOptions m_options;
+    std::unique_ptr<RunChartsView> m_charts;
+    std::shared_ptr<const RunSnapshot> m_latest;
+    QTimer m_progress;
+    QTimer m_timeout;
+    QTimer m_grace;
+    QElapsedTimer m_clock;
+    QStringList m_written;
+    bool m_done = false;
+    bool m_clusterFinished = false;
+    int64_t m_printedStep = -1;
+    QHash<int, QString> m_taskLines; // last line printed per task
+};
+
+} // namespace parasync::ui

@@ -1,0 +1,305 @@
+#include "loss_chart.h"
+
+#include "chart_annotations.h"
+#include "chart_style.h"
+#include "series_math.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QCheckBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QSlider>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace parasync::ui {
+
+LossChart::LossChart(QWidget *parent)
+    : ChartWidget(parent)
+    , m_chart(new QChart)
+    , m_view(new QChartView(m_chart, this))
+    , m_xAxis(new QValueAxis)
+    , m_linearY(new QValueAxis)
+    , m_logY(new QLogValueAxis)
+    , m_fullLoss(new QLineSeries)
+    , m_logToggle(new QCheckBox(tr("Log scale"), this))
+    , m_smoothingSlider(new QSlider(Qt::Horizontal, this))
+    , m_smoothingLabel(new QLabel(this))
+    , m_placeholder(new QLabel(this))
+{
+    styleChart(m_chart, title());
+    m_xAxis->setTitleText(tr("global step"));
+    m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
+    m_linearY->setTitleText(tr("loss (mean squared error)"));
+    m_logY->setTitleText(tr("loss (mean squared error, log scale)"));
+    m_logY->setLabelFormat(QStringLiteral("%.3g"));
+    m_logY->setBase(10);
+    m_chart->addAxis(m_xAxis, Qt::AlignBottom);
+    m_chart->addAxis(m_linearY, Qt::AlignLeft);
+    // The log axis is created once and swapped in; keep it owned meanwhile.
+    m_logY->setParent(this);
+
+    m_fullLoss->setName(tr("chief full-shard loss"));
+    QPen fullPen(chiefLossColor(), 2.5);
+    m_fullLoss->setPen(fullPen);
+    attach(m_fullLoss);
+
+    m_markers = std::make_unique<ChartAnnotations>(m_chart, m_xAxis);
+
+    m_view->setRenderHint(QPainter::Antialiasing);
+    m_view->setRubberBand(QChartView::RectangleRubberBand);
+
+    m_smoothingSlider->setRange(0, 99);
+    m_smoothingSlider->setValue(int(m_smoothing * 100));
+    m_smoothingSlider->setToolTip(tr("Exponential moving average of the batch loss, debiased as in TensorBoard"));
+    m_smoothingSlider->setObjectName(QStringLiteral("lossSmoothing"));
+    m_logToggle->setObjectName(QStringLiteral("lossLogScale"));
+    connect(m_smoothingSlider, &QSlider::valueChanged, this, [this](int value) { setSmoothing(value / 100.0); });
+    connect(m_logToggle, &QCheckBox::toggled, this, &LossChart::setLogScale);
+
+    m_placeholder->setAlignment(Qt::AlignCenter);
+    m_placeholder->setText(tr("No loss yet: start the demo cluster, connect to a cluster or open a run directory."));
+    m_placeholder->setStyleSheet(QStringLiteral("color: gray"));
+
+    auto *controls = new QHBoxLayout;
+    controls->addWidget(m_logToggle);
+    controls->addSpacing(16);
+    controls->addWidget(new QLabel(tr("Smoothing"), this));
+    controls->addWidget(m_smoothingSlider, 1);
+    controls->addWidget(m_smoothingLabel);
+    controls->addStretch(1);
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addLayout(controls);
+    layout->addWidget(m_placeholder);
+    layout->addWidget(m_view, 1);
+    m_smoothingLabel->setText(QString::number(m_smoothing, 'f', 2));
+    m_view->hide();
+    // The loss falls over orders of magnitude (MSE ~100 at the start, ~0.1
+    // at the end): on a linear axis the interesting part is a flat line.
+    setLogScale(true);
+}
+
+LossChart::~LossChart()
+{
+    // The annotations' items belong to the chart; drop them before it goes.
+    m_markers.reset();
+}
+
+QString LossChart::title() const
+{
+    return tr("Loss by global step");
+}
+
+void LossChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
+{
+    m_snapshot = std::move(snapshot);
+    markDirty();
+}
+
+bool LossChart::logScale() const
+{
+    return m_logToggle->isChecked();
+}
+
+void LossChart::setLogScale(bool on)
+{
+    if (m_logToggle->isChecked() != on) {
+        m_logToggle->setChecked(on); // comes back here through toggled()
+        return;
+    }
+    QAbstractAxis *from = on ? static_cast<QAbstractAxis *>(m_linearY) : m_logY;
+    QAbstractAxis *to = on ? static_cast<QAbstractAxis *>(m_logY) : m_linearY;
+    if (m_chart->axes(Qt::Vertical).contains(to))
+        return;
+    const auto seriesList = m_chart->series();
+    for (QAbstractSeries *series : seriesList)
+        series->detachAxis(from);
+    m_chart->removeAxis(from);
+    from->setParent(this);
+    m_chart->addAxis(to, Qt::AlignLeft);
+    for (QAbstractSeries *series : seriesList)
+        series->attachAxis(to);
+    markDirty();
+    ensureUpToDate();
+}
+
+void LossChart::setSmoothing(double smoothing)
+{
+    m_smoothing = std::clamp(smoothing, 0.0, 0.99);
+    m_smoothingLabel->setText(QString::number(m_smoothing, 'f', 2));
+    if (m_smoothingSlider->value() != int(std::lround(m_smoothing * 100)))
+        m_smoothingSlider->setValue(int(std::lround(m_smoothing * 100)));
+    markDirty();
+}
+
+void LossChart::attach(QLineSeries *series)
+{
+    m_chart->addSeries(series);
+    series->attachAxis(m_xAxis);
+    series->attachAxis(logScale() ? static_cast<QAbstractAxis *>(m_logY) : m_linearY);
+}
+
+LossChart::WorkerSeries &LossChart::seriesFor(int worker)
+{
+    auto it = m_workers.find(worker);
+    if (it != m_workers.end())
+        return it->second;
+    WorkerSeries series;
+    const QColor color = workerColor(worker);
+    series.raw = new QLineSeries;
+    QColor faint = color;
+    faint.setAlpha(70);
+    series.raw->setPen(QPen(faint, 1));
+    series.raw->setName(workerName(worker) + tr(" raw"));
+    series.smoothed = new QLineSeries;
+    series.smoothed->setPen(QPen(color, 2));
+    series.smoothed->setName(workerName(worker) + tr(" batch loss"));
+    attach(series.raw);
+    attach(series.smoothed);
+    WorkerSeries &added = m_workers.emplace(worker, series).first->second;
+    // Series paint in the order they were added: every faint raw envelope
+    // first, then the smoothed lines, the chief's loss on top.
+    for (auto &[index, lines] : m_workers) {
+        m_chart->removeSeries(lines.smoothed);
+        attach(lines.smoothed);
+    }
+    m_chart->removeSeries(m_fullLoss);
+    attach(m_fullLoss);
+    // One legend entry per worker: the smoothed line.
+    for (auto &[index, lines] : m_workers)
+        for (QLegendMarker *marker : m_chart->legend()->markers(lines.raw))
+            marker->setVisible(false);
+    return added;
+}
+
+void LossChart::rebuild()
+{
+    const bool hasData = m_snapshot && (!m_snapshot->batchLossByWorker.empty() || !m_snapshot->fullLoss.isEmpty());
+    m_placeholder->setVisible(!hasData);
+    m_view->setVisible(hasData);
+    if (!m_snapshot)
+        return;
+    const RunSnapshot &snapshot = *m_snapshot;
+    const bool log = logScale();
+    double xMin = std::numeric_limits<double>::max();
+    double xMax = std::numeric_limits<double>::lowest();
+    double yMin = std::numeric_limits<double>::max();
+    double yMax = std::numeric_limits<double>::lowest();
+    const auto extend = [&](const QList<QPointF> &points) {
+        for (const QPointF &p : points) {
+            xMin = std::min(xMin, p.x());
+            xMax = std::max(xMax, p.x());
+            if (log && p.y() <= 0)
+                continue;
+            yMin = std::min(yMin, p.y());
+            yMax = std::max(yMax, p.y());
+        }
+    };
+    const auto positive = [log](QList<QPointF> points) {
+        // A log axis cannot show 0; such points are left out rather than
+        // breaking the whole line.
+        if (log)
+            points.removeIf([](const QPointF &p) { return !(p.y() > 0); });
+        return points;
+    };
+
+    for (const auto &[worker, series] : snapshot.batchLossByWorker) {
+        WorkerSeries &lines = seriesFor(worker);
+        const QList<QPointF> raw = positive(envelopePoints(series));
+        const std::vector<double> ema = debiasedEma(series.buckets(), m_smoothing);
+        QList<QPointF> smooth;
+        smooth.reserve(qsizetype(ema.size()));
+        for (size_t i = 0; i < ema.size(); ++i)
+            smooth.append(QPointF(series.buckets()[i].x, ema[i]));
+        smooth = positive(std::move(smooth));
+        extend(raw);
+        lines.raw->replace(raw);
+        lines.smoothed->replace(smooth);
+    }
+    const QList<QPointF> full = positive(meanPoints(snapshot.fullLoss));
+    extend(full);
+    // Dots help while evaluations are few; later they would hide the line.
+    m_fullLoss->setPointsVisible(full.size() <= 40);
+    m_fullLoss->replace(full);
+
+    if (xMin <= xMax) {
+        setRoundRange(m_xAxis, xMin, std::max(xMax, xMin + 1));
+        if (yMin > yMax) {
+            yMin = log ? 0.1 : 0;
+            yMax = 1;
+        }
+        if (log) {
+            m_logY->setRange(yMin / 1.5, yMax * 1.5);
+        } else {
+            const double pad = std::max((yMax - yMin) * 0.05, 1e-6);
+            m_linearY->setRange(std::max(0.0, yMin - pad), yMax + pad);
+            m_linearY->applyNiceNumbers();
+        }
+    }
+
+    std::vector<ChartAnnotations::Annotation> markers;
+    for (const auto &change : snapshot.modeChanges)
+        markers.push_back({double(change.globalStep), std::numeric_limits<double>::quiet_NaN(),
+                           QStringLiteral("\u2192 %1 @ %2").arg(shortModeLabel(change.current)).arg(change.globalStep),
+                           modeMarkerColor()});
+    m_markers->setAnnotations(std::move(markers));
+}
+
+void LossChart::renderTo(QPainter *painter, const QRectF &target)
+{
+    ensureUpToDate();
+    if (m_view->isHidden()) {
+        // Never rendered on screen: give the chart a size before painting.
+        m_chart->resize(target.size());
+    }
+    renderChart(m_chart, painter, target);
+}
+
+CsvTable LossChart::csv() const
+{
+    CsvTable table;
+    table.header = {QStringLiteral("series"), QStringLiteral("global_step"), QStringLiteral("min"),
+                    QStringLiteral("max"), QStringLiteral("mean"), QStringLiteral("count"),
+                    QStringLiteral("smoothed")};
+    if (!m_snapshot)
+        return table;
+    for (const auto &[worker, series] : m_snapshot->batchLossByWorker) {
+        const std::vector<double> ema = debiasedEma(series.buckets(), m_smoothing);
+        const QString name = workerName(worker) + QStringLiteral(" batch loss");
+        for (size_t i = 0; i < series.buckets().size(); ++i) {
+            const auto &bucket = series.buckets()[i];
+            table.rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
+                                  QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),
+                                  QString::number(bucket.count), QString::number(ema[i], 'g', 8)});
+        }
+    }
+    for (const auto &bucket : m_snapshot->fullLoss.buckets())
+        table.rows.push_back({QStringLiteral("chief full loss"), QString::number(bucket.x, 'g', 12),
+                              QString::number(bucket.min, 'g', 8), QString::number(bucket.max, 'g', 8),
+                              QString::number(bucket.mean(), 'g', 8), QString::number(bucket.count), QString()});
+    return table;
+}
+
+int LossChart::modeMarkerCount() const
+{
+    return m_markers->count();
+}
+
+int LossChart::pointCount() const
+{
+    int count = int(m_fullLoss->count());
+    for (const auto &[worker, series] : m_workers)
+        count += int(series.raw->count() + series.smoothed->count());
+    return count;
+}
+
+} // namespace parasync::ui

@@ -1,0 +1,619 @@
+#include "main_window.h"
+
+#include "chart_exporter.h"
+#include "cluster_designer_dialog.h"
+#include "cluster_plan_file.h"
+#include "cluster_watcher.h"
+#include "error.h"
+#include "mode_controls.h"
+#include "node_options.h"
+#include "process_panel.h"
+#include "compare_runs_window.h"
+#include "run_charts_view.h"
+#include "run_loader.h"
+#include "run_replay_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDir>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QInputDialog>
+#include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSettings>
+#include <QSplitter>
+#include <QStatusBar>
+#include <QTimer>
+#include <QToolBar>
+
+namespace parasync::ui {
+
+namespace {
+constexpr int kMaxRecentFiles = 8;
+const QString kRecentKey = QStringLiteral("recentClusterFiles");
+const QString kConnectKey = QStringLiteral("lastConnectAddress");
+const QString kRunDirKey = QStringLiteral("lastRunDirectory");
+} // namespace
+
+MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidget *parent)
+    : QMainWindow(parent)
+    , m_launcher(launcher)
+    , m_watcher(watcher)
+    , m_loader(new RunLoader(this))
+    , m_charts(new RunChartsView(this))
+    , m_processes(new ProcessPanel(launcher, watcher, this))
+    , m_modes(new ModeControls(this))
+    , m_connectionLabel(new QLabel(this))
+    , m_stepLabel(new QLabel(this))
+    , m_rateLabel(new QLabel(this))
+{
+    qRegisterMetaType<parasync::RunSnapshot>();
+    qRegisterMetaType<parasync::proto::ModeConfig>();
+    setWindowTitle(tr("Parasync"));
+    setObjectName(QStringLiteral("mainWindow"));
+
+    auto *splitter = new QSplitter(Qt::Vertical, this);
+    splitter->addWidget(m_charts);
+    splitter->addWidget(m_processes);
+    splitter->setStretchFactor(0, 3);
+    splitter->setStretchFactor(1, 1);
+    setCentralWidget(splitter);
+
+    createActions();
+
+    m_connectionLabel->setObjectName(QStringLiteral("connectionState"));
+    m_connectionLabel->setText(tr("Not connected"));
+    m_stepLabel->setMinimumWidth(160);
+    m_rateLabel->setToolTip(tr("Chart refreshes per second"));
+    statusBar()->addPermanentWidget(m_stepLabel);
+    statusBar()->addPermanentWidget(m_rateLabel);
+    statusBar()->addWidget(m_connectionLabel, 1);
+    statusBar()->showMessage(tr("Start the demo cluster (Ctrl+D), design one, connect to a running cluster, or open "
+                                "a run directory."),
+                             15000);
+
+    connect(m_watcher, &ClusterWatcher::snapshotReady, this, &MainWindow::onSnapshotReady);
+    connect(m_watcher, &ClusterWatcher::connectionStateChanged, this, &MainWindow::onConnectionState);
+    connect(m_watcher, &ClusterWatcher::modeChanged, this, &MainWindow::onModeChanged);
+    connect(m_watcher, &ClusterWatcher::controlFinished, this, &MainWindow::onControlFinished);
+    connect(m_watcher, &ClusterWatcher::clusterFinished, this, &MainWindow::onClusterFinished);
+    connect(m_launcher, &ClusterLauncher::taskChanged, this, &MainWindow::onTaskChanged);
+    connect(m_launcher, &ClusterLauncher::allExited, this, [this] {
+        statusBar()->showMessage(tr("Every task of the cluster has exited."), 10000);
+        updateActions();
+    });
+    connect(m_charts, &RunChartsView::redrawn, this, &MainWindow::onRedrawn);
+    connect(m_modes, &ModeControls::modeRequested, this, [this](const proto::ModeConfig &mode) {
+        statusBar()->showMessage(tr("Asking ps:0 at %1 for %2...")
+                                     .arg(m_watcher->address(), QString::fromStdString(describeMode(mode))),
+                                 5000);
+        m_watcher->setMode(mode);
+    });
+    connect(m_processes, &ProcessPanel::statusMessage, this,
+            [this](const QString &message) { statusBar()->showMessage(message, 8000); });
+    connect(m_loader, &RunLoader::loaded, this, &MainWindow::onRunLoaded);
+
+    // Refresh rate, once a second: the redraw batching at work.
+    auto *rate = new QTimer(this);
+    connect(rate, &QTimer::timeout, this, [this] {
+        const qint64 now = m_charts->redrawCount();
+        m_rateLabel->setText(m_connected ? tr("%1 refreshes/s").arg(now - m_redrawsAtLastRate) : QString());
+        m_redrawsAtLastRate = now;
+    });
+    rate->start(1000);
+    updateActions();
+    resize(1500, 950);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::createActions()
+{
+    QMenu *cluster = menuBar()->addMenu(tr("&Cluster"));
+    QToolBar *toolbar = addToolBar(tr("Cluster"));
+    toolbar->setObjectName(QStringLiteral("clusterToolbar"));
+    toolbar->setToolButtonStyle(Qt::ToolButtonTextOnly);
+
+    m_startDemo = new QAction(tr("Start demo cluster"), this);
+    m_startDemo->setObjectName(QStringLiteral("startDemo"));
+    m_startDemo->setShortcut(QKeySequence(tr("Ctrl+D")));
+    m_startDemo->setToolTip(tr("ps on 127.0.0.1:2222, workers on :2223 and :2224, linear regression y = 2x + 10"));
+    connect(m_startDemo, &QAction::triggered, this, &MainWindow::startDemo);
+
+    auto *newCluster = new QAction(tr("New cluster..."), this);
+    newCluster->setObjectName(QStringLiteral("newCluster"));
+    newCluster->setShortcut(QKeySequence::New);
+    connect(newCluster, &QAction::triggered, this, [this] { designCluster(demoPlan(), QString()); });
+
+    auto *openCluster = new QAction(tr("Open cluster file..."), this);
+    openCluster->setObjectName(QStringLiteral("openClusterFile"));
+    connect(openCluster, &QAction::triggered, this, &MainWindow::askOpenClusterFile);
+
+    auto *saveCluster = new QAction(tr("Save cluster file..."), this);
+    saveCluster->setObjectName(QStringLiteral("saveClusterFile"));
+    saveCluster->setShortcut(QKeySequence::Save);
+    connect(saveCluster, &QAction::triggered, this, [this] {
+        designCluster(m_currentPlan ? *m_currentPlan : demoPlan(), m_currentClusterFile);
+    });
+
+    auto *connectAction = new QAction(tr("Connect..."), this);
+    connectAction->setObjectName(QStringLiteral("connectCluster"));
+    connectAction->setToolTip(tr("Watch a cluster that is already running, by ps:0's address"));
+    connect(connectAction, &QAction::triggered, this, &MainWindow::askConnect);
+
+    m_stopCluster = new QAction(tr("Stop cluster"), this);
+    m_stopCluster->setObjectName(QStringLiteral("stopCluster"));
+    m_stopCluster->setToolTip(tr("Stop every task this app started"));
+    connect(m_stopCluster, &QAction::triggered, this, &MainWindow::stopCluster);
+
+    auto *openRun = new QAction(tr("Open run..."), this);
+    openRun->setObjectName(QStringLiteral("openRun"));
+    openRun->setShortcut(QKeySequence::Open);
+    openRun->setToolTip(tr("Replay a finished run from its run directory (--logdir)"));
+    connect(openRun, &QAction::triggered, this, &MainWindow::askOpenRun);
+
+    auto *compare = new QAction(tr("Compare runs..."), this);
+    compare->setObjectName(QStringLiteral("compareRuns"));
+    connect(compare, &QAction::triggered, this, &MainWindow::askCompareRuns);
+
+    m_exportAll = new QAction(tr("Export all..."), this);
+    m_exportAll->setObjectName(QStringLiteral("exportAll"));
+    m_exportAll->setShortcut(QKeySequence(tr("Ctrl+E")));
+    m_exportAll->setToolTip(tr("Every chart as PNG, SVG and CSV into a new folder"));
+    connect(m_exportAll, &QAction::triggered, this, &MainWindow::askExportAll);
+
+    auto *quit = new QAction(tr("Quit"), this);
+    quit->setShortcut(QKeySequence::Quit);
+    connect(quit, &QAction::triggered, this, &QWidget::close);
+
+    cluster->addAction(m_startDemo);
+    cluster->addAction(newCluster);
+    cluster->addAction(openCluster);
+    m_recentMenu = cluster->addMenu(tr("Recent cluster files"));
+    cluster->addAction(saveCluster);
+    cluster->addSeparator();
+    cluster->addAction(connectAction);
+    cluster->addAction(m_stopCluster);
+    cluster->addSeparator();
+    cluster->addAction(quit);
+    QMenu *runs = menuBar()->addMenu(tr("&Runs"));
+    runs->addAction(openRun);
+    runs->addAction(compare);
+    QMenu *exportMenu = menuBar()->addMenu(tr("&Export"));
+    exportMenu->addAction(m_exportAll);
+    m_exportChartMenu = exportMenu->addMenu(tr("Export one chart"));
+    const auto charts = m_charts->charts();
+    for (int i = 0; i < charts.size(); ++i)
+        m_exportChartMenu->addAction(charts[i]->title() + QStringLiteral("..."), this, [this, i] { exportOneChart(i); });
+
+    toolbar->addAction(m_startDemo);
+    toolbar->addAction(newCluster);
+    toolbar->addAction(openCluster);
+    toolbar->addAction(connectAction);
+    toolbar->addAction(m_stopCluster);
+    toolbar->addSeparator();
+    toolbar->addAction(openRun);
+    toolbar->addAction(compare);
+    toolbar->addAction(m_exportAll);
+
+    QToolBar *modes = addToolBar(tr("Update mode"));
+    modes->setObjectName(QStringLiteral("modeToolbar"));
+    modes->addWidget(m_modes);
+    updateRecentMenu();
+}
+
+ClusterPlan MainWindow::demoPlan() const
+{
+    return m_demoPlanOverride ? *m_demoPlanOverride : demoPlanFromEnvironment();
+}
+
+void MainWindow::startDemo()
+{
+    startCluster(demoPlan());
+}
+
+bool MainWindow::startCluster(const ClusterPlan &requested)
+{
+    ClusterPlan plan = requested;
+    if (m_launcher->anyRunning()) {
+        const auto answer = QMessageBox::question(
+            this, tr("A cluster is running"),
+            tr("The cluster this app started is still running. Stop it and start the new one?"));
+        if (answer != QMessageBox::Yes)
+            return false;
+        m_watcher->disconnectFromCluster();
+        m_launcher->stopAll();
+    }
+    const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
+    if (!conflicts.empty()) {
+        QString details;
+        QStringList suggested;
+        for (const PortConflict &conflict : conflicts) {
+            details += tr("\u2022 %1 wants %2, which is taken%3.\n")
+                           .arg(QString::fromStdString(conflict.task.toString()),
+                                QString::fromStdString(conflict.address.toString()),
+                                conflict.holder.isEmpty() ? QString() : tr(" by %1").arg(conflict.holder));
+            suggested.append(QString::number(conflict.suggestedPort));
+        }
+        QMessageBox box(QMessageBox::Warning, tr("Ports are taken"),
+                        tr("The cluster cannot start on these addresses:\n\n%1\nAn old process may still hold a "
+                           "port (stop it, e.g. kill <pid>), or the cluster can use free ports instead.")
+                            .arg(details),
+                        QMessageBox::Cancel, this);
+        QPushButton *useFree = box.addButton(tr("Use free ports (%1)").arg(suggested.join(QStringLiteral(", "))),
+                                             QMessageBox::AcceptRole);
+        box.setDefaultButton(useFree);
+        box.exec();
+        if (box.clickedButton() != useFree) {
+            statusBar()->showMessage(tr("Not started: ports are taken."), 10000);
+            return false;
+        }
+        plan = ClusterLauncher::withSuggestedPorts(plan, conflicts);
+    }
+    QString error;
+    if (!m_launcher->launch(plan, &error)) {
+        showError(tr("The cluster did not start"),
+                  error + tr("\n\nThe node binary in use is %1.").arg(m_launcher->nodeBinary()));
+        return false;
+    }
+    m_currentPlan = plan;
+    m_lastStates.clear();
+    m_processes->reset();
+    m_charts->clear();
+    const QString ps0 = QString::fromStdString(plan.cluster.ps.front().toString());
+    m_watcher->connectTo(ps0);
+    statusBar()->showMessage(tr("Started %1 ps and %2 workers (%3); watching ps:0 at %4")
+                                 .arg(plan.cluster.numPs())
+                                 .arg(plan.cluster.numWorkers())
+                                 .arg(QString::fromStdString(describeMode(plan.training.mode)), ps0),
+                             10000);
+    updateActions();
+    return true;
+}
+
+void MainWindow::connectToCluster(const QString &address)
+{
+    try {
+        parseHostPort(address.trimmed().toStdString());
+    } catch (const InputError &e) {
+        showError(tr("Not an address"), tr("'%1': %2. Give ps:0's address as host:port, e.g. 10.0.0.5:2222.")
+                                            .arg(address, QString::fromStdString(e.what())));
+        return;
+    }
+    QSettings().setValue(kConnectKey, address.trimmed());
+    m_processes->reset();
+    m_charts->clear();
+    m_watcher->connectTo(address.trimmed());
+    statusBar()->showMessage(tr("Connecting to ps:0 at %1...").arg(address.trimmed()), 10000);
+}
+
+void MainWindow::askConnect()
+{
+    bool ok = false;
+    const QString address = QInputDialog::getText(
+        this, tr("Connect to a running cluster"),
+        tr("Address of ps:0 (host:port). The cluster keeps running when you disconnect or quit."), QLineEdit::Normal,
+        QSettings().value(kConnectKey, QStringLiteral("127.0.0.1:2222")).toString(), &ok);
+    if (ok && !address.trimmed().isEmpty())
+        connectToCluster(address);
+}
+
+void MainWindow::stopCluster()
+{
+    statusBar()->showMessage(tr("Stopping the cluster..."));
+    m_launcher->stopAll();
+    statusBar()->showMessage(tr("The cluster's tasks were stopped."), 10000);
+    updateActions();
+}
+
+void MainWindow::onSnapshotReady(const RunSnapshot &snapshot)
+{
+    // Only kept here; the charts take it on their next redraw tick.
+    m_charts->setSnapshot(snapshot);
+}
+
+void MainWindow::onRedrawn()
+{
+    const auto snapshot = m_charts->snapshot();
+    if (!snapshot)
+        return;
+    // ps:0's view of each worker goes into the launcher's task states.
+    for (const WorkerFigures &worker : snapshot->workers) {
+        const TaskId task{JobName::Worker, worker.index};
+        if (m_launcher->taskRow(task) < 0)
+            continue;
+        QString detail;
+        if (worker.phase == proto::DEAD)
+            detail = QString::fromStdString(worker.reason);
+        else if (!worker.waitingFor.empty())
+            detail = tr("waiting for %1").arg(QString::fromStdString(worker.waitingFor));
+        if (worker.phase != proto::WORKER_PHASE_UNSPECIFIED)
+            m_launcher->updateFromStatus(task, taskStateFromPhase(worker.phase), detail, worker.stepsPerSecond);
+    }
+    m_processes->setSnapshot(snapshot);
+    if (snapshot->mode.mode() != proto::UPDATE_MODE_UNSPECIFIED) {
+        const int64_t since = snapshot->modeChanges.empty() ? 0 : snapshot->modeChanges.back().globalStep;
+        m_modes->setReportedMode(snapshot->mode, std::max(since, m_lastReportedModeStep));
+    }
+    QString step = tr("global step %1").arg(snapshot->globalStep);
+    if (snapshot->lastStep > 0)
+        step += tr(" / %1").arg(snapshot->lastStep);
+    if (snapshot->lostEvents > 0)
+        step += tr(" \u00b7 %1 events lost").arg(snapshot->lostEvents);
+    m_stepLabel->setText(step);
+}
+
+void MainWindow::onConnectionState(bool connected, const QString &message)
+{
+    m_connected = connected;
+    m_connectionLabel->setText(message);
+    m_modes->setConnected(connected);
+    updateActions();
+}
+
+void MainWindow::onModeChanged(const proto::ModeConfig &mode, qint64 globalStep)
+{
+    m_lastReportedModeStep = globalStep;
+    m_modes->setReportedMode(mode, globalStep);
+    statusBar()->showMessage(
+        tr("ps:0 switched to %1 at step %2").arg(QString::fromStdString(describeMode(mode))).arg(globalStep), 8000);
+}
+
+void MainWindow::onControlFinished(bool ok, const QString &message)
+{
+    if (ok) {
+        if (!message.isEmpty())
+            statusBar()->showMessage(message, 8000);
+        return;
+    }
+    m_modes->requestFailed(message);
+    statusBar()->showMessage(message, 15000);
+    showError(tr("The cluster did not do it"), message);
+}
+
+void MainWindow::onClusterFinished()
+{
+    const auto snapshot = m_charts->snapshot();
+    statusBar()->showMessage(tr("The cluster finished at global step %1.").arg(snapshot ? snapshot->globalStep : 0),
+                             20000);
+    m_modes->setConnected(false);
+}
+
+void MainWindow::onTaskChanged(int row)
+{
+    const auto &tasks = m_launcher->tasks();
+    if (row < 0 || size_t(row) >= tasks.size())
+        return;
+    if (m_lastStates.size() < tasks.size())
+        m_lastStates.resize(tasks.size(), TaskState::NotStarted);
+    const TaskInfo &info = tasks[size_t(row)];
+    const TaskState previous = m_lastStates[size_t(row)];
+    m_lastStates[size_t(row)] = info.state;
+    if (info.state == TaskState::Dead && previous != TaskState::Dead) {
+        const QString task = QString::fromStdString(info.task.toString());
+        const QString address = QString::fromStdString(info.address.toString());
+        const QString text = tr("%1 (%2, pid %3) died: %4").arg(task, address).arg(info.pid).arg(info.detail);
+        statusBar()->showMessage(text, 20000);
+        // Without ps:0 nothing trains: say so, and where to look.
+        if (info.task.job == JobName::Ps)
+            showError(tr("%1 died").arg(task),
+                      text + tr("\n\nIts log is in the process panel (select the row). Restart it from there, or "
+                                "stop the cluster and start again."));
+    }
+    updateActions();
+}
+
+void MainWindow::openRunDirectory(const QString &directory)
+{
+    QSettings().setValue(kRunDirKey, directory);
+    statusBar()->showMessage(tr("Reading %1...").arg(directory));
+    m_loader->load(directory);
+}
+
+void MainWindow::onRunLoaded(const LoadedRun &run)
+{
+    if (!run.snapshot) {
+        showError(tr("Cannot open the run"), run.error);
+        statusBar()->showMessage(run.error, 15000);
+        return;
+    }
+    auto *window = new RunReplayWindow(run, this);
+    window->setWindowFlag(Qt::Window);
+    window->show();
+    statusBar()->showMessage(tr("Opened %1").arg(run.directory), 8000);
+}
+
+void MainWindow::askOpenRun()
+{
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run directory (--logdir)"),
+                                                          QSettings().value(kRunDirKey).toString());
+    if (!dir.isEmpty())
+        openRunDirectory(dir);
+}
+
+void MainWindow::compareRuns(const QStringList &directories)
+{
+    auto *window = new CompareRunsWindow(this);
+    window->setWindowFlag(Qt::Window);
+    for (const QString &dir : directories)
+        window->addRunDirectory(dir);
+    window->show();
+}
+
+void MainWindow::askCompareRuns()
+{
+    // Directories are added one by one in the comparison window; start it with one.
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("First run directory to compare"),
+                                                          QSettings().value(kRunDirKey).toString());
+    if (dir.isEmpty())
+        return;
+    compareRuns({dir});
+}
+
+void MainWindow::designCluster(const ClusterPlan &plan, const QString &path)
+{
+    ClusterDesignerDialog dialog(plan, path, this);
+    connect(&dialog, &ClusterDesignerDialog::saved, this, [this](const QString &saved) {
+        m_currentClusterFile = saved;
+        addRecentClusterFile(saved);
+        statusBar()->showMessage(tr("Saved %1").arg(saved), 8000);
+    });
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    ClusterPlan designed;
+    QString error;
+    if (!dialog.plan(&designed, &error)) {
+        showError(tr("The cluster is not valid"), error);
+        return;
+    }
+    m_currentClusterFile = dialog.filePath();
+    startCluster(designed);
+}
+
+void MainWindow::openClusterFile(const QString &path)
+{
+    ClusterPlan plan;
+    try {
+        plan = planFromClusterFile(readClusterFile(path.toStdString()));
+    } catch (const InputError &e) {
+        showError(tr("Cannot open the cluster file"), QString::fromStdString(e.what()));
+        return;
+    }
+    addRecentClusterFile(path);
+    m_currentClusterFile = path;
+    designCluster(plan, path);
+}
+
+void MainWindow::askOpenClusterFile()
+{
+    const QString path = QFileDialog::getOpenFileName(this, tr("Open a cluster file"), m_currentClusterFile,
+                                                      tr("Cluster files (*.json);;All files (*)"));
+    if (!path.isEmpty())
+        openClusterFile(path);
+}
+
+void MainWindow::addRecentClusterFile(const QString &path)
+{
+    QSettings settings;
+    QStringList recent = settings.value(kRecentKey).toStringList();
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    recent.removeAll(absolute);
+    recent.prepend(absolute);
+    while (recent.size() > kMaxRecentFiles)
+        recent.removeLast();
+    settings.setValue(kRecentKey, recent);
+    updateRecentMenu();
+}
+
+void MainWindow::updateRecentMenu()
+{
+    m_recentMenu->clear();
+    const QStringList recent = QSettings().value(kRecentKey).toStringList();
+    for (const QString &path : recent)
+        m_recentMenu->addAction(path, this, [this, path] { openClusterFile(path); });
+    m_recentMenu->setEnabled(!recent.isEmpty());
+}
+
+bool MainWindow::exportAllTo(const QString &directory, QStringList *written, QString *error)
+{
+    return m_charts->exportAll(directory, written, error);
+}
+
+void MainWindow::askExportAll()
+{
+    const QString parent = QFileDialog::getExistingDirectory(this, tr("Export every chart into a new folder in"));
+    if (parent.isEmpty())
+        return;
+    const QString dir = QDir(parent).filePath(
+        QStringLiteral("parasync_") + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
+    QStringList written;
+    QString error;
+    if (!exportAllTo(dir, &written, &error)) {
+        showError(tr("Export failed"), error);
+        return;
+    }
+    statusBar()->showMessage(tr("Wrote %1 files (PNG, SVG, CSV) into %2").arg(written.size()).arg(dir), 15000);
+}
+
+void MainWindow::exportOneChart(int index)
+{
+    const auto charts = m_charts->charts();
+    if (index < 0 || index >= charts.size())
+        return;
+    ExportableChart *chart = charts[index];
+    QString filter;
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Export %1").arg(chart->title()), chart->exportName() + QStringLiteral(".png"),
+        tr("PNG image (*.png);;SVG drawing (*.svg);;CSV table (*.csv)"), &filter);
+    if (path.isEmpty())
+        return;
+    m_charts->flush();
+    QString error;
+    bool ok = false;
+    if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive))
+        ok = ChartExporter::exportSvg(chart, path, &error);
+    else if (path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive))
+        ok = ChartExporter::exportCsv(chart, path, &error);
+    else
+        ok = ChartExporter::exportPng(chart, path, &error);
+    if (ok)
+        statusBar()->showMessage(tr("Wrote %1").arg(path), 8000);
+    else
+        showError(tr("Export failed"), error);
+}
+
+QStringList MainWindow::saveScreenshots(const QString &directory)
+{
+    QStringList written;
+    QDir().mkpath(directory);
+    const int current = m_charts->currentIndex();
+    for (int i = 0; i < m_charts->count(); ++i) {
+        m_charts->setCurrentIndex(i);
+        m_charts->flush();
+        QApplication::processEvents();
+        QString name = m_charts->tabText(i).toLower();
+        name.replace(QLatin1Char(' '), QLatin1Char('_'));
+        const QString path = QDir(directory).filePath(QStringLiteral("window_%1_%2.png").arg(i).arg(name));
+        if (grab().save(path))
+            written.append(path);
+    }
+    m_charts->setCurrentIndex(current);
+    return written;
+}
+
+QString MainWindow::connectionText() const
+{
+    return m_connectionLabel->text();
+}
+
+void MainWindow::showError(const QString &title, const QString &text)
+{
+    // Not modal to the event loop: the window keeps updating behind it.
+    auto *box = new QMessageBox(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+}
+
+void MainWindow::updateActions()
+{
+    m_stopCluster->setEnabled(m_launcher->anyRunning());
+}
+
+void MainWindow::closeEvent(QCloseEvent *event)
+{
+    // Quitting stops what this app started: no orphans holding ports.
+    m_watcher->disconnectFromCluster();
+    if (m_launcher->anyRunning()) {
+        statusBar()->showMessage(tr("Stopping the cluster's tasks..."));
+        m_launcher->stopAll();
+    }
+    QMainWindow::closeEvent(event);
+}
+
+} // namespace parasync::ui

@@ -1,0 +1,114 @@
+#pragma once
+
+// The desktop app's window: actions to start the demo cluster, design /
+// open / save cluster files, connect to a running cluster, replay and
+// compare run directories and export; the mode controls; the charts of the
+// live run above the process panel. It only wires widgets to the launcher
+// and the watcher: no sockets, no engine locks.
+
+#include "cluster_launcher.h"
+#include "parasync.pb.h"
+#include "run_state.h"
+
+#include <QMainWindow>
+
+#include <optional>
+
+class QAction;
+class QLabel;
+class QMenu;
+
+namespace parasync {
+class ClusterWatcher;
+}
+
+namespace parasync::ui {
+
+class ModeControls;
+class ProcessPanel;
+class RunChartsView;
+class RunLoader;
+struct LoadedRun;
+
+class MainWindow : public QMainWindow
+{
+    Q_OBJECT
+
+public:
+    MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidget *parent = nullptr);
+    ~MainWindow() override;
+
+    // The demo cluster's plan: ClusterPlan::demo(), with its ports replaced by
+    // PARASYNC_DEMO_PORTS ("ps,worker0,worker1") or by setDemoPlan (tests).
+    ClusterPlan demoPlan() const;
+    void setDemoPlan(const ClusterPlan &plan) { m_demoPlanOverride = plan; }
+
+    // Launches `plan` (asking about taken ports) and starts watching ps:0.
+    // False when it could not start; the user has been told why.
+    bool startCluster(const ClusterPlan &plan);
+    void startDemo();
+    void connectToCluster(const QString &address);
+    void openRunDirectory(const QString &directory);
+    void compareRuns(const QStringList &directories);
+    void openClusterFile(const QString &path);
+    // Writes every chart in every format into `directory`.
+    bool exportAllTo(const QString &directory, QStringList *written, QString *error);
+    // Grabs each tab of the window into `directory` (for looking at it).
+    QStringList saveScreenshots(const QString &directory);
+
+    RunChartsView *charts() const { return m_charts; }
+    ProcessPanel *processes() const { return m_processes; }
+    ModeControls *modeControls() const { return m_modes; }
+    QString connectionText() const;
+
+protected:
+    void closeEvent(QCloseEvent *event) override;
+
+private:
+    void createActions();
+    void onSnapshotReady(const RunSnapshot &snapshot);
+    void onRedrawn();
+    void onConnectionState(bool connected, const QString &message);
+    void onModeChanged(const proto::ModeConfig &mode, qint64 globalStep);
+    void onControlFinished(bool ok, const QString &message);
+    void onClusterFinished();
+    void onTaskChanged(int row);
+    void onRunLoaded(const LoadedRun &run);
+    void showError(const QString &title, const QString &text);
+    void designCluster(const ClusterPlan &plan, const QString &path);
+    void askConnect();
+    void askOpenRun();
+    void askCompareRuns();
+    void askOpenClusterFile();
+    void askExportAll();
+    void exportOneChart(int index);
+    void stopCluster();
+    void addRecentClusterFile(const QString &path);
+    void updateRecentMenu();
+    void updateActions();
+
+    ClusterLauncher *m_launcher;
+    ClusterWatcher *m_watcher;
+    RunLoader *m_loader;
+    RunChartsView *m_charts;
+    ProcessPanel *m_processes;
+    ModeControls *m_modes;
+    QLabel *m_connectionLabel;
+    QLabel *m_stepLabel;
+    QLabel *m_rateLabel;
+    QMenu *m_recentMenu = nullptr;
+    QMenu *m_exportChartMenu = nullptr;
+    QAction *m_startDemo = nullptr;
+    QAction *m_stopCluster = nullptr;
+    QAction *m_exportAll = nullptr;
+    std::optional<ClusterPlan> m_demoPlanOverride;
+    std::optional<ClusterPlan> m_currentPlan;
+    QString m_currentClusterFile;
+    bool m_connected = false;
+    int64_t m_lastReportedModeStep = 0;
+    qint64 m_redrawsAtLastRate = 0;
+    qint64 m_rateTimerStart = 0;
+    std::vector<TaskState> m_lastStates; // to notice a task dying
+};
+
+} // namespace parasync::ui

@@ -1,0 +1,200 @@
+#include "mode_controls.h"
+
+#include "node_options.h"
+
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSpinBox>
+#include <QToolButton>
+
+#include <google/protobuf/util/message_differencer.h>
+
+namespace parasync::ui {
+
+namespace {
+// True when ps:0's report satisfies a request (0 replicas asks for "all
+// live workers", which ps:0 may report as a number).
+bool satisfies(const proto::ModeConfig &reported, const proto::ModeConfig &requested)
+{
+    if (reported.mode() != requested.mode())
+        return false;
+    if (requested.mode() == proto::SSP)
+        return reported.staleness() == requested.staleness();
+    if (requested.mode() == proto::SYNC)
+        return requested.replicas_to_aggregate() == 0
+            || reported.replicas_to_aggregate() == requested.replicas_to_aggregate();
+    return true;
+}
+} // namespace
+
+ModeControls::ModeControls(QWidget *parent)
+    : QWidget(parent)
+    , m_async(new QToolButton(this))
+    , m_sync(new QToolButton(this))
+    , m_ssp(new QToolButton(this))
+    , m_staleness(new QSpinBox(this))
+    , m_replicas(new QSpinBox(this))
+    , m_status(new QLabel(this))
+{
+    const struct
+    {
+        QToolButton *button;
+        proto::UpdateMode mode;
+        QString text;
+        QString tip;
+        const char *name;
+    } buttons[] = {
+        {m_async, proto::ASYNC, tr("Async"), tr("Apply every gradient when it arrives: fast, jittery"), "modeAsync"},
+        {m_sync, proto::SYNC, tr("Sync"),
+         tr("SyncReplicasOptimizer: average replicas_to_aggregate gradients per step; stale ones are dropped"),
+         "modeSync"},
+        {m_ssp, proto::SSP, tr("Semi-sync (SSP)"),
+         tr("Stale synchronous parallel: a worker more than `staleness` steps ahead of the slowest waits"), "modeSsp"},
+    };
+    auto *layout = new QHBoxLayout(this);
+    layout->setContentsMargins(4, 0, 4, 0);
+    layout->addWidget(new QLabel(tr("Mode:"), this));
+    for (const auto &b : buttons) {
+        b.button->setText(b.text);
+        b.button->setToolTip(b.tip);
+        b.button->setCheckable(true);
+        b.button->setObjectName(QString::fromLatin1(b.name));
+        b.button->setToolButtonStyle(Qt::ToolButtonTextOnly);
+        const proto::UpdateMode mode = b.mode;
+        connect(b.button, &QToolButton::clicked, this, [this, mode] { requestMode(mode); });
+        layout->addWidget(b.button);
+    }
+    m_staleness->setRange(0, 1000);
+    m_staleness->setValue(10);
+    m_staleness->setPrefix(tr("staleness "));
+    m_staleness->setToolTip(tr("SSP bound: how many steps a worker may run ahead of the slowest (0 = lock-step)"));
+    m_staleness->setKeyboardTracking(false);
+    m_staleness->setObjectName(QStringLiteral("modeStaleness"));
+    m_replicas->setRange(0, 1000);
+    m_replicas->setValue(0);
+    m_replicas->setPrefix(tr("replicas "));
+    m_replicas->setSpecialValueText(tr("replicas: all live workers"));
+    m_replicas->setToolTip(tr("Sync: gradients averaged per step (replicas_to_aggregate); 0 = all live workers"));
+    m_replicas->setKeyboardTracking(false);
+    m_replicas->setObjectName(QStringLiteral("modeReplicas"));
+    layout->addSpacing(8);
+    layout->addWidget(m_staleness);
+    layout->addWidget(m_replicas);
+    layout->addSpacing(8);
+    layout->addWidget(m_status);
+    m_status->setObjectName(QStringLiteral("modeStatus"));
+
+    // A new number for the mode in force is sent at once.
+    connect(m_staleness, &QSpinBox::valueChanged, this, [this] {
+        if (m_connected && m_reported && m_reported->mode() == proto::SSP
+            && m_reported->staleness() != m_staleness->value())
+            requestMode(proto::SSP);
+    });
+    connect(m_replicas, &QSpinBox::valueChanged, this, [this] {
+        if (m_connected && m_reported && m_reported->mode() == proto::SYNC
+            && m_reported->replicas_to_aggregate() != m_replicas->value())
+            requestMode(proto::SYNC);
+    });
+    setConnected(false);
+}
+
+QToolButton *ModeControls::button(proto::UpdateMode mode) const
+{
+    switch (mode) {
+    case proto::ASYNC:
+        return m_async;
+    case proto::SYNC:
+        return m_sync;
+    case proto::SSP:
+        return m_ssp;
+    default:
+        return nullptr;
+    }
+}
+
+proto::ModeConfig ModeControls::modeFor(proto::UpdateMode mode) const
+{
+    proto::ModeConfig config;
+    if (m_reported)
+        config = *m_reported;
+    config.set_mode(mode);
+    config.set_staleness(m_staleness->value());
+    config.set_replicas_to_aggregate(m_replicas->value());
+    return config;
+}
+
+void ModeControls::requestMode(proto::UpdateMode mode)
+{
+    if (!m_connected) {
+        showReported();
+        return;
+    }
+    const proto::ModeConfig config = modeFor(mode);
+    m_pending = config;
+    showReported();
+    Q_EMIT modeRequested(config);
+}
+
+void ModeControls::setReportedMode(const proto::ModeConfig &mode, qint64 sinceStep)
+{
+    if (mode.mode() == proto::UPDATE_MODE_UNSPECIFIED)
+        return;
+    const bool changed = !m_reported || !google::protobuf::util::MessageDifferencer::Equals(*m_reported, mode);
+    m_reported = mode;
+    m_sinceStep = sinceStep;
+    if (m_pending && satisfies(mode, *m_pending))
+        m_pending.reset();
+    if (changed) {
+        // Show ps:0's numbers, without echoing them back as a request.
+        const QSignalBlocker blockStaleness(m_staleness);
+        const QSignalBlocker blockReplicas(m_replicas);
+        if (mode.mode() == proto::SSP || !m_staleness->hasFocus())
+            m_staleness->setValue(mode.staleness());
+        if (mode.mode() == proto::SYNC || !m_replicas->hasFocus())
+            m_replicas->setValue(mode.replicas_to_aggregate());
+    }
+    showReported();
+}
+
+void ModeControls::setConnected(bool connected)
+{
+    m_connected = connected;
+    for (QToolButton *b : {m_async, m_sync, m_ssp})
+        b->setEnabled(connected);
+    m_staleness->setEnabled(connected);
+    m_replicas->setEnabled(connected);
+    if (!connected)
+        m_pending.reset();
+    showReported();
+}
+
+void ModeControls::requestFailed(const QString &message)
+{
+    m_pending.reset();
+    showReported();
+    m_status->setText(m_status->text() + QStringLiteral(" \u2014 ") + message);
+}
+
+QString ModeControls::statusText() const
+{
+    return m_status->text();
+}
+
+void ModeControls::showReported()
+{
+    for (QToolButton *b : {m_async, m_sync, m_ssp})
+        b->setChecked(m_reported && b == button(m_reported->mode()));
+    QString text;
+    if (!m_reported) {
+        text = m_connected ? tr("waiting for ps:0 to report its mode") : tr("not connected");
+    } else {
+        text = tr("ps:0 reports %1").arg(QString::fromStdString(describeMode(*m_reported)));
+        if (m_sinceStep > 0)
+            text += tr(" since step %1").arg(m_sinceStep);
+    }
+    if (m_pending)
+        text += tr("; asked for %1, waiting for ps:0").arg(QString::fromStdString(describeMode(*m_pending)));
+    m_status->setText(text);
+}
+
+} // namespace parasync::ui

@@ -1,0 +1,127 @@
+#include "run_charts_view.h"
+
+#include "chart_exporter.h"
+#include "convergence_chart.h"
+#include "loss_chart.h"
+#include "parameter_path_chart.h"
+#include "step_timeline_view.h"
+#include "worker_stats_view.h"
+
+#include <QPainter>
+#include <QSplitter>
+
+namespace parasync::ui {
+
+namespace {
+
+// The timeline over every recent step, whatever the screen is zoomed to:
+// the export a headless run or a report wants next to the zoomed view.
+class StepTimelineOverview : public ExportableChart
+{
+public:
+    explicit StepTimelineOverview(StepTimelineChart *chart)
+        : m_chart(chart)
+    {
+    }
+    QString exportName() const override { return QStringLiteral("step_timeline_overview"); }
+    QString title() const override { return QObject::tr("Step interleaving, all recent steps"); }
+    QSize exportSize() const override { return QSize(1600, 600); }
+    void renderTo(QPainter *painter, const QRectF &target) override
+    {
+        m_chart->ensureUpToDate();
+        painter->fillRect(target, Qt::white);
+        const TimelineMapping range = m_chart->view()->fittedRange();
+        m_chart->view()->paintTimeline(painter, target, &range);
+    }
+    CsvTable csv() const override { return m_chart->csv(); }
+    int modeMarkerCount() const override { return m_chart->modeMarkerCount(); }
+    int pointCount() const override { return m_chart->pointCount(); }
+
+private:
+    StepTimelineChart *m_chart;
+};
+
+} // namespace
+
+RunChartsView::RunChartsView(QWidget *parent)
+    : QTabWidget(parent)
+    , m_timeline(new StepTimelineChart(this))
+    , m_loss(new LossChart(this))
+    , m_convergence(new ConvergenceChart(this))
+    , m_path(new ParameterPathChart(this))
+    , m_stats(new WorkerStatsView(this))
+    , m_timelineOverview(std::make_unique<StepTimelineOverview>(m_timeline))
+{
+    setDocumentMode(true);
+    addTab(m_timeline, tr("Step interleaving"));
+    addTab(m_loss, tr("Loss"));
+    auto *parameters = new QSplitter(Qt::Horizontal, this);
+    parameters->addWidget(m_convergence);
+    parameters->addWidget(m_path);
+    parameters->setStretchFactor(0, 3);
+    parameters->setStretchFactor(1, 2);
+    addTab(parameters, tr("w and b"));
+    addTab(m_stats, tr("Workers"));
+
+    m_redraw.setSingleShot(true);
+    m_redraw.setInterval(50);
+    connect(&m_redraw, &QTimer::timeout, this, &RunChartsView::redraw);
+}
+
+RunChartsView::~RunChartsView() = default;
+
+void RunChartsView::setSnapshot(const RunSnapshot &snapshot)
+{
+    setSnapshot(std::make_shared<const RunSnapshot>(snapshot));
+}
+
+void RunChartsView::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
+{
+    m_latest = std::move(snapshot);
+    m_pending = true;
+    // One redraw per tick however many snapshots arrive meanwhile.
+    if (!m_redraw.isActive())
+        m_redraw.start();
+}
+
+void RunChartsView::clear()
+{
+    setSnapshot(std::make_shared<const RunSnapshot>());
+    flush();
+}
+
+void RunChartsView::flush()
+{
+    m_redraw.stop();
+    redraw();
+}
+
+void RunChartsView::redraw()
+{
+    if (!m_pending)
+        return;
+    m_pending = false;
+    ++m_redraws;
+    m_timeline->setSnapshot(m_latest);
+    m_loss->setSnapshot(m_latest);
+    m_convergence->setSnapshot(m_latest);
+    m_path->setSnapshot(m_latest);
+    m_stats->setSnapshot(m_latest);
+    Q_EMIT redrawn();
+}
+
+QList<ExportableChart *> RunChartsView::charts() const
+{
+    QList<ExportableChart *> list = {m_timeline, m_timelineOverview.get(), m_loss, m_convergence, m_path};
+    for (WorkerBarChart *chart : m_stats->charts())
+        list.append(chart);
+    return list;
+}
+
+bool RunChartsView::exportAll(const QString &directory, QStringList *written, QString *error)
+{
+    flush();
+    return ChartExporter::exportAll(charts(), directory, m_latest.get(), written, error);
+}
+
+} // namespace parasync::ui

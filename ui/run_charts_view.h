@@ -1,0 +1,75 @@
+#pragma once
+
+// Every chart of one run, in tabs: step interleaving, loss, w and b, worker
+// figures. Snapshots arriving faster than the eye needs are coalesced: the
+// newest one is kept and the charts are redrawn at most every ~50 ms (as
+// PlotJuggler batches its redraws), and only the visible tab does the work.
+
+#include "exportable_chart.h"
+#include "run_state.h"
+
+#include <QTabWidget>
+#include <QTimer>
+
+#include <memory>
+
+namespace parasync::ui {
+
+class ConvergenceChart;
+class LossChart;
+class ParameterPathChart;
+class StepTimelineChart;
+class WorkerStatsView;
+
+class RunChartsView : public QTabWidget
+{
+    Q_OBJECT
+
+public:
+    explicit RunChartsView(QWidget *parent = nullptr);
+    ~RunChartsView() override;
+
+    // Keeps the newest snapshot; the charts get it on the next redraw tick.
+    void setSnapshot(const RunSnapshot &snapshot);
+    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
+    // Hands any pending snapshot to the charts now (before exporting).
+    void flush();
+    std::shared_ptr<const RunSnapshot> snapshot() const { return m_latest; }
+    void clear();
+
+    int redrawIntervalMs() const { return m_redraw.interval(); }
+    void setRedrawIntervalMs(int milliseconds) { m_redraw.setInterval(milliseconds); }
+    // How many times the charts were handed a snapshot (for tests and the
+    // status bar's refresh rate).
+    qint64 redrawCount() const { return m_redraws; }
+
+    // Every exportable chart, in the order "Export all" writes them.
+    QList<ExportableChart *> charts() const;
+    // Writes each chart in every format into `directory` (see ChartExporter).
+    bool exportAll(const QString &directory, QStringList *written, QString *error);
+
+    StepTimelineChart *timeline() const { return m_timeline; }
+    LossChart *loss() const { return m_loss; }
+    ConvergenceChart *convergence() const { return m_convergence; }
+    ParameterPathChart *parameterPath() const { return m_path; }
+    WorkerStatsView *workerStats() const { return m_stats; }
+
+Q_SIGNALS:
+    void redrawn();
+
+private:
+    void redraw();
+
+    std::shared_ptr<const RunSnapshot> m_latest;
+    bool m_pending = false;
+    QTimer m_redraw;
+    qint64 m_redraws = 0;
+    StepTimelineChart *m_timeline;
+    LossChart *m_loss;
+    ConvergenceChart *m_convergence;
+    ParameterPathChart *m_path;
+    WorkerStatsView *m_stats;
+    std::unique_ptr<ExportableChart> m_timelineOverview;
+};
+
+} // namespace parasync::ui
