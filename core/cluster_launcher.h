@@ -8,6 +8,7 @@
 
 #include "cluster_spec.h"
 #include "node_options.h"
+#include "run_state.h"
 
 #include <QObject>
 #include <QProcess>
@@ -54,8 +55,11 @@ struct ClusterPlan
     TrainingOptions training;
     // The three-port demo: ps 127.0.0.1:2222, workers :2223 and :2224.
     static ClusterPlan demo();
-    // Flags for one task, as a user would type them.
+    // Flags for one task, as a user would type them: the cluster, the task,
+    // --mode, and every training flag that differs from its default.
     QStringList arguments(const TaskId &task) const;
+    // Every task of the plan: ps tasks first, then workers, by index.
+    std::vector<TaskId> tasks() const;
 };
 
 // A port of the plan that is taken, with its holder when /proc tells.
@@ -75,17 +79,25 @@ public:
     explicit ClusterLauncher(QObject *parent = nullptr);
     ~ClusterLauncher() override; // stops every task it started
 
-    // The parasync-node binary; defaults to the one beside the app, then PATH.
+    // The parasync-node binary; defaults to the one beside the app (or, in a
+    // build tree, in ../parasync-node/), then $PARASYNC_NODE, then PATH.
     void setNodeBinary(const QString &path);
     QString nodeBinary() const;
 
-    // Ports of local tasks that are taken right now (before launching).
+    // Ports of local tasks that are taken right now (before launching). A
+    // port held only by connections in TIME_WAIT (a run that just ended) is
+    // not taken: the node binds it as gRPC does, with SO_REUSEADDR.
+    // Blocks briefly (reads /proc for the holders).
     std::vector<PortConflict> checkPorts(const ClusterPlan &plan) const;
     // The plan with every conflicting port replaced by its suggestion.
     static ClusterPlan withSuggestedPorts(ClusterPlan plan, const std::vector<PortConflict> &conflicts);
 
-    // Starts every task (ps first). Returns false and sets `error` when a
-    // port is taken (see checkPorts) or the binary is missing.
+    // Starts every task: the ps tasks first, the workers once every ps task
+    // listens (or after a few seconds, so they say themselves what they wait
+    // for), non-chief workers before the chief so that all take part from the
+    // first step. Returns false and sets `error` when a port is taken (see
+    // checkPorts), the spec is invalid, the binary is missing, or tasks of an
+    // earlier launch are still running. Does not block.
     bool launch(const ClusterPlan &plan, QString *error);
     const ClusterPlan &plan() const { return m_plan; }
 
@@ -93,16 +105,23 @@ public:
     int taskRow(const TaskId &task) const; // index into tasks(), -1 if unknown
     QString output(int row) const;         // the task's log so far (bounded)
 
-    void stopTask(int row);    // SIGTERM: a clean stop
-    void killTask(int row);    // SIGKILL
-    void restartTask(int row); // start again with the same flags
-    // Stops all tasks; returns once all have exited (bounded wait, then kill).
+    // None of these block: the outcome arrives as taskChanged.
+    void stopTask(int row);    // SIGTERM: a clean stop (SIGKILL if still running 5 s later)
+    void killTask(int row);    // SIGKILL, as a crash would (the task ends Dead)
+    void restartTask(int row); // start again with the same flags (stopping it first if running)
+    // Stops all tasks; returns once all have exited. Blocks up to ~3 s
+    // (SIGTERM, then SIGKILL for stragglers): meant for quitting.
     void stopAll();
     bool anyRunning() const;
 
     // Updates a task's state from what ps:0 or the task reports (the watcher
     // calls this); the launcher keeps process-level states (dead, finished).
     void updateFromStatus(const TaskId &task, TaskState state, const QString &detail, double stepsPerSecond);
+    // The same for every worker (phase, what it waits for, steps/s) and
+    // ps:0 (global step, mode) of a watcher's snapshot.
+    void updateFromSnapshot(const RunSnapshot &snapshot);
+    // Records the straggler delay a worker now has (TaskInfo::stragglerDelayMs).
+    void setStragglerDelay(const TaskId &task, int delayMs);
 
 Q_SIGNALS:
     void taskChanged(int row);
@@ -112,13 +131,22 @@ Q_SIGNALS:
 private:
     struct Process;
     void startTask(int row);
+    void startPendingWorkers();
     void onOutput(int row);
+    void interpretLine(int row, const QString &line);
     void onFinished(int row, int exitCode, QProcess::ExitStatus status);
+    void onFailedToStart(int row);
+    void setState(int row, TaskState state, const QString &detail);
+    void emitAllExitedIfDone();
+    bool isRunning(int row) const;
 
     ClusterPlan m_plan;
     QString m_nodeBinary;
     std::vector<TaskInfo> m_infos;
     std::vector<std::unique_ptr<Process>> m_processes;
+    // Workers wait to be started until every ps task listens.
+    bool m_workersPending = false;
+    int m_launchGeneration = 0;
 };
 
 } // namespace parasync

@@ -16,8 +16,13 @@
 #include <QString>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace parasync {
 
@@ -27,13 +32,22 @@ class ClusterWatcher : public QObject
 
 public:
     explicit ClusterWatcher(QObject *parent = nullptr);
-    ~ClusterWatcher() override; // stops the thread; never blocks long
+    ~ClusterWatcher() override; // stops the thread; never blocks long (cancels the stream and control calls)
+
+    // All public functions are called from the owner's thread; signals are
+    // delivered in the owner's thread (it must run an event loop), so
+    // receivers there are called directly, never from the background thread.
 
     // Starts watching ps:0 at `address` ("host:port"). Replaces any previous
-    // connection and clears the state.
+    // connection and clears the state. Returns at once; the background
+    // thread says how it goes through connectionStateChanged. Signals of the
+    // previous connection that are still queued are dropped.
     void connectTo(const QString &address, const RpcSettings &settings = {});
+    // Cancels the stream and joins the thread (promptly: the blocking read is
+    // cancelled). Emits connectionStateChanged(false, "disconnected ...").
     void disconnectFromCluster();
     QString address() const { return m_address; }
+    bool isWatching() const { return m_thread.joinable(); }
 
     // Snapshots at most this often (default 50 ms: 20 refreshes a second).
     void setSnapshotInterval(int milliseconds) { m_intervalMs = milliseconds; }
@@ -41,8 +55,15 @@ public:
     // Control calls; each answers through a signal (controlFinished /
     // modeChanged) and never blocks the caller.
     void setMode(const proto::ModeConfig &mode);
-    // Worker tasks are addressed by their own cluster address.
+    // Worker tasks are addressed by their own cluster address
+    // (RunSnapshot::workerHosts). Also emits stragglerChanged on success.
     void setStraggler(const QString &workerAddress, int delayMs);
+    // Asks the task at `taskAddress` to stop cleanly (TaskControl.Stop): a
+    // worker leaves its streams, a ps exits (ps:0 ends the cluster).
+    void stopTask(const QString &taskAddress, const QString &reason = {});
+    // ps:0's status once, outside the stream (answers with statusReceived,
+    // or controlFinished(false, ...) when ps:0 cannot be reached).
+    void requestStatus();
 
 Q_SIGNALS:
     // A new snapshot of the run (queued to the owner's thread).
@@ -54,10 +75,21 @@ Q_SIGNALS:
     // Result of a control call: ok, or an error message a user can act on.
     void controlFinished(bool ok, const QString &message);
     void clusterFinished();
+    // A worker's straggler delay after a successful setStraggler.
+    void stragglerChanged(const QString &workerAddress, int delayMs);
+    // The answer to requestStatus().
+    void statusReceived(const parasync::proto::ClusterStatusResponse &status);
 
 private:
-    void run(std::string address, RpcSettings settings);
+    void run(std::string address, RpcSettings settings, uint64_t generation);
     void stopThread();
+    // Runs `call` on a background thread with a context that the destructor
+    // can cancel; `call` returns the function to run on the owner's thread.
+    void runControlCall(std::chrono::milliseconds deadline,
+                        std::function<std::function<void()>(grpc::ClientContext *)> call);
+    // Queues `function` to the owner's thread; dropped when the connection
+    // it belongs to (`generation`) has been replaced since.
+    void post(uint64_t generation, std::function<void()> function);
 
     QString m_address;
     RpcSettings m_settings;
@@ -65,9 +97,26 @@ private:
     std::atomic<int> m_intervalMs{50};
     std::thread m_thread;
     // The stream's context, so disconnect can cancel a blocking read.
-    std::shared_ptr<void> m_activeCall;
+    std::mutex m_callMutex;
+    std::shared_ptr<grpc::ClientContext> m_activeCall;
+    // Bumped by connectTo/disconnect (owner's thread only): queued signals
+    // of an older connection are not delivered.
+    std::atomic<uint64_t> m_generation{0};
+    // Snapshots queued to the owner's thread and not yet delivered: the
+    // thread skips (and keeps for later) new ones while one is waiting, so a
+    // busy GUI never builds up a backlog of multi-megabyte snapshots.
+    std::atomic<int> m_queuedSnapshots{0};
+    // Control calls in flight, cancelled and awaited by the destructor.
+    struct ControlCall
+    {
+        std::shared_ptr<grpc::ClientContext> context;
+        std::future<void> done;
+    };
+    std::mutex m_controlMutex;
+    std::vector<ControlCall> m_controlCalls;
 };
 
 } // namespace parasync
 
 Q_DECLARE_METATYPE(parasync::proto::ModeConfig)
+Q_DECLARE_METATYPE(parasync::proto::ClusterStatusResponse)

@@ -21,6 +21,11 @@ namespace parasync {
 // full, neighbouring buckets merge and the bucket width doubles, so a run of
 // any length keeps its whole shape in bounded memory (min/max per bucket, as
 // a plot needs to draw spikes honestly).
+// The width counts appended values, not x units: every bucket holds
+// bucketWidth() values (the last one up to that many). Two series fed the
+// same number of values therefore have buckets that cover the same values
+// (e.g. fullLoss and fullLossByTime), and no x scale has to be guessed
+// before the first value arrives.
 class DecimatedSeries
 {
 public:
@@ -40,7 +45,7 @@ public:
     // last bucket). Non-finite y values are ignored.
     void append(double x, double y);
     const std::vector<Bucket> &buckets() const { return m_buckets; }
-    double bucketWidth() const { return m_width; }
+    double bucketWidth() const { return m_width; } // values per bucket
     int64_t totalCount() const { return m_total; }
     bool isEmpty() const { return m_buckets.empty(); }
     void clear();
@@ -60,8 +65,8 @@ struct StepRecord
     double wallTime = 0;
     int worker = 0;
     int64_t workerClock = 0;
-    int64_t staleness = 0;
-    int64_t computedFromStep = 0;
+    int64_t staleness = 0;         // -1: unknown (a run replayed from metrics.csv)
+    int64_t computedFromStep = 0;  // the global step `parameters` belong to
     float batchLoss = 0;
     float fullLoss = 0; // NaN when not evaluated
     proto::PushOutcome outcome = proto::APPLIED;
@@ -120,6 +125,18 @@ struct RunSnapshot
     std::vector<StepRecord> recentSteps;
     std::vector<ModeMarker> modeChanges;
     std::vector<std::pair<int64_t, double>> checkpoints; // global step, wall time
+
+    // The cluster as ps:0 (or the run's cluster.json) describes it: worker i's
+    // own address is workerHosts[i] (for TaskControl calls such as a
+    // straggler delay on a cluster this app did not start).
+    std::vector<std::string> psHosts;
+    std::vector<std::string> workerHosts;
+    std::string trainingJson;      // the run's training flags (TrainingOptions::toJson format)
+    proto::ModelSignature signature; // empty until the chief initialised the variables
+    bool initialized = false;      // the chief initialised the variables
+    int64_t droppedTotal = 0;      // gradients dropped as stale, all workers
+    int64_t stepEvents = 0;        // step records seen (applied, aggregated and dropped)
+    double lastWallTime = 0;       // wall time of the newest record
 };
 
 // Accumulates a run's events. Not thread-safe: one owner (the watcher's
@@ -135,20 +152,42 @@ public:
     void addStep(const StepRecord &step);
     void addModeChange(const ModeMarker &marker);
     void setParameterNames(std::vector<std::string> names);
+    // Reads a run's cluster.json ({"cluster": {...}, "training": {...}}) or a
+    // bare training-flags object (ClusterStatusResponse.cluster_json): hosts,
+    // last step, and the mode in force at the start when none is known yet.
+    // Ignores text that does not parse.
+    void setClusterJson(const std::string &json);
+    void setFinished(bool finished) { m_snapshot.finished = finished; }
+    // True when steps carry parameter values but no model signature named
+    // them yet (they are kept as "param[i]" and renamed once one arrives):
+    // the watcher then asks ps:0 for its status.
+    bool wantsSignature() const { return m_provisionalNames; }
 
     RunSnapshot snapshot() const;
     int64_t globalStep() const { return m_snapshot.globalStep; }
     void clear();
 
 private:
+    WorkerFigures &worker(int index);
+    void setNamesFromSignature(const proto::ModelSignature &signature);
+
     RunSnapshot m_snapshot;
+    bool m_modeKnown = false;
+    bool m_provisionalNames = false;
     size_t m_recentCapacity;
     size_t m_seriesCapacity;
     std::deque<StepRecord> m_recent;
     struct Rate
     {
-        std::deque<std::pair<double, int64_t>> samples; // wall time, clock
+        // (wall time, clock), one per ~50 ms, covering the last ~2 s: a
+        // bounded few dozen entries however fast the worker runs.
+        std::deque<std::pair<double, int64_t>> samples;
+        double latestTime = 0;
+        int64_t latestClock = 0;
         int64_t computeUs = 0, pushUs = 0, waitUs = 0;
+        // Counts from the step events seen, and as ps:0 last reported them.
+        int64_t appliedSeen = 0, droppedSeen = 0;
+        int64_t appliedReported = 0, droppedReported = 0;
     };
     std::map<int, Rate> m_rates;
 };

@@ -1,0 +1,692 @@
+#include "run_state.h"
+
+#include "error.h"
+#include "node_options.h"
+#include "run_log.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace parasync {
+
+namespace {
+
+constexpr size_t kStalenessBins = 16;  // 0..14, and ">= 15"
+constexpr double kRateWindowSeconds = 2.0;
+constexpr double kRateSampleSeconds = 0.05;
+constexpr int kMaxWorkerIndex = 1 << 16; // guards the workers vector against a corrupt record
+constexpr int64_t kMaxNamedParameters = 16; // as ps:0's metrics.csv columns
+
+QString qs(const std::string &text)
+{
+    return QString::fromStdString(text);
+}
+
+void mergeInto(DecimatedSeries::Bucket &into, const DecimatedSeries::Bucket &from)
+{
+    into.min = std::min(into.min, from.min);
+    into.max = std::max(into.max, from.max);
+    into.sum += from.sum;
+    into.count += from.count;
+    into.last = from.last;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// DecimatedSeries
+// ---------------------------------------------------------------------------
+
+DecimatedSeries::DecimatedSeries(size_t capacity)
+    : m_capacity(std::max<size_t>(capacity, 2))
+{
+    m_buckets.reserve(m_capacity);
+}
+
+void DecimatedSeries::append(double x, double y)
+{
+    if (!std::isfinite(y) || std::isnan(x))
+        return;
+    ++m_total;
+    if (!m_buckets.empty()) {
+        Bucket &last = m_buckets.back();
+        // An older x (telemetry of interleaved workers is not strictly
+        // ordered) joins the last bucket so that bucket x never decreases.
+        if (x < last.x || double(last.count) < m_width) {
+            last.min = std::min(last.min, y);
+            last.max = std::max(last.max, y);
+            last.sum += y;
+            ++last.count;
+            last.last = y;
+            return;
+        }
+        if (m_buckets.size() >= m_capacity)
+            compact();
+    }
+    m_buckets.push_back(Bucket{x, y, y, y, y, 1});
+}
+
+void DecimatedSeries::compact()
+{
+    // Pairs merge in place: bucket i takes 2i and 2i+1. O(capacity), once per
+    // capacity/2 appends, so appending stays O(1) amortised.
+    size_t out = 0;
+    for (size_t i = 0; i < m_buckets.size(); i += 2, ++out) {
+        Bucket merged = m_buckets[i];
+        if (i + 1 < m_buckets.size())
+            mergeInto(merged, m_buckets[i + 1]);
+        m_buckets[out] = merged;
+    }
+    m_buckets.resize(out);
+    m_width *= 2;
+}
+
+void DecimatedSeries::clear()
+{
+    m_buckets.clear();
+    m_width = 1;
+    m_total = 0;
+}
+
+// ---------------------------------------------------------------------------
+// RunState
+// ---------------------------------------------------------------------------
+
+RunState::RunState(size_t recentStepCapacity, size_t seriesCapacity)
+    : m_recentCapacity(std::max<size_t>(recentStepCapacity, 1))
+    , m_seriesCapacity(seriesCapacity)
+{
+    clear();
+}
+
+void RunState::clear()
+{
+    m_snapshot = RunSnapshot();
+    m_snapshot.fullLoss = DecimatedSeries(m_seriesCapacity);
+    m_snapshot.fullLossByTime = DecimatedSeries(m_seriesCapacity);
+    m_modeKnown = false;
+    m_provisionalNames = false;
+    m_recent.clear();
+    m_rates.clear();
+}
+
+WorkerFigures &RunState::worker(int index)
+{
+    auto &workers = m_snapshot.workers;
+    const size_t slot = size_t(std::clamp(index, 0, kMaxWorkerIndex));
+    while (workers.size() <= slot) {
+        WorkerFigures figures;
+        figures.index = int(workers.size());
+        figures.stalenessHistogram.assign(kStalenessBins, 0);
+        workers.push_back(std::move(figures));
+    }
+    return workers[slot];
+}
+
+void RunState::setParameterNames(std::vector<std::string> names)
+{
+    m_provisionalNames = false;
+    if (names == m_snapshot.parameterNames)
+        return;
+    m_snapshot.parameterNames = std::move(names);
+    m_snapshot.parameterSeries.assign(m_snapshot.parameterNames.size(), DecimatedSeries(m_seriesCapacity));
+}
+
+void RunState::setNamesFromSignature(const proto::ModelSignature &signature)
+{
+    // The same names ps:0 gives metrics.csv's columns: a size-1 variable by
+    // its name, larger ones element by element, nothing for large models.
+    std::vector<std::string> names;
+    int64_t total = 0;
+    for (const auto &variable : signature.variables()) {
+        int64_t size = 1;
+        for (const auto dimension : variable.shape())
+            size *= dimension;
+        total += size;
+        if (total > kMaxNamedParameters)
+            return;
+        for (int64_t i = 0; i < size; ++i)
+            names.push_back(size == 1 ? variable.name() : variable.name() + "[" + std::to_string(i) + "]");
+    }
+    if (names.empty())
+        return;
+    // Values that arrived before the signature keep their series.
+    if (m_provisionalNames && names.size() == m_snapshot.parameterSeries.size()) {
+        m_snapshot.parameterNames = std::move(names);
+        m_provisionalNames = false;
+        return;
+    }
+    setParameterNames(std::move(names));
+}
+
+void RunState::apply(const proto::TelemetryEvent &event)
+{
+    if (event.has_step()) {
+        const auto &s = event.step();
+        StepRecord step;
+        step.globalStep = s.global_step();
+        step.wallTime = s.wall_time();
+        step.worker = s.worker();
+        step.workerClock = s.worker_clock();
+        step.staleness = s.staleness();
+        step.computedFromStep = s.computed_from_step();
+        step.batchLoss = s.batch_loss();
+        step.fullLoss = s.full_loss();
+        step.outcome = s.outcome();
+        step.contributions = s.contributions();
+        step.computeUs = s.compute_us();
+        step.pushUs = s.push_us();
+        step.waitUs = s.wait_us();
+        step.waitReason = s.wait_reason();
+        step.parameters.assign(s.parameters().begin(), s.parameters().end());
+        addStep(step);
+    } else if (event.has_mode_change()) {
+        const auto &m = event.mode_change();
+        ModeMarker marker;
+        marker.globalStep = m.global_step();
+        marker.wallTime = m.wall_time();
+        marker.previous = m.previous();
+        marker.current = m.current();
+        marker.requestedBy = m.requested_by();
+        addModeChange(marker);
+    } else if (event.has_worker_state()) {
+        const auto &status = event.worker_state().status();
+        WorkerFigures &figures = worker(status.worker_index());
+        figures.phase = status.phase();
+        figures.waitingFor = status.waiting_for();
+        figures.reason = status.reason();
+        figures.clock = std::max(figures.clock, status.worker_clock());
+        if (status.pid() != 0)
+            figures.pid = status.pid();
+        if (status.phase() == proto::FINISHED || status.phase() == proto::DEAD)
+            figures.stepsPerSecond = 0;
+        m_snapshot.lastWallTime = std::max(m_snapshot.lastWallTime, event.worker_state().wall_time());
+    } else if (event.has_checkpoint()) {
+        const auto &c = event.checkpoint();
+        m_snapshot.checkpoints.emplace_back(c.global_step(), c.wall_time());
+    }
+}
+
+void RunState::apply(const proto::TelemetryBatch &batch)
+{
+    for (const auto &event : batch.events())
+        apply(event);
+    m_snapshot.lostEvents += batch.lost_events();
+    // ps:0 takes the status after collecting the batch's events, so it is
+    // at least as new as they are.
+    if (batch.has_status())
+        applyStatus(batch.status());
+    if (batch.cluster_finished())
+        m_snapshot.finished = true;
+}
+
+void RunState::applyStatus(const proto::ClusterStatusResponse &status)
+{
+    m_snapshot.globalStep = std::max(m_snapshot.globalStep, status.global_step());
+    if (status.has_mode() && status.mode().mode() != proto::UPDATE_MODE_UNSPECIFIED) {
+        m_snapshot.mode = status.mode();
+        m_modeKnown = true;
+    }
+    m_snapshot.lastStep = status.last_step();
+    m_snapshot.initialized = status.initialized();
+    m_snapshot.droppedTotal = status.dropped_total();
+    m_snapshot.psHosts.assign(status.ps_hosts().begin(), status.ps_hosts().end());
+    m_snapshot.workerHosts.assign(status.worker_hosts().begin(), status.worker_hosts().end());
+    if (!status.cluster_json().empty())
+        m_snapshot.trainingJson = status.cluster_json();
+    if (status.has_signature() && status.signature().variables_size() > 0) {
+        m_snapshot.signature = status.signature();
+        if (m_snapshot.parameterNames.empty() || m_provisionalNames)
+            setNamesFromSignature(status.signature());
+    }
+    for (const auto &w : status.workers()) {
+        WorkerFigures &figures = worker(w.worker_index());
+        figures.phase = w.phase();
+        figures.clock = std::max(figures.clock, w.worker_clock());
+        // A late subscriber never saw the first steps, and lost events are
+        // not counted locally, so ps:0's counts may be higher; but its status
+        // can also count steps whose events are still on their way, and adding
+        // those twice would overcount: the larger of the two is right.
+        Rate &rate = m_rates[figures.index];
+        rate.appliedReported = w.applied();
+        rate.droppedReported = w.dropped();
+        figures.applied = std::max(rate.appliedSeen, rate.appliedReported);
+        figures.dropped = std::max(rate.droppedSeen, rate.droppedReported);
+        figures.waitingFor = w.waiting_for();
+        figures.reason = w.reason();
+        if (w.pid() != 0)
+            figures.pid = w.pid();
+        if (w.phase() == proto::FINISHED || w.phase() == proto::DEAD)
+            figures.stepsPerSecond = 0;
+    }
+    // One entry per worker of the spec, even those ps:0 has not seen.
+    if (status.worker_hosts_size() > 0)
+        worker(status.worker_hosts_size() - 1);
+}
+
+void RunState::addStep(const StepRecord &step)
+{
+    RunSnapshot &s = m_snapshot;
+    ++s.stepEvents;
+    s.globalStep = std::max(s.globalStep, step.globalStep);
+    if (s.startWallTime == 0 || step.wallTime < s.startWallTime)
+        s.startWallTime = step.wallTime;
+    s.lastWallTime = std::max(s.lastWallTime, step.wallTime);
+
+    const bool dropped = step.outcome == proto::DROPPED_STALE;
+    WorkerFigures &figures = worker(step.worker);
+    Rate &rate = m_rates[figures.index];
+    figures.clock = std::max(figures.clock, step.workerClock);
+    if (dropped)
+        figures.dropped = std::max(++rate.droppedSeen, rate.droppedReported);
+    else
+        figures.applied = std::max(++rate.appliedSeen, rate.appliedReported);
+    if (figures.phase == proto::WORKER_PHASE_UNSPECIFIED || figures.phase == proto::WAITING_FOR_CHIEF)
+        figures.phase = proto::TRAINING;
+    if (step.staleness >= 0) {
+        const size_t bin = std::min<size_t>(size_t(step.staleness), kStalenessBins - 1);
+        ++figures.stalenessHistogram[bin];
+    }
+
+    rate.computeUs += step.computeUs;
+    rate.pushUs += step.pushUs;
+    rate.waitUs += step.waitUs;
+    const int64_t busy = rate.computeUs + rate.pushUs + rate.waitUs;
+    figures.waitFraction = busy > 0 ? double(rate.waitUs) / double(busy) : 0;
+    rate.latestTime = std::max(rate.latestTime, step.wallTime);
+    rate.latestClock = std::max(rate.latestClock, step.workerClock);
+    if (rate.samples.empty() || step.wallTime - rate.samples.back().first >= kRateSampleSeconds)
+        rate.samples.emplace_back(step.wallTime, step.workerClock);
+    // Keep one sample at or before the window's start as the rate's base.
+    while (rate.samples.size() > 2 && rate.samples[1].first <= rate.latestTime - kRateWindowSeconds)
+        rate.samples.pop_front();
+
+    m_recent.push_back(step);
+    while (m_recent.size() > m_recentCapacity)
+        m_recent.pop_front();
+
+    // A dropped gradient changed nothing: its loss is not a point of the run.
+    if (dropped)
+        return;
+    const double x = double(step.globalStep);
+    s.batchLossByWorker.try_emplace(figures.index, m_seriesCapacity).first->second.append(x, step.batchLoss);
+    if (std::isfinite(step.fullLoss)) {
+        s.fullLoss.append(x, step.fullLoss);
+        s.fullLossByTime.append(step.wallTime - s.startWallTime, step.fullLoss);
+    }
+    // Steps can come before the status that names the parameters (a short
+    // run, a watcher that connected before the chief initialised): keep the
+    // values under provisional names rather than lose them.
+    if (s.parameterNames.empty() && !step.parameters.empty()
+        && int64_t(step.parameters.size()) <= kMaxNamedParameters) {
+        std::vector<std::string> names;
+        for (size_t i = 0; i < step.parameters.size(); ++i)
+            names.push_back("param[" + std::to_string(i) + "]");
+        setParameterNames(std::move(names));
+        m_provisionalNames = true;
+    }
+    // The values are those the gradient was computed from: they belong to
+    // computedFromStep, not to the step the update produced.
+    const size_t n = std::min(step.parameters.size(), s.parameterSeries.size());
+    for (size_t i = 0; i < n; ++i)
+        s.parameterSeries[i].append(double(step.computedFromStep), step.parameters[i]);
+}
+
+void RunState::addModeChange(const ModeMarker &marker)
+{
+    m_snapshot.modeChanges.push_back(marker);
+    m_snapshot.mode = marker.current;
+    m_modeKnown = true;
+    m_snapshot.globalStep = std::max(m_snapshot.globalStep, marker.globalStep);
+    m_snapshot.lastWallTime = std::max(m_snapshot.lastWallTime, marker.wallTime);
+}
+
+void RunState::setClusterJson(const std::string &json)
+{
+    const QJsonObject root = QJsonDocument::fromJson(QByteArray::fromStdString(json)).object();
+    if (root.isEmpty())
+        return;
+    const QJsonObject cluster = root.value(QStringLiteral("cluster")).toObject();
+    const auto hosts = [](const QJsonValue &value) {
+        std::vector<std::string> out;
+        for (const auto &host : value.toArray())
+            out.push_back(host.toString().toStdString());
+        return out;
+    };
+    if (!cluster.isEmpty()) {
+        m_snapshot.psHosts = hosts(cluster.value(QStringLiteral("ps")));
+        m_snapshot.workerHosts = hosts(cluster.value(QStringLiteral("worker")));
+        if (!m_snapshot.workerHosts.empty())
+            worker(int(m_snapshot.workerHosts.size()) - 1);
+    }
+    const QJsonObject training =
+        root.contains(QStringLiteral("training")) ? root.value(QStringLiteral("training")).toObject() : root;
+    if (training.isEmpty())
+        return;
+    m_snapshot.trainingJson = QJsonDocument(training).toJson(QJsonDocument::Compact).toStdString();
+    if (training.contains(QStringLiteral("last_step")))
+        m_snapshot.lastStep = int64_t(training.value(QStringLiteral("last_step")).toDouble());
+    if (!m_modeKnown && training.contains(QStringLiteral("mode"))) {
+        try {
+            proto::ModeConfig mode;
+            mode.set_mode(parseUpdateMode(training.value(QStringLiteral("mode")).toString().toStdString()));
+            mode.set_staleness(training.value(QStringLiteral("staleness")).toInt());
+            mode.set_replicas_to_aggregate(training.value(QStringLiteral("replicas_to_aggregate")).toInt());
+            mode.set_total_num_replicas(training.value(QStringLiteral("total_num_replicas")).toInt());
+            m_snapshot.mode = mode;
+            m_modeKnown = true;
+        } catch (const InputError &) {
+            // An unknown mode name: leave the mode unknown rather than guess.
+        }
+    }
+}
+
+RunSnapshot RunState::snapshot() const
+{
+    RunSnapshot out = m_snapshot;
+    out.recentSteps.assign(m_recent.begin(), m_recent.end());
+    // Steps per second over the last ~2 s of the run's own clock (ps:0's),
+    // so a replay shows the speeds the run had, and a worker that stopped
+    // while others go on falls to 0.
+    const double now = m_snapshot.lastWallTime;
+    for (auto &figures : out.workers) {
+        const auto it = m_rates.find(figures.index);
+        if (it == m_rates.end() || figures.phase == proto::FINISHED || figures.phase == proto::DEAD) {
+            figures.stepsPerSecond = 0;
+            continue;
+        }
+        const Rate &rate = it->second;
+        if (rate.samples.empty() || rate.latestTime < now - kRateWindowSeconds) {
+            figures.stepsPerSecond = 0;
+            continue;
+        }
+        // The newest sample at or before the window's start is the base.
+        auto base = rate.samples.front();
+        for (const auto &sample : rate.samples) {
+            if (sample.first > now - kRateWindowSeconds)
+                break;
+            base = sample;
+        }
+        const double span = now - base.first;
+        figures.stepsPerSecond = span > 0 ? double(rate.latestClock - base.second) / span : 0;
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------
+// Replaying a run directory
+// ---------------------------------------------------------------------------
+
+namespace {
+
+proto::WorkerPhase phaseFromName(const QString &name)
+{
+    static const std::pair<const char *, proto::WorkerPhase> kPhases[] = {
+        {"waiting_for_chief", proto::WAITING_FOR_CHIEF}, {"training", proto::TRAINING},
+        {"blocked_by_sync", proto::BLOCKED_BY_SYNC},     {"blocked_by_staleness", proto::BLOCKED_BY_STALENESS},
+        {"finished", proto::FINISHED},                   {"dead", proto::DEAD},
+    };
+    for (const auto &[text, phase] : kPhases)
+        if (name == QLatin1String(text))
+            return phase;
+    return proto::WORKER_PHASE_UNSPECIFIED;
+}
+
+proto::PushOutcome outcomeFromName(const QString &name)
+{
+    if (name == QLatin1String("aggregated"))
+        return proto::AGGREGATED;
+    if (name == QLatin1String("dropped_stale"))
+        return proto::DROPPED_STALE;
+    if (name == QLatin1String("applied"))
+        return proto::APPLIED;
+    return proto::PUSH_OUTCOME_UNSPECIFIED;
+}
+
+proto::ModeConfig modeFromJson(const QJsonObject &object)
+{
+    proto::ModeConfig mode;
+    const QString name = object.value(QStringLiteral("mode")).toString();
+    mode.set_mode(name == QLatin1String("async") ? proto::ASYNC
+                  : name == QLatin1String("sync") ? proto::SYNC
+                  : name == QLatin1String("ssp")  ? proto::SSP
+                                                   : proto::UPDATE_MODE_UNSPECIFIED);
+    mode.set_staleness(object.value(QStringLiteral("staleness")).toInt());
+    mode.set_replicas_to_aggregate(object.value(QStringLiteral("replicas_to_aggregate")).toInt());
+    mode.set_total_num_replicas(object.value(QStringLiteral("total_num_replicas")).toInt());
+    return mode;
+}
+
+// JSON null (a NaN loss in the log) reads as NaN, not 0.
+float floatOrNan(const QJsonValue &value)
+{
+    return value.isDouble() ? float(value.toDouble()) : std::numeric_limits<float>::quiet_NaN();
+}
+
+// The keys of a step record that are not parameters.
+const std::set<QString> &stepKeys()
+{
+    static const std::set<QString> keys = [] {
+        std::set<QString> k;
+        for (const char *name : {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step",
+                                 "staleness", "outcome", "contributions", "batch_loss", "full_loss", "compute_us",
+                                 "push_us", "wait_us", "wait_reason"})
+            k.insert(QString::fromLatin1(name));
+        return k;
+    }();
+    return keys;
+}
+
+// Parameter names of a step record in the order the line has them (the JSON
+// object sorts its keys; "w" must stay before "b").
+std::vector<std::string> parameterNamesOf(const QJsonObject &record, const QByteArray &line)
+{
+    std::vector<std::pair<qsizetype, std::string>> found;
+    for (auto it = record.begin(); it != record.end(); ++it) {
+        if (stepKeys().count(it.key()))
+            continue;
+        const QByteArray quotedKey = "\"" + it.key().toUtf8() + "\":";
+        found.emplace_back(line.indexOf(quotedKey), it.key().toStdString());
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> names;
+    for (auto &entry : found)
+        names.push_back(std::move(entry.second));
+    return names;
+}
+
+StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &parameterNames)
+{
+    StepRecord step;
+    step.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+    step.wallTime = o.value(QStringLiteral("wall_time")).toDouble();
+    step.worker = o.value(QStringLiteral("worker")).toInt();
+    step.workerClock = int64_t(o.value(QStringLiteral("worker_clock")).toDouble());
+    step.computedFromStep = int64_t(o.value(QStringLiteral("computed_from_step")).toDouble());
+    step.staleness = int64_t(o.value(QStringLiteral("staleness")).toDouble());
+    step.outcome = outcomeFromName(o.value(QStringLiteral("outcome")).toString());
+    step.contributions = o.value(QStringLiteral("contributions")).toInt(1);
+    step.batchLoss = floatOrNan(o.value(QStringLiteral("batch_loss")));
+    step.fullLoss = floatOrNan(o.value(QStringLiteral("full_loss")));
+    step.computeUs = int64_t(o.value(QStringLiteral("compute_us")).toDouble());
+    step.pushUs = int64_t(o.value(QStringLiteral("push_us")).toDouble());
+    step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
+    step.waitReason = phaseFromName(o.value(QStringLiteral("wait_reason")).toString());
+    for (const auto &name : parameterNames)
+        step.parameters.push_back(floatOrNan(o.value(qs(name))));
+    return step;
+}
+
+void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
+{
+    bool namesKnown = false;
+    std::vector<std::string> names;
+    std::map<int, proto::WorkerPhase> lastPhase;
+    while (!file.atEnd()) {
+        const QByteArray line = file.readLine().trimmed();
+        if (line.isEmpty())
+            continue;
+        QJsonParseError error{};
+        const QJsonDocument document = QJsonDocument::fromJson(line, &error);
+        if (error.error != QJsonParseError::NoError || !document.isObject()) {
+            ++info->skippedLines;
+            continue;
+        }
+        const QJsonObject o = document.object();
+        const QString type = o.value(QStringLiteral("type")).toString();
+        ++info->records;
+        if (type == QLatin1String("step")) {
+            if (!namesKnown) {
+                names = parameterNamesOf(o, line);
+                state->setParameterNames(names);
+                namesKnown = true;
+            }
+            state->addStep(stepFromJson(o, names));
+        } else if (type == QLatin1String("mode_change")) {
+            ModeMarker marker;
+            marker.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+            marker.wallTime = o.value(QStringLiteral("wall_time")).toDouble();
+            marker.previous = modeFromJson(o.value(QStringLiteral("previous")).toObject());
+            marker.current = modeFromJson(o.value(QStringLiteral("current")).toObject());
+            marker.requestedBy = o.value(QStringLiteral("requested_by")).toString().toStdString();
+            state->addModeChange(marker);
+        } else if (type == QLatin1String("worker_state")) {
+            proto::TelemetryEvent event;
+            auto *w = event.mutable_worker_state();
+            w->set_wall_time(o.value(QStringLiteral("wall_time")).toDouble());
+            auto *status = w->mutable_status();
+            status->set_worker_index(o.value(QStringLiteral("worker")).toInt());
+            status->set_phase(phaseFromName(o.value(QStringLiteral("phase")).toString()));
+            status->set_worker_clock(int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
+            status->set_waiting_for(o.value(QStringLiteral("waiting_for")).toString().toStdString());
+            status->set_reason(o.value(QStringLiteral("reason")).toString().toStdString());
+            lastPhase[status->worker_index()] = status->phase();
+            state->apply(event);
+        } else if (type == QLatin1String("checkpoint")) {
+            proto::TelemetryEvent event;
+            auto *c = event.mutable_checkpoint();
+            c->set_wall_time(o.value(QStringLiteral("wall_time")).toDouble());
+            c->set_global_step(int64_t(o.value(QStringLiteral("global_step")).toDouble()));
+            c->set_path(o.value(QStringLiteral("path")).toString().toStdString());
+            state->apply(event);
+        } else {
+            ++info->skippedLines;
+            --info->records;
+        }
+    }
+    // A run whose every worker left, finished or dead, is over; one killed
+    // mid-run is not.
+    bool over = !lastPhase.empty();
+    for (const auto &[worker, phase] : lastPhase)
+        over = over && (phase == proto::FINISHED || phase == proto::DEAD);
+    state->setFinished(over);
+}
+
+// metrics.csv: global_step,wall_time,worker,loss,full_loss[,w,b]; one row per
+// applied gradient. No staleness, waits or mode changes: it is the fallback.
+void replayMetrics(QFile &file, RunState *state, RunDirectoryInfo *info)
+{
+    const QStringList header = QString::fromUtf8(file.readLine().trimmed()).split(QLatin1Char(','));
+    const auto column = [&header](const char *name) { return int(header.indexOf(QLatin1String(name))); };
+    const int stepColumn = column("global_step");
+    const int timeColumn = column("wall_time");
+    const int workerColumn = column("worker");
+    const int lossColumn = column("loss");
+    const int fullLossColumn = column("full_loss");
+    if (stepColumn < 0 || lossColumn < 0)
+        throw InputError(file.fileName().toStdString()
+                         + " has no global_step and loss columns: is it a Parasync metrics.csv?");
+    std::vector<int> parameterColumns;
+    std::vector<std::string> names;
+    for (int i = 0; i < int(header.size()); ++i) {
+        if (i == stepColumn || i == timeColumn || i == workerColumn || i == lossColumn || i == fullLossColumn)
+            continue;
+        parameterColumns.push_back(i);
+        names.push_back(header[i].toStdString());
+    }
+    state->setParameterNames(names);
+    const auto number = [](const QString &text) {
+        bool ok = false;
+        const double value = text.toDouble(&ok);
+        return ok ? value : std::numeric_limits<double>::quiet_NaN();
+    };
+    std::map<int, int64_t> clocks;
+    while (!file.atEnd()) {
+        const QByteArray raw = file.readLine();
+        const QString line = QString::fromUtf8(raw.trimmed());
+        if (line.isEmpty())
+            continue;
+        const QStringList fields = line.split(QLatin1Char(','));
+        bool stepOk = false;
+        const qlonglong globalStep = fields.value(stepColumn).toLongLong(&stepOk);
+        // A torn last row has fewer fields (or no newline and a cut number).
+        if (fields.size() != header.size() || !stepOk || (!raw.endsWith('\n') && file.atEnd())) {
+            ++info->skippedLines;
+            continue;
+        }
+        ++info->records;
+        StepRecord step;
+        step.globalStep = globalStep;
+        step.computedFromStep = globalStep - 1;
+        step.staleness = -1;
+        step.wallTime = timeColumn >= 0 ? number(fields[timeColumn]) : 0;
+        step.worker = workerColumn >= 0 ? fields[workerColumn].toInt() : 0;
+        step.batchLoss = float(number(fields[lossColumn]));
+        step.fullLoss = fullLossColumn >= 0 ? float(number(fields[fullLossColumn]))
+                                            : std::numeric_limits<float>::quiet_NaN();
+        step.workerClock = ++clocks[step.worker]; // metrics.csv has no clock: count the worker's rows
+        for (int c : parameterColumns)
+            step.parameters.push_back(float(number(fields[c])));
+        state->addStep(step);
+    }
+}
+
+} // namespace
+
+RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *state)
+{
+    RunDirectoryInfo info;
+    info.directory = directory;
+    const QDir dir(qs(directory));
+    if (!dir.exists())
+        throw InputError("cannot open the run directory " + directory + ": it does not exist");
+
+    QFile cluster(dir.filePath(QLatin1String(run_files::kCluster)));
+    if (cluster.open(QIODevice::ReadOnly))
+        info.clusterJson = cluster.readAll().toStdString();
+
+    QFile stepLog(dir.filePath(QLatin1String(run_files::kStepLog)));
+    QFile metrics(dir.filePath(QLatin1String(run_files::kMetrics)));
+    const bool haveStepLog = stepLog.exists();
+    if (!haveStepLog && !metrics.exists())
+        throw InputError("no run in " + directory + ": it holds neither " + run_files::kStepLog + " nor "
+                         + run_files::kMetrics + " (open the --logdir of a run)");
+
+    state->clear();
+    if (!info.clusterJson.empty())
+        state->setClusterJson(info.clusterJson);
+    QFile &source = haveStepLog ? stepLog : metrics;
+    if (!source.open(QIODevice::ReadOnly))
+        throw InputError("cannot read " + source.fileName().toStdString() + ": "
+                         + source.errorString().toStdString());
+    if (haveStepLog) {
+        replayStepLog(source, state, &info);
+    } else {
+        replayMetrics(source, state, &info);
+        // metrics.csv does not say when workers left; reaching --last_step does.
+        const RunSnapshot replayed = state->snapshot();
+        state->setFinished(replayed.lastStep > 0 && replayed.globalStep >= replayed.lastStep);
+    }
+    return info;
+}
+
+} // namespace parasync

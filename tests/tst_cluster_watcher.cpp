@@ -1,0 +1,270 @@
+// The watcher against real clusters: parasync-node processes on free
+// loopback ports, watched and steered through ps:0 as the app does.
+#include "cluster_harness.h"
+#include "cluster_watcher.h"
+#include "port_holder.h"
+
+#include <QElapsedTimer>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <set>
+
+using namespace parasync;
+using namespace parasync::testing;
+
+namespace {
+
+constexpr int kTimeoutMs = 60000;
+
+// Keeps what the watcher said, as a window would.
+struct WatchLog
+{
+    explicit WatchLog(ClusterWatcher *watcher)
+    {
+        QObject::connect(watcher, &ClusterWatcher::snapshotReady, watcher, [this](const RunSnapshot &snapshot) {
+            latest = snapshot;
+            ++snapshots;
+        });
+        QObject::connect(watcher, &ClusterWatcher::connectionStateChanged, watcher,
+                         [this](bool isConnected, const QString &message) {
+                             connected = isConnected;
+                             messages << message;
+                         });
+    }
+    bool said(const QString &text) const
+    {
+        for (const auto &message : messages)
+            if (message.contains(text))
+                return true;
+        return false;
+    }
+    QString all() const { return messages.join(QLatin1Char('\n')); }
+
+    RunSnapshot latest;
+    int snapshots = 0;
+    bool connected = false;
+    QStringList messages;
+};
+
+std::set<int> workersIn(const RunSnapshot &snapshot)
+{
+    std::set<int> workers;
+    for (const auto &step : snapshot.recentSteps)
+        workers.insert(step.worker);
+    return workers;
+}
+
+proto::ModeConfig modeConfig(proto::UpdateMode mode, int staleness = 10, int replicas = 0)
+{
+    proto::ModeConfig config;
+    config.set_mode(mode);
+    config.set_staleness(staleness);
+    config.set_replicas_to_aggregate(replicas);
+    return config;
+}
+
+} // namespace
+
+class TestClusterWatcher : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void connectsOncePs0StartsAndWatchesToTheEnd()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=3000")});
+        ClusterWatcher watcher;
+        WatchLog log(&watcher);
+        QSignalSpy finished(&watcher, &ClusterWatcher::clusterFinished);
+        const QString address = cluster.psAddress(0);
+
+        // Nothing listens there yet: the watcher says so and keeps trying.
+        watcher.connectTo(address);
+        QCOMPARE(watcher.address(), address);
+        QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("cannot reach ps:0 at ") + address + QStringLiteral(": connection refused")),
+                                  qPrintable(log.all()), kTimeoutMs);
+        QVERIFY(log.said(QStringLiteral("retrying in")));
+        QVERIFY(!log.connected);
+
+        cluster.startPs(0);
+        QTRY_VERIFY2_WITH_TIMEOUT(log.connected, qPrintable(log.all()), kTimeoutMs);
+        QVERIFY(log.said(QStringLiteral("connected to ps:0 at ") + address));
+        cluster.startWorker(1);
+        cluster.startWorker(0);
+
+        QTRY_VERIFY2_WITH_TIMEOUT(finished.count() == 1, qPrintable(log.all()), kTimeoutMs);
+        const RunSnapshot &s = log.latest;
+        QVERIFY(s.finished);
+        QCOMPARE(s.globalStep, int64_t(3000));
+        QCOMPARE(s.lastStep, int64_t(3000));
+        QCOMPARE(s.lostEvents, int64_t(0));
+        QCOMPARE(s.batchLossByWorker.size(), size_t(2));
+        QCOMPARE(s.parameterNames, (std::vector<std::string>{"w", "b"}));
+        // Every update of the run reached the watcher, and w, b converged.
+        QCOMPARE(s.workers.at(0).applied + s.workers.at(1).applied, int64_t(3000));
+        const double w = s.parameterSeries[0].buckets().back().last;
+        const double b = s.parameterSeries[1].buckets().back().last;
+        QVERIFY2(std::abs(w - 2) < 0.2 && std::abs(b - 10) < 0.2, qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
+        QVERIFY(!s.fullLoss.isEmpty());
+        QCOMPARE(s.workers.at(0).phase, proto::FINISHED);
+        QVERIFY(log.messages.last().contains(QLatin1String("the cluster finished at global step 3000")));
+        QVERIFY(!log.connected);
+
+        QString report;
+        QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
+    }
+
+    void liveSnapshotsAndControlRoundTrips()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=1000000000")});
+        cluster.startAll();
+        auto watcher = std::make_unique<ClusterWatcher>();
+        WatchLog log(watcher.get());
+        QSignalSpy controlFinished(watcher.get(), &ClusterWatcher::controlFinished);
+        QSignalSpy modeChanged(watcher.get(), &ClusterWatcher::modeChanged);
+        QSignalSpy stragglerChanged(watcher.get(), &ClusterWatcher::stragglerChanged);
+        watcher->connectTo(cluster.psAddress(0));
+
+        // Steps of both workers, and w and b, arrive in snapshots.
+        QTRY_VERIFY2_WITH_TIMEOUT(workersIn(log.latest) == (std::set<int>{0, 1}) && log.latest.parameterSeries.size() == 2
+                                      && log.latest.parameterSeries[0].totalCount() > 0
+                                      && log.latest.batchLossByWorker.size() == 2,
+                                  qPrintable(log.all()), kTimeoutMs);
+        QCOMPARE(log.latest.parameterNames, (std::vector<std::string>{"w", "b"}));
+        QCOMPARE(log.latest.mode.mode(), proto::ASYNC);
+        QCOMPARE(log.latest.workerHosts.size(), size_t(2));
+        QCOMPARE(QString::fromStdString(log.latest.workerHosts[1]), cluster.workerAddress(1));
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.workers.size() == 2 && log.latest.workers[0].stepsPerSecond > 0
+                                     && log.latest.workers[1].stepsPerSecond > 0,
+                                 kTimeoutMs);
+        QVERIFY(log.latest.workers[0].pid > 0);
+
+        // Snapshots come at a bounded rate: about 20 a second, not one per batch.
+        const int before = log.snapshots;
+        QElapsedTimer timer;
+        timer.start();
+        QTRY_VERIFY_WITH_TIMEOUT(timer.elapsed() >= 1000, 5000);
+        const int perSecond = int((log.snapshots - before) * 1000 / timer.elapsed());
+        QVERIFY2(perSecond >= 10 && perSecond <= 25, qPrintable(QString::number(perSecond)));
+
+        // sync: ps:0's reply, then its reported mode and a marker in the snapshot.
+        watcher->setMode(modeConfig(proto::SYNC));
+        QTRY_COMPARE_WITH_TIMEOUT(controlFinished.count(), 1, kTimeoutMs);
+        QVERIFY2(controlFinished.at(0).at(0).toBool(), qPrintable(controlFinished.at(0).at(1).toString()));
+        QCOMPARE(modeChanged.count(), 1);
+        QCOMPARE(modeChanged.at(0).at(0).value<proto::ModeConfig>().mode(), proto::SYNC);
+        const qint64 changedAt = modeChanged.at(0).at(1).toLongLong();
+        QVERIFY(changedAt > 0);
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.mode.mode() == proto::SYNC && !log.latest.modeChanges.empty(), kTimeoutMs);
+        QCOMPARE(log.latest.modeChanges.back().current.mode(), proto::SYNC);
+        QCOMPARE(log.latest.modeChanges.back().previous.mode(), proto::ASYNC);
+        QCOMPARE(log.latest.modeChanges.back().globalStep, int64_t(changedAt));
+        QCOMPARE(log.latest.modeChanges.back().requestedBy, std::string("parasync app"));
+        // In sync mode updates are aggregated.
+        QTRY_VERIFY_WITH_TIMEOUT(!log.latest.recentSteps.empty()
+                                     && log.latest.recentSteps.back().outcome != proto::APPLIED,
+                                 kTimeoutMs);
+
+        watcher->setMode(modeConfig(proto::SSP, 2));
+        QTRY_COMPARE_WITH_TIMEOUT(controlFinished.count(), 2, kTimeoutMs);
+        QVERIFY(controlFinished.at(1).at(0).toBool());
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.mode.mode() == proto::SSP && log.latest.mode.staleness() == 2
+                                     && log.latest.modeChanges.size() == 2,
+                                 kTimeoutMs);
+
+        // A mode ps:0 refuses comes back as an error a user can read.
+        watcher->setMode(modeConfig(proto::SYNC, 10, 5));
+        QTRY_COMPARE_WITH_TIMEOUT(controlFinished.count(), 3, kTimeoutMs);
+        QVERIFY(!controlFinished.at(2).at(0).toBool());
+        QVERIFY2(controlFinished.at(2).at(1).toString().contains(cluster.psAddress(0)),
+                 qPrintable(controlFinished.at(2).at(1).toString()));
+        QCOMPARE(modeChanged.count(), 2);
+
+        // A straggler, on the worker's own address.
+        watcher->setStraggler(cluster.workerAddress(1), 20);
+        QTRY_COMPARE_WITH_TIMEOUT(controlFinished.count(), 4, kTimeoutMs);
+        QVERIFY2(controlFinished.at(3).at(0).toBool(), qPrintable(controlFinished.at(3).at(1).toString()));
+        QCOMPARE(stragglerChanged.count(), 1);
+        QCOMPARE(stragglerChanged.at(0).at(0).toString(), cluster.workerAddress(1));
+        QCOMPARE(stragglerChanged.at(0).at(1).toInt(), 20);
+        QVERIFY(cluster.worker(1).waitForOutput(QStringLiteral("straggler delay now 20 ms")));
+
+        // ps:0's status on request.
+        QSignalSpy status(watcher.get(), &ClusterWatcher::statusReceived);
+        watcher->requestStatus();
+        QTRY_COMPARE_WITH_TIMEOUT(status.count(), 1, kTimeoutMs);
+        QCOMPARE(status.at(0).at(0).value<proto::ClusterStatusResponse>().mode().mode(), proto::SSP);
+
+        // Destroying a watcher in the middle of a stream does not wait for it.
+        QElapsedTimer destroying;
+        destroying.start();
+        watcher.reset();
+        QVERIFY2(destroying.elapsed() < 1000, qPrintable(QString::number(destroying.elapsed())));
+    }
+
+    void stoppingPs0EndsTheWatch()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=1000000000")});
+        cluster.startAll();
+        ClusterWatcher watcher;
+        WatchLog log(&watcher);
+        QSignalSpy finished(&watcher, &ClusterWatcher::clusterFinished);
+        QSignalSpy controlFinished(&watcher, &ClusterWatcher::controlFinished);
+        watcher.connectTo(cluster.psAddress(0));
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > 0, kTimeoutMs);
+
+        watcher.stopTask(cluster.psAddress(0));
+        QTRY_COMPARE_WITH_TIMEOUT(controlFinished.count(), 1, kTimeoutMs);
+        QVERIFY(controlFinished.at(0).at(0).toBool());
+        QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeoutMs);
+        QVERIFY(log.latest.finished);
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    void aWorkerAddressIsNotPs0()
+    {
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=1000000000")});
+        cluster.startAll();
+        QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("listening on")));
+        ClusterWatcher watcher;
+        WatchLog log(&watcher);
+        watcher.connectTo(cluster.workerAddress(0));
+        QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("is it ps:0's address")), qPrintable(log.all()), kTimeoutMs);
+        QVERIFY(!log.connected);
+    }
+
+    void disconnectingAndDestroyingNeverHang()
+    {
+        const QString nowhere = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+        auto watcher = std::make_unique<ClusterWatcher>();
+        WatchLog log(watcher.get());
+        watcher->connectTo(nowhere);
+        QTRY_VERIFY_WITH_TIMEOUT(log.said(QStringLiteral("cannot reach")), kTimeoutMs);
+        QElapsedTimer timer;
+        timer.start();
+        watcher->disconnectFromCluster();
+        QVERIFY(timer.elapsed() < 1000);
+        QVERIFY(log.messages.last().startsWith(QLatin1String("disconnected from ps:0 at ") + nowhere));
+        // Messages of the old connection still queued are not delivered.
+        const int count = int(log.messages.size());
+        QTest::qWait(200);
+        QCOMPARE(int(log.messages.size()), count);
+
+        watcher->connectTo(nowhere);
+        QTRY_VERIFY_WITH_TIMEOUT(log.messages.size() > count, kTimeoutMs);
+        timer.restart();
+        watcher.reset();
+        QVERIFY(timer.elapsed() < 1000);
+
+        // Control calls without a cluster answer with an error, not a hang.
+        ClusterWatcher idle;
+        QSignalSpy controlFinished(&idle, &ClusterWatcher::controlFinished);
+        idle.setMode(modeConfig(proto::SYNC));
+        QTRY_COMPARE(controlFinished.count(), 1);
+        QVERIFY(!controlFinished.at(0).at(0).toBool());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestClusterWatcher)
+#include "tst_cluster_watcher.moc"
