@@ -76,7 +76,8 @@ double niceTickStep(double span, int maxTicks)
     const double raw = span / maxTicks;
     const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
     for (const double multiple : {1.0, 2.0, 5.0, 10.0}) {
-        if (multiple * magnitude >= raw)
+        // With a little tolerance: 2.09 - 2.01 is 0.0800000000000001.
+        if (multiple * magnitude >= raw * (1 - 1e-9))
             return multiple * magnitude;
     }
     return 10 * magnitude;

@@ -1,0 +1,240 @@
+// The desktop app as a person uses it, offscreen, with real parasync-node
+// processes on free ports: start the demo from the toolbar, watch steps
+// arrive, slow a worker down, switch the mode and see the buttons follow
+// what ps:0 reports and a marker appear on the charts, export everything,
+// and quit without leaving a process behind.
+#include "chart_exporter.h"
+#include "cluster_harness.h"
+#include "cluster_launcher.h"
+#include "cluster_watcher.h"
+#include "main_window.h"
+#include "mode_controls.h"
+#include "port_holder.h"
+#include "process_panel.h"
+#include "run_charts_view.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTcpServer>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+#include <QToolButton>
+#include <QXmlStreamReader>
+
+#include <cerrno>
+#include <csignal>
+
+using namespace parasync;
+using namespace parasync::ui;
+using namespace std::chrono_literals;
+
+namespace {
+
+ClusterPlan planOnFreePorts(int64_t lastStep)
+{
+    ClusterPlan plan = ClusterPlan::demo();
+    plan.cluster.ps.front().port = pickFreePort();
+    for (HostPort &worker : plan.cluster.workers)
+        worker.port = pickFreePort();
+    plan.training.lastStep = lastStep;
+    return plan;
+}
+
+bool processExists(qint64 pid)
+{
+    return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno != ESRCH);
+}
+
+std::shared_ptr<const RunSnapshot> latest(MainWindow &window)
+{
+    window.charts()->flush();
+    return window.charts()->snapshot();
+}
+
+int rowOf(ProcessPanel *panel, const QString &task)
+{
+    for (int row = 0; row < panel->model()->rowCount(); ++row)
+        if (panel->model()->rowAt(row)->task == task)
+            return row;
+    return -1;
+}
+
+} // namespace
+
+class TestMainWindow : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true); // recent files etc. not in the user's settings
+        QCoreApplication::setOrganizationName(QStringLiteral("ParasyncTests"));
+        qRegisterMetaType<parasync::RunSnapshot>();
+        qRegisterMetaType<parasync::proto::ModeConfig>();
+    }
+
+    void demoFromTheToolbarTrainsSwitchesModeExportsAndQuitsClean()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        auto window = std::make_unique<MainWindow>(&launcher, &watcher);
+        window->setDemoPlan(planOnFreePorts(100000000)); // trains until we quit
+        window->show();
+
+        auto *start = window->findChild<QAction *>(QStringLiteral("startDemo"));
+        QVERIFY(start);
+        start->trigger();
+
+        // Steps arrive and the process panel lists the three tasks with pids.
+        QTRY_VERIFY_WITH_TIMEOUT(latest(*window) && latest(*window)->globalStep > 200, 30000);
+        ProcessPanel *panel = window->processes();
+        QCOMPARE(panel->model()->rowCount(), 3);
+        QTRY_VERIFY_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->state
+                                     == TaskState::Training,
+                                 20000);
+        std::vector<qint64> pids;
+        for (const TaskInfo &task : launcher.tasks()) {
+            QVERIFY2(task.pid > 0, qPrintable(QString::fromStdString(task.task.toString())));
+            pids.push_back(task.pid);
+        }
+
+        // Slow both workers down from the panel, so that the recent-step
+        // window spans the mode change below (and to try the straggler row).
+        QSignalSpy controls(&watcher, &ClusterWatcher::controlFinished);
+        for (const QString &worker : {QStringLiteral("worker:0"), QStringLiteral("worker:1")}) {
+            panel->selectRow(rowOf(panel, worker));
+            panel->slowDownSelected(3);
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(controls.size() >= 2, 10000);
+        for (const auto &call : controls)
+            QVERIFY2(call.at(0).toBool(), qPrintable(call.at(1).toString()));
+
+        // The buttons show ps:0's mode, not the click.
+        ModeControls *modes = window->modeControls();
+        QTRY_VERIFY_WITH_TIMEOUT(modes->reportedMode() && modes->reportedMode()->mode() == proto::ASYNC, 10000);
+        QVERIFY(modes->button(proto::ASYNC)->isChecked());
+        const int64_t stepBeforeSwitch = latest(*window)->globalStep;
+        modes->button(proto::SYNC)->click();
+        QVERIFY2(modes->button(proto::ASYNC)->isChecked() && !modes->button(proto::SYNC)->isChecked(),
+                 "a click alone must not change what the buttons show");
+        QVERIFY(modes->statusText().contains(QStringLiteral("waiting for ps:0")));
+        QTRY_VERIFY_WITH_TIMEOUT(modes->button(proto::SYNC)->isChecked(), 15000);
+        QVERIFY(!modes->button(proto::ASYNC)->isChecked());
+        QCOMPARE(modes->reportedMode()->mode(), proto::SYNC);
+
+        // The change is in the telemetry and marked on every chart.
+        QTRY_VERIFY_WITH_TIMEOUT(!latest(*window)->modeChanges.empty(), 15000);
+        QVERIFY(latest(*window)->modeChanges.back().globalStep >= stepBeforeSwitch);
+        QTRY_VERIFY_WITH_TIMEOUT(latest(*window)->globalStep > latest(*window)->modeChanges.back().globalStep + 50,
+                                 30000);
+        for (ExportableChart *chart : window->charts()->charts()) {
+            QTemporaryDir scratch;
+            QString error;
+            // Rendering brings hidden tabs up to date, as an export does.
+            QVERIFY(ChartExporter::exportPng(chart, scratch.filePath(QStringLiteral("c.png")), &error));
+            QVERIFY2(chart->pointCount() > 0, qPrintable(chart->exportName()));
+            QVERIFY2(chart->modeMarkerCount() >= 1, qPrintable(chart->exportName() + QStringLiteral(": no mode marker")));
+        }
+
+        // Export all.
+        QTemporaryDir dir;
+        QStringList written;
+        QString error;
+        QVERIFY2(window->exportAllTo(dir.path(), &written, &error), qPrintable(error));
+        QCOMPARE(written.size(), window->charts()->charts().size() * 3 + 1);
+        for (const QString &path : std::as_const(written)) {
+            QVERIFY2(QFile(path).size() > 0, qPrintable(path));
+            if (path.endsWith(QStringLiteral(".png"))) {
+                QVERIFY2(!QImage(path).isNull(), qPrintable(path));
+            } else if (path.endsWith(QStringLiteral(".svg"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QXmlStreamReader xml(&file);
+                while (!xml.atEnd())
+                    xml.readNext();
+                QVERIFY2(!xml.hasError(), qPrintable(path + QStringLiteral(": ") + xml.errorString()));
+            } else {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(file.readLine().contains(','), qPrintable(path));
+            }
+        }
+
+        // Quitting stops the processes it started.
+        window->close();
+        window.reset();
+        for (const qint64 pid : pids)
+            QVERIFY2(!processExists(pid), qPrintable(QStringLiteral("pid %1 still running").arg(pid)));
+        QVERIFY(!launcher.anyRunning());
+    }
+
+    void takenPortIsNamedAndFreePortsOffered()
+    {
+        // Hold ps:0's port as an old process would.
+        QTcpServer squatter;
+        QVERIFY(squatter.listen(QHostAddress::LocalHost, 0));
+        ClusterPlan plan = planOnFreePorts(200);
+        plan.cluster.ps.front().port = squatter.serverPort();
+
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+
+        QString shownText;
+        // The question is modal: answer it as a person would.
+        QTimer::singleShot(500, this, [&shownText] {
+            for (QWidget *widget : QApplication::topLevelWidgets()) {
+                auto *box = qobject_cast<QMessageBox *>(widget);
+                if (!box || !box->isVisible())
+                    continue;
+                shownText = box->text();
+                for (QAbstractButton *button : box->buttons())
+                    if (button->text().startsWith(QStringLiteral("Use free ports")))
+                        button->click();
+            }
+        });
+        QVERIFY(window.startCluster(plan));
+        QVERIFY2(shownText.contains(QString::number(squatter.serverPort())), qPrintable(shownText));
+        QVERIFY2(shownText.contains(QStringLiteral("pid %1").arg(QCoreApplication::applicationPid())),
+                 qPrintable(shownText));
+        QVERIFY(launcher.plan().cluster.ps.front().port != squatter.serverPort());
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 0, 30000);
+        window.close();
+    }
+
+    void connectsToAClusterItDidNotStart()
+    {
+        testing::LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
+        cluster.startAll();
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+        window.connectToCluster(cluster.psAddress(0));
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 100, 30000);
+        // The panel lists ps:0 and the workers from ps:0's report.
+        ProcessPanel *panel = window.processes();
+        QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 3, 10000);
+        QCOMPARE(panel->model()->rowAt(0)->address, cluster.psAddress(0));
+        QVERIFY(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->pid > 0);
+        // Quitting the app does not stop a cluster it only watches.
+        window.close();
+        QVERIFY(cluster.ps(0).isRunning());
+    }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"
