@@ -16,6 +16,10 @@ std::shared_ptr<grpc::Channel> makeChannel(const std::string &address, const Rpc
     // Each task gets its own channel: gRPC would otherwise share one TCP
     // connection between channels to the same address.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, settings.heartbeatMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, settings.heartbeatMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
     return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
@@ -36,6 +40,15 @@ void configureServer(grpc::ServerBuilder &builder, const std::string &address, c
     builder.SetMaxReceiveMessageSize(settings.maxMessageBytes);
     builder.SetMaxSendMessageSize(settings.maxMessageBytes);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // Ping idle workers too, so a training stream whose peer vanished without
+    // a FIN (cut link) breaks within about two heartbeats.
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, settings.heartbeatMs);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, settings.heartbeatMs);
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+    // Accept the clients' pings at that rate instead of answering GOAWAY.
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, settings.heartbeatMs / 2);
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
 }
 
 Backoff::Backoff(std::chrono::milliseconds initial, std::chrono::milliseconds cap)

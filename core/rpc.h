@@ -18,6 +18,10 @@ struct RpcSettings
     std::string clusterToken;
     // Largest message accepted, in bytes (a 1M-parameter step is ~4 MB).
     int maxMessageBytes = 256 * 1024 * 1024;
+    // HTTP/2 keepalive pings: a peer that stops answering (a cut link, a
+    // frozen host; a killed process is seen at once) is taken for gone after
+    // about twice this.
+    int heartbeatMs = 1000;
 };
 
 inline constexpr const char *kTokenMetadataKey = "parasync-cluster-token";
