@@ -30,7 +30,7 @@ std::string ss(const QString &text)
     return text.toStdString();
 }
 
-enum class FlagGroup { Cluster, Mode, ModelAndData, Training, RunDirectory, Other };
+enum class FlagGroup { Cluster, Mode, ModelAndData, Training, RunDirectory, Security, Other };
 
 struct FlagInfo
 {
@@ -79,6 +79,16 @@ constexpr FlagInfo kFlags[] = {
     {"save_checkpoint_secs", "N", FlagGroup::RunDirectory,
      "the chief saves a checkpoint every N seconds and at the end; 0 is only at the end", nullptr},
     {"max_to_keep", "N", FlagGroup::RunDirectory, "newest checkpoints kept; 0 keeps all", nullptr},
+    {"cluster_token_file", "PATH", FlagGroup::Security,
+     "file (mode 0600) holding the cluster token every call must carry; the environment variable "
+     "PARASYNC_CLUSTER_TOKEN is the other way to give it (never give it on a command line)",
+     "none"},
+    {"generate_token", "", FlagGroup::Security,
+     "print a new random cluster token (256 bits), or write it to --cluster_token_file, and exit", nullptr},
+    {"insecure", "", FlagGroup::Security,
+     "allow serving a non-loopback address without a cluster token (anyone who can reach it can "
+     "steer the cluster)",
+     nullptr},
     {"help", "", FlagGroup::Other, "print this text and exit (also -h)", nullptr},
     {"version", "", FlagGroup::Other, "print the version and exit", nullptr},
 };
@@ -460,7 +470,11 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     const auto value = [&](const char *name) { return ss(parser.value(options.at(name))); };
     result.help = isSet("help") || parser.isSet(helpShort);
     result.version = isSet("version");
-    if (result.help || result.version)
+    result.generateToken = isSet("generate_token");
+    if (isSet("cluster_token_file"))
+        result.clusterTokenFile = value("cluster_token_file");
+    result.insecure = isSet("insecure");
+    if (result.help || result.version || result.generateToken)
         return result;
     if (!parser.positionalArguments().isEmpty())
         throw InputError("unexpected argument '" + ss(parser.positionalArguments().front())
@@ -558,7 +572,8 @@ std::string nodeHelpText()
     const std::pair<FlagGroup, const char *> groups[] = {
         {FlagGroup::Cluster, "Cluster"},   {FlagGroup::Mode, "Update mode"},
         {FlagGroup::ModelAndData, "Model and data"}, {FlagGroup::Training, "Training"},
-        {FlagGroup::RunDirectory, "Run directory"},  {FlagGroup::Other, "Other"},
+        {FlagGroup::RunDirectory, "Run directory"},  {FlagGroup::Security, "Security"},
+        {FlagGroup::Other, "Other"},
     };
     size_t width = 0;
     const auto spelling = [](const FlagInfo &flag) {

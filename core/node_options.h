@@ -38,6 +38,9 @@ struct NodeOptions
     ClusterSpec cluster;
     TaskId task;
     TrainingOptions training;
+    std::string clusterTokenFile;    // --cluster_token_file
+    bool insecure = false;           // --insecure: non-loopback without a token
+    bool generateToken = false;      // --generate_token: make a token and exit
     bool help = false;               // --help was given: print helpText() and exit 0
     bool version = false;            // --version
 };

@@ -82,65 +82,82 @@ proto::WorkerPhase holdPhase(HoldReason reason)
 class ParameterServiceImpl final : public proto::ParameterService::Service
 {
 public:
-    explicit ParameterServiceImpl(PsTask &task) : m_task(task) {}
+    ParameterServiceImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
     grpc::Status Train(grpc::ServerContext *context,
                        grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream) override
     {
+        if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
+            return denied;
         return m_task.train(context, stream);
     }
-    grpc::Status Initialize(grpc::ServerContext *, const proto::InitializeRequest *request,
+    grpc::Status Initialize(grpc::ServerContext *context, const proto::InitializeRequest *request,
                             proto::InitializeResponse *response) override
     {
+        if (auto denied = m_auth.check(*context, "Initialize"); !denied.ok())
+            return denied;
         return m_task.initialize(*request, response);
     }
-    grpc::Status Snapshot(grpc::ServerContext *, const proto::SnapshotRequest *,
+    grpc::Status Snapshot(grpc::ServerContext *context, const proto::SnapshotRequest *,
                           proto::SnapshotResponse *response) override
     {
+        if (auto denied = m_auth.check(*context, "Snapshot"); !denied.ok())
+            return denied;
         return m_task.snapshot(response);
     }
 
 private:
     PsTask &m_task;
+    const TokenCheck &m_auth;
 };
 
 class ClusterControlImpl final : public proto::ClusterControl::Service
 {
 public:
-    explicit ClusterControlImpl(PsTask &task) : m_task(task) {}
-    grpc::Status SetMode(grpc::ServerContext *, const proto::SetModeRequest *request,
+    ClusterControlImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status SetMode(grpc::ServerContext *context, const proto::SetModeRequest *request,
                          proto::SetModeResponse *response) override
     {
+        if (auto denied = m_auth.check(*context, "SetMode"); !denied.ok())
+            return denied;
         return m_task.setMode(*request, response);
     }
-    grpc::Status GetClusterStatus(grpc::ServerContext *, const proto::ClusterStatusRequest *,
+    grpc::Status GetClusterStatus(grpc::ServerContext *context, const proto::ClusterStatusRequest *,
                                   proto::ClusterStatusResponse *response) override
     {
+        if (auto denied = m_auth.check(*context, "GetClusterStatus"); !denied.ok())
+            return denied;
         *response = m_task.clusterStatus();
         return grpc::Status::OK;
     }
 
 private:
     PsTask &m_task;
+    const TokenCheck &m_auth;
 };
 
 class TelemetryImpl final : public proto::Telemetry::Service
 {
 public:
-    explicit TelemetryImpl(PsTask &task) : m_task(task) {}
+    TelemetryImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
     grpc::Status Watch(grpc::ServerContext *context, const proto::WatchRequest *request,
                        grpc::ServerWriter<proto::TelemetryBatch> *writer) override
     {
+        if (auto denied = m_auth.check(*context, "Watch"); !denied.ok())
+            return denied;
         return m_task.watch(context, *request, writer);
     }
-    grpc::Status ReportCheckpoint(grpc::ServerContext *, const proto::ReportCheckpointRequest *request,
+    grpc::Status ReportCheckpoint(grpc::ServerContext *context, const proto::ReportCheckpointRequest *request,
                                   proto::ReportCheckpointResponse *) override
     {
+        if (auto denied = m_auth.check(*context, "ReportCheckpoint"); !denied.ok())
+            return denied;
         m_task.reportCheckpoint(*request);
         return grpc::Status::OK;
     }
 
 private:
     PsTask &m_task;
+    const TokenCheck &m_auth;
 };
 
 } // namespace
@@ -173,10 +190,11 @@ PsTask::~PsTask()
 
 void PsTask::start()
 {
-    m_services.push_back(std::make_unique<ParameterServiceImpl>(*this));
+    m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
+    m_services.push_back(std::make_unique<ParameterServiceImpl>(*this, *m_auth));
     if (isCoordinator()) {
-        m_services.push_back(std::make_unique<ClusterControlImpl>(*this));
-        m_services.push_back(std::make_unique<TelemetryImpl>(*this));
+        m_services.push_back(std::make_unique<ClusterControlImpl>(*this, *m_auth));
+        m_services.push_back(std::make_unique<TelemetryImpl>(*this, *m_auth));
     }
     TaskControlService::Callbacks callbacks;
     callbacks.status = [this] {
@@ -192,7 +210,7 @@ void PsTask::start()
         return status;
     };
     callbacks.stop = [this](const std::string &reason) { requestStop(reason); };
-    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks)));
+    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
 
     std::vector<grpc::Service *> services;
     for (auto &s : m_services)

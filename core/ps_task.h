@@ -1,6 +1,7 @@
 #pragma once
 
 #include "node_options.h"
+#include "cluster_token.h"
 #include "parameter_shard.h"
 #include "parasync.grpc.pb.h"
 #include "rpc.h"
@@ -134,6 +135,7 @@ private:
     std::unique_ptr<RunLog> m_runLog;
     std::vector<std::string> m_parameterNames;
 
+    std::unique_ptr<TokenCheck> m_auth;
     std::vector<std::unique_ptr<grpc::Service>> m_services;
     std::unique_ptr<grpc::Server> m_server;
 };

@@ -7,29 +7,41 @@
 
 namespace parasync {
 
-TaskControlService::TaskControlService(Callbacks callbacks)
+TaskControlService::TaskControlService(Callbacks callbacks, const TokenCheck *auth)
     : m_callbacks(std::move(callbacks))
+    , m_auth(auth)
 {
 }
 
-grpc::Status TaskControlService::GetTaskStatus(grpc::ServerContext *, const proto::TaskStatusRequest *,
+grpc::Status TaskControlService::authorize(const grpc::ServerContext &context, const char *method) const
+{
+    return m_auth ? m_auth->check(context, method) : grpc::Status::OK;
+}
+
+grpc::Status TaskControlService::GetTaskStatus(grpc::ServerContext *context, const proto::TaskStatusRequest *,
                                                proto::TaskStatusResponse *response)
 {
+    if (auto denied = authorize(*context, "GetTaskStatus"); !denied.ok())
+        return denied;
     *response = m_callbacks.status();
     response->set_version(PARASYNC_VERSION);
     return grpc::Status::OK;
 }
 
-grpc::Status TaskControlService::Stop(grpc::ServerContext *, const proto::StopRequest *request,
+grpc::Status TaskControlService::Stop(grpc::ServerContext *context, const proto::StopRequest *request,
                                       proto::StopResponse *)
 {
+    if (auto denied = authorize(*context, "Stop"); !denied.ok())
+        return denied;
     m_callbacks.stop(request->reason().empty() ? std::string("stop requested") : request->reason());
     return grpc::Status::OK;
 }
 
-grpc::Status TaskControlService::SetStraggler(grpc::ServerContext *, const proto::SetStragglerRequest *request,
+grpc::Status TaskControlService::SetStraggler(grpc::ServerContext *context, const proto::SetStragglerRequest *request,
                                               proto::SetStragglerResponse *response)
 {
+    if (auto denied = authorize(*context, "SetStraggler"); !denied.ok())
+        return denied;
     if (!m_callbacks.setStraggler)
         return {grpc::StatusCode::FAILED_PRECONDITION,
                 "this task is a ps and does not train: slow down a worker instead"};

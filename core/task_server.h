@@ -1,6 +1,7 @@
 #pragma once
 
 #include "cluster_spec.h"
+#include "cluster_token.h"
 #include "parasync.grpc.pb.h"
 #include "rpc.h"
 
@@ -24,16 +25,19 @@ public:
         // Empty for ps tasks, which do not train.
         std::function<int(int delayMs)> setStraggler;
     };
-    explicit TaskControlService(Callbacks callbacks);
+    // `auth` (may be null: no token) must outlive the service.
+    TaskControlService(Callbacks callbacks, const TokenCheck *auth);
 
-    grpc::Status GetTaskStatus(grpc::ServerContext *, const proto::TaskStatusRequest *,
+    grpc::Status GetTaskStatus(grpc::ServerContext *context, const proto::TaskStatusRequest *,
                                proto::TaskStatusResponse *response) override;
-    grpc::Status Stop(grpc::ServerContext *, const proto::StopRequest *request, proto::StopResponse *) override;
-    grpc::Status SetStraggler(grpc::ServerContext *, const proto::SetStragglerRequest *request,
+    grpc::Status Stop(grpc::ServerContext *context, const proto::StopRequest *request, proto::StopResponse *) override;
+    grpc::Status SetStraggler(grpc::ServerContext *context, const proto::SetStragglerRequest *request,
                               proto::SetStragglerResponse *response) override;
 
 private:
+    grpc::Status authorize(const grpc::ServerContext &context, const char *method) const;
     Callbacks m_callbacks;
+    const TokenCheck *m_auth;
 };
 
 // Starts a gRPC server for `task` on its cluster address with the given

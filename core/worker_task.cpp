@@ -161,7 +161,8 @@ void WorkerTask::start()
               + " ms per step");
         return delayMs;
     };
-    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks)));
+    m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
+    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
     m_server = startTaskServer(m_options.task, m_options.cluster.address(m_options.task), m_rpc,
                                {m_services.front().get()});
 

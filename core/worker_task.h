@@ -1,6 +1,7 @@
 #pragma once
 
 #include "checkpoint.h"
+#include "cluster_token.h"
 #include "dataset.h"
 #include "model.h"
 #include "node_options.h"
@@ -98,6 +99,7 @@ private:
     std::condition_variable m_checkpointWake;
     std::thread m_checkpointThread;
 
+    std::unique_ptr<TokenCheck> m_auth;
     std::vector<std::unique_ptr<grpc::Service>> m_services;
     std::unique_ptr<grpc::Server> m_server;
 };

@@ -130,6 +130,21 @@ QStringList LocalCluster::clusterFlags() const
     return flags + m_trainingFlags;
 }
 
+QProcessEnvironment LocalCluster::environment() const
+{
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    if (!m_token.isEmpty())
+        environment.insert(QStringLiteral("PARASYNC_CLUSTER_TOKEN"), m_token);
+    return environment;
+}
+
+RpcSettings LocalCluster::rpcSettings() const
+{
+    RpcSettings rpc;
+    rpc.clusterToken = m_token.toStdString();
+    return rpc;
+}
+
 NodeProcess &LocalCluster::startPs(int index, QStringList extraFlags)
 {
     auto &slot = m_ps.at(size_t(index));
@@ -137,7 +152,7 @@ NodeProcess &LocalCluster::startPs(int index, QStringList extraFlags)
                                          clusterFlags() + QStringList{QStringLiteral("--job_name=ps"),
                                                                       QStringLiteral("--task_index=%1").arg(index)}
                                              + extraFlags);
-    slot->start();
+    slot->start(environment());
     return *slot;
 }
 
@@ -148,7 +163,7 @@ NodeProcess &LocalCluster::startWorker(int index, QStringList extraFlags)
                                          clusterFlags() + QStringList{QStringLiteral("--job_name=worker"),
                                                                       QStringLiteral("--task_index=%1").arg(index)}
                                              + extraFlags);
-    slot->start();
+    slot->start(environment());
     return *slot;
 }
 
@@ -184,7 +199,7 @@ bool LocalCluster::waitAllExitCleanly(QString *report, std::chrono::milliseconds
 
 bool LocalCluster::clusterStatus(proto::ClusterStatusResponse *status) const
 {
-    RpcSettings rpc;
+    const RpcSettings rpc = rpcSettings();
     auto stub = proto::ClusterControl::NewStub(makeChannel(m_psHosts.front().toStdString(), rpc));
     auto context = makeContext(rpc, std::chrono::milliseconds(1000));
     return stub->GetClusterStatus(context.get(), {}, status).ok();
@@ -205,7 +220,7 @@ bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterSt
 
 grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response) const
 {
-    RpcSettings rpc;
+    const RpcSettings rpc = rpcSettings();
     auto stub = proto::ClusterControl::NewStub(makeChannel(m_psHosts.front().toStdString(), rpc));
     auto context = makeContext(rpc, std::chrono::milliseconds(5000));
     proto::SetModeRequest request;

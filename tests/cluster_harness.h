@@ -5,6 +5,7 @@
 // integration tests; no mocks.
 
 #include "parasync.grpc.pb.h"
+#include "rpc.h"
 
 #include <QJsonObject>
 #include <QProcess>
@@ -54,6 +55,10 @@ public:
     LocalCluster(int numPs, int numWorkers, QStringList trainingFlags, QString logdir = {});
     ~LocalCluster();
 
+    // Every task gets this token through its environment (never its command
+    // line), and the harness's own control calls carry it.
+    void setClusterToken(const QString &token) { m_token = token; }
+
     QStringList clusterFlags() const;
     NodeProcess &startPs(int index, QStringList extraFlags = {});
     NodeProcess &startWorker(int index, QStringList extraFlags = {});
@@ -78,10 +83,13 @@ public:
     grpc::Status setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response = nullptr) const;
 
 private:
+    QProcessEnvironment environment() const;
+    RpcSettings rpcSettings() const;
     QStringList m_psHosts;
     QStringList m_workerHosts;
     QStringList m_trainingFlags;
     QString m_logdir;
+    QString m_token;
     std::vector<std::unique_ptr<NodeProcess>> m_ps;
     std::vector<std::unique_ptr<NodeProcess>> m_workers;
 };

@@ -3,6 +3,7 @@
 //   parasync-node --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=ps --task_index=0
 // and the same for --job_name=worker --task_index=0 and 1.
 #include "cluster_control.h"
+#include "cluster_token.h"
 #include "error.h"
 #include "node_options.h"
 #include "ps_task.h"
@@ -84,7 +85,9 @@ int runControlCommand(const std::vector<std::string> &args)
     if (!hosts || hosts->empty())
         throw parasync::InputError("--status and --set_mode talk to ps:0: give its address with --ps_hosts=HOST:PORT");
     const std::string ps0 = hosts->substr(0, hosts->find(','));
-    auto status = parasync::getClusterStatus(ps0);
+    parasync::RpcSettings rpc;
+    rpc.clusterToken = parasync::resolveClusterToken(flagValue(args, "cluster_token_file").value_or(""));
+    auto status = parasync::getClusterStatus(ps0, rpc);
     if (const auto mode = flagValue(args, "set_mode")) {
         // Numbers not given keep their current values.
         parasync::proto::ModeConfig config = status.mode();
@@ -101,7 +104,7 @@ int runControlCommand(const std::vector<std::string> &args)
         number("staleness", &parasync::proto::ModeConfig::set_staleness);
         number("replicas_to_aggregate", &parasync::proto::ModeConfig::set_replicas_to_aggregate);
         number("total_num_replicas", &parasync::proto::ModeConfig::set_total_num_replicas);
-        const auto response = parasync::setClusterMode(ps0, config, "parasync-node --set_mode");
+        const auto response = parasync::setClusterMode(ps0, config, "parasync-node --set_mode", rpc);
         std::printf("mode is now %s, from global step %lld\n", parasync::describeMode(response.mode()).c_str(),
                     static_cast<long long>(response.global_step()));
         return 0;
@@ -137,7 +140,30 @@ int main(int argc, char **argv)
             std::printf("parasync-node %s\n", PARASYNC_VERSION);
             return 0;
         }
+        if (options.generateToken) {
+            const std::string token = parasync::generateClusterToken();
+            if (options.clusterTokenFile.empty()) {
+                std::printf("%s\n", token.c_str());
+            } else {
+                parasync::writeClusterTokenFile(options.clusterTokenFile, token);
+                std::printf("wrote a new cluster token to %s (mode 0600)\n", options.clusterTokenFile.c_str());
+            }
+            return 0;
+        }
         parasync::RpcSettings rpc;
+        rpc.clusterToken = parasync::resolveClusterToken(options.clusterTokenFile);
+        const auto &own = options.cluster.address(options.task);
+        if (!own.isLoopback() && rpc.clusterToken.empty()) {
+            if (!options.insecure)
+                throw parasync::InputError(
+                    options.task.toString() + " would serve " + own.toString()
+                    + ", which is not a loopback address, without a cluster token: anyone who reaches it could "
+                      "steer the cluster. Give a token (parasync-node --generate_token --cluster_token_file=FILE, "
+                      "then --cluster_token_file=FILE for every task, or PARASYNC_CLUSTER_TOKEN), or pass "
+                      "--insecure if the network is yours alone");
+            logLine("warning: " + options.task.toString() + " serves " + own.toString()
+                    + " without a cluster token (--insecure): anyone who can reach it can steer the cluster");
+        }
         if (options.task.job == parasync::JobName::Ps) {
             parasync::PsTask task(options, rpc, logLine);
             return runTask(task, signals);
