@@ -12,6 +12,7 @@
 #include "port_holder.h"
 #include "process_panel.h"
 #include "run_charts_view.h"
+#include "step_timeline_view.h"
 
 #include <QAction>
 #include <QApplication>
@@ -31,6 +32,7 @@
 #include <QXmlStreamReader>
 
 #include <cerrno>
+#include <set>
 #include <csignal>
 
 using namespace parasync;
@@ -119,6 +121,9 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(controls.size() >= 2, 10000);
         for (const auto &call : controls)
             QVERIFY2(call.at(0).toBool(), qPrintable(call.at(1).toString()));
+        // The table shows the delay the workers confirmed.
+        QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->stragglerMs, 3, 5000);
+        QCOMPARE(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:0")))->stragglerMs, 3);
 
         // The buttons show ps:0's mode, not the click.
         ModeControls *modes = window->modeControls();
@@ -179,12 +184,38 @@ private Q_SLOTS:
         QVERIFY(!launcher.anyRunning());
     }
 
+    void aShortDemoIsCompletedFromItsRunDirectory()
+    {
+        // 3000 steps take well under a second: the live stream sees part of
+        // it at best; the charts must show all of it once it ends.
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.setDemoPlan(planOnFreePorts(3000));
+        window.show();
+        window.findChild<QAction *>(QStringLiteral("startDemo"))->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(!launcher.anyRunning() && latest(window) && latest(window)->globalStep == 3000
+                                     && latest(window)->recentSteps.size() >= 3000,
+                                 60000);
+        // Every applied update is on the timeline: the steps interleave.
+        std::set<int64_t> steps;
+        for (const StepRecord &step : latest(window)->recentSteps)
+            if (step.outcome != proto::DROPPED_STALE)
+                steps.insert(step.globalStep);
+        QCOMPARE(int64_t(steps.size()), int64_t(3000));
+        QVERIFY(window.charts()->timeline()->pointCount() >= 3000);
+        QVERIFY(!launcher.plan().training.logdir.empty());
+        QDir(QString::fromStdString(launcher.plan().training.logdir)).removeRecursively();
+        window.close();
+    }
+
     void takenPortIsNamedAndFreePortsOffered()
     {
         // Hold ps:0's port as an old process would.
         QTcpServer squatter;
         QVERIFY(squatter.listen(QHostAddress::LocalHost, 0));
-        ClusterPlan plan = planOnFreePorts(200);
+        ClusterPlan plan = planOnFreePorts(100000000);
         plan.cluster.ps.front().port = squatter.serverPort();
 
         ClusterLauncher launcher;
@@ -229,7 +260,11 @@ private Q_SLOTS:
         ProcessPanel *panel = window.processes();
         QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 3, 10000);
         QCOMPARE(panel->model()->rowAt(0)->address, cluster.psAddress(0));
-        QVERIFY(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->pid > 0);
+        const ProcessRow *worker = panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")));
+        QVERIFY(worker->pid > 0);
+        QCOMPARE(worker->address, cluster.workerAddress(1));
+        QCOMPARE(worker->launcherRow, -1); // not ours: no kill or restart
+
         // Quitting the app does not stop a cluster it only watches.
         window.close();
         QVERIFY(cluster.ps(0).isRunning());

@@ -6,7 +6,9 @@
 #include "run_charts_view.h"
 #include "run_loader.h"
 
+#include <QCoreApplication>
 #include <QDir>
+#include <QFileInfo>
 
 #include <cstdio>
 
@@ -113,7 +115,22 @@ void HeadlessRunner::start()
 
 void HeadlessRunner::launch()
 {
-    const ClusterPlan &plan = m_options.plan;
+    ClusterPlan &plan = m_options.plan;
+    // The run directory is the complete record: the export is drawn from it,
+    // so a run that ends before the telemetry stream is up is still whole.
+    if (plan.training.logdir.empty()) {
+        // A fresh directory: an old one would make the chief restore its
+        // checkpoint and continue that run.
+        const QDir exportDir(m_options.exportDirectory);
+        QString candidate = exportDir.filePath(QStringLiteral("run"));
+        for (int n = 2; QFileInfo::exists(candidate); ++n)
+            candidate = exportDir.filePath(QStringLiteral("run-%1").arg(n));
+        plan.training.logdir = candidate.toStdString();
+    } else if (QDir(QString::fromStdString(plan.training.logdir)).exists(QStringLiteral("steps.jsonl"))) {
+        say(tr("%1 holds an earlier run: the chief restores its newest checkpoint and the run continues")
+                .arg(QString::fromStdString(plan.training.logdir)));
+    }
+    m_runDirectory = QString::fromStdString(plan.training.logdir);
     const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
     if (!conflicts.empty()) {
         QString message = tr("The cluster cannot start, ports are taken:\n");
@@ -123,9 +140,15 @@ void HeadlessRunner::launch()
                                 QString::fromStdString(conflict.address.toString()),
                                 conflict.holder.isEmpty() ? QString() : tr(" by %1").arg(conflict.holder));
         const ClusterPlan free = ClusterLauncher::withSuggestedPorts(plan, conflicts);
-        message += tr("Stop the process holding the port (an old run?), or run on free ports:\n  "
-                      "parasync --headless --ps_hosts=%1 --worker_hosts=%2 ...")
-                       .arg(hostList(free.cluster.ps), hostList(free.cluster.workers));
+        // The user's own command, on free ports.
+        QStringList command;
+        for (const QString &argument : QCoreApplication::arguments())
+            if (!argument.startsWith(QStringLiteral("--ps_hosts")) && !argument.startsWith(QStringLiteral("--worker_hosts")))
+                command.append(argument);
+        command.append(QStringLiteral("--ps_hosts=") + hostList(free.cluster.ps));
+        command.append(QStringLiteral("--worker_hosts=") + hostList(free.cluster.workers));
+        message += tr("Stop the process holding the port (an old run?), or run on free ports:\n  %1")
+                       .arg(command.join(QLatin1Char(' ')));
         finishWith(CouldNotStart, message);
         return;
     }
@@ -138,8 +161,21 @@ void HeadlessRunner::launch()
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &HeadlessRunner::onTaskChanged);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
         onTaskChanged(row);
-    say(tr("mode %1, last step %2").arg(QString::fromStdString(describeMode(plan.training.mode))).arg(plan.training.lastStep));
-    m_watcher->connectTo(QString::fromStdString(plan.cluster.ps.front().toString()));
+    say(tr("mode %1, last step %2, run directory %3")
+            .arg(QString::fromStdString(describeMode(plan.training.mode)))
+            .arg(plan.training.lastStep)
+            .arg(m_runDirectory));
+    // Watch from when ps:0 listens (a watcher started earlier backs off and
+    // may miss a short run); at the latest after 3 s, so it says why not.
+    QTimer::singleShot(3000, this, &HeadlessRunner::watchPs0);
+}
+
+void HeadlessRunner::watchPs0()
+{
+    if (m_watching || m_done)
+        return;
+    m_watching = true;
+    m_watcher->connectTo(QString::fromStdString(m_options.plan.cluster.ps.front().toString()));
 }
 
 void HeadlessRunner::onTaskChanged(int row)
@@ -153,6 +189,9 @@ void HeadlessRunner::onTaskChanged(int row)
                                   QString::fromStdString(task.address.toString()))
                              .arg(task.pid)
                              .arg(taskStateName(task.state));
+    if (task.task == TaskId{JobName::Ps, 0} && task.state != TaskState::NotStarted
+        && task.state != TaskState::Starting)
+        watchPs0();
     if (m_taskLines.value(row) == line)
         return;
     m_taskLines[row] = line;
@@ -245,6 +284,15 @@ void HeadlessRunner::onTimeout()
 
 bool HeadlessRunner::exportCharts()
 {
+    if (!m_runDirectory.isEmpty()) {
+        const LoadedRun run = RunLoader::loadNow(m_runDirectory);
+        if (run.snapshot) {
+            say(tr("charts drawn from the run directory %1 (%2 records)").arg(m_runDirectory).arg(run.info.records));
+            m_latest = run.snapshot;
+        } else {
+            complain(tr("Could not read the run directory (%1); exporting what the telemetry showed.").arg(run.error));
+        }
+    }
     if (!m_latest) {
         complain(tr("No telemetry arrived from ps:0: nothing to export. Check the tasks' output above."));
         return false;

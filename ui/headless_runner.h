@@ -28,7 +28,7 @@ struct HeadlessOptions
 {
     enum class Source { Launch, Connect, Open };
     Source source = Source::Launch;
-    ClusterPlan plan;          // Launch
+    ClusterPlan plan;          // Launch; without --logdir, the run directory goes to <export>/run
     QString connectAddress;    // Connect: ps:0's host:port
     QString runDirectory;      // Open
     QString exportDirectory;   // required
@@ -57,6 +57,7 @@ Q_SIGNALS:
 private:
     void launch();
     void onTaskChanged(int row);
+    void watchPs0();
     void onSnapshot(const RunSnapshot &snapshot);
     void onAllExited();
     void onClusterFinished();
@@ -78,6 +79,8 @@ private:
     QStringList m_written;
     bool m_done = false;
     bool m_clusterFinished = false;
+    bool m_watching = false;
+    QString m_runDirectory; // the launched run's --logdir, replayed for the export
     int64_t m_printedStep = -1;
     QHash<int, QString> m_taskLines; // last line printed per task
 };

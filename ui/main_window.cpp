@@ -28,6 +28,7 @@
 #include <QPushButton>
 #include <QSettings>
 #include <QSplitter>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolBar>
@@ -87,6 +88,12 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     connect(m_launcher, &ClusterLauncher::allExited, this, [this] {
         statusBar()->showMessage(tr("Every task of the cluster has exited."), 10000);
         updateActions();
+        // The run directory holds every step, also those the live telemetry
+        // missed (a short run, a slow watcher): complete the charts from it.
+        if (!m_runDirectory.isEmpty() && QDir(m_runDirectory).exists(QStringLiteral("steps.jsonl"))) {
+            m_finalReplay = QDir(m_runDirectory).absolutePath();
+            m_loader->load(m_runDirectory);
+        }
     });
     connect(m_charts, &RunChartsView::redrawn, this, &MainWindow::onRedrawn);
     connect(m_modes, &ModeControls::modeRequested, this, [this](const proto::ModeConfig &mode) {
@@ -215,7 +222,16 @@ ClusterPlan MainWindow::demoPlan() const
 
 void MainWindow::startDemo()
 {
-    startCluster(demoPlan());
+    ClusterPlan plan = demoPlan();
+    // The demo keeps its run directory among the app's data: the charts are
+    // completed from it when the run ends, and it can be replayed later.
+    if (plan.training.logdir.empty()) {
+        const QString base = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
+        plan.training.logdir = QDir(base).filePath(
+            QStringLiteral("runs/demo-") + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")))
+                                   .toStdString();
+    }
+    startCluster(plan);
 }
 
 bool MainWindow::startCluster(const ClusterPlan &requested)
@@ -266,8 +282,15 @@ bool MainWindow::startCluster(const ClusterPlan &requested)
     m_lastStates.clear();
     m_processes->reset();
     m_charts->clear();
+    m_runDirectory = QString::fromStdString(plan.training.logdir);
     const QString ps0 = QString::fromStdString(plan.cluster.ps.front().toString());
-    m_watcher->connectTo(ps0);
+    // Watch from when ps:0 listens: a watcher started before backs off and
+    // can miss a short run. At the latest after 3 s, so it says why not.
+    m_watcher->disconnectFromCluster();
+    m_watchPending = true;
+    QTimer::singleShot(3000, this, &MainWindow::watchLaunchedPs0);
+    for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
+        onTaskChanged(row);
     statusBar()->showMessage(tr("Started %1 ps and %2 workers (%3); watching ps:0 at %4")
                                  .arg(plan.cluster.numPs())
                                  .arg(plan.cluster.numWorkers())
@@ -275,6 +298,14 @@ bool MainWindow::startCluster(const ClusterPlan &requested)
                              10000);
     updateActions();
     return true;
+}
+
+void MainWindow::watchLaunchedPs0()
+{
+    if (!m_watchPending || !m_currentPlan)
+        return;
+    m_watchPending = false;
+    m_watcher->connectTo(QString::fromStdString(m_currentPlan->cluster.ps.front().toString()));
 }
 
 void MainWindow::connectToCluster(const QString &address)
@@ -287,6 +318,8 @@ void MainWindow::connectToCluster(const QString &address)
         return;
     }
     QSettings().setValue(kConnectKey, address.trimmed());
+    m_watchPending = false;
+    m_runDirectory.clear();
     m_processes->reset();
     m_charts->clear();
     m_watcher->connectTo(address.trimmed());
@@ -324,18 +357,8 @@ void MainWindow::onRedrawn()
     if (!snapshot)
         return;
     // ps:0's view of each worker goes into the launcher's task states.
-    for (const WorkerFigures &worker : snapshot->workers) {
-        const TaskId task{JobName::Worker, worker.index};
-        if (m_launcher->taskRow(task) < 0)
-            continue;
-        QString detail;
-        if (worker.phase == proto::DEAD)
-            detail = QString::fromStdString(worker.reason);
-        else if (!worker.waitingFor.empty())
-            detail = tr("waiting for %1").arg(QString::fromStdString(worker.waitingFor));
-        if (worker.phase != proto::WORKER_PHASE_UNSPECIFIED)
-            m_launcher->updateFromStatus(task, taskStateFromPhase(worker.phase), detail, worker.stepsPerSecond);
-    }
+    if (!m_launcher->tasks().empty())
+        m_launcher->updateFromSnapshot(*snapshot);
     m_processes->setSnapshot(snapshot);
     if (snapshot->mode.mode() != proto::UPDATE_MODE_UNSPECIFIED) {
         const int64_t since = snapshot->modeChanges.empty() ? 0 : snapshot->modeChanges.back().globalStep;
@@ -393,6 +416,9 @@ void MainWindow::onTaskChanged(int row)
     if (m_lastStates.size() < tasks.size())
         m_lastStates.resize(tasks.size(), TaskState::NotStarted);
     const TaskInfo &info = tasks[size_t(row)];
+    if (m_watchPending && info.task == TaskId{JobName::Ps, 0} && info.state != TaskState::NotStarted
+        && info.state != TaskState::Starting)
+        watchLaunchedPs0();
     const TaskState previous = m_lastStates[size_t(row)];
     m_lastStates[size_t(row)] = info.state;
     if (info.state == TaskState::Dead && previous != TaskState::Dead) {
@@ -418,6 +444,18 @@ void MainWindow::openRunDirectory(const QString &directory)
 
 void MainWindow::onRunLoaded(const LoadedRun &run)
 {
+    if (!m_finalReplay.isEmpty() && run.directory == m_finalReplay) {
+        m_finalReplay.clear();
+        if (run.snapshot && !m_launcher->anyRunning()) {
+            m_charts->setSnapshot(run.snapshot);
+            statusBar()->showMessage(tr("The run finished; the charts show all of it, from its run directory %1 "
+                                        "(%2 records).")
+                                         .arg(run.directory)
+                                         .arg(run.info.records),
+                                     20000);
+        }
+        return;
+    }
     if (!run.snapshot) {
         showError(tr("Cannot open the run"), run.error);
         statusBar()->showMessage(run.error, 15000);

@@ -83,6 +83,7 @@ private:
     void askExportAll();
     void exportOneChart(int index);
     void stopCluster();
+    void watchLaunchedPs0();
     void addRecentClusterFile(const QString &path);
     void updateRecentMenu();
     void updateActions();
@@ -105,6 +106,9 @@ private:
     std::optional<ClusterPlan> m_currentPlan;
     QString m_currentClusterFile;
     bool m_connected = false;
+    bool m_watchPending = false;   // watch ps:0 once it listens
+    QString m_runDirectory;        // --logdir of the cluster started here
+    QString m_finalReplay;         // run directory being read to complete the charts
     int64_t m_lastReportedModeStep = 0;
     qint64 m_redrawsAtLastRate = 0;
     qint64 m_rateTimerStart = 0;

@@ -111,6 +111,13 @@ ProcessPanel::ProcessPanel(ClusterLauncher *launcher, ClusterWatcher *watcher, Q
     connect(m_model, &QAbstractItemModel::dataChanged, this, &ProcessPanel::updateButtons);
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &ProcessPanel::refresh);
     connect(m_launcher, &ClusterLauncher::outputAppended, this, &ProcessPanel::appendOutput);
+    connect(m_watcher, &ClusterWatcher::stragglerChanged, this, [this](const QString &address, int delayMs) {
+        m_stragglers[address] = delayMs;
+        for (const TaskInfo &task : m_launcher->tasks())
+            if (QString::fromStdString(task.address.toString()) == address)
+                m_launcher->setStragglerDelay(task.task, delayMs); // refreshes through taskChanged
+        refresh();
+    });
     updateButtons();
 }
 
@@ -150,16 +157,18 @@ void ProcessPanel::updateButtons()
 {
     const ProcessRow *row = m_model->rowAt(selectedRow());
     const bool local = row && row->launcherRow >= 0;
-    const bool running = local && row->state != TaskState::Finished && row->state != TaskState::Stopped
+    const bool alive = row && row->state != TaskState::Finished && row->state != TaskState::Stopped
         && row->state != TaskState::Dead && row->state != TaskState::NotStarted;
-    m_stop->setEnabled(running);
+    const bool running = local && alive;
+    // A task of a watched cluster can be asked to stop through its address.
+    m_stop->setEnabled(running || (row && !local && alive && !row->address.isEmpty()));
     m_kill->setEnabled(running);
     m_restart->setEnabled(local && !running);
     const bool canSlow = row && row->isWorker && !row->address.isEmpty();
     m_slowDown->setEnabled(canSlow);
     m_delay->setEnabled(canSlow);
     const QString why = !row ? tr("Select a task first")
-        : !local ? tr("Only tasks started by this app can be stopped, killed or restarted from here")
+        : !local ? tr("Tasks this app did not start can be asked to stop, not killed or restarted")
                  : QString();
     for (QPushButton *button : {m_stop, m_kill, m_restart})
         button->setStatusTip(why);
@@ -208,8 +217,16 @@ void ProcessPanel::appendOutput(int launcherRow, const QString &text)
 void ProcessPanel::stopSelected()
 {
     const ProcessRow *row = m_model->rowAt(selectedRow());
-    if (!row || row->launcherRow < 0)
+    if (!row)
         return;
+    if (row->launcherRow < 0) {
+        // Not our process: ask the task itself (TaskControl.Stop).
+        if (row->address.isEmpty())
+            return;
+        Q_EMIT statusMessage(tr("Asking %1 (%2) to stop...").arg(row->task, row->address));
+        m_watcher->stopTask(row->address, tr("stopped from the Parasync app"));
+        return;
+    }
     Q_EMIT statusMessage(tr("Stopping %1 (pid %2)...").arg(row->task).arg(row->pid));
     m_launcher->stopTask(row->launcherRow);
 }
@@ -239,8 +256,8 @@ void ProcessPanel::slowDownSelected(int delayMs)
     const ProcessRow *row = m_model->rowAt(selectedRow());
     if (!row || !row->isWorker || row->address.isEmpty())
         return;
+    // The table shows the delay once the worker confirms it (stragglerChanged).
     m_watcher->setStraggler(row->address, delayMs);
-    m_stragglers[row->task] = delayMs;
     Q_EMIT statusMessage(delayMs > 0 ? tr("Asked %1 (%2) to take %3 ms longer per step")
                                            .arg(row->task, row->address)
                                            .arg(delayMs)

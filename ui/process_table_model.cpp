@@ -48,9 +48,9 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
                 return &figures;
         return nullptr;
     };
-    const auto straggler = [&stragglers](const QString &task, int fallback) {
-        const auto it = stragglers.find(task);
-        return it != stragglers.end() ? it->second : fallback;
+    const auto straggler = [&stragglers](const QString &address) {
+        const auto it = stragglers.find(address);
+        return it != stragglers.end() ? it->second : 0;
     };
 
     if (!tasks.empty()) {
@@ -65,7 +65,7 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
             row.stepsPerSecond = info.stepsPerSecond;
             row.launcherRow = int(i);
             row.isWorker = info.task.job == JobName::Worker;
-            row.stragglerMs = straggler(row.task, info.stragglerDelayMs);
+            row.stragglerMs = info.stragglerDelayMs;
             if (row.isWorker) {
                 if (const WorkerFigures *figures = figuresOf(info.task.index)) {
                     row.clock = figures->clock;
@@ -83,16 +83,24 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
 
     if (!snapshot)
         return rows;
-    ProcessRow ps;
-    ps.task = QStringLiteral("ps:0");
-    ps.address = psAddress;
-    ps.state = snapshot->finished ? TaskState::Finished : TaskState::Serving;
-    ps.stateText = taskStateName(ps.state) + QStringLiteral(" (global step %1)").arg(snapshot->globalStep);
-    ps.clock = snapshot->globalStep;
-    rows.push_back(ps);
+    for (size_t i = 0; i < std::max<size_t>(1, snapshot->psHosts.size()); ++i) {
+        ProcessRow ps;
+        ps.task = QStringLiteral("ps:%1").arg(i);
+        ps.address = i < snapshot->psHosts.size() ? QString::fromStdString(snapshot->psHosts[i]) : psAddress;
+        ps.state = snapshot->finished ? TaskState::Finished : TaskState::Serving;
+        if (i == 0) {
+            ps.stateText = taskStateName(ps.state) + QStringLiteral(" (global step %1)").arg(snapshot->globalStep);
+            ps.clock = snapshot->globalStep;
+        } else {
+            ps.stateText = taskStateName(ps.state);
+        }
+        rows.push_back(ps);
+    }
     for (const auto &figures : snapshot->workers) {
         ProcessRow row;
         row.task = QStringLiteral("worker:%1").arg(figures.index);
+        if (figures.index >= 0 && size_t(figures.index) < snapshot->workerHosts.size())
+            row.address = QString::fromStdString(snapshot->workerHosts[size_t(figures.index)]);
         row.pid = figures.pid;
         row.state = taskStateFromPhase(figures.phase);
         QString detail = QString::fromStdString(figures.phase == proto::DEAD ? figures.reason : figures.waitingFor);
@@ -103,7 +111,7 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
         row.clock = figures.clock;
         row.dropped = figures.dropped;
         row.isWorker = true;
-        row.stragglerMs = straggler(row.task, 0);
+        row.stragglerMs = straggler(row.address);
         rows.push_back(std::move(row));
     }
     return rows;

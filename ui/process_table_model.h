@@ -35,10 +35,10 @@ struct ProcessRow
 TaskState taskStateFromPhase(proto::WorkerPhase phase);
 QString describeTaskState(TaskState state, const QString &detail);
 
-// Rows for the tasks the launcher started (when any), else for the workers
-// ps:0 reports (watching a cluster started elsewhere). `psAddress` names
-// ps:0 in the latter case; `stragglers` holds the delays set from this app,
-// by task name.
+// Rows for the tasks the launcher started (when any), else for the tasks
+// ps:0 reports (watching a cluster started elsewhere; `psAddress` names ps:0
+// when the snapshot does not). `stragglers` holds the delays workers
+// confirmed, by address, for clusters the launcher did not start.
 std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, const RunSnapshot *snapshot,
                                          const QString &psAddress, const std::map<QString, int> &stragglers);
 
