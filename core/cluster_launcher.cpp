@@ -1,5 +1,6 @@
 #include "cluster_launcher.h"
 
+#include "cluster_watcher.h"
 #include "error.h"
 #include "port_holder.h"
 
@@ -26,6 +27,7 @@ namespace {
 
 constexpr int kMaxOutputLines = 2000;
 constexpr int kWorkerStartFallbackMs = 3000; // start workers even if a ps never says it listens
+constexpr int kWatcherWaitMs = 10000;        // ... and even if the watcher never connects
 constexpr int kStopEscalationMs = 5000;      // stopTask: SIGKILL if SIGTERM did not end it
 constexpr int kStopAllGraceMs = 3000;
 
@@ -357,17 +359,54 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
     }
     const int generation = ++m_launchGeneration;
     m_workersPending = true;
+    m_psReady = false;
+    m_watcherReady = m_gateWatcher.isNull();
     for (int row = 0; row < int(m_infos.size()); ++row) {
         if (m_infos[size_t(row)].task.job == JobName::Ps)
             startTask(row);
         else
-            setState(row, TaskState::NotStarted, tr("starts once the ps tasks listen"));
+            setState(row, TaskState::NotStarted,
+                     m_watcherReady ? tr("starts once the ps tasks listen")
+                                    : tr("starts once the ps tasks listen and the app watches ps:0"));
     }
     QTimer::singleShot(kWorkerStartFallbackMs, this, [this, generation] {
-        if (generation == m_launchGeneration)
-            startPendingWorkers();
+        if (generation != m_launchGeneration)
+            return;
+        m_psReady = true;
+        updatePendingWorkers();
     });
+    if (!m_watcherReady) {
+        QTimer::singleShot(kWatcherWaitMs, this, [this, generation] {
+            if (generation != m_launchGeneration)
+                return;
+            m_watcherReady = true;
+            updatePendingWorkers();
+        });
+    }
     return true;
+}
+
+void ClusterLauncher::holdWorkersUntilWatched(ClusterWatcher *watcher)
+{
+    disconnect(m_gateConnection);
+    m_gateWatcher = watcher;
+    if (!watcher)
+        return;
+    m_gateConnection = connect(watcher, &ClusterWatcher::connectionStateChanged, this, [this](bool connected) {
+        if (!connected || !m_workersPending || m_watcherReady || !m_gateWatcher || m_plan.cluster.ps.empty())
+            return;
+        // Only a watcher of this launch's ps:0 counts.
+        if (m_gateWatcher->address() != qs(m_plan.cluster.ps.front().toString()))
+            return;
+        m_watcherReady = true;
+        updatePendingWorkers();
+    });
+}
+
+void ClusterLauncher::updatePendingWorkers()
+{
+    if (m_workersPending && m_psReady && m_watcherReady)
+        startPendingWorkers();
 }
 
 void ClusterLauncher::startPendingWorkers()
@@ -514,8 +553,10 @@ void ClusterLauncher::interpretLine(int row, const QString &rawLine)
             for (int r = 0; r < int(m_infos.size()); ++r)
                 if (m_infos[size_t(r)].task.job == JobName::Ps && !m_processes[size_t(r)]->listening)
                     allListening = false;
-            if (allListening)
-                startPendingWorkers();
+            if (allListening) {
+                m_psReady = true;
+                updatePendingWorkers();
+            }
         } else if (line.startsWith(QLatin1String("global step ")) && info.state == TaskState::Serving) {
             setState(row, TaskState::Serving, line.section(QLatin1Char(';'), 0, 0));
         } else if (line.startsWith(self + QLatin1String(": all workers finished"))) {

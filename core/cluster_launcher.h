@@ -11,6 +11,7 @@
 #include "run_state.h"
 
 #include <QObject>
+#include <QPointer>
 #include <QProcess>
 #include <QString>
 #include <QStringList>
@@ -20,6 +21,8 @@
 #include <vector>
 
 namespace parasync {
+
+class ClusterWatcher;
 
 // What a task is doing, as the process panel shows it.
 enum class TaskState {
@@ -101,6 +104,14 @@ public:
     bool launch(const ClusterPlan &plan, QString *error);
     const ClusterPlan &plan() const { return m_plan; }
 
+    // Holds the workers of every later launch() until `watcher` reports it
+    // is connected to the plan's ps:0 (call watcher->connectTo(ps:0) right
+    // after launch()), so a short run -- the demo trains 2000 steps in a
+    // fraction of a second -- is watched from its first step. Gives up
+    // waiting after 10 s: a watcher that cannot connect never keeps a
+    // cluster from training. nullptr turns it off (the default).
+    void holdWorkersUntilWatched(ClusterWatcher *watcher);
+
     const std::vector<TaskInfo> &tasks() const { return m_infos; }
     int taskRow(const TaskId &task) const; // index into tasks(), -1 if unknown
     QString output(int row) const;         // the task's log so far (bounded)
@@ -132,6 +143,7 @@ private:
     struct Process;
     void startTask(int row);
     void startPendingWorkers();
+    void updatePendingWorkers(); // starts the held workers once ps tasks listen and a watcher follows
     void onOutput(int row);
     void interpretLine(int row, const QString &line);
     void onFinished(int row, int exitCode, QProcess::ExitStatus status);
@@ -144,9 +156,14 @@ private:
     QString m_nodeBinary;
     std::vector<TaskInfo> m_infos;
     std::vector<std::unique_ptr<Process>> m_processes;
-    // Workers wait to be started until every ps task listens.
+    // Workers wait to be started until every ps task listens (or a few
+    // seconds passed) and, with holdWorkersUntilWatched, a watcher follows.
     bool m_workersPending = false;
+    bool m_psReady = false;
+    bool m_watcherReady = false;
     int m_launchGeneration = 0;
+    QPointer<ClusterWatcher> m_gateWatcher;
+    QMetaObject::Connection m_gateConnection;
 };
 
 } // namespace parasync

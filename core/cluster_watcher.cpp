@@ -102,9 +102,8 @@ void ClusterWatcher::post(uint64_t generation, std::function<void()> function)
 void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t generation)
 {
     const std::string where = "ps:0 at " + address;
-    auto channel = makeChannel(address, settings);
-    auto control = proto::ClusterControl::NewStub(channel);
-    auto telemetry = proto::Telemetry::NewStub(channel);
+    std::unique_ptr<proto::ClusterControl::Stub> control;
+    std::unique_ptr<proto::Telemetry::Stub> telemetry;
     Backoff backoff(100ms, 2000ms);
     RunState state;
     bool everConnected = false;
@@ -143,6 +142,12 @@ void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t gen
     };
 
     while (!m_stop) {
+        // A fresh channel for every attempt: a channel whose connection was
+        // refused waits out gRPC's own reconnect back-off (seconds) before it
+        // tries again, even after ps:0 came up; a new one connects at once.
+        auto channel = makeChannel(address, settings);
+        control = proto::ClusterControl::NewStub(channel);
+        telemetry = proto::Telemetry::NewStub(channel);
         std::string failure;
         // A short unary call first: a wrong or firewalled host answers with a
         // timeout in 2 s instead of a stream that hangs while connecting.

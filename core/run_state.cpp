@@ -282,13 +282,15 @@ void RunState::addStep(const StepRecord &step)
         s.startWallTime = step.wallTime;
     s.lastWallTime = std::max(s.lastWallTime, step.wallTime);
 
-    const bool dropped = step.outcome == proto::DROPPED_STALE;
+    // Only applied or aggregated gradients changed the model; stale ones
+    // were dropped; any other outcome (unknown to this build) is neither.
+    const bool counted = step.outcome == proto::APPLIED || step.outcome == proto::AGGREGATED;
     WorkerFigures &figures = worker(step.worker);
     Rate &rate = m_rates[figures.index];
     figures.clock = std::max(figures.clock, step.workerClock);
-    if (dropped)
+    if (step.outcome == proto::DROPPED_STALE)
         figures.dropped = std::max(++rate.droppedSeen, rate.droppedReported);
-    else
+    else if (counted)
         figures.applied = std::max(++rate.appliedSeen, rate.appliedReported);
     if (figures.phase == proto::WORKER_PHASE_UNSPECIFIED || figures.phase == proto::WAITING_FOR_CHIEF)
         figures.phase = proto::TRAINING;
@@ -314,8 +316,9 @@ void RunState::addStep(const StepRecord &step)
     while (m_recent.size() > m_recentCapacity)
         m_recent.pop_front();
 
-    // A dropped gradient changed nothing: its loss is not a point of the run.
-    if (dropped)
+    // A gradient that was not applied changed nothing: its loss is not a
+    // point of the run.
+    if (!counted)
         return;
     const double x = double(step.globalStep);
     s.batchLossByWorker.try_emplace(figures.index, m_seriesCapacity).first->second.append(x, step.batchLoss);

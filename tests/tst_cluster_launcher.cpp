@@ -1,6 +1,7 @@
 // The launcher starts real parasync-node processes on free loopback ports,
 // as the app's "start demo" button does, and must leave none behind.
 #include "cluster_launcher.h"
+#include "cluster_watcher.h"
 #include "port_holder.h"
 
 #include <QRegularExpression>
@@ -129,6 +130,34 @@ private Q_SLOTS:
         QVERIFY(launcher.output(0).contains(QLatin1String("all workers finished at global step 1500")));
         // The ports are usable again at once (connections in TIME_WAIT do not count).
         QVERIFY(launcher.checkPorts(plan).empty());
+    }
+
+    void aShortRunIsWatchedFromItsFirstStep()
+    {
+        // 200 steps take milliseconds: without holding the workers until the
+        // watcher follows ps:0, the run would be over before it connected.
+        const ClusterPlan plan = demoOnFreePorts(200);
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        launcher.holdWorkersUntilWatched(&watcher);
+        RunSnapshot latest;
+        connect(&watcher, &ClusterWatcher::snapshotReady, this, [&latest](const RunSnapshot &s) { latest = s; });
+        QSignalSpy finished(&watcher, &ClusterWatcher::clusterFinished);
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        QCOMPARE(launcher.tasks()[1].state, TaskState::NotStarted);
+        QVERIFY(launcher.tasks()[1].detail.contains(QLatin1String("watches ps:0")));
+        watcher.connectTo(QString::fromStdString(plan.cluster.ps[0].toString()));
+
+        QTRY_VERIFY2_WITH_TIMEOUT(finished.count() == 1 && allExited.count() == 1, qPrintable(describe(launcher)),
+                                  kTimeoutMs);
+        QCOMPARE(latest.globalStep, int64_t(200));
+        QCOMPARE(latest.lostEvents, int64_t(0));
+        QCOMPARE(latest.workers.at(0).applied + latest.workers.at(1).applied, int64_t(200));
+        QCOMPARE(latest.recentSteps.front().globalStep, int64_t(1));
+        for (const auto &info : launcher.tasks())
+            QCOMPARE(info.state, TaskState::Finished);
     }
 
     void portConflictNamesTheHolderAndSuggestsAFreePort()

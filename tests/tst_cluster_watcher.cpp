@@ -140,13 +140,16 @@ private Q_SLOTS:
                                  kTimeoutMs);
         QVERIFY(log.latest.workers[0].pid > 0);
 
-        // Snapshots come at a bounded rate: about 20 a second, not one per batch.
+        // Snapshots come at a bounded rate: about 20 a second (the 50 ms
+        // interval), never one per batch. The lower bound is loose because
+        // ctest -j runs several clusters on a few cores at once.
         const int before = log.snapshots;
         QElapsedTimer timer;
         timer.start();
         QTRY_VERIFY_WITH_TIMEOUT(timer.elapsed() >= 1000, 5000);
         const int perSecond = int((log.snapshots - before) * 1000 / timer.elapsed());
-        QVERIFY2(perSecond >= 10 && perSecond <= 25, qPrintable(QString::number(perSecond)));
+        qInfo("%d snapshots a second", perSecond);
+        QVERIFY2(perSecond >= 4 && perSecond <= 21, qPrintable(QString::number(perSecond)));
 
         // sync: ps:0's reply, then its reported mode and a marker in the snapshot.
         watcher->setMode(modeConfig(proto::SYNC));
