@@ -74,6 +74,9 @@ constexpr FlagInfo kFlags[] = {
     {"last_step", "N", FlagGroup::Training, "stop when the global step reaches N", nullptr},
     {"display_step", "N", FlagGroup::Training, "the chief logs the loss over its shard every N steps", nullptr},
     {"seed", "N", FlagGroup::Training, "random seed for initial values and synthetic data", nullptr},
+    {"nonfinite_gradients", "reject|apply", FlagGroup::Training,
+     "what ps:0 does with a gradient holding NaN or infinite values; either way it is counted and logged",
+     nullptr},
     {"logdir", "DIR", FlagGroup::RunDirectory,
      "run directory: checkpoints, metrics.csv, step log, cluster.json; the chief restores from it", "none"},
     {"save_checkpoint_secs", "N", FlagGroup::RunDirectory,
@@ -130,6 +133,7 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"save_checkpoint_secs", number(t.saveCheckpointSecs)},
         {"max_to_keep", number(t.maxToKeep)},
         {"seed", seed},
+        {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
     };
 }
 
@@ -352,6 +356,11 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     p.integer("save_checkpoint_secs", &t.saveCheckpointSecs, 0);
     p.integer("max_to_keep", &t.maxToKeep, 0);
     p.unsignedInteger("seed", &t.seed);
+    std::string nonfinite = t.applyNonfinite ? "apply" : "reject";
+    p.string("nonfinite_gradients", &nonfinite, false);
+    if (nonfinite != "reject" && nonfinite != "apply")
+        throw InputError(p.shown("nonfinite_gradients") + ": must be reject or apply");
+    t.applyNonfinite = nonfinite == "apply";
 
     const int replicas = t.mode.replicas_to_aggregate();
     const int total = t.mode.total_num_replicas();

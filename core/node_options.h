@@ -26,6 +26,7 @@ struct TrainingOptions
     int saveCheckpointSecs = 50;     // --save_checkpoint_secs
     int maxToKeep = 5;               // --max_to_keep
     uint64_t seed = 1;               // --seed
+    bool applyNonfinite = false;     // --nonfinite_gradients=reject|apply
 
     TrainingOptions();
     // The flags as a JSON object (for cluster.json and the app).

@@ -426,6 +426,38 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
     Parameters gradient = parseGradients(push, &error);
     if (!error.empty())
         return {grpc::StatusCode::INVALID_ARGUMENT, "worker:" + std::to_string(worker) + ": " + error};
+    if (push.computed_from_step() > m_policy->globalStep() || push.computed_from_step() < 0)
+        return {grpc::StatusCode::INVALID_ARGUMENT,
+                "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
+                    + std::to_string(push.computed_from_step()) + ", but the global step is only "
+                    + std::to_string(m_policy->globalStep()) + ": a step from the future is refused"};
+    const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return g.allFinite(); });
+    if (!finite) {
+        ++info.nonfinite;
+        if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
+            m_log("worker:" + std::to_string(worker) + " pushed a gradient with NaN or infinite values ("
+                  + std::to_string(info.nonfinite) + " so far); "
+                  + (m_options.training.applyNonfinite ? "applied, as --nonfinite_gradients=apply asks"
+                                                       : "rejected (--nonfinite_gradients=reject)"));
+        if (!m_options.training.applyNonfinite) {
+            proto::TelemetryEvent event;
+            auto *step = event.mutable_step();
+            step->set_global_step(m_policy->globalStep());
+            step->set_wall_time(wallTime());
+            step->set_worker(worker);
+            step->set_worker_clock(m_policy->workerClock(worker));
+            step->set_batch_loss(push.batch_loss());
+            step->set_outcome(proto::REJECTED_NONFINITE);
+            step->set_computed_from_step(push.computed_from_step());
+            publishLocked(event);
+            response->set_outcome(proto::REJECTED_NONFINITE);
+            response->set_global_step(m_policy->globalStep());
+            response->set_done(doneLocked());
+            *response->mutable_mode() = m_policy->mode();
+            m_shard.copyValuesTo(response->mutable_parameters());
+            return grpc::Status::OK;
+        }
+    }
 
     info.lastPush = push;
     info.lastPush.clear_gradients();
@@ -611,6 +643,7 @@ proto::WorkerStatus PsTask::workerStatusLocked(int worker) const
     status.set_pid(info.pid);
     status.set_reason(info.reason);
     status.set_waiting_for(info.waitingFor);
+    status.set_nonfinite(info.nonfinite);
     if (m_policy) {
         status.set_worker_clock(m_policy->workerClock(worker));
         status.set_applied(m_policy->applied(worker));

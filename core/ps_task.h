@@ -78,6 +78,7 @@ private:
         // Which stream is the worker's current one (a restarted worker opens
         // a new stream; the old one's end must not mark it dead).
         uint64_t streamId = 0;
+        int64_t nonfinite = 0;
     };
 
     bool isCoordinator() const { return m_options.task.index == 0; }

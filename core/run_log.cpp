@@ -32,6 +32,7 @@ const char *outcomeName(proto::PushOutcome outcome)
     case proto::APPLIED: return "applied";
     case proto::AGGREGATED: return "aggregated";
     case proto::DROPPED_STALE: return "dropped_stale";
+    case proto::REJECTED_NONFINITE: return "rejected_nonfinite";
     default: return "unknown";
     }
 }
@@ -187,7 +188,7 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
     for (const auto &event : batch) {
         steps += formatStepLogLine(event, m_parameterNames);
         steps += '\n';
-        if (event.has_step() && event.step().outcome() != proto::DROPPED_STALE) {
+        if (event.has_step() && (event.step().outcome() == proto::APPLIED || event.step().outcome() == proto::AGGREGATED)) {
             const auto &s = event.step();
             std::snprintf(buffer, sizeof buffer, "%lld,%.6f,%d,%.9g,", static_cast<long long>(s.global_step()),
                           s.wall_time(), s.worker(), double(s.batch_loss()));
