@@ -1,5 +1,6 @@
 #include "cluster_launcher.h"
 
+#include "cluster_token.h"
 #include "cluster_watcher.h"
 #include "error.h"
 #include "port_holder.h"
@@ -440,6 +441,11 @@ void ClusterLauncher::startTask(int row)
     auto *process = new QProcess(this);
     p.process = process;
     process->setProcessChannelMode(QProcess::MergedChannels);
+    if (!m_clusterToken.empty()) {
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(QLatin1String(kTokenEnvironmentVariable), qs(m_clusterToken));
+        process->setProcessEnvironment(environment);
+    }
     connect(process, &QProcess::started, this, [this, row, process] {
         m_infos[size_t(row)].pid = process->processId();
         setState(row, TaskState::Starting, tr("pid %1").arg(process->processId()));

@@ -82,6 +82,12 @@ public:
     explicit ClusterLauncher(QObject *parent = nullptr);
     ~ClusterLauncher() override; // stops every task it started
 
+    // The cluster token the tasks check (see cluster_token.h). Children get
+    // it as PARASYNC_CLUSTER_TOKEN in their environment, never on their
+    // command line, where `ps` would show it; empty (the default) leaves the
+    // environment as the app has it. Applies to tasks started afterwards.
+    void setClusterToken(const std::string &token) { m_clusterToken = token; }
+
     // The parasync-node binary; defaults to the one beside the app (or, in a
     // build tree, in ../parasync-node/), then $PARASYNC_NODE, then PATH.
     void setNodeBinary(const QString &path);
@@ -154,6 +160,7 @@ private:
 
     ClusterPlan m_plan;
     QString m_nodeBinary;
+    std::string m_clusterToken;
     std::vector<TaskInfo> m_infos;
     std::vector<std::unique_ptr<Process>> m_processes;
     // Workers wait to be started until every ps task listens (or a few

@@ -1,5 +1,6 @@
 #include "cluster_watcher.h"
 
+#include "cluster_token.h"
 #include "node_options.h"
 #include "parasync.grpc.pb.h"
 
@@ -29,6 +30,9 @@ std::string describeWatchFailure(const std::string &where, const grpc::Status &s
 {
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
         return where + " does not serve the cluster's telemetry: is it ps:0's address, not a worker's?";
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+        return where + " refused the app: wrong or missing cluster token (give the cluster's token, or start "
+                       "the app with PARASYNC_CLUSTER_TOKEN set to it)";
     return (wasConnected ? "lost " : "cannot reach ") + where + ": " + describeRpcError(status);
 }
 
@@ -40,6 +44,9 @@ ClusterWatcher::ClusterWatcher(QObject *parent)
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::proto::ModeConfig>();
     qRegisterMetaType<parasync::proto::ClusterStatusResponse>();
+    // Control calls before any connectTo (a straggler on a worker's
+    // address) carry the environment's token too.
+    m_settings.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
 }
 
 ClusterWatcher::~ClusterWatcher()
@@ -62,9 +69,11 @@ void ClusterWatcher::connectTo(const QString &address, const RpcSettings &settin
     stopThread();
     m_address = address;
     m_settings = settings;
+    if (m_settings.clusterToken.empty())
+        m_settings.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
     const uint64_t generation = ++m_generation;
     m_stop = false;
-    m_thread = std::thread(&ClusterWatcher::run, this, address.toStdString(), settings, generation);
+    m_thread = std::thread(&ClusterWatcher::run, this, address.toStdString(), m_settings, generation);
 }
 
 void ClusterWatcher::disconnectFromCluster()

@@ -39,7 +39,9 @@ public:
     // receivers there are called directly, never from the background thread.
 
     // Starts watching ps:0 at `address` ("host:port"). Replaces any previous
-    // connection and clears the state. Returns at once; the background
+    // connection and clears the state. Without a token in `settings`, the
+    // one in $PARASYNC_CLUSTER_TOKEN (if any) is used for this connection
+    // and the control calls, as parasync-node does. Returns at once; the background
     // thread says how it goes through connectionStateChanged. Signals of the
     // previous connection that are still queued are dropped.
     void connectTo(const QString &address, const RpcSettings &settings = {});

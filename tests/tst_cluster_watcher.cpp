@@ -1,10 +1,13 @@
 // The watcher against real clusters: parasync-node processes on free
 // loopback ports, watched and steered through ps:0 as the app does.
 #include "cluster_harness.h"
+#include "cluster_launcher.h"
+#include "cluster_token.h"
 #include "cluster_watcher.h"
 #include "port_holder.h"
 
 #include <QElapsedTimer>
+#include <QFile>
 #include <QSignalSpy>
 #include <QTest>
 
@@ -235,6 +238,41 @@ private Q_SLOTS:
         watcher.connectTo(cluster.workerAddress(0));
         QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("is it ps:0's address")), qPrintable(log.all()), kTimeoutMs);
         QVERIFY(!log.connected);
+    }
+
+    void aClusterWithATokenNeedsIt()
+    {
+        qunsetenv(kTokenEnvironmentVariable);
+        const std::string token = generateClusterToken();
+        ClusterPlan plan = ClusterPlan::demo();
+        for (auto *list : {&plan.cluster.ps, &plan.cluster.workers})
+            for (auto &address : *list)
+                address.port = pickFreePort();
+        plan.training.lastStep = 1'000'000'000;
+        ClusterLauncher launcher;
+        launcher.setClusterToken(token);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        const QString ps0 = QString::fromStdString(plan.cluster.ps[0].toString());
+
+        ClusterWatcher without;
+        WatchLog refused(&without);
+        without.connectTo(ps0);
+        QTRY_VERIFY2_WITH_TIMEOUT(refused.said(QStringLiteral("wrong or missing cluster token")), qPrintable(refused.all()),
+                                  kTimeoutMs);
+        QVERIFY(!refused.connected);
+
+        ClusterWatcher with;
+        WatchLog log(&with);
+        RpcSettings settings;
+        settings.clusterToken = token;
+        with.connectTo(ps0, settings);
+        QTRY_VERIFY2_WITH_TIMEOUT(log.latest.globalStep > 0, qPrintable(log.all()), kTimeoutMs);
+
+        // The token travels in the environment, never on a command line.
+        QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(launcher.tasks()[0].pid));
+        QVERIFY(cmdline.open(QIODevice::ReadOnly));
+        QVERIFY(!cmdline.readAll().contains(QByteArray::fromStdString(token)));
     }
 
     void disconnectingAndDestroyingNeverHang()
