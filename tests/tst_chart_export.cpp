@@ -236,7 +236,7 @@ private Q_SLOTS:
                   {view.convergence()->title(), QStringLiteral("parameter value"), QStringLiteral("true w = 2"),
                    QStringLiteral("true b = 10"), QStringLiteral("sync @ 301")});
         verifySvg(target + QStringLiteral("/parameter_path.svg"),
-                  {QStringLiteral("(w, b) path over the loss surface"), QStringLiteral("MSE iso-lines"),
+                  {QStringLiteral("(w, b) path over the loss surface"), QStringLiteral("MSE contours"),
                    QStringLiteral("true (2, 10)")});
         verifySvg(target + QStringLiteral("/step_timeline.svg"),
                   {QStringLiteral("Step interleaving"), QStringLiteral("global step"), QStringLiteral("worker:0"),

@@ -64,6 +64,7 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     splitter->addWidget(m_processes);
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 1);
+    splitter->setSizes({620, 280}); // room for the table and a readable log
     setCentralWidget(splitter);
 
     createActions();
@@ -209,6 +210,9 @@ void MainWindow::createActions()
     toolbar->addAction(compare);
     toolbar->addAction(m_exportAll);
 
+    // The mode controls get a row of their own: they are what a user
+    // watches while training runs.
+    addToolBarBreak();
     QToolBar *modes = addToolBar(tr("Update mode"));
     modes->setObjectName(QStringLiteral("modeToolbar"));
     modes->addWidget(m_modes);
@@ -622,6 +626,14 @@ QStringList MainWindow::saveScreenshots(const QString &directory)
             written.append(path);
     }
     m_charts->setCurrentIndex(current);
+    // The cluster designer, as "New cluster..." shows it.
+    ClusterDesignerDialog designer(m_currentPlan ? *m_currentPlan : demoPlan(), m_currentClusterFile, this);
+    designer.show();
+    QApplication::processEvents();
+    const QString path = QDir(directory).filePath(QStringLiteral("cluster_designer.png"));
+    if (designer.grab().save(path))
+        written.append(path);
+    designer.close();
     return written;
 }
 

@@ -46,6 +46,8 @@ public:
     // Launches `plan` (asking about taken ports) and starts watching ps:0.
     // False when it could not start; the user has been told why.
     bool startCluster(const ClusterPlan &plan);
+    // Starts demoPlan() with a run directory among the app's data (unless the
+    // plan names one), from which the charts are completed when it ends.
     void startDemo();
     void connectToCluster(const QString &address);
     void openRunDirectory(const QString &directory);

@@ -3,6 +3,7 @@
 #include "chart_annotations.h"
 #include "chart_style.h"
 #include "series_math.h"
+#include "timeline_mapping.h"
 
 #include <QChart>
 #include <QChartView>
@@ -45,7 +46,7 @@ ParameterPathChart::ParameterPathChart(QWidget *parent)
     for (int i = 0; i < kContours; ++i) {
         auto *contour = new QLineSeries;
         contour->setPen(QPen(QColor(0xb0, 0xb0, 0xb0), 1));
-        contour->setName(tr("MSE iso-lines"));
+        contour->setName(tr("MSE contours"));
         add(contour);
         if (i > 0) {
             for (QLegendMarker *marker : m_chart->legend()->markers(contour))
@@ -53,7 +54,7 @@ ParameterPathChart::ParameterPathChart(QWidget *parent)
         }
         m_contours.push_back(contour);
     }
-    m_path->setName(tr("(w, b) path"));
+    m_path->setName(tr("(w, b)"));
     m_path->setPen(QPen(QColor(0x1f, 0x77, 0xb4), 2));
     add(m_path);
     m_start->setName(tr("start"));
@@ -126,22 +127,32 @@ void ParameterPathChart::rebuild()
 
     const double wPad = std::max((wMax - wMin) * 0.08, 0.25);
     const double bPad = std::max((bMax - bMin) * 0.08, 0.25);
-    m_wAxis->setRange(wMin - wPad, wMax + wPad);
-    m_bAxis->setRange(bMin - bPad, bMax + bPad);
-    m_wAxis->applyNiceNumbers();
-    m_bAxis->applyNiceNumbers();
+    // Round ranges, set only when they change: every change re-lays out the
+    // chart and moves the contours.
+    const auto roundRange = [](QValueAxis *axis, double min, double max) {
+        const double step = niceTickStep(max - min, 6);
+        const double lo = std::floor(min / step) * step;
+        const double hi = std::ceil(max / step) * step;
+        if (axis->min() != lo || axis->max() != hi)
+            axis->setRange(lo, hi);
+    };
+    roundRange(m_wAxis, wMin - wPad, wMax + wPad);
+    roundRange(m_bAxis, bMin - bPad, bMax + bPad);
 
     // Iso-lines up to the loss at the view's farthest corner.
     double maxLevel = 0;
     for (const double w : {m_wAxis->min(), m_wAxis->max()})
         for (const double b : {m_bAxis->min(), m_bAxis->max()})
             maxLevel = std::max(maxLevel, linearDemoMse(w, b));
-    m_levels = contourLevels(maxLevel, kContours);
-    for (size_t i = 0; i < m_contours.size(); ++i) {
-        if (i < m_levels.size())
-            m_contours[i]->replace(linearDemoContour(m_levels[i]));
-        else
-            m_contours[i]->clear();
+    std::vector<double> levels = contourLevels(maxLevel, kContours);
+    if (levels != m_levels) {
+        m_levels = std::move(levels);
+        for (size_t i = 0; i < m_contours.size(); ++i) {
+            if (i < m_levels.size())
+                m_contours[i]->replace(linearDemoContour(m_levels[i]));
+            else
+                m_contours[i]->clear();
+        }
     }
 
     // Where the path was when the mode changed: the last bucket at or

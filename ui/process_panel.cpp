@@ -108,7 +108,10 @@ ProcessPanel::ProcessPanel(ClusterLauncher *launcher, ClusterWatcher *watcher, Q
         updateButtons();
         showLogOfSelection();
     });
-    connect(m_model, &QAbstractItemModel::dataChanged, this, &ProcessPanel::updateButtons);
+    connect(m_model, &QAbstractItemModel::dataChanged, this, [this] {
+        updateButtons();
+        showLogOfSelection();
+    });
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &ProcessPanel::refresh);
     connect(m_launcher, &ClusterLauncher::outputAppended, this, &ProcessPanel::appendOutput);
     connect(m_watcher, &ClusterWatcher::stragglerChanged, this, [this](const QString &address, int delayMs) {
@@ -140,6 +143,9 @@ void ProcessPanel::refresh()
     m_model->setRows(buildProcessRows(m_launcher->tasks(), m_snapshot.get(), m_watcher->address(), m_stragglers));
     if (selected >= 0 && selectedRow() < 0 && selected < m_model->rowCount())
         selectRow(selected);
+    else if (selected < 0 && m_model->rowCount() > 0)
+        selectRow(0); // a log to read from the start: ps:0's
+
 }
 
 int ProcessPanel::selectedRow() const
@@ -191,10 +197,12 @@ void ProcessPanel::showLogOfSelection()
                                "so its output is on the machine that runs it."));
         return;
     }
+    // The title follows the pid (a task starts, or is restarted).
+    m_logTitle->setText(row->pid > 0 ? tr("Log of %1 (%2, pid %3)").arg(row->task, row->address).arg(row->pid)
+                                     : tr("Log of %1 (%2)").arg(row->task, row->address));
     if (launcherRow == m_logRow)
         return;
     m_logRow = launcherRow;
-    m_logTitle->setText(tr("Log of %1 (%2, pid %3)").arg(row->task, row->address).arg(row->pid));
     m_log->setPlainText(m_launcher->output(launcherRow));
     m_log->verticalScrollBar()->setValue(m_log->verticalScrollBar()->maximum());
 }

@@ -58,8 +58,9 @@ RunChartsView::RunChartsView(QWidget *parent)
     auto *parameters = new QSplitter(Qt::Horizontal, this);
     parameters->addWidget(m_convergence);
     parameters->addWidget(m_path);
-    parameters->setStretchFactor(0, 3);
-    parameters->setStretchFactor(1, 2);
+    parameters->setStretchFactor(0, 1);
+    parameters->setStretchFactor(1, 1);
+    parameters->setSizes({800, 650});
     addTab(parameters, tr("w and b"));
     addTab(m_stats, tr("Workers"));
 

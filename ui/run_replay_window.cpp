@@ -2,6 +2,7 @@
 
 #include "node_options.h"
 #include "run_charts_view.h"
+#include "step_timeline_view.h"
 
 #include <QAction>
 #include <QDateTime>
@@ -27,6 +28,9 @@ RunReplayWindow::RunReplayWindow(const LoadedRun &run, QWidget *parent)
     setCentralWidget(m_charts);
     m_charts->setSnapshot(run.snapshot);
     m_charts->flush();
+    // A finished run opens showing all of it, as a trace viewer does.
+    m_charts->timeline()->ensureUpToDate();
+    m_charts->timeline()->view()->fitAll();
     const RunSnapshot &snapshot = *run.snapshot;
     QString message = tr("%1: %2 records, global step %3, %4 mode change(s), mode at the end: %5")
                           .arg(run.directory)

@@ -275,9 +275,14 @@ void WorkerBarChart::rebuild()
         m_valueAxis->setRange(0, std::max(0.05, std::min(1.0, maxValue * 1.1)));
     else if (m_figure == Figure::StalenessHistogram)
         m_valueAxis->setRange(0, 100);
-    else
+    else if (m_figure == Figure::DroppedGradients) {
+        // Counts: whole-number ticks (0, 1, 2, not 0, 0.5, 1 printed as 0, 1, 1).
+        setRoundRange(m_valueAxis, 0, std::max(1.0, std::ceil(maxValue * 1.1)), 5);
+        m_valueAxis->setTickInterval(std::max(1.0, m_valueAxis->tickInterval()));
+    } else
         m_valueAxis->setRange(0, std::max(1.0, maxValue * 1.1));
-    m_valueAxis->applyNiceNumbers();
+    if (m_figure != Figure::DroppedGradients)
+        m_valueAxis->applyNiceNumbers();
 }
 
 void WorkerBarChart::renderTo(QPainter *painter, const QRectF &target)

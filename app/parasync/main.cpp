@@ -182,8 +182,13 @@ int main(int argc, char **argv)
 
     ui::MainWindow window(&launcher, &watcher);
     window.show();
-    if (wantsCluster)
+    if (parser.isSet(QStringLiteral("cluster_file"))) {
         QTimer::singleShot(0, &window, [&window, plan] { window.startCluster(plan); });
+    } else if (wantsCluster) {
+        // --demo with its flags: the toolbar's demo button does the same.
+        window.setDemoPlan(plan);
+        QTimer::singleShot(0, &window, &ui::MainWindow::startDemo);
+    }
     else if (parser.isSet(QStringLiteral("connect")))
         window.connectToCluster(parser.value(QStringLiteral("connect")));
     if (parser.isSet(QStringLiteral("open")))
