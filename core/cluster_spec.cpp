@@ -110,6 +110,10 @@ HostPort parseHostPortIn(const std::string &rawText, const std::string &origin)
             if (!std::isxdigit(c) && c != ':' && c != '.' && c != '%' && !std::isalnum(c))
                 throw InputError("'" + result.host + "' in " + where + " is not an IPv6 address");
         }
+        // Without a ':' toString() writes the host unbracketed, where '%' is
+        // refused: "[%eth0]:9" would not read back from a cluster file.
+        if (result.host.find(':') == std::string::npos && result.host.find('%') != std::string::npos)
+            throw InputError("'" + result.host + "' in " + where + " is not an IPv6 address");
     } else {
         const auto colon = text.rfind(':');
         if (colon == std::string::npos)
