@@ -11,7 +11,9 @@ void toTensor(const Eigen::VectorXf &values, const std::vector<int64_t> &shape, 
     out->mutable_shape()->Assign(shape.begin(), shape.end());
     auto *data = out->mutable_values();
     data->Resize(int(values.size()), 0.0f);
-    std::memcpy(data->mutable_data(), values.data(), size_t(values.size()) * sizeof(float));
+    // An empty variable has no buffer on either side, and memcpy must not be given null.
+    if (values.size() > 0)
+        std::memcpy(data->mutable_data(), values.data(), size_t(values.size()) * sizeof(float));
 }
 
 Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSize)
