@@ -1,5 +1,8 @@
 #include "cluster_launcher.h"
 
+#include <sys/prctl.h>
+#include <csignal>
+
 #include "cluster_token.h"
 #include "cluster_watcher.h"
 #include "error.h"
@@ -441,6 +444,9 @@ void ClusterLauncher::startTask(int row)
     auto *process = new QProcess(this);
     p.process = process;
     process->setProcessChannelMode(QProcess::MergedChannels);
+    // Should the app itself die (a crash, kill -9), its tasks are told to
+    // stop cleanly rather than left holding their ports.
+    process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
     if (!m_clusterToken.empty()) {
         QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
         environment.insert(QLatin1String(kTokenEnvironmentVariable), qs(m_clusterToken));

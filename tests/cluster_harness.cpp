@@ -10,6 +10,7 @@
 #include <QThread>
 
 #include <csignal>
+#include <sys/prctl.h>
 
 namespace parasync::testing {
 
@@ -38,6 +39,9 @@ void NodeProcess::start(const QProcessEnvironment &environment)
     m_process = std::make_unique<QProcess>();
     m_process->setProcessChannelMode(QProcess::MergedChannels);
     m_process->setProcessEnvironment(environment);
+    // A test that crashes or is killed must not leave nodes training forever
+    // (and holding ports): the kernel kills them when the test goes.
+    m_process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
     m_process->start(nodeBinary(), m_arguments);
     m_process->waitForStarted(10000);
 }
