@@ -239,6 +239,9 @@ public:
     std::vector<std::string> keysOfMember(const std::string &member)
     {
         std::vector<std::string> keys;
+        // QJsonDocument skips a UTF-8 byte order mark, and so must this.
+        if (m_text.compare(0, 3, "\xEF\xBB\xBF") == 0)
+            m_pos = 3;
         skipSpace();
         if (!consume('{'))
             return keys;

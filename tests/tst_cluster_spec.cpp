@@ -353,6 +353,23 @@ private Q_SLOTS:
         QCOMPARE(file.cluster.numWorkers(), 1);
     }
 
+    void clusterFileSavedWithByteOrderMarkKeepsTraining()
+    {
+        // Notepad and some editors start UTF-8 files with a byte order mark;
+        // "training" used to be silently ignored after one.
+        const std::string json = "\xEF\xBB\xBF" R"({"cluster": )" + demoCluster().toJson()
+                                 + R"(, "training": {"batch_size": 20, "mode": "sync"}})";
+        const ClusterFile file = parseClusterFile(json, "test");
+        const std::vector<std::pair<std::string, std::string>> expected = {{"batch_size", "20"}, {"mode", "sync"}};
+        QCOMPARE(file.training, expected);
+        verifyMentions(inputErrorOf([&] {
+                           parseClusterFile("\xEF\xBB\xBF" R"({"cluster": )" + demoCluster().toJson()
+                                                + R"(, "training": {"lerning_rate": 0.1}})",
+                                            "test");
+                       }),
+                       {QStringLiteral("unknown key \"lerning_rate\"")});
+    }
+
     void clusterFileWithoutTrainingIsFine()
     {
         const ClusterFile file = parseClusterFile(R"({"cluster": )" + demoCluster().toJson() + "}", "test");
