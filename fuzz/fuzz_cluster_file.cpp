@@ -1,8 +1,14 @@
 // parseClusterFile (the app's saved cluster, --cluster_file) on arbitrary
-// text. An accepted file must read back the same after writeClusterFile, the
-// way the app saves what it loaded.
+// text. An accepted file must hold every key of its "training" section (read
+// in file order by a scanner of its own, which must agree with QJsonDocument)
+// and read back the same after writeClusterFile, the way the app saves what
+// it loaded.
 #include "cluster_spec.h"
 #include "error.h"
+
+#include <QByteArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 
 #include <unistd.h>
 
@@ -17,6 +23,17 @@ using namespace parasync;
 namespace {
 
 std::string g_savedPath;
+
+void checkEveryTrainingKeyRead(const std::string &text, const ClusterFile &file)
+{
+    const QJsonObject root = QJsonDocument::fromJson(QByteArray::fromStdString(text)).object();
+    const qsizetype keys = root.value(QStringLiteral("training")).toObject().size();
+    if (qsizetype(file.training.size()) != keys) {
+        std::fprintf(stderr, "\"training\" has %lld keys, parseClusterFile read %zu\n", (long long)keys,
+                     file.training.size());
+        std::abort();
+    }
+}
 
 void checkRoundTrip(const ClusterFile &file)
 {
@@ -49,7 +66,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const std::string text(reinterpret_cast<const char *>(data), size);
     try {
-        checkRoundTrip(parseClusterFile(text, "fuzz.json"));
+        const ClusterFile file = parseClusterFile(text, "fuzz.json");
+        checkEveryTrainingKeyRead(text, file);
+        checkRoundTrip(file);
     } catch (const InputError &) {
     }
     return 0;
