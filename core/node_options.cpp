@@ -282,6 +282,8 @@ public:
             throw InputError(shown(name) + ": must be a finite number, like 0.05");
         if (parsed <= 0)
             throw InputError(shown(name) + ": must be greater than 0");
+        if (float(parsed) == 0.0f)
+            throw InputError(shown(name) + ": too small, it rounds to 0 as a float; give e.g. --" + name + "=0.05");
         *target = float(parsed);
     }
 

@@ -341,6 +341,9 @@ private Q_SLOTS:
                                             << QStringList{u"--staleness=-1: must be at least 0"_s};
         QTest::newRow("zero learning rate") << demo({u"--learning_rate=0"_s}) << QString()
                                             << QStringList{u"--learning_rate=0"_s, u"greater than 0"_s};
+        // Was accepted as > 0, became 0 as a float, and the task refused it at start.
+        QTest::newRow("learning rate rounds to 0") << demo({u"--learning_rate=1e-50"_s}) << QString()
+                                                   << QStringList{u"--learning_rate=1e-50"_s, u"rounds to 0"_s};
         QTest::newRow("learning rate text") << demo({u"--learning_rate=fast"_s}) << QString()
                                             << QStringList{u"--learning_rate=fast"_s, u"not a number"_s};
         QTest::newRow("negative seed") << demo({u"--seed=-3"_s}) << QString()
