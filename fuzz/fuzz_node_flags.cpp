@@ -7,6 +7,8 @@
 // skipped: a path cannot leave that directory (to /dev/zero, say).
 #include "error.h"
 #include "node_options.h"
+#include "optimizer.h"
+#include "update_policy.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -30,6 +32,21 @@ int g_clusterFileDirectory = -1;
 void writeText(const std::string &path, const char *text)
 {
     std::ofstream(path) << text;
+}
+
+// Flags the parser accepts must not be refused later by the task it starts.
+void checkEngineAccepts(const NodeOptions &options)
+{
+    try {
+        OptimizerOptions optimizer;
+        optimizer.name = options.training.optimizer;
+        optimizer.learningRate = options.training.learningRate;
+        (void)makeOptimizer(optimizer);
+        UpdatePolicy::validate(options.training.mode, options.cluster.numWorkers());
+    } catch (const InputError &e) {
+        std::fprintf(stderr, "parseNodeOptions accepted flags the engine refuses: %s\n", e.what());
+        std::abort();
+    }
 }
 
 } // namespace
@@ -78,6 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             (void)options.cluster.address(options.task);
             (void)options.training.toJson();
             (void)describeMode(options.training.mode);
+            checkEngineAccepts(options);
         }
     } catch (const InputError &) {
     }
