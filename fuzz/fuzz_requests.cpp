@@ -1,6 +1,6 @@
 // ps:0's request handlers fed with arbitrary protobuf bytes, as a stranger
 // or a confused worker could send them. The input is one byte of cluster
-// configuration (optimizer, update mode, --nonfinite_gradients) and then a
+// configuration (optimizer, update mode, --logdir, --nonfinite_gradients) and then a
 // session of requests, each framed as [kind][length, 2 bytes little-endian]
 // [bytes]; the bytes are parsed with ParseFromArray as the request of that
 // kind, and garbage that does not parse is dropped, as gRPC would drop it.
@@ -19,10 +19,14 @@
 #include "ps_task.h"
 #include "update_policy.h"
 
-#include <algorithm>
 #include <google/protobuf/stubs/logging.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -32,6 +36,15 @@ using namespace parasync;
 namespace {
 
 enum class RequestKind { Initialize, SetMode, Train, Status, Count };
+
+// ps:0's run directory (step log, metrics.csv) when the configuration asks
+// for one; emptied after every input so that a long run does not fill it.
+// Only with PARASYNC_FUZZ_LOGDIR=1 for now: PsTask::initialize() makes one
+// metrics.csv column name per scalar of the signature's variables, so an
+// Initialize naming a variable of shape [2^34] hangs ps:0 (and larger shapes
+// overflow their product), which scripts/fuzz.sh would report every run
+// until that is fixed.
+std::string g_runDirectory;
 
 NodeOptions clusterOptions(uint8_t configuration)
 {
@@ -44,6 +57,8 @@ NodeOptions clusterOptions(uint8_t configuration)
     options.training.optimizer = optimizers[configuration & 3];
     options.training.mode.set_mode(modes[(configuration >> 2) % 3]);
     options.training.applyNonfinite = (configuration & 0x40) != 0;
+    if ((configuration & 0x20) && !g_runDirectory.empty())
+        options.training.logdir = g_runDirectory;
     options.training.lastStep = 50;
     return options;
 }
@@ -159,21 +174,8 @@ std::optional<Request> parsed(const uint8_t *data, size_t size)
     return request;
 }
 
-} // namespace
-
-// Protobuf logs every string field with invalid UTF-8 it refuses; random
-// bytes make thousands of such lines, which would bury a sanitizer report.
-extern "C" int LLVMFuzzerInitialize(int *, char ***)
+void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
 {
-    google::protobuf::SetLogHandler(nullptr);
-    return 0;
-}
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    if (size < 1)
-        return 0;
-    const NodeOptions options = clusterOptions(data[0]);
     PsTask task(options, RpcSettings{}, [](const std::string &) {});
     TrainDriver driver(options);
 
@@ -217,5 +219,35 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     driver.endStream();
+}
+
+} // namespace
+
+// Protobuf logs every string field with invalid UTF-8 it refuses; random
+// bytes make thousands of such lines, which would bury a sanitizer report.
+extern "C" int LLVMFuzzerInitialize(int *, char ***)
+{
+    google::protobuf::SetLogHandler(nullptr);
+    const char *withRunDirectory = std::getenv("PARASYNC_FUZZ_LOGDIR");
+    if (!withRunDirectory || std::string(withRunDirectory) != "1")
+        return 0;
+    char directory[] = "/tmp/parasync-fuzz-requests-XXXXXX";
+    if (!::mkdtemp(directory))
+        std::abort();
+    g_runDirectory = directory;
+    std::atexit([] { std::filesystem::remove_all(g_runDirectory); });
+    return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    const NodeOptions options = clusterOptions(data[0]);
+    runSession(options, data, size);
+    if (!options.training.logdir.empty()) {
+        for (const auto &entry : std::filesystem::directory_iterator(g_runDirectory))
+            std::filesystem::remove_all(entry.path());
+    }
     return 0;
 }
