@@ -228,14 +228,28 @@ void MainWindow::startDemo()
 {
     ClusterPlan plan = demoPlan();
     // The demo keeps its run directory among the app's data: the charts are
-    // completed from it when the run ends, and it can be replayed later.
-    if (plan.training.logdir.empty()) {
-        const QString base = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation);
-        plan.training.logdir = QDir(base).filePath(
-            QStringLiteral("runs/demo-") + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")))
+    // completed from it when the run ends, and it can be replayed later. The
+    // step log takes ~1 kB per step, so only for runs of sensible length,
+    // and only the newest few are kept.
+    constexpr int64_t kMaxAutoLoggedSteps = 200000;
+    constexpr int kKeptDemoRuns = 10;
+    if (plan.training.logdir.empty() && plan.training.lastStep <= kMaxAutoLoggedSteps) {
+        QDir runs(QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation)
+                  + QStringLiteral("/runs"));
+        const QStringList old = runs.entryList({QStringLiteral("demo-*")}, QDir::Dirs, QDir::Name | QDir::Reversed);
+        for (qsizetype i = kKeptDemoRuns - 1; i < old.size(); ++i)
+            QDir(runs.filePath(old[i])).removeRecursively();
+        plan.training.logdir = runs.filePath(QStringLiteral("demo-")
+                                             + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")))
                                    .toStdString();
     }
-    startCluster(plan);
+    if (!startCluster(plan))
+        return;
+    if (plan.training.logdir.empty())
+        statusBar()->showMessage(tr("This run has no run directory (more than %1 steps): the charts show what the "
+                                    "live telemetry delivers. Set one in New cluster... to keep the whole run.")
+                                     .arg(kMaxAutoLoggedSteps),
+                                 15000);
 }
 
 bool MainWindow::startCluster(const ClusterPlan &requested)

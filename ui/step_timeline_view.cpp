@@ -320,11 +320,16 @@ void StepTimelineView::paintTimeline(QPainter *painter, const QRectF &rect, cons
     painter->drawLine(QPointF(x + 4, ly - 7), QPointF(x + 4, ly + 7));
     x += 12;
     legendText(tr("mode change"));
-    if (m_axis == Axis::GlobalStep && map.span() / std::max(map.width, 1.0) > 1.0) {
+    QStringList notes;
+    if (m_axis == Axis::GlobalStep && map.span() / std::max(map.width, 1.0) > 1.0)
+        notes.append(tr("zoomed out: bar height = the worker's share of the updates in a pixel column"));
+    // The detail is bounded: say where it begins rather than draw an empty past.
+    if (!m_items.empty() && m_items.front().step > 1 && map.start < m_items.front().step)
+        notes.append(tr("updates before step %1 are kept only in the other charts").arg(qint64(m_items.front().step)));
+    if (!notes.isEmpty()) {
         painter->setPen(QColor(0x70, 0x70, 0x70));
         painter->drawText(QRectF(x, layout.legend.top(), layout.legend.right() - x, layout.legend.height()),
-                          Qt::AlignVCenter | Qt::AlignRight,
-                          tr("zoomed out: bar height = the worker's share of the updates in a pixel column"));
+                          Qt::AlignVCenter | Qt::AlignRight, notes.join(QStringLiteral(" \u00b7 ")));
     }
 
     // Lanes.
