@@ -261,6 +261,8 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
         rate.droppedReported = w.dropped();
         figures.applied = std::max(rate.appliedSeen, rate.appliedReported);
         figures.dropped = std::max(rate.droppedSeen, rate.droppedReported);
+        rate.nonfiniteReported = w.nonfinite();
+        figures.nonfinite = std::max(rate.rejectedSeen, rate.nonfiniteReported);
         figures.waitingFor = w.waiting_for();
         figures.reason = w.reason();
         if (w.pid() != 0)
@@ -290,6 +292,8 @@ void RunState::addStep(const StepRecord &step)
     figures.clock = std::max(figures.clock, step.workerClock);
     if (step.outcome == proto::DROPPED_STALE)
         figures.dropped = std::max(++rate.droppedSeen, rate.droppedReported);
+    else if (step.outcome == proto::REJECTED_NONFINITE)
+        figures.nonfinite = std::max(++rate.rejectedSeen, rate.nonfiniteReported);
     else if (counted)
         figures.applied = std::max(++rate.appliedSeen, rate.appliedReported);
     if (figures.phase == proto::WORKER_PHASE_UNSPECIFIED || figures.phase == proto::WAITING_FOR_CHIEF)
@@ -452,6 +456,8 @@ proto::PushOutcome outcomeFromName(const QString &name)
         return proto::DROPPED_STALE;
     if (name == QLatin1String("applied"))
         return proto::APPLIED;
+    if (name == QLatin1String("rejected_nonfinite"))
+        return proto::REJECTED_NONFINITE;
     return proto::PUSH_OUTCOME_UNSPECIFIED;
 }
 

@@ -96,6 +96,7 @@ struct WorkerFigures
     int64_t clock = 0;
     int64_t applied = 0;
     int64_t dropped = 0;
+    int64_t nonfinite = 0;         // gradients with NaN/Inf (rejected, or applied and counted)
     double stepsPerSecond = 0;     // over the last ~2 s of wall time
     double waitFraction = 0;       // waitUs / (compute + push + wait), whole run
     std::vector<int64_t> stalenessHistogram; // [staleness] -> count; last bin is ">= size-1"
@@ -186,8 +187,8 @@ private:
         int64_t latestClock = 0;
         int64_t computeUs = 0, pushUs = 0, waitUs = 0;
         // Counts from the step events seen, and as ps:0 last reported them.
-        int64_t appliedSeen = 0, droppedSeen = 0;
-        int64_t appliedReported = 0, droppedReported = 0;
+        int64_t appliedSeen = 0, droppedSeen = 0, rejectedSeen = 0;
+        int64_t appliedReported = 0, droppedReported = 0, nonfiniteReported = 0;
     };
     std::map<int, Rate> m_rates;
 };

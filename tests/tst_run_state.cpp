@@ -187,6 +187,7 @@ private Q_SLOTS:
         *batch.add_events() = stepEvent(2, 100.2, 0, 2, 999.f, kNaN, proto::DROPPED_STALE, 20, {0.f, 0.f});
         *batch.add_events() = modeChangeEvent(2, 100.3, proto::ASYNC, proto::SSP);
         *batch.add_events() = stepEvent(3, 100.4, 1, 2, 60.f, kNaN, proto::APPLIED, 0, {0.3f, 0.7f});
+        *batch.add_events() = stepEvent(3, 100.45, 1, 3, kNaN, kNaN, proto::REJECTED_NONFINITE, 0, {0.3f, 0.7f});
         *batch.add_events() = workerStateEvent(1, proto::BLOCKED_BY_STALENESS, "worker:0 (clock 2)", 100.5);
         proto::TelemetryEvent checkpoint;
         checkpoint.mutable_checkpoint()->set_global_step(3);
@@ -220,13 +221,16 @@ private Q_SLOTS:
         QCOMPARE(s.fullLoss.buckets().front().last, 81.0);
         QCOMPARE(s.fullLossByTime.buckets().front().x, 0.0);
         QCOMPARE(s.parameterSeries.size(), size_t(2));
-        QCOMPARE(s.parameterSeries[0].totalCount(), int64_t(3));
+        QCOMPARE(s.parameterSeries[0].totalCount(), int64_t(3)); // not the rejected one's
         QCOMPARE(s.parameterSeries[1].buckets().back().last, double(0.7f));
         // Values belong to the step they were computed from.
         QCOMPARE(s.parameterSeries[0].buckets().front().x, 0.0);
 
         // Every step, dropped too, in the recent records and the counts.
-        QCOMPARE(s.recentSteps.size(), size_t(4));
+        QCOMPARE(s.recentSteps.size(), size_t(5));
+        QCOMPARE(s.recentSteps[4].outcome, proto::REJECTED_NONFINITE);
+        QCOMPARE(s.workers[1].nonfinite, int64_t(1));
+        QCOMPARE(s.workers[1].applied, int64_t(2)); // a rejected gradient is not applied
         QCOMPARE(s.recentSteps[2].outcome, proto::DROPPED_STALE);
         QCOMPARE(s.workers.size(), size_t(2));
         QCOMPARE(s.workers[0].applied, int64_t(1));
@@ -238,7 +242,7 @@ private Q_SLOTS:
         QCOMPARE(s.workers[1].stalenessHistogram[1], int64_t(1));
         QCOMPARE(s.workers[1].phase, proto::BLOCKED_BY_STALENESS);
         QCOMPARE(s.workers[1].waitingFor, std::string("worker:0 (clock 2)"));
-        QCOMPARE(s.workers[1].clock, int64_t(2));
+        QCOMPARE(s.workers[1].clock, int64_t(3));
         QVERIFY(std::abs(s.workers[0].waitFraction - 0.2) < 1e-9);
 
         QCOMPARE(s.modeChanges.size(), size_t(1));
