@@ -260,8 +260,9 @@ private Q_SLOTS:
         ProcessPanel *panel = window.processes();
         QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 3, 10000);
         QCOMPARE(panel->model()->rowAt(0)->address, cluster.psAddress(0));
+        // The pid comes with ps:0's periodic status, not with every step.
+        QTRY_VERIFY_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->pid > 0, 15000);
         const ProcessRow *worker = panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")));
-        QVERIFY(worker->pid > 0);
         QCOMPARE(worker->address, cluster.workerAddress(1));
         QCOMPARE(worker->launcherRow, -1); // not ours: no kill or restart
 
