@@ -39,6 +39,14 @@ std::vector<int> ParameterShard::variableIndexes(int psIndex, int numPs, int num
 
 void ParameterShard::load(const proto::ShardState &state)
 {
+    // Adam's t: a negative count makes its next step 0/0 (every value NaN),
+    // the largest overflows. Checked before anything is replaced.
+    constexpr int64_t maxUpdateCount = int64_t(1) << 53;
+    for (const auto &var : state.variables()) {
+        if (var.update_count() < 0 || var.update_count() > maxUpdateCount)
+            throw InputError("variable '" + var.name() + "' has update count " + std::to_string(var.update_count())
+                             + ", outside 0 to 2^53: its checkpoint or the chief's state is corrupt");
+    }
     m_names.clear();
     m_shapes.clear();
     m_values.clear();
