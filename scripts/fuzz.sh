@@ -53,10 +53,11 @@ for target in "${targets[@]}"; do
     status=FAILED
     failed+=("$target")
     echo "---- $target: $(grep -m1 -o 'INFO: Seed: [0-9]*' "$log" || true)" >&2
-    grep -v -E '^#[0-9]+\s+(NEW|REDUCE|pulse|INITED)' "$log" | tail -n 80 >&2
+    grep -v -E '^#[0-9]+\s+(NEW|REDUCE|pulse|INITED)' "$log" | tail -n 80 >&2 || true
   fi
-  execs=$(grep -o 'number_of_executed_units: [0-9]*' "$log" | tail -n1 | awk '{print $2}')
-  coverage=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -n1 | awk '{print $2 " edges, " $4 " features"}')
+  # A target that dies before its first report leaves these empty.
+  execs=$(grep -o 'number_of_executed_units: [0-9]*' "$log" | tail -n1 | awk '{print $2}' || true)
+  coverage=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -n1 | awk '{print $2 " edges, " $4 " features"}' || true)
   corpus=$(find "$work/$target" -type f | wc -l)
   printf '%-18s %-6s %9s execs  %-28s corpus %s -> %s\n' "$target" "$status" "${execs:-?}" \
     "${coverage:-no coverage line}" "$seeds" "$corpus"
