@@ -39,11 +39,6 @@ enum class RequestKind { Initialize, SetMode, Train, Status, Count };
 
 // ps:0's run directory (step log, metrics.csv) when the configuration asks
 // for one; emptied after every input so that a long run does not fill it.
-// Only with PARASYNC_FUZZ_LOGDIR=1 for now: PsTask::initialize() makes one
-// metrics.csv column name per scalar of the signature's variables, so an
-// Initialize naming a variable of shape [2^34] hangs ps:0 (and larger shapes
-// overflow their product), which scripts/fuzz.sh would report every run
-// until that is fixed.
 std::string g_runDirectory;
 
 NodeOptions clusterOptions(uint8_t configuration)
@@ -57,7 +52,7 @@ NodeOptions clusterOptions(uint8_t configuration)
     options.training.optimizer = optimizers[configuration & 3];
     options.training.mode.set_mode(modes[(configuration >> 2) % 3]);
     options.training.applyNonfinite = (configuration & 0x40) != 0;
-    if ((configuration & 0x20) && !g_runDirectory.empty())
+    if (configuration & 0x20)
         options.training.logdir = g_runDirectory;
     options.training.lastStep = 50;
     return options;
@@ -228,9 +223,6 @@ void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
 extern "C" int LLVMFuzzerInitialize(int *, char ***)
 {
     google::protobuf::SetLogHandler(nullptr);
-    const char *withRunDirectory = std::getenv("PARASYNC_FUZZ_LOGDIR");
-    if (!withRunDirectory || std::string(withRunDirectory) != "1")
-        return 0;
     char directory[] = "/tmp/parasync-fuzz-requests-XXXXXX";
     if (!::mkdtemp(directory))
         std::abort();

@@ -227,18 +227,20 @@ void requests()
     initialize.set_global_step(3);
     initialize.set_origin("restored from model.ckpt-3.pckpt");
 
-    // Configuration byte: optimizer (bits 0-1), mode (bits 2-3), apply NaN (bit 6).
-    write("fuzz_requests", "async-two-workers.bin",
-          Session(0)
-              .add(Initialize, initialize)
-              .add(Train, join(0))
-              .add(Train, push(3, 0.5f, -0.5f))
-              .add(Train, join(1))
-              .add(Train, push(4, 0.1f, 0.2f))
-              .add(Train, push(2, 0.1f, 0.2f))
-              .add(Status, proto::ClusterStatusRequest())
-              .add(Train, leave(true))
-              .bytes());
+    // Configuration byte: optimizer (bits 0-1), mode (bits 2-3), --logdir (bit 5), apply NaN (bit 6).
+    for (const uint8_t configuration : {0x00, 0x20}) {
+        write("fuzz_requests", configuration ? "async-with-run-directory.bin" : "async-two-workers.bin",
+              Session(configuration)
+                  .add(Initialize, initialize)
+                  .add(Train, join(0))
+                  .add(Train, push(3, 0.5f, -0.5f))
+                  .add(Train, join(1))
+                  .add(Train, push(4, 0.1f, 0.2f))
+                  .add(Train, push(2, 0.1f, 0.2f))
+                  .add(Status, proto::ClusterStatusRequest())
+                  .add(Train, leave(true))
+                  .bytes());
+    }
     write("fuzz_requests", "sync-then-ssp.bin",
           Session(2 | 1 << 2)
               .add(Initialize, initialize)
