@@ -1,9 +1,10 @@
 // ps:0's request handlers fed with arbitrary protobuf bytes, as a stranger
 // or a confused worker could send them. The input is one byte of cluster
-// configuration (optimizer, update mode, --logdir, --nonfinite_gradients) and then a
-// session of requests, each framed as [kind][length, 2 bytes little-endian]
-// [bytes]; the bytes are parsed with ParseFromArray as the request of that
-// kind, and garbage that does not parse is dropped, as gRPC would drop it.
+// configuration (optimizer, update mode, --logdir, --nonfinite_gradients)
+// and then a session of requests, each framed as [kind][length, 2 bytes
+// little-endian][bytes]; the bytes are parsed with ParseFromArray as the
+// request of that kind, and garbage that does not parse is dropped, as gRPC
+// would drop it.
 //
 // Initialize, SetMode, GetClusterStatus and Snapshot go to an in-process
 // PsTask (ps:0 of a 1-ps, 2-worker cluster) whose server is never started.
