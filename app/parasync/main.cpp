@@ -85,9 +85,12 @@ int main(int argc, char **argv)
 {
     // The chart export needs a QApplication (Qt Charts are widgets); without
     // a display, headless mode paints offscreen.
+    // --help and --version print and exit: they need no display either.
     bool headless = false;
-    for (int i = 1; i < argc; ++i)
-        headless = headless || std::string(argv[i]) == "--headless";
+    for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        headless = headless || arg == "--headless" || arg == "--help" || arg == "-h" || arg == "--version";
+    }
     if (headless && qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
         && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
         qputenv("QT_QPA_PLATFORM", "offscreen");
