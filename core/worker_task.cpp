@@ -181,6 +181,22 @@ void WorkerTask::start()
           + m_data.description + ", " + std::to_string(m_data.size()) + " samples");
 }
 
+proto::ModelSignature WorkerTask::modelSignature() const
+{
+    proto::ModelSignature signature;
+    signature.set_model(m_model->name());
+    signature.set_dataset(m_options.training.dataset);
+    signature.set_feature_dim(m_model->featureDim());
+    signature.set_output_dim(m_model->outputDim());
+    signature.set_optimizer(m_options.training.optimizer);
+    for (const auto &v : m_variables) {
+        auto *spec = signature.add_variables();
+        spec->set_name(v.name);
+        spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
+    }
+    return signature;
+}
+
 bool WorkerTask::waitForPs(int ps)
 {
     // A cheap unary call tells reachable from not, with a reason we can print.
@@ -203,17 +219,7 @@ bool WorkerTask::waitForPs(int ps)
 void WorkerTask::initializeAsChief()
 {
     const int numPs = m_options.cluster.numPs();
-    proto::ModelSignature signature;
-    signature.set_model(m_model->name());
-    signature.set_dataset(m_options.training.dataset);
-    signature.set_feature_dim(m_model->featureDim());
-    signature.set_output_dim(m_model->outputDim());
-    signature.set_optimizer(m_options.training.optimizer);
-    for (const auto &v : m_variables) {
-        auto *spec = signature.add_variables();
-        spec->set_name(v.name);
-        spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
-    }
+    const proto::ModelSignature signature = modelSignature();
 
     // Variable states in model order: fresh, or from the newest checkpoint.
     std::vector<proto::VariableState> states(m_variables.size());
@@ -303,17 +309,7 @@ bool WorkerTask::connectAndJoin()
             auto *join = request.mutable_join();
             join->set_worker_index(index);
             join->set_pid(::getpid());
-            auto *signature = join->mutable_signature();
-            signature->set_model(m_model->name());
-            signature->set_dataset(m_options.training.dataset);
-            signature->set_feature_dim(m_model->featureDim());
-            signature->set_output_dim(m_model->outputDim());
-            signature->set_optimizer(m_options.training.optimizer);
-            for (const auto &v : m_variables) {
-                auto *spec = signature->add_variables();
-                spec->set_name(v.name);
-                spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
-            }
+            *join->mutable_signature() = modelSignature();
             proto::TrainResponse response;
             if (!ps->stream->Write(request) || !ps->stream->Read(&response)) {
                 const auto status = ps->stream->Finish();
@@ -471,17 +467,7 @@ void WorkerTask::saveCheckpoint(bool final)
     std::lock_guard lock(m_checkpointMutex);
     proto::Checkpoint checkpoint;
     checkpoint.set_wall_time(wallTime());
-    auto *signature = checkpoint.mutable_signature();
-    signature->set_model(m_model->name());
-    signature->set_dataset(m_options.training.dataset);
-    signature->set_feature_dim(m_model->featureDim());
-    signature->set_output_dim(m_model->outputDim());
-    signature->set_optimizer(m_options.training.optimizer);
-    for (const auto &v : m_variables) {
-        auto *spec = signature->add_variables();
-        spec->set_name(v.name);
-        spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
-    }
+    *checkpoint.mutable_signature() = modelSignature();
     // ps:0 last, so the recorded global step counts every update the other
     // shards' values already contain.
     for (int k = int(m_ps.size()) - 1; k >= 0; --k) {

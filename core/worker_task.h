@@ -54,6 +54,8 @@ private:
     // Returns false when stopping.
     bool connectAndJoin();
     bool waitForPs(int ps);
+    // What this worker trains, as ps:0 checks it and checkpoints record it.
+    proto::ModelSignature modelSignature() const;
     void initializeAsChief();
     // One training step; returns false when a stream broke (reconnect).
     bool step();
