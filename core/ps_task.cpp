@@ -27,18 +27,28 @@ int64_t microsSince(std::chrono::steady_clock::time_point start)
 std::vector<std::string> parameterNames(const proto::ModelSignature &signature)
 {
     constexpr int64_t kMaxLogged = 16;
-    std::vector<std::string> names;
+    // Sizes are counted with an early exit: a signature's shapes come off the
+    // wire and may claim 2^34 x 2^34 elements.
     int64_t total = 0;
+    for (const auto &var : signature.variables()) {
+        int64_t size = 1;
+        for (auto d : var.shape()) {
+            if (d < 0 || (d > 0 && size > kMaxLogged / d + 1))
+                return {};
+            size *= d;
+        }
+        total += size;
+        if (total > kMaxLogged)
+            return {};
+    }
+    std::vector<std::string> names;
     for (const auto &var : signature.variables()) {
         int64_t size = 1;
         for (auto d : var.shape())
             size *= d;
-        total += size;
         for (int64_t i = 0; i < size; ++i)
             names.push_back(size == 1 ? var.name() : var.name() + "[" + std::to_string(i) + "]");
     }
-    if (total > kMaxLogged)
-        names.clear();
     return names;
 }
 
@@ -414,6 +424,10 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
                                 proto::PushResponse *response)
 {
     auto &info = m_workers[size_t(worker)];
+    if (!m_initialized)
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                "worker:" + std::to_string(worker)
+                    + " pushed before the chief initialised the variables: join again and wait until it is ready"};
     if (doneLocked()) {
         // The last step is reached: the gradient is not applied, the worker stops.
         response->set_done(true);
@@ -663,6 +677,9 @@ void PsTask::publishWorkerStateLocked(int worker)
 grpc::Status PsTask::initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response)
 {
     std::lock_guard lock(m_mutex);
+    if (request.global_step() < 0)
+        return {grpc::StatusCode::INVALID_ARGUMENT,
+                "global step " + std::to_string(request.global_step()) + " is negative: the chief's checkpoint is damaged"};
     if (m_initialized) {
         response->set_initialized_now(false);
         response->set_global_step(m_policy ? m_policy->globalStep() : m_updatesApplied);
