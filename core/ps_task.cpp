@@ -473,8 +473,14 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
         }
     }
 
-    info.lastPush = push;
-    info.lastPush.clear_gradients();
+    // Keep what the step's telemetry event needs, not the gradient itself
+    // (a copy of up to megabytes per step on the hot path).
+    info.lastPush.Clear();
+    info.lastPush.set_batch_loss(push.batch_loss());
+    info.lastPush.set_full_loss(push.full_loss());
+    info.lastPush.set_compute_us(push.compute_us());
+    info.lastPush.set_previous_push_us(push.previous_push_us());
+    *info.lastPush.mutable_parameter_view() = push.parameter_view();
     info.arrival = std::chrono::steady_clock::now();
     info.phase = proto::TRAINING;
     m_policy->push(worker, push.computed_from_step(), std::move(gradient));
