@@ -6,7 +6,8 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-"$here/scripts/setup.sh" dev
+# The demo needs only the two programs, not the tests.
+"$here/scripts/setup.sh" dev parasync parasync-node
 node="$here/build/dev/app/parasync-node/parasync-node"
 app="$here/build/dev/app/parasync/parasync"
 logdir=${PARASYNC_DEMO_LOGDIR:-$here/build/demo-run}

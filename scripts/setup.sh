@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Installs what Parasync needs from Debian 12's packages (only what is
 # missing), then configures and builds it. Idempotent: run it as often as you
-# like. Usage: scripts/setup.sh [cmake preset, default "dev"]
+# like. Usage: scripts/setup.sh [cmake preset, default "dev"] [targets...]
+# (no targets: everything, tests included)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 preset=${1:-dev}
+shift || true
+targets=("$@")
 
 packages=(
   build-essential cmake ninja-build pkg-config git
@@ -30,4 +33,8 @@ fi
 
 cd "$here"
 cmake --preset "$preset" >/dev/null
-cmake --build --preset "$preset"
+if [ ${#targets[@]} -gt 0 ]; then
+  cmake --build --preset "$preset" --target "${targets[@]}"
+else
+  cmake --build --preset "$preset"
+fi
