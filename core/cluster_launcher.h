@@ -56,6 +56,7 @@ struct ClusterPlan
 {
     ClusterSpec cluster;
     TrainingOptions training;
+    ConnectionOptions connection; // TLS files and limits, for every task
     // The three-port demo: ps 127.0.0.1:2222, workers :2223 and :2224.
     static ClusterPlan demo();
     // Flags for one task, as a user would type them: the cluster, the task,

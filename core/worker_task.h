@@ -61,6 +61,11 @@ private:
     bool step();
     void saveCheckpoint(bool final);
     void checkpointLoop();
+    // The chief's duties (checkpoints, the full-shard loss): the chief's from
+    // the start; another worker's while ps:0 names it the acting chief
+    // (--chief_handover=1 and the chief is dead). Called on run()'s thread.
+    void takeChiefDuties(bool take);
+    bool hasChiefDuties() const { return m_chiefDuties.load(); }
     void leave(bool finished);
     void setState(const std::string &state);
     std::vector<int64_t> nextBatch();
@@ -97,6 +102,7 @@ private:
     bool m_finishedRunning = false;
     std::thread m_stopWatchdog;
 
+    std::atomic<bool> m_chiefDuties{false};
     std::mutex m_checkpointMutex; // one checkpoint at a time
     std::condition_variable m_checkpointWake;
     std::thread m_checkpointThread;
