@@ -10,6 +10,9 @@ set -euo pipefail
 
 build=${1:?usage: tst_package.sh BUILD_DIR}
 app_id=io.github.parasync.Parasync
+# ctest passes the cmake and cpack of the build; by hand, those on PATH.
+cmake=${CMAKE:-cmake}
+cpack=${CPACK:-cpack}
 work=$(mktemp -d "${TMPDIR:-/tmp}/parasync-package.XXXXXX")
 installed_by_us=0
 
@@ -33,7 +36,7 @@ dpkg_retrying() {
       printf '%s\n' "$output"
       return 0
     fi
-    if ! grep -q "lock" <<<"$output"; then
+    if ! grep -qE "lock-frontend|frontend lock|database is locked" <<<"$output"; then
       printf '%s\n' "$output" >&2
       return 1
     fi
@@ -43,7 +46,7 @@ dpkg_retrying() {
   return 1
 }
 
-for tool in cpack dpkg-deb dpkg-shlibdeps desktop-file-validate appstreamcli file; do
+for tool in "$cmake" "$cpack" dpkg-deb dpkg-shlibdeps desktop-file-validate appstreamcli file; do
   command -v "$tool" >/dev/null || fail "$tool is missing (scripts/setup.sh installs dpkg-dev, desktop-file-utils, appstream and file)"
 done
 [ -f "$build/CPackConfig.cmake" ] || fail "$build has no CPackConfig.cmake: configure it with the app (PARASYNC_BUILD_APP=ON)"
@@ -53,10 +56,10 @@ done
 # run has built it already; a tree that is not built fails here, saying so,
 # instead of building under the test's timeout while other tests run its
 # binaries.
-pending=$(cmake --build "$build" --target preinstall -- -n 2>&1 | grep -c '^\[' || true)
+pending=$("$cmake" --build "$build" --target preinstall -- -n 2>&1 | grep -c '^\[' || true)
 [ "$pending" -eq 0 ] || fail "$build is not fully built ($pending steps to go): run cmake --build on it first"
 say "cpack in $build"
-cpack --config "$build/CPackConfig.cmake" -B "$work/out" >"$work/cpack.log" 2>&1 \
+"$cpack" --config "$build/CPackConfig.cmake" -B "$work/out" >"$work/cpack.log" 2>&1 \
   || { cat "$work/cpack.log" >&2; fail "cpack failed"; }
 deb=$(find "$work/out" -maxdepth 1 -name 'parasync_*.deb' | head -n1)
 [ -n "$deb" ] || { cat "$work/cpack.log" >&2; fail "cpack wrote no parasync_*.deb"; }
@@ -83,8 +86,8 @@ status=$(dpkg-query -W -f='${Status}' parasync 2>/dev/null || true)
 if [ "$(id -u)" -eq 0 ] && [[ "$status" != *" installed" && "$status" != *" half-"* && "$status" != *" unpacked" ]] \
     && [ ! -e /usr/bin/parasync ] && [ ! -e /usr/bin/parasync-node ]; then
   # Two checkouts testing at once must not install over each other.
-  exec 9>/run/lock/parasync-package-test.lock
-  flock -w 600 9 || fail "another package test holds /run/lock/parasync-package-test.lock"
+  exec 9>"${TMPDIR:-/tmp}/parasync-package-test.lock"
+  flock -w 600 9 || fail "another package test holds ${TMPDIR:-/tmp}/parasync-package-test.lock"
   installed_by_us=1
   say "installing with dpkg -i (its Depends must be satisfied on this machine)"
   dpkg_retrying -i "$deb" >"$work/dpkg.log" || { cat "$work/dpkg.log" >&2; fail "dpkg -i failed"; }
