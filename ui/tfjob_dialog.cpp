@@ -69,6 +69,7 @@ TfJobDialog::TfJobDialog(const ClusterPlan &plan, QWidget *parent)
     m_port->setValue(defaults.port);
     m_preview->setObjectName(QStringLiteral("tfJobPreview"));
     m_preview->setReadOnly(true);
+    m_preview->setPlaceholderText(tr("The manifest shows here once the image is given and every field is valid."));
     m_preview->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
     m_preview->setLineWrapMode(QPlainTextEdit::NoWrap);
     m_error->setObjectName(QStringLiteral("tfJobError"));

@@ -269,7 +269,7 @@ std::string tfJobManifest(const ClusterPlan &plan, const TfJobSettings &settings
     out << YAML::EndMap << YAML::EndMap << YAML::EndMap;
     if (!out.good())
         throw std::logic_error("yaml-cpp could not emit the TFJob manifest: " + out.GetLastError());
-    return "# Kubeflow TFJob for a Parasync cluster; kubectl apply -f this file.\n" + std::string(out.c_str()) + "\n";
+    return "# Kubeflow TFJob for a Parasync cluster: kubectl apply -f FILE\n" + std::string(out.c_str()) + "\n";
 }
 
 } // namespace parasync
