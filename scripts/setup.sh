@@ -13,10 +13,11 @@ targets=("$@")
 packages=(
   build-essential cmake ninja-build pkg-config git
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libeigen3-dev libssl-dev openssl
+  libeigen3-dev libssl-dev openssl libyaml-cpp-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libgtest-dev libbenchmark-dev
   xvfb xauth
+  dpkg-dev file librsvg2-bin desktop-file-utils appstream
 )
 
 missing=()

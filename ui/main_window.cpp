@@ -2,6 +2,7 @@
 
 #include "chart_exporter.h"
 #include "cluster_designer_dialog.h"
+#include "tfjob_dialog.h"
 #include "cluster_plan_file.h"
 #include "cluster_watcher.h"
 #include "error.h"
@@ -648,6 +649,14 @@ QStringList MainWindow::saveScreenshots(const QString &directory)
     if (designer.grab().save(path))
         written.append(path);
     designer.close();
+    // Its TFJob export, as the designer's button opens it.
+    TfJobDialog tfJob(m_currentPlan ? *m_currentPlan : demoPlan(), this);
+    tfJob.show();
+    QApplication::processEvents();
+    const QString tfJobPath = QDir(directory).filePath(QStringLiteral("tfjob_export.png"));
+    if (tfJob.grab().save(tfJobPath))
+        written.append(tfJobPath);
+    tfJob.close();
     return written;
 }
 
