@@ -13,7 +13,7 @@ targets=("$@")
 packages=(
   build-essential cmake ninja-build pkg-config git
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libeigen3-dev
+  libeigen3-dev libboost-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libgtest-dev libbenchmark-dev
   xvfb xauth
