@@ -157,7 +157,7 @@ private Q_SLOTS:
         QStringList written;
         QString error;
         QVERIFY2(window->exportAllTo(dir.path(), &written, &error), qPrintable(error));
-        QCOMPARE(written.size(), window->charts()->charts().size() * 3 + 1);
+        QCOMPARE(written.size(), window->charts()->charts().size() * 4 + 3);
         for (const QString &path : std::as_const(written)) {
             QVERIFY2(QFile(path).size() > 0, qPrintable(path));
             if (path.endsWith(QStringLiteral(".png"))) {
