@@ -19,6 +19,8 @@
 #include <QDir>
 #include <QFile>
 #include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -169,6 +171,15 @@ private Q_SLOTS:
                 while (!xml.atEnd())
                     xml.readNext();
                 QVERIFY2(!xml.hasError(), qPrintable(path + QStringLiteral(": ") + xml.errorString()));
+            } else if (path.endsWith(QStringLiteral(".pdf"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(file.read(5) == "%PDF-", qPrintable(path));
+            } else if (path.endsWith(QStringLiteral(".json"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(QJsonDocument::fromJson(file.readAll()).object().contains(QStringLiteral("traceEvents")),
+                         qPrintable(path));
             } else {
                 QFile file(path);
                 QVERIFY(file.open(QIODevice::ReadOnly));
