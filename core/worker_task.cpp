@@ -3,6 +3,7 @@
 #include "error.h"
 #include "parameter_shard.h"
 #include "task_server.h"
+#include "training_summaries.h"
 
 #include <unistd.h>
 
@@ -185,6 +186,9 @@ void WorkerTask::start()
     }
     if (m_options.task.isChief() && !training.logdir.empty())
         m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
+    if (m_options.task.isChief() && !training.logdir.empty())
+        m_summaries = std::make_unique<TrainingSummaries>(training.logdir, training.displayStep, m_data, m_variables,
+                                                          m_ps.front()->address, m_rpc, m_log);
 
     m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
           + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: "
@@ -440,6 +444,8 @@ bool WorkerTask::step()
     m_done = decision.done();
     if (!m_options.task.isChief())
         takeChiefDuties(decision.acting_chief() == m_options.task.index);
+    if (m_summaries && (counted || m_done))
+        m_summaries->afterStep(m_globalStep, batchLoss, fullLoss, m_params, m_done);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;

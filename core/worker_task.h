@@ -20,6 +20,8 @@
 
 namespace parasync {
 
+class TrainingSummaries;
+
 // One worker task: loads its own shard of the data (between-graph
 // replication), pulls parameters, computes gradients, pushes them to the ps
 // tasks and follows the update policy's answer. worker:0 is the chief: it
@@ -89,6 +91,7 @@ private:
 
     std::vector<std::unique_ptr<PsConnection>> m_ps;
     std::unique_ptr<CheckpointStore> m_checkpoints;
+    std::unique_ptr<TrainingSummaries> m_summaries; // the chief's TensorBoard event file
 
     std::atomic<bool> m_stop{false};
     std::atomic<int> m_stragglerMs{0};
