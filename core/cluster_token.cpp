@@ -72,6 +72,17 @@ std::string readClusterTokenFile(const std::string &path)
     return token;
 }
 
+std::string checkClusterToken(const std::string &token, const std::string &origin)
+{
+    const size_t first = token.find_first_not_of(" \t\r\n");
+    const size_t last = token.find_last_not_of(" \t\r\n");
+    const std::string trimmed = first == std::string::npos ? std::string() : token.substr(first, last - first + 1);
+    if (!isHexToken(trimmed))
+        throw InputError(origin + " is not a cluster token (at least 32 hex digits, as parasync-node --generate_token "
+                                  "prints)");
+    return trimmed;
+}
+
 void writeClusterTokenFile(const std::string &path, const std::string &token)
 {
     ::unlink(path.c_str()); // a fresh file gets our mode, whatever the old one had

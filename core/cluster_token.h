@@ -24,6 +24,9 @@ std::string generateClusterToken();
 // Reads a token file. Throws InputError when it is missing, readable by
 // group or others ("chmod 600 FILE"), or does not hold a token.
 std::string readClusterTokenFile(const std::string &path);
+// Checks a token given by hand (pasted into the app): InputError naming
+// `origin` unless it looks like one. Returns it without surrounding spaces.
+std::string checkClusterToken(const std::string &token, const std::string &origin);
 // Writes a token file with mode 0600 (replacing an existing file).
 void writeClusterTokenFile(const std::string &path, const std::string &token);
 

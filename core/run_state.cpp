@@ -240,6 +240,9 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
     m_snapshot.lastStep = status.last_step();
     m_snapshot.initialized = status.initialized();
     m_snapshot.droppedTotal = status.dropped_total();
+    m_snapshot.stallSeconds = status.stall().seconds();
+    m_snapshot.stallWaitingFor = status.stall().waiting_for();
+    m_snapshot.actingChief = status.acting_chief();
     m_snapshot.psHosts.assign(status.ps_hosts().begin(), status.ps_hosts().end());
     m_snapshot.workerHosts.assign(status.worker_hosts().begin(), status.worker_hosts().end());
     if (!status.cluster_json().empty())

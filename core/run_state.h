@@ -136,6 +136,11 @@ struct RunSnapshot
     proto::ModelSignature signature; // empty until the chief initialised the variables
     bool initialized = false;      // the chief initialised the variables
     int64_t droppedTotal = 0;      // gradients dropped as stale, all workers
+    // ps:0's hang watchdog: seconds the global step has not moved although
+    // workers are alive (0: it moves), and whom ps:0 waits for.
+    double stallSeconds = 0;
+    std::string stallWaitingFor;
+    int actingChief = 0;           // the worker doing the chief's duties
     int64_t stepEvents = 0;        // step records seen (applied, aggregated and dropped)
     double lastWallTime = 0;       // wall time of the newest record
 };

@@ -6,6 +6,8 @@
 #include "chart_exporter.h"
 #include "cluster_harness.h"
 #include "cluster_launcher.h"
+#include "cluster_token.h"
+#include "connect_dialog.h"
 #include "cluster_watcher.h"
 #include "main_window.h"
 #include "mode_controls.h"
@@ -15,6 +17,10 @@
 #include "step_timeline_view.h"
 
 #include <QAction>
+#include <QDialogButtonBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSettings>
 #include <QApplication>
 #include <QDir>
 #include <QFile>
@@ -280,6 +286,71 @@ private Q_SLOTS:
         // Quitting the app does not stop a cluster it only watches.
         window.close();
         QVERIFY(cluster.ps(0).isRunning());
+    }
+
+    void connectDialogTakesATokenNeverSavesItAndTheWindowShowsAHang()
+    {
+        const QString token = QString::fromStdString(generateClusterToken());
+        testing::LocalCluster cluster(1, 2, {QStringLiteral("--mode=sync"), QStringLiteral("--hang_timeout_secs=1"),
+                                             QStringLiteral("--last_step=100000000")});
+        cluster.setClusterToken(token);
+        cluster.startAll();
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+
+        ConnectDialog dialog(&window);
+        dialog.findChild<QLineEdit *>(QStringLiteral("connectAddress"))->setText(cluster.psAddress(0));
+        auto *tokenField = dialog.findChild<QLineEdit *>(QStringLiteral("connectToken"));
+        QCOMPARE(tokenField->echoMode(), QLineEdit::Password);
+        QPushButton *ok = dialog.findChild<QDialogButtonBox *>()->button(QDialogButtonBox::Ok);
+        // A mistyped token is caught while the dialog is open.
+        tokenField->setText(QStringLiteral("not-a-token"));
+        ok->click();
+        auto *error = dialog.findChild<QLabel *>(QStringLiteral("connectError"));
+        QVERIFY(error->isVisibleTo(&dialog));
+        QVERIFY2(error->text().contains(QStringLiteral("is not a cluster token")), qPrintable(error->text()));
+        QCOMPARE(dialog.result(), int(QDialog::Rejected));
+        tokenField->setText(token);
+        ok->click();
+        QCOMPARE(dialog.result(), int(QDialog::Accepted));
+        window.connectToCluster(dialog.request());
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 100, 30000);
+
+        // The token is nowhere in the app's settings; the address is.
+        QSettings settings;
+        settings.sync();
+        bool addressSaved = false;
+        for (const QString &key : settings.allKeys()) {
+            const QString value = settings.value(key).toString();
+            QVERIFY2(!value.contains(token), qPrintable(key));
+            addressSaved = addressSaved || value == cluster.psAddress(0);
+        }
+        QVERIFY(addressSaved);
+        QFile file(settings.fileName());
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(!file.readAll().contains(token.toUtf8()));
+
+        // worker:1 takes 4 s a step: sync stands still, ps:0's watchdog
+        // says whom it waits for, and the window shows it above the charts.
+        RpcSettings member;
+        member.clusterToken = token.toStdString();
+        auto stub = proto::TaskControl::NewStub(makeChannel(cluster.workerAddress(1).toStdString(), member));
+        auto context = makeContext(member, 5s);
+        proto::SetStragglerRequest slow;
+        slow.set_delay_ms(4000);
+        proto::SetStragglerResponse ignored;
+        QVERIFY(stub->SetStraggler(context.get(), slow, &ignored).ok());
+        auto *alert = window.findChild<QLabel *>(QStringLiteral("stallAlert"));
+        QVERIFY(alert);
+        QTRY_VERIFY_WITH_TIMEOUT(alert->isVisible(), 15000);
+        QVERIFY2(alert->text().contains(QStringLiteral("worker:1")), qPrintable(alert->text()));
+        window.close();
+        for (int i = 0; i < 2; ++i)
+            cluster.worker(i).kill();
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }
 };
 

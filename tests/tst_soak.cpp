@@ -28,11 +28,10 @@ qint64 residentKb(qint64 pid)
     QFile status(QStringLiteral("/proc/%1/status").arg(pid));
     if (!status.open(QIODevice::ReadOnly))
         return -1;
-    while (!status.atEnd()) {
-        const QByteArray line = status.readLine();
+    // readAll: /proc files have no size, so atEnd() would be true at once.
+    for (const QByteArray &line : status.readAll().split('\n'))
         if (line.startsWith("VmRSS:"))
             return line.mid(6).trimmed().split(' ').front().toLongLong();
-    }
     return -1;
 }
 
@@ -72,8 +71,10 @@ private Q_SLOTS:
         const int warmUp = std::max(10, seconds / 10);
         QTest::qWait(warmUp * 1000);
         std::map<QString, qint64> warm;
-        for (const auto &[name, pid] : pids)
+        for (const auto &[name, pid] : pids) {
             warm[name] = residentKb(pid);
+            QVERIFY2(warm[name] > 0, qPrintable(name));
+        }
 
         QElapsedTimer run;
         run.start();
@@ -102,8 +103,10 @@ private Q_SLOTS:
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > last.global_step() + 100; }, 20s));
 
         std::map<QString, qint64> end;
-        for (const auto &[name, pid] : pids)
+        for (const auto &[name, pid] : pids) {
             end[name] = residentKb(pid);
+            QVERIFY2(end[name] > 0, qPrintable(name));
+        }
 
         for (int i = 0; i < kWorkers; ++i)
             cluster.worker(i).terminate();

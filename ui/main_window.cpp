@@ -21,7 +21,6 @@
 #include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
-#include <QInputDialog>
 #include <QLabel>
 #include <QMenu>
 #include <QMenuBar>
@@ -32,6 +31,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTimer>
+#include <QVBoxLayout>
 #include <QToolBar>
 
 namespace parasync::ui {
@@ -39,7 +39,6 @@ namespace parasync::ui {
 namespace {
 constexpr int kMaxRecentFiles = 8;
 const QString kRecentKey = QStringLiteral("recentClusterFiles");
-const QString kConnectKey = QStringLiteral("lastConnectAddress");
 const QString kRunDirKey = QStringLiteral("lastRunDirectory");
 } // namespace
 
@@ -53,6 +52,7 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     , m_modes(new ModeControls(this))
     , m_connectionLabel(new QLabel(this))
     , m_stepLabel(new QLabel(this))
+    , m_alert(new QLabel(this))
     , m_rateLabel(new QLabel(this))
 {
     qRegisterMetaType<parasync::RunSnapshot>();
@@ -66,7 +66,17 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     splitter->setStretchFactor(0, 3);
     splitter->setStretchFactor(1, 1);
     splitter->setSizes({620, 280}); // room for the table and a readable log
-    setCentralWidget(splitter);
+    m_alert->setObjectName(QStringLiteral("stallAlert"));
+    m_alert->setWordWrap(true);
+    m_alert->setStyleSheet(QStringLiteral("QLabel { background: #fff3cd; color: #5c4400; border: 1px solid #e0c060; "
+                                          "padding: 6px; }"));
+    m_alert->hide();
+    auto *central = new QWidget(this);
+    auto *centralLayout = new QVBoxLayout(central);
+    centralLayout->setContentsMargins(0, 0, 0, 0);
+    centralLayout->addWidget(m_alert);
+    centralLayout->addWidget(splitter, 1);
+    setCentralWidget(central);
 
     createActions();
 
@@ -331,31 +341,43 @@ void MainWindow::watchLaunchedPs0()
 
 void MainWindow::connectToCluster(const QString &address)
 {
+    ConnectRequest request;
+    request.address = address; // the token, if any, from $PARASYNC_CLUSTER_TOKEN
+    connectToCluster(request);
+}
+
+void MainWindow::connectToCluster(const ConnectRequest &request)
+{
+    const QString address = request.address.trimmed();
     try {
-        parseHostPort(address.trimmed().toStdString());
+        parseHostPort(address.toStdString());
     } catch (const InputError &e) {
         showError(tr("Not an address"), tr("'%1': %2. Give ps:0's address as host:port, e.g. 10.0.0.5:2222.")
                                             .arg(address, QString::fromStdString(e.what())));
         return;
     }
-    QSettings().setValue(kConnectKey, address.trimmed());
+    RpcSettings settings;
+    try {
+        settings = request.rpcSettings();
+    } catch (const InputError &e) {
+        showError(tr("Cannot connect"), QString::fromStdString(e.what()));
+        return;
+    }
+    ConnectDialog::remember(request);
     m_watchPending = false;
     m_runDirectory.clear();
     m_processes->reset();
     m_charts->clear();
-    m_watcher->connectTo(address.trimmed());
-    statusBar()->showMessage(tr("Connecting to ps:0 at %1...").arg(address.trimmed()), 10000);
+    m_watcher->connectTo(address, settings);
+    statusBar()->showMessage(tr("Connecting to ps:0 at %1...").arg(address), 10000);
 }
 
 void MainWindow::askConnect()
 {
-    bool ok = false;
-    const QString address = QInputDialog::getText(
-        this, tr("Connect to a running cluster"),
-        tr("Address of ps:0 (host:port). The cluster keeps running when you disconnect or quit."), QLineEdit::Normal,
-        QSettings().value(kConnectKey, QStringLiteral("127.0.0.1:2222")).toString(), &ok);
-    if (ok && !address.trimmed().isEmpty())
-        connectToCluster(address);
+    ConnectDialog dialog(this);
+    dialog.setRequest(ConnectDialog::remembered());
+    if (dialog.exec() == QDialog::Accepted)
+        connectToCluster(dialog.request());
 }
 
 void MainWindow::stopCluster()
@@ -390,7 +412,17 @@ void MainWindow::onRedrawn()
         step += tr(" / %1").arg(snapshot->lastStep);
     if (snapshot->lostEvents > 0)
         step += tr(" \u00b7 %1 events lost").arg(snapshot->lostEvents);
+    if (snapshot->actingChief != 0)
+        step += tr(" \u00b7 worker:%1 acting chief").arg(snapshot->actingChief);
     m_stepLabel->setText(step);
+    // ps:0's hang watchdog, in plain sight while it lasts.
+    const bool stalled = m_connected && snapshot->stallSeconds > 0 && !snapshot->finished;
+    if (stalled)
+        m_alert->setText(tr("No progress for %1 s at global step %2. ps:0 is waiting for %3.")
+                             .arg(qRound(snapshot->stallSeconds))
+                             .arg(snapshot->globalStep)
+                             .arg(QString::fromStdString(snapshot->stallWaitingFor)));
+    m_alert->setVisible(stalled);
 }
 
 void MainWindow::onConnectionState(bool connected, const QString &message)

@@ -7,6 +7,7 @@
 // and the watcher: no sockets, no engine locks.
 
 #include "cluster_launcher.h"
+#include "connect_dialog.h"
 #include "parasync.pb.h"
 #include "run_state.h"
 
@@ -50,6 +51,9 @@ public:
     // plan names one), from which the charts are completed when it ends.
     void startDemo();
     void connectToCluster(const QString &address);
+    // The same with a token and TLS files (the Connect dialog's request);
+    // remembers the request, except a pasted token.
+    void connectToCluster(const ConnectRequest &request);
     void openRunDirectory(const QString &directory);
     void compareRuns(const QStringList &directories);
     void openClusterFile(const QString &path);
@@ -100,6 +104,7 @@ private:
     ModeControls *m_modes;
     QLabel *m_connectionLabel;
     QLabel *m_stepLabel;
+    QLabel *m_alert; // above the charts: a hang ps:0's watchdog reports
     QLabel *m_rateLabel;
     QMenu *m_recentMenu = nullptr;
     QMenu *m_exportChartMenu = nullptr;
