@@ -29,6 +29,7 @@ ClusterPlan planFromClusterFile(const ClusterFile &file)
     ClusterPlan plan;
     plan.cluster = options.cluster;
     plan.training = options.training;
+    plan.hosts = file.hosts;
     return plan;
 }
 
@@ -36,6 +37,7 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan)
 {
     ClusterFile file;
     file.cluster = plan.cluster;
+    file.hosts = plan.hosts;
     const QJsonObject training = QJsonDocument::fromJson(QByteArray::fromStdString(plan.training.toJson())).object();
     // In the order of parasync-node --help, as a person would write them.
     for (const std::string &name : trainingFlagNames()) {
