@@ -123,7 +123,13 @@ QString sshFailureAdvice(const QString &sshError, const RemoteHost &host)
                               "(port %2) through")
             .arg(target)
             .arg(host.sshPort != 0 ? host.sshPort : 22);
-    return QStringLiteral("check that `ssh %1 true` works from a terminal without asking anything").arg(target);
+    QString command = QStringLiteral("ssh");
+    if (host.sshPort != 0)
+        command += QStringLiteral(" -p %1").arg(host.sshPort);
+    if (!host.identityFile.empty())
+        command += QStringLiteral(" -i ") + qs(host.identityFile);
+    command += QLatin1Char(' ') + (host.user.empty() ? QString() : qs(host.user) + QLatin1Char('@')) + qs(host.connectHost());
+    return QStringLiteral("check that `%1 true` works from a terminal without asking anything").arg(command);
 }
 
 } // namespace parasync

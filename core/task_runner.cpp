@@ -56,6 +56,7 @@ public:
     void start(QProcess &process, const QString &program, const QStringList &arguments,
                const std::string &clusterToken) override
     {
+        m_sessionStarted = false;
         // The ssh client dies with the app; its closed channel then stops
         // the remote task (see remoteTaskCommand).
         process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
@@ -76,6 +77,7 @@ public:
         const qint64 remotePid = line.mid(at + qsizetype(qstrlen(kRemotePidPrefix))).trimmed().toLongLong(&ok);
         if (ok && pid)
             *pid = remotePid;
+        m_sessionStarted = m_sessionStarted || ok;
         return ok;
     }
 
@@ -83,6 +85,14 @@ public:
     {
         if (status == QProcess::CrashExit) // the ssh client itself was killed
             return TaskExit{true, exitCode, QStringLiteral("the ssh client to %1 was killed").arg(describeSshTarget(m_host))};
+        if (exitCode == 255 && m_sessionStarted) {
+            // The task ran, then ssh gave up on the connection (ServerAlive).
+            return TaskExit{false, exitCode,
+                            QStringLiteral("lost the ssh connection to %1: it did not answer for 15 s (the host or the "
+                                           "network to it went away). The task there stops when its host notices; "
+                                           "check the host and the link, then restart the task")
+                                .arg(describeSshTarget(m_host))};
+        }
         if (exitCode == 255) {
             // ssh's own failure: it could not connect, log in, or lost the connection.
             QString sshError;
@@ -113,6 +123,7 @@ private:
             process.write(line);
     }
     RemoteHost m_host;
+    bool m_sessionStarted = false; // the remote side reported the task's pid
 };
 
 } // namespace
