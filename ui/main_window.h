@@ -49,7 +49,10 @@ public:
     // Starts demoPlan() with a run directory among the app's data (unless the
     // plan names one), from which the charts are completed when it ends.
     void startDemo();
-    void connectToCluster(const QString &address);
+    // Watches the cluster of ps:0 at `address`. The charts start from the
+    // run's history: `runDirectory`'s step log if given, else ps:0's own
+    // --logdir when this machine can read it; then continue live.
+    void connectToCluster(const QString &address, const QString &runDirectory = {});
     void openRunDirectory(const QString &directory);
     void compareRuns(const QStringList &directories);
     void openClusterFile(const QString &path);
