@@ -540,18 +540,21 @@ void ClusterLauncher::onOutput(int row)
     const QString complete = p.partial.left(end + 1);
     p.partial.remove(0, end + 1);
     const QStringList lines = complete.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QString taskOutput; // without the runner's own lines
     for (const QString &line : lines) {
         if (qint64 pid = 0; p.runner->consumeLine(line, &pid)) {
             m_infos[size_t(row)].pid = pid;
             setState(row, m_infos[size_t(row)].state, tr("pid %1 on %2").arg(pid).arg(m_infos[size_t(row)].host));
             continue;
         }
+        taskOutput += line + QLatin1Char('\n');
         p.lines.push_back(line);
         if (p.lines.size() > size_t(kMaxOutputLines))
             p.lines.pop_front();
         interpretLine(row, line);
     }
-    Q_EMIT outputAppended(row, complete);
+    if (!taskOutput.isEmpty())
+        Q_EMIT outputAppended(row, taskOutput);
 }
 
 void ClusterLauncher::interpretLine(int row, const QString &rawLine)

@@ -134,6 +134,7 @@ private Q_SLOTS:
         ClusterLauncher launcher;
         launcher.setClusterToken(token);
         QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QSignalSpy output(&launcher, &ClusterLauncher::outputAppended);
         QString error;
         QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
         for (const auto &info : launcher.tasks())
@@ -147,6 +148,9 @@ private Q_SLOTS:
         // The remote tasks' output streamed into the launcher, as the process panel shows it.
         QVERIFY2(launcher.output(launcher.taskRow(TaskId{JobName::Worker, 0})).contains(QLatin1String("joined the cluster")),
                  qPrintable(describe(launcher)));
+        // The wrapper's own line (the remote pid) is the launcher's, not the task's log.
+        for (const auto &emitted : output)
+            QVERIFY(!emitted.at(1).toString().contains(QLatin1String(kRemotePidPrefix)));
 
         const auto metrics = readMetrics(logdir);
         QVERIFY(!metrics.rows.empty());

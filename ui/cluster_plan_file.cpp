@@ -6,6 +6,8 @@
 #include <QJsonObject>
 #include <QLocale>
 
+#include <cmath>
+
 namespace parasync::ui {
 
 namespace {
@@ -44,8 +46,14 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan)
         const QJsonValue value = training.value(QString::fromStdString(name));
         if (value.isString() && !value.toString().isEmpty())
             file.training.emplace_back(name, value.toString().toStdString());
-        else if (value.isDouble())
-            file.training.emplace_back(name, QString::number(value.toDouble(), 'g', QLocale::FloatingPointShortest).toStdString());
+        else if (value.isDouble()) {
+            // Whole numbers as integers: 'g' would spell --last_step=200000000
+            // "2e+08", which the flag parser rightly refuses.
+            const double number = value.toDouble();
+            file.training.emplace_back(name, number == std::floor(number) && std::fabs(number) < 9.0e15
+                                                 ? std::to_string(static_cast<long long>(number))
+                                                 : QString::number(number, 'g', QLocale::FloatingPointShortest).toStdString());
+        }
     }
     return file;
 }

@@ -53,6 +53,7 @@ PreflightDialog::PreflightDialog(const ClusterPlan &plan, const QString &nodeBin
     m_grid->setEditTriggers(QAbstractItemView::NoEditTriggers);
     m_grid->setSelectionMode(QAbstractItemView::NoSelection);
     m_grid->setWordWrap(true);
+    m_grid->setFocusPolicy(Qt::NoFocus);
     m_problems = new QTextBrowser(this);
     m_problems->setObjectName(QStringLiteral("preflightProblems"));
 
