@@ -105,7 +105,6 @@ void PreflightCheck::start(const ClusterPlan &plan)
     m_items.clear();
     m_hosts.clear();
     m_runs.clear();
-    m_holders.clear();
     m_running = true;
 
     for (const TaskId &task : plan.tasks()) {
@@ -211,6 +210,8 @@ void PreflightCheck::startHostChecks()
 
 void PreflightCheck::onHostChecked(int hostIndex, const QString &output, int exitCode, bool crashed)
 {
+    if (!m_running) // the overall time limit ended this run
+        return;
     HostRun &run = *m_runs[size_t(hostIndex)];
     const QStringList lines = output.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
     PreflightItem &ssh = item(PreflightItem::Kind::Ssh, run.name,
@@ -312,7 +313,7 @@ void PreflightCheck::startReachChecks()
     int holdersPending = 0;
     auto probesStarted = std::make_shared<bool>(false);
     const auto startProbes = [this, generation, probesStarted] {
-        if (*probesStarted || generation != m_generation)
+        if (*probesStarted || generation != m_generation || !m_running)
             return;
         *probesStarted = true;
         m_pending = 0;
@@ -362,7 +363,6 @@ void PreflightCheck::startReachChecks()
         ++holdersPending;
         QProcess *holder = runOnHost(index, {QStringLiteral("--hold_ports=") + addressList(free)},
                                      QStringLiteral("eval \"exec \\\"\\$n\\\" $a\"\n"));
-        m_holders.push_back(holder);
         auto seen = std::make_shared<int>(0);
         auto counted = std::make_shared<bool>(false);
         const int expected = int(free.size());
@@ -395,6 +395,8 @@ void PreflightCheck::startReachChecks()
 
 void PreflightCheck::onReachChecked(int hostIndex, const QString &output, int exitCode, bool crashed)
 {
+    if (!m_running)
+        return;
     const HostRun &run = *m_runs[size_t(hostIndex)];
     static const QRegularExpression reachLine(QStringLiteral("^reach (\\S+) (ok|failed: (.*))$"));
     for (const QString &line : output.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
@@ -439,7 +441,6 @@ void PreflightCheck::finish()
     // Release the held ps ports: closing stdin ends each holder.
     for (QProcess *holder : findChildren<QProcess *>())
         holder->closeWriteChannel();
-    m_holders.clear();
     Q_EMIT itemsChanged();
     Q_EMIT finished(passed());
 }

@@ -82,7 +82,6 @@ private:
     std::vector<PreflightItem> m_items;
     QStringList m_hosts;
     std::vector<std::unique_ptr<HostRun>> m_runs; // one per host
-    std::vector<QProcess *> m_holders;            // ps ports held while workers probe them
     int m_pending = 0;
     int m_holdersWaiting = 0; // holders not yet listening on their ports
     bool m_running = false;
