@@ -214,6 +214,28 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("max_to_keep", QString::number(t.maxToKeep));
     if (t.seed != defaults.seed)
         flag("seed", QString::number(t.seed));
+    if (t.applyNonfinite != defaults.applyNonfinite)
+        flag("nonfinite_gradients", t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"));
+    if (t.hangTimeoutSecs != defaults.hangTimeoutSecs)
+        flag("hang_timeout_secs", QString::number(t.hangTimeoutSecs));
+    if (t.chiefHandover != defaults.chiefHandover)
+        flag("chief_handover", t.chiefHandover ? QStringLiteral("1") : QStringLiteral("0"));
+
+    // TLS files are paths, safe on a command line (the token is not).
+    const ConnectionOptions defaultConnection;
+    const ConnectionOptions &c = connection;
+    if (!c.tlsCert.empty())
+        flag("tls_cert", qs(c.tlsCert));
+    if (!c.tlsKey.empty())
+        flag("tls_key", qs(c.tlsKey));
+    if (!c.tlsCa.empty())
+        flag("tls_ca", qs(c.tlsCa));
+    if (c.tlsMutual)
+        args << QStringLiteral("--tls_mutual");
+    if (c.maxMessageBytes != defaultConnection.maxMessageBytes)
+        flag("max_message_bytes", QString::number(c.maxMessageBytes));
+    if (c.heartbeatMs != defaultConnection.heartbeatMs)
+        flag("heartbeat_ms", QString::number(c.heartbeatMs));
     return args;
 }
 

@@ -65,6 +65,7 @@ struct ClusterPlan
     std::vector<RemoteHost> hosts;
     // The ssh entry for `task`'s host, or nullptr for a local task.
     const RemoteHost *remoteHost(const TaskId &task) const;
+    ConnectionOptions connection; // TLS files and limits, for every task
     // The three-port demo: ps 127.0.0.1:2222, workers :2223 and :2224.
     static ClusterPlan demo();
     // Flags for one task, as a user would type them: the cluster, the task,

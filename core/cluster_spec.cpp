@@ -709,7 +709,7 @@ const std::vector<std::string> &trainingFlagNames()
         "mode",          "issync",    "staleness",  "replicas_to_aggregate", "total_num_replicas",
         "model",         "dataset",   "samples_per_shard", "optimizer",      "learning_rate",
         "batch_size",    "last_step", "display_step",      "logdir",         "save_checkpoint_secs",
-        "max_to_keep",   "seed",      "nonfinite_gradients",
+        "max_to_keep",   "seed",      "nonfinite_gradients", "hang_timeout_secs", "chief_handover",
     };
     return names;
 }

@@ -410,6 +410,27 @@ Dataset makeBlobsShard(uint64_t seed, int shardIndex, int64_t samples, int64_t c
     return data;
 }
 
+namespace {
+
+// A synthetic shard is made in memory before the first step: refuse sizes
+// that would exhaust it (--samples_per_shard=10^12 would otherwise try to
+// allocate terabytes and be killed by the OOM killer, with no word why).
+constexpr int64_t kMaxShardValues = int64_t(1) << 28; // 1 GiB of floats
+
+void checkShardSize(const std::string &spec, int64_t samples, int64_t valuesPerSample)
+{
+    if (samples <= kMaxShardValues / valuesPerSample)
+        return;
+    const int64_t megabytes = int64_t(std::min<double>(double(samples) * double(valuesPerSample) * 4.0 / 1e6, 9e15));
+    throw InputError("dataset '" + spec + "' with " + std::to_string(samples) + " samples per shard needs about "
+                     + std::to_string(megabytes) + " MB per worker, more than the "
+                     + std::to_string(kMaxShardValues * 4 / 1000000) + " MB limit: lower --samples_per_shard"
+                     + (valuesPerSample > 2 ? " or the dimensions" : "") + " (at most "
+                     + std::to_string(kMaxShardValues / valuesPerSample) + " samples here)");
+}
+
+} // namespace
+
 Dataset loadDataset(const DatasetOptions &options)
 {
     checkShard(options.shardIndex, options.numShards);
@@ -425,6 +446,7 @@ Dataset loadDataset(const DatasetOptions &options)
 
     if (spec == "linear") {
         requireSamples();
+        checkShardSize(spec, options.samplesPerShard, 2);
         Dataset data = makeLinearData(shardSeed(options.seed, options.shardIndex), options.samplesPerShard);
         data.description += ", " + shard;
         return data;
@@ -447,6 +469,8 @@ Dataset loadDataset(const DatasetOptions &options)
                                    "e.g. blobs:10:2");
             }
         }
+        if (dims >= 1 && dims <= 100000)
+            checkShardSize(spec, options.samplesPerShard, dims + 1);
         Dataset data = makeBlobsShard(options.seed, options.shardIndex, options.samplesPerShard, classes, dims);
         data.description += ", " + shard;
         return data;

@@ -30,7 +30,7 @@ std::string ss(const QString &text)
     return text.toStdString();
 }
 
-enum class FlagGroup { Cluster, Mode, ModelAndData, Training, RunDirectory, Security, Other };
+enum class FlagGroup { Cluster, Mode, ModelAndData, Training, RunDirectory, Faults, Security, Other };
 
 struct FlagInfo
 {
@@ -82,6 +82,22 @@ constexpr FlagInfo kFlags[] = {
     {"save_checkpoint_secs", "N", FlagGroup::RunDirectory,
      "the chief saves a checkpoint every N seconds and at the end; 0 is only at the end", nullptr},
     {"max_to_keep", "N", FlagGroup::RunDirectory, "newest checkpoints kept; 0 keeps all", nullptr},
+    {"hang_timeout_secs", "N", FlagGroup::Faults,
+     "ps:0 reports whom it waits for when the global step has not moved for N seconds while workers "
+     "are alive; 0 turns the watchdog off",
+     nullptr},
+    {"chief_handover", "0|1", FlagGroup::Faults,
+     "1: while the chief worker:0 is dead, the lowest live worker takes over its duties (checkpoints, "
+     "the full-shard loss) and hands them back when it returns",
+     nullptr},
+    {"heartbeat_ms", "N", FlagGroup::Faults,
+     "HTTP/2 keepalive interval; a peer that stops answering (cut link, frozen host) is taken for dead "
+     "after about twice this (a killed process is seen at once)",
+     "1000"},
+    {"max_message_bytes", "N", FlagGroup::Faults,
+     "largest message a task sends or accepts; larger ones are refused (RESOURCE_EXHAUSTED) and the "
+     "task keeps serving. Must hold one step of the model (4 bytes per parameter)",
+     "67108864"},
     {"cluster_token_file", "PATH", FlagGroup::Security,
      "file (mode 0600) holding the cluster token every call must carry; the environment variable "
      "PARASYNC_CLUSTER_TOKEN is the other way to give it (never give it on a command line)",
@@ -92,6 +108,17 @@ constexpr FlagInfo kFlags[] = {
      "allow serving a non-loopback address without a cluster token (anyone who can reach it can "
      "steer the cluster)",
      nullptr},
+    {"tls_cert", "PATH", FlagGroup::Security,
+     "TLS: this task's certificate (PEM); it must name the task's address (an IP or DNS subjectAltName). "
+     "With --tls_key and --tls_ca every channel of the task is TLS",
+     "none"},
+    {"tls_key", "PATH", FlagGroup::Security, "TLS: the private key of --tls_cert (PEM)", "none"},
+    {"tls_ca", "PATH", FlagGroup::Security,
+     "TLS: the CA certificate (PEM) that signed the other tasks' certificates; peers it did not sign are "
+     "refused",
+     "none"},
+    {"tls_mutual", "", FlagGroup::Security,
+     "mutual TLS: servers also require a client certificate signed by --tls_ca", nullptr},
     {"help", "", FlagGroup::Other, "print this text and exit (also -h)", nullptr},
     {"version", "", FlagGroup::Other, "print the version and exit", nullptr},
 };
@@ -134,6 +161,8 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"max_to_keep", number(t.maxToKeep)},
         {"seed", seed},
         {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
+        {"hang_timeout_secs", number(t.hangTimeoutSecs)},
+        {"chief_handover", QJsonValue(t.chiefHandover ? 1 : 0)},
     };
 }
 
@@ -287,6 +316,20 @@ public:
         *target = float(parsed);
     }
 
+    // 0|1, as --issync; a cluster file may say true or false.
+    void boolean(const std::string &name, bool *target) const
+    {
+        if (!has(name))
+            return;
+        const std::string &value = text(name);
+        if (value == "1" || value == "true")
+            *target = true;
+        else if (value == "0" || value == "false")
+            *target = false;
+        else
+            throw InputError(shown(name) + ": must be 0 or 1");
+    }
+
     void string(const std::string &name, std::string *target, bool mayBeEmpty) const
     {
         if (!has(name))
@@ -363,6 +406,8 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     if (nonfinite != "reject" && nonfinite != "apply")
         throw InputError(p.shown("nonfinite_gradients") + ": must be reject or apply");
     t.applyNonfinite = nonfinite == "apply";
+    p.integer("hang_timeout_secs", &t.hangTimeoutSecs, 0, 24 * 3600);
+    p.boolean("chief_handover", &t.chiefHandover);
 
     const int replicas = t.mode.replicas_to_aggregate();
     const int total = t.mode.total_num_replicas();
@@ -382,7 +427,39 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     return t;
 }
 
+constexpr const char *kConnectionFlags[] = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes",
+                                             "heartbeat_ms"};
+
+ConnectionOptions connectionFromFlags(const TrainingParser &p)
+{
+    ConnectionOptions c;
+    p.string("tls_cert", &c.tlsCert, true);
+    p.string("tls_key", &c.tlsKey, true);
+    p.string("tls_ca", &c.tlsCa, true);
+    c.tlsMutual = p.has("tls_mutual");
+    // A step of the two-parameter demo is under 100 bytes; gRPC itself needs
+    // a few kB for metadata.
+    p.integer("max_message_bytes", &c.maxMessageBytes, 4096);
+    p.integer("heartbeat_ms", &c.heartbeatMs, 100, 600000);
+    return c;
+}
+
 } // namespace
+
+ConnectionOptions parseConnectionOptions(const std::vector<std::string> &args)
+{
+    std::map<std::string, GivenValue> given;
+    for (const std::string &arg : args) {
+        for (const char *name : kConnectionFlags) {
+            const std::string flag = std::string("--") + name;
+            if (arg == flag)
+                given[name] = GivenValue{std::string(), {}};
+            else if (arg.rfind(flag + "=", 0) == 0)
+                given[name] = GivenValue{arg.substr(flag.size() + 1), {}};
+        }
+    }
+    return connectionFromFlags(TrainingParser(std::move(given)));
+}
 
 TrainingOptions::TrainingOptions()
 {
@@ -487,6 +564,11 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     result.insecure = isSet("insecure");
     if (result.help || result.version || result.generateToken)
         return result;
+    std::map<std::string, GivenValue> connectionFlags;
+    for (const char *name : kConnectionFlags)
+        if (isSet(name))
+            connectionFlags[name] = GivenValue{value(name), {}};
+    result.connection = connectionFromFlags(TrainingParser(std::move(connectionFlags)));
     if (!parser.positionalArguments().isEmpty())
         throw InputError("unexpected argument '" + ss(parser.positionalArguments().front())
                          + "': flags are written --name=value (see --help)");
@@ -583,7 +665,8 @@ std::string nodeHelpText()
     const std::pair<FlagGroup, const char *> groups[] = {
         {FlagGroup::Cluster, "Cluster"},   {FlagGroup::Mode, "Update mode"},
         {FlagGroup::ModelAndData, "Model and data"}, {FlagGroup::Training, "Training"},
-        {FlagGroup::RunDirectory, "Run directory"},  {FlagGroup::Security, "Security"},
+        {FlagGroup::RunDirectory, "Run directory"},  {FlagGroup::Faults, "Faults and limits"},
+        {FlagGroup::Security, "Security"},
         {FlagGroup::Other, "Other"},
     };
     size_t width = 0;

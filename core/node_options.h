@@ -27,10 +27,25 @@ struct TrainingOptions
     int maxToKeep = 5;               // --max_to_keep
     uint64_t seed = 1;               // --seed
     bool applyNonfinite = false;     // --nonfinite_gradients=reject|apply
+    int hangTimeoutSecs = 30;        // --hang_timeout_secs (0: no watchdog)
+    bool chiefHandover = false;      // --chief_handover=1
 
     TrainingOptions();
     // The flags as a JSON object (for cluster.json and the app).
     std::string toJson() const;
+};
+
+// How a task talks to the others: TLS files and limits. Paths, not
+// secrets (the cluster token travels apart, see cluster_token.h).
+struct ConnectionOptions
+{
+    std::string tlsCert;             // --tls_cert: this task's certificate (PEM)
+    std::string tlsKey;              // --tls_key: its private key (PEM)
+    std::string tlsCa;               // --tls_ca: the CA that signed every task's certificate
+    bool tlsMutual = false;          // --tls_mutual: servers require a client certificate too
+    int maxMessageBytes = 64 * 1024 * 1024; // --max_message_bytes
+    int heartbeatMs = 1000;          // --heartbeat_ms
+    bool tls() const { return !tlsCert.empty() || !tlsKey.empty() || !tlsCa.empty() || tlsMutual; }
 };
 
 // Everything one parasync-node process needs.
@@ -39,6 +54,7 @@ struct NodeOptions
     ClusterSpec cluster;
     TaskId task;
     TrainingOptions training;
+    ConnectionOptions connection;
     std::string clusterTokenFile;    // --cluster_token_file
     bool insecure = false;           // --insecure: non-loopback without a token
     bool generateToken = false;      // --generate_token: make a token and exit
@@ -53,6 +69,11 @@ struct NodeOptions
 // --issync=0|1 (1 = sync, 0 = async unless --mode says otherwise).
 // Throws InputError with a message naming the flag and what to do.
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig);
+
+// Reads only the connection flags (TLS, limits) of a command line, for the
+// control commands (--status, --set_mode), which take no cluster or task.
+// Throws InputError naming the flag.
+ConnectionOptions parseConnectionOptions(const std::vector<std::string> &args);
 
 // Text for --help: every flag with its default and meaning.
 std::string nodeHelpText();

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 
 namespace parasync {
 
@@ -256,6 +257,8 @@ int PsTask::run()
             m_changed.wait_for(lock, std::chrono::seconds(1));
             if (m_finishDeadline)
                 checkFinishedLocked();
+            if (isCoordinator())
+                watchForHangLocked();
             // Periodic progress so a ps terminal is never silent for long.
             if (isCoordinator() && m_initialized && std::chrono::steady_clock::now() - m_lastStatusLog > std::chrono::seconds(10)) {
                 m_lastStatusLog = std::chrono::steady_clock::now();
@@ -390,6 +393,9 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
         info.everJoined = true;
         info.phase = proto::TRAINING;
         info.reason.clear();
+        info.lastSeen = std::chrono::steady_clock::now();
+        updateActingChiefLocked();
+        out->set_acting_chief(m_actingChief);
         m_log("worker:" + std::to_string(worker) + (rejoin ? " rejoined" : " joined") + " at global step "
               + std::to_string(m_policy->globalStep()));
         publishWorkerStateLocked(worker);
@@ -482,6 +488,7 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
     info.lastPush.set_previous_push_us(push.previous_push_us());
     *info.lastPush.mutable_parameter_view() = push.parameter_view();
     info.arrival = std::chrono::steady_clock::now();
+    info.lastSeen = info.arrival;
     info.phase = proto::TRAINING;
     m_policy->push(worker, push.computed_from_step(), std::move(gradient));
     m_changed.notify_all();
@@ -517,6 +524,7 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
     response->set_global_step(m_policy->globalStep());
     response->set_done(doneLocked());
     *response->mutable_mode() = m_policy->mode();
+    response->set_acting_chief(m_actingChief);
     m_shard.copyValuesTo(response->mutable_parameters());
     return grpc::Status::OK;
 }
@@ -525,7 +533,10 @@ grpc::Status PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const p
                                      proto::PushResponse *response)
 {
     const int64_t update = push.update();
-    if (push.contributions() > 0) {
+    if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
+        m_log(m_options.task.toString() + ": a late contribution to update " + std::to_string(update)
+              + " arrived after it was applied without it; not applied");
+    } else if (push.contributions() > 0) {
         std::string error;
         Parameters gradient = parseGradients(push, &error);
         if (!error.empty())
@@ -546,8 +557,31 @@ grpc::Status PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const p
             m_changed.notify_all();
         } else {
             // The other contributions of this sync step are on their way from
-            // workers ps:0 released together with this one.
-            m_changed.wait(lock, [&] { return !m_pendingUpdates.contains(update) || m_finished; });
+            // workers ps:0 released together with this one; they come within
+            // milliseconds unless one of them died on the way from ps:0 to
+            // here. Then apply what came rather than hold everyone forever.
+            const auto deadline = std::chrono::steady_clock::now()
+                                  + std::chrono::milliseconds(2 * m_rpc.heartbeatMs + 1000);
+            const bool complete = m_changed.wait_until(lock, deadline, [&] {
+                return !m_pendingUpdates.contains(update) || m_finished;
+            });
+            if (auto it = m_pendingUpdates.find(update); !complete && it != m_pendingUpdates.end()) {
+                auto &partial = it->second;
+                for (auto &v : partial.sum)
+                    v /= float(partial.received);
+                m_shard.apply(partial.sum);
+                ++m_updatesApplied;
+                m_log(m_options.task.toString() + ": update " + std::to_string(update) + " applied with "
+                      + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
+                      + " gradients: the others never came (a worker died between ps:0 and "
+                      + m_options.task.toString() + "?)");
+                m_pendingUpdates.erase(it);
+                m_incompleteUpdates.insert(update);
+                // Remember a bounded number: late arrivals come soon or never.
+                while (m_incompleteUpdates.size() > 1000)
+                    m_incompleteUpdates.erase(m_incompleteUpdates.begin());
+                m_changed.notify_all();
+            }
         }
     }
     response->set_outcome(proto::APPLIED);
@@ -570,6 +604,7 @@ void PsTask::leaveLocked(int worker, const proto::LeaveRequest &leave)
         m_policy->setAlive(worker, false);
         m_log("worker:" + std::to_string(worker) + " left: " + info.reason);
     }
+    updateActingChiefLocked();
     publishWorkerStateLocked(worker);
     m_changed.notify_all();
     checkFinishedLocked();
@@ -584,6 +619,7 @@ void PsTask::streamEndedLocked(int worker, uint64_t streamId, const std::string 
     info.reason = reason;
     m_policy->setAlive(worker, false);
     m_log("worker:" + std::to_string(worker) + " is dead: " + reason + "; not waiting for it");
+    updateActingChiefLocked();
     publishWorkerStateLocked(worker);
     m_changed.notify_all();
     checkFinishedLocked();
@@ -616,6 +652,100 @@ void PsTask::checkFinishedLocked()
     m_stopReason = "all workers finished at global step " + std::to_string(m_policy->globalStep()) + "; exiting"
                    + (neverJoined.empty() ? std::string() : " (" + neverJoined + " never joined)");
     m_changed.notify_all();
+}
+
+bool PsTask::isLiveLocked(int worker) const
+{
+    const auto &info = m_workers[size_t(worker)];
+    return info.everJoined && info.phase != proto::DEAD && info.phase != proto::FINISHED;
+}
+
+int PsTask::actingChiefLocked() const
+{
+    if (!m_options.training.chiefHandover || isLiveLocked(0) || !m_workers.front().everJoined)
+        return 0;
+    for (int i = 1; i < int(m_workers.size()); ++i)
+        if (isLiveLocked(i))
+            return i;
+    return 0;
+}
+
+void PsTask::updateActingChiefLocked()
+{
+    const int acting = actingChiefLocked();
+    if (acting == m_actingChief)
+        return;
+    if (acting == 0)
+        m_log("the chief worker:0 is back: it takes its duties back from worker:" + std::to_string(m_actingChief));
+    else
+        m_log("the chief worker:0 is " + std::string(m_workers.front().phase == proto::DEAD ? "dead" : "gone")
+              + ": worker:" + std::to_string(acting)
+              + " takes over its duties (checkpoints, the full-shard loss) as --chief_handover=1 asks");
+    m_actingChief = acting;
+}
+
+std::string PsTask::describeWaitLocked() const
+{
+    const auto now = std::chrono::steady_clock::now();
+    std::string held;
+    std::string working;
+    for (int i = 0; i < int(m_workers.size()); ++i) {
+        if (!isLiveLocked(i))
+            continue;
+        const auto &info = m_workers[size_t(i)];
+        const std::string name = "worker:" + std::to_string(i);
+        if (info.phase == proto::BLOCKED_BY_SYNC || info.phase == proto::BLOCKED_BY_STALENESS) {
+            held += (held.empty() ? "" : "; ") + name + " is held ("
+                    + (info.waitingFor.empty() ? proto::WorkerPhase_Name(info.phase) : info.waitingFor) + ")";
+            continue;
+        }
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f",
+                      std::chrono::duration<double>(now - info.lastSeen).count());
+        working += (working.empty() ? "" : ", ") + name + " (last heard from " + seconds + " s ago)";
+    }
+    std::string text;
+    if (!working.empty())
+        text = working + ": still computing its step, slowed by a straggler delay, or frozen (stopped with "
+                         "SIGSTOP, swapping, a link that drops data but not the connection)";
+    if (!held.empty())
+        text += (text.empty() ? "" : "; ") + held;
+    return text.empty() ? std::string("no live worker") : text;
+}
+
+void PsTask::watchForHangLocked()
+{
+    const int timeout = m_options.training.hangTimeoutSecs;
+    const auto now = std::chrono::steady_clock::now();
+    const int64_t step = m_policy->globalStep();
+    // run() calls this on every wake-up, often many times a step: the
+    // common case (the step moved) returns before looking at the workers.
+    bool anyLive = false;
+    for (int i = 0; step == m_progressStep && !anyLive && i < int(m_workers.size()); ++i)
+        anyLive = isLiveLocked(i);
+    if (step != m_progressStep || !m_initialized || doneLocked() || !anyLive || timeout <= 0) {
+        if (m_stall.seconds() > 0 && step != m_progressStep)
+            m_log("hang watchdog: the global step moves again (" + std::to_string(step) + ") after "
+                  + std::to_string(int(m_stall.seconds())) + " s");
+        m_progressStep = step;
+        m_progressTime = now;
+        m_stall.Clear();
+        m_lastStallLog = {};
+        return;
+    }
+    const double stalled = std::chrono::duration<double>(now - m_progressTime).count();
+    if (stalled < timeout)
+        return;
+    m_stall.set_seconds(stalled);
+    m_stall.set_global_step(step);
+    m_stall.set_waiting_for(describeWaitLocked());
+    // A line when the stall is first seen, then every timeout period.
+    if (now - m_lastStallLog >= std::chrono::seconds(timeout)) {
+        m_lastStallLog = now;
+        m_log("hang watchdog: the global step has not moved from " + std::to_string(step) + " for "
+              + std::to_string(int(stalled)) + " s (mode " + describeMode(m_policy->mode())
+              + "); waiting for " + m_stall.waiting_for());
+    }
 }
 
 void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision &decision)
@@ -783,6 +913,8 @@ proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
         status.set_global_step(m_policy->globalStep());
         *status.mutable_mode() = m_policy->mode();
         status.set_dropped_total(m_policy->droppedTotal());
+        *status.mutable_stall() = m_stall;
+        status.set_acting_chief(m_actingChief);
     }
     for (int i = 0; i < int(m_workers.size()); ++i)
         *status.add_workers() = workerStatusLocked(i);

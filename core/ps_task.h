@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ private:
         // a new stream; the old one's end must not mark it dead).
         uint64_t streamId = 0;
         int64_t nonfinite = 0;
+        // Last join or push: the hang watchdog tells a worker that computes
+        // slowly (or is frozen) from one that is held by the policy.
+        std::chrono::steady_clock::time_point lastSeen;
     };
 
     bool isCoordinator() const { return m_options.task.index == 0; }
@@ -100,6 +104,14 @@ private:
     proto::WorkerStatus workerStatusLocked(int worker) const;
     proto::ClusterStatusResponse clusterStatusLocked() const;
     void checkFinishedLocked();
+    bool isLiveLocked(int worker) const;
+    // The worker doing the chief's duties (see PushResponse.acting_chief);
+    // logs a change of hands.
+    int actingChiefLocked() const;
+    void updateActingChiefLocked();
+    // The hang watchdog: called about once a second by run().
+    void watchForHangLocked();
+    std::string describeWaitLocked() const;
     Parameters parseGradients(const proto::PushRequest &push, std::string *error) const;
     void stopOtherPsTasks();
 
@@ -121,6 +133,13 @@ private:
     // Set when the last step is reached while some worker never joined.
     std::optional<std::chrono::steady_clock::time_point> m_finishDeadline;
     static constexpr std::chrono::seconds kLateWorkerGrace{30};
+    int m_actingChief = 0;
+
+    // Hang watchdog (ps:0): when the global step last moved.
+    int64_t m_progressStep = -1;
+    std::chrono::steady_clock::time_point m_progressTime;
+    std::chrono::steady_clock::time_point m_lastStallLog;
+    proto::Stall m_stall;
 
     // Non-ps:0 tasks: gradients of updates decided by ps:0, until all arrived.
     struct PendingUpdate
@@ -130,6 +149,10 @@ private:
         int expected = 0;
     };
     std::map<int64_t, PendingUpdate> m_pendingUpdates;
+    // Sync updates applied without every contribution because the rest did
+    // not come (a worker died between ps:0 and this task); a contribution
+    // arriving after that is not applied twice.
+    std::set<int64_t> m_incompleteUpdates;
     int64_t m_updatesApplied = 0;
 
     TelemetryHub m_telemetry;

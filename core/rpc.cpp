@@ -4,6 +4,42 @@
 
 namespace parasync {
 
+RpcSettings rpcSettingsFor(const ConnectionOptions &options, bool serving)
+{
+    RpcSettings settings;
+    settings.maxMessageBytes = options.maxMessageBytes;
+    settings.heartbeatMs = options.heartbeatMs;
+    settings.tls = loadTlsMaterial(options, serving);
+    return settings;
+}
+
+namespace {
+
+std::shared_ptr<grpc::ChannelCredentials> channelCredentials(const TlsMaterial &tls)
+{
+    if (!tls.enabled())
+        return grpc::InsecureChannelCredentials();
+    grpc::SslCredentialsOptions options;
+    options.pem_root_certs = tls.caPem;
+    // Presented when the server asks (mutual TLS); harmless otherwise.
+    options.pem_private_key = tls.keyPem;
+    options.pem_cert_chain = tls.certPem;
+    return grpc::SslCredentials(options);
+}
+
+std::shared_ptr<grpc::ServerCredentials> serverCredentials(const TlsMaterial &tls)
+{
+    if (!tls.enabled())
+        return grpc::InsecureServerCredentials();
+    grpc::SslServerCredentialsOptions options(tls.mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                         : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    options.pem_root_certs = tls.caPem;
+    options.pem_key_cert_pairs.push_back({tls.keyPem, tls.certPem});
+    return grpc::SslServerCredentials(options);
+}
+
+} // namespace
+
 std::shared_ptr<grpc::Channel> makeChannel(const std::string &address, const RpcSettings &settings)
 {
     grpc::ChannelArguments args;
@@ -20,7 +56,7 @@ std::shared_ptr<grpc::Channel> makeChannel(const std::string &address, const Rpc
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, settings.heartbeatMs);
     args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+    return grpc::CreateCustomChannel(address, channelCredentials(settings.tls), args);
 }
 
 std::unique_ptr<grpc::ClientContext> makeContext(const RpcSettings &settings, std::chrono::milliseconds deadline)
@@ -36,7 +72,7 @@ std::unique_ptr<grpc::ClientContext> makeContext(const RpcSettings &settings, st
 void configureServer(grpc::ServerBuilder &builder, const std::string &address, const RpcSettings &settings,
                      int *selectedPort)
 {
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), selectedPort);
+    builder.AddListeningPort(address, serverCredentials(settings.tls), selectedPort);
     builder.SetMaxReceiveMessageSize(settings.maxMessageBytes);
     builder.SetMaxSendMessageSize(settings.maxMessageBytes);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -89,10 +125,29 @@ void Backoff::reset()
 std::string describeRpcError(const grpc::Status &status)
 {
     std::string message = status.error_message();
+    const auto says = [&message](const char *part) { return message.find(part) != std::string::npos; };
+    // A TLS failure also reads "failed to connect": tell it apart first.
+    if (says("andshake") || says("SSL") || says("ssl") || says("certificate")) {
+        if (says("CERTIFICATE_VERIFY_FAILED") || says("certificate verify failed"))
+            return "TLS handshake refused: the peer's certificate is not signed by --tls_ca (or does not name this "
+                   "address)";
+        return "TLS handshake failed (" + message
+               + "): do both sides use TLS with the same CA, and does the server ask for a client certificate "
+                 "(--tls_mutual) this side lacks?";
+    }
     switch (status.error_code()) {
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+        return "message too large (" + message + "): raise --max_message_bytes on every task";
     case grpc::StatusCode::UNAVAILABLE:
-        if (message.find("onnection refused") != std::string::npos || message.find("failed to connect") != std::string::npos)
+        if (says("onnection refused"))
             return "connection refused (is the task running and listening there?)";
+        // A plaintext client at a TLS server (or any other protocol) sees the
+        // connection closed during the HTTP/2 set-up.
+        if (says("Socket closed") || says("onnection reset") || says("End of TCP stream"))
+            return "the connection was closed while setting it up: does the task use TLS (then give --tls_ca) "
+                   "or is another program on that port? (" + message + ")";
+        if (says("failed to connect"))
+            return "cannot connect (" + message + ")";
         return "unavailable (" + message + ")";
     case grpc::StatusCode::DEADLINE_EXCEEDED:
         return "timed out (a firewall, a wrong host, or the task is overloaded)";

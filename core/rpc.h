@@ -1,5 +1,8 @@
 #pragma once
 
+#include "node_options.h"
+#include "tls.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
@@ -16,13 +19,20 @@ struct RpcSettings
 {
     // Sent as "parasync-cluster-token" metadata with every call when set.
     std::string clusterToken;
-    // Largest message accepted, in bytes (a 1M-parameter step is ~4 MB).
-    int maxMessageBytes = 256 * 1024 * 1024;
+    // Largest message sent or accepted, in bytes (a 1M-parameter step is
+    // ~4 MB); larger ones fail with RESOURCE_EXHAUSTED, nothing else.
+    int maxMessageBytes = ConnectionOptions().maxMessageBytes;
     // HTTP/2 keepalive pings: a peer that stops answering (a cut link, a
     // frozen host; a killed process is seen at once) is taken for gone after
     // about twice this.
-    int heartbeatMs = 1000;
+    int heartbeatMs = ConnectionOptions().heartbeatMs;
+    // Every channel and server is TLS when set (plaintext otherwise).
+    TlsMaterial tls;
 };
+
+// The settings the connection flags ask for (TLS files read and checked);
+// the token is set apart. Throws InputError (see loadTlsMaterial).
+RpcSettings rpcSettingsFor(const ConnectionOptions &options, bool serving);
 
 inline constexpr const char *kTokenMetadataKey = "parasync-cluster-token";
 

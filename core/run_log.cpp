@@ -10,14 +10,54 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace parasync {
 
 namespace {
 
+// A record cut short by a kill -9 leaves the file without its last newline.
+// Appending after it would glue the next record onto the torn one, making a
+// line no reader can parse in the middle of the file: cut the torn record
+// off first (it was never complete, so nothing complete is lost).
+void dropTornLastLine(const std::string &path)
+{
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return; // a new file
+    struct stat st {};
+    off_t end = ::fstat(fd, &st) == 0 ? st.st_size : 0;
+    char last = '\n';
+    if (end > 0 && (::pread(fd, &last, 1, end - 1) != 1 || last == '\n')) {
+        ::close(fd);
+        return;
+    }
+    // Back to just after the last newline, in chunks.
+    char chunk[4096];
+    off_t keep = 0;
+    while (end > 0) {
+        const off_t start = end > off_t(sizeof chunk) ? end - off_t(sizeof chunk) : 0;
+        const ssize_t got = ::pread(fd, chunk, size_t(end - start), start);
+        if (got <= 0)
+            break;
+        const char *newline = static_cast<const char *>(::memrchr(chunk, '\n', size_t(got)));
+        if (newline) {
+            keep = start + (newline - chunk) + 1;
+            break;
+        }
+        end = start;
+    }
+    if (::ftruncate(fd, keep) != 0) {
+        // Left as it is: the readers skip a torn line too.
+    }
+    ::close(fd);
+}
+
 std::FILE *openForAppend(const std::string &path, bool *wasEmpty)
 {
+    dropTornLastLine(path);
     std::FILE *file = std::fopen(path.c_str(), "ab");
     if (!file)
         throw InputError("cannot write " + path + ": " + std::strerror(errno));

@@ -1,6 +1,7 @@
 #include "run_state.h"
 
 #include "error.h"
+#include "event_file.h"
 #include "node_options.h"
 #include "run_log.h"
 
@@ -676,9 +677,19 @@ RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *stat
     QFile stepLog(dir.filePath(QLatin1String(run_files::kStepLog)));
     QFile metrics(dir.filePath(QLatin1String(run_files::kMetrics)));
     const bool haveStepLog = stepLog.exists();
-    if (!haveStepLog && !metrics.exists())
+    if (!haveStepLog && !metrics.exists()) {
+        // A chief's --logdir on another machine holds only its TensorBoard
+        // event files: they carry the chief's loss and parameters.
+        if (!findEventFiles(directory).empty()) {
+            state->clear();
+            if (!info.clusterJson.empty())
+                state->setClusterJson(info.clusterJson);
+            replayEventFiles(directory, state, &info);
+            return info;
+        }
         throw InputError("no run in " + directory + ": it holds neither " + run_files::kStepLog + " nor "
-                         + run_files::kMetrics + " (open the --logdir of a run)");
+                         + run_files::kMetrics + " nor TensorBoard event files (open the --logdir of a run)");
+    }
 
     state->clear();
     if (!info.clusterJson.empty())

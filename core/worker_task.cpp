@@ -3,6 +3,7 @@
 #include "error.h"
 #include "parameter_shard.h"
 #include "task_server.h"
+#include "training_summaries.h"
 
 #include <unistd.h>
 
@@ -133,6 +134,16 @@ void WorkerTask::start()
     m_variables = m_model->initialVariables(training.seed);
     for (const auto &v : m_variables)
         m_params.push_back(v.value);
+    // A join answer carries every parameter of a shard: refuse a limit too
+    // small for the model now, not as a RESOURCE_EXHAUSTED on the first step.
+    int64_t parameters = 0;
+    for (const auto &p : m_params)
+        parameters += p.size();
+    const int64_t needed = parameters * int64_t(sizeof(float)) + 4096;
+    if (needed > m_rpc.maxMessageBytes)
+        throw InputError("the model has " + std::to_string(parameters) + " parameters, so one step's message takes about "
+                         + std::to_string(needed) + " bytes, but --max_message_bytes=" + std::to_string(m_rpc.maxMessageBytes)
+                         + ": give every task --max_message_bytes=" + std::to_string(needed) + " or more");
     const int numPs = m_options.cluster.numPs();
     for (int k = 0; k < numPs; ++k)
         m_variablesOnPs.push_back(ParameterShard::variableIndexes(k, numPs, int(m_variables.size())));
@@ -175,6 +186,9 @@ void WorkerTask::start()
     }
     if (m_options.task.isChief() && !training.logdir.empty())
         m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
+    if (m_options.task.isChief() && !training.logdir.empty())
+        m_summaries = std::make_unique<TrainingSummaries>(training.logdir, training.displayStep, m_data, m_variables,
+                                                          m_ps.front()->address, m_rpc, m_log);
 
     m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
           + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: "
@@ -368,7 +382,7 @@ bool WorkerTask::step()
     const auto computeStart = Clock::now();
     Parameters gradient;
     const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
-    const bool evaluate = m_options.task.isChief() && m_options.training.displayStep > 0
+    const bool evaluate = hasChiefDuties() && m_options.training.displayStep > 0
                           && m_clock % m_options.training.displayStep == 0;
     const float fullLoss = evaluate ? m_model->loss(m_params, m_data) : std::nanf("");
     const int64_t computeUs = microsSince(computeStart);
@@ -428,6 +442,10 @@ bool WorkerTask::step()
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();
     m_done = decision.done();
+    if (!m_options.task.isChief())
+        takeChiefDuties(decision.acting_chief() == m_options.task.index);
+    if (m_summaries && (counted || m_done))
+        m_summaries->afterStep(m_globalStep, batchLoss, fullLoss, m_params, m_done);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;
@@ -508,10 +526,44 @@ void WorkerTask::checkpointLoop()
     const auto interval = std::chrono::seconds(std::max(1, m_options.training.saveCheckpointSecs));
     std::mutex waitMutex;
     std::unique_lock lock(waitMutex);
-    while (!stopping()) {
-        if (m_checkpointWake.wait_for(lock, interval, [this] { return stopping(); }))
+    const auto over = [this] { return stopping() || !hasChiefDuties(); };
+    while (!over()) {
+        if (m_checkpointWake.wait_for(lock, interval, over))
             return;
         saveCheckpoint(false);
+    }
+}
+
+void WorkerTask::takeChiefDuties(bool take)
+{
+    if (take == hasChiefDuties())
+        return;
+    const std::string me = "worker:" + std::to_string(m_options.task.index);
+    if (!take) {
+        m_chiefDuties = false;
+        m_checkpointWake.notify_all();
+        if (m_checkpointThread.joinable())
+            m_checkpointThread.join();
+        if (!m_options.task.isChief())
+            m_log(me + ": the chief is back; its duties are its own again");
+        return;
+    }
+    const auto &training = m_options.training;
+    if (!m_checkpoints && !training.logdir.empty()) {
+        try {
+            m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
+        } catch (const InputError &e) {
+            m_log(me + ": cannot keep checkpoints for the chief: " + e.what());
+        }
+    }
+    m_chiefDuties = true;
+    if (!m_options.task.isChief())
+        m_log(me + ": the chief worker:0 is dead; taking over its duties"
+              + (m_checkpoints ? " (checkpoints to " + training.logdir + ")" : std::string()));
+    if (m_checkpoints && training.saveCheckpointSecs > 0) {
+        if (m_checkpointThread.joinable())
+            m_checkpointThread.join();
+        m_checkpointThread = std::thread([this] { checkpointLoop(); });
     }
 }
 
@@ -542,8 +594,8 @@ int WorkerTask::run()
         m_log(std::string("worker:") + std::to_string(index) + ": " + e.what());
         return 2;
     }
-    if (m_checkpoints && m_options.training.saveCheckpointSecs > 0)
-        m_checkpointThread = std::thread([this] { checkpointLoop(); });
+    if (m_options.task.isChief())
+        takeChiefDuties(true);
 
     while (!m_done && !stopping()) {
         if (step())
@@ -577,7 +629,7 @@ int WorkerTask::run()
     m_checkpointWake.notify_all();
     if (m_checkpointThread.joinable())
         m_checkpointThread.join();
-    if (finished && m_options.task.isChief())
+    if (finished && hasChiefDuties())
         saveCheckpoint(true);
     setState(finished ? "finished" : "stopped");
     leave(finished);

@@ -20,6 +20,8 @@
 
 namespace parasync {
 
+class TrainingSummaries;
+
 // One worker task: loads its own shard of the data (between-graph
 // replication), pulls parameters, computes gradients, pushes them to the ps
 // tasks and follows the update policy's answer. worker:0 is the chief: it
@@ -61,6 +63,11 @@ private:
     bool step();
     void saveCheckpoint(bool final);
     void checkpointLoop();
+    // The chief's duties (checkpoints, the full-shard loss): the chief's from
+    // the start; another worker's while ps:0 names it the acting chief
+    // (--chief_handover=1 and the chief is dead). Called on run()'s thread.
+    void takeChiefDuties(bool take);
+    bool hasChiefDuties() const { return m_chiefDuties.load(); }
     void leave(bool finished);
     void setState(const std::string &state);
     std::vector<int64_t> nextBatch();
@@ -84,6 +91,7 @@ private:
 
     std::vector<std::unique_ptr<PsConnection>> m_ps;
     std::unique_ptr<CheckpointStore> m_checkpoints;
+    std::unique_ptr<TrainingSummaries> m_summaries; // the chief's TensorBoard event file
 
     std::atomic<bool> m_stop{false};
     std::atomic<int> m_stragglerMs{0};
@@ -97,6 +105,7 @@ private:
     bool m_finishedRunning = false;
     std::thread m_stopWatchdog;
 
+    std::atomic<bool> m_chiefDuties{false};
     std::mutex m_checkpointMutex; // one checkpoint at a time
     std::condition_variable m_checkpointWake;
     std::thread m_checkpointThread;

@@ -13,11 +13,13 @@ targets=("$@")
 packages=(
   build-essential cmake ninja-build pkg-config git
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libeigen3-dev
+  libeigen3-dev libssl-dev openssl libyaml-cpp-dev libboost-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
+  dpkg-dev file librsvg2-bin desktop-file-utils appstream
+  python3-crcmod poppler-utils
 )
 
 missing=()

@@ -217,7 +217,7 @@ private Q_SLOTS:
         QString error;
         const QString target = dir.filePath(QStringLiteral("export"));
         QVERIFY2(view.exportAll(target, &written, &error), qPrintable(error));
-        QCOMPARE(written.size(), view.charts().size() * 3 + 1); // + mode_changes.csv
+        QCOMPARE(written.size(), view.charts().size() * 4 + 3); // + mode_changes.csv, run_report.pdf, trace.json
 
         for (ExportableChart *chart : view.charts()) {
             const QString base = target + QLatin1Char('/') + chart->exportName();

@@ -4,9 +4,13 @@
 #include "cluster_designer_dialog.h"
 #include "cluster_plan_file.h"
 #include "error.h"
+#include "tfjob_dialog.h"
 
 #include <QLabel>
+#include <QLineEdit>
 #include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -68,6 +72,43 @@ private Q_SLOTS:
         QTemporaryDir dir;
         QVERIFY(!dialog.saveTo(dir.filePath(QStringLiteral("bad.json"))));
         QVERIFY(!QFile::exists(dir.filePath(QStringLiteral("bad.json"))));
+    }
+
+    void theTfJobDialogWritesTheDesignedClusterOnceAnImageIsGiven()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.training.mode.set_mode(proto::SYNC);
+        TfJobDialog dialog(plan);
+        auto *image = dialog.findChild<QLineEdit *>(QStringLiteral("tfJobImage"));
+        auto *save = dialog.findChild<QPushButton *>(QStringLiteral("tfJobSave"));
+        auto *preview = dialog.findChild<QPlainTextEdit *>(QStringLiteral("tfJobPreview"));
+        auto *error = dialog.findChild<QLabel *>(QStringLiteral("tfJobError"));
+        QVERIFY(image && save && preview && error);
+        // No image yet: nothing to save, and the dialog says what is missing.
+        QVERIFY(!save->isEnabled());
+        QVERIFY2(error->text().contains(QStringLiteral("image")), qPrintable(error->text()));
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("tfjob.yaml"));
+        QVERIFY(!dialog.saveTo(path));
+        QVERIFY(!QFile::exists(path));
+
+        image->setText(QStringLiteral("registry.example.com/parasync:1"));
+        QVERIFY(save->isEnabled());
+        QVERIFY(error->text().isEmpty());
+        QVERIFY(dialog.saveTo(path));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QString yaml = QString::fromUtf8(file.readAll());
+        QCOMPARE(yaml, preview->toPlainText());
+        for (const char *text : {"kind: TFJob", "PS:", "Worker:", "replicas: 2", "--mode=sync", "image: registry.example.com/parasync:1"})
+            QVERIFY2(yaml.contains(QLatin1String(text)), qPrintable(yaml));
+
+        // Args that would make every pod the same task are refused by name.
+        auto *args = dialog.findChild<QPlainTextEdit *>(QStringLiteral("tfJobArgs"));
+        QVERIFY(args);
+        args->appendPlainText(QStringLiteral("--job_name=worker"));
+        QVERIFY(!save->isEnabled());
+        QVERIFY2(error->text().contains(QStringLiteral("--job_name=worker")), qPrintable(error->text()));
     }
 
     void demoPortsComeFromTheEnvironment()

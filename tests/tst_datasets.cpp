@@ -118,6 +118,7 @@ private Q_SLOTS:
     void loadDatasetParsesSpecs();
     void loadDatasetRejectsBadSpecs_data();
     void loadDatasetRejectsBadSpecs();
+    void hugeSyntheticShardsAreRefusedBeforeAllocating();
     void defaultDatasetMatchesTheModel();
 
 private:
@@ -445,6 +446,28 @@ void TestDatasets::defaultDatasetMatchesTheModel()
     QCOMPARE(defaultDatasetFor("linear"), std::string("linear"));
     QCOMPARE(defaultDatasetFor("softmax"), std::string("blobs"));
     QVERIFY_THROWS_EXCEPTION(InputError, defaultDatasetFor("mlp"));
+}
+
+void TestDatasets::hugeSyntheticShardsAreRefusedBeforeAllocating()
+{
+    // Each would take from gigabytes to exabytes; the refusal must come at
+    // once, naming the flag to lower, not from the OOM killer.
+    const struct
+    {
+        const char *spec;
+        int64_t samples;
+    } cases[] = {{"blobs:10:100000", 100000}, {"linear", int64_t(1) << 40}, {"blobs", int64_t(1) << 60}};
+    for (const auto &c : cases) {
+        DatasetOptions options = optionsFor(QString::fromLatin1(c.spec));
+        options.samplesPerShard = c.samples;
+        const QString message = messageOf([&] { loadDataset(options); });
+        QVERIFY2(message.contains(QStringLiteral("--samples_per_shard")) && message.contains(QStringLiteral("MB")),
+                 qPrintable(message));
+    }
+    // A large but sensible shard (MNIST-sized rows) still loads.
+    DatasetOptions fits = optionsFor(QStringLiteral("blobs:10:784"));
+    fits.samplesPerShard = 1000;
+    QCOMPARE(loadDataset(fits).size(), 1000);
 }
 
 QTEST_GUILESS_MAIN(TestDatasets)

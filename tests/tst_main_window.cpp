@@ -19,6 +19,8 @@
 #include <QDir>
 #include <QFile>
 #include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
@@ -157,7 +159,7 @@ private Q_SLOTS:
         QStringList written;
         QString error;
         QVERIFY2(window->exportAllTo(dir.path(), &written, &error), qPrintable(error));
-        QCOMPARE(written.size(), window->charts()->charts().size() * 3 + 1);
+        QCOMPARE(written.size(), window->charts()->charts().size() * 4 + 3);
         for (const QString &path : std::as_const(written)) {
             QVERIFY2(QFile(path).size() > 0, qPrintable(path));
             if (path.endsWith(QStringLiteral(".png"))) {
@@ -169,6 +171,15 @@ private Q_SLOTS:
                 while (!xml.atEnd())
                     xml.readNext();
                 QVERIFY2(!xml.hasError(), qPrintable(path + QStringLiteral(": ") + xml.errorString()));
+            } else if (path.endsWith(QStringLiteral(".pdf"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(file.read(5) == "%PDF-", qPrintable(path));
+            } else if (path.endsWith(QStringLiteral(".json"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(QJsonDocument::fromJson(file.readAll()).object().contains(QStringLiteral("traceEvents")),
+                         qPrintable(path));
             } else {
                 QFile file(path);
                 QVERIFY(file.open(QIODevice::ReadOnly));

@@ -100,8 +100,11 @@ private Q_SLOTS:
             }
         };
         const auto phase = [&](int worker) { return status.workers(worker).phase(); };
-        QTRY_VERIFY2_WITH_TIMEOUT(statusNow() && status.workers_size() == 2 && status.global_step() > 50
-                                      && phase(0) != proto::DEAD && phase(1) != proto::DEAD,
+        const auto training = [&](int worker) {
+            return phase(worker) == proto::TRAINING || phase(worker) == proto::BLOCKED_BY_SYNC;
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(statusNow() && status.workers_size() == 2 && status.global_step() > 50 && training(0)
+                                      && training(1),
                                   qPrintable(describe(*launcher)), kTimeoutMs);
 
         // Unplug host B.

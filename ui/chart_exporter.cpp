@@ -1,16 +1,150 @@
 #include "chart_exporter.h"
 
+#include "chrome_trace.h"
 #include "node_options.h"
 #include "run_state.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFileInfo>
 #include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QPageLayout>
 #include <QPainter>
+#include <QPdfWriter>
 #include <QSaveFile>
 #include <QSvgGenerator>
 
+#include <cmath>
+
 namespace parasync::ui {
+
+namespace {
+
+QString couldNotWrite(const QString &path)
+{
+    return QObject::tr("Could not write %1: check that the folder exists and is writable.").arg(path);
+}
+
+bool nonEmptyFile(const QString &path, QString *error)
+{
+    if (QFileInfo(path).isFile() && QFileInfo(path).size() > 0)
+        return true;
+    if (error)
+        *error = couldNotWrite(path);
+    return false;
+}
+
+// Paints `chart` at its export size, scaled to fit `cell` (keeping its
+// aspect), so fonts and line widths keep their proportions.
+void paintChartInto(QPainter *painter, ExportableChart *chart, const QRectF &cell)
+{
+    const QSizeF size(chart->exportSize());
+    const double scale = std::min(cell.width() / size.width(), cell.height() / size.height());
+    painter->save();
+    painter->translate(cell.left() + (cell.width() - size.width() * scale) / 2, cell.top());
+    painter->scale(scale, scale);
+    painter->setClipRect(QRectF(QPointF(0, 0), size));
+    painter->fillRect(QRectF(QPointF(0, 0), size), Qt::white);
+    chart->renderTo(painter, QRectF(QPointF(0, 0), size));
+    painter->restore();
+}
+
+QString number(double value, int precision = 4)
+{
+    return std::isfinite(value) ? QString::number(value, 'g', precision) : QStringLiteral("–");
+}
+
+// The report's text column: headed sections of short lines.
+struct ReportSection
+{
+    QString heading;
+    QStringList lines;
+};
+
+std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
+{
+    std::vector<ReportSection> sections;
+    ReportSection cluster{QObject::tr("Cluster"), {}};
+    QStringList ps, workers;
+    for (const auto &host : snapshot.psHosts)
+        ps << QString::fromStdString(host);
+    for (const auto &host : snapshot.workerHosts)
+        workers << QString::fromStdString(host);
+    cluster.lines << QObject::tr("ps (%1): %2").arg(ps.size()).arg(ps.isEmpty() ? QStringLiteral("–") : ps.join(QStringLiteral(", ")));
+    cluster.lines << QObject::tr("workers (%1): %2").arg(workers.size()).arg(workers.isEmpty() ? QStringLiteral("–") : workers.join(QStringLiteral(", ")));
+    if (!snapshot.signature.model().empty())
+        cluster.lines << QObject::tr("model: %1, optimizer %2")
+                             .arg(QString::fromStdString(snapshot.signature.model()),
+                                  QString::fromStdString(snapshot.signature.optimizer()));
+    sections.push_back(cluster);
+
+    ReportSection flags{QObject::tr("Flags"), {}};
+    const QJsonObject training = QJsonDocument::fromJson(QByteArray::fromStdString(snapshot.trainingJson)).object();
+    QString line;
+    for (auto it = training.begin(); it != training.end(); ++it) {
+        const QJsonValue value = it.value();
+        if (value.isString() && value.toString().isEmpty())
+            continue; // unset (e.g. --dataset: the model's default)
+        const QString text = value.isString() ? value.toString()
+                             : value.isBool() ? (value.toBool() ? QStringLiteral("true") : QStringLiteral("false"))
+                             : value.isDouble() ? QString::number(value.toDouble(), 'g', 8)
+                                                : QString::fromUtf8(QJsonDocument(QJsonObject{{it.key(), value}}).toJson(QJsonDocument::Compact));
+        const QString flag = QStringLiteral("--%1=%2").arg(it.key(), text);
+        if (!line.isEmpty() && line.size() + flag.size() > 58) {
+            flags.lines << line;
+            line.clear();
+        }
+        line += (line.isEmpty() ? QString() : QStringLiteral("  ")) + flag;
+    }
+    if (!line.isEmpty())
+        flags.lines << line;
+    if (flags.lines.isEmpty())
+        flags.lines << QObject::tr("(not recorded)");
+    sections.push_back(flags);
+
+    ReportSection modes{QObject::tr("Mode changes"), {}};
+    modes.lines << QObject::tr("started in %1").arg(QString::fromStdString(describeMode(
+                       snapshot.modeChanges.empty() ? snapshot.mode : snapshot.modeChanges.front().previous)));
+    constexpr size_t kShownChanges = 8;
+    for (size_t i = 0; i < snapshot.modeChanges.size() && i < kShownChanges; ++i) {
+        const auto &m = snapshot.modeChanges[i];
+        modes.lines << QObject::tr("step %1: %2").arg(m.globalStep).arg(QString::fromStdString(describeMode(m.current)));
+    }
+    if (snapshot.modeChanges.size() > kShownChanges)
+        modes.lines << QObject::tr("… and %1 more (mode_changes.csv)").arg(snapshot.modeChanges.size() - kShownChanges);
+    sections.push_back(modes);
+
+    ReportSection figures{QObject::tr("Final figures"), {}};
+    figures.lines << QObject::tr("global step %1 of %2%3")
+                         .arg(snapshot.globalStep)
+                         .arg(snapshot.lastStep)
+                         .arg(snapshot.finished ? QObject::tr(", finished") : QString());
+    if (!snapshot.fullLoss.isEmpty())
+        figures.lines << QObject::tr("full-shard loss (chief): %1").arg(number(snapshot.fullLoss.buckets().back().last));
+    QStringList parameters;
+    for (size_t i = 0; i < snapshot.parameterNames.size() && i < snapshot.parameterSeries.size(); ++i)
+        if (!snapshot.parameterSeries[i].isEmpty())
+            parameters << QStringLiteral("%1 = %2").arg(QString::fromStdString(snapshot.parameterNames[i]),
+                                                        number(snapshot.parameterSeries[i].buckets().back().last, 6));
+    if (!parameters.isEmpty())
+        figures.lines << parameters.join(QStringLiteral(", "));
+    if (snapshot.lastWallTime > snapshot.startWallTime && snapshot.startWallTime > 0)
+        figures.lines << QObject::tr("%1 s of training").arg(number(snapshot.lastWallTime - snapshot.startWallTime, 3));
+    for (const auto &w : snapshot.workers)
+        figures.lines << QObject::tr("worker:%1: %2 applied, %3 dropped, waited %4 %")
+                             .arg(w.index)
+                             .arg(w.applied)
+                             .arg(w.dropped)
+                             .arg(number(100 * w.waitFraction, 3));
+    if (snapshot.droppedTotal > 0)
+        figures.lines << QObject::tr("dropped as stale, all workers: %1").arg(snapshot.droppedTotal);
+    sections.push_back(figures);
+    return sections;
+}
+
+} // namespace
 
 bool ChartExporter::exportPng(ExportableChart *chart, const QString &path, QString *error)
 {
@@ -25,7 +159,121 @@ bool ChartExporter::exportPng(ExportableChart *chart, const QString &path, QStri
     }
     if (!image.save(path, "PNG")) {
         if (error)
-            *error = QObject::tr("Could not write %1: check that the folder exists and is writable.").arg(path);
+            *error = couldNotWrite(path);
+        return false;
+    }
+    return true;
+}
+
+bool ChartExporter::exportPdf(ExportableChart *chart, const QString &path, QString *error)
+{
+    const QSize size = chart->exportSize();
+    QPdfWriter writer(path);
+    writer.setTitle(chart->title());
+    writer.setCreator(QStringLiteral("Parasync"));
+    // 72 dpi: one painter unit is one point, so the page is the chart's size.
+    writer.setResolution(72);
+    writer.setPageLayout(QPageLayout(QPageSize(QSizeF(size), QPageSize::Point), QPageLayout::Portrait, QMarginsF()));
+    QPainter painter;
+    if (!painter.begin(&writer)) {
+        if (error)
+            *error = couldNotWrite(path);
+        return false;
+    }
+    painter.setRenderHint(QPainter::Antialiasing);
+    painter.fillRect(QRect(QPoint(0, 0), size), Qt::white);
+    chart->renderTo(&painter, QRectF(QPointF(0, 0), QSizeF(size)));
+    painter.end();
+    return nonEmptyFile(path, error);
+}
+
+bool ChartExporter::exportRunReport(const QList<ExportableChart *> &charts, const RunSnapshot &snapshot,
+                                    const QString &runName, const QString &path, QString *error)
+{
+    QPdfWriter writer(path);
+    writer.setTitle(QObject::tr("Parasync run report"));
+    writer.setCreator(QStringLiteral("Parasync"));
+    writer.setResolution(72);
+    writer.setPageLayout(QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF()));
+    QPainter painter;
+    if (!painter.begin(&writer)) {
+        if (error)
+            *error = couldNotWrite(path);
+        return false;
+    }
+    painter.setRenderHint(QPainter::Antialiasing);
+    const QRectF page(QPointF(0, 0), QSizeF(writer.pageLayout().fullRectPoints().size()));
+    const QRectF content = page.adjusted(24, 20, -24, -20);
+
+    QFont titleFont = painter.font();
+    titleFont.setPointSizeF(15);
+    titleFont.setBold(true);
+    painter.setFont(titleFont);
+    painter.setPen(Qt::black);
+    const QString title = QObject::tr("Parasync run report") + (runName.isEmpty() ? QString() : QStringLiteral(" — ") + runName);
+    painter.drawText(QRectF(content.left(), content.top(), content.width(), 22), Qt::AlignLeft | Qt::AlignVCenter,
+                     painter.fontMetrics().elidedText(title, Qt::ElideMiddle, int(content.width() - 150)));
+    QFont small = painter.font();
+    small.setPointSizeF(7.5);
+    small.setBold(false);
+    painter.setFont(small);
+    painter.drawText(QRectF(content.left(), content.top(), content.width(), 22), Qt::AlignRight | Qt::AlignVCenter,
+                     QDateTime::currentDateTime().toString(Qt::ISODate));
+
+    // Left: the text sections; right: the charts, two per row.
+    const double textWidth = 230;
+    double y = content.top() + 30;
+    QFont heading = small;
+    heading.setPointSizeF(9);
+    heading.setBold(true);
+    for (const ReportSection &section : reportSections(snapshot)) {
+        painter.setFont(heading);
+        painter.drawText(QRectF(content.left(), y, textWidth, 13), Qt::AlignLeft | Qt::AlignVCenter, section.heading);
+        y += 14;
+        painter.setFont(small);
+        for (const QString &line : section.lines) {
+            const QRectF box(content.left() + 4, y, textWidth - 4, 200);
+            const QRectF used = painter.boundingRect(box, Qt::AlignLeft | Qt::TextWordWrap, line);
+            painter.drawText(box, Qt::AlignLeft | Qt::TextWordWrap, line);
+            y += used.height() + 1;
+        }
+        y += 8;
+    }
+
+    const QRectF chartArea(content.left() + textWidth + 14, content.top() + 30,
+                           content.right() - (content.left() + textWidth + 14), content.bottom() - (content.top() + 30));
+    // As many columns as make the charts largest (they keep their aspect).
+    int columns = 1;
+    double bestScale = 0;
+    for (int c = 1; c <= 4 && !charts.isEmpty(); ++c) {
+        const int r = int((charts.size() + c - 1) / c);
+        const QSizeF size(charts.front()->exportSize());
+        const double scale = std::min((chartArea.width() - 8 * (c - 1)) / c / size.width(),
+                                      (chartArea.height() - 8 * (r - 1)) / r / size.height());
+        if (scale > bestScale) {
+            bestScale = scale;
+            columns = c;
+        }
+    }
+    const int rows = std::max(1, int((charts.size() + columns - 1) / columns));
+    const double cellWidth = (chartArea.width() - 8 * (columns - 1)) / columns;
+    const double cellHeight = (chartArea.height() - 8 * (rows - 1)) / rows;
+    for (int i = 0; i < int(charts.size()); ++i) {
+        const QRectF cell(chartArea.left() + (i % columns) * (cellWidth + 8), chartArea.top() + (i / columns) * (cellHeight + 8),
+                          cellWidth, cellHeight);
+        paintChartInto(&painter, charts[i], cell);
+    }
+    painter.end();
+    return nonEmptyFile(path, error);
+}
+
+bool ChartExporter::exportTrace(const RunSnapshot &snapshot, const QString &path, QString *error)
+{
+    QSaveFile file(path);
+    if (!file.open(QIODevice::WriteOnly) || file.write(QByteArray::fromStdString(chromeTraceJson(snapshot))) < 0
+        || !file.commit()) {
+        if (error)
+            *error = QObject::tr("Could not write %1: %2").arg(path, file.errorString());
         return false;
     }
     return true;
@@ -117,7 +365,8 @@ CsvTable ChartExporter::modeChangeTable(const RunSnapshot &snapshot)
 }
 
 bool ChartExporter::exportAll(const QList<ExportableChart *> &charts, const QString &directory,
-                              const RunSnapshot *snapshot, QStringList *written, QString *error, int formats)
+                              const RunSnapshot *snapshot, QStringList *written, QString *error, int formats,
+                              const QString &runName)
 {
     if (!QDir().mkpath(directory)) {
         if (error)
@@ -146,6 +395,23 @@ bool ChartExporter::exportAll(const QList<ExportableChart *> &charts, const QStr
                 return false;
             note(base + QStringLiteral(".csv"));
         }
+        if (formats & Pdf) {
+            if (!exportPdf(chart, base + QStringLiteral(".pdf"), error))
+                return false;
+            note(base + QStringLiteral(".pdf"));
+        }
+    }
+    if (snapshot && (formats & Pdf)) {
+        const QString path = dir.filePath(QStringLiteral("run_report.pdf"));
+        if (!exportRunReport(charts, *snapshot, runName, path, error))
+            return false;
+        note(path);
+    }
+    if (snapshot && (formats & Trace)) {
+        const QString path = dir.filePath(QStringLiteral("trace.json"));
+        if (!exportTrace(*snapshot, path, error))
+            return false;
+        note(path);
     }
     if (snapshot && (formats & Csv)) {
         const QString path = dir.filePath(QStringLiteral("mode_changes.csv"));

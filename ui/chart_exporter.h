@@ -1,8 +1,9 @@
 #pragma once
 
-// The one place that writes charts to files: PNG and SVG with title, legend
-// and axis labels, and the series as CSV. Used by the desktop app's export
-// actions and by the headless mode.
+// The one place that writes charts to files: PNG, SVG and vector PDF with
+// title, legend and axis labels, the series as CSV, a one-page run report
+// (PDF) and the step timeline as Chrome Trace Event JSON. Used by the
+// desktop app's export actions and by the headless mode.
 
 #include "exportable_chart.h"
 
@@ -18,20 +19,32 @@ namespace parasync::ui {
 class ChartExporter
 {
 public:
-    enum Format { Png = 1, Svg = 2, Csv = 4, AllFormats = Png | Svg | Csv };
+    // Pdf also writes run_report.pdf, Trace the step timeline's trace.json,
+    // when exportAll is given a snapshot.
+    enum Format { Png = 1, Svg = 2, Csv = 4, Pdf = 8, Trace = 16, AllFormats = Png | Svg | Csv | Pdf | Trace };
 
     // Each returns false with `error` saying which file and why.
     static bool exportPng(ExportableChart *chart, const QString &path, QString *error);
     static bool exportSvg(ExportableChart *chart, const QString &path, QString *error);
     static bool exportCsv(const ExportableChart *chart, const QString &path, QString *error);
+    // One page the size of the chart, drawn as vectors (text stays text).
+    static bool exportPdf(ExportableChart *chart, const QString &path, QString *error);
+    // One landscape A4 page: the cluster, the training flags, the mode
+    // changes, every chart and the final figures of the run. `runName` heads
+    // the page (a run directory, "live run").
+    static bool exportRunReport(const QList<ExportableChart *> &charts, const RunSnapshot &snapshot,
+                                const QString &runName, const QString &path, QString *error);
+    // The step timeline as Chrome Trace Event JSON (see core/chrome_trace.h).
+    static bool exportTrace(const RunSnapshot &snapshot, const QString &path, QString *error);
     static bool writeCsv(const CsvTable &table, const QString &path, QString *error);
 
-    // Writes `directory`/<name>.png/.svg/.csv for every chart (creating the
-    // directory), plus mode_changes.csv when a snapshot is given. Appends the
+    // Writes `directory`/<name>.png/.svg/.csv/.pdf for every chart (creating
+    // the directory), plus, when a snapshot is given, mode_changes.csv,
+    // run_report.pdf and trace.json. Appends the
     // paths written to `written`; stops at the first error.
     static bool exportAll(const QList<ExportableChart *> &charts, const QString &directory,
                           const RunSnapshot *snapshot, QStringList *written, QString *error,
-                          int formats = AllFormats);
+                          int formats = AllFormats, const QString &runName = {});
 
     // RFC 4180 quoting where needed.
     static QString csvField(const QString &text);

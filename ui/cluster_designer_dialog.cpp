@@ -5,6 +5,7 @@
 #include "model.h"
 #include "node_options.h"
 #include "optimizer.h"
+#include "tfjob_dialog.h"
 
 #include <QComboBox>
 #include <QDialogButtonBox>
@@ -176,7 +177,12 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     launch->setObjectName(QStringLiteral("launchCluster"));
     QPushButton *saveButton = buttons->addButton(tr("Save"), QDialogButtonBox::ActionRole);
     QPushButton *saveAsButton = buttons->addButton(tr("Save as..."), QDialogButtonBox::ActionRole);
+    QPushButton *tfJobButton = buttons->addButton(tr("Export TFJob..."), QDialogButtonBox::ActionRole);
+    tfJobButton->setObjectName(QStringLiteral("exportTfJob"));
+    tfJobButton->setToolTip(tr("A Kubeflow TFJob manifest for this cluster: parasync-node runs in the pods, "
+                               "taking the cluster and its task from TF_CONFIG"));
     buttons->addButton(QDialogButtonBox::Cancel);
+    connect(tfJobButton, &QPushButton::clicked, this, &ClusterDesignerDialog::exportTfJob);
     connect(launch, &QPushButton::clicked, this, &ClusterDesignerDialog::launchIfValid);
     connect(saveButton, &QPushButton::clicked, this, &ClusterDesignerDialog::save);
     connect(saveAsButton, &QPushButton::clicked, this, &ClusterDesignerDialog::saveAs);
@@ -289,6 +295,20 @@ void ClusterDesignerDialog::saveAs()
                                                       tr("Cluster files (*.json)"));
     if (!path.isEmpty())
         saveTo(path);
+}
+
+void ClusterDesignerDialog::exportTfJob()
+{
+    ClusterPlan current;
+    QString error;
+    if (!plan(&current, &error)) {
+        m_error->setText(error);
+        m_error->show();
+        return;
+    }
+    m_error->hide();
+    TfJobDialog dialog(current, this);
+    dialog.exec();
 }
 
 void ClusterDesignerDialog::launchIfValid()

@@ -39,6 +39,8 @@ private:
     void save();
     void saveAs();
     void launchIfValid();
+    // The designed cluster as a Kubeflow TFJob manifest (TfJobDialog).
+    void exportTfJob();
     void updateModeFields();
 
     QString m_filePath;

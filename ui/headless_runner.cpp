@@ -329,7 +329,13 @@ bool HeadlessRunner::exportCharts()
     m_charts->setSnapshot(m_latest);
     m_charts->flush();
     QString error;
-    const bool ok = m_charts->exportAll(m_options.exportDirectory, &m_written, &error);
+    // The run report names what it reports on.
+    const QString runName = !m_runDirectory.isEmpty()           ? m_runDirectory
+                            : !m_options.runDirectory.isEmpty() ? m_options.runDirectory
+                            : m_options.connectAddress.isEmpty()
+                                ? QString()
+                                : tr("the cluster of ps:0 at %1").arg(m_options.connectAddress);
+    const bool ok = m_charts->exportAll(m_options.exportDirectory, &m_written, &error, runName);
     for (const QString &path : std::as_const(m_written))
         say(tr("wrote %1").arg(QDir::toNativeSeparators(path)));
     if (!ok)

@@ -2,6 +2,7 @@
 
 #include "chart_exporter.h"
 #include "cluster_designer_dialog.h"
+#include "tfjob_dialog.h"
 #include "cluster_plan_file.h"
 #include "cluster_watcher.h"
 #include "error.h"
@@ -196,6 +197,8 @@ void MainWindow::createActions()
     runs->addAction(compare);
     QMenu *exportMenu = menuBar()->addMenu(tr("&Export"));
     exportMenu->addAction(m_exportAll);
+    exportMenu->addAction(tr("Run report (PDF)..."), this, &MainWindow::askExportReport);
+    exportMenu->addAction(tr("Step timeline as Chrome trace (JSON)..."), this, &MainWindow::askExportTrace);
     m_exportChartMenu = exportMenu->addMenu(tr("Export one chart"));
     const auto charts = m_charts->charts();
     for (int i = 0; i < charts.size(); ++i)
@@ -616,7 +619,48 @@ void MainWindow::askExportAll()
         showError(tr("Export failed"), error);
         return;
     }
-    statusBar()->showMessage(tr("Wrote %1 files (PNG, SVG, CSV) into %2").arg(written.size()).arg(dir), 15000);
+    statusBar()->showMessage(tr("Wrote %1 files (PNG, SVG, PDF, CSV, run report, trace) into %2")
+                                 .arg(written.size())
+                                 .arg(dir),
+                             15000);
+}
+
+void MainWindow::askExportReport()
+{
+    m_charts->flush();
+    const auto snapshot = m_charts->snapshot();
+    if (!snapshot) {
+        showError(tr("Nothing to report"), tr("Start, connect to or open a run first."));
+        return;
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export the run report"), QStringLiteral("run_report.pdf"),
+                                                      tr("PDF document (*.pdf)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (ChartExporter::exportRunReport(m_charts->charts(), *snapshot, m_runDirectory, path, &error))
+        statusBar()->showMessage(tr("Wrote %1").arg(path), 8000);
+    else
+        showError(tr("Export failed"), error);
+}
+
+void MainWindow::askExportTrace()
+{
+    m_charts->flush();
+    const auto snapshot = m_charts->snapshot();
+    if (!snapshot) {
+        showError(tr("Nothing to export"), tr("Start, connect to or open a run first."));
+        return;
+    }
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export the step timeline for chrome://tracing or Perfetto"),
+                                                      QStringLiteral("trace.json"), tr("Chrome trace (*.json)"));
+    if (path.isEmpty())
+        return;
+    QString error;
+    if (ChartExporter::exportTrace(*snapshot, path, &error))
+        statusBar()->showMessage(tr("Wrote %1 (open it in ui.perfetto.dev or chrome://tracing)").arg(path), 8000);
+    else
+        showError(tr("Export failed"), error);
 }
 
 void MainWindow::exportOneChart(int index)
@@ -628,7 +672,7 @@ void MainWindow::exportOneChart(int index)
     QString filter;
     const QString path = QFileDialog::getSaveFileName(
         this, tr("Export %1").arg(chart->title()), chart->exportName() + QStringLiteral(".png"),
-        tr("PNG image (*.png);;SVG drawing (*.svg);;CSV table (*.csv)"), &filter);
+        tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf);;CSV table (*.csv)"), &filter);
     if (path.isEmpty())
         return;
     m_charts->flush();
@@ -636,6 +680,8 @@ void MainWindow::exportOneChart(int index)
     bool ok = false;
     if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive))
         ok = ChartExporter::exportSvg(chart, path, &error);
+    else if (path.endsWith(QStringLiteral(".pdf"), Qt::CaseInsensitive))
+        ok = ChartExporter::exportPdf(chart, path, &error);
     else if (path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive))
         ok = ChartExporter::exportCsv(chart, path, &error);
     else
@@ -670,6 +716,14 @@ QStringList MainWindow::saveScreenshots(const QString &directory)
     if (designer.grab().save(path))
         written.append(path);
     designer.close();
+    // Its TFJob export, as the designer's button opens it.
+    TfJobDialog tfJob(m_currentPlan ? *m_currentPlan : demoPlan(), this);
+    tfJob.show();
+    QApplication::processEvents();
+    const QString tfJobPath = QDir(directory).filePath(QStringLiteral("tfjob_export.png"));
+    if (tfJob.grab().save(tfJobPath))
+        written.append(tfJobPath);
+    tfJob.close();
     return written;
 }
 

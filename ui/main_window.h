@@ -86,6 +86,8 @@ private:
     void askCompareRuns();
     void askOpenClusterFile();
     void askExportAll();
+    void askExportReport();
+    void askExportTrace();
     void exportOneChart(int index);
     void stopCluster();
     void watchLaunchedPs0();

@@ -119,10 +119,11 @@ QList<ExportableChart *> RunChartsView::charts() const
     return list;
 }
 
-bool RunChartsView::exportAll(const QString &directory, QStringList *written, QString *error)
+bool RunChartsView::exportAll(const QString &directory, QStringList *written, QString *error, const QString &runName)
 {
     flush();
-    return ChartExporter::exportAll(charts(), directory, m_latest.get(), written, error);
+    return ChartExporter::exportAll(charts(), directory, m_latest.get(), written, error, ChartExporter::AllFormats,
+                                    runName);
 }
 
 } // namespace parasync::ui

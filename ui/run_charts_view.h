@@ -45,8 +45,9 @@ public:
 
     // Every exportable chart, in the order "Export all" writes them.
     QList<ExportableChart *> charts() const;
-    // Writes each chart in every format into `directory` (see ChartExporter).
-    bool exportAll(const QString &directory, QStringList *written, QString *error);
+    // Writes each chart in every format into `directory` (see ChartExporter);
+    // `runName` heads the run report.
+    bool exportAll(const QString &directory, QStringList *written, QString *error, const QString &runName = {});
 
     StepTimelineChart *timeline() const { return m_timeline; }
     LossChart *loss() const { return m_loss; }

@@ -53,7 +53,7 @@ void RunReplayWindow::exportAllInteractive()
     const QString dir = QDir(parent).filePath(QFileInfo(m_run.directory).fileName() + QStringLiteral("_charts"));
     QStringList written;
     QString error;
-    if (m_charts->exportAll(dir, &written, &error))
+    if (m_charts->exportAll(dir, &written, &error, m_run.directory))
         statusBar()->showMessage(tr("Wrote %1 files into %2").arg(written.size()).arg(dir));
     else
         QMessageBox::warning(this, tr("Export failed"), error);

@@ -87,7 +87,7 @@ int runControlCommand(const std::vector<std::string> &args)
     if (!hosts || hosts->empty())
         throw parasync::InputError("--status and --set_mode talk to ps:0: give its address with --ps_hosts=HOST:PORT");
     const std::string ps0 = hosts->substr(0, hosts->find(','));
-    parasync::RpcSettings rpc;
+    parasync::RpcSettings rpc = parasync::rpcSettingsFor(parasync::parseConnectionOptions(args), false);
     rpc.clusterToken = parasync::resolveClusterToken(flagValue(args, "cluster_token_file").value_or(""));
     auto status = parasync::getClusterStatus(ps0, rpc);
     if (const auto mode = flagValue(args, "set_mode")) {
@@ -155,16 +155,20 @@ int main(int argc, char **argv)
             }
             return 0;
         }
-        parasync::RpcSettings rpc;
+        parasync::RpcSettings rpc = parasync::rpcSettingsFor(options.connection, true);
         rpc.clusterToken = parasync::resolveClusterToken(options.clusterTokenFile);
         const auto &own = options.cluster.address(options.task);
-        if (!own.isLoopback() && rpc.clusterToken.empty()) {
+        if (rpc.tls.enabled())
+            parasync::checkCertificateNames(rpc.tls.certPem, own.host, "--tls_cert=" + options.connection.tlsCert);
+        // Mutual TLS authenticates every caller as the token does.
+        if (!own.isLoopback() && rpc.clusterToken.empty() && !rpc.tls.mutual) {
             if (!options.insecure)
                 throw parasync::InputError(
                     options.task.toString() + " would serve " + own.toString()
                     + ", which is not a loopback address, without a cluster token: anyone who reaches it could "
                       "steer the cluster. Give a token (parasync-node --generate_token --cluster_token_file=FILE, "
-                      "then --cluster_token_file=FILE for every task, or PARASYNC_CLUSTER_TOKEN), or pass "
+                      "then --cluster_token_file=FILE for every task, or PARASYNC_CLUSTER_TOKEN), use mutual TLS "
+                      "(--tls_mutual), or pass "
                       "--insecure if the network is yours alone");
             logLine("warning: " + options.task.toString() + " serves " + own.toString()
                     + " without a cluster token (--insecure): anyone who can reach it can steer the cluster");

@@ -14,6 +14,7 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QIcon>
 #include <QSocketNotifier>
 #include <QTimer>
 
@@ -98,7 +99,13 @@ int main(int argc, char **argv)
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("parasync"));
     QApplication::setOrganizationName(QStringLiteral("Parasync"));
-    QApplication::setApplicationVersion(QStringLiteral(PARASYNC_VERSION));
+    QApplication::setOrganizationDomain(QStringLiteral("parasync.github.io"));
+    QApplication::setApplicationVersion(QStringLiteral(PARASYNC_VERSION)); // CMake's PROJECT_VERSION
+    // The installed desktop entry's name (packaging/): Wayland compositors
+    // and task bars match the window to it, and so to its icon.
+    QGuiApplication::setDesktopFileName(QStringLiteral("io.github.parasync.Parasync"));
+    QApplication::setWindowIcon(QIcon::fromTheme(QStringLiteral("io.github.parasync.Parasync"),
+                                                 QIcon(QStringLiteral(":/icons/io.github.parasync.Parasync.svg"))));
 
     QCommandLineParser parser;
     parser.setApplicationDescription(QStringLiteral(
