@@ -146,6 +146,7 @@ RpcSettings LocalCluster::rpcSettings() const
 {
     RpcSettings rpc;
     rpc.clusterToken = m_token.toStdString();
+    rpc.tls = m_tls;
     return rpc;
 }
 

@@ -58,6 +58,9 @@ public:
     // Every task gets this token through its environment (never its command
     // line), and the harness's own control calls carry it.
     void setClusterToken(const QString &token) { m_token = token; }
+    // TLS for the harness's own control calls (give the tasks their TLS
+    // flags with the training flags).
+    void setClientTls(const TlsMaterial &tls) { m_tls = tls; }
 
     QStringList clusterFlags() const;
     NodeProcess &startPs(int index, QStringList extraFlags = {});
@@ -90,6 +93,7 @@ private:
     QStringList m_trainingFlags;
     QString m_logdir;
     QString m_token;
+    TlsMaterial m_tls;
     std::vector<std::unique_ptr<NodeProcess>> m_ps;
     std::vector<std::unique_ptr<NodeProcess>> m_workers;
 };

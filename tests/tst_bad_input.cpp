@@ -108,6 +108,40 @@ private Q_SLOTS:
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }
 
+    void oversizedMessagesAreRefusedAndTheTaskKeepsServing()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000"), QStringLiteral("--max_message_bytes=65536")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+
+        // 400 kB of gradient against a 64 kB limit.
+        const auto status = sendOnTrainStream(cluster.psAddress(0), {joinAs(1), push(0, {100000, 1})});
+        QCOMPARE(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+        QVERIFY2(describeRpcError(status).find("--max_message_bytes") != std::string::npos, status.error_message().c_str());
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
+
+        // A worker whose model cannot fit one step in the limit is told so
+        // at start, with the value to give.
+        NodeProcess big(QStringLiteral("worker:1"),
+                        cluster.clusterFlags()
+                            + QStringList{QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"),
+                                          QStringLiteral("--model=softmax"), QStringLiteral("--dataset=blobs:10:2000"),
+                                          QStringLiteral("--max_message_bytes=65536")});
+        big.start();
+        QCOMPARE(big.waitForExit(), 2);
+        QVERIFY2(big.output().contains(QStringLiteral("20010 parameters"))
+                     && big.output().contains(QStringLiteral("give every task --max_message_bytes=")),
+                 qPrintable(big.output()));
+
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
     void garbageBytesOnATaskPortDoNotHurtIt()
     {
         LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100000000")});

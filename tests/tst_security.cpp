@@ -4,7 +4,9 @@
 #include "cluster_token.h"
 #include "port_holder.h"
 
+#include <QDir>
 #include <QFile>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -13,6 +15,70 @@
 using namespace parasync;
 using namespace parasync::testing;
 using namespace std::chrono_literals;
+
+namespace {
+
+bool openssl(const QDir &dir, const QStringList &arguments)
+{
+    QProcess process;
+    process.setWorkingDirectory(dir.path());
+    process.start(QStringLiteral("openssl"), arguments);
+    if (!process.waitForFinished(30000) || process.exitCode() != 0) {
+        qWarning("openssl %s: %s", qPrintable(arguments.join(QLatin1Char(' '))),
+                 process.readAllStandardError().constData());
+        return false;
+    }
+    return true;
+}
+
+// A CA, and a certificate + key it signs for `altNames` ("IP:127.0.0.1").
+bool makeCa(const QDir &dir, const QString &name)
+{
+    return openssl(dir, {QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"), QStringLiteral("ec"),
+                         QStringLiteral("-pkeyopt"), QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"),
+                         QStringLiteral("-keyout"), name + QStringLiteral(".key"), QStringLiteral("-out"),
+                         name + QStringLiteral(".pem"), QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-subj"),
+                         QStringLiteral("/CN=") + name});
+}
+
+bool makeSigned(const QDir &dir, const QString &name, const QString &ca, const QString &altNames)
+{
+    QFile extensions(dir.filePath(name + QStringLiteral(".ext")));
+    if (!extensions.open(QIODevice::WriteOnly))
+        return false;
+    extensions.write("subjectAltName=" + altNames.toUtf8() + "\n");
+    extensions.close();
+    return openssl(dir, {QStringLiteral("req"), QStringLiteral("-newkey"), QStringLiteral("ec"), QStringLiteral("-pkeyopt"),
+                         QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"), QStringLiteral("-keyout"),
+                         name + QStringLiteral(".key"), QStringLiteral("-out"), name + QStringLiteral(".csr"),
+                         QStringLiteral("-subj"), QStringLiteral("/CN=") + name})
+           && openssl(dir, {QStringLiteral("x509"), QStringLiteral("-req"), QStringLiteral("-in"), name + QStringLiteral(".csr"),
+                            QStringLiteral("-CA"), ca + QStringLiteral(".pem"), QStringLiteral("-CAkey"), ca + QStringLiteral(".key"),
+                            QStringLiteral("-CAcreateserial"), QStringLiteral("-out"), name + QStringLiteral(".pem"),
+                            QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-extfile"), name + QStringLiteral(".ext")});
+}
+
+ConnectionOptions tlsFiles(const QDir &dir, const QString &ca, const QString &identity, bool mutual)
+{
+    ConnectionOptions options;
+    options.tlsCa = dir.filePath(ca + QStringLiteral(".pem")).toStdString();
+    if (!identity.isEmpty()) {
+        options.tlsCert = dir.filePath(identity + QStringLiteral(".pem")).toStdString();
+        options.tlsKey = dir.filePath(identity + QStringLiteral(".key")).toStdString();
+    }
+    options.tlsMutual = mutual;
+    return options;
+}
+
+grpc::Status statusCall(const QString &address, const RpcSettings &rpc)
+{
+    auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), rpc));
+    auto context = makeContext(rpc, 5s);
+    proto::ClusterStatusResponse response;
+    return stub->GetClusterStatus(context.get(), {}, &response);
+}
+
+} // namespace
 
 class TestSecurity : public QObject
 {
@@ -86,6 +152,107 @@ private Q_SLOTS:
         ps.start();
         QCOMPARE(ps.waitForExit(), 2);
         QVERIFY2(ps.output().contains(QStringLiteral("chmod 600")), qPrintable(ps.output()));
+    }
+
+    void everyChannelCanBeTlsAndStrangersAreRefusedAtTheHandshake_data()
+    {
+        QTest::addColumn<bool>("mutual");
+        QTest::newRow("server TLS") << false;
+        QTest::newRow("mutual TLS") << true;
+    }
+
+    void everyChannelCanBeTlsAndStrangersAreRefusedAtTheHandshake()
+    {
+        QFETCH(bool, mutual);
+        QTemporaryDir temporary;
+        const QDir dir(temporary.path());
+        QVERIFY(makeCa(dir, QStringLiteral("cluster-ca")) && makeCa(dir, QStringLiteral("other-ca")));
+        QVERIFY(makeSigned(dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
+        QVERIFY(makeSigned(dir, QStringLiteral("intruder"), QStringLiteral("other-ca"), QStringLiteral("IP:127.0.0.1")));
+
+        QStringList flags{QStringLiteral("--last_step=100000000"), QStringLiteral("--tls_cert=") + dir.filePath(QStringLiteral("node.pem")),
+                          QStringLiteral("--tls_key=") + dir.filePath(QStringLiteral("node.key")),
+                          QStringLiteral("--tls_ca=") + dir.filePath(QStringLiteral("cluster-ca.pem"))};
+        if (mutual)
+            flags << QStringLiteral("--tls_mutual");
+        LocalCluster cluster(1, 2, flags);
+        const RpcSettings member = rpcSettingsFor(tlsFiles(dir, QStringLiteral("cluster-ca"), QStringLiteral("node"), mutual), false);
+        cluster.setClientTls(member.tls);
+        cluster.startAll();
+        QVERIFY2(cluster.waitForStatus([](const auto &s) { return s.global_step() > 200; }, 30s),
+                 qPrintable(cluster.worker(0).output()));
+
+        // A client that trusts another CA refuses the cluster's certificate.
+        const auto wrongCa = statusCall(cluster.psAddress(0),
+                                        rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), {}, false), false));
+        QVERIFY(!wrongCa.ok());
+        QVERIFY2(describeRpcError(wrongCa).find("TLS handshake refused") != std::string::npos, wrongCa.error_message().c_str());
+        // A plaintext client gets nowhere.
+        QVERIFY(!statusCall(cluster.psAddress(0), RpcSettings()).ok());
+        if (mutual) {
+            // Trusting the right CA is not enough: the server wants a client
+            // certificate, and one signed by its CA.
+            const auto anonymous = statusCall(cluster.psAddress(0),
+                                              rpcSettingsFor(tlsFiles(dir, QStringLiteral("cluster-ca"), {}, false), false));
+            QVERIFY2(!anonymous.ok(), "a client without a certificate was served under --tls_mutual");
+            RpcSettings intruder;
+            intruder.tls = member.tls;
+            intruder.tls.certPem = rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), QStringLiteral("intruder"), false), false).tls.certPem;
+            intruder.tls.keyPem = rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), QStringLiteral("intruder"), false), false).tls.keyPem;
+            QVERIFY2(!statusCall(cluster.psAddress(0), intruder).ok(), "a client certificate from another CA was accepted");
+        }
+
+        // The CLI, as a user types it, says why.
+        NodeProcess status(QStringLiteral("status"), {QStringLiteral("--ps_hosts=") + cluster.psAddress(0), QStringLiteral("--status"),
+                                                      QStringLiteral("--tls_ca=") + dir.filePath(QStringLiteral("other-ca.pem"))});
+        status.start();
+        QCOMPARE(status.waitForExit(), 2);
+        QVERIFY2(status.output().contains(QStringLiteral("TLS handshake refused")), qPrintable(status.output()));
+
+        // None of it disturbed the cluster.
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 200; }));
+        for (int i = 0; i < 2; ++i)
+            cluster.worker(i).terminate();
+        for (int i = 0; i < 2; ++i)
+            QCOMPARE(cluster.worker(i).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    void tlsMistakesAreReportedAtStart_data()
+    {
+        QTest::addColumn<QString>("cert");
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QString>("ca");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("key of another certificate") << QStringLiteral("node") << QStringLiteral("intruder") << QStringLiteral("cluster-ca") << QStringLiteral("is not the private key of");
+        QTest::newRow("certificate from another CA") << QStringLiteral("intruder") << QStringLiteral("intruder") << QStringLiteral("cluster-ca") << QStringLiteral("does not verify against");
+        QTest::newRow("certificate for another host") << QStringLiteral("elsewhere") << QStringLiteral("elsewhere") << QStringLiteral("cluster-ca") << QStringLiteral("does not name 127.0.0.1");
+        QTest::newRow("missing CA file") << QStringLiteral("node") << QStringLiteral("node") << QStringLiteral("nope") << QStringLiteral("cannot read it");
+    }
+
+    void tlsMistakesAreReportedAtStart()
+    {
+        QFETCH(QString, cert);
+        QFETCH(QString, key);
+        QFETCH(QString, ca);
+        QFETCH(QString, expected);
+        QTemporaryDir temporary;
+        const QDir dir(temporary.path());
+        QVERIFY(makeCa(dir, QStringLiteral("cluster-ca")) && makeCa(dir, QStringLiteral("other-ca")));
+        QVERIFY(makeSigned(dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
+        QVERIFY(makeSigned(dir, QStringLiteral("intruder"), QStringLiteral("other-ca"), QStringLiteral("IP:127.0.0.1")));
+        QVERIFY(makeSigned(dir, QStringLiteral("elsewhere"), QStringLiteral("cluster-ca"), QStringLiteral("DNS:ps0.example.org")));
+        const quint16 port = pickFreePort();
+        NodeProcess ps(QStringLiteral("ps"), {QStringLiteral("--ps_hosts=127.0.0.1:%1").arg(port), QStringLiteral("--worker_hosts=127.0.0.1:1"),
+                                              QStringLiteral("--job_name=ps"), QStringLiteral("--tls_cert=") + dir.filePath(cert + QStringLiteral(".pem")),
+                                              QStringLiteral("--tls_key=") + dir.filePath(key + QStringLiteral(".key")),
+                                              QStringLiteral("--tls_ca=") + dir.filePath(ca + QStringLiteral(".pem"))});
+        ps.start();
+        QCOMPARE(ps.waitForExit(), 2);
+        QVERIFY2(ps.output().contains(expected), qPrintable(ps.output()));
     }
 
     void aNonLoopbackAddressWithoutATokenIsRefused()
