@@ -249,9 +249,20 @@ void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t gen
                         if (!directory.empty()) {
                             // Read after the stream is up, so no event falls
                             // between the log's end and the first live one.
-                            RunState fromDisk;
+                            // ps:0 writes the log from a queue, a little behind
+                            // its telemetry: read until the log reaches the
+                            // step the stream started at (bounded: a run
+                            // without a log there would never get there).
+                            const int64_t streamStart = batch.has_status() ? batch.status().global_step() : 0;
                             try {
-                                const RunDirectoryInfo info = replayRunDirectory(directory, &fromDisk);
+                                RunState fromDisk;
+                                RunDirectoryInfo info = replayRunDirectory(directory, &fromDisk);
+                                for (int attempt = 0; attempt < 40 && fromDisk.globalStep() < streamStart && !m_stop;
+                                     ++attempt) {
+                                    std::this_thread::sleep_for(50ms);
+                                    fromDisk = RunState();
+                                    info = replayRunDirectory(directory, &fromDisk);
+                                }
                                 state = std::move(fromDisk);
                                 historyStep = state.globalStep();
                                 changed = true;
