@@ -1,12 +1,10 @@
 #include "cluster_launcher.h"
 
-#include <sys/prctl.h>
-#include <csignal>
-
 #include "cluster_token.h"
 #include "cluster_watcher.h"
 #include "error.h"
 #include "port_holder.h"
+#include "task_runner.h"
 
 #include <QCoreApplication>
 #include <QDeadlineTimer>
@@ -34,6 +32,7 @@ constexpr int kWorkerStartFallbackMs = 3000; // start workers even if a ps never
 constexpr int kWatcherWaitMs = 10000;        // ... and even if the watcher never connects
 constexpr int kStopEscalationMs = 5000;      // stopTask: SIGKILL if SIGTERM did not end it
 constexpr int kStopAllGraceMs = 3000;
+constexpr int kAbandonMs = 4000;             // a remote task's ssh that outlives a KILL by this is ended
 
 QString qs(const std::string &text)
 {
@@ -145,6 +144,15 @@ ClusterPlan ClusterPlan::demo()
     return plan;
 }
 
+const RemoteHost *ClusterPlan::remoteHost(const TaskId &task) const
+{
+    const std::string &name = cluster.address(task).host;
+    for (const RemoteHost &host : hosts)
+        if (host.name == name)
+            return &host;
+    return nullptr;
+}
+
 std::vector<TaskId> ClusterPlan::tasks() const
 {
     std::vector<TaskId> out;
@@ -237,6 +245,7 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
 
 struct ClusterLauncher::Process
 {
+    std::unique_ptr<TaskRunner> runner; // local child or ssh
     QProcess *process = nullptr; // a child of the launcher; replaced on restart
     std::deque<QString> lines;   // the last kMaxOutputLines lines of output
     QString partial;             // output after the last newline
@@ -296,7 +305,7 @@ std::vector<PortConflict> ClusterLauncher::checkPorts(const ClusterPlan &plan) c
         planned.insert(plan.cluster.address(task).port);
     for (const auto &task : plan.tasks()) {
         const HostPort &address = plan.cluster.address(task);
-        if (!address.isLoopback() || !portTaken(address))
+        if (plan.remoteHost(task) || !address.isLoopback() || !portTaken(address))
             continue;
         PortConflict conflict;
         conflict.task = task;
@@ -343,11 +352,14 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
     } catch (const InputError &e) {
         return fail(tr("the cluster spec is not valid: %1").arg(qs(e.what())));
     }
+    bool anyLocal = false;
+    for (const auto &task : plan.tasks())
+        anyLocal = anyLocal || !plan.remoteHost(task);
     const QString binary = nodeBinary();
     const QString resolved = QFileInfo(binary).isAbsolute() || binary.contains(QLatin1Char('/'))
                                  ? binary
                                  : QStandardPaths::findExecutable(binary);
-    if (resolved.isEmpty() || !isExecutable(resolved))
+    if (anyLocal && (resolved.isEmpty() || !isExecutable(resolved)))
         return fail(tr("cannot find the parasync-node program (looked for %1): install it next to this app, "
                        "put it on PATH, or set PARASYNC_NODE to its path")
                         .arg(binary));
@@ -380,8 +392,12 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
         TaskInfo info;
         info.task = task;
         info.address = plan.cluster.address(task);
+        auto process = std::make_unique<Process>();
+        const RemoteHost *remote = plan.remoteHost(task);
+        process->runner = remote ? makeSshRunner(*remote) : makeLocalRunner();
+        info.host = process->runner->where();
         m_infos.push_back(info);
-        m_processes.push_back(std::make_unique<Process>());
+        m_processes.push_back(std::move(process));
     }
     const int generation = ++m_launchGeneration;
     m_workersPending = true;
@@ -466,15 +482,12 @@ void ClusterLauncher::startTask(int row)
     auto *process = new QProcess(this);
     p.process = process;
     process->setProcessChannelMode(QProcess::MergedChannels);
-    // Should the app itself die (a crash, kill -9), its tasks are told to
-    // stop cleanly rather than left holding their ports.
-    process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
-    if (!m_clusterToken.empty()) {
-        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-        environment.insert(QLatin1String(kTokenEnvironmentVariable), qs(m_clusterToken));
-        process->setProcessEnvironment(environment);
-    }
     connect(process, &QProcess::started, this, [this, row, process] {
+        if (m_processes[size_t(row)]->runner->isRemote()) {
+            // The remote pid arrives with the task's first line.
+            setState(row, TaskState::Starting, tr("connecting to %1").arg(m_infos[size_t(row)].host));
+            return;
+        }
         m_infos[size_t(row)].pid = process->processId();
         setState(row, TaskState::Starting, tr("pid %1").arg(process->processId()));
     });
@@ -491,7 +504,7 @@ void ClusterLauncher::startTask(int row)
     info.exitCode = 0;
     info.stepsPerSecond = 0;
     setState(row, TaskState::Starting, tr("starting"));
-    process->start(nodeBinary(), m_plan.arguments(info.task));
+    p.runner->start(*process, p.runner->program(nodeBinary()), m_plan.arguments(info.task), m_clusterToken);
 }
 
 bool ClusterLauncher::isRunning(int row) const
@@ -549,13 +562,21 @@ void ClusterLauncher::onOutput(int row)
     const QString complete = p.partial.left(end + 1);
     p.partial.remove(0, end + 1);
     const QStringList lines = complete.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QString taskOutput; // without the runner's own lines
     for (const QString &line : lines) {
+        if (qint64 pid = 0; p.runner->consumeLine(line, &pid)) {
+            m_infos[size_t(row)].pid = pid;
+            setState(row, m_infos[size_t(row)].state, tr("pid %1 on %2").arg(pid).arg(m_infos[size_t(row)].host));
+            continue;
+        }
+        taskOutput += line + QLatin1Char('\n');
         p.lines.push_back(line);
         if (p.lines.size() > size_t(kMaxOutputLines))
             p.lines.pop_front();
         interpretLine(row, line);
     }
-    Q_EMIT outputAppended(row, complete);
+    if (!taskOutput.isEmpty())
+        Q_EMIT outputAppended(row, taskOutput);
 }
 
 void ClusterLauncher::interpretLine(int row, const QString &rawLine)
@@ -633,6 +654,11 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
         Q_EMIT outputAppended(row, rest.endsWith(QLatin1Char('\n')) ? rest : rest + QLatin1Char('\n'));
     }
 
+    QString recent;
+    for (auto it = p.lines.size() > 5 ? p.lines.end() - 5 : p.lines.begin(); it != p.lines.end(); ++it)
+        recent += *it + QLatin1Char('\n');
+    const TaskExit ended = p.runner->interpretExit(exitCode, status, recent);
+    exitCode = ended.code;
     TaskInfo &info = m_infos[size_t(row)];
     info.exitCode = exitCode;
     info.stepsPerSecond = 0;
@@ -640,9 +666,11 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
         startTask(row);
         return;
     }
-    const bool crashed = status == QProcess::CrashExit;
+    const bool crashed = ended.crashed;
     const QString why = !p.lastError.isEmpty() ? p.lastError : p.lastLine;
-    if (p.killRequested) {
+    if (!ended.failure.isEmpty() && !p.stopRequested && !p.killRequested) {
+        setState(row, TaskState::Dead, ended.failure);
+    } else if (p.killRequested) {
         setState(row, TaskState::Dead, tr("killed (SIGKILL) on request"));
     } else if (p.stopRequested) {
         setState(row, TaskState::Stopped,
@@ -679,7 +707,10 @@ void ClusterLauncher::onFailedToStart(int row)
 {
     Process &p = *m_processes[size_t(row)];
     setState(row, TaskState::Dead,
-             tr("cannot start %1: %2").arg(nodeBinary(), p.process ? p.process->errorString() : QString()));
+             tr("cannot start %1: %2")
+                 .arg(p.runner->isRemote() ? QStringLiteral("ssh (the OpenSSH client; install openssh-client)")
+                                           : nodeBinary(),
+                      p.process ? p.process->errorString() : QString()));
     emitAllExitedIfDone();
 }
 
@@ -695,15 +726,20 @@ void ClusterLauncher::stopTask(int row)
         return;
     Process &p = *m_processes[size_t(row)];
     p.stopRequested = true;
-    p.process->terminate();
+    p.runner->terminate(*p.process);
     setState(row, m_infos[size_t(row)].state, tr("stopping (SIGTERM sent)"));
     // A task that ignores SIGTERM (or hangs) still goes: the process panel
     // promised a stop.
     QProcess *process = p.process;
-    // The timer dies with the process object (a restart replaces it).
-    QTimer::singleShot(kStopEscalationMs, process, [process] {
+    TaskRunner *runner = p.runner.get();
+    // The timers die with the process object (a restart replaces it).
+    QTimer::singleShot(kStopEscalationMs, process, [process, runner] {
         if (process->state() != QProcess::NotRunning)
-            process->kill();
+            runner->kill(*process);
+    });
+    QTimer::singleShot(kStopEscalationMs + kAbandonMs, process, [process, runner] {
+        if (process->state() != QProcess::NotRunning)
+            runner->abandon(*process);
     });
 }
 
@@ -713,7 +749,13 @@ void ClusterLauncher::killTask(int row)
         return;
     Process &p = *m_processes[size_t(row)];
     p.killRequested = true;
-    p.process->kill();
+    p.runner->kill(*p.process);
+    QProcess *process = p.process;
+    TaskRunner *runner = p.runner.get();
+    QTimer::singleShot(kAbandonMs, process, [process, runner] {
+        if (process->state() != QProcess::NotRunning)
+            runner->abandon(*process);
+    });
 }
 
 void ClusterLauncher::restartTask(int row)
@@ -737,7 +779,7 @@ void ClusterLauncher::stopAll()
         p.restartRequested = false;
         if (isRunning(row)) {
             p.stopRequested = true;
-            p.process->terminate();
+            p.runner->terminate(*p.process);
         }
     }
     // All got SIGTERM at once, so waiting on one lets the others finish too.
@@ -746,10 +788,22 @@ void ClusterLauncher::stopAll()
         while (isRunning(row) && !deadline.hasExpired())
             m_processes[size_t(row)]->process->waitForFinished(int(std::min<qint64>(deadline.remainingTime(), 100)));
     }
+    for (int row = 0; row < int(m_processes.size()); ++row)
+        if (isRunning(row))
+            m_processes[size_t(row)]->runner->kill(*m_processes[size_t(row)]->process);
+    // A remote task's SIGKILL travels over ssh: its client ends once it did.
+    const QDeadlineTimer killDeadline(kAbandonMs);
+    for (int row = 0; row < int(m_processes.size()); ++row) {
+        while (isRunning(row) && !killDeadline.hasExpired())
+            m_processes[size_t(row)]->process->waitForFinished(int(std::min<qint64>(killDeadline.remainingTime(), 100)));
+    }
+    // An ssh connection that no longer answers: ending the client closes the
+    // remote side's control channel, which stops the task there (if the host
+    // can still be reached at all).
     for (int row = 0; row < int(m_processes.size()); ++row) {
         if (isRunning(row)) {
             QProcess *process = m_processes[size_t(row)]->process;
-            process->kill();
+            m_processes[size_t(row)]->runner->abandon(*process);
             process->waitForFinished(2000);
         }
     }

@@ -1,10 +1,12 @@
 #pragma once
 
-// Starts and stops the tasks of a cluster on this machine as real
-// parasync-node child processes, and tracks each one: state, pid, output.
-// Qt Core only (QProcess); lives on the GUI thread or the headless main
-// thread, and never blocks it. Quitting (destroying the launcher) stops every
-// process it started: no orphans left holding ports.
+// Starts and stops the tasks of a cluster as real parasync-node processes --
+// children of this process, or on remote hosts through ssh (a task whose
+// host has an entry in ClusterPlan::hosts; see task_runner.h) -- and tracks
+// each one: state, pid, output. Qt Core only (QProcess); lives on the GUI
+// thread or the headless main thread, and never blocks it. Quitting
+// (destroying the launcher) stops every process it started, remote ones
+// included: no orphans left holding ports.
 
 #include "cluster_spec.h"
 #include "node_options.h"
@@ -23,6 +25,7 @@
 namespace parasync {
 
 class ClusterWatcher;
+class TaskRunner;
 
 // What a task is doing, as the process panel shows it.
 enum class TaskState {
@@ -45,7 +48,8 @@ struct TaskInfo
     HostPort address;
     TaskState state = TaskState::NotStarted;
     QString detail;      // "waiting for the chief worker:0 ...", "exit code 2: ..."
-    qint64 pid = 0;
+    qint64 pid = 0;      // on the host the task runs on
+    QString host;        // where it runs: "this machine", "alice@10.0.0.2 (ssh)"
     int exitCode = 0;
     double stepsPerSecond = 0;
     int stragglerDelayMs = 0;
@@ -56,6 +60,11 @@ struct ClusterPlan
 {
     ClusterSpec cluster;
     TrainingOptions training;
+    // Hosts reached over ssh; a task whose address's host is not here runs
+    // on this machine.
+    std::vector<RemoteHost> hosts;
+    // The ssh entry for `task`'s host, or nullptr for a local task.
+    const RemoteHost *remoteHost(const TaskId &task) const;
     ConnectionOptions connection; // TLS files and limits, for every task
     // The three-port demo: ps 127.0.0.1:2222, workers :2223 and :2224.
     static ClusterPlan demo();
@@ -94,7 +103,8 @@ public:
     void setNodeBinary(const QString &path);
     QString nodeBinary() const;
 
-    // Ports of local tasks that are taken right now (before launching). A
+    // Ports of local tasks that are taken right now (before launching; the
+    // pre-flight check looks at remote ones). A
     // port held only by connections in TIME_WAIT (a run that just ended) is
     // not taken: the node binds it as gRPC does, with SO_REUSEADDR.
     // Blocks briefly (reads /proc for the holders).
@@ -107,7 +117,9 @@ public:
     // for), non-chief workers before the chief so that all take part from the
     // first step. Returns false and sets `error` when a port is taken (see
     // checkPorts), the spec is invalid, the binary is missing, or tasks of an
-    // earlier launch are still running. Does not block.
+    // earlier launch are still running. Does not block. Remote tasks are
+    // started through ssh; what goes wrong there (ssh cannot log in, the
+    // binary is missing there) ends that task Dead with what to try.
     bool launch(const ClusterPlan &plan, QString *error);
     const ClusterPlan &plan() const { return m_plan; }
 
@@ -128,7 +140,8 @@ public:
     void killTask(int row);    // SIGKILL, as a crash would (the task ends Dead)
     void restartTask(int row); // start again with the same flags (stopping it first if running)
     // Stops all tasks; returns once all have exited. Blocks up to ~3 s
-    // (SIGTERM, then SIGKILL for stragglers): meant for quitting.
+    // (SIGTERM, then SIGKILL for stragglers; a few seconds more for remote
+    // tasks whose ssh connection does not answer): meant for quitting.
     void stopAll();
     bool anyRunning() const;
 

@@ -606,6 +606,103 @@ TfConfig parseTfConfig(const std::string &json)
     return config;
 }
 
+namespace {
+
+// The "hosts" object of a cluster file: each key a host name as the
+// cluster's addresses spell it, each value how ssh reaches it.
+std::vector<RemoteHost> parseRemoteHosts(const std::string &json, const QJsonObject &root, const std::string &origin)
+{
+    std::vector<RemoteHost> hosts;
+    if (!root.contains(QStringLiteral("hosts")))
+        return hosts;
+    const QJsonValue hostsValue = root.value(QStringLiteral("hosts"));
+    const std::string example = "like {\"10.0.0.2\": {\"user\": \"alice\", \"node\": \"/opt/parasync/bin/parasync-node\"}}";
+    if (!hostsValue.isObject())
+        throw InputError(origin + ": \"hosts\" must be an object " + example);
+    const QJsonObject object = hostsValue.toObject();
+    static const std::set<std::string> known = {"ssh_host", "user", "port", "node", "identity_file", "ssh_options"};
+    for (const std::string &name : KeyOrderScanner(json).keysOfMember("hosts")) {
+        const std::string where = origin + ": host \"" + name + "\"";
+        const QJsonValue value = object.value(qs(name));
+        if (!value.isObject())
+            throw InputError(where + " must be an object " + example);
+        const QJsonObject entry = value.toObject();
+        for (const QString &key : entry.keys())
+            if (!known.count(ss(key)))
+                throw InputError(where + " has an unknown key \"" + ss(key)
+                                 + "\": known keys are ssh_host, user, port, node, identity_file, ssh_options");
+        const auto text = [&](const char *key) {
+            const QJsonValue field = entry.value(QLatin1String(key));
+            if (!field.isUndefined() && !field.isString())
+                throw InputError(where + ": \"" + key + "\" must be a string");
+            return ss(field.toString());
+        };
+        RemoteHost host;
+        host.name = name;
+        host.sshHost = text("ssh_host");
+        host.user = text("user");
+        host.node = text("node");
+        host.identityFile = text("identity_file");
+        if (entry.contains(QStringLiteral("port"))) {
+            const double port = entry.value(QStringLiteral("port")).toDouble(-1);
+            if (port < 1 || port > 65535 || port != std::floor(port))
+                throw InputError(where + ": \"port\" (ssh's port) must be a number in 1-65535");
+            host.sshPort = uint16_t(port);
+        }
+        if (entry.contains(QStringLiteral("ssh_options"))) {
+            const QJsonValue options = entry.value(QStringLiteral("ssh_options"));
+            if (!options.isArray())
+                throw InputError(where + ": \"ssh_options\" must be a list of ssh -o options, like "
+                                         "[\"UserKnownHostsFile=/path/known_hosts\"]");
+            for (const QJsonValue &option : options.toArray()) {
+                if (!option.isString() || !option.toString().contains(QLatin1Char('=')))
+                    throw InputError(where + ": each of \"ssh_options\" must be a string \"Name=value\"");
+                host.sshOptions.push_back(ss(option.toString()));
+            }
+        }
+        // Control characters would let a host entry smuggle a second
+        // command into the line ssh runs.
+        for (const std::string *field : {&host.name, &host.sshHost, &host.user, &host.node, &host.identityFile})
+            for (char c : *field)
+                if (static_cast<unsigned char>(c) < 0x20)
+                    throw InputError(where + " holds a control character: remove it");
+        hosts.push_back(std::move(host));
+    }
+    return hosts;
+}
+
+std::string remoteHostsJson(const std::vector<RemoteHost> &hosts)
+{
+    std::string text = ",\n    \"hosts\": {\n";
+    for (size_t i = 0; i < hosts.size(); ++i) {
+        const RemoteHost &h = hosts[i];
+        std::vector<std::string> fields;
+        if (!h.sshHost.empty())
+            fields.push_back("\"ssh_host\": " + jsonString(h.sshHost));
+        if (!h.user.empty())
+            fields.push_back("\"user\": " + jsonString(h.user));
+        if (h.sshPort != 0)
+            fields.push_back("\"port\": " + std::to_string(h.sshPort));
+        if (!h.node.empty())
+            fields.push_back("\"node\": " + jsonString(h.node));
+        if (!h.identityFile.empty())
+            fields.push_back("\"identity_file\": " + jsonString(h.identityFile));
+        if (!h.sshOptions.empty()) {
+            std::string list;
+            for (const std::string &option : h.sshOptions)
+                list += (list.empty() ? "" : ", ") + jsonString(option);
+            fields.push_back("\"ssh_options\": [" + list + "]");
+        }
+        std::string body;
+        for (const std::string &field : fields)
+            body += (body.empty() ? "" : ", ") + field;
+        text += "        " + jsonString(h.name) + ": {" + body + "}" + (i + 1 < hosts.size() ? ",\n" : "\n");
+    }
+    return text + "    }";
+}
+
+} // namespace
+
 const std::vector<std::string> &trainingFlagNames()
 {
     static const std::vector<std::string> names = {
@@ -624,6 +721,7 @@ ClusterFile parseClusterFile(const std::string &json, const std::string &originF
     ClusterFile file;
     file.cluster = parseClusterObject(root, origin).spec;
     file.cluster.validate();
+    file.hosts = parseRemoteHosts(json, root, origin);
 
     if (!root.contains(QStringLiteral("training")))
         return file;
@@ -666,6 +764,8 @@ void writeClusterFile(const std::string &path, const ClusterFile &file)
     text += "        \"ps\": " + hostListJson(file.cluster.ps, "        ") + ",\n";
     text += "        \"worker\": " + hostListJson(file.cluster.workers, "        ") + "\n";
     text += "    }";
+    if (!file.hosts.empty())
+        text += remoteHostsJson(file.hosts);
     if (!file.training.empty()) {
         text += ",\n    \"training\": {\n";
         for (size_t i = 0; i < file.training.size(); ++i) {

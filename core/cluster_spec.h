@@ -79,9 +79,33 @@ TfConfig parseTfConfig(const std::string &json);
 // --job_name/--task_index, TF_CONFIG's "task" may be absent.
 ClusterSpec parseTfConfigCluster(const std::string &json);
 
+// A host the app reaches over SSH to start the tasks whose address names it.
+// No password is ever stored: ssh authenticates with a key (identity_file,
+// or the user's agent and default keys).
+struct RemoteHost
+{
+    std::string name;         // the host as the cluster's addresses spell it
+    std::string sshHost;      // where ssh connects; empty: `name`
+    std::string user;         // empty: ssh's default (the local user, ~/.ssh/config)
+    uint16_t sshPort = 0;     // 0: ssh's default (22, ~/.ssh/config)
+    std::string node;         // parasync-node there; empty: "parasync-node" on its PATH
+    std::string identityFile; // private key; empty: the agent and ssh's defaults
+    std::vector<std::string> sshOptions; // extra "-o" options, e.g. "UserKnownHostsFile=/path"
+
+    std::string connectHost() const { return sshHost.empty() ? name : sshHost; }
+    std::string nodeProgram() const { return node.empty() ? std::string("parasync-node") : node; }
+    friend bool operator==(const RemoteHost &, const RemoteHost &) = default;
+};
+
 // A cluster file (JSON) as the desktop app saves it:
 //   {"cluster": {"ps": [...], "worker": [...]},
+//    "hosts": {"192.168.139.130": {"user": "alice", "port": 22,
+//              "node": "/opt/parasync/bin/parasync-node",
+//              "identity_file": "~/.ssh/id_ed25519"}},
 //    "training": {"mode": "sync", "learning_rate": 0.05, ...}}
+// "hosts" (optional) names the hosts whose tasks are started over SSH; a
+// task whose host is not listed runs on this machine. parasync-node itself
+// ignores "hosts".
 // "training" holds flag names without dashes and their values; it may be
 // absent. Unknown keys in "training" are InputErrors (a typo must not be
 // silently ignored).
@@ -90,6 +114,7 @@ struct ClusterFile
     ClusterSpec cluster;
     // Flag name (no dashes) -> value as text, in file order.
     std::vector<std::pair<std::string, std::string>> training;
+    std::vector<RemoteHost> hosts; // "hosts", in file order
 };
 ClusterFile readClusterFile(const std::string &path);
 // The keys "training" may hold: the training flags' names without dashes, in

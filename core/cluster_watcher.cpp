@@ -1,10 +1,19 @@
 #include "cluster_watcher.h"
 
 #include "cluster_token.h"
+#include "error.h"
 #include "node_options.h"
+#include "run_log.h"
 #include "parasync.grpc.pb.h"
 
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QMetaObject>
+
+#include <algorithm>
+#include <limits>
 
 namespace parasync {
 
@@ -73,7 +82,14 @@ void ClusterWatcher::connectTo(const QString &address, const RpcSettings &settin
         m_settings.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
     const uint64_t generation = ++m_generation;
     m_stop = false;
-    m_thread = std::thread(&ClusterWatcher::run, this, address.toStdString(), m_settings, generation);
+    m_thread = std::thread(&ClusterWatcher::run, this, address.toStdString(), m_settings, generation,
+                           m_historyDirectory.toStdString(), m_discoverHistory);
+}
+
+void ClusterWatcher::setHistory(const QString &runDirectory, bool discover)
+{
+    m_historyDirectory = runDirectory;
+    m_discoverHistory = discover;
 }
 
 void ClusterWatcher::disconnectFromCluster()
@@ -108,8 +124,44 @@ void ClusterWatcher::post(uint64_t generation, std::function<void()> function)
         Qt::QueuedConnection);
 }
 
-void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t generation)
+namespace {
+
+// ps:0's --logdir from its status, when this machine can read its step log.
+std::string discoverRunDirectory(const proto::ClusterStatusResponse &status)
 {
+    const QJsonObject root = QJsonDocument::fromJson(QByteArray::fromStdString(status.cluster_json())).object();
+    QString logdir = root.value(QStringLiteral("logdir")).toString();
+    if (logdir.isEmpty())
+        logdir = root.value(QStringLiteral("training")).toObject().value(QStringLiteral("logdir")).toString();
+    // A relative path is relative to ps:0's working directory, unknown here.
+    if (logdir.isEmpty() || QDir::isRelativePath(logdir) || !QDir(logdir).exists(QLatin1String(run_files::kStepLog)))
+        return {};
+    // The same path may hold another run here: it must be this cluster's.
+    QFile clusterFile(QDir(logdir).filePath(QStringLiteral("cluster.json")));
+    if (status.ps_hosts_size() > 0 && clusterFile.open(QIODevice::ReadOnly)
+        && !clusterFile.readAll().contains(QByteArray::fromStdString(status.ps_hosts(0))))
+        return {};
+    return logdir.toStdString();
+}
+
+int64_t eventStep(const proto::TelemetryEvent &event)
+{
+    if (event.has_step())
+        return event.step().global_step();
+    if (event.has_mode_change())
+        return event.mode_change().global_step();
+    if (event.has_checkpoint())
+        return event.checkpoint().global_step();
+    return std::numeric_limits<int64_t>::max(); // not ordered by step: always live
+}
+
+} // namespace
+
+void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t generation, std::string historyDirectory,
+                         bool discoverHistory)
+{
+    // Events up to this global step came from the run directory's history.
+    int64_t historyStep = -1;
     const std::string where = "ps:0 at " + address;
     std::unique_ptr<proto::ClusterControl::Stub> control;
     std::unique_ptr<proto::Telemetry::Stub> telemetry;
@@ -190,8 +242,50 @@ void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t gen
                         state.clear();
                         changed = true;
                     }
+                    if (!everConnected) {
+                        std::string directory = historyDirectory;
+                        if (directory.empty() && discoverHistory && batch.has_status())
+                            directory = discoverRunDirectory(batch.status());
+                        if (!directory.empty()) {
+                            // Read after the stream is up, so no event falls
+                            // between the log's end and the first live one.
+                            // ps:0 writes the log from a queue, a little behind
+                            // its telemetry: read until the log reaches the
+                            // step the stream started at (bounded: a run
+                            // without a log there would never get there).
+                            const int64_t streamStart = batch.has_status() ? batch.status().global_step() : 0;
+                            try {
+                                RunState fromDisk;
+                                RunDirectoryInfo info = replayRunDirectory(directory, &fromDisk);
+                                for (int attempt = 0; attempt < 40 && fromDisk.globalStep() < streamStart && !m_stop;
+                                     ++attempt) {
+                                    std::this_thread::sleep_for(50ms);
+                                    fromDisk = RunState();
+                                    info = replayRunDirectory(directory, &fromDisk);
+                                }
+                                state = std::move(fromDisk);
+                                historyStep = state.globalStep();
+                                changed = true;
+                                say(false, "read the run's history from " + directory + ": " + std::to_string(info.records)
+                                               + " records up to global step " + std::to_string(historyStep)
+                                               + "; continuing live");
+                            } catch (const InputError &e) {
+                                say(false, std::string("the run's history is not shown: ") + e.what());
+                            }
+                        }
+                    }
                     everConnected = true;
                     say(true, "connected to " + where);
+                }
+                if (historyStep >= 0 && batch.events_size() > 0) {
+                    // The first live events may repeat the log's last ones.
+                    auto *events = batch.mutable_events();
+                    const auto old = std::remove_if(events->begin(), events->end(), [historyStep](const auto &event) {
+                        return eventStep(event) <= historyStep;
+                    });
+                    if (old != events->begin())
+                        historyStep = -1; // live events past the history: no more to filter
+                    events->erase(old, events->end());
                 }
                 if (batch.events_size() > 0 || batch.lost_events() > 0 || batch.cluster_finished())
                     changed = true;

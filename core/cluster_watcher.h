@@ -45,6 +45,14 @@ public:
     // thread says how it goes through connectionStateChanged. Signals of the
     // previous connection that are still queued are dropped.
     void connectTo(const QString &address, const RpcSettings &settings = {});
+    // The run's history for the next connectTo: when connected, the charts
+    // are first rebuilt from `runDirectory`'s step log (steps.jsonl, as
+    // replayRunDirectory reads it), then continue with the live telemetry
+    // (events the log already held are not counted twice). With `discover`,
+    // ps:0's own --logdir (from its status) is used when it can be read here
+    // (same machine, or a shared file system). Empty and false: telemetry only
+    // (the default).
+    void setHistory(const QString &runDirectory, bool discover = false);
     // Cancels the stream and joins the thread (promptly: the blocking read is
     // cancelled). Emits connectionStateChanged(false, "disconnected ...").
     void disconnectFromCluster();
@@ -83,7 +91,8 @@ Q_SIGNALS:
     void statusReceived(const parasync::proto::ClusterStatusResponse &status);
 
 private:
-    void run(std::string address, RpcSettings settings, uint64_t generation);
+    void run(std::string address, RpcSettings settings, uint64_t generation, std::string historyDirectory,
+             bool discoverHistory);
     void stopThread();
     // Runs `call` on a background thread with a context that the destructor
     // can cancel; `call` returns the function to run on the owner's thread.
@@ -95,6 +104,8 @@ private:
 
     QString m_address;
     RpcSettings m_settings;
+    QString m_historyDirectory;
+    bool m_discoverHistory = false;
     std::atomic<bool> m_stop{false};
     std::atomic<int> m_intervalMs{50};
     std::thread m_thread;

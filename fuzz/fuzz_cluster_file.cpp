@@ -40,7 +40,7 @@ void checkRoundTrip(const ClusterFile &file)
     try {
         writeClusterFile(g_savedPath, file);
         const ClusterFile again = readClusterFile(g_savedPath);
-        if (!(again.cluster == file.cluster) || again.training != file.training) {
+        if (!(again.cluster == file.cluster) || again.training != file.training || again.hosts != file.hosts) {
             std::fprintf(stderr, "the cluster file reads back differently after writeClusterFile\n");
             std::abort();
         }

@@ -17,6 +17,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libgtest-dev libbenchmark-dev
   xvfb xauth
+  openssh-server openssh-client iproute2
   dpkg-dev file librsvg2-bin desktop-file-utils appstream
   python3-crcmod poppler-utils
 )

@@ -377,6 +377,53 @@ private Q_SLOTS:
         QVERIFY(file.training.empty());
     }
 
+    void clusterFileHostsRoundTrip()
+    {
+        // The hosts the app reaches over ssh; parasync-node ignores them.
+        const ClusterFile file = parseClusterFile(
+            R"({"cluster": {"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.1:2223", "10.0.0.2:2224"]},
+                "hosts": {"10.0.0.2": {"user": "alice", "port": 2200, "node": "~/bin/parasync-node",
+                                       "identity_file": "/home/alice/.ssh/id_ed25519",
+                                       "ssh_options": ["UserKnownHostsFile=/tmp/kh"]},
+                          "10.0.0.1": {"ssh_host": "gateway.example"}}})",
+            "test");
+        QCOMPARE(file.hosts.size(), size_t(2));
+        const RemoteHost &first = file.hosts[0]; // in file order
+        QCOMPARE(first.name, std::string("10.0.0.2"));
+        QCOMPARE(first.user, std::string("alice"));
+        QCOMPARE(first.sshPort, uint16_t(2200));
+        QCOMPARE(first.nodeProgram(), std::string("~/bin/parasync-node"));
+        QCOMPARE(first.sshOptions, std::vector<std::string>{"UserKnownHostsFile=/tmp/kh"});
+        QCOMPARE(file.hosts[1].connectHost(), std::string("gateway.example"));
+        QCOMPARE(file.hosts[1].nodeProgram(), std::string("parasync-node"));
+
+        QTemporaryDir dir;
+        const std::string path = str(dir.filePath(QStringLiteral("cluster.json")));
+        writeClusterFile(path, file);
+        QCOMPARE(readClusterFile(path).hosts, file.hosts);
+    }
+
+    void clusterFileRejectsBadHosts_data()
+    {
+        QTest::addColumn<QString>("hosts");
+        QTest::addColumn<QStringList>("words");
+        QTest::newRow("not an object") << QStringLiteral(R"([])") << QStringList{QStringLiteral("\"hosts\" must be an object")};
+        QTest::newRow("typo") << QStringLiteral(R"({"h": {"usr": "alice"}})")
+                              << QStringList{QStringLiteral("unknown key \"usr\""), QStringLiteral("identity_file")};
+        QTest::newRow("port") << QStringLiteral(R"({"h": {"port": 70000}})") << QStringList{QStringLiteral("1-65535")};
+        QTest::newRow("options") << QStringLiteral(R"({"h": {"ssh_options": ["-oProxyCommand"]}})")
+                                 << QStringList{QStringLiteral("Name=value")};
+        QTest::newRow("control character") << QStringLiteral(R"({"h": {"node": "a\nrm -rf ~"}})")
+                                           << QStringList{QStringLiteral("control character")};
+    }
+    void clusterFileRejectsBadHosts()
+    {
+        QFETCH(QString, hosts);
+        QFETCH(QStringList, words);
+        const std::string json = R"({"cluster": {"ps": ["h:2222"], "worker": ["h:2223"]}, "hosts": )" + str(hosts) + "}";
+        verifyMentions(inputErrorOf([&] { parseClusterFile(json, "my.json"); }), words);
+    }
+
     void clusterFileRejectsWithAdvice_data()
     {
         QTest::addColumn<QString>("json");

@@ -9,6 +9,7 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <set>
@@ -226,6 +227,50 @@ private Q_SLOTS:
         QTRY_COMPARE_WITH_TIMEOUT(finished.count(), 1, kTimeoutMs);
         QVERIFY(log.latest.finished);
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    void aClusterStartedElsewhereIsDrawnFromItsHistoryThenLive()
+    {
+        // The first global step the loss chart shows, over all workers.
+        const auto firstStep = [](const RunSnapshot &snapshot) {
+            double first = -1;
+            for (const auto &[worker, series] : snapshot.batchLossByWorker)
+                if (!series.isEmpty() && (first < 0 || series.buckets().front().x < first))
+                    first = series.buckets().front().x;
+            return first;
+        };
+        QTemporaryDir dir;
+        const QString logdir = dir.filePath(QStringLiteral("run"));
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=1000000000")}, logdir);
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus([](const auto &status) { return status.global_step() > 3000; }));
+
+        // Telemetry alone starts where the watch starts.
+        ClusterWatcher liveOnly;
+        WatchLog live(&liveOnly);
+        liveOnly.connectTo(cluster.psAddress(0));
+        QTRY_VERIFY2_WITH_TIMEOUT(firstStep(live.latest) >= 0, qPrintable(live.all()), kTimeoutMs);
+        QVERIFY(firstStep(live.latest) > 3000);
+        liveOnly.disconnectFromCluster();
+
+        // With the run directory reachable (here: ps:0's own --logdir, found
+        // from its status), the charts start at step 1 and go on live.
+        ClusterWatcher watcher;
+        WatchLog log(&watcher);
+        watcher.setHistory({}, true);
+        watcher.connectTo(cluster.psAddress(0));
+        QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("read the run's history from ") + logdir), qPrintable(log.all()),
+                                  kTimeoutMs);
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > 3000, kTimeoutMs);
+        QVERIFY(firstStep(log.latest) >= 0 && firstStep(log.latest) < 50);
+        const int64_t first = log.latest.globalStep;
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > first + 1000, kTimeoutMs);
+        // Each applied update counted once: history and live do not overlap.
+        const RunSnapshot &s = log.latest;
+        QVERIFY2(std::abs(s.stepEvents + s.lostEvents - s.globalStep) <= 20,
+                 qPrintable(QStringLiteral("%1 step events + %2 lost for global step %3")
+                                .arg(s.stepEvents).arg(s.lostEvents).arg(s.globalStep)));
+        QVERIFY(log.connected);
     }
 
     void aWorkerAddressIsNotPs0()

@@ -200,6 +200,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
 void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
 {
     m_base = plan.training;
+    m_hosts = plan.hosts;
     fillHosts(m_ps, plan.cluster.ps);
     fillHosts(m_workers, plan.cluster.workers);
     const TrainingOptions &t = plan.training;
@@ -233,6 +234,7 @@ bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
         plan.cluster.workers = readHosts(m_workers, "worker");
         plan.cluster.validate();
         plan.training = m_base;
+        plan.hosts = m_hosts;
         TrainingOptions &t = plan.training;
         t.model = m_model->currentText().toStdString();
         t.dataset = m_dataset->text().trimmed().toStdString();

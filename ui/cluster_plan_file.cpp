@@ -6,6 +6,8 @@
 #include <QJsonObject>
 #include <QLocale>
 
+#include <cmath>
+
 namespace parasync::ui {
 
 namespace {
@@ -29,6 +31,7 @@ ClusterPlan planFromClusterFile(const ClusterFile &file)
     ClusterPlan plan;
     plan.cluster = options.cluster;
     plan.training = options.training;
+    plan.hosts = file.hosts;
     return plan;
 }
 
@@ -36,14 +39,21 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan)
 {
     ClusterFile file;
     file.cluster = plan.cluster;
+    file.hosts = plan.hosts;
     const QJsonObject training = QJsonDocument::fromJson(QByteArray::fromStdString(plan.training.toJson())).object();
     // In the order of parasync-node --help, as a person would write them.
     for (const std::string &name : trainingFlagNames()) {
         const QJsonValue value = training.value(QString::fromStdString(name));
         if (value.isString() && !value.toString().isEmpty())
             file.training.emplace_back(name, value.toString().toStdString());
-        else if (value.isDouble())
-            file.training.emplace_back(name, QString::number(value.toDouble(), 'g', QLocale::FloatingPointShortest).toStdString());
+        else if (value.isDouble()) {
+            // Whole numbers as integers: 'g' would spell --last_step=200000000
+            // "2e+08", which the flag parser rightly refuses.
+            const double number = value.toDouble();
+            file.training.emplace_back(name, number == std::floor(number) && std::fabs(number) < 9.0e15
+                                                 ? std::to_string(static_cast<long long>(number))
+                                                 : QString::number(number, 'g', QLocale::FloatingPointShortest).toStdString());
+        }
     }
     return file;
 }

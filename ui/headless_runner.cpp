@@ -3,6 +3,7 @@
 #include "chart_exporter.h"
 #include "cluster_watcher.h"
 #include "node_options.h"
+#include "preflight_check.h"
 #include "run_charts_view.h"
 #include "run_loader.h"
 
@@ -74,7 +75,7 @@ HeadlessRunner::~HeadlessRunner() = default;
 void HeadlessRunner::start()
 {
     m_clock.start();
-    if (m_options.exportDirectory.isEmpty()) {
+    if (m_options.exportDirectory.isEmpty() && !m_options.preflightOnly) {
         finishWith(CouldNotStart, tr("--headless needs --export=DIR: the folder the charts are written to."));
         return;
     }
@@ -107,10 +108,38 @@ void HeadlessRunner::start()
 
     if (m_options.source == HeadlessOptions::Source::Connect) {
         say(tr("Watching the cluster of ps:0 at %1 until it finishes").arg(m_options.connectAddress));
+        m_watcher->setHistory(m_options.connectRunDirectory, true);
         m_watcher->connectTo(m_options.connectAddress);
         return;
     }
-    launch();
+    if (m_options.preflightOnly || (!m_options.plan.hosts.empty() && !m_options.skipPreflight))
+        preflightThenLaunch();
+    else
+        launch();
+}
+
+void HeadlessRunner::preflightThenLaunch()
+{
+    say(tr("Pre-flight check of %1 host(s): ssh, parasync-node, ports, routes to the ps tasks")
+            .arg(m_options.plan.hosts.size()));
+    m_preflight = std::make_unique<PreflightCheck>();
+    m_preflight->setNodeBinary(m_launcher->nodeBinary());
+    connect(m_preflight.get(), &PreflightCheck::finished, this, [this](bool passed) {
+        std::fputs(qPrintable(m_preflight->report()), stdout);
+        std::fflush(stdout);
+        if (m_options.preflightOnly) {
+            finishWith(passed ? Success : CouldNotStart,
+                       passed ? tr("Pre-flight: every check passed.") : tr("Pre-flight: some checks failed (see the fixes above)."));
+            return;
+        }
+        if (!passed) {
+            finishWith(CouldNotStart, tr("Not launched: the pre-flight check failed. Fix what it says above (or "
+                                         "launch anyway with --skip_preflight)."));
+            return;
+        }
+        launch();
+    });
+    m_preflight->start(m_options.plan);
 }
 
 void HeadlessRunner::launch()

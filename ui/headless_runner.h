@@ -18,6 +18,7 @@
 
 namespace parasync {
 class ClusterWatcher;
+class PreflightCheck;
 }
 
 namespace parasync::ui {
@@ -30,9 +31,14 @@ struct HeadlessOptions
     Source source = Source::Launch;
     ClusterPlan plan;          // Launch; without --logdir, the run directory goes to <export>/run
     QString connectAddress;    // Connect: ps:0's host:port
+    QString connectRunDirectory; // Connect: its run directory, for the history (else ps:0's own, if readable)
     QString runDirectory;      // Open
     QString exportDirectory;   // required
     int timeoutSeconds = 600;  // give up (stop the cluster, export what there is)
+    // Launch: a plan with remote hosts is checked first (PreflightCheck) and
+    // not launched when a check fails. preflightOnly: check, print, exit.
+    bool skipPreflight = false;
+    bool preflightOnly = false;
 };
 
 class HeadlessRunner : public QObject
@@ -56,6 +62,7 @@ Q_SIGNALS:
 
 private:
     void launch();
+    void preflightThenLaunch();
     void onTaskChanged(int row);
     void watchPs0();
     void onSnapshot(const RunSnapshot &snapshot);
@@ -71,6 +78,7 @@ private:
     ClusterWatcher *m_watcher;
     HeadlessOptions m_options;
     std::unique_ptr<RunChartsView> m_charts;
+    std::unique_ptr<PreflightCheck> m_preflight;
     std::shared_ptr<const RunSnapshot> m_latest;
     QTimer m_progress;
     QTimer m_timeout;

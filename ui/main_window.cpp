@@ -8,6 +8,7 @@
 #include "error.h"
 #include "mode_controls.h"
 #include "node_options.h"
+#include "preflight_dialog.h"
 #include "process_panel.h"
 #include "compare_runs_window.h"
 #include "run_charts_view.h"
@@ -277,6 +278,24 @@ bool MainWindow::startCluster(const ClusterPlan &requested)
         m_watcher->disconnectFromCluster();
         m_launcher->stopAll();
     }
+    if (!plan.hosts.empty()) {
+        // Remote hosts: check ssh, the binaries, ports and routes first, on
+        // each host, rather than learn of each problem from a dead task.
+        PreflightDialog preflight(plan, m_launcher->nodeBinary(), this);
+        if (preflight.exec() != QDialog::Accepted) {
+            statusBar()->showMessage(tr("Not started (pre-flight check)."), 10000);
+            return false;
+        }
+        plan = preflight.plan();
+        if (preflight.portsRewritten() && !m_currentClusterFile.isEmpty()) {
+            try {
+                writeClusterFile(m_currentClusterFile.toStdString(), clusterFileFromPlan(plan));
+                statusBar()->showMessage(tr("%1 now uses the free ports the pre-flight found").arg(m_currentClusterFile), 10000);
+            } catch (const InputError &e) {
+                showError(tr("Cannot update the cluster file"), QString::fromStdString(e.what()));
+            }
+        }
+    }
     const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
     if (!conflicts.empty()) {
         QString details;
@@ -336,13 +355,16 @@ void MainWindow::watchLaunchedPs0()
     if (!m_watchPending || !m_currentPlan)
         return;
     m_watchPending = false;
+    // Watched from its first step: the telemetry is the whole story.
+    m_watcher->setHistory({}, false);
     m_watcher->connectTo(QString::fromStdString(m_currentPlan->cluster.ps.front().toString()));
 }
 
-void MainWindow::connectToCluster(const QString &address)
+void MainWindow::connectToCluster(const QString &address, const QString &runDirectory)
 {
     ConnectRequest request;
     request.address = address; // the token, if any, from $PARASYNC_CLUSTER_TOKEN
+    request.runDirectory = runDirectory;
     connectToCluster(request);
 }
 
@@ -368,6 +390,7 @@ void MainWindow::connectToCluster(const ConnectRequest &request)
     m_runDirectory.clear();
     m_processes->reset();
     m_charts->clear();
+    m_watcher->setHistory(request.runDirectory, true);
     m_watcher->connectTo(address, settings);
     statusBar()->showMessage(tr("Connecting to ps:0 at %1...").arg(address), 10000);
 }

@@ -50,7 +50,10 @@ public:
     // Starts demoPlan() with a run directory among the app's data (unless the
     // plan names one), from which the charts are completed when it ends.
     void startDemo();
-    void connectToCluster(const QString &address);
+    // Watches the cluster of ps:0 at `address`. The charts start from the
+    // run's history: `runDirectory`'s step log if given, else ps:0's own
+    // --logdir when this machine can read it; then continue live.
+    void connectToCluster(const QString &address, const QString &runDirectory = {});
     // The same with a token and TLS files (the Connect dialog's request);
     // remembers the request, except a pasted token.
     void connectToCluster(const ConnectRequest &request);

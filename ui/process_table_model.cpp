@@ -59,6 +59,7 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
             ProcessRow row;
             row.task = QString::fromStdString(info.task.toString());
             row.address = QString::fromStdString(info.address.toString());
+            row.host = info.host;
             row.pid = info.pid;
             row.state = info.state;
             row.stateText = describeTaskState(info.state, info.detail);
@@ -187,7 +188,10 @@ QVariant ProcessTableModel::data(const QModelIndex &index, int role) const
         case TaskColumn:
             return row->task;
         case AddressColumn:
-            return row->address.isEmpty() ? tr("(unknown)") : row->address;
+            if (row->address.isEmpty())
+                return tr("(unknown)");
+            // A remote task says so where its address is: its pid is on that host.
+            return row->host.endsWith(QLatin1String("(ssh)")) ? row->address + tr(" via ssh") : row->address;
         case PidColumn:
             return row->pid > 0 ? QVariant(row->pid) : QVariant(QStringLiteral("\u2013"));
         case StateColumn:
@@ -211,6 +215,8 @@ QVariant ProcessTableModel::data(const QModelIndex &index, int role) const
     case Qt::ToolTipRole:
         if (index.column() == StateColumn)
             return row->stateText;
+        if ((index.column() == AddressColumn || index.column() == PidColumn) && !row->host.isEmpty())
+            return tr("runs on %1").arg(row->host);
         if (index.column() == ClockColumn)
             return row->isWorker ? tr("steps this worker finished") : tr("the global step (kept on ps:0)");
         break;

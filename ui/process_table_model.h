@@ -18,7 +18,8 @@ struct ProcessRow
 {
     QString task;        // "ps:0", "worker:1"
     QString address;     // "127.0.0.1:2223", or empty when unknown
-    qint64 pid = 0;
+    QString host;        // where the launcher runs it: "this machine", "alice@10.0.0.2 (ssh)"; empty when not started here
+    qint64 pid = 0;      // on that host
     TaskState state = TaskState::NotStarted;
     QString stateText;   // "blocked by staleness: waiting for worker:1 (clock 12)"
     double stepsPerSecond = 0;

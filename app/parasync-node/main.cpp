@@ -5,9 +5,11 @@
 #include "cluster_control.h"
 #include "cluster_token.h"
 #include "error.h"
+#include "network_probe.h"
 #include "node_options.h"
 #include "ps_task.h"
 #include "rpc.h"
+#include "version.h"
 #include "worker_task.h"
 
 #include <csignal>
@@ -131,13 +133,16 @@ int main(int argc, char **argv)
     try {
         if (flagValue(args, "status") || flagValue(args, "set_mode"))
             return runControlCommand(args);
+        // The pre-flight's checks of this host's ports and routes (network_probe.h).
+        if (parasync::isNetworkCheckCommand(args))
+            return parasync::runNetworkCheckCommand(args);
         const auto options = parasync::parseNodeOptions(args, tfConfig ? tfConfig : "");
         if (options.help) {
             std::fputs(parasync::nodeHelpText().c_str(), stdout);
             return 0;
         }
         if (options.version) {
-            std::printf("parasync-node %s\n", PARASYNC_VERSION);
+            std::printf("%s\n", parasync::nodeVersionLine().c_str());
             return 0;
         }
         if (options.generateToken) {

@@ -125,6 +125,9 @@ int main(int argc, char **argv)
     option("headless", "No window: run (or watch, or replay), then export every chart to --export and exit.");
     option("export", "Folder the charts are written to (PNG, SVG, CSV).", "DIR");
     option("connect", "Watch a running cluster by ps:0's address.", "HOST:PORT");
+    option("run_dir", "With --connect: the run directory (--logdir) of that cluster, when this machine can read it; "
+                      "the charts start from its history, then continue live (default: ps:0's own, if readable here).",
+           "RUN_DIR");
     option("open", "Replay a finished run from its run directory (--logdir).", "RUN_DIR");
     option("compare", "Compare finished runs side by side (comma-separated run directories).", "DIRS");
     option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
@@ -138,6 +141,9 @@ int main(int argc, char **argv)
     option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
     option("batch_size", "Samples per worker step.", "N");
     option("logdir", "Run directory for checkpoints and the step log (replayable with --open).", "DIR");
+    option("preflight", "Check a --cluster_file's hosts (ssh, parasync-node, ports, routes to the ps tasks) and "
+                        "show the results (headless: print them and exit 0 if all passed).");
+    option("skip_preflight", "Headless: launch a cluster with remote hosts without checking them first.");
     option("node", "The parasync-node binary to start (default: beside this app, then PATH).", "PATH");
     option("timeout", "Headless: give up after this many seconds (default 600).", "SECONDS");
     option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
@@ -168,6 +174,8 @@ int main(int argc, char **argv)
     if (headless) {
         ui::HeadlessOptions options;
         options.exportDirectory = parser.value(QStringLiteral("export"));
+        options.preflightOnly = parser.isSet(QStringLiteral("preflight"));
+        options.skipPreflight = parser.isSet(QStringLiteral("skip_preflight"));
         if (parser.isSet(QStringLiteral("timeout")))
             options.timeoutSeconds = parser.value(QStringLiteral("timeout")).toInt();
         if (parser.isSet(QStringLiteral("open"))) {
@@ -176,6 +184,7 @@ int main(int argc, char **argv)
         } else if (parser.isSet(QStringLiteral("connect"))) {
             options.source = ui::HeadlessOptions::Source::Connect;
             options.connectAddress = parser.value(QStringLiteral("connect"));
+            options.connectRunDirectory = parser.value(QStringLiteral("run_dir"));
         } else if (wantsCluster) {
             options.plan = plan;
         } else {
@@ -193,6 +202,7 @@ int main(int argc, char **argv)
     ui::MainWindow window(&launcher, &watcher);
     window.show();
     if (parser.isSet(QStringLiteral("cluster_file"))) {
+        // With remote hosts, startCluster shows the pre-flight check first.
         QTimer::singleShot(0, &window, [&window, plan] { window.startCluster(plan); });
     } else if (wantsCluster) {
         // --demo with its flags: the toolbar's demo button does the same.
@@ -200,7 +210,7 @@ int main(int argc, char **argv)
         QTimer::singleShot(0, &window, &ui::MainWindow::startDemo);
     }
     else if (parser.isSet(QStringLiteral("connect")))
-        window.connectToCluster(parser.value(QStringLiteral("connect")));
+        window.connectToCluster(parser.value(QStringLiteral("connect")), parser.value(QStringLiteral("run_dir")));
     if (parser.isSet(QStringLiteral("open")))
         window.openRunDirectory(parser.value(QStringLiteral("open")));
     if (parser.isSet(QStringLiteral("compare")))
@@ -220,6 +230,8 @@ int main(int argc, char **argv)
                 const QString path = dir + QStringLiteral("/other_window_%1.png").arg(n++);
                 if (top->grab().save(path))
                     std::printf("wrote %s\n", qPrintable(path));
+                // A modal dialog (the pre-flight) would keep the app from quitting.
+                top->close();
             }
             for (const QString &path : written)
                 std::printf("wrote %s\n", qPrintable(path));
