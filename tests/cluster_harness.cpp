@@ -9,8 +9,12 @@
 #include <QJsonDocument>
 #include <QThread>
 
+#include <arpa/inet.h>
 #include <csignal>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace parasync::testing {
 
@@ -265,6 +269,22 @@ MetricsTable readMetrics(const QString &logdir)
             table.rows.push_back(line.split(QLatin1Char(',')));
     }
     return table;
+}
+
+HeldPort::HeldPort(uint16_t port)
+{
+    m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    m_ok = m_fd >= 0 && ::bind(m_fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 && ::listen(m_fd, 4) == 0;
+}
+
+HeldPort::~HeldPort()
+{
+    if (m_fd >= 0)
+        ::close(m_fd);
 }
 
 } // namespace parasync::testing

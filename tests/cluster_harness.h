@@ -98,6 +98,22 @@ private:
     std::vector<std::unique_ptr<NodeProcess>> m_workers;
 };
 
+// A loopback port held open by the test process, as a stale task would
+// hold it (listening, never accepting).
+class HeldPort
+{
+public:
+    explicit HeldPort(uint16_t port);
+    ~HeldPort();
+    HeldPort(const HeldPort &) = delete;
+    HeldPort &operator=(const HeldPort &) = delete;
+    bool ok() const { return m_ok; }
+
+private:
+    int m_fd = -1;
+    bool m_ok = false;
+};
+
 // The run directory's records.
 std::vector<QJsonObject> readStepLog(const QString &logdir);
 struct MetricsTable

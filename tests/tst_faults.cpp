@@ -88,7 +88,7 @@ private Q_SLOTS:
 
         // The live workers go on without it, in every mode.
         const qint64 deadAt = afterDeath.global_step();
-        QVERIFY2(cluster.waitForStatus([&](const auto &s) { return s.global_step() > deadAt + 300; }, 20s),
+        QVERIFY2(cluster.waitForStatus([&](const auto &s) { return s.global_step() > deadAt + 300; }, 60s),
                  "the cluster stopped stepping after a worker died");
         if (mode == QStringLiteral("sync")) {
             const auto steps = contributionsByStep(dir.path(), deadAt + 1);

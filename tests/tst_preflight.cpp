@@ -11,10 +11,6 @@
 #include <QSignalSpy>
 #include <QTest>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <memory>
 
@@ -25,26 +21,6 @@ namespace {
 
 constexpr int kTimeoutMs = 60000;
 
-// A listening socket held by this test process, as a stale task would.
-class Listener
-{
-public:
-    explicit Listener(uint16_t port)
-    {
-        m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        addr.sin_port = htons(port);
-        m_ok = ::bind(m_fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 && ::listen(m_fd, 4) == 0;
-    }
-    ~Listener() { ::close(m_fd); }
-    bool ok() const { return m_ok; }
-
-private:
-    int m_fd = -1;
-    bool m_ok = false;
-};
 
 ClusterPlan demoPlan()
 {
@@ -121,7 +97,7 @@ private Q_SLOTS:
     {
         ClusterPlan plan = demoPlan();
         plan.hosts = {loopbackHost()};
-        Listener stale(plan.cluster.workers[1].port);
+        HeldPort stale(plan.cluster.workers[1].port);
         QVERIFY(stale.ok());
         PreflightCheck check;
         QVERIFY(runCheck(check, plan));

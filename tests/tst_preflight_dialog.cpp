@@ -14,10 +14,6 @@
 #include <QTest>
 #include <QTextBrowser>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <memory>
 
@@ -29,26 +25,6 @@ namespace {
 
 constexpr int kTimeoutMs = 60000;
 
-// A listening socket held by this test, as a stale task would hold its port.
-class Listener
-{
-public:
-    explicit Listener(uint16_t port)
-    {
-        m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        addr.sin_port = htons(port);
-        m_ok = ::bind(m_fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 && ::listen(m_fd, 4) == 0;
-    }
-    ~Listener() { ::close(m_fd); }
-    bool ok() const { return m_ok; }
-
-private:
-    int m_fd = -1;
-    bool m_ok = false;
-};
 
 } // namespace
 
@@ -70,7 +46,7 @@ private Q_SLOTS:
         RemoteHost host = server.remoteHost("127.0.0.1");
         host.node = nodeBinary().toStdString();
         plan.hosts = {host};
-        Listener stale(plan.cluster.ps.front().port);
+        HeldPort stale(plan.cluster.ps.front().port);
         QVERIFY(stale.ok());
 
         PreflightDialog dialog(plan, nodeBinary());
