@@ -108,7 +108,8 @@ share=$root/usr/share
 # --- 3. The installed binaries. --------------------------------------------
 "$bin/parasync-node" --help >"$work/help.txt" || fail "installed parasync-node --help exited $?"
 grep -q -- "--ps_hosts" "$work/help.txt" || fail "parasync-node --help does not list --ps_hosts"
-[ "$("$bin/parasync-node" --version)" = "parasync-node $version" ] \
+# "parasync-node 0.1.0 (protocol 1)": the version, then the wire protocol.
+case "$("$bin/parasync-node" --version)" in "parasync-node $version "*|"parasync-node $version") true ;; *) false ;; esac \
   || fail "parasync-node --version is not the package's version $version"
 
 # Three free loopback ports for the demo cluster (it must not need 2222-2224).
