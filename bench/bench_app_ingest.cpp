@@ -31,11 +31,13 @@
 #include <QElapsedTimer>
 #include <QTimer>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
+#include <utility>
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <deque>
 #include <vector>
 
 namespace parasync::bench {
@@ -112,7 +113,7 @@ public:
 private:
     QString m_program;
     bool m_quick;
-    std::vector<Samples> m_samples;
+    std::deque<Samples> m_samples; // add() hands out references that must stay valid
     QJsonObject m_notes;
 };
 
