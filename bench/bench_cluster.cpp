@@ -58,7 +58,7 @@ const std::vector<Mode> &modes()
 // (the chief's periodic full-shard loss is off too: it is not a step's cost).
 QStringList endlessFlags()
 {
-    return {u"--last_step=1000000000000"_s, u"--display_step=0"_s};
+    return {u"--last_step=1000000000000"_s, u"--display_step=1000000000"_s};
 }
 
 // Keeps the event loop of this thread turning (the watcher's snapshots are
@@ -245,7 +245,7 @@ void benchAccuracy(ResultFile &results, int repetitions)
                 const std::string name = mode.name + (straggler ? "/straggler 2ms" : "/equal");
                 // The demo, as scripts/demo.sh runs it, only not stopping at 2,000 steps.
                 BenchCluster cluster(QString::fromStdString("accuracy-" + mode.name + "-" + std::to_string(straggler)),
-                                     1, 2, QStringList{u"--last_step=100000000"_s, u"--display_step=0"_s} + mode.flags);
+                                     1, 2, QStringList{u"--last_step=100000000"_s, u"--display_step=1000000000"_s} + mode.flags);
                 std::unique_ptr<AccuracyWatch> watch;
                 // Before the chief starts, i.e. before the first step: slow
                 // worker:1 down and subscribe to the telemetry.

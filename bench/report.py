@@ -184,7 +184,7 @@ def add_cluster(report, doc):
              "(sum of WorkerStatus.applied). In sync one global step averages one gradient per live worker, so "
              "its steps/s is bounded by async's divided by the number of workers by definition; the targets "
              "compare gradients applied per second.",
-             "Each cluster: `parasync-node` ps + N workers on free loopback ports, `--display_step=0`, measured "
+             "Each cluster: `parasync-node` ps + N workers on free loopback ports, `--display_step=1000000000` (no per-step printing), measured "
              "over a window after a warm-up, through ps:0's GetClusterStatus. The machine has "
              f"{os.cpu_count()} cores: beyond that, workers share them."])
         for workers in (1, 2, 4, 8):
