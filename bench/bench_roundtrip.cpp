@@ -366,17 +366,23 @@ private:
 // The run: children, clients, benchmarks.
 // ---------------------------------------------------------------------------
 
+// The gRPC clients (echo and step) get a new channel and stream for every
+// benchmark run, warmed up before timing: a channel left idle while other
+// benchmarks run is taken for dead by the 1 s keepalive (nothing in this
+// process reads the peer's pings while no call is in progress).
 struct Fixture
 {
     std::unique_ptr<bench::ChildProcess> tcpServer;
     std::unique_ptr<bench::ChildProcess> grpcServer;
     std::vector<std::unique_ptr<bench::ChildProcess>> psTasks;
     std::unique_ptr<TcpClient> tcp;
-    std::unique_ptr<GrpcEchoClient> grpc;
-    std::map<std::string, std::unique_ptr<StepClient>> steps;
+    std::string grpcAddress;
+    std::map<std::string, std::string> psAddresses;
     // Per model size: the step's request and response bytes.
     std::map<std::string, std::pair<size_t, size_t>> bytes;
 };
+
+constexpr int kWarmUpRoundTrips = 5;
 
 Fixture *g_fixture = nullptr;
 
@@ -414,11 +420,16 @@ void registerBenchmarks(bool quick)
             measure(state, request, reply, [&] { return g_fixture->tcp->pingPong(request, reply); });
         })->UseRealTime()->MinTime(minTime(shape.label));
         benchmark::RegisterBenchmark(("grpc/" + shape.label).c_str(), [request, reply](benchmark::State &state) {
-            measure(state, request, reply, [&] { return g_fixture->grpc->pingPong(request, reply); });
+            GrpcEchoClient client(g_fixture->grpcAddress);
+            for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                client.pingPong(request, reply);
+            measure(state, request, reply, [&] { return client.pingPong(request, reply); });
         })->UseRealTime()->MinTime(minTime(shape.label));
-        benchmark::RegisterBenchmark(("step/" + shape.label).c_str(), [label = shape.label, request, reply](
+        benchmark::RegisterBenchmark(("step/" + shape.label).c_str(), [shape, request, reply](
                                                                          benchmark::State &state) {
-            auto &client = *g_fixture->steps.at(label);
+            StepClient client(g_fixture->psAddresses.at(shape.label), shape);
+            for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                client.step();
             measure(state, request, reply, [&] { return client.step(); });
         })->UseRealTime()->MinTime(minTime(shape.label));
     }
@@ -444,7 +455,7 @@ int runBenchmarks(int argc, char **argv, bool quick)
         return 1;
     }
     fixture.tcp = std::make_unique<TcpClient>(tcpPort);
-    fixture.grpc = std::make_unique<GrpcEchoClient>("127.0.0.1:" + std::to_string(grpcPort));
+    fixture.grpcAddress = "127.0.0.1:" + std::to_string(grpcPort);
 
     // One real ps per model size, started as a user starts one.
     for (const auto &shape : modelShapes()) {
@@ -461,14 +472,15 @@ int runBenchmarks(int argc, char **argv, bool quick)
             std::fprintf(stderr, "bench_roundtrip: the ps did not start; see %s\n", qPrintable(ps->logPath()));
             return 1;
         }
-        auto client = std::make_unique<StepClient>(psAddress.toStdString(), shape);
-        // Warm up (connection, allocator, first-touch of the buffers) and
-        // learn the step's sizes for the baselines.
-        for (int i = 0; i < 20; ++i)
-            if (!client->step())
-                throw std::runtime_error("a warm-up step was not applied");
-        fixture.bytes[shape.label] = {client->requestBytes(), client->responseBytes()};
-        fixture.steps[shape.label] = std::move(client);
+        // The chief's initialisation, and the step's sizes for the baselines.
+        {
+            StepClient client(psAddress.toStdString(), shape);
+            for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                if (!client.step())
+                    throw std::runtime_error("a warm-up step was not applied");
+            fixture.bytes[shape.label] = {client.requestBytes(), client.responseBytes()};
+        }
+        fixture.psAddresses[shape.label] = psAddress.toStdString();
         fixture.psTasks.push_back(std::move(ps));
     }
 
@@ -477,8 +489,6 @@ int runBenchmarks(int argc, char **argv, bool quick)
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();
 
-    fixture.steps.clear();
-    fixture.grpc.reset();
     fixture.tcp.reset();
     g_fixture = nullptr;
     return 0;
