@@ -2,6 +2,7 @@
 
 #include "error.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace parasync {
@@ -14,6 +15,13 @@ void toTensor(const Eigen::VectorXf &values, const std::vector<int64_t> &shape, 
     // An empty variable has no buffer on either side, and memcpy must not be given null.
     if (values.size() > 0)
         std::memcpy(data->mutable_data(), values.data(), size_t(values.size()) * sizeof(float));
+}
+
+bool allFinite(const Eigen::VectorXf &values)
+{
+    // x * 0 is 0 for every finite x and NaN for NaN and +-inf, so the sum is
+    // finite exactly when every value is.
+    return std::isfinite((values.array() * 0.0f).sum());
 }
 
 Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSize)

@@ -445,7 +445,7 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
                 "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
                     + std::to_string(push.computed_from_step()) + ", but the global step is only "
                     + std::to_string(m_policy->globalStep()) + ": a step from the future is refused"};
-    const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return g.allFinite(); });
+    const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
     if (!finite) {
         ++info.nonfinite;
         if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
