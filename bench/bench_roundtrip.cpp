@@ -24,6 +24,7 @@
 #include <benchmark/benchmark.h>
 
 #include <QCoreApplication>
+#include <QFile>
 #include <QThread>
 
 #include <arpa/inet.h>
@@ -378,6 +379,7 @@ struct Fixture
     std::unique_ptr<TcpClient> tcp;
     std::string grpcAddress;
     std::map<std::string, std::string> psAddresses;
+    std::map<std::string, qint64> psPids;
     // Per model size: the step's request and response bytes.
     std::map<std::string, std::pair<size_t, size_t>> bytes;
 };
@@ -386,10 +388,31 @@ constexpr int kWarmUpRoundTrips = 5;
 
 Fixture *g_fixture = nullptr;
 
-// Times every round trip of the benchmark loop; p50/p99 go into counters.
-template<typename RoundTrip>
-void measure(benchmark::State &state, size_t request, size_t reply, RoundTrip roundTrip)
+// CPU time (user + system) process `pid` has used so far, in microseconds;
+// 0 for this process.
+double cpuMicros(qint64 pid)
 {
+    QFile stat(pid > 0 ? QStringLiteral("/proc/%1/stat").arg(pid) : QStringLiteral("/proc/self/stat"));
+    if (!stat.open(QIODevice::ReadOnly))
+        return 0;
+    // Fields after the command name (which may hold spaces) start at state (3).
+    const QByteArray text = stat.readAll();
+    const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
+    if (fields.size() < 13)
+        return 0;
+    const double ticks = fields[11].toDouble() + fields[12].toDouble(); // utime, stime
+    return ticks * 1e6 / double(::sysconf(_SC_CLK_TCK));
+}
+
+// Times every round trip of the benchmark loop; p50/p99 go into counters,
+// with the CPU time the far end (`serverPid`) and this process spent per
+// round trip: a figure the machine's other load disturbs much less than
+// latency.
+template<typename RoundTrip>
+void measure(benchmark::State &state, qint64 serverPid, size_t request, size_t reply, RoundTrip roundTrip)
+{
+    const double serverCpuBefore = cpuMicros(serverPid);
+    const double clientCpuBefore = cpuMicros(0);
     std::vector<double> micros;
     micros.reserve(1 << 16);
     for (auto _ : state) {
@@ -400,6 +423,9 @@ void measure(benchmark::State &state, size_t request, size_t reply, RoundTrip ro
         }
         micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     }
+    const double iterations = double(std::max<benchmark::IterationCount>(1, state.iterations()));
+    state.counters["server_cpu_us"] = (cpuMicros(serverPid) - serverCpuBefore) / iterations;
+    state.counters["client_cpu_us"] = (cpuMicros(0) - clientCpuBefore) / iterations;
     std::sort(micros.begin(), micros.end());
     auto quantile = [&](double q) { return micros[std::min(micros.size() - 1, size_t(q * double(micros.size())))]; };
     state.counters["p50_us"] = quantile(0.50);
@@ -417,20 +443,21 @@ void registerBenchmarks(bool quick)
     for (const auto &shape : modelShapes()) {
         const auto [request, reply] = g_fixture->bytes.at(shape.label);
         benchmark::RegisterBenchmark(("tcp/" + shape.label).c_str(), [request, reply](benchmark::State &state) {
-            measure(state, request, reply, [&] { return g_fixture->tcp->pingPong(request, reply); });
+            measure(state, g_fixture->tcpServer->pid(), request, reply,
+                    [&] { return g_fixture->tcp->pingPong(request, reply); });
         })->UseRealTime()->MinTime(minTime(shape.label));
         benchmark::RegisterBenchmark(("grpc/" + shape.label).c_str(), [request, reply](benchmark::State &state) {
             GrpcEchoClient client(g_fixture->grpcAddress);
             for (int i = 0; i < kWarmUpRoundTrips; ++i)
                 client.pingPong(request, reply);
-            measure(state, request, reply, [&] { return client.pingPong(request, reply); });
+            measure(state, g_fixture->grpcServer->pid(), request, reply, [&] { return client.pingPong(request, reply); });
         })->UseRealTime()->MinTime(minTime(shape.label));
         benchmark::RegisterBenchmark(("step/" + shape.label).c_str(), [shape, request, reply](
                                                                          benchmark::State &state) {
             StepClient client(g_fixture->psAddresses.at(shape.label), shape);
             for (int i = 0; i < kWarmUpRoundTrips; ++i)
                 client.step();
-            measure(state, request, reply, [&] { return client.step(); });
+            measure(state, g_fixture->psPids.at(shape.label), request, reply, [&] { return client.step(); });
         })->UseRealTime()->MinTime(minTime(shape.label));
     }
 }
@@ -481,6 +508,7 @@ int runBenchmarks(int argc, char **argv, bool quick)
             fixture.bytes[shape.label] = {client.requestBytes(), client.responseBytes()};
         }
         fixture.psAddresses[shape.label] = psAddress.toStdString();
+        fixture.psPids[shape.label] = ps->pid();
         fixture.psTasks.push_back(std::move(ps));
     }
 

@@ -89,16 +89,17 @@ def roundtrip_samples(doc):
         if b.get("run_type") != "iteration" or b.get("error_occurred"):
             continue
         kind, size = b["run_name"].split("/")[:2]
-        entry = out.setdefault((kind, size), {"p50_us": [], "p99_us": [], "rep": []})
-        entry["p50_us"].append(b["p50_us"])
-        entry["p99_us"].append(b["p99_us"])
+        entry = out.setdefault((kind, size), {"p50_us": [], "p99_us": [], "server_cpu_us": [], "client_cpu_us": [],
+                                              "rep": []})
+        for key in ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us"):
+            entry[key].append(b.get(key, float("nan")))
         entry["rep"].append(b.get("repetition_index", 0))
         entry["request_bytes"] = int(b["request_bytes"])
         entry["response_bytes"] = int(b["response_bytes"])
     # Pair repetitions by index so per-repetition ratios compare neighbours in time.
     for entry in out.values():
         order = sorted(range(len(entry["rep"])), key=lambda i: entry["rep"][i])
-        for key in ("p50_us", "p99_us"):
+        for key in ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us"):
             entry[key] = [entry[key][i] for i in order]
     return out
 
@@ -130,6 +131,21 @@ def add_roundtrip(report, doc):
                      fmt_summary(row["step_p50"]), fmt_summary(row["step_p99"]),
                      fmt_ratio(row["step/grpc p50"]), fmt_ratio(row["step/tcp p50"]),
                      fmt_ratio(row["step/grpc p99"]), fmt_ratio(row["step/tcp p99"])])
+    cpu_rows = []
+    for size, label in sizes:
+        step, tcp, grpc = samples.get(("step", size)), samples.get(("tcp", size)), samples.get(("grpc", size))
+        if not step:
+            continue
+        row = results[size]
+        for name, s in (("tcp", tcp), ("grpc", grpc), ("step", step)):
+            row[name + "_server_cpu"] = summary(s["server_cpu_us"]) if s else None
+            row[name + "_client_cpu"] = summary(s["client_cpu_us"]) if s else None
+        row["step/grpc server cpu"] = ratio(step["server_cpu_us"], grpc["server_cpu_us"]) if grpc else None
+        row["step/grpc client cpu"] = ratio(step["client_cpu_us"], grpc["client_cpu_us"]) if grpc else None
+        cpu_rows.append([label, fmt_summary(row["tcp_server_cpu"]), fmt_summary(row["grpc_server_cpu"]),
+                         fmt_summary(row["step_server_cpu"]), fmt_ratio(row["step/grpc server cpu"]),
+                         fmt_summary(row["tcp_client_cpu"]), fmt_summary(row["grpc_client_cpu"]),
+                         fmt_summary(row["step_client_cpu"]), fmt_ratio(row["step/grpc client cpu"])])
     report.data["roundtrip"] = results
     report.section(
         "1–2. Round trip: raw TCP, raw gRPC stream, one worker step against a real ps (µs)",
@@ -141,6 +157,13 @@ def add_roundtrip(report, doc):
          "program acting as worker:0 with WorkerTask's encoding (tensors in, Eigen vectors out), "
          "the gradient's computation excepted.",
          "Each repetition times every round trip of a Google Benchmark run; repetitions are randomly interleaved."])
+    report.section(
+        "1–2b. CPU time per round trip (µs): the far end (TCP echo, gRPC echo, ps) and the client process",
+        ["parameters", "TCP server", "gRPC server", "ps", "ps/gRPC server", "TCP client", "gRPC client",
+         "worker client", "worker/gRPC client"],
+        cpu_rows,
+        ["utime + stime of the whole process from /proc over a benchmark run, divided by its round trips: "
+         "less disturbed by the machine's other load than latency (10 ms clock ticks, so small figures are coarse)."])
     two, big = results.get("2"), results.get("1000000")
     if two:
         r = two["step/grpc p50"]
