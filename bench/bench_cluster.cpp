@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <future>
 #include <thread>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -120,11 +121,11 @@ void benchThroughput(ResultFile &results, const Timing &timing)
                 BenchCluster cluster(QString::fromStdString("throughput-" + mode.name + "-" + std::to_string(workers)),
                                      1, workers, endlessFlags() + mode.flags);
                 QString error;
-                if (!cluster.start(&error)) {
+                double steps = std::nan(""), gradients = std::nan("");
+                if (cluster.start(&error))
+                    std::tie(steps, gradients) = measureRates(cluster, timing.warmup, timing.window);
+                else // NaN keeps the repetitions of every configuration paired
                     std::fprintf(stderr, "bench_cluster: %s: %s\n", name.c_str(), qPrintable(error));
-                    continue;
-                }
-                const auto [steps, gradients] = measureRates(cluster, timing.warmup, timing.window);
                 cluster.stop();
                 auto &s = results.add("throughput_steps", name, "global steps/s");
                 s.values.push_back(steps);
@@ -151,11 +152,11 @@ void benchPsCount(ResultFile &results, const Timing &timing)
             const std::string name = std::to_string(numPs) + "ps/2w";
             BenchCluster cluster(QStringLiteral("ps-count-%1").arg(numPs), numPs, 2, flags);
             QString error;
-            if (!cluster.start(&error, {}, std::chrono::seconds(120))) {
+            double steps = std::nan("");
+            if (cluster.start(&error, {}, std::chrono::seconds(120)))
+                steps = measureRates(cluster, timing.warmup * 2, timing.window * 2).first;
+            else
                 std::fprintf(stderr, "bench_cluster: %s: %s\n", name.c_str(), qPrintable(error));
-                continue;
-            }
-            const auto [steps, gradients] = measureRates(cluster, timing.warmup * 2, timing.window * 2);
             cluster.stop();
             auto &s = results.add("ps_count", name, "global steps/s");
             s.values.push_back(steps);
@@ -266,11 +267,12 @@ void benchAccuracy(ResultFile &results, int repetitions)
                     std::fprintf(stderr, "bench_cluster: could not slow worker:1 down\n");
                 };
                 QString error;
-                if (!cluster.start(&error, prepare)) {
+                double seconds = std::nan("");
+                int64_t step = 0;
+                if (cluster.start(&error, prepare))
+                    std::tie(seconds, step) = watch->result();
+                else
                     std::fprintf(stderr, "bench_cluster: %s: %s\n", name.c_str(), qPrintable(error));
-                    continue;
-                }
-                const auto [seconds, step] = watch->result();
                 cluster.stop();
                 auto &s = results.add("accuracy", name, "s");
                 s.values.push_back(seconds);
@@ -341,7 +343,7 @@ int main(int argc, char **argv)
         }
     }
     const Timing timing = quick ? Timing{std::chrono::milliseconds(300), std::chrono::milliseconds(700), 1}
-                                : Timing{std::chrono::milliseconds(500), std::chrono::milliseconds(2000), 3};
+                                : Timing{std::chrono::milliseconds(500), std::chrono::milliseconds(2000), 5};
     ResultFile results(u"bench_cluster"_s, quick);
     results.note(u"node"_s, bench::nodeBinary());
     try {
@@ -350,7 +352,7 @@ int main(int argc, char **argv)
         if (only.contains(u"ps"_s))
             benchPsCount(results, timing);
         if (only.contains(u"accuracy"_s))
-            benchAccuracy(results, quick ? 1 : 3);
+            benchAccuracy(results, quick ? 1 : 5);
         if (only.contains(u"telemetry"_s))
             benchTelemetry(results, timing);
     } catch (const std::exception &e) {

@@ -46,8 +46,10 @@ QString logDirectory()
 ChildProcess::ChildProcess(QString program, QStringList arguments, QString name)
     : m_program(std::move(program))
     , m_arguments(std::move(arguments))
-    , m_logPath(logDirectory() + u'/' + name + u".log")
 {
+    // Numbered, so a repetition's log never overwrites an earlier one's.
+    static int s_started = 0;
+    m_logPath = logDirectory() + QStringLiteral("/%1-").arg(++s_started, 4, 10, QLatin1Char('0')) + name + u".log";
 }
 
 ChildProcess::~ChildProcess()
@@ -121,6 +123,24 @@ BenchCluster::~BenchCluster()
 bool BenchCluster::start(QString *error, const std::function<void()> &beforeChief,
                          std::chrono::milliseconds timeout)
 {
+    // A free port picked for a task may be taken by another program before
+    // the task binds it (this machine is shared): then try new ports.
+    for (int attempt = 1;; ++attempt) {
+        bool portTaken = false;
+        if (startOnce(error, beforeChief, timeout, &portTaken) || !portTaken || attempt == 3)
+            return error->isEmpty();
+        stop();
+        for (auto &host : m_psHosts)
+            host = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+        for (auto &host : m_workerHosts)
+            host = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+        error->clear();
+    }
+}
+
+bool BenchCluster::startOnce(QString *error, const std::function<void()> &beforeChief,
+                             std::chrono::milliseconds timeout, bool *portTaken)
+{
     const QStringList cluster{QStringLiteral("--ps_hosts=") + m_psHosts.join(u','),
                               QStringLiteral("--worker_hosts=") + m_workerHosts.join(u',')};
     auto task = [&](const QString &job, int index) {
@@ -137,6 +157,7 @@ bool BenchCluster::start(QString *error, const std::function<void()> &beforeChie
     for (int i = 0; i < m_psHosts.size(); ++i) {
         if (!task(QStringLiteral("ps"), i)->waitForLog(QStringLiteral("listening on"), timeout)) {
             *error = u"ps:"_s + QString::number(i) + u" did not start; see "_s + m_tasks.back()->logPath();
+            *portTaken = true;
             return false;
         }
     }

@@ -82,6 +82,8 @@ public:
     proto::ClusterStatusResponse status() const; // throws InputError when unreachable
 
 private:
+    bool startOnce(QString *error, const std::function<void()> &beforeChief, std::chrono::milliseconds timeout,
+                   bool *portTaken);
     QString m_name;
     QStringList m_psHosts;
     QStringList m_workerHosts;
