@@ -11,7 +11,8 @@
 // the load of this shared machine drifts over all of them alike. Raw samples
 // go to the JSON file; bench/report.py makes the table.
 //
-//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry] --out=FILE
+//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry] [--workers=1,2,4,8]
+//                 [--repetitions=N] --out=FILE
 
 #include "bench_support.h"
 #include "cluster_watcher.h"
@@ -79,12 +80,14 @@ struct Counts
     int64_t globalStep = 0;
     int64_t gradients = 0; // applied or aggregated, all workers
     double seconds = 0;
+    double psSwitches = 0; // context switches of ps:0's threads
 };
 
 Counts counts(const BenchCluster &cluster)
 {
     const auto status = cluster.status();
     Counts c;
+    c.psSwitches = bench::contextSwitches(cluster.ps0Pid());
     c.globalStep = status.global_step();
     for (const auto &w : status.workers())
         c.gradients += w.applied();
@@ -92,16 +95,24 @@ Counts counts(const BenchCluster &cluster)
     return c;
 }
 
-// Global steps/s and applied gradients/s over `window`, after `warmup`.
-std::pair<double, double> measureRates(const BenchCluster &cluster, std::chrono::milliseconds warmup,
-                                       std::chrono::milliseconds window)
+struct Rates
+{
+    double steps = std::nan("");     // global steps/s
+    double gradients = std::nan(""); // gradients applied/s
+    double psSwitchesPerGradient = std::nan("");
+};
+
+// Rates over `window`, after `warmup`.
+Rates measureRates(const BenchCluster &cluster, std::chrono::milliseconds warmup, std::chrono::milliseconds window)
 {
     spin(warmup);
     const Counts a = counts(cluster);
     spin(window);
     const Counts b = counts(cluster);
     const double dt = b.seconds - a.seconds;
-    return {double(b.globalStep - a.globalStep) / dt, double(b.gradients - a.gradients) / dt};
+    const double gradients = double(b.gradients - a.gradients);
+    return {double(b.globalStep - a.globalStep) / dt, gradients / dt,
+            gradients > 0 ? (b.psSwitches - a.psSwitches) / gradients : std::nan("")};
 }
 
 struct Timing
@@ -111,9 +122,8 @@ struct Timing
     int repetitions;
 };
 
-void benchThroughput(ResultFile &results, const Timing &timing)
+void benchThroughput(ResultFile &results, const Timing &timing, const std::vector<int> &workerCounts)
 {
-    const std::vector<int> workerCounts = {1, 2, 4, 8};
     for (int rep = 0; rep < timing.repetitions; ++rep) {
         for (const auto &mode : modes()) {
             for (int workers : workerCounts) {
@@ -121,20 +131,19 @@ void benchThroughput(ResultFile &results, const Timing &timing)
                 BenchCluster cluster(QString::fromStdString("throughput-" + mode.name + "-" + std::to_string(workers)),
                                      1, workers, endlessFlags() + mode.flags);
                 QString error;
-                double steps = std::nan(""), gradients = std::nan("");
+                Rates rates;
                 if (cluster.start(&error))
-                    std::tie(steps, gradients) = measureRates(cluster, timing.warmup, timing.window);
+                    rates = measureRates(cluster, timing.warmup, timing.window);
                 else // NaN keeps the repetitions of every configuration paired
                     std::fprintf(stderr, "bench_cluster: %s: %s\n", name.c_str(), qPrintable(error));
                 cluster.stop();
-                auto &s = results.add("throughput_steps", name, "global steps/s");
-                s.values.push_back(steps);
-                s.extra = QJsonObject{{u"mode"_s, QString::fromStdString(mode.name)}, {u"workers"_s, workers}};
-                auto &g = results.add("throughput_gradients", name, "gradients applied/s");
-                g.values.push_back(gradients);
-                g.extra = s.extra;
-                std::printf("throughput %-10s rep %d: %9.0f global steps/s, %9.0f gradients applied/s\n",
-                            name.c_str(), rep + 1, steps, gradients);
+                results.add("throughput_steps", name, "global steps/s").values.push_back(rates.steps);
+                results.add("throughput_gradients", name, "gradients applied/s").values.push_back(rates.gradients);
+                results.add("throughput_ps_switches", name, "context switches/gradient")
+                    .values.push_back(rates.psSwitchesPerGradient);
+                std::printf("throughput %-10s rep %d: %9.0f global steps/s, %9.0f gradients applied/s, "
+                            "%5.1f ps:0 context switches per gradient\n",
+                            name.c_str(), rep + 1, rates.steps, rates.gradients, rates.psSwitchesPerGradient);
                 std::fflush(stdout);
             }
         }
@@ -154,7 +163,7 @@ void benchPsCount(ResultFile &results, const Timing &timing)
             QString error;
             double steps = std::nan("");
             if (cluster.start(&error, {}, std::chrono::seconds(120)))
-                steps = measureRates(cluster, timing.warmup * 2, timing.window * 2).first;
+                steps = measureRates(cluster, timing.warmup * 2, timing.window * 2).steps;
             else
                 std::fprintf(stderr, "bench_cluster: %s: %s\n", name.c_str(), qPrintable(error));
             cluster.stop();
@@ -308,8 +317,7 @@ void benchTelemetry(ResultFile &results, const Timing &timing)
             });
             if (attached)
                 watcher.connectTo(QString::fromStdString(cluster.ps0Address()));
-            const auto [steps, gradients] = measureRates(cluster, std::chrono::milliseconds(300), timing.window);
-            (void)gradients;
+            const double steps = measureRates(cluster, std::chrono::milliseconds(300), timing.window).steps;
             watcher.disconnectFromCluster();
             const std::string name = attached ? "watcher attached" : "none";
             results.add("telemetry", name, "updates/s").values.push_back(steps);
@@ -330,6 +338,8 @@ int main(int argc, char **argv)
     bool quick = false;
     QString out = u"bench_cluster.json"_s;
     QStringList only = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s};
+    std::vector<int> workerCounts = {1, 2, 4, 8};
+    int repetitions = 0; // 0: the mode's default
     for (const QString &arg : app.arguments().mid(1)) {
         if (arg == u"--quick")
             quick = true;
@@ -337,22 +347,31 @@ int main(int argc, char **argv)
             out = arg.mid(6);
         else if (arg.startsWith(u"--only="))
             only = arg.mid(7).split(u',');
+        else if (arg.startsWith(u"--workers=")) {
+            workerCounts.clear();
+            for (const QString &n : arg.mid(10).split(u','))
+                workerCounts.push_back(n.toInt());
+        } else if (arg.startsWith(u"--repetitions="))
+            repetitions = arg.mid(14).toInt();
         else {
-            std::fprintf(stderr, "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry] [--out=FILE]\n");
+            std::fprintf(stderr, "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry] "
+                                 "[--workers=1,2,4,8] [--repetitions=N] [--out=FILE]\n");
             return 2;
         }
     }
-    const Timing timing = quick ? Timing{std::chrono::milliseconds(300), std::chrono::milliseconds(700), 1}
-                                : Timing{std::chrono::milliseconds(500), std::chrono::milliseconds(2000), 5};
+    Timing timing = quick ? Timing{std::chrono::milliseconds(300), std::chrono::milliseconds(700), 1}
+                          : Timing{std::chrono::milliseconds(500), std::chrono::milliseconds(2000), 5};
+    if (repetitions > 0)
+        timing.repetitions = repetitions;
     ResultFile results(u"bench_cluster"_s, quick);
     results.note(u"node"_s, bench::nodeBinary());
     try {
         if (only.contains(u"throughput"_s))
-            benchThroughput(results, timing);
+            benchThroughput(results, timing, workerCounts);
         if (only.contains(u"ps"_s))
             benchPsCount(results, timing);
         if (only.contains(u"accuracy"_s))
-            benchAccuracy(results, quick ? 1 : 5);
+            benchAccuracy(results, repetitions > 0 ? repetitions : quick ? 1 : 5);
         if (only.contains(u"telemetry"_s))
             benchTelemetry(results, timing);
     } catch (const std::exception &e) {

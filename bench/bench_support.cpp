@@ -268,4 +268,21 @@ double residentMiB(qint64 pid)
     return std::nan("");
 }
 
+double contextSwitches(qint64 pid)
+{
+    // /proc/PID/status counts the main thread only; the task directory has every thread.
+    double total = 0;
+    const QDir tasks(QStringLiteral("/proc/%1/task").arg(pid));
+    for (const QString &tid : tasks.entryList(QDir::Dirs | QDir::NoDotAndDotDot)) {
+        QFile status(tasks.filePath(tid) + u"/status");
+        if (!status.open(QIODevice::ReadOnly))
+            continue;
+        for (const QByteArray &line : status.readAll().split('\n')) {
+            if (line.startsWith("voluntary_ctxt_switches:") || line.startsWith("nonvoluntary_ctxt_switches:"))
+                total += line.mid(line.indexOf(':') + 1).trimmed().toDouble();
+        }
+    }
+    return total;
+}
+
 } // namespace parasync::bench

@@ -78,6 +78,7 @@ public:
     void stop();
 
     std::string ps0Address() const { return m_psHosts.front().toStdString(); }
+    qint64 ps0Pid() const { return m_tasks.empty() ? 0 : m_tasks.front()->pid(); }
     std::string workerAddress(int index) const { return m_workerHosts.at(index).toStdString(); }
     proto::ClusterStatusResponse status() const; // throws InputError when unreachable
 
@@ -125,5 +126,9 @@ double median(std::vector<double> values);
 
 // Resident set size of process `pid` (0: this one) in MiB, from /proc.
 double residentMiB(qint64 pid = 0);
+
+// Context switches (voluntary + involuntary) of every thread of `pid` so far,
+// from /proc: how often its threads went to sleep and were woken.
+double contextSwitches(qint64 pid);
 
 } // namespace parasync::bench
