@@ -483,8 +483,14 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
     *info.lastPush.mutable_parameter_view() = push.parameter_view();
     info.arrival = std::chrono::steady_clock::now();
     info.phase = proto::TRAINING;
+    const int64_t stepBefore = m_policy->globalStep();
     m_policy->push(worker, push.computed_from_step(), std::move(gradient));
-    m_changed.notify_all();
+    // Held workers wait for their sync step to close or for the slowest clock
+    // to move (ssp), and both move the global step; in async nobody is held.
+    // Waking every waiting thread on every push cost each of them a context
+    // switch and a turn at m_mutex per push: O(workers^2) per sync step.
+    if (m_policy->globalStep() != stepBefore && m_policy->mode().mode() != proto::ASYNC)
+        m_changed.notify_all();
 
     const auto holdStart = std::chrono::steady_clock::now();
     proto::WorkerPhase heldBy = proto::WORKER_PHASE_UNSPECIFIED;
