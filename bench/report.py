@@ -170,6 +170,17 @@ def add_roundtrip(report, doc):
         report.target("2-parameter step ≤ 1.5× gRPC stream ping-pong (p50)", fmt_ratio(r), r and r["median"] <= 1.5)
         r = two["step/tcp p50"]
         report.target("2-parameter step ≤ 4× raw TCP ping-pong (p50)", fmt_ratio(r), r and r["median"] <= 4)
+    floor_rows = []
+    for size, label in sizes:
+        tcp, grpc = samples.get(("tcp", size)), samples.get(("grpc", size))
+        if tcp and grpc:
+            results.setdefault(size, {})["grpc/tcp p50"] = ratio(grpc["p50_us"], tcp["p50_us"])
+            floor_rows.append([label, fmt_ratio(ratio(grpc["p50_us"], tcp["p50_us"])),
+                               fmt_ratio(ratio(grpc["server_cpu_us"], tcp["server_cpu_us"]))])
+    if floor_rows:
+        report.section("1–2c. The transport's own cost: bare gRPC echo against raw TCP, same bytes",
+                       ["parameters", "gRPC/TCP p50", "gRPC/TCP server CPU"], floor_rows,
+                       ["With no Parasync code at all: what any step over gRPC pays before the ps does anything."])
     if big:
         r = big["step/tcp p50"]
         report.target("1,000,000-parameter step ≤ 2× raw TCP exchange of the same bytes (p50)", fmt_ratio(r),
@@ -210,6 +221,16 @@ def add_cluster(report, doc):
              "Each cluster: `parasync-node` ps + N workers on free loopback ports, `--display_step=1000000000` (no per-step printing), measured "
              "over a window after a warm-up, through ps:0's GetClusterStatus. The machine has "
              f"{os.cpu_count()} cores: beyond that, workers share them."])
+        switches = by_name(doc, "throughput_ps_switches")
+        if switches:
+            report.section(
+                "3b. ps:0 context switches per applied gradient (the same runs)",
+                ["workers", "async", "sync", "ssp(4)"],
+                [[str(w)] + [fmt_summary(summary(switches.get(f"{m}/{w}w", {}).get("samples", [])), 1)
+                             for m in ("async", "sync", "ssp")] for w in (1, 2, 4, 8)],
+                ["Voluntary + involuntary context switches of all ps:0 threads (/proc/PID/task/*/status) over the "
+                 "window, divided by the gradients applied in it: how often the ps's threads sleep and are woken "
+                 "per gradient, a figure the machine's other load hardly moves."])
         for workers in (1, 2, 4, 8):
             for mode, bound in (("sync", 0.7), ("ssp", 0.9)):
                 r = ratios.get((mode, workers))
@@ -219,7 +240,7 @@ def add_cluster(report, doc):
     if ps:
         one, two = ps.get("1ps/2w", {}).get("samples"), ps.get("2ps/2w", {}).get("samples")
         report.section(
-            "3b. 1,000,000 parameters (softmax 99,999×10 + 10), 2 workers, async: 2 ps against 1",
+            "3c. 1,000,000 parameters (softmax 99,999×10 + 10), 2 workers, async: 2 ps against 1",
             ["ps tasks", "global steps/s", "ratio to 1 ps"],
             [["1", fmt_summary(summary(one or [])), "1.00×"],
              ["2", fmt_summary(summary(two or [])), fmt_ratio(ratio(two, one))]],
