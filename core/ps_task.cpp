@@ -245,6 +245,7 @@ void PsTask::requestStop(const std::string &reason)
         m_stopReason = reason;
     }
     m_changed.notify_all();
+    m_runWake.notify_all();
 }
 
 int PsTask::run()
@@ -253,7 +254,7 @@ int PsTask::run()
         std::unique_lock lock(m_mutex);
         m_lastStatusLog = std::chrono::steady_clock::now();
         while (!m_finished) {
-            m_changed.wait_for(lock, std::chrono::seconds(1));
+            m_runWake.wait_for(lock, std::chrono::seconds(1));
             if (m_finishDeadline)
                 checkFinishedLocked();
             // Periodic progress so a ps terminal is never silent for long.
@@ -622,6 +623,7 @@ void PsTask::checkFinishedLocked()
     m_stopReason = "all workers finished at global step " + std::to_string(m_policy->globalStep()) + "; exiting"
                    + (neverJoined.empty() ? std::string() : " (" + neverJoined + " never joined)");
     m_changed.notify_all();
+    m_runWake.notify_all();
 }
 
 void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision &decision)
