@@ -29,6 +29,7 @@
 
 #include <QApplication>
 #include <QElapsedTimer>
+#include <QEventLoop>
 #include <QTimer>
 
 #include <algorithm>
@@ -212,12 +213,13 @@ private:
     std::thread m_thread;
 };
 
+// Runs the GUI thread's event loop for `duration`, blocking in exec() as the
+// app does between events (processEvents() in a loop would spin a core).
 void spinFor(std::chrono::milliseconds duration)
 {
-    QElapsedTimer timer;
-    timer.start();
-    while (timer.elapsed() < duration.count())
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+    QEventLoop loop;
+    QTimer::singleShot(duration, &loop, &QEventLoop::quit);
+    loop.exec();
 }
 
 double quantile(std::vector<double> values, double q)
@@ -294,8 +296,13 @@ void benchMemory(bench::ResultFile &results, bool quick)
     window.resize(1400, 900);
     window.show();
     int64_t ingested = 0;
-    QObject::connect(&watcher, &ClusterWatcher::snapshotReady, &window,
-                     [&](const RunSnapshot &snapshot) { ingested = snapshot.stepEvents; });
+    int64_t target = 0;
+    QEventLoop waiting;
+    QObject::connect(&watcher, &ClusterWatcher::snapshotReady, &window, [&](const RunSnapshot &snapshot) {
+        ingested = snapshot.stepEvents;
+        if (ingested >= target)
+            waiting.quit();
+    });
     LatencyProbe probe(&window);
     probe.record(true);
     window.connectToCluster(u"127.0.0.1:"_s + QString::number(port));
@@ -304,9 +311,14 @@ void benchMemory(bench::ResultFile &results, bool quick)
     QElapsedTimer timer;
     timer.start();
     const auto limit = std::chrono::minutes(quick ? 2 : 6);
+    const qint64 limitMs = std::chrono::duration_cast<std::chrono::milliseconds>(limit).count();
     for (int64_t mark : marks) {
-        while (ingested < mark && timer.elapsed() < std::chrono::duration_cast<std::chrono::milliseconds>(limit).count())
-            QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+        target = mark;
+        // The snapshot handler quits the loop at the mark; the timer bounds the wait.
+        while (ingested < mark && timer.elapsed() < limitMs) {
+            QTimer::singleShot(std::max<qint64>(1, limitMs - timer.elapsed()), &waiting, &QEventLoop::quit);
+            waiting.exec();
+        }
         if (ingested < mark) {
             std::fprintf(stderr, "bench_app_ingest: only %lld events ingested in time\n", static_cast<long long>(ingested));
             break;

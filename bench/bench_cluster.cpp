@@ -16,12 +16,12 @@
 
 #include "bench_support.h"
 #include "cluster_watcher.h"
-#include "error.h"
 #include "parasync.grpc.pb.h"
 #include "rpc.h"
 
 #include <QCoreApplication>
-#include <QElapsedTimer>
+#include <QEventLoop>
+#include <QTimer>
 #include <QThread>
 
 #include <chrono>
@@ -63,16 +63,13 @@ QStringList endlessFlags()
     return {u"--last_step=1000000000000"_s, u"--display_step=1000000000"_s};
 }
 
-// Keeps the event loop of this thread turning (the watcher's snapshots are
-// delivered through it) while time passes.
+// Runs this thread's event loop (the watcher's snapshots are delivered
+// through it) while time passes, blocking between events as an app does.
 void spin(std::chrono::milliseconds duration)
 {
-    QElapsedTimer timer;
-    timer.start();
-    while (timer.elapsed() < duration.count()) {
-        QCoreApplication::processEvents(QEventLoop::AllEvents, 10);
-        QThread::msleep(2);
-    }
+    QEventLoop loop;
+    QTimer::singleShot(duration, &loop, &QEventLoop::quit);
+    loop.exec();
 }
 
 struct Counts
