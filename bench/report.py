@@ -316,7 +316,8 @@ def add_app(report, latency, memory):
             ["figure", "value", "unit"], rows,
             ["Latency: the demo cluster (real processes) at full speed, watched by the window; a probe thread "
              "posts a timestamped call to the GUI thread every 2 ms, the delay until it runs is the latency.",
-             "Memory: 10 million real demo steps would take hours here, so a child process serves ps:0's "
+             "Memory: 10 million real demo steps would take about 12 minutes of the demo at full speed here "
+             "(the steps/s above), beyond this run's budget, so a child process serves ps:0's "
              "telemetry protocol (GetClusterStatus + Watch) with demo-shaped step events as fast as the "
              "watcher reads them; the app's resident memory (VmRSS) is read when its RunState has ingested "
              "1 and 10 million step events."])
