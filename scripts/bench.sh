@@ -2,8 +2,8 @@
 # Builds the benchmarks with the release preset, runs them all, prints the
 # table, writes it as JSON (build/bench-run/results.json) and regenerates
 # BENCHMARKS.md with the machine it came from.
-#   scripts/bench.sh            the full run (about 10-15 minutes)
-#   scripts/bench.sh --quick    one short repetition of everything (~3 minutes);
+#   scripts/bench.sh            the full run (about 11 minutes on 2 cores)
+#   scripts/bench.sh --quick    one short repetition of everything (about a minute);
 #                               BENCHMARKS.md is left alone unless --write-md
 # Benchmarks are not tests: nothing here passes or fails on a figure.
 set -euo pipefail
