@@ -2,7 +2,7 @@
 
 #include "error.h"
 
-#include <cstring>
+#include <cmath>
 
 namespace parasync {
 
@@ -10,10 +10,18 @@ void toTensor(const Eigen::VectorXf &values, const std::vector<int64_t> &shape, 
 {
     out->mutable_shape()->Assign(shape.begin(), shape.end());
     auto *data = out->mutable_values();
-    data->Resize(int(values.size()), 0.0f);
-    // An empty variable has no buffer on either side, and memcpy must not be given null.
-    if (values.size() > 0)
-        std::memcpy(data->mutable_data(), values.data(), size_t(values.size()) * sizeof(float));
+    // Reserve + Add copies once; Resize would first zero-fill every value
+    // (megabytes per step for a large model, on the worker and the ps alike).
+    data->Clear();
+    data->Reserve(int(values.size()));
+    data->Add(values.data(), values.data() + values.size());
+}
+
+bool allFinite(const Eigen::VectorXf &values)
+{
+    // x * 0 is 0 for every finite x and NaN for NaN and +-inf, so the sum is
+    // finite exactly when every value is.
+    return std::isfinite((values.array() * 0.0f).sum());
 }
 
 Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSize)

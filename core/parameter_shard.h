@@ -46,6 +46,11 @@ private:
     bool m_initialized = false;
 };
 
+// True when no value is NaN or infinite. One vectorised pass: Eigen's own
+// allFinite() computes x - x twice per value and took a sixth of ps:0's time
+// on a 1,000,000-parameter step.
+bool allFinite(const Eigen::VectorXf &values);
+
 // Eigen <-> proto tensors. fromTensor throws InputError when the size does
 // not match `expectedSize` (>= 0).
 void toTensor(const Eigen::VectorXf &values, const std::vector<int64_t> &shape, proto::Tensor *out);

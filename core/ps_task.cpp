@@ -246,6 +246,7 @@ void PsTask::requestStop(const std::string &reason)
         m_stopReason = reason;
     }
     m_changed.notify_all();
+    m_runWake.notify_all();
 }
 
 int PsTask::run()
@@ -254,7 +255,7 @@ int PsTask::run()
         std::unique_lock lock(m_mutex);
         m_lastStatusLog = std::chrono::steady_clock::now();
         while (!m_finished) {
-            m_changed.wait_for(lock, std::chrono::seconds(1));
+            m_runWake.wait_for(lock, std::chrono::seconds(1));
             if (m_finishDeadline)
                 checkFinishedLocked();
             if (isCoordinator())
@@ -451,7 +452,7 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
                 "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
                     + std::to_string(push.computed_from_step()) + ", but the global step is only "
                     + std::to_string(m_policy->globalStep()) + ": a step from the future is refused"};
-    const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return g.allFinite(); });
+    const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
     if (!finite) {
         ++info.nonfinite;
         if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
@@ -490,8 +491,14 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
     info.arrival = std::chrono::steady_clock::now();
     info.lastSeen = info.arrival;
     info.phase = proto::TRAINING;
+    const int64_t stepBefore = m_policy->globalStep();
     m_policy->push(worker, push.computed_from_step(), std::move(gradient));
-    m_changed.notify_all();
+    // Held workers wait for their sync step to close or for the slowest clock
+    // to move (ssp), and both move the global step; in async nobody is held.
+    // Waking every waiting thread on every push cost each of them a context
+    // switch and a turn at m_mutex per push: O(workers^2) per sync step.
+    if (m_policy->globalStep() != stepBefore && m_policy->mode().mode() != proto::ASYNC)
+        m_changed.notify_all();
 
     const auto holdStart = std::chrono::steady_clock::now();
     proto::WorkerPhase heldBy = proto::WORKER_PHASE_UNSPECIFIED;
@@ -652,6 +659,7 @@ void PsTask::checkFinishedLocked()
     m_stopReason = "all workers finished at global step " + std::to_string(m_policy->globalStep()) + "; exiting"
                    + (neverJoined.empty() ? std::string() : " (" + neverJoined + " never joined)");
     m_changed.notify_all();
+    m_runWake.notify_all();
 }
 
 bool PsTask::isLiveLocked(int worker) const

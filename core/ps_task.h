@@ -121,6 +121,9 @@ private:
 
     mutable std::mutex m_mutex;
     std::condition_variable m_changed;
+    // Wakes run() for the end of the run only: m_changed is notified at every
+    // sync or ssp step, which woke run() (and had it take m_mutex) each time.
+    std::condition_variable m_runWake;
     ParameterShard m_shard;
     std::optional<UpdatePolicy> m_policy;      // ps:0 only
     std::vector<WorkerInfo> m_workers;

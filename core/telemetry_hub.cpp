@@ -5,10 +5,13 @@
 namespace parasync {
 
 bool TelemetryHub::Subscription::next(proto::TelemetryBatch *batch, std::chrono::milliseconds timeout,
-                                      size_t maxEvents)
+                                      size_t maxEvents, std::chrono::milliseconds linger)
 {
     std::unique_lock lock(m_mutex);
+    m_wakeAt = std::max<size_t>(1, maxEvents);
     m_ready.wait_for(lock, timeout, [this] { return !m_queue.empty() || m_closed; });
+    if (!m_queue.empty() && linger.count() > 0)
+        m_ready.wait_for(lock, linger, [&] { return m_queue.size() >= maxEvents || m_closed; });
     const size_t n = std::min(maxEvents, m_queue.size());
     for (size_t i = 0; i < n; ++i) {
         *batch->add_events() = std::move(m_queue.front());
@@ -40,6 +43,7 @@ void TelemetryHub::publish(const proto::TelemetryEvent &event)
 {
     std::lock_guard lock(m_mutex);
     for (const auto &s : m_subscribers) {
+        bool wake = false;
         {
             std::lock_guard subscriberLock(s->m_mutex);
             if (s->m_queue.size() >= s->m_capacity) {
@@ -47,8 +51,10 @@ void TelemetryHub::publish(const proto::TelemetryEvent &event)
                 ++s->m_lost;
             }
             s->m_queue.push_back(event);
+            wake = s->m_queue.size() == 1 || s->m_queue.size() == s->m_wakeAt;
         }
-        s->m_ready.notify_one();
+        if (wake)
+            s->m_ready.notify_one();
     }
 }
 

@@ -24,9 +24,13 @@ public:
     {
     public:
         // Blocks until events are queued, the hub closes or `timeout` passes;
-        // moves up to `maxEvents` events into `batch`. Returns false once the
-        // hub is closed and the queue is drained.
-        bool next(proto::TelemetryBatch *batch, std::chrono::milliseconds timeout, size_t maxEvents = 4096);
+        // then lingers up to `linger` more while fewer than `maxEvents` are
+        // queued, so that a busy cluster sends one batch per linger rather than
+        // one message (and one wake-up of this thread) per step. Moves up to
+        // `maxEvents` events into `batch`. Returns false once the hub is closed
+        // and the queue is drained.
+        bool next(proto::TelemetryBatch *batch, std::chrono::milliseconds timeout, size_t maxEvents = 4096,
+                  std::chrono::milliseconds linger = std::chrono::milliseconds(20));
 
     private:
         friend class TelemetryHub;
@@ -34,6 +38,9 @@ public:
         std::condition_variable m_ready;
         std::deque<proto::TelemetryEvent> m_queue;
         size_t m_capacity = kDefaultCapacity;
+        // publish() wakes the reader only when the queue stops being empty or
+        // reaches this many events (the reader's batch size), not per event.
+        size_t m_wakeAt = 4096;
         int64_t m_lost = 0;
         bool m_closed = false;
     };

@@ -1,0 +1,550 @@
+// Round trips, side by side in one run (issue 5, items 1 and 2):
+//   - raw TCP ping-pong over loopback (TCP_NODELAY, blocking sockets): the floor;
+//   - raw gRPC bidirectional-stream ping-pong: the transport's floor;
+//   - one worker step (push a gradient, receive the fresh parameters) against
+//     a real `parasync-node --job_name=ps` process, async, for 2, 7,850 and
+//     1,000,000 parameters.
+// The baselines carry exactly the bytes of the step they are compared with
+// (the serialized push request one way, the push response back), and run
+// against a child process, as the ps is one. Each benchmark records every
+// round trip and reports p50/p99 as counters; bench/report.py takes the
+// median over repetitions and the ratios.
+//
+//   bench_roundtrip [--quick] [Google Benchmark flags]
+//   bench_roundtrip --serve-tcp=PORT | --serve-grpc=PORT   (the baselines' far ends)
+
+#include "bench_echo.grpc.pb.h"
+#include "bench_support.h"
+#include "model.h"
+#include "parameter_shard.h"
+#include "parasync.grpc.pb.h"
+#include "port_holder.h"
+#include "rpc.h"
+
+#include <benchmark/benchmark.h>
+
+#include <QCoreApplication>
+#include <QFile>
+#include <QThread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace parasync;
+using namespace Qt::StringLiterals;
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------
+// Raw TCP: a 8-byte header (request length, reply length), then the payload.
+// ---------------------------------------------------------------------------
+
+void setNoDelay(int fd)
+{
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+bool readFully(int fd, char *data, size_t size)
+{
+    while (size > 0) {
+        const ssize_t n = ::recv(fd, data, size, 0);
+        if (n <= 0)
+            return false;
+        data += n;
+        size -= size_t(n);
+    }
+    return true;
+}
+
+bool writeFully(int fd, const char *data, size_t size)
+{
+    while (size > 0) {
+        const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
+        if (n <= 0)
+            return false;
+        data += n;
+        size -= size_t(n);
+    }
+    return true;
+}
+
+int serveTcp(uint16_t port)
+{
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(listener, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0 || ::listen(listener, 4) != 0) {
+        std::perror("bench tcp server");
+        return 1;
+    }
+    std::printf("tcp echo listening on %u\n", unsigned(port));
+    std::fflush(stdout);
+    std::vector<char> in, out;
+    for (;;) {
+        const int fd = ::accept(listener, nullptr, nullptr);
+        if (fd < 0)
+            return 1;
+        setNoDelay(fd);
+        uint32_t header[2];
+        while (readFully(fd, reinterpret_cast<char *>(header), sizeof header)) {
+            in.resize(header[0]);
+            out.resize(header[1]);
+            if (!readFully(fd, in.data(), in.size()) || !writeFully(fd, out.data(), out.size()))
+                break;
+        }
+        ::close(fd);
+    }
+}
+
+class TcpClient
+{
+public:
+    explicit TcpClient(uint16_t port)
+    {
+        m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in address{};
+        address.sin_family = AF_INET;
+        address.sin_port = htons(port);
+        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        for (int attempt = 0; attempt < 200; ++attempt) {
+            if (::connect(m_fd, reinterpret_cast<sockaddr *>(&address), sizeof address) == 0) {
+                setNoDelay(m_fd);
+                return;
+            }
+            QThread::msleep(10);
+        }
+        throw std::runtime_error("cannot connect to the tcp echo server");
+    }
+    ~TcpClient() { ::close(m_fd); }
+
+    // One ping of `request` bytes (header included in the send), one pong of `reply` bytes.
+    bool pingPong(size_t request, size_t reply)
+    {
+        m_out.resize(sizeof(uint32_t) * 2 + request);
+        const uint32_t header[2] = {uint32_t(request), uint32_t(reply)};
+        std::memcpy(m_out.data(), header, sizeof header);
+        m_in.resize(reply);
+        return writeFully(m_fd, m_out.data(), m_out.size()) && readFully(m_fd, m_in.data(), m_in.size());
+    }
+
+private:
+    int m_fd = -1;
+    std::vector<char> m_out, m_in;
+};
+
+// ---------------------------------------------------------------------------
+// Raw gRPC: the same synchronous server API and channel settings as the ps.
+// ---------------------------------------------------------------------------
+
+class EchoService final : public bench::Echo::Service
+{
+public:
+    grpc::Status PingPong(grpc::ServerContext *,
+                          grpc::ServerReaderWriter<bench::Blob, bench::Blob> *stream) override
+    {
+        bench::Blob ping;
+        bench::Blob pong;
+        while (stream->Read(&ping)) {
+            if (pong.payload().size() != ping.reply_bytes())
+                pong.mutable_payload()->assign(ping.reply_bytes(), '\0');
+            if (!stream->Write(pong))
+                break;
+        }
+        return grpc::Status::OK;
+    }
+};
+
+int serveGrpc(uint16_t port)
+{
+    EchoService service;
+    grpc::ServerBuilder builder;
+    int selected = 0;
+    configureServer(builder, "127.0.0.1:" + std::to_string(port), RpcSettings{}, &selected);
+    builder.RegisterService(&service);
+    auto server = builder.BuildAndStart();
+    if (!server || selected == 0) {
+        std::fprintf(stderr, "bench grpc server: cannot listen on %u\n", unsigned(port));
+        return 1;
+    }
+    std::printf("grpc echo listening on %u\n", unsigned(port));
+    std::fflush(stdout);
+    server->Wait();
+    return 0;
+}
+
+class GrpcEchoClient
+{
+public:
+    explicit GrpcEchoClient(const std::string &address)
+        : m_stub(bench::Echo::NewStub(makeChannel(address, RpcSettings{})))
+        , m_context(makeContext(RpcSettings{}))
+        , m_stream(m_stub->PingPong(m_context.get()))
+    {
+    }
+    ~GrpcEchoClient()
+    {
+        m_stream->WritesDone();
+        m_stream->Finish();
+    }
+
+    bool pingPong(size_t request, size_t reply)
+    {
+        // The Blob's own framing (tag, length, reply_bytes) is ~10 bytes: the
+        // payload is shortened by it so the message is as long as the step's.
+        const size_t framing = 12;
+        const size_t payload = request > framing ? request - framing : 0;
+        if (m_ping.payload().size() != payload)
+            m_ping.mutable_payload()->assign(payload, '\1');
+        m_ping.set_reply_bytes(uint32_t(reply > framing ? reply - framing : 0));
+        return m_stream->Write(m_ping) && m_stream->Read(&m_pong);
+    }
+
+private:
+    std::unique_ptr<bench::Echo::Stub> m_stub;
+    std::unique_ptr<grpc::ClientContext> m_context;
+    std::unique_ptr<grpc::ClientReaderWriter<bench::Blob, bench::Blob>> m_stream;
+    bench::Blob m_ping;
+    bench::Blob m_pong;
+};
+
+// ---------------------------------------------------------------------------
+// One worker step against a real ps: this process plays worker:0 (the
+// chief), speaking the training stream exactly as WorkerTask::step does: the
+// gradient encoded into tensors, the push written, the response read and the
+// fresh parameters decoded into the worker's Eigen vectors.
+// ---------------------------------------------------------------------------
+
+struct ModelShape
+{
+    std::string label;   // "2", "7,850", "1,000,000"
+    std::string model;   // --model
+    std::string dataset; // --dataset
+    int64_t featureDim;
+    int64_t outputDim;
+};
+
+const std::vector<ModelShape> &modelShapes()
+{
+    // linear 1x1 + bias: the demo; softmax 784x10 + 10: MNIST; softmax
+    // 99,999x10 + 10 = 1,000,000 exactly.
+    static const std::vector<ModelShape> shapes = {
+        {"2", "linear", "linear", 1, 1},
+        {"7850", "softmax", "blobs:10:784", 784, 10},
+        {"1000000", "softmax", "blobs:10:99999", 99999, 10},
+    };
+    return shapes;
+}
+
+class StepClient
+{
+public:
+    StepClient(const std::string &address, const ModelShape &shape)
+    {
+        auto model = makeModel(shape.model, shape.featureDim, shape.outputDim);
+        m_variables = model->initialVariables(1);
+        for (const auto &v : m_variables) {
+            m_params.push_back(v.value);
+            // A tiny constant gradient: the parameters stay finite however
+            // many steps run, and every value still travels and is applied.
+            m_gradient.push_back(Eigen::VectorXf::Constant(v.value.size(), 1e-6f));
+            m_count += v.value.size();
+        }
+        proto::ModelSignature signature;
+        signature.set_model(model->name());
+        signature.set_dataset(shape.dataset);
+        signature.set_feature_dim(model->featureDim());
+        signature.set_output_dim(model->outputDim());
+        signature.set_optimizer("sgd");
+        for (const auto &v : m_variables) {
+            auto *spec = signature.add_variables();
+            spec->set_name(v.name);
+            spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
+        }
+
+        m_stub = proto::ParameterService::NewStub(makeChannel(address, RpcSettings{}));
+        proto::InitializeRequest init;
+        init.set_origin("bench_roundtrip");
+        *init.mutable_signature() = signature;
+        for (const auto &v : m_variables) {
+            auto *state = init.mutable_shard()->add_variables();
+            state->set_name(v.name);
+            toTensor(v.value, v.shape, state->mutable_value());
+        }
+        auto initContext = makeContext(RpcSettings{}, std::chrono::seconds(30));
+        proto::InitializeResponse initialized;
+        const auto status = m_stub->Initialize(initContext.get(), init, &initialized);
+        if (!status.ok())
+            throw std::runtime_error("cannot initialise the ps: " + describeRpcError(status));
+
+        m_context = makeContext(RpcSettings{});
+        m_stream = m_stub->Train(m_context.get());
+        proto::TrainRequest join;
+        join.mutable_join()->set_worker_index(0);
+        join.mutable_join()->set_pid(::getpid());
+        *join.mutable_join()->mutable_signature() = signature;
+        proto::TrainResponse joined;
+        if (!m_stream->Write(join) || !m_stream->Read(&joined) || !joined.join().ready())
+            throw std::runtime_error("the ps did not accept the join");
+        m_globalStep = joined.join().global_step();
+    }
+
+    ~StepClient()
+    {
+        proto::TrainRequest leave;
+        leave.mutable_leave()->set_finished(false);
+        m_stream->Write(leave);
+        m_stream->WritesDone();
+        m_stream->Finish();
+    }
+
+    // One step's communication, as WorkerTask::step does it (the gradient's
+    // computation excepted).
+    bool step()
+    {
+        proto::TrainRequest request;
+        auto *push = request.mutable_push();
+        push->set_computed_from_step(m_globalStep);
+        push->set_batch_loss(0.5f);
+        push->set_full_loss(std::nanf(""));
+        push->set_compute_us(10);
+        push->set_previous_push_us(m_previousPushUs);
+        if (m_count <= 16)
+            for (const auto &p : m_params)
+                push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
+        for (size_t i = 0; i < m_gradient.size(); ++i)
+            toTensor(m_gradient[i], m_variables[i].shape, push->add_gradients());
+        m_lastRequestBytes = request.ByteSizeLong();
+        const auto start = Clock::now();
+        proto::TrainResponse response;
+        if (!m_stream->Write(request) || !m_stream->Read(&response))
+            return false;
+        const auto &decision = response.push();
+        for (size_t i = 0; i < m_params.size() && int(i) < decision.parameters_size(); ++i)
+            m_params[i] = fromTensor(decision.parameters(int(i)), m_params[i].size());
+        m_globalStep = decision.global_step();
+        m_previousPushUs = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+        m_lastResponseBytes = response.ByteSizeLong();
+        return decision.outcome() == proto::APPLIED;
+    }
+
+    size_t requestBytes() const { return m_lastRequestBytes; }
+    size_t responseBytes() const { return m_lastResponseBytes; }
+
+private:
+    std::vector<Variable> m_variables;
+    Parameters m_params;
+    Parameters m_gradient;
+    Eigen::Index m_count = 0;
+    int64_t m_globalStep = 0;
+    int64_t m_previousPushUs = 0;
+    size_t m_lastRequestBytes = 0;
+    size_t m_lastResponseBytes = 0;
+    std::unique_ptr<proto::ParameterService::Stub> m_stub;
+    std::unique_ptr<grpc::ClientContext> m_context;
+    std::unique_ptr<grpc::ClientReaderWriter<proto::TrainRequest, proto::TrainResponse>> m_stream;
+};
+
+// ---------------------------------------------------------------------------
+// The run: children, clients, benchmarks.
+// ---------------------------------------------------------------------------
+
+// The gRPC clients (echo and step) get a new channel and stream for every
+// benchmark run, warmed up before timing: a channel left idle while other
+// benchmarks run is taken for dead by the 1 s keepalive (nothing in this
+// process reads the peer's pings while no call is in progress).
+struct Fixture
+{
+    std::unique_ptr<bench::ChildProcess> tcpServer;
+    std::unique_ptr<bench::ChildProcess> grpcServer;
+    std::vector<std::unique_ptr<bench::ChildProcess>> psTasks;
+    std::unique_ptr<TcpClient> tcp;
+    std::string grpcAddress;
+    std::map<std::string, std::string> psAddresses;
+    std::map<std::string, qint64> psPids;
+    // Per model size: the step's request and response bytes.
+    std::map<std::string, std::pair<size_t, size_t>> bytes;
+};
+
+constexpr int kWarmUpRoundTrips = 5;
+
+Fixture *g_fixture = nullptr;
+
+// CPU time (user + system) process `pid` has used so far, in microseconds;
+// 0 for this process.
+double cpuMicros(qint64 pid)
+{
+    QFile stat(pid > 0 ? QStringLiteral("/proc/%1/stat").arg(pid) : QStringLiteral("/proc/self/stat"));
+    if (!stat.open(QIODevice::ReadOnly))
+        return 0;
+    // Fields after the command name (which may hold spaces) start at state (3).
+    const QByteArray text = stat.readAll();
+    const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
+    if (fields.size() < 13)
+        return 0;
+    const double ticks = fields[11].toDouble() + fields[12].toDouble(); // utime, stime
+    return ticks * 1e6 / double(::sysconf(_SC_CLK_TCK));
+}
+
+// Times every round trip of the benchmark loop; p50/p99 go into counters,
+// with the CPU time the far end (`serverPid`) and this process spent per
+// round trip: a figure the machine's other load disturbs much less than
+// latency.
+template<typename RoundTrip>
+void measure(benchmark::State &state, qint64 serverPid, size_t request, size_t reply, RoundTrip roundTrip)
+{
+    const double serverCpuBefore = cpuMicros(serverPid);
+    const double clientCpuBefore = cpuMicros(0);
+    std::vector<double> micros;
+    micros.reserve(1 << 16);
+    for (auto _ : state) {
+        const auto start = Clock::now();
+        if (!roundTrip()) {
+            state.SkipWithError("round trip failed");
+            return;
+        }
+        micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    const double iterations = double(std::max<benchmark::IterationCount>(1, state.iterations()));
+    state.counters["server_cpu_us"] = (cpuMicros(serverPid) - serverCpuBefore) / iterations;
+    state.counters["client_cpu_us"] = (cpuMicros(0) - clientCpuBefore) / iterations;
+    std::sort(micros.begin(), micros.end());
+    auto quantile = [&](double q) { return micros[std::min(micros.size() - 1, size_t(q * double(micros.size())))]; };
+    state.counters["p50_us"] = quantile(0.50);
+    state.counters["p99_us"] = quantile(0.99);
+    state.counters["request_bytes"] = double(request);
+    state.counters["response_bytes"] = double(reply);
+    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(request + reply));
+}
+
+void registerBenchmarks(bool quick)
+{
+    // A 1M-parameter step takes milliseconds: it gets longer so its p99 rests on
+    // a few hundred round trips, not a few dozen.
+    const auto minTime = [quick](const std::string &label) { return quick ? 0.05 : label == "1000000" ? 2.0 : 0.5; };
+    for (const auto &shape : modelShapes()) {
+        const auto [request, reply] = g_fixture->bytes.at(shape.label);
+        benchmark::RegisterBenchmark(("tcp/" + shape.label).c_str(), [request, reply](benchmark::State &state) {
+            measure(state, g_fixture->tcpServer->pid(), request, reply,
+                    [&] { return g_fixture->tcp->pingPong(request, reply); });
+        })->UseRealTime()->MinTime(minTime(shape.label));
+        benchmark::RegisterBenchmark(("grpc/" + shape.label).c_str(), [request, reply](benchmark::State &state) {
+            GrpcEchoClient client(g_fixture->grpcAddress);
+            for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                client.pingPong(request, reply);
+            measure(state, g_fixture->grpcServer->pid(), request, reply, [&] { return client.pingPong(request, reply); });
+        })->UseRealTime()->MinTime(minTime(shape.label));
+        benchmark::RegisterBenchmark(("step/" + shape.label).c_str(), [shape, request, reply](
+                                                                         benchmark::State &state) {
+            StepClient client(g_fixture->psAddresses.at(shape.label), shape);
+            for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                client.step();
+            measure(state, g_fixture->psPids.at(shape.label), request, reply, [&] { return client.step(); });
+        })->UseRealTime()->MinTime(minTime(shape.label));
+    }
+}
+
+int runBenchmarks(int argc, char **argv, bool quick)
+{
+    Fixture fixture;
+    g_fixture = &fixture;
+    const QString self = QCoreApplication::applicationFilePath();
+
+    const uint16_t tcpPort = pickFreePort();
+    fixture.tcpServer = std::make_unique<bench::ChildProcess>(
+        self, QStringList{u"--serve-tcp="_s + QString::number(tcpPort)}, u"roundtrip-tcp-echo"_s);
+    fixture.tcpServer->start();
+    const uint16_t grpcPort = pickFreePort();
+    fixture.grpcServer = std::make_unique<bench::ChildProcess>(
+        self, QStringList{u"--serve-grpc="_s + QString::number(grpcPort)}, u"roundtrip-grpc-echo"_s);
+    fixture.grpcServer->start();
+    if (!fixture.tcpServer->waitForLog(u"listening"_s) || !fixture.grpcServer->waitForLog(u"listening"_s)) {
+        std::fprintf(stderr, "bench_roundtrip: the echo servers did not start; logs in %s\n",
+                     qPrintable(bench::logDirectory()));
+        return 1;
+    }
+    fixture.tcp = std::make_unique<TcpClient>(tcpPort);
+    fixture.grpcAddress = "127.0.0.1:" + std::to_string(grpcPort);
+
+    // One real ps per model size, started as a user starts one.
+    for (const auto &shape : modelShapes()) {
+        const QString psAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
+        const QString workerAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
+        auto ps = std::make_unique<bench::ChildProcess>(
+            bench::nodeBinary(),
+            QStringList{u"--ps_hosts="_s + psAddress, u"--worker_hosts="_s + workerAddress, u"--job_name=ps"_s,
+                        u"--task_index=0"_s, u"--mode=async"_s, u"--model="_s + QString::fromStdString(shape.model),
+                        u"--dataset="_s + QString::fromStdString(shape.dataset), u"--last_step=1000000000000"_s},
+            u"roundtrip-ps-"_s + QString::fromStdString(shape.label));
+        ps->start();
+        if (!ps->waitForLog(u"listening on"_s)) {
+            std::fprintf(stderr, "bench_roundtrip: the ps did not start; see %s\n", qPrintable(ps->logPath()));
+            return 1;
+        }
+        // The chief's initialisation, and the step's sizes for the baselines.
+        {
+            StepClient client(psAddress.toStdString(), shape);
+            for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                if (!client.step())
+                    throw std::runtime_error("a warm-up step was not applied");
+            fixture.bytes[shape.label] = {client.requestBytes(), client.responseBytes()};
+        }
+        fixture.psAddresses[shape.label] = psAddress.toStdString();
+        fixture.psPids[shape.label] = ps->pid();
+        fixture.psTasks.push_back(std::move(ps));
+    }
+
+    benchmark::Initialize(&argc, argv);
+    registerBenchmarks(quick);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+
+    fixture.tcp.reset();
+    g_fixture = nullptr;
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    QCoreApplication app(argc, argv);
+    std::vector<char *> args;
+    bool quick = false;
+    for (int i = 0; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg.rfind("--serve-tcp=", 0) == 0)
+            return serveTcp(uint16_t(std::stoi(arg.substr(12))));
+        if (arg.rfind("--serve-grpc=", 0) == 0)
+            return serveGrpc(uint16_t(std::stoi(arg.substr(13))));
+        if (arg == "--quick")
+            quick = true;
+        else
+            args.push_back(argv[i]);
+    }
+    int count = int(args.size());
+    try {
+        return runBenchmarks(count, args.data(), quick);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "bench_roundtrip: %s\n", e.what());
+        return 1;
+    }
+}

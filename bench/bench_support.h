@@ -1,0 +1,134 @@
+#pragma once
+
+// What the benchmark programs share: real parasync-node processes started the
+// way a user starts them (their output goes to a log file, never to a pipe
+// nobody reads, which would stall a task on a full pipe), and raw samples
+// written as JSON for bench/report.py, which takes medians, spreads and
+// ratios. No timing is judged here.
+
+#include "parasync.pb.h"
+#include "rpc.h"
+
+#include <QJsonArray>
+#include <QJsonObject>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <deque>
+#include <vector>
+
+namespace parasync::bench {
+
+// parasync-node: $PARASYNC_NODE, else the one of the same build tree as the
+// running benchmark (build/<preset>/app/parasync-node/parasync-node).
+QString nodeBinary();
+
+// Where children's logs go: $PARASYNC_BENCH_LOGS, else a directory under
+// the system temp dir. Created on first use.
+QString logDirectory();
+
+// A child process whose stdout and stderr go to `<logDirectory>/<name>.log`.
+// Killed (SIGKILL) by the kernel if the benchmark dies, terminated (SIGTERM,
+// then SIGKILL after 5 s) by the destructor: no orphans are left behind.
+class ChildProcess
+{
+public:
+    ChildProcess(QString program, QStringList arguments, QString name);
+    ~ChildProcess();
+    ChildProcess(const ChildProcess &) = delete;
+    ChildProcess &operator=(const ChildProcess &) = delete;
+
+    void start();
+    // Waits until the log contains `text`; false on timeout or exit.
+    bool waitForLog(const QString &text, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    // SIGTERM, and waits for the exit (SIGKILL after `grace`).
+    void stop(std::chrono::milliseconds grace = std::chrono::seconds(5));
+    bool isRunning() const;
+    qint64 pid() const;
+    QString logPath() const { return m_logPath; }
+
+private:
+    QString m_program;
+    QStringList m_arguments;
+    QString m_logPath;
+    std::unique_ptr<QProcess> m_process;
+};
+
+// A cluster of real parasync-node processes on free loopback ports, all with
+// the same training flags, as a user runs one (ps tasks first, then workers).
+class BenchCluster
+{
+public:
+    BenchCluster(QString name, int numPs, int numWorkers, QStringList trainingFlags);
+    ~BenchCluster();
+
+    // Starts the ps tasks, waits until they listen, then the workers. Waits
+    // until ps:0 reports every worker training. False (with the log paths in
+    // `error`) when that does not happen in time.
+    // `beforeChief` runs once the other workers listen and before the chief
+    // starts, i.e. before any step (e.g. to make a worker a straggler).
+    bool start(QString *error, const std::function<void()> &beforeChief = {},
+               std::chrono::milliseconds timeout = std::chrono::seconds(60));
+    // Stops every task (workers first), waits for them.
+    void stop();
+
+    std::string ps0Address() const { return m_psHosts.front().toStdString(); }
+    qint64 ps0Pid() const { return m_tasks.empty() ? 0 : m_tasks.front()->pid(); }
+    std::string workerAddress(int index) const { return m_workerHosts.at(index).toStdString(); }
+    proto::ClusterStatusResponse status() const; // throws InputError when unreachable
+
+private:
+    bool startOnce(QString *error, const std::function<void()> &beforeChief, std::chrono::milliseconds timeout,
+                   bool *portTaken);
+    QString m_name;
+    QStringList m_psHosts;
+    QStringList m_workerHosts;
+    QStringList m_trainingFlags;
+    std::vector<std::unique_ptr<ChildProcess>> m_tasks;
+};
+
+// Samples of one figure, in the order measured.
+struct Samples
+{
+    std::string group;   // "throughput", "time_to_accuracy", ...
+    std::string name;    // "async/4 workers"
+    std::string unit;    // "updates/s", "s", "us", "MB"
+    std::vector<double> values;
+    QJsonObject extra;   // anything a reader needs to interpret it
+};
+
+// Collects samples and writes {"program", "quick", "results": [...]} to a
+// JSON file for bench/report.py.
+class ResultFile
+{
+public:
+    ResultFile(QString program, bool quick);
+    Samples &add(std::string group, std::string name, std::string unit);
+    Samples *find(const std::string &group, const std::string &name);
+    void note(const QString &key, const QJsonValue &value) { m_notes.insert(key, value); }
+    bool write(const QString &path) const;
+
+private:
+    QString m_program;
+    bool m_quick;
+    std::deque<Samples> m_samples; // add() hands out references that must stay valid
+    QJsonObject m_notes;
+};
+
+// Median of `values` (by copy); NaN when empty. For progress lines only: the
+// report computes the published figures.
+double median(std::vector<double> values);
+
+// Resident set size of process `pid` (0: this one) in MiB, from /proc.
+double residentMiB(qint64 pid = 0);
+
+// Context switches (voluntary + involuntary) of every thread of `pid` so far,
+// from /proc: how often its threads went to sleep and were woken.
+double contextSwitches(qint64 pid);
+
+} // namespace parasync::bench

@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""Turns the raw samples of one bench run into the table, its JSON and BENCHMARKS.md.
+
+Every figure is the median over repetitions, with its spread (min-max, n);
+every ratio divides two figures of this same run, and its spread is the
+min-max of the per-repetition ratios where the repetitions pair up.
+
+  report.py --dir=RUN_DIR --machine=machine.json --command="scripts/bench.sh" [--markdown=BENCHMARKS.md]
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+
+
+def load(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def summary(values):
+    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    if not values:
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def fmt(value, digits=None):
+    if value is None:
+        return "—"
+    if digits is None:
+        a = abs(value)
+        digits = 0 if a >= 1000 else 1 if a >= 100 else 2 if a >= 1 else 3
+    return f"{value:,.{digits}f}"
+
+
+def fmt_summary(s, digits=None):
+    if s is None:
+        return "—"
+    if s["n"] == 1:
+        return fmt(s["median"], digits)
+    return f"{fmt(s['median'], digits)} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)}, n={s['n']})"
+
+
+def ratio(a, b):
+    """Median ratio of two sample lists, with the spread of per-repetition ratios."""
+    if not a or not b:
+        return None
+    ma, mb = statistics.median(a), statistics.median(b)
+    if mb == 0 or any(math.isnan(x) for x in (ma, mb)):
+        return None
+    per_rep = [x / y for x, y in zip(a, b) if y and not math.isnan(x) and not math.isnan(y)]
+    r = {"median": ma / mb, "n": len(per_rep)}
+    r["min"] = min(per_rep) if per_rep else r["median"]
+    r["max"] = max(per_rep) if per_rep else r["median"]
+    return r
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "—"
+    if r["n"] <= 1:
+        return f"{r['median']:.2f}×"
+    return f"{r['median']:.2f}× ({r['min']:.2f}–{r['max']:.2f})"
+
+
+class Report:
+    def __init__(self):
+        self.sections = []  # (title, header, rows, notes)
+        self.targets = []   # (target, figure, met)
+        self.data = {}
+
+    def section(self, title, header, rows, notes=None):
+        self.sections.append((title, header, rows, notes or []))
+
+    def target(self, text, figure, met):
+        self.targets.append((text, figure, "met" if met else ("missed" if met is not None else "not measured")))
+
+
+def roundtrip_samples(doc):
+    """{(kind, size): {"p50_us": [...], "p99_us": [...], "request_bytes": n, "response_bytes": n}}"""
+    out = {}
+    for b in doc.get("benchmarks", []):
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        kind, size = b["run_name"].split("/")[:2]
+        entry = out.setdefault((kind, size), {"p50_us": [], "p99_us": [], "server_cpu_us": [], "client_cpu_us": [],
+                                              "rep": []})
+        for key in ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us"):
+            entry[key].append(b.get(key, float("nan")))
+        entry["rep"].append(b.get("repetition_index", 0))
+        entry["request_bytes"] = int(b["request_bytes"])
+        entry["response_bytes"] = int(b["response_bytes"])
+    # Pair repetitions by index so per-repetition ratios compare neighbours in time.
+    for entry in out.values():
+        order = sorted(range(len(entry["rep"])), key=lambda i: entry["rep"][i])
+        for key in ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us"):
+            entry[key] = [entry[key][i] for i in order]
+    return out
+
+
+def add_roundtrip(report, doc):
+    samples = roundtrip_samples(doc)
+    rows = []
+    sizes = [("2", "2"), ("7850", "7,850"), ("1000000", "1,000,000")]
+    results = {}
+    for size, label in sizes:
+        step, tcp, grpc = samples.get(("step", size)), samples.get(("tcp", size)), samples.get(("grpc", size))
+        if not step:
+            continue
+        row = {
+            "parameters": label,
+            "bytes": f"{step['request_bytes']:,} / {step['response_bytes']:,}",
+        }
+        for name, s in (("tcp", tcp), ("grpc", grpc), ("step", step)):
+            row[name + "_p50"] = summary(s["p50_us"]) if s else None
+            row[name + "_p99"] = summary(s["p99_us"]) if s else None
+        row["step/grpc p50"] = ratio(step["p50_us"], grpc["p50_us"]) if grpc else None
+        row["step/tcp p50"] = ratio(step["p50_us"], tcp["p50_us"]) if tcp else None
+        row["step/grpc p99"] = ratio(step["p99_us"], grpc["p99_us"]) if grpc else None
+        row["step/tcp p99"] = ratio(step["p99_us"], tcp["p99_us"]) if tcp else None
+        results[size] = row
+        rows.append([label, row["bytes"],
+                     fmt_summary(row["tcp_p50"]), fmt_summary(row["tcp_p99"]),
+                     fmt_summary(row["grpc_p50"]), fmt_summary(row["grpc_p99"]),
+                     fmt_summary(row["step_p50"]), fmt_summary(row["step_p99"]),
+                     fmt_ratio(row["step/grpc p50"]), fmt_ratio(row["step/tcp p50"]),
+                     fmt_ratio(row["step/grpc p99"]), fmt_ratio(row["step/tcp p99"])])
+    cpu_rows = []
+    for size, label in sizes:
+        step, tcp, grpc = samples.get(("step", size)), samples.get(("tcp", size)), samples.get(("grpc", size))
+        if not step:
+            continue
+        row = results[size]
+        for name, s in (("tcp", tcp), ("grpc", grpc), ("step", step)):
+            row[name + "_server_cpu"] = summary(s["server_cpu_us"]) if s else None
+            row[name + "_client_cpu"] = summary(s["client_cpu_us"]) if s else None
+        row["step/grpc server cpu"] = ratio(step["server_cpu_us"], grpc["server_cpu_us"]) if grpc else None
+        row["step/grpc client cpu"] = ratio(step["client_cpu_us"], grpc["client_cpu_us"]) if grpc else None
+        cpu_rows.append([label, fmt_summary(row["tcp_server_cpu"]), fmt_summary(row["grpc_server_cpu"]),
+                         fmt_summary(row["step_server_cpu"]), fmt_ratio(row["step/grpc server cpu"]),
+                         fmt_summary(row["tcp_client_cpu"]), fmt_summary(row["grpc_client_cpu"]),
+                         fmt_summary(row["step_client_cpu"]), fmt_ratio(row["step/grpc client cpu"])])
+    report.data["roundtrip"] = results
+    report.section(
+        "1–2. Round trip: raw TCP, raw gRPC stream, one worker step against a real ps (µs)",
+        ["parameters", "bytes push / reply", "TCP p50", "TCP p99", "gRPC p50", "gRPC p99", "step p50", "step p99",
+         "step/gRPC p50", "step/TCP p50", "step/gRPC p99", "step/TCP p99"],
+        rows,
+        ["Baselines carry exactly the step's bytes (serialized push request one way, push response back), "
+         "against a child process; the step runs against `parasync-node --job_name=ps` (async, sgd), this "
+         "program acting as worker:0 with WorkerTask's encoding (tensors in, Eigen vectors out), "
+         "the gradient's computation excepted.",
+         "Each repetition times every round trip of a Google Benchmark run; repetitions are randomly interleaved."])
+    report.section(
+        "1–2b. CPU time per round trip (µs): the far end (TCP echo, gRPC echo, ps) and the client process",
+        ["parameters", "TCP server", "gRPC server", "ps", "ps/gRPC server", "TCP client", "gRPC client",
+         "worker client", "worker/gRPC client"],
+        cpu_rows,
+        ["utime + stime of the whole process from /proc over a benchmark run, divided by its round trips: "
+         "less disturbed by the machine's other load than latency (10 ms clock ticks, so small figures are coarse)."])
+    two, big = results.get("2"), results.get("1000000")
+    if two:
+        r = two["step/grpc p50"]
+        report.target("2-parameter step ≤ 1.5× gRPC stream ping-pong (p50)", fmt_ratio(r), r and r["median"] <= 1.5)
+        r = two["step/tcp p50"]
+        report.target("2-parameter step ≤ 4× raw TCP ping-pong (p50)", fmt_ratio(r), r and r["median"] <= 4)
+    floor_rows = []
+    for size, label in sizes:
+        tcp, grpc = samples.get(("tcp", size)), samples.get(("grpc", size))
+        if tcp and grpc:
+            results.setdefault(size, {})["grpc/tcp p50"] = ratio(grpc["p50_us"], tcp["p50_us"])
+            floor_rows.append([label, fmt_ratio(ratio(grpc["p50_us"], tcp["p50_us"])),
+                               fmt_ratio(ratio(grpc["server_cpu_us"], tcp["server_cpu_us"]))])
+    if floor_rows:
+        report.section("1–2c. The transport's own cost: bare gRPC echo against raw TCP, same bytes",
+                       ["parameters", "gRPC/TCP p50", "gRPC/TCP server CPU"], floor_rows,
+                       ["With no Parasync code at all: what any step over gRPC pays before the ps does anything."])
+    if big:
+        r = big["step/tcp p50"]
+        report.target("1,000,000-parameter step ≤ 2× raw TCP exchange of the same bytes (p50)", fmt_ratio(r),
+                      r and r["median"] <= 2)
+
+
+def by_name(doc, group):
+    return {r["name"]: r for r in doc.get("results", []) if r["group"] == group}
+
+
+def add_cluster(report, doc):
+    steps = by_name(doc, "throughput_steps")
+    grads = by_name(doc, "throughput_gradients")
+    if steps:
+        rows = []
+        ratios = {}
+        for workers in (1, 2, 4, 8):
+            row = [str(workers)]
+            base_g = grads.get(f"async/{workers}w", {}).get("samples")
+            for mode in ("async", "sync", "ssp"):
+                name = f"{mode}/{workers}w"
+                row.append(fmt_summary(summary(steps.get(name, {}).get("samples", []))))
+                row.append(fmt_summary(summary(grads.get(name, {}).get("samples", []))))
+            for mode in ("sync", "ssp"):
+                r = ratio(grads.get(f"{mode}/{workers}w", {}).get("samples"), base_g)
+                ratios[(mode, workers)] = r
+                row.append(fmt_ratio(r))
+            rows.append(row)
+        report.section(
+            "3. Updates per second, demo model (linear, 2 parameters), 1 ps, real processes",
+            ["workers", "async steps/s", "async gradients/s", "sync steps/s", "sync gradients/s", "ssp(4) steps/s",
+             "ssp(4) gradients/s", "sync/async gradients", "ssp/async gradients"],
+            rows,
+            ["steps/s: growth of ps:0's global step. gradients/s: gradients applied or aggregated into a step "
+             "(sum of WorkerStatus.applied). In sync one global step averages one gradient per live worker, so "
+             "its steps/s is bounded by async's divided by the number of workers by definition; the targets "
+             "compare gradients applied per second.",
+             "Each cluster: `parasync-node` ps + N workers on free loopback ports, `--display_step=1000000000` (no per-step printing), measured "
+             "over a window after a warm-up, through ps:0's GetClusterStatus. The machine has "
+             f"{os.cpu_count()} cores: beyond that, workers share them."])
+        switches = by_name(doc, "throughput_ps_switches")
+        if switches:
+            report.section(
+                "3b. ps:0 context switches per applied gradient (the same runs)",
+                ["workers", "async", "sync", "ssp(4)"],
+                [[str(w)] + [fmt_summary(summary(switches.get(f"{m}/{w}w", {}).get("samples", [])), 1)
+                             for m in ("async", "sync", "ssp")] for w in (1, 2, 4, 8)],
+                ["Voluntary + involuntary context switches of all ps:0 threads (/proc/PID/task/*/status) over the "
+                 "window, divided by the gradients applied in it: how often the ps's threads sleep and are woken "
+                 "per gradient, a figure the machine's other load hardly moves."])
+        for workers in (1, 2, 4, 8):
+            for mode, bound in (("sync", 0.7), ("ssp", 0.9)):
+                r = ratios.get((mode, workers))
+                report.target(f"{mode} ≥ {bound}× async gradients applied/s, {workers} equal workers", fmt_ratio(r),
+                              r and r["median"] >= bound)
+    ps = by_name(doc, "ps_count")
+    if ps:
+        one, two = ps.get("1ps/2w", {}).get("samples"), ps.get("2ps/2w", {}).get("samples")
+        report.section(
+            "3c. 1,000,000 parameters (softmax 99,999×10 + 10), 2 workers, async: 2 ps against 1",
+            ["ps tasks", "global steps/s", "ratio to 1 ps"],
+            [["1", fmt_summary(summary(one or [])), "1.00×"],
+             ["2", fmt_summary(summary(two or [])), fmt_ratio(ratio(two, one))]],
+            ["Variables are placed round-robin per variable (replica_device_setter): with 2 ps, W (999,990 "
+             "values) lives on ps:0 and b (10 values) on ps:1, so a second ps cannot halve the big transfer; "
+             "it adds a second round trip per step."])
+    acc = by_name(doc, "accuracy")
+    acc_steps = by_name(doc, "accuracy_steps")
+    if acc:
+        rows = []
+        for mode in ("async", "sync", "ssp"):
+            eq, st = f"{mode}/equal", f"{mode}/straggler 2ms"
+            rows.append([mode, fmt_summary(summary(acc.get(eq, {}).get("samples", []))),
+                         fmt_summary(summary(acc_steps.get(eq, {}).get("samples", []))),
+                         fmt_summary(summary(acc.get(st, {}).get("samples", []))),
+                         fmt_summary(summary(acc_steps.get(st, {}).get("samples", [])))])
+        sync_st = acc.get("sync/straggler 2ms", {}).get("samples")
+        ssp_st = acc.get("ssp/straggler 2ms", {}).get("samples")
+        r = ratio(ssp_st, sync_st)
+        report.section(
+            "4. Time to accuracy: demo (ps + 2 workers) until |w−2| < 0.05 and |b−10| < 0.05",
+            ["mode", "equal: s", "equal: global steps", "worker:1 +2 ms/step: s", "straggler: global steps"],
+            rows,
+            ["Seconds on ps:0's clock from the first step event to the first step whose parameters (the values "
+             "the gradient was computed from, as the telemetry carries them) are within the target. ssp staleness 4. "
+             "The straggler delay is set through TaskControl.SetStraggler before the chief starts.",
+             f"ssp / sync time with the straggler: {fmt_ratio(r)}"])
+        report.target("with the 2 ms straggler, ssp reaches the target in ≤ 0.6× sync's time", fmt_ratio(r),
+                      r and r["median"] <= 0.6)
+    tel = by_name(doc, "telemetry")
+    if tel:
+        none, attached = tel.get("none", {}).get("samples"), tel.get("watcher attached", {}).get("samples")
+        r = ratio(attached, none)
+        report.section(
+            "5. Telemetry cost: demo cluster (async, 2 workers), the app's ClusterWatcher attached vs none",
+            ["subscriber", "updates/s", "ratio to none"],
+            [["none", fmt_summary(summary(none or [])), "1.00×"],
+             ["ClusterWatcher", fmt_summary(summary(attached or [])), fmt_ratio(r)]],
+            ["One cluster, alternating measurement windows with and without the watcher (which feeds a RunState "
+             "and publishes snapshots to this thread's event loop, as in the app)."])
+        report.target("telemetry attached costs ≤ 10% of updates/s", fmt_ratio(r), r and r["median"] >= 0.9)
+
+
+def add_app(report, latency, memory):
+    rows = []
+    if latency:
+        lat = by_name(latency, "app_latency")
+        for name, unit in (("p50", "ms"), ("p99", "ms"), ("max", "ms"), ("demo steps/s while watched", "steps/s")):
+            if name in lat:
+                rows.append([f"GUI event-loop latency {name}" if unit == "ms" else name,
+                             fmt_summary(summary(lat[name]["samples"])), unit])
+        p99 = summary(lat.get("p99", {}).get("samples", []))
+        report.target("GUI event-loop latency p99 < 50 ms at full demo speed",
+                      fmt_summary(p99) + " ms" if p99 else "—", p99 and p99["median"] < 50)
+    if memory:
+        mem = by_name(memory, "app_memory")
+        for name in ("1M steps", "10M steps"):
+            if name in mem:
+                rows.append([f"resident memory after {name}", fmt_summary(summary(mem[name]["samples"])), "MiB"])
+                rate = mem.get(name + " ingest rate")
+                if rate:
+                    rows.append([f"ingest rate up to {name}", fmt_summary(summary(rate["samples"])), "events/s"])
+        flood = by_name(memory, "app_latency_flood")
+        for name in ("p50", "p99"):
+            if name in flood:
+                rows.append([f"GUI latency {name} while flooded", fmt_summary(summary(flood[name]["samples"])), "ms"])
+        ten = summary(mem.get("10M steps", {}).get("samples", []))
+        report.target("app memory < 300 MB after 10 million steps", fmt_summary(ten) + " MiB" if ten else "—",
+                      ten and ten["median"] * 1.048576 < 300)
+    if rows:
+        report.section(
+            "6. The app's ingest (real MainWindow, ClusterWatcher, RunState; offscreen)",
+            ["figure", "value", "unit"], rows,
+            ["Latency: the demo cluster (real processes) at full speed, watched by the window; a probe thread "
+             "posts a timestamped call to the GUI thread every 2 ms, the delay until it runs is the latency.",
+             "Memory: 10 million real demo steps would take about 12 minutes of the demo at full speed here "
+             "(the steps/s above), beyond this run's budget, so a child process serves ps:0's "
+             "telemetry protocol (GetClusterStatus + Watch) with demo-shaped step events as fast as the "
+             "watcher reads them; the app's resident memory (VmRSS) is read when its RunState has ingested "
+             "1 and 10 million step events."])
+
+
+def markdown(report, machine, command):
+    lines = ["# Benchmarks", "",
+             "Generated by `bench/report.py` from one run of:", "", "```sh", command, "```", "",
+             "## Machine", ""]
+    for key in ("cpu", "cores", "kernel", "load_before", "load_after", "date", "commit", "preset", "quick"):
+        if key in machine:
+            lines.append(f"- {key.replace('_', ' ')}: {machine[key]}")
+    lines += ["", "Figures are medians over repetitions, with min–max and the number of repetitions in "
+              "parentheses; ratios divide two figures of this run (spread: min–max of per-repetition ratios). "
+              "The machine is shared: absolute figures drift between runs, ratios much less.", ""]
+    lines += ["## Targets", "", "| target | this run | |", "| --- | --- | --- |"]
+    for text, figure, met in report.targets:
+        lines.append(f"| {text} | {figure} | {met} |")
+    lines.append("")
+    for title, header, rows, notes in report.sections:
+        lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+        for row in rows:
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+        for note in notes:
+            lines += [note, ""]
+    return "\n".join(lines)
+
+
+def text_table(report):
+    out = []
+    for title, header, rows, _ in report.sections:
+        out.append(title)
+        widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+        out.append("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+        for row in rows:
+            out.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+        out.append("")
+    out.append("Targets")
+    for text, figure, met in report.targets:
+        out.append(f"  [{met:>12}] {text}: {figure}")
+    return "\n".join(out)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--machine", required=True)
+    parser.add_argument("--command", required=True)
+    parser.add_argument("--markdown")
+    parser.add_argument("--extra-markdown", help="a file appended to BENCHMARKS.md (analysis, before/after)")
+    args = parser.parse_args()
+
+    machine = load(args.machine) or {}
+    report = Report()
+    roundtrip = load(os.path.join(args.dir, "roundtrip.json"))
+    if roundtrip:
+        add_roundtrip(report, roundtrip)
+    cluster = load(os.path.join(args.dir, "cluster.json"))
+    if cluster:
+        add_cluster(report, cluster)
+    add_app(report, load(os.path.join(args.dir, "app_latency.json")), load(os.path.join(args.dir, "app_memory.json")))
+
+    print(text_table(report))
+    result = {"machine": machine, "command": args.command,
+              "sections": [{"title": t, "header": h, "rows": r, "notes": n} for t, h, r, n in report.sections],
+              "targets": [{"target": t, "figure": f, "status": m} for t, f, m in report.targets],
+              "figures": report.data}
+    with open(os.path.join(args.dir, "results.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"\nwrote {os.path.join(args.dir, 'results.json')}")
+    if args.markdown:
+        text = markdown(report, machine, args.command)
+        if args.extra_markdown and os.path.exists(args.extra_markdown):
+            with open(args.extra_markdown) as f:
+                text += "\n" + f.read()
+        with open(args.markdown, "w") as f:
+            f.write(text + "\n")
+        print(f"wrote {args.markdown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
