@@ -1,8 +1,21 @@
 #include "rpc.h"
 
+#include <cstdlib>
 #include <thread>
 
 namespace parasync {
+
+void prepareGrpcProcess()
+{
+    // gRPC's synchronous API moves a client channel's bytes only on threads
+    // that are inside a call (or serve one), plus a backup poller every 5 s.
+    // A process with no server of its own and no call in progress -- the
+    // benchmarks saw it; the app between control calls could -- then answers
+    // its keepalive pings late, the ping times out after --heartbeat_ms and
+    // gRPC closes a healthy connection. Poll often enough for the heartbeat.
+    // (A value already in the environment wins.)
+    ::setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "100", 0);
+}
 
 RpcSettings rpcSettingsFor(const ConnectionOptions &options, bool serving)
 {

@@ -30,6 +30,10 @@ struct RpcSettings
     TlsMaterial tls;
 };
 
+// Process-wide gRPC settings; call first thing in main(), before any channel
+// or server exists (gRPC reads them once, when it starts).
+void prepareGrpcProcess();
+
 // The settings the connection flags ask for (TLS files read and checked);
 // the token is set apart. Throws InputError (see loadTlsMaterial).
 RpcSettings rpcSettingsFor(const ConnectionOptions &options, bool serving);

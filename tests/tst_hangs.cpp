@@ -82,6 +82,35 @@ private Q_SLOTS:
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }
 
+    // A worker whose step takes longer than the heartbeat (here 7 s against
+    // 1 s) is in no call while it computes; neither side may take the
+    // silence for a dead connection. (A bare gRPC client with no server of
+    // its own loses such a connection after about 6 s: see
+    // prepareGrpcProcess(). A worker's own TaskControl server keeps its
+    // channels polled.)
+    void aLongStepDoesNotCostTheWorkerItsConnection()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.workers(1).applied() > 10; }));
+        QVERIFY(setStraggler(cluster.workerAddress(1), 7000).ok());
+        proto::ClusterStatusResponse slowed;
+        QVERIFY(cluster.clusterStatus(&slowed));
+        // Two 7 s steps, then back to speed.
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.workers(1).applied() >= slowed.workers(1).applied() + 2; },
+                                      40s));
+        QVERIFY(setStraggler(cluster.workerAddress(1), 0).ok());
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.workers(1).applied() > slowed.workers(1).applied() + 50; }));
+        QVERIFY2(!cluster.worker(1).output().contains(QStringLiteral("lost ps:0")), qPrintable(cluster.worker(1).output()));
+        QVERIFY2(!cluster.ps(0).output().contains(QStringLiteral("worker:1 is dead")), qPrintable(cluster.ps(0).output()));
+        for (int i = 0; i < 2; ++i)
+            cluster.worker(i).terminate();
+        for (int i = 0; i < 2; ++i)
+            QCOMPARE(cluster.worker(i).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
     // Two ps tasks, sync: a worker is released by ps:0 with its step's
     // aggregate and dies before it pushes its share to ps:1. ps:1 must not
     // hold the step's other contributors forever.

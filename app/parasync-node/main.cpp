@@ -119,6 +119,7 @@ int runControlCommand(const std::vector<std::string> &args)
 
 int main(int argc, char **argv)
 {
+    parasync::prepareGrpcProcess();
     // Block the stop signals in every thread gRPC will start; one thread waits for them.
     sigset_t signals;
     sigemptyset(&signals);

@@ -11,6 +11,7 @@
 #include "headless_runner.h"
 #include "main_window.h"
 #include "node_options.h"
+#include "rpc.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -84,6 +85,7 @@ ClusterPlan planFromArguments(const QCommandLineParser &parser)
 
 int main(int argc, char **argv)
 {
+    parasync::prepareGrpcProcess();
     // The chart export needs a QApplication (Qt Charts are widgets); without
     // a display, headless mode paints offscreen.
     // --help and --version print and exit: they need no display either.
