@@ -171,7 +171,9 @@ private Q_SLOTS:
     void chiefOfARealRunWritesTheRunsMetrics()
     {
         QVERIFY(m_runDir.isValid());
-        LocalCluster cluster(1, 2, {QStringLiteral("--mode=async"), QStringLiteral("--last_step=3000")},
+        // Long enough (a second or more) that the chief's telemetry watch,
+        // which brings the other worker's staleness, joins on a loaded machine.
+        LocalCluster cluster(1, 2, {QStringLiteral("--mode=async"), QStringLiteral("--last_step=10000")},
                              m_runDir.path());
         cluster.startAll();
         QString report;
@@ -184,7 +186,7 @@ private Q_SLOTS:
         QCOMPARE(events.front().file_version(), std::string("brain.Event:2"));
         // Every --display_step (100) global steps, and the last step.
         QVERIFY2(events.size() >= 20, qPrintable(QString::number(events.size())));
-        QCOMPARE(events.back().step(), int64_t(3000));
+        QCOMPARE(events.back().step(), int64_t(10000));
 
         // The run's metrics.csv, indexed by (global step, worker).
         const MetricsTable metrics = readMetrics(m_runDir.path());
@@ -297,7 +299,7 @@ private Q_SLOTS:
         const auto events = readEventFile(m_eventFile.toStdString());
         QCOMPARE(info.records, int64_t(events.size()));
         const RunSnapshot snapshot = state.snapshot();
-        QCOMPARE(snapshot.globalStep, int64_t(3000));
+        QCOMPARE(snapshot.globalStep, int64_t(10000));
         QCOMPARE(snapshot.parameterNames, (std::vector<std::string>{"w", "b"}));
         QCOMPARE(int(snapshot.parameterSeries.size()), 2);
         QVERIFY(snapshot.batchLossByWorker.count(0));
