@@ -54,6 +54,13 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
             text += "  (" + w.reason() + ")";
         text += "\n";
     }
+    if (status.acting_chief() != 0)
+        text += "  worker:" + std::to_string(status.acting_chief())
+                + " does the chief's duties while worker:0 is dead (--chief_handover=1)\n";
+    if (status.stall().seconds() > 0)
+        text += "hang watchdog: no progress for " + std::to_string(int(status.stall().seconds())) + " s at global step "
+                + std::to_string(status.stall().global_step()) + "; waiting for " + status.stall().waiting_for()
+                + "\n";
     return text;
 }
 

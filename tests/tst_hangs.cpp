@@ -67,6 +67,11 @@ private Q_SLOTS:
         QVERIFY2(waitingFor.contains(QStringLiteral("worker:0 is held")), qPrintable(waitingFor));
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("hang watchdog: the global step has not moved from ")
                                             + QString::number(stalled.stall().global_step())));
+        // --status, as a user without the app asks.
+        NodeProcess status(QStringLiteral("status"), {QStringLiteral("--ps_hosts=") + cluster.psAddress(0), QStringLiteral("--status")});
+        status.start();
+        QCOMPARE(status.waitForExit(), 0);
+        QVERIFY2(status.output().contains(QStringLiteral("hang watchdog: no progress for")), qPrintable(status.output()));
 
         // The straggler's step ends: the watchdog says so and clears.
         QVERIFY(setStraggler(cluster.workerAddress(1), 0).ok());
