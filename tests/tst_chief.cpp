@@ -182,7 +182,8 @@ private Q_SLOTS:
         for (const auto &path : files) {
             try {
                 const auto checkpoint = readCheckpointFile(path);
-                QVERIFY(checkpoint.global_step() > 0);
+                QCOMPARE(checkpoint.signature().model(), std::string("softmax"));
+                QCOMPARE(checkpoint.shards_size(), 1);
             } catch (const std::exception &e) {
                 QFAIL(qPrintable(QStringLiteral("%1: %2").arg(QString::fromStdString(path), QString::fromUtf8(e.what()))));
             }
@@ -216,7 +217,9 @@ private Q_SLOTS:
                      qPrintable(QStringLiteral("metrics.csv line %1: %2").arg(metricLines + 1).arg(QString::fromUtf8(line.left(200)))));
         }
         qInfo("%zu checkpoints load; %d step-log records and %d metrics rows parse", files.size(), stepLines, metricLines);
-        QVERIFY(stepLines > 100 && metricLines > 100);
+        // Few steps under the sanitizers' Debug builds (a 500,000-parameter
+        // model), thousands otherwise: enough that the files were written to.
+        QVERIFY(stepLines > 10 && metricLines > 10);
     }
 };
 
