@@ -141,6 +141,9 @@ bool SshServer::start(QString *whyNot)
         "PermitRootLogin prohibit-password\n"
         "AllowUsers %4\n"
         "PrintMotd no\n"
+        // The sanitizer presets' options (TSan's suppressions for the
+        // uninstrumented gRPC, say) reach the tasks started over ssh too.
+        "AcceptEnv TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS\n"
         "MaxStartups 50\n"
         "MaxSessions 50\n"
         "LogLevel VERBOSE\n")
@@ -196,7 +199,8 @@ RemoteHost SshServer::remoteHost(const std::string &name) const
     host.user = userName().toStdString();
     host.identityFile = m_dir.filePath(QStringLiteral("client_key")).toStdString();
     host.sshOptions = {"UserKnownHostsFile=" + m_dir.filePath(QStringLiteral("known_hosts")).toStdString(),
-                       "StrictHostKeyChecking=yes", "GlobalKnownHostsFile=/dev/null"};
+                       "StrictHostKeyChecking=yes", "GlobalKnownHostsFile=/dev/null",
+                       "SendEnv=TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS"};
     return host;
 }
 
