@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -112,19 +114,35 @@ bool isPortFree(const std::string &host, uint16_t port)
 
 uint16_t pickFreePort(const std::string &host)
 {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = 0;
-    ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
-    uint16_t port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) {
-        socklen_t len = sizeof addr;
-        ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
-        port = ntohs(addr.sin_port);
+    // The kernel hands out ephemeral ports at random and may give a port it
+    // gave a moment ago once that socket is closed. A caller picking one port
+    // per task would then put two tasks on one address (seen in CI: "address
+    // 127.0.0.1:46929 is used twice"), so no port is handed out twice by one
+    // process.
+    static std::mutex mutex;
+    static std::set<uint16_t> handedOut;
+    for (int attempt = 0; attempt < 64; ++attempt) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0)
+            return 0;
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = 0;
+        ::inet_pton(AF_INET, host.c_str(), &addr.sin_addr);
+        uint16_t port = 0;
+        if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0) {
+            socklen_t len = sizeof addr;
+            ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
+            port = ntohs(addr.sin_port);
+        }
+        ::close(fd);
+        if (port == 0)
+            return 0;
+        const std::lock_guard lock(mutex);
+        if (handedOut.insert(port).second)
+            return port;
     }
-    ::close(fd);
-    return port;
+    return 0;
 }
 
 } // namespace parasync

@@ -22,7 +22,9 @@ std::optional<PortHolder> findPortHolder(uint16_t port);
 // True when a listening socket can be bound to host:port right now.
 bool isPortFree(const std::string &host, uint16_t port);
 
-// A free loopback port, chosen by the kernel (for tests and "offer free ports").
+// A free loopback port, chosen by the kernel (for tests and "offer free
+// ports"), never one this process was handed before: several calls give a
+// plan distinct ports. 0 when none can be bound.
 uint16_t pickFreePort(const std::string &host = "127.0.0.1");
 
 } // namespace parasync

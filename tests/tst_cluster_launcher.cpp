@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <csignal>
 #include <netinet/in.h>
+#include <set>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -185,6 +186,19 @@ private Q_SLOTS:
         const ClusterPlan fixed = ClusterLauncher::withSuggestedPorts(plan, conflicts);
         QCOMPARE(fixed.cluster.ps[0].port, conflicts[0].suggestedPort);
         QVERIFY(launcher.checkPorts(fixed).empty());
+    }
+
+    // A plan of many tasks on picked ports must never put two tasks on one
+    // address: the kernel reuses a closed ephemeral port freely, and a CI run
+    // once got the same port for worker:0 and worker:1.
+    void freePortsPickedForAPlanAreDistinct()
+    {
+        std::set<uint16_t> seen;
+        for (int i = 0; i < 3000; ++i) {
+            const uint16_t port = pickFreePort();
+            QVERIFY(port != 0);
+            QVERIFY2(seen.insert(port).second, qPrintable(QStringLiteral("port %1 picked twice").arg(port)));
+        }
     }
 
     void stopKillAndRestartATask()
