@@ -222,6 +222,9 @@ bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterSt
         proto::ClusterStatusResponse status;
         if (clusterStatus(&status) && predicate(status))
             return true;
+        // Let QProcess read the tasks' output meanwhile: a pipe left full
+        // blocks a task on its next log line, and the wait never ends.
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
         QThread::msleep(20);
     }
     return false;

@@ -231,13 +231,6 @@ private Q_SLOTS:
 
     void aClusterStartedElsewhereIsDrawnFromItsHistoryThenLive()
     {
-#if defined(__SANITIZE_THREAD__)
-        // Not understood yet: under ThreadSanitizer this cluster never shows
-        // ps:0 past global step 3000 within a minute here, though the same
-        // cluster started by hand trains ~300 steps/s under TSan. Skipped
-        // there until explained; the unsanitized and ASan runs keep it.
-        QSKIP("under investigation: the cluster does not reach step 3000 in 60 s under ThreadSanitizer");
-#endif
         // The first global step the loss chart shows, over all workers.
         const auto firstStep = [](const RunSnapshot &snapshot) {
             double first = -1;
@@ -250,14 +243,17 @@ private Q_SLOTS:
         const QString logdir = dir.filePath(QStringLiteral("run"));
         LocalCluster cluster(1, 2, {QStringLiteral("--last_step=1000000000")}, logdir);
         cluster.startAll();
-        QVERIFY(cluster.waitForStatus([](const auto &status) { return status.global_step() > 3000; }));
+        // Thresholds in hundreds of steps: under ThreadSanitizer, beside
+        // another test on 2 cores, this cluster makes ~50 steps/s.
+        constexpr int64_t kBeforeWatch = 500;
+        QVERIFY(cluster.waitForStatus([](const auto &status) { return status.global_step() > kBeforeWatch; }));
 
         // Telemetry alone starts where the watch starts.
         ClusterWatcher liveOnly;
         WatchLog live(&liveOnly);
         liveOnly.connectTo(cluster.psAddress(0));
         QTRY_VERIFY2_WITH_TIMEOUT(firstStep(live.latest) >= 0, qPrintable(live.all()), kTimeoutMs);
-        QVERIFY(firstStep(live.latest) > 3000);
+        QVERIFY(firstStep(live.latest) > kBeforeWatch);
         liveOnly.disconnectFromCluster();
 
         // With the run directory reachable (here: ps:0's own --logdir, found
@@ -268,10 +264,10 @@ private Q_SLOTS:
         watcher.connectTo(cluster.psAddress(0));
         QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("read the run's history from ") + logdir), qPrintable(log.all()),
                                   kTimeoutMs);
-        QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > 3000, kTimeoutMs);
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > kBeforeWatch, kTimeoutMs);
         QVERIFY(firstStep(log.latest) >= 0 && firstStep(log.latest) < 50);
         const int64_t first = log.latest.globalStep;
-        QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > first + 1000, kTimeoutMs);
+        QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > first + 300, kTimeoutMs);
         // Each applied update counted once: history and live do not overlap.
         const RunSnapshot &s = log.latest;
         QVERIFY2(std::abs(s.stepEvents + s.lostEvents - s.globalStep) <= 20,
