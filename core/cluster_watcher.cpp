@@ -40,8 +40,8 @@ std::string describeWatchFailure(const std::string &where, const grpc::Status &s
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
         return where + " does not serve the cluster's telemetry: is it ps:0's address, not a worker's?";
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
-        return where + " refused the app: wrong or missing cluster token (give the cluster's token, or start "
-                       "the app with PARASYNC_CLUSTER_TOKEN set to it)";
+        return where + " refused the app: wrong or missing cluster token (give the cluster's token: in "
+                       "Connect, with --cluster_token_file, or in PARASYNC_CLUSTER_TOKEN)";
     return (wasConnected ? "lost " : "cannot reach ") + where + ": " + describeRpcError(status);
 }
 

@@ -2,6 +2,7 @@
 
 #include "chart_exporter.h"
 #include "cluster_watcher.h"
+#include "error.h"
 #include "node_options.h"
 #include "preflight_check.h"
 #include "run_charts_view.h"
@@ -107,9 +108,16 @@ void HeadlessRunner::start()
     m_progress.start();
 
     if (m_options.source == HeadlessOptions::Source::Connect) {
-        say(tr("Watching the cluster of ps:0 at %1 until it finishes").arg(m_options.connectAddress));
-        m_watcher->setHistory(m_options.connectRunDirectory, true);
-        m_watcher->connectTo(m_options.connectAddress);
+        RpcSettings settings;
+        try {
+            settings = m_options.connect.rpcSettings();
+        } catch (const InputError &e) {
+            finishWith(CouldNotStart, QString::fromStdString(e.what()));
+            return;
+        }
+        say(tr("Watching the cluster of ps:0 at %1 until it finishes").arg(m_options.connect.address));
+        m_watcher->setHistory(m_options.connect.runDirectory, true);
+        m_watcher->connectTo(m_options.connect.address, settings);
         return;
     }
     if (m_options.preflightOnly || (!m_options.plan.hosts.empty() && !m_options.skipPreflight))
@@ -301,14 +309,20 @@ void HeadlessRunner::onTimeout()
 {
     if (m_done)
         return;
-    const QString step = m_latest ? QString::number(m_latest->globalStep) : tr("(no telemetry)");
-    complain(tr("Timed out after %1 s at global step %2; stopping the cluster and exporting what there is.")
-                 .arg(m_options.timeoutSeconds)
-                 .arg(step));
+    const bool watching = m_options.source == HeadlessOptions::Source::Connect;
+    const QString where = m_latest ? tr("at global step %1").arg(m_latest->globalStep) : tr("before any telemetry came");
+    // A cluster we only watch is not ours to stop.
+    complain(watching ? tr("Timed out after %1 s %2; exporting what there is (the cluster keeps running).")
+                            .arg(m_options.timeoutSeconds)
+                            .arg(where)
+                      : tr("Timed out after %1 s %2; stopping the cluster and exporting what there is.")
+                            .arg(m_options.timeoutSeconds)
+                            .arg(where));
     m_watcher->disconnectFromCluster();
-    m_launcher->stopAll();
+    if (!watching)
+        m_launcher->stopAll();
     exportCharts();
-    finishWith(TimedOut, tr("Raise --timeout or lower --last_step."));
+    finishWith(TimedOut, watching ? tr("Raise --timeout to watch longer.") : tr("Raise --timeout or lower --last_step."));
 }
 
 bool HeadlessRunner::exportCharts()
@@ -332,9 +346,9 @@ bool HeadlessRunner::exportCharts()
     // The run report names what it reports on.
     const QString runName = !m_runDirectory.isEmpty()           ? m_runDirectory
                             : !m_options.runDirectory.isEmpty() ? m_options.runDirectory
-                            : m_options.connectAddress.isEmpty()
+                            : m_options.connect.address.isEmpty()
                                 ? QString()
-                                : tr("the cluster of ps:0 at %1").arg(m_options.connectAddress);
+                                : tr("the cluster of ps:0 at %1").arg(m_options.connect.address);
     const bool ok = m_charts->exportAll(m_options.exportDirectory, &m_written, &error, runName);
     for (const QString &path : std::as_const(m_written))
         say(tr("wrote %1").arg(QDir::toNativeSeparators(path)));

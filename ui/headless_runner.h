@@ -6,6 +6,7 @@
 // finishes with an exit code a script can test.
 
 #include "cluster_launcher.h"
+#include "connect_dialog.h"
 #include "run_state.h"
 
 #include <QElapsedTimer>
@@ -30,8 +31,7 @@ struct HeadlessOptions
     enum class Source { Launch, Connect, Open };
     Source source = Source::Launch;
     ClusterPlan plan;          // Launch; without --logdir, the run directory goes to <export>/run
-    QString connectAddress;    // Connect: ps:0's host:port
-    QString connectRunDirectory; // Connect: its run directory, for the history (else ps:0's own, if readable)
+    ConnectRequest connect;    // Connect: ps:0's address, its run directory (for the history), token, TLS
     QString runDirectory;      // Open
     QString exportDirectory;   // required
     int timeoutSeconds = 600;  // give up (stop the cluster, export what there is)

@@ -7,6 +7,7 @@
 #include "cluster_launcher.h"
 #include "cluster_plan_file.h"
 #include "cluster_watcher.h"
+#include "connect_dialog.h"
 #include "error.h"
 #include "headless_runner.h"
 #include "main_window.h"
@@ -81,6 +82,21 @@ ClusterPlan planFromArguments(const QCommandLineParser &parser)
     return ui::planFromClusterFile(file);
 }
 
+// --connect with what the Connect dialog takes: the run directory, a token
+// file (never the token itself: a command line is visible to every user) and
+// the TLS files. The token otherwise comes from $PARASYNC_CLUSTER_TOKEN.
+ui::ConnectRequest connectRequest(const QCommandLineParser &parser)
+{
+    ui::ConnectRequest request;
+    request.address = parser.value(QStringLiteral("connect"));
+    request.runDirectory = parser.value(QStringLiteral("run_dir"));
+    request.tokenFile = parser.value(QStringLiteral("cluster_token_file"));
+    request.connection.tlsCa = parser.value(QStringLiteral("tls_ca")).toStdString();
+    request.connection.tlsCert = parser.value(QStringLiteral("tls_cert")).toStdString();
+    request.connection.tlsKey = parser.value(QStringLiteral("tls_key")).toStdString();
+    return request;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -130,6 +146,11 @@ int main(int argc, char **argv)
     option("run_dir", "With --connect: the run directory (--logdir) of that cluster, when this machine can read it; "
                       "the charts start from its history, then continue live (default: ps:0's own, if readable here).",
            "RUN_DIR");
+    option("cluster_token_file", "With --connect: a file (mode 0600) holding the cluster's token "
+                                 "(default: $PARASYNC_CLUSTER_TOKEN).", "FILE");
+    option("tls_ca", "With --connect: the CA that signed the cluster's certificates (PEM); turns TLS on.", "FILE");
+    option("tls_cert", "With --connect to a cluster with --tls_mutual: this app's certificate (PEM).", "FILE");
+    option("tls_key", "With --connect and --tls_cert: its private key (PEM).", "FILE");
     option("open", "Replay a finished run from its run directory (--logdir).", "RUN_DIR");
     option("compare", "Compare finished runs side by side (comma-separated run directories).", "DIRS");
     option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
@@ -185,8 +206,7 @@ int main(int argc, char **argv)
             options.runDirectory = parser.value(QStringLiteral("open"));
         } else if (parser.isSet(QStringLiteral("connect"))) {
             options.source = ui::HeadlessOptions::Source::Connect;
-            options.connectAddress = parser.value(QStringLiteral("connect"));
-            options.connectRunDirectory = parser.value(QStringLiteral("run_dir"));
+            options.connect = connectRequest(parser);
         } else if (wantsCluster) {
             options.plan = plan;
         } else {
@@ -212,7 +232,7 @@ int main(int argc, char **argv)
         QTimer::singleShot(0, &window, &ui::MainWindow::startDemo);
     }
     else if (parser.isSet(QStringLiteral("connect")))
-        window.connectToCluster(parser.value(QStringLiteral("connect")), parser.value(QStringLiteral("run_dir")));
+        window.connectToCluster(connectRequest(parser));
     if (parser.isSet(QStringLiteral("open")))
         window.openRunDirectory(parser.value(QStringLiteral("open")));
     if (parser.isSet(QStringLiteral("compare")))
