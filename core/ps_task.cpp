@@ -692,32 +692,41 @@ void PsTask::updateActingChiefLocked()
     m_actingChief = acting;
 }
 
+// In sentences that read on their own in the log and inside the app's
+// banner ("ps:0 is waiting for ..."), without parentheses inside parentheses.
 std::string PsTask::describeWaitLocked() const
 {
     const auto now = std::chrono::steady_clock::now();
-    std::string held;
-    std::string working;
+    std::vector<std::string> working;
+    std::vector<std::string> held;
     for (int i = 0; i < int(m_workers.size()); ++i) {
         if (!isLiveLocked(i))
             continue;
         const auto &info = m_workers[size_t(i)];
         const std::string name = "worker:" + std::to_string(i);
         if (info.phase == proto::BLOCKED_BY_SYNC || info.phase == proto::BLOCKED_BY_STALENESS) {
-            held += (held.empty() ? "" : "; ") + name + " is held ("
-                    + (info.waitingFor.empty() ? proto::WorkerPhase_Name(info.phase) : info.waitingFor) + ")";
+            const std::string why = !info.waitingFor.empty() ? info.waitingFor : proto::WorkerPhase_Name(info.phase);
+            held.push_back(name + (info.phase == proto::BLOCKED_BY_SYNC ? " is held in " : " is held by the staleness bound: ")
+                           + why);
             continue;
         }
         char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%.1f",
-                      std::chrono::duration<double>(now - info.lastSeen).count());
-        working += (working.empty() ? "" : ", ") + name + " (last heard from " + seconds + " s ago)";
+        std::snprintf(seconds, sizeof seconds, "%.1f", std::chrono::duration<double>(now - info.lastSeen).count());
+        working.push_back(name + ", last heard from " + seconds + " s ago");
     }
+    const auto join = [](const std::vector<std::string> &parts, const char *separator, const char *last) {
+        std::string text;
+        for (size_t i = 0; i < parts.size(); ++i)
+            text += (i == 0 ? "" : i + 1 == parts.size() ? last : separator) + parts[i];
+        return text;
+    };
     std::string text;
     if (!working.empty())
-        text = working + ": still computing its step, slowed by a straggler delay, or frozen (stopped with "
-                         "SIGSTOP, swapping, a link that drops data but not the connection)";
+        text = join(working, "; ", "; and ") + (working.size() == 1 ? ". It is" : ". They are")
+               + " still computing a step: slowed by a straggler delay, or frozen by SIGSTOP, swapping or a link "
+                 "that drops data but not the connection";
     if (!held.empty())
-        text += (text.empty() ? "" : "; ") + held;
+        text += (text.empty() ? "" : ". ") + join(held, ". ", ". ");
     return text.empty() ? std::string("no live worker") : text;
 }
 

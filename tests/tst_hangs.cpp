@@ -63,8 +63,8 @@ private Q_SLOTS:
         proto::ClusterStatusResponse stalled;
         QVERIFY(cluster.clusterStatus(&stalled));
         const QString waitingFor = QString::fromStdString(stalled.stall().waiting_for());
-        QVERIFY2(waitingFor.contains(QStringLiteral("worker:1 (last heard from")), qPrintable(waitingFor));
-        QVERIFY2(waitingFor.contains(QStringLiteral("worker:0 is held")), qPrintable(waitingFor));
+        QVERIFY2(waitingFor.contains(QStringLiteral("worker:1, last heard from")), qPrintable(waitingFor));
+        QVERIFY2(waitingFor.contains(QStringLiteral("worker:0 is held in sync step")), qPrintable(waitingFor));
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("hang watchdog: the global step has not moved from ")
                                             + QString::number(stalled.stall().global_step())));
         // --status, as a user without the app asks.
