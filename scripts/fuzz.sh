@@ -13,7 +13,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${PARASYNC_FUZZ_SECONDS:-10}
 targets=(fuzz_host_list fuzz_tf_config fuzz_cluster_file fuzz_checkpoint fuzz_csv fuzz_idx fuzz_node_flags
-  fuzz_requests)
+  fuzz_requests fuzz_event_file)
 [ $# -gt 0 ] && targets=("$@")
 
 packages=(clang libclang-rt-14-dev cmake ninja-build)
@@ -36,6 +36,7 @@ nice cmake --build --preset fuzz
 
 work=$(mktemp -d /tmp/parasync-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+export TMPDIR=$work # targets that need a directory make theirs here
 artifacts=$here/build/fuzz/artifacts
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
