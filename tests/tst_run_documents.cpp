@@ -236,6 +236,20 @@ private Q_SLOTS:
         QVERIFY2(text.contains(QStringLiteral("w = %1, b = %2").arg(QString::number(w, 'g', 6), QString::number(b, 'g', 6))),
                  qPrintable(text.left(1500)));
         QVERIFY(std::abs(w - 2) < 0.1 && std::abs(b - 10) < 0.1);
+
+        // The charts on the page can be read: their axis titles ("global
+        // step" under the timeline, loss and parameter charts) print at 3.5 pt
+        // or more, not shrunk with the whole chart into its cell.
+        const QString boxes = poppler(QStringLiteral("pdftotext"), {QStringLiteral("-bbox"), path, QStringLiteral("-")});
+        const QRegularExpression word(QStringLiteral("yMin=\"([0-9.]+)\" xMax=\"[0-9.]+\" yMax=\"([0-9.]+)\">global</word>"));
+        QList<double> heights;
+        for (auto it = word.globalMatch(boxes); it.hasNext();) {
+            const auto match = it.next();
+            heights << match.captured(2).toDouble() - match.captured(1).toDouble();
+        }
+        QVERIFY2(heights.size() >= 4, qPrintable(boxes.left(2000)));
+        for (const double height : heights)
+            QVERIFY2(height >= 3.5, qPrintable(QStringLiteral("a chart label %1 pt high").arg(height)));
     }
 
     void headlessOpenOfAnEventFilesOnlyLogdirExportsTheChiefsRun()

@@ -16,6 +16,7 @@
 #include <QSaveFile>
 #include <QSvgGenerator>
 
+#include <array>
 #include <cmath>
 
 namespace parasync::ui {
@@ -38,16 +39,19 @@ bool nonEmptyFile(const QString &path, QString *error)
 
 // Paints `chart` at its export size, scaled to fit `cell` (keeping its
 // aspect), so fonts and line widths keep their proportions.
-void paintChartInto(QPainter *painter, ExportableChart *chart, const QRectF &cell)
+// Draws `chart` laid out for a box of cell/zoom pixels, then scaled by
+// `zoom` into `cell`: a chart laid out for a small box keeps its text large
+// relative to its plot, where scaling down a full-size export would leave
+// unreadable labels.
+void paintChartInto(QPainter *painter, ExportableChart *chart, const QRectF &cell, double zoom)
 {
-    const QSizeF size(chart->exportSize());
-    const double scale = std::min(cell.width() / size.width(), cell.height() / size.height());
+    const QSizeF logical = cell.size() / zoom;
     painter->save();
-    painter->translate(cell.left() + (cell.width() - size.width() * scale) / 2, cell.top());
-    painter->scale(scale, scale);
-    painter->setClipRect(QRectF(QPointF(0, 0), size));
-    painter->fillRect(QRectF(QPointF(0, 0), size), Qt::white);
-    chart->renderTo(painter, QRectF(QPointF(0, 0), size));
+    painter->translate(cell.topLeft());
+    painter->scale(zoom, zoom);
+    painter->setClipRect(QRectF(QPointF(0, 0), logical));
+    painter->fillRect(QRectF(QPointF(0, 0), logical), Qt::white);
+    chart->renderTo(painter, QRectF(QPointF(0, 0), logical));
     painter->restore();
 }
 
@@ -61,6 +65,9 @@ struct ReportSection
 {
     QString heading;
     QStringList lines;
+    // Lines are items (flags) packed side by side as the column's width
+    // allows, never broken inside one.
+    bool packed = false;
 };
 
 std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
@@ -80,9 +87,8 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
                                   QString::fromStdString(snapshot.signature.optimizer()));
     sections.push_back(cluster);
 
-    ReportSection flags{QObject::tr("Flags"), {}};
+    ReportSection flags{QObject::tr("Flags"), {}, true};
     const QJsonObject training = QJsonDocument::fromJson(QByteArray::fromStdString(snapshot.trainingJson)).object();
-    QString line;
     for (auto it = training.begin(); it != training.end(); ++it) {
         const QJsonValue value = it.value();
         if (value.isString() && value.toString().isEmpty())
@@ -91,15 +97,8 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
                              : value.isBool() ? (value.toBool() ? QStringLiteral("true") : QStringLiteral("false"))
                              : value.isDouble() ? QString::number(value.toDouble(), 'g', 8)
                                                 : QString::fromUtf8(QJsonDocument(QJsonObject{{it.key(), value}}).toJson(QJsonDocument::Compact));
-        const QString flag = QStringLiteral("--%1=%2").arg(it.key(), text);
-        if (!line.isEmpty() && line.size() + flag.size() > 58) {
-            flags.lines << line;
-            line.clear();
-        }
-        line += (line.isEmpty() ? QString() : QStringLiteral("  ")) + flag;
+        flags.lines << QStringLiteral("--%1=%2").arg(it.key(), text);
     }
-    if (!line.isEmpty())
-        flags.lines << line;
     if (flags.lines.isEmpty())
         flags.lines << QObject::tr("(not recorded)");
     sections.push_back(flags);
@@ -220,48 +219,81 @@ bool ChartExporter::exportRunReport(const QList<ExportableChart *> &charts, cons
     painter.drawText(QRectF(content.left(), content.top(), content.width(), 22), Qt::AlignRight | Qt::AlignVCenter,
                      QDateTime::currentDateTime().toString(Qt::ISODate));
 
-    // Left: the text sections; right: the charts, two per row.
-    const double textWidth = 230;
-    double y = content.top() + 30;
+    // A band of text columns (cluster, flags, mode changes, final figures)
+    // under the title, then every chart in a grid filling the rest.
+    const std::vector<ReportSection> sections = reportSections(snapshot);
+    const std::array<double, 4> shares{0.25, 0.37, 0.15, 0.23};
     QFont heading = small;
     heading.setPointSizeF(9);
     heading.setBold(true);
-    for (const ReportSection &section : reportSections(snapshot)) {
+    const double bandTop = content.top() + 28;
+    double bandBottom = bandTop;
+    double x = content.left();
+    for (size_t i = 0; i < sections.size(); ++i) {
+        const ReportSection &section = sections[i];
+        const double width = content.width() * (i < shares.size() ? shares[i] : 0.2) - 12;
+        double y = bandTop;
         painter.setFont(heading);
-        painter.drawText(QRectF(content.left(), y, textWidth, 13), Qt::AlignLeft | Qt::AlignVCenter, section.heading);
+        painter.drawText(QRectF(x, y, width, 13), Qt::AlignLeft | Qt::AlignVCenter, section.heading);
         y += 14;
         painter.setFont(small);
-        for (const QString &line : section.lines) {
-            const QRectF box(content.left() + 4, y, textWidth - 4, 200);
+        QStringList lines = section.lines;
+        if (section.packed) {
+            // Pack whole items into lines as wide as the column.
+            lines.clear();
+            QString line;
+            for (const QString &item : section.lines) {
+                const QString longer = line.isEmpty() ? item : line + QStringLiteral("  ") + item;
+                if (!line.isEmpty() && painter.fontMetrics().horizontalAdvance(longer) > width - 4) {
+                    lines << line;
+                    line = item;
+                } else {
+                    line = longer;
+                }
+            }
+            if (!line.isEmpty())
+                lines << line;
+        }
+        for (const QString &line : lines) {
+            const QRectF box(x + 2, y, width - 2, 200);
             const QRectF used = painter.boundingRect(box, Qt::AlignLeft | Qt::TextWordWrap, line);
             painter.drawText(box, Qt::AlignLeft | Qt::TextWordWrap, line);
             y += used.height() + 1;
         }
-        y += 8;
+        bandBottom = std::max(bandBottom, y);
+        x += width + 12;
     }
 
-    const QRectF chartArea(content.left() + textWidth + 14, content.top() + 30,
-                           content.right() - (content.left() + textWidth + 14), content.bottom() - (content.top() + 30));
-    // As many columns as make the charts largest (they keep their aspect).
+    const double gap = 8;
+    const QRectF chartArea(content.left(), bandBottom + 10, content.width(), content.bottom() - (bandBottom + 10));
+    // The grid whose cells hold the largest chart of a chart's usual shape
+    // (about 1.9 : 1); each chart fills its cell.
+    constexpr double kAspect = 1.9;
     int columns = 1;
-    double bestScale = 0;
+    double best = 0;
     for (int c = 1; c <= 4 && !charts.isEmpty(); ++c) {
         const int r = int((charts.size() + c - 1) / c);
-        const QSizeF size(charts.front()->exportSize());
-        const double scale = std::min((chartArea.width() - 8 * (c - 1)) / c / size.width(),
-                                      (chartArea.height() - 8 * (r - 1)) / r / size.height());
-        if (scale > bestScale) {
-            bestScale = scale;
+        const double w = (chartArea.width() - gap * (c - 1)) / c;
+        const double h = (chartArea.height() - gap * (r - 1)) / r;
+        const double fit = std::min(w, h * kAspect);
+        if (fit > best) {
+            best = fit;
             columns = c;
         }
     }
     const int rows = std::max(1, int((charts.size() + columns - 1) / columns));
-    const double cellWidth = (chartArea.width() - 8 * (columns - 1)) / columns;
-    const double cellHeight = (chartArea.height() - 8 * (rows - 1)) / rows;
+    const double cellWidth = (chartArea.width() - gap * (columns - 1)) / columns;
+    const double cellHeight = (chartArea.height() - gap * (rows - 1)) / rows;
+    // Laid out as for a window of about twice the cell's size (see
+    // paintChartInto): the charts' 8-9 px labels print at about 4.5 pt, which
+    // reads on paper and, the page being vectors, zooms without blur.
+    constexpr double kZoom = 0.55;
     for (int i = 0; i < int(charts.size()); ++i) {
-        const QRectF cell(chartArea.left() + (i % columns) * (cellWidth + 8), chartArea.top() + (i / columns) * (cellHeight + 8),
-                          cellWidth, cellHeight);
-        paintChartInto(&painter, charts[i], cell);
+        const QRectF cell(chartArea.left() + (i % columns) * (cellWidth + gap),
+                          chartArea.top() + (i / columns) * (cellHeight + gap), cellWidth, cellHeight);
+        paintChartInto(&painter, charts[i], cell, kZoom);
+        painter.setPen(QColor(0xd0, 0xd0, 0xd0));
+        painter.drawRect(cell);
     }
     painter.end();
     return nonEmptyFile(path, error);

@@ -29,8 +29,9 @@ public:
     static bool exportCsv(const ExportableChart *chart, const QString &path, QString *error);
     // One page the size of the chart, drawn as vectors (text stays text).
     static bool exportPdf(ExportableChart *chart, const QString &path, QString *error);
-    // One landscape A4 page: the cluster, the training flags, the mode
-    // changes, every chart and the final figures of the run. `runName` heads
+    // One landscape A4 page: a band with the cluster, the training flags,
+    // the mode changes and the final figures of the run, then every chart in
+    // a grid, each laid out for its cell so that its labels stay legible. `runName` heads
     // the page (a run directory, "live run").
     static bool exportRunReport(const QList<ExportableChart *> &charts, const RunSnapshot &snapshot,
                                 const QString &runName, const QString &path, QString *error);

@@ -6,6 +6,7 @@
 
 #include <QCheckBox>
 #include <QComboBox>
+#include <QFontMetricsF>
 #include <QHBoxLayout>
 #include <QHelpEvent>
 #include <QLabel>
@@ -277,6 +278,10 @@ void StepTimelineView::paintTimeline(QPainter *painter, const QRectF &rect, cons
     map.width = layout.plot.width();
 
     QFont base = painter->font();
+    // Text as large as on screen (96 dpi) on every device: a PDF or SVG at
+    // 72 dpi would otherwise print it at 3/4 the size of the QChart charts'.
+    if (const int dpi = painter->device() ? painter->device()->logicalDpiY() : 0; dpi > 0 && base.pointSizeF() > 0)
+        base.setPointSizeF(base.pointSizeF() * 96.0 / dpi);
     QFont titleFont = base;
     titleFont.setBold(true);
     titleFont.setPointSizeF(base.pointSizeF() * 1.25);
@@ -292,44 +297,92 @@ void StepTimelineView::paintTimeline(QPainter *painter, const QRectF &rect, cons
         : tr("Step interleaving over wall time");
     painter->drawText(layout.title, Qt::AlignCenter, titleText);
 
-    // Legend: what the marks mean.
-    painter->setFont(small);
-    double x = layout.legend.left();
-    const double ly = layout.legend.center().y();
-    const auto legendText = [&](const QString &label) {
-        painter->setPen(text);
-        const double w = painter->fontMetrics().horizontalAdvance(label);
-        painter->drawText(QRectF(x, layout.legend.top(), w + 4, layout.legend.height()), Qt::AlignVCenter, label);
-        x += w + 18;
+    // Legend: what the marks mean. In a narrow chart (a report's grid cell)
+    // it starts left of the plot, over the lane labels' column, with smaller
+    // text, and leaves out the marks this run does not have rather than run
+    // off the edge.
+    enum class Mark { Applied, Sync, Staleness, Dropped, ModeChange };
+    struct LegendEntry
+    {
+        Mark mark;
+        QString label;
+        bool shown; // in this run
+        double markWidth;
     };
-    painter->setPen(QPen(workerColor(0), 2));
-    painter->drawLine(QPointF(x + 4, ly - 6), QPointF(x + 4, ly + 6));
-    x += 12;
-    legendText(tr("applied update (worker colour)"));
-    painter->fillRect(QRectF(x, ly - 6, 18, 12), waitColor(proto::BLOCKED_BY_SYNC));
-    x += 22;
-    legendText(tr("blocked by sync barrier"));
-    painter->fillRect(QRectF(x, ly - 6, 18, 12), waitColor(proto::BLOCKED_BY_STALENESS));
-    x += 22;
-    legendText(tr("blocked by staleness bound"));
-    painter->setPen(QPen(droppedColor(), 2));
-    drawCross(painter, QPointF(x + 5, ly), 4);
-    x += 14;
-    legendText(tr("dropped stale gradient"));
-    painter->setPen(QPen(modeMarkerColor(), 1.5, Qt::DashLine));
-    painter->drawLine(QPointF(x + 4, ly - 7), QPointF(x + 4, ly + 7));
-    x += 12;
-    legendText(tr("mode change"));
+    const auto anyItem = [this](const auto &predicate) {
+        return std::any_of(m_items.begin(), m_items.end(), predicate);
+    };
+    std::vector<LegendEntry> legend{
+        {Mark::Applied, tr("applied update (worker colour)"), true, 12},
+        {Mark::Sync, tr("blocked by sync barrier"),
+         anyItem([](const Item &i) { return i.waitReason == proto::BLOCKED_BY_SYNC; }), 22},
+        {Mark::Staleness, tr("blocked by staleness bound"),
+         anyItem([](const Item &i) { return i.waitReason == proto::BLOCKED_BY_STALENESS; }), 22},
+        {Mark::Dropped, tr("dropped stale gradient"),
+         anyItem([](const Item &i) { return i.outcome == proto::DROPPED_STALE; }), 14},
+        {Mark::ModeChange, tr("mode change"), m_snapshot && !m_snapshot->modeChanges.empty(), 12},
+    };
+    QFont legendFont = small;
+    const auto legendWidth = [&legend, &legendFont, painter] {
+        const QFontMetricsF metrics(legendFont, painter->device());
+        double total = 0;
+        for (const LegendEntry &entry : legend)
+            total += entry.markWidth + metrics.horizontalAdvance(entry.label) + 18;
+        return total;
+    };
+    const double roomWithLabels = layout.legend.right() - rect.left() - 8;
+    if (const double needed = legendWidth(); needed > roomWithLabels)
+        legendFont.setPointSizeF(legendFont.pointSizeF() * std::max(0.8, roomWithLabels / needed));
+    if (legendWidth() > roomWithLabels)
+        legend.erase(std::remove_if(legend.begin(), legend.end(), [](const LegendEntry &e) { return !e.shown; }),
+                     legend.end());
+    painter->setFont(legendFont);
+    double x = layout.legend.left();
+    if (const double needed = legendWidth(); needed > layout.legend.width())
+        x = std::max(rect.left() + 8, layout.legend.right() - needed);
+    const double ly = layout.legend.center().y();
+    for (const LegendEntry &entry : legend) {
+        switch (entry.mark) {
+        case Mark::Applied:
+            painter->setPen(QPen(workerColor(0), 2));
+            painter->drawLine(QPointF(x + 4, ly - 6), QPointF(x + 4, ly + 6));
+            break;
+        case Mark::Sync:
+            painter->fillRect(QRectF(x, ly - 6, 18, 12), waitColor(proto::BLOCKED_BY_SYNC));
+            break;
+        case Mark::Staleness:
+            painter->fillRect(QRectF(x, ly - 6, 18, 12), waitColor(proto::BLOCKED_BY_STALENESS));
+            break;
+        case Mark::Dropped:
+            painter->setPen(QPen(droppedColor(), 2));
+            drawCross(painter, QPointF(x + 5, ly), 4);
+            break;
+        case Mark::ModeChange:
+            painter->setPen(QPen(modeMarkerColor(), 1.5, Qt::DashLine));
+            painter->drawLine(QPointF(x + 4, ly - 7), QPointF(x + 4, ly + 7));
+            break;
+        }
+        x += entry.markWidth;
+        painter->setPen(text);
+        const double w = painter->fontMetrics().horizontalAdvance(entry.label);
+        painter->drawText(QRectF(x, layout.legend.top(), w + 4, layout.legend.height()), Qt::AlignVCenter, entry.label);
+        x += w + 18;
+    }
     QStringList notes;
     if (m_axis == Axis::GlobalStep && map.span() / std::max(map.width, 1.0) > 1.0)
         notes.append(tr("zoomed out: bar height = the worker's share of the updates in a pixel column"));
     // The detail is bounded: say where it begins rather than draw an empty past.
     if (!m_items.empty() && m_items.front().step > 1 && map.start < m_items.front().step)
         notes.append(tr("updates before step %1 are kept only in the other charts").arg(qint64(m_items.front().step)));
-    if (!notes.isEmpty()) {
+    // The notes take what room the legend leaves: cut short with an
+    // ellipsis, or left out when only a few letters would show.
+    const double noteRoom = layout.legend.right() - x;
+    if (!notes.isEmpty() && noteRoom > 80) {
         painter->setPen(QColor(0x70, 0x70, 0x70));
-        painter->drawText(QRectF(x, layout.legend.top(), layout.legend.right() - x, layout.legend.height()),
-                          Qt::AlignVCenter | Qt::AlignRight, notes.join(QStringLiteral(" \u00b7 ")));
+        const QString note = painter->fontMetrics().elidedText(notes.join(QStringLiteral(" \u00b7 ")), Qt::ElideRight,
+                                                               int(noteRoom));
+        painter->drawText(QRectF(x, layout.legend.top(), noteRoom, layout.legend.height()),
+                          Qt::AlignVCenter | Qt::AlignRight, note);
     }
 
     // Lanes.
