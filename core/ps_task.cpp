@@ -955,6 +955,7 @@ grpc::Status PsTask::watch(grpc::ServerContext *context, const proto::WatchReque
             lastStatus = now;
         }
         first = false;
+        batch.set_wall_time(wallTime());
         if (!open)
             batch.set_cluster_finished(true);
         if (context->IsCancelled() || !writer->Write(batch) || !open)

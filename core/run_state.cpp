@@ -118,6 +118,7 @@ void RunState::clear()
     m_provisionalNames = false;
     m_recent.clear();
     m_rates.clear();
+    m_psClock = 0;
 }
 
 WorkerFigures &RunState::worker(int index)
@@ -222,6 +223,7 @@ void RunState::apply(const proto::TelemetryBatch &batch)
     for (const auto &event : batch.events())
         apply(event);
     m_snapshot.lostEvents += batch.lost_events();
+    m_psClock = std::max(m_psClock, batch.wall_time());
     // ps:0 takes the status after collecting the batch's events, so it is
     // at least as new as they are.
     if (batch.has_status())
@@ -314,7 +316,14 @@ void RunState::addStep(const StepRecord &step)
     figures.waitFraction = busy > 0 ? double(rate.waitUs) / double(busy) : 0;
     rate.latestTime = std::max(rate.latestTime, step.wallTime);
     rate.latestClock = std::max(rate.latestClock, step.workerClock);
-    if (rate.samples.empty() || step.wallTime - rate.samples.back().first >= kRateSampleSeconds)
+    // Samples ~50 ms apart, the newest always the latest step: a burst that
+    // ends (a straggler slows a sync step to seconds) must not leave its last
+    // 50 ms of steps uncounted in the base, or later rates come out too high.
+    const size_t count = rate.samples.size();
+    if (count >= 2 && step.wallTime >= rate.samples.back().first
+        && step.wallTime - rate.samples[count - 2].first < kRateSampleSeconds)
+        rate.samples.back() = {step.wallTime, step.workerClock};
+    else if (count == 0 || step.wallTime > rate.samples.back().first)
         rate.samples.emplace_back(step.wallTime, step.workerClock);
     // Keep one sample at or before the window's start as the rate's base.
     while (rate.samples.size() > 2 && rate.samples[1].first <= rate.latestTime - kRateWindowSeconds)
@@ -407,8 +416,9 @@ RunSnapshot RunState::snapshot() const
     out.recentSteps.assign(m_recent.begin(), m_recent.end());
     // Steps per second over the last ~2 s of the run's own clock (ps:0's),
     // so a replay shows the speeds the run had, and a worker that stopped
-    // while others go on falls to 0.
-    const double now = m_snapshot.lastWallTime;
+    // while others go on falls to 0. Live, ps:0's clock also moves with the
+    // batches it sends, so a cluster that stands still falls to 0 too.
+    const double now = std::max(m_snapshot.lastWallTime, m_psClock);
     for (auto &figures : out.workers) {
         const auto it = m_rates.find(figures.index);
         if (it == m_rates.end() || figures.phase == proto::FINISHED || figures.phase == proto::DEAD) {

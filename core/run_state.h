@@ -196,6 +196,7 @@ private:
         int64_t appliedReported = 0, droppedReported = 0, nonfiniteReported = 0;
     };
     std::map<int, Rate> m_rates;
+    double m_psClock = 0; // ps:0's wall time of the newest telemetry batch
 };
 
 // Reads a run directory (--logdir) written by ps:0 and replays it into a

@@ -344,6 +344,27 @@ private Q_SLOTS:
         const auto s = state.snapshot();
         QVERIFY2(std::abs(s.workers[0].stepsPerSecond - 100) < 5, qPrintable(QString::number(s.workers[0].stepsPerSecond)));
         QCOMPARE(s.workers[1].stepsPerSecond, 0.0); // its last step is 3 s old
+
+        // Then the whole cluster stands still (a sync step waiting for a
+        // frozen worker): ps:0's batches keep coming with its clock, and
+        // the speed shown falls to 0 instead of staying at 100 steps/s.
+        proto::TelemetryBatch quiet;
+        quiet.set_wall_time(1005.0 + 0.5);
+        state.apply(quiet);
+        QVERIFY2(state.snapshot().workers[0].stepsPerSecond > 20, "half a second without steps already shows 0");
+        quiet.set_wall_time(1005.0 + 2.5);
+        state.apply(quiet);
+        QCOMPARE(state.snapshot().workers[0].stepsPerSecond, 0.0);
+        // A replay (no batches) still shows the speeds the run had.
+        QCOMPARE(state.snapshot().lastWallTime, 1005.0);
+
+        // One more step, 4 s after the burst of 100 steps/s: one step in the
+        // window, not the burst's tail counted again.
+        state.apply(stepEvent(501, 1009.0, 0, 501, 1.f));
+        quiet.set_wall_time(1009.5);
+        state.apply(quiet);
+        const double slow = state.snapshot().workers[0].stepsPerSecond;
+        QVERIFY2(slow > 0 && slow <= 0.5, qPrintable(QString::number(slow)));
     }
 
     void memoryStaysBoundedAfterMillionsOfSteps()
