@@ -159,6 +159,11 @@ std::string describeRpcError(const grpc::Status &status)
         if (says("Socket closed") || says("onnection reset") || says("End of TCP stream"))
             return "the connection was closed while setting it up: does the task use TLS (then give --tls_ca) "
                    "or is another program on that port? (" + message + ")";
+        // HTTP/2 pings unanswered: the TCP connection was made, so the
+        // process is there, but it does not run (see the seeds' pitfalls).
+        if (says("keepalive watchdog timeout"))
+            return "the task accepted the connection but does not answer: stopped (SIGSTOP, a debugger), "
+                   "overloaded or swapping? (" + message + ")";
         if (says("failed to connect"))
             return "cannot connect (" + message + ")";
         return "unavailable (" + message + ")";

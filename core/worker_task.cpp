@@ -230,7 +230,7 @@ bool WorkerTask::waitForPs(int ps)
     }
 }
 
-void WorkerTask::initializeAsChief()
+std::string WorkerTask::initializeAsChief()
 {
     const int numPs = m_options.cluster.numPs();
     const proto::ModelSignature signature = modelSignature();
@@ -289,14 +289,23 @@ void WorkerTask::initializeAsChief()
         auto context = makeContext(m_rpc, std::chrono::seconds(10));
         proto::InitializeResponse response;
         const auto status = m_ps[size_t(k)]->parameters->Initialize(context.get(), request, &response);
+        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
+            || status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+            throw InputError("ps:" + std::to_string(k) + " refused the variables: " + status.error_message());
+        // A ps that is slow to answer (overloaded, swapping, being profiled)
+        // or went away meanwhile is waited for, as at the start. Initialize
+        // is idempotent: a call that timed out here but reached ps:k makes
+        // the next one answer "already holds the variables".
         if (!status.ok())
-            throw std::runtime_error("cannot initialise ps:" + std::to_string(k) + ": " + describeRpcError(status));
+            return "cannot initialise ps:" + std::to_string(k) + " at " + m_ps[size_t(k)]->address + ": "
+                   + describeRpcError(status);
         if (response.initialized_now() && k == 0)
             m_log("chief: variables initialised (" + origin + ") at global step " + std::to_string(globalStep));
         else if (!response.initialized_now() && k == 0)
             m_log("chief: ps:0 already holds the variables at global step " + std::to_string(response.global_step())
                   + "; continuing from there");
     }
+    return {};
 }
 
 bool WorkerTask::connectAndJoin()
@@ -305,8 +314,14 @@ bool WorkerTask::connectAndJoin()
     for (int k = 0; k < int(m_ps.size()); ++k)
         if (!waitForPs(k))
             return false;
-    if (m_options.task.isChief())
-        initializeAsChief();
+    if (m_options.task.isChief()) {
+        Backoff backoff;
+        for (std::string failure = initializeAsChief(); !failure.empty(); failure = initializeAsChief()) {
+            setState(failure);
+            if (!backoff.wait(failure, m_log, [this] { return stopping(); }))
+                return false;
+        }
+    }
 
     Backoff waitingForChief(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
     for (auto &ps : m_ps) {

@@ -58,7 +58,10 @@ private:
     bool waitForPs(int ps);
     // What this worker trains, as ps:0 checks it and checkpoints record it.
     proto::ModelSignature modelSignature() const;
-    void initializeAsChief();
+    // Hands every ps its variables (fresh or from the newest checkpoint).
+    // Returns why it could not, for a ps that did not answer (then retry),
+    // or empty when done; throws InputError when a ps refused them.
+    std::string initializeAsChief();
     // One training step; returns false when a stream broke (reconnect).
     bool step();
     void saveCheckpoint(bool final);

@@ -1,6 +1,9 @@
 // Dead processes, real signals: a cluster must notice, carry on with who is
 // left, and take the dead back when they return. No task waits silently.
 #include "cluster_harness.h"
+#include "parasync.grpc.pb.h"
+
+#include <grpcpp/server_builder.h>
 
 #include <QDeadlineTimer>
 #include <QElapsedTimer>
@@ -8,8 +11,12 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <atomic>
+#include <csignal>
 #include <map>
+#include <memory>
 #include <set>
+#include <thread>
 
 using namespace parasync;
 using namespace parasync::testing;
@@ -49,6 +56,52 @@ void stopCluster(LocalCluster &cluster, int workers)
     cluster.ps(0).terminate();
     cluster.ps(0).waitForExit();
 }
+
+// A ps:0 that answers "are you there?" but never gets round to taking the
+// chief's variables: what a real ps looks like while it is overloaded,
+// swapping or run under a profiler (seen: heaptrack made Initialize take over
+// the chief's 10 s deadline, and the chief aborted).
+class UnresponsivePs final : public proto::TaskControl::Service, public proto::ParameterService::Service
+{
+public:
+    explicit UnresponsivePs(const QString &address)
+    {
+        grpc::ServerBuilder builder;
+        builder.AddListeningPort(address.toStdString(), grpc::InsecureServerCredentials());
+        builder.RegisterService(static_cast<proto::TaskControl::Service *>(this));
+        builder.RegisterService(static_cast<proto::ParameterService::Service *>(this));
+        m_server = builder.BuildAndStart();
+    }
+    ~UnresponsivePs() { shutDown(); }
+    bool listening() const { return m_server != nullptr; }
+    int initializeCalls() const { return m_initializeCalls; }
+    void shutDown()
+    {
+        if (m_server)
+            m_server->Shutdown(std::chrono::system_clock::now() + 1s);
+        m_server.reset();
+    }
+
+    grpc::Status GetTaskStatus(grpc::ServerContext *, const proto::TaskStatusRequest *,
+                               proto::TaskStatusResponse *response) override
+    {
+        response->set_job_name("ps");
+        response->set_state("serving");
+        return grpc::Status::OK;
+    }
+    grpc::Status Initialize(grpc::ServerContext *context, const proto::InitializeRequest *,
+                            proto::InitializeResponse *) override
+    {
+        ++m_initializeCalls;
+        while (!context->IsCancelled())
+            std::this_thread::sleep_for(10ms);
+        return grpc::Status::CANCELLED;
+    }
+
+private:
+    std::unique_ptr<grpc::Server> m_server;
+    std::atomic<int> m_initializeCalls{0};
+};
 
 } // namespace
 
@@ -143,6 +196,44 @@ private Q_SLOTS:
                    && worker(s, 1)->worker_clock() > 0;
         }));
         stopCluster(cluster, 2);
+    }
+
+    // The chief keeps waiting for a ps that does not answer its
+    // initialisation in time, says so, and trains once a ps answers.
+    void theChiefWaitsForAPsTooSlowToTakeItsVariables()
+    {
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=3000")});
+        auto slow = std::make_unique<UnresponsivePs>(cluster.psAddress(0));
+        QVERIFY(slow->listening());
+        NodeProcess &chief = cluster.startWorker(0);
+        const QString expected = QStringLiteral("cannot initialise ps:0 at ") + cluster.psAddress(0) + QStringLiteral(": timed out");
+        QVERIFY2(chief.waitForOutput(expected, 40s), qPrintable(chief.output()));
+        QVERIFY2(chief.output().contains(QStringLiteral("retrying in")), qPrintable(chief.output()));
+        QVERIFY2(chief.isRunning(), qPrintable(chief.output()));
+        QVERIFY(slow->initializeCalls() >= 1);
+
+        // A real ps:0 takes the port: the chief initialises it and the run ends.
+        slow->shutDown();
+        cluster.startPs(0);
+        QVERIFY2(chief.waitForOutput(QStringLiteral("chief: variables initialised"), 40s), qPrintable(chief.output()));
+        QString report;
+        QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
+    }
+
+    // A ps stopped with SIGSTOP holds its port and accepts connections but
+    // answers nothing: the worker says so, rather than "cannot connect".
+    void aFrozenPsIsToldApartFromAnAbsentOne()
+    {
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=3000")});
+        NodeProcess &ps = cluster.startPs(0);
+        QVERIFY(ps.waitForOutput(QStringLiteral("listening on")));
+        QCOMPARE(::kill(pid_t(ps.pid()), SIGSTOP), 0);
+        NodeProcess &chief = cluster.startWorker(0);
+        const bool told = chief.waitForOutput(QStringLiteral("accepted the connection but does not answer"), 40s);
+        ::kill(pid_t(ps.pid()), SIGCONT);
+        QVERIFY2(told, qPrintable(chief.output()));
+        QString report;
+        QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
     }
 };
 

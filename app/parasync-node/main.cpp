@@ -59,12 +59,20 @@ template<typename Task>
 int runTask(Task &task, const sigset_t &signals)
 {
     task.start();
-    auto watcher = watchSignals(task, signals);
-    const int code = task.run();
-    // Release the signal thread (SIGUSR2 is ours alone).
-    ::pthread_kill(watcher.native_handle(), SIGUSR2);
-    watcher.join();
-    return code;
+    // However run() ends, an exception included, the signal thread is
+    // released (SIGUSR2 is ours alone) and joined: a joinable std::thread
+    // destroyed on the way out would abort the process instead of letting
+    // main() report the error.
+    struct SignalThread
+    {
+        std::thread thread;
+        ~SignalThread()
+        {
+            ::pthread_kill(thread.native_handle(), SIGUSR2);
+            thread.join();
+        }
+    } watcher{watchSignals(task, signals)};
+    return task.run();
 }
 
 std::optional<std::string> flagValue(const std::vector<std::string> &args, const std::string &name)
