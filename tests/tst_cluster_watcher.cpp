@@ -144,16 +144,18 @@ private Q_SLOTS:
                                  kTimeoutMs);
         QVERIFY(log.latest.workers[0].pid > 0);
 
-        // Snapshots come at a bounded rate: about 20 a second (the 50 ms
-        // interval), never one per batch. The lower bound is loose because
-        // ctest -j runs several clusters on a few cores at once.
+        // Snapshots are throttled to one per 50 ms interval, never one per
+        // batch: at most ~20 a second, however fast the cluster runs. (How
+        // many come on a loaded machine is not the test's business: a TSan
+        // run beside other tests saw 2 a second.)
         const int before = log.snapshots;
         QElapsedTimer timer;
         timer.start();
         QTRY_VERIFY_WITH_TIMEOUT(timer.elapsed() >= 1000, 5000);
         const int perSecond = int((log.snapshots - before) * 1000 / timer.elapsed());
         qInfo("%d snapshots a second", perSecond);
-        QVERIFY2(perSecond >= 4 && perSecond <= 21, qPrintable(QString::number(perSecond)));
+        QVERIFY2(perSecond <= 21, qPrintable(QString::number(perSecond)));
+        QTRY_VERIFY_WITH_TIMEOUT(log.snapshots > before, kTimeoutMs);
 
         // sync: ps:0's reply, then its reported mode and a marker in the snapshot.
         watcher->setMode(modeConfig(proto::SYNC));
