@@ -174,6 +174,7 @@ RunLog::~RunLog()
         m_stopping = true;
     }
     m_wake.notify_all();
+    m_room.notify_all();
     m_thread.join();
     std::fclose(m_stepLog);
     std::fclose(m_metrics);
@@ -182,7 +183,11 @@ RunLog::~RunLog()
 void RunLog::record(const proto::TelemetryEvent &event)
 {
     {
-        std::lock_guard lock(m_mutex);
+        std::unique_lock lock(m_mutex);
+        // Training waits for the disk only when the writer is this far
+        // behind; without the bound a writer starved of CPU let the queue,
+        // and the process, grow for as long as the run lasted.
+        m_room.wait(lock, [this] { return m_queue.size() < kMaxQueued || m_stopping; });
         m_queue.push_back(event);
         ++m_queuedSeq;
     }
@@ -208,6 +213,7 @@ void RunLog::run()
         const uint64_t seq = m_queuedSeq;
         const bool stopping = m_stopping;
         lock.unlock();
+        m_room.notify_all();
         writeBatch(batch);
         batch.clear();
         lock.lock();

@@ -27,7 +27,8 @@ inline constexpr const char *kCluster = "cluster.json";
 // Files are appended to (a restarted run continues them) and flushed after
 // every batch, so `tail -f` follows the run and a killed process leaves every
 // record up to its last complete line. record() only queues: a background
-// thread formats and writes, so training never waits for the disk.
+// thread formats and writes, so training waits for the disk only when the
+// writer is kMaxQueued events behind (memory stays bounded).
 // Thread-safe.
 class RunLog
 {
@@ -61,7 +62,9 @@ private:
     std::FILE *m_metrics = nullptr;
 
     std::mutex m_mutex;
+    static constexpr size_t kMaxQueued = 8192; // ~2 MB of events, ~1 s at full speed
     std::condition_variable m_wake;
+    std::condition_variable m_room; // the queue fell below kMaxQueued
     std::condition_variable m_flushed;
     std::vector<proto::TelemetryEvent> m_queue;
     uint64_t m_queuedSeq = 0;

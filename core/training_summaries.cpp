@@ -19,6 +19,9 @@ double wallTimeNow()
 // linear demo's w and b).
 constexpr Eigen::Index kMaxScalarParameters = 16;
 
+// Events ps:0 keeps for the chief's staleness watch while it falls behind.
+constexpr int kWatchBufferedEvents = 4096;
+
 void addScalar(tensorboard::Summary *summary, const std::string &tag, double value)
 {
     auto *entry = summary->add_value();
@@ -67,6 +70,10 @@ void TrainingSummaries::watchTelemetry(std::string address, RpcSettings rpc)
         }
         auto stub = proto::Telemetry::NewStub(makeChannel(address, rpc));
         proto::WatchRequest request;
+        // Staleness averages survive losing events when this thread falls
+        // behind; ps:0's default queue (65536 events, ~14 MB) would not be
+        // worth keeping for them.
+        request.set_max_buffered_events(kWatchBufferedEvents);
         auto reader = stub->Watch(context.get(), request);
         proto::TelemetryBatch batch;
         while (reader->Read(&batch)) {

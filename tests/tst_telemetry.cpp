@@ -134,6 +134,25 @@ private Q_SLOTS:
         QCOMPARE(metrics.filter(QStringLiteral("global_step")).size(), 1);
     }
 
+    // A writer that falls behind holds the recorder back instead of letting
+    // its queue grow: a burst far larger than the queue's bound arrives whole
+    // and in order.
+    void aBurstBeyondTheQueuesBoundLosesNoRecord()
+    {
+        QTemporaryDir dir;
+        constexpr int kBurst = 100000;
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"});
+            for (int i = 1; i <= kBurst; ++i)
+                log.record(stepEvent(i, i % 2));
+        }
+        const auto steps = lines(dir.filePath(QStringLiteral("steps.jsonl")));
+        QCOMPARE(steps.size(), kBurst);
+        for (int i : {0, kBurst / 2, kBurst - 1})
+            QCOMPARE(QJsonDocument::fromJson(steps[i].toUtf8()).object().value(QStringLiteral("global_step")).toInt(), i + 1);
+        QCOMPARE(lines(dir.filePath(QStringLiteral("metrics.csv"))).size(), kBurst + 1);
+    }
+
     void anUnwritableRunDirectoryIsAClearError()
     {
         QTemporaryDir dir;
