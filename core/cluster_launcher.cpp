@@ -153,6 +153,12 @@ const RemoteHost *ClusterPlan::remoteHost(const TaskId &task) const
     return nullptr;
 }
 
+WorkerPace ClusterPlan::paceOf(int worker) const
+{
+    const auto it = workerPace.find(worker);
+    return it != workerPace.end() ? it->second : training.pace;
+}
+
 std::vector<TaskId> ClusterPlan::tasks() const
 {
     std::vector<TaskId> out;
@@ -220,6 +226,16 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("hang_timeout_secs", QString::number(t.hangTimeoutSecs));
     if (t.chiefHandover != defaults.chiefHandover)
         flag("chief_handover", t.chiefHandover ? QStringLiteral("1") : QStringLiteral("0"));
+    if (task.job == JobName::Worker) {
+        // Only workers step; a ps would take the flags and never use them.
+        const WorkerPace pace = paceOf(task.index);
+        if (pace.computeMs != defaults.pace.computeMs)
+            flag("compute_ms", QString::number(pace.computeMs));
+        if (pace.computeJitter != defaults.pace.computeJitter)
+            flag("compute_jitter", floatText(pace.computeJitter));
+        if (pace.stragglerMs != defaults.pace.stragglerMs)
+            flag("straggler_ms", QString::number(pace.stragglerMs));
+    }
 
     // TLS files are paths, safe on a command line (the token is not).
     const ConnectionOptions defaultConnection;

@@ -18,6 +18,7 @@
 #include <QString>
 #include <QStringList>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -66,6 +67,10 @@ struct ClusterPlan
     // The ssh entry for `task`'s host, or nullptr for a local task.
     const RemoteHost *remoteHost(const TaskId &task) const;
     ConnectionOptions connection; // TLS files and limits, for every task
+    // Workers whose pace differs from training.pace (a cluster file's
+    // "per_worker"), by worker index.
+    std::map<int, WorkerPace> workerPace;
+    WorkerPace paceOf(int worker) const;
     // The three-port demo: ps 127.0.0.1:2222, workers :2223 and :2224.
     static ClusterPlan demo();
     // Flags for one task, as a user would type them: the cluster, the task,

@@ -710,9 +710,65 @@ const std::vector<std::string> &trainingFlagNames()
         "model",         "dataset",   "samples_per_shard", "optimizer",      "learning_rate",
         "batch_size",    "last_step", "display_step",      "logdir",         "save_checkpoint_secs",
         "max_to_keep",   "seed",      "nonfinite_gradients", "hang_timeout_secs", "chief_handover",
+        "compute_ms",    "compute_jitter", "straggler_ms",
     };
     return names;
 }
+
+const std::vector<std::string> &perWorkerFlagNames()
+{
+    static const std::vector<std::string> names = {"compute_ms", "compute_jitter", "straggler_ms"};
+    return names;
+}
+
+namespace {
+
+std::string nameList(const std::vector<std::string> &names)
+{
+    std::string list;
+    for (const std::string &name : names)
+        list += (list.empty() ? "" : ", ") + name;
+    return list;
+}
+
+// "per_worker": {"1": {"compute_ms": 200}}: one worker's pace, by index.
+std::map<int, std::vector<std::pair<std::string, std::string>>>
+parsePerWorker(const QJsonObject &root, const ClusterSpec &cluster, const std::string &origin)
+{
+    std::map<int, std::vector<std::pair<std::string, std::string>>> result;
+    if (!root.contains(QStringLiteral("per_worker")))
+        return result;
+    const std::string example = "like {\"1\": {\"straggler_ms\": 150}}";
+    const QJsonValue value = root.value(QStringLiteral("per_worker"));
+    if (!value.isObject())
+        throw InputError(origin + ": \"per_worker\" must be an object " + example);
+    const QJsonObject object = value.toObject();
+    const auto &known = perWorkerFlagNames();
+    for (const QString &indexText : object.keys()) {
+        const std::string where = origin + ": \"per_worker\" \"" + ss(indexText) + "\"";
+        bool ok = false;
+        const int index = indexText.toInt(&ok);
+        if (!ok || index < 0 || QString::number(index) != indexText)
+            throw InputError(where + ": keys are worker indexes, " + example);
+        if (index >= cluster.numWorkers())
+            throw InputError(where + ": the cluster has " + std::to_string(cluster.numWorkers())
+                             + " workers (indexes 0-" + std::to_string(cluster.numWorkers() - 1) + ")");
+        const QJsonValue entry = object.value(indexText);
+        if (!entry.isObject())
+            throw InputError(where + " must be an object " + example);
+        auto &flags = result[index];
+        const QJsonObject flagObject = entry.toObject();
+        for (const QString &key : flagObject.keys()) {
+            if (std::find(known.begin(), known.end(), ss(key)) == known.end())
+                throw InputError(where + " has an unknown key \"" + ss(key) + "\": a worker's own keys are "
+                                 + nameList(known) + " (the rest goes in \"training\", for every task)");
+            flags.emplace_back(ss(key), trainingValueText(flagObject.value(key), ss(key), origin));
+        }
+    }
+    return result;
+}
+
+} // namespace
 
 ClusterFile parseClusterFile(const std::string &json, const std::string &originForErrors)
 {
@@ -722,6 +778,7 @@ ClusterFile parseClusterFile(const std::string &json, const std::string &originF
     file.cluster = parseClusterObject(root, origin).spec;
     file.cluster.validate();
     file.hosts = parseRemoteHosts(json, root, origin);
+    file.perWorker = parsePerWorker(root, file.cluster, origin);
 
     if (!root.contains(QStringLiteral("training")))
         return file;
@@ -734,10 +791,7 @@ ClusterFile parseClusterFile(const std::string &json, const std::string &originF
     std::set<std::string> seen;
     for (const std::string &key : KeyOrderScanner(json).keysOfMember("training")) {
         if (std::find(known.begin(), known.end(), key) == known.end()) {
-            std::string list;
-            for (const std::string &name : known)
-                list += (list.empty() ? "" : ", ") + name;
-            throw InputError(origin + ": unknown key \"" + key + "\" in \"training\": known keys are " + list);
+            throw InputError(origin + ": unknown key \"" + key + "\" in \"training\": known keys are " + nameList(known));
         }
         if (!seen.insert(key).second)
             throw InputError(origin + ": \"" + key + "\" appears twice in \"training\": keep one");
@@ -772,6 +826,18 @@ void writeClusterFile(const std::string &path, const ClusterFile &file)
             const auto &[key, value] = file.training[i];
             text += "        " + jsonString(key) + ": " + trainingValueJson(value)
                     + (i + 1 < file.training.size() ? ",\n" : "\n");
+        }
+        text += "    }";
+    }
+    if (!file.perWorker.empty()) {
+        text += ",\n    \"per_worker\": {\n";
+        size_t n = 0;
+        for (const auto &[index, flags] : file.perWorker) {
+            std::string body;
+            for (const auto &[key, value] : flags)
+                body += (body.empty() ? "" : ", ") + jsonString(key) + ": " + trainingValueJson(value);
+            text += "        \"" + std::to_string(index) + "\": {" + body + "}"
+                    + (++n < file.perWorker.size() ? ",\n" : "\n");
         }
         text += "    }";
     }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -115,11 +116,16 @@ struct ClusterFile
     // Flag name (no dashes) -> value as text, in file order.
     std::vector<std::pair<std::string, std::string>> training;
     std::vector<RemoteHost> hosts; // "hosts", in file order
+    // "per_worker": {"1": {"straggler_ms": 150}}: pace flags (perWorkerFlagNames)
+    // for one worker, over "training"'s. Worker index -> flag name -> text.
+    std::map<int, std::vector<std::pair<std::string, std::string>>> perWorker;
 };
 ClusterFile readClusterFile(const std::string &path);
 // The keys "training" may hold: the training flags' names without dashes, in
 // --help order (node_options.cpp parses their values).
 const std::vector<std::string> &trainingFlagNames();
+// The keys a worker's entry in "per_worker" may hold: the pace flags.
+const std::vector<std::string> &perWorkerFlagNames();
 ClusterFile parseClusterFile(const std::string &json, const std::string &originForErrors);
 void writeClusterFile(const std::string &path, const ClusterFile &file);
 

@@ -419,6 +419,27 @@ void ClusterWatcher::setStraggler(const QString &workerAddress, int delayMs)
     });
 }
 
+void ClusterWatcher::setPace(const QString &workerAddress, int computeMs)
+{
+    const std::string address = workerAddress.toStdString();
+    const RpcSettings settings = m_settings;
+    runControlCall(kControlDeadline, [this, address, settings, computeMs, workerAddress](grpc::ClientContext *context)
+                                         -> std::function<void()> {
+        auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+        proto::SetPaceRequest request;
+        request.set_compute_ms(computeMs);
+        proto::SetPaceResponse response;
+        const grpc::Status status = stub->SetPace(context, request, &response);
+        if (!status.ok()) {
+            const QString message = qs("cannot change the pace of the worker at " + address + ": "
+                                       + describeRpcError(status));
+            return [this, message] { Q_EMIT controlFinished(false, message); };
+        }
+        const int now = response.compute_ms();
+        return [this, workerAddress, now] { Q_EMIT paceChanged(workerAddress, now); };
+    });
+}
+
 void ClusterWatcher::stopTask(const QString &taskAddress, const QString &reason)
 {
     const std::string address = taskAddress.toStdString();

@@ -68,6 +68,9 @@ public:
     // Worker tasks are addressed by their own cluster address
     // (RunSnapshot::workerHosts). Also emits stragglerChanged on success.
     void setStraggler(const QString &workerAddress, int delayMs);
+    // Sets a worker's simulated compute time per step (0: full speed; see
+    // WorkerPace), keeping its jitter. Emits paceChanged on success.
+    void setPace(const QString &workerAddress, int computeMs);
     // Asks the task at `taskAddress` to stop cleanly (TaskControl.Stop): a
     // worker leaves its streams, a ps exits (ps:0 ends the cluster).
     void stopTask(const QString &taskAddress, const QString &reason = {});
@@ -87,6 +90,8 @@ Q_SIGNALS:
     void clusterFinished();
     // A worker's straggler delay after a successful setStraggler.
     void stragglerChanged(const QString &workerAddress, int delayMs);
+    // A worker's compute time per step after a successful setPace.
+    void paceChanged(const QString &workerAddress, int computeMs);
     // The answer to requestStatus().
     void statusReceived(const parasync::proto::ClusterStatusResponse &status);
 

@@ -30,7 +30,7 @@ std::string ss(const QString &text)
     return text.toStdString();
 }
 
-enum class FlagGroup { Cluster, Mode, ModelAndData, Training, RunDirectory, Faults, Security, Other };
+enum class FlagGroup { Cluster, Mode, ModelAndData, Training, Pace, RunDirectory, Faults, Security, Other };
 
 struct FlagInfo
 {
@@ -76,6 +76,18 @@ constexpr FlagInfo kFlags[] = {
     {"seed", "N", FlagGroup::Training, "random seed for initial values and synthetic data", nullptr},
     {"nonfinite_gradients", "reject|apply", FlagGroup::Training,
      "what ps:0 does with a gradient holding NaN or infinite values; either way it is counted and logged",
+     nullptr},
+    {"compute_ms", "N", FlagGroup::Pace,
+     "workers: simulated compute time per step in milliseconds (mean of a log-normal), so the cluster trains at "
+     "a pace a person can follow; 0 is full speed",
+     nullptr},
+    {"compute_jitter", "X", FlagGroup::Pace,
+     "workers: spread of that time, as its coefficient of variation (0: every step the same; 1: long-tailed, "
+     "occasional steps several times the mean)",
+     nullptr},
+    {"straggler_ms", "N", FlagGroup::Pace,
+     "workers: extra delay per step in milliseconds, added to the compute time (a straggler); the app and "
+     "TaskControl.SetStraggler change it while training",
      nullptr},
     {"logdir", "DIR", FlagGroup::RunDirectory,
      "run directory: checkpoints, metrics.csv, step log, cluster.json; the chief restores from it", "none"},
@@ -163,6 +175,9 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
         {"hang_timeout_secs", number(t.hangTimeoutSecs)},
         {"chief_handover", QJsonValue(t.chiefHandover ? 1 : 0)},
+        {"compute_ms", number(t.pace.computeMs)},
+        {"compute_jitter", QJsonValue(qs(floatText(t.pace.computeJitter)).toDouble())},
+        {"straggler_ms", number(t.pace.stragglerMs)},
     };
 }
 
@@ -238,6 +253,7 @@ struct GivenValue
 {
     std::string value;
     std::string file; // empty: the command line
+    std::string section = "\"training\" section"; // where in the file
 };
 
 class TrainingParser
@@ -257,7 +273,7 @@ public:
         const GivenValue &given = m_values.at(name);
         std::string out = "--" + name + "=" + given.value;
         if (!given.file.empty())
-            out += " (from the \"training\" section of cluster file '" + given.file + "')";
+            out += " (from the " + given.section + " of cluster file '" + given.file + "')";
         return out;
     }
 
@@ -313,6 +329,21 @@ public:
             throw InputError(shown(name) + ": must be greater than 0");
         if (float(parsed) == 0.0f)
             throw InputError(shown(name) + ": too small, it rounds to 0 as a float; give e.g. --" + name + "=0.05");
+        *target = float(parsed);
+    }
+
+    void boundedFloat(const std::string &name, float *target, float minimum, float maximum) const
+    {
+        if (!has(name))
+            return;
+        const std::string &value = text(name);
+        double parsed = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
+            throw InputError(shown(name) + ": not a number; give e.g. --" + name + "=" + floatText(maximum / 4));
+        // !(in range) also refuses NaN.
+        if (!(parsed >= double(minimum) && parsed <= double(maximum)))
+            throw InputError(shown(name) + ": must be from " + floatText(minimum) + " to " + floatText(maximum));
         *target = float(parsed);
     }
 
@@ -383,6 +414,13 @@ void parseMode(const TrainingParser &p, proto::ModeConfig *mode)
     mode->set_total_num_replicas(total);
 }
 
+void parsePace(const TrainingParser &p, WorkerPace *pace)
+{
+    p.integer("compute_ms", &pace->computeMs, 0, kMaxComputeMs);
+    p.boundedFloat("compute_jitter", &pace->computeJitter, 0.0f, kMaxComputeJitter);
+    p.integer("straggler_ms", &pace->stragglerMs, 0, kMaxComputeMs);
+}
+
 TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluster)
 {
     TrainingOptions t;
@@ -408,6 +446,7 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     t.applyNonfinite = nonfinite == "apply";
     p.integer("hang_timeout_secs", &t.hangTimeoutSecs, 0, 24 * 3600);
     p.boolean("chief_handover", &t.chiefHandover);
+    parsePace(p, &t.pace);
 
     const int replicas = t.mode.replicas_to_aggregate();
     const int total = t.mode.total_num_replicas();
@@ -630,6 +669,13 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     if (clusterFile) {
         for (const auto &[name, text] : clusterFile->training)
             given[name] = GivenValue{text, clusterFilePath};
+        // A worker's own pace, over the file's "training".
+        if (result.task.job == JobName::Worker) {
+            if (auto it = clusterFile->perWorker.find(result.task.index); it != clusterFile->perWorker.end())
+                for (const auto &[name, text] : it->second)
+                    given[name] = GivenValue{text, clusterFilePath,
+                                             "\"per_worker\" \"" + std::to_string(result.task.index) + "\" entry"};
+        }
     }
     // --mode and --issync say one thing; either on the command line replaces both in the file.
     if (isSet("mode") || isSet("issync")) {
@@ -665,6 +711,7 @@ std::string nodeHelpText()
     const std::pair<FlagGroup, const char *> groups[] = {
         {FlagGroup::Cluster, "Cluster"},   {FlagGroup::Mode, "Update mode"},
         {FlagGroup::ModelAndData, "Model and data"}, {FlagGroup::Training, "Training"},
+        {FlagGroup::Pace, "Pace (each worker may have its own: a cluster file's \"per_worker\")"},
         {FlagGroup::RunDirectory, "Run directory"},  {FlagGroup::Faults, "Faults and limits"},
         {FlagGroup::Security, "Security"},
         {FlagGroup::Other, "Other"},

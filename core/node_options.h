@@ -9,8 +9,26 @@
 
 namespace parasync {
 
+// Simulated work per worker step, so a person can follow a cluster on one
+// machine where the demo's real maths takes microseconds, and so straggler
+// experiments are repeatable. Each step sleeps a log-normal time with mean
+// computeMs and coefficient of variation computeJitter (long-tailed, as real
+// step times are), plus the straggler delay. A worker may have its own
+// (a cluster file's "per_worker"); the app's speed control and the straggler
+// control change them while it trains.
+struct WorkerPace
+{
+    int computeMs = 0;          // --compute_ms (0: full speed)
+    float computeJitter = 0.3f; // --compute_jitter
+    int stragglerMs = 0;        // --straggler_ms
+    bool operator==(const WorkerPace &) const = default;
+};
+constexpr int kMaxComputeMs = 60000;
+constexpr float kMaxComputeJitter = 4.0f;
+
 // Training flags: the same for every task of a cluster (the seeds run one
-// script everywhere). Defaults make the three-port demo converge in seconds.
+// script everywhere), but for the pace, which may differ per worker.
+// Defaults make the three-port demo converge in seconds at full speed.
 struct TrainingOptions
 {
     proto::ModeConfig mode;          // --mode --staleness --replicas_to_aggregate --total_num_replicas
@@ -29,6 +47,7 @@ struct TrainingOptions
     bool applyNonfinite = false;     // --nonfinite_gradients=reject|apply
     int hangTimeoutSecs = 30;        // --hang_timeout_secs (0: no watchdog)
     bool chiefHandover = false;      // --chief_handover=1
+    WorkerPace pace;                 // --compute_ms --compute_jitter --straggler_ms
 
     TrainingOptions();
     // The flags as a JSON object (for cluster.json and the app).

@@ -51,6 +51,25 @@ grpc::Status TaskControlService::SetStraggler(grpc::ServerContext *context, cons
     return grpc::Status::OK;
 }
 
+grpc::Status TaskControlService::SetPace(grpc::ServerContext *context, const proto::SetPaceRequest *request,
+                                         proto::SetPaceResponse *response)
+{
+    if (auto denied = authorize(*context, "SetPace"); !denied.ok())
+        return denied;
+    if (!m_callbacks.setPace)
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                "this task is a ps and does not train: set the pace of the workers instead"};
+    if (request->compute_ms() < 0 || request->compute_ms() > kMaxComputeMs)
+        return {grpc::StatusCode::INVALID_ARGUMENT,
+                "compute_ms must be 0-" + std::to_string(kMaxComputeMs) + " ms (0 is full speed)"};
+    // !(x >= 0 && x <= max) also refuses NaN.
+    if (request->has_compute_jitter()
+        && !(request->compute_jitter() >= 0 && request->compute_jitter() <= kMaxComputeJitter))
+        return {grpc::StatusCode::INVALID_ARGUMENT, "compute_jitter must be 0-4 (the step time's coefficient of variation)"};
+    *response = m_callbacks.setPace(*request);
+    return grpc::Status::OK;
+}
+
 std::string listenAddress(const HostPort &address)
 {
     const bool ipv6 = address.host.find(':') != std::string::npos;

@@ -13,7 +13,7 @@
 namespace parasync {
 
 // What every task answers on its own address (as a tf.train.Server does):
-// status, stop, and a straggler delay for experiments. The owner supplies
+// status, stop, and a straggler delay and pace for experiments. The owner supplies
 // the answers through callbacks; calls arrive on gRPC threads.
 class TaskControlService final : public proto::TaskControl::Service
 {
@@ -24,6 +24,8 @@ public:
         std::function<void(const std::string &reason)> stop;
         // Empty for ps tasks, which do not train.
         std::function<int(int delayMs)> setStraggler;
+        // Empty for ps tasks. Gets a checked request; answers the pace in force.
+        std::function<proto::SetPaceResponse(const proto::SetPaceRequest &)> setPace;
     };
     // `auth` (may be null: no token) must outlive the service.
     TaskControlService(Callbacks callbacks, const TokenCheck *auth);
@@ -33,6 +35,8 @@ public:
     grpc::Status Stop(grpc::ServerContext *context, const proto::StopRequest *request, proto::StopResponse *) override;
     grpc::Status SetStraggler(grpc::ServerContext *context, const proto::SetStragglerRequest *request,
                               proto::SetStragglerResponse *response) override;
+    grpc::Status SetPace(grpc::ServerContext *context, const proto::SetPaceRequest *request,
+                         proto::SetPaceResponse *response) override;
 
 private:
     grpc::Status authorize(const grpc::ServerContext &context, const char *method) const;

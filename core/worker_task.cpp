@@ -60,7 +60,12 @@ WorkerTask::WorkerTask(NodeOptions options, RpcSettings rpc, Log log)
     , m_rpc(std::move(rpc))
     , m_log(std::move(log))
     , m_rng(m_options.training.seed * 7919 + uint64_t(m_options.task.index))
+    , m_paceRng(m_options.training.seed * 104729 + uint64_t(m_options.task.index))
 {
+    const WorkerPace &pace = m_options.training.pace;
+    m_computeMs = pace.computeMs;
+    m_computeJitter = pace.computeJitter;
+    m_stragglerMs = pace.stragglerMs;
 }
 
 WorkerTask::~WorkerTask()
@@ -163,6 +168,8 @@ void WorkerTask::start()
         }
         status.set_steps(m_clock);
         status.set_straggler_delay_ms(m_stragglerMs.load());
+        status.set_compute_ms(m_computeMs.load());
+        status.set_compute_jitter(m_computeJitter.load());
         return status;
     };
     callbacks.stop = [this](const std::string &reason) { requestStop(reason); };
@@ -171,6 +178,19 @@ void WorkerTask::start()
         m_log("worker:" + std::to_string(m_options.task.index) + ": straggler delay now " + std::to_string(delayMs)
               + " ms per step");
         return delayMs;
+    };
+    callbacks.setPace = [this](const proto::SetPaceRequest &request) {
+        m_computeMs = request.compute_ms();
+        if (request.has_compute_jitter())
+            m_computeJitter = request.compute_jitter();
+        proto::SetPaceResponse response;
+        response.set_compute_ms(m_computeMs.load());
+        response.set_compute_jitter(m_computeJitter.load());
+        m_log("worker:" + std::to_string(m_options.task.index) + ": compute time now "
+              + (response.compute_ms() == 0 ? std::string("0 (full speed)")
+                                            : std::to_string(response.compute_ms()) + " ms per step")
+              + ", jitter " + std::to_string(response.compute_jitter()).substr(0, 4));
+        return response;
     };
     m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
     m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
@@ -389,12 +409,37 @@ std::vector<int64_t> WorkerTask::nextBatch()
     return rows;
 }
 
+std::chrono::microseconds WorkerTask::drawComputeTime()
+{
+    const double mean = m_computeMs.load() * 1000.0;
+    if (mean <= 0)
+        return std::chrono::microseconds(0);
+    const double cv = m_computeJitter.load();
+    if (cv <= 0)
+        return std::chrono::microseconds(int64_t(mean));
+    // A log-normal with this mean and coefficient of variation.
+    const double sigma2 = std::log1p(cv * cv);
+    std::lognormal_distribution<double> draw(std::log(mean) - sigma2 / 2, std::sqrt(sigma2));
+    // Capped, so one draw from the far tail cannot freeze the worker.
+    return std::chrono::microseconds(int64_t(std::min(draw(m_paceRng), 20 * mean)));
+}
+
+void WorkerTask::sleepUnlessStopped(std::chrono::microseconds duration)
+{
+    const auto until = Clock::now() + duration;
+    constexpr auto kSlice = std::chrono::milliseconds(20);
+    for (auto now = Clock::now(); now < until && !stopping(); now = Clock::now())
+        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kSlice));
+}
+
 bool WorkerTask::step()
 {
     if (const int delay = m_stragglerMs.load(); delay > 0)
-        std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+        sleepUnlessStopped(std::chrono::milliseconds(delay));
 
     const auto computeStart = Clock::now();
+    // Simulated work counts as compute time, as the real maths does.
+    sleepUnlessStopped(drawComputeTime());
     Parameters gradient;
     const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
     const bool evaluate = hasChiefDuties() && m_options.training.displayStep > 0

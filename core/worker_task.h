@@ -9,6 +9,7 @@
 #include "rpc.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -74,6 +75,12 @@ private:
     void leave(bool finished);
     void setState(const std::string &state);
     std::vector<int64_t> nextBatch();
+    // The simulated compute time of one step (WorkerPace): log-normal with the
+    // pace's mean and spread; zero at full speed.
+    std::chrono::microseconds drawComputeTime();
+    // Sleeps `duration` in short slices, so a stop is not kept waiting behind
+    // a long step. Returns early when stopping.
+    void sleepUnlessStopped(std::chrono::microseconds duration);
 
     NodeOptions m_options;
     RpcSettings m_rpc;
@@ -98,6 +105,12 @@ private:
 
     std::atomic<bool> m_stop{false};
     std::atomic<int> m_stragglerMs{0};
+    // The pace in force (WorkerPace), changed by TaskControl.SetPace.
+    std::atomic<int> m_computeMs{0};
+    std::atomic<float> m_computeJitter{0};
+    // Its own generator, so that the pace never changes which batches a
+    // seed gives: runs at different paces train on the same data.
+    std::mt19937_64 m_paceRng;
     mutable std::mutex m_stateMutex;
     std::string m_state = "starting";
     std::string m_stopReason;

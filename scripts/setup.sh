@@ -15,6 +15,7 @@ packages=(
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libeigen3-dev libssl-dev openssl libyaml-cpp-dev libboost-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
+  libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2

@@ -6,6 +6,7 @@
 #include <QJsonObject>
 #include <QLocale>
 
+#include <charconv>
 #include <cmath>
 
 namespace parasync::ui {
@@ -17,6 +18,13 @@ std::string hostList(const std::vector<HostPort> &hosts)
     for (const HostPort &host : hosts)
         text += (text.empty() ? "" : ",") + host.toString();
     return text;
+}
+// A float's shortest spelling ("0.3", not 0.30000001).
+std::string shortestText(float value)
+{
+    char buffer[32];
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return std::string(buffer, result.ptr);
 }
 } // namespace
 
@@ -32,6 +40,17 @@ ClusterPlan planFromClusterFile(const ClusterFile &file)
     plan.cluster = options.cluster;
     plan.training = options.training;
     plan.hosts = file.hosts;
+    // Each worker's own pace, parsed as that worker's node would.
+    for (const auto &[index, flags] : file.perWorker) {
+        std::vector<std::string> workerArgs = args;
+        workerArgs[3] = "--job_name=worker";
+        workerArgs[4] = "--task_index=" + std::to_string(index);
+        for (const auto &[name, value] : flags)
+            workerArgs.push_back("--" + name + "=" + value);
+        const WorkerPace pace = parseNodeOptions(workerArgs, std::string()).training.pace;
+        if (!(pace == plan.training.pace))
+            plan.workerPace[index] = pace;
+    }
     return plan;
 }
 
@@ -54,6 +73,18 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan)
                                                  ? std::to_string(static_cast<long long>(number))
                                                  : QString::number(number, 'g', QLocale::FloatingPointShortest).toStdString());
         }
+    }
+    const WorkerPace defaults = plan.training.pace;
+    for (const auto &[index, pace] : plan.workerPace) {
+        auto &flags = file.perWorker[index];
+        if (pace.computeMs != defaults.computeMs)
+            flags.emplace_back("compute_ms", std::to_string(pace.computeMs));
+        if (pace.computeJitter != defaults.computeJitter)
+            flags.emplace_back("compute_jitter", shortestText(pace.computeJitter));
+        if (pace.stragglerMs != defaults.stragglerMs)
+            flags.emplace_back("straggler_ms", std::to_string(pace.stragglerMs));
+        if (flags.empty())
+            file.perWorker.erase(index);
     }
     return file;
 }
