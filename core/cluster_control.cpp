@@ -37,8 +37,9 @@ proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, cons
 
 std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
 {
-    std::string text = "global step " + std::to_string(status.global_step()) + " of "
-                       + std::to_string(status.last_step()) + ", mode " + describeMode(status.mode())
+    std::string text = "global step " + std::to_string(status.global_step())
+                       + (status.last_step() > 0 ? " of " + std::to_string(status.last_step()) : std::string(" (no last step)"))
+                       + ", mode " + describeMode(status.mode())
                        + (status.initialized() ? "" : " (not initialised yet)") + ", "
                        + std::to_string(status.dropped_total()) + " stale gradients dropped\n";
     for (const auto &w : status.workers()) {

@@ -71,7 +71,7 @@ constexpr FlagInfo kFlags[] = {
     {"optimizer", "NAME", FlagGroup::Training, "sgd, momentum, adagrad or adam (state lives on the ps)", nullptr},
     {"learning_rate", "X", FlagGroup::Training, "the optimizer's learning rate", nullptr},
     {"batch_size", "N", FlagGroup::Training, "samples per step on each worker", nullptr},
-    {"last_step", "N", FlagGroup::Training, "stop when the global step reaches N", nullptr},
+    {"last_step", "N", FlagGroup::Training, "stop when the global step reaches N; 0 trains until stopped", nullptr},
     {"display_step", "N", FlagGroup::Training, "the chief logs the loss over its shard every N steps", nullptr},
     {"seed", "N", FlagGroup::Training, "random seed for initial values and synthetic data", nullptr},
     {"nonfinite_gradients", "reject|apply", FlagGroup::Training,
@@ -433,7 +433,7 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
         throw InputError(p.shown("optimizer") + ": must be sgd, momentum, adagrad or adam");
     p.positiveFloat("learning_rate", &t.learningRate);
     p.integer("batch_size", &t.batchSize, 1);
-    p.integer("last_step", &t.lastStep, 1);
+    p.integer("last_step", &t.lastStep, 0);
     p.integer("display_step", &t.displayStep, 1);
     p.string("logdir", &t.logdir, true);
     p.integer("save_checkpoint_secs", &t.saveCheckpointSecs, 0);

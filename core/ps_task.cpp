@@ -303,7 +303,8 @@ void PsTask::stopOtherPsTasks()
 
 bool PsTask::doneLocked() const
 {
-    return m_policy && m_policy->globalStep() >= lastStep();
+    // --last_step=0 trains until stopped.
+    return m_policy && lastStep() > 0 && m_policy->globalStep() >= lastStep();
 }
 
 grpc::Status PsTask::train(grpc::ServerContext *,
@@ -606,7 +607,7 @@ void PsTask::leaveLocked(int worker, const proto::LeaveRequest &leave)
         m_policy->setFinished(worker);
         m_log("worker:" + std::to_string(worker) + " finished at clock " + std::to_string(leave.worker_clock()));
     } else {
-        info.phase = proto::DEAD;
+        info.phase = proto::STOPPED;
         info.reason = "it was stopped before the last step";
         m_policy->setAlive(worker, false);
         m_log("worker:" + std::to_string(worker) + " left: " + info.reason);
@@ -620,7 +621,8 @@ void PsTask::leaveLocked(int worker, const proto::LeaveRequest &leave)
 void PsTask::streamEndedLocked(int worker, uint64_t streamId, const std::string &reason)
 {
     auto &info = m_workers[size_t(worker)];
-    if (info.streamId != streamId || info.phase == proto::FINISHED || info.phase == proto::DEAD)
+    if (info.streamId != streamId || info.phase == proto::FINISHED || info.phase == proto::DEAD
+        || info.phase == proto::STOPPED)
         return;
     info.phase = proto::DEAD;
     info.reason = reason;
@@ -639,7 +641,7 @@ void PsTask::checkFinishedLocked()
     std::string neverJoined;
     for (int i = 0; i < int(m_workers.size()); ++i) {
         const auto &info = m_workers[size_t(i)];
-        if (info.everJoined && info.phase != proto::FINISHED && info.phase != proto::DEAD)
+        if (info.everJoined && info.phase != proto::FINISHED && info.phase != proto::DEAD && info.phase != proto::STOPPED)
             return;
         if (!info.everJoined)
             neverJoined += (neverJoined.empty() ? "" : ", ") + ("worker:" + std::to_string(i));
@@ -665,7 +667,8 @@ void PsTask::checkFinishedLocked()
 bool PsTask::isLiveLocked(int worker) const
 {
     const auto &info = m_workers[size_t(worker)];
-    return info.everJoined && info.phase != proto::DEAD && info.phase != proto::FINISHED;
+    return info.everJoined && info.phase != proto::DEAD && info.phase != proto::FINISHED
+           && info.phase != proto::STOPPED;
 }
 
 int PsTask::actingChiefLocked() const

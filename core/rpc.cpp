@@ -1,12 +1,43 @@
 #include "rpc.h"
 
+#include <grpc/support/log.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 
 namespace parasync {
 
+namespace {
+
+// gRPC's own log, routed through one place. Its INFO and DEBUG lines are
+// internals; its errors reach the user, prefixed so they read as gRPC's.
+// Lines it writes while a process shuts its channels down are dropped:
+// they report gRPC's own teardown order, not a fault (gRPC 1.51's backup
+// poller says "run_poller: UNKNOWN:Timer list shutdown" when the process
+// exits while a channel is polled), and read as failures at the end of a
+// run that went well.
+void routeGrpcLog(gpr_log_func_args *args)
+{
+    if (args->severity != GPR_LOG_SEVERITY_ERROR)
+        return;
+    for (const char *teardown : {"Timer list shutdown", "backup_poller"}) {
+        if (std::strstr(args->message, teardown) || (args->file && std::strstr(args->file, teardown)))
+            return;
+    }
+    const char *file = args->file ? std::strrchr(args->file, '/') : nullptr;
+    std::fprintf(stderr, "gRPC error: %s (%s:%d)\n", args->message, file ? file + 1 : args->file, args->line);
+}
+
+} // namespace
+
 void prepareGrpcProcess()
 {
+    // GRPC_VERBOSITY=debug|info in the environment still shows everything,
+    // for whoever debugs gRPC itself.
+    if (!std::getenv("GRPC_VERBOSITY") && !std::getenv("GRPC_TRACE"))
+        gpr_set_log_function(routeGrpcLog);
     // gRPC's synchronous API moves a client channel's bytes only on threads
     // that are inside a call (or serve one), plus a backup poller every 5 s.
     // A process with no server of its own and no call in progress -- the

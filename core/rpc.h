@@ -31,7 +31,8 @@ struct RpcSettings
 };
 
 // Process-wide gRPC settings; call first thing in main(), before any channel
-// or server exists (gRPC reads them once, when it starts).
+// or server exists (gRPC reads them once, when it starts). Also routes
+// gRPC's log: its errors to stderr, its internals and teardown noise nowhere.
 void prepareGrpcProcess();
 
 // The settings the connection flags ask for (TLS files read and checked);

@@ -86,6 +86,7 @@ const char *phaseName(proto::WorkerPhase phase)
     case proto::BLOCKED_BY_STALENESS: return "blocked_by_staleness";
     case proto::FINISHED: return "finished";
     case proto::DEAD: return "dead";
+    case proto::STOPPED: return "stopped";
     default: return "";
     }
 }

@@ -209,7 +209,7 @@ void RunState::apply(const proto::TelemetryEvent &event)
         figures.clock = std::max(figures.clock, status.worker_clock());
         if (status.pid() != 0)
             figures.pid = status.pid();
-        if (status.phase() == proto::FINISHED || status.phase() == proto::DEAD)
+        if (status.phase() == proto::FINISHED || status.phase() == proto::DEAD || status.phase() == proto::STOPPED)
             figures.stepsPerSecond = 0;
         m_snapshot.lastWallTime = std::max(m_snapshot.lastWallTime, event.worker_state().wall_time());
     } else if (event.has_checkpoint()) {
@@ -273,7 +273,7 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
         figures.reason = w.reason();
         if (w.pid() != 0)
             figures.pid = w.pid();
-        if (w.phase() == proto::FINISHED || w.phase() == proto::DEAD)
+        if (w.phase() == proto::FINISHED || w.phase() == proto::DEAD || w.phase() == proto::STOPPED)
             figures.stepsPerSecond = 0;
     }
     // One entry per worker of the spec, even those ps:0 has not seen.
@@ -421,7 +421,8 @@ RunSnapshot RunState::snapshot() const
     const double now = std::max(m_snapshot.lastWallTime, m_psClock);
     for (auto &figures : out.workers) {
         const auto it = m_rates.find(figures.index);
-        if (it == m_rates.end() || figures.phase == proto::FINISHED || figures.phase == proto::DEAD) {
+        if (it == m_rates.end() || figures.phase == proto::FINISHED || figures.phase == proto::DEAD
+            || figures.phase == proto::STOPPED) {
             figures.stepsPerSecond = 0;
             continue;
         }
@@ -454,7 +455,7 @@ proto::WorkerPhase phaseFromName(const QString &name)
     static const std::pair<const char *, proto::WorkerPhase> kPhases[] = {
         {"waiting_for_chief", proto::WAITING_FOR_CHIEF}, {"training", proto::TRAINING},
         {"blocked_by_sync", proto::BLOCKED_BY_SYNC},     {"blocked_by_staleness", proto::BLOCKED_BY_STALENESS},
-        {"finished", proto::FINISHED},                   {"dead", proto::DEAD},
+        {"finished", proto::FINISHED},                   {"dead", proto::DEAD}, {"stopped", proto::STOPPED},
     };
     for (const auto &[text, phase] : kPhases)
         if (name == QLatin1String(text))
@@ -610,7 +611,7 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
     // mid-run is not.
     bool over = !lastPhase.empty();
     for (const auto &[worker, phase] : lastPhase)
-        over = over && (phase == proto::FINISHED || phase == proto::DEAD);
+        over = over && (phase == proto::FINISHED || phase == proto::DEAD || phase == proto::STOPPED);
     state->setFinished(over);
 }
 

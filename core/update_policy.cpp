@@ -175,7 +175,8 @@ std::optional<int> UpdatePolicy::slowestLiveWorker(int except) const
     for (int i = 0; i < int(m_workers.size()); ++i) {
         if (i == except || !isLive(i))
             continue;
-        if (!slowest || m_workers[size_t(i)].clock < m_workers[size_t(*slowest)].clock)
+        const auto sspClock = [this](int k) { return m_workers[size_t(k)].clock - m_workers[size_t(k)].sspBase; };
+        if (!slowest || sspClock(i) < sspClock(*slowest))
             slowest = i;
     }
     return slowest;
@@ -202,11 +203,17 @@ Hold UpdatePolicy::hold(int worker) const
         // The worker itself counts towards the minimum, so a lone worker is
         // never held by its own clock.
         const auto slowest = slowestLiveWorker(worker);
-        if (slowest && w.clock > m_workers[size_t(*slowest)].clock + m_mode.staleness()) {
+        if (!slowest)
+            return {};
+        const auto &s = m_workers[size_t(*slowest)];
+        const int64_t own = w.clock - w.sspBase;
+        const int64_t slowestClock = s.clock - s.sspBase;
+        if (own > slowestClock + m_mode.staleness()) {
+            const bool switched = w.sspBase != 0 || s.sspBase != 0;
             return {HoldReason::StalenessBound,
-                    "clock " + std::to_string(w.clock) + " > slowest " + workerName(*slowest)
-                        + " clock " + std::to_string(m_workers[size_t(*slowest)].clock)
-                        + " + staleness " + std::to_string(m_mode.staleness())};
+                    "clock " + std::to_string(own) + " > slowest " + workerName(*slowest) + " clock "
+                        + std::to_string(slowestClock) + " + staleness " + std::to_string(m_mode.staleness())
+                        + (switched ? std::string(" (steps since ssp began)") : std::string())};
         }
     }
     return {};
@@ -220,6 +227,10 @@ UpdatePolicy::ModeChange UpdatePolicy::setMode(const proto::ModeConfig &mode)
     // The step boundary: gradients already waiting in an open sync step are
     // applied together, so switching never loses or strands a gradient.
     closeSyncStep();
+    // Into ssp: every worker starts level (see the class comment).
+    if (mode.mode() == proto::SSP && m_mode.mode() != proto::SSP)
+        for (auto &w : m_workers)
+            w.sspBase = w.clock;
     m_mode = mode;
     change.current = m_mode;
     change.globalStep = m_globalStep;

@@ -46,7 +46,10 @@ struct PushDecision
 //          current step, apply once, global step +1; older gradients are
 //          dropped and counted; contributors are held until their step closes;
 //   ssp    apply on arrival, then hold a worker while its clock exceeds the
-//          slowest live worker's clock + staleness.
+//          slowest live worker's clock + staleness. Clocks count from when
+//          ssp began: a switch into ssp starts every worker level, so the
+//          worker that ran ahead under async is bounded from then on instead
+//          of frozen until the others have made up the whole async phase.
 //
 // A plain state machine with no threads or clocks of its own, so that tests
 // drive it step by step. Not thread-safe: the ps service calls it under its
@@ -121,6 +124,7 @@ private:
     struct WorkerState
     {
         int64_t clock = 0;
+        int64_t sspBase = 0; // its clock when ssp began (0: ssp from the start)
         int64_t applied = 0;
         int64_t dropped = 0;
         bool alive = false;

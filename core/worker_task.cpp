@@ -383,7 +383,7 @@ bool WorkerTask::connectAndJoin()
                 m_params[size_t(vars[j])] = fromTensor(join_.parameters(int(j)), m_params[size_t(vars[j])].size());
             if (ps->index == 0) {
                 m_globalStep = join_.global_step();
-                m_done = m_globalStep >= join_.last_step();
+                m_done = join_.last_step() > 0 && m_globalStep >= join_.last_step();
             }
             break;
         }

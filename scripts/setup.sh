@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
 # Installs what Parasync needs from Debian 12's packages (only what is
 # missing), then configures and builds it. Idempotent: run it as often as you
-# like. Usage: scripts/setup.sh [cmake preset, default "dev"] [targets...]
-# (no targets: everything, tests included)
+# like.
+# Usage: scripts/setup.sh [cmake preset, default "dev"] [targets...]
+#   no targets: everything, tests included, and the packages the tests use;
+#   targets (scripts/demo.sh builds parasync and parasync-node): only the
+#   packages the build needs.
+# scripts/setup.sh --list-packages prints every package it may install, for
+# ../shared/tools/check-setup-packages (CI runs it after the build).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-preset=${1:-dev}
-shift || true
-targets=("$@")
 
+# What the build needs: the libraries and tools of both programs.
 packages=(
   build-essential cmake ninja-build pkg-config git
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libeigen3-dev libssl-dev openssl libyaml-cpp-dev libboost-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
+)
+# What the tests, the benchmarks and the Debian package need besides: a
+# display server for the window's tests, a real sshd for the remote ones,
+# the packaging tools, and the readers the tests check exports with.
+test_packages=(
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
@@ -23,8 +31,19 @@ packages=(
   python3-crcmod poppler-utils
 )
 
+if [ "${1:-}" = "--list-packages" ]; then
+  echo "${packages[@]}" "${test_packages[@]}"
+  exit 0
+fi
+
+preset=${1:-dev}
+shift || true
+targets=("$@")
+wanted=("${packages[@]}")
+[ ${#targets[@]} -eq 0 ] && wanted+=("${test_packages[@]}")
+
 missing=()
-for p in "${packages[@]}"; do
+for p in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then

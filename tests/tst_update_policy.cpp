@@ -199,8 +199,24 @@ private Q_SLOTS:
         for (int i = 0; i < 10; ++i)
             policy.push(0, policy.globalStep(), gradient(1));
         QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        // worker:0 ran 11 steps ahead under async. Into ssp, both start
+        // level: it is bounded from here on, not frozen until worker:1 has
+        // made up the async phase.
         policy.setMode(mode(proto::SSP, 3));
-        QCOMPARE(policy.hold(0).reason, HoldReason::StalenessBound);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        for (int i = 0; i < 3; ++i) {
+            policy.push(0, policy.globalStep(), gradient(1));
+            QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        }
+        policy.push(0, policy.globalStep(), gradient(1));
+        const Hold held = policy.hold(0);
+        QCOMPARE(held.reason, HoldReason::StalenessBound);
+        QVERIFY2(held.waitingFor.find("clock 4 > slowest worker:1 clock 0 + staleness 3 (steps since ssp began)")
+                     != std::string::npos,
+                 held.waitingFor.c_str());
+        // worker:1 steps: worker:0 may go on.
+        policy.push(1, policy.globalStep(), gradient(1));
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
     }
 
     void switchingToSyncStartsAggregatingAtTheCurrentStep()

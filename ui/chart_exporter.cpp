@@ -116,9 +116,9 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
     sections.push_back(modes);
 
     ReportSection figures{QObject::tr("Final figures"), {}};
-    figures.lines << QObject::tr("global step %1 of %2%3")
+    figures.lines << QObject::tr("global step %1%2%3")
                          .arg(snapshot.globalStep)
-                         .arg(snapshot.lastStep)
+                         .arg(snapshot.lastStep > 0 ? QObject::tr(" of %1").arg(snapshot.lastStep) : QString())
                          .arg(snapshot.finished ? QObject::tr(", finished") : QString());
     if (!snapshot.fullLoss.isEmpty())
         figures.lines << QObject::tr("full-shard loss (chief): %1").arg(number(snapshot.fullLoss.buckets().back().last));

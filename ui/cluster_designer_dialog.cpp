@@ -129,7 +129,8 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     m_totalReplicas->setRange(0, 100000);
     m_totalReplicas->setSpecialValueText(tr("all workers"));
     m_totalReplicas->setToolTip(tr("More than replicas to aggregate means backup workers"));
-    m_lastStep->setRange(1, std::numeric_limits<int>::max());
+    m_lastStep->setRange(0, std::numeric_limits<int>::max());
+    m_lastStep->setSpecialValueText(tr("until stopped")); // --last_step=0
     m_logdir->setPlaceholderText(tr("none (no checkpoints, no run directory to replay)"));
     auto *browse = new QToolButton(this);
     browse->setText(tr("..."));

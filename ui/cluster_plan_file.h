@@ -17,7 +17,9 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan);
 
 namespace parasync::ui {
 
-// ClusterPlan::demo() with its ports replaced by $PARASYNC_DEMO_PORTS
+// The demo as the app runs it: ClusterPlan::demo() at a pace a person can
+// follow, worker:1 a straggler, training until stopped (the reasons are in
+// the definition); its ports replaced by $PARASYNC_DEMO_PORTS
 // ("ps,worker0,worker1"), so tests and a second instance can use free ports.
 ClusterPlan demoPlanFromEnvironment();
 

@@ -37,6 +37,21 @@ QString hostList(const std::vector<HostPort> &hosts)
     return list.join(QLatin1Char(','));
 }
 
+// "waiting for the chief worker:0 to initialise the variables", "serving
+// (holds its variables)", "training": the state, and the detail where it
+// says more than the state's name and the pid already shown.
+QString stateInWords(const TaskInfo &task)
+{
+    const QString state = taskStateName(task.state);
+    const QString &detail = task.detail;
+    if (detail.isEmpty() || task.state == TaskState::Training || detail.startsWith(QStringLiteral("pid "))
+        || detail.compare(state, Qt::CaseInsensitive) == 0)
+        return state;
+    if (detail.startsWith(state, Qt::CaseInsensitive))
+        return detail;
+    return state + QStringLiteral(" (") + detail + QLatin1Char(')');
+}
+
 // The last lines of a task's output, for an error message.
 QString tail(const QString &text, int lines)
 {
@@ -57,7 +72,10 @@ HeadlessRunner::HeadlessRunner(ClusterLauncher *launcher, ClusterWatcher *watche
 {
     // Never shown: it is only the charts' owner and the exporter's source.
     m_charts->resize(1400, 800);
-    m_progress.setInterval(1000);
+    // A line every few seconds: enough to see a paced run move, few enough to read.
+    m_progress.setInterval(3000);
+    m_tourTimer.setSingleShot(true);
+    connect(&m_tourTimer, &QTimer::timeout, this, &HeadlessRunner::nextTourStop);
     connect(&m_progress, &QTimer::timeout, this, &HeadlessRunner::printProgress);
     m_timeout.setSingleShot(true);
     connect(&m_timeout, &QTimer::timeout, this, &HeadlessRunner::onTimeout);
@@ -198,9 +216,9 @@ void HeadlessRunner::launch()
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &HeadlessRunner::onTaskChanged);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
         onTaskChanged(row);
-    say(tr("mode %1, last step %2, run directory %3")
+    say(tr("mode %1, %2, run directory %3")
             .arg(QString::fromStdString(describeMode(plan.training.mode)))
-            .arg(plan.training.lastStep)
+            .arg(plan.training.lastStep > 0 ? tr("last step %1").arg(plan.training.lastStep) : tr("no last step"))
             .arg(m_runDirectory));
     // Watch from when ps:0 listens (a watcher started earlier backs off and
     // may miss a short run); at the latest after 3 s, so it says why not.
@@ -220,24 +238,51 @@ void HeadlessRunner::onTaskChanged(int row)
     if (row < 0 || size_t(row) >= m_launcher->tasks().size())
         return;
     const TaskInfo &task = m_launcher->tasks()[size_t(row)];
-    // One line per change of state (or pid), not per status refresh.
-    const QString line = tr("%1 on %2 (pid %3): %4")
+    // One line per change of state (or pid), not per status refresh; the
+    // pid once there is one.
+    const QString line = tr("%1 on %2%3: %4")
                              .arg(QString::fromStdString(task.task.toString()),
-                                  QString::fromStdString(task.address.toString()))
-                             .arg(task.pid)
-                             .arg(taskStateName(task.state));
+                                  QString::fromStdString(task.address.toString()),
+                                  task.pid > 0 ? tr(" (pid %1)").arg(task.pid) : QString(), stateInWords(task));
     if (task.task == TaskId{JobName::Ps, 0} && task.state != TaskState::NotStarted
         && task.state != TaskState::Starting)
         watchPs0();
-    if (m_taskLines.value(row) == line)
+    // Keyed on the state and pid: a detail that counts (ps:0's "global step
+    // 371") changes with every refresh.
+    const QString key = taskStateName(task.state) + QString::number(task.pid);
+    if (m_taskLines.value(row) == key)
         return;
-    m_taskLines[row] = line;
-    say(task.detail.isEmpty() || task.state == TaskState::Training ? line : line + QStringLiteral(" (") + task.detail + QLatin1Char(')'));
+    m_taskLines[row] = key;
+    say(line);
 }
 
 void HeadlessRunner::onSnapshot(const RunSnapshot &snapshot)
 {
     m_latest = std::make_shared<const RunSnapshot>(snapshot);
+    // The tour's clock starts at the first step, not at the launch: building
+    // the processes' connections must not eat into the first mode's time.
+    if (!m_tourStarted && !m_options.tour.empty() && snapshot.globalStep > 0) {
+        m_tourStarted = true;
+        const auto &first = m_options.tour.front();
+        say(tr("%1 for %2 s").arg(QString::fromStdString(describeMode(first.mode))).arg(first.seconds));
+        m_tourTimer.start(first.seconds * 1000);
+    }
+}
+
+void HeadlessRunner::nextTourStop()
+{
+    if (m_done)
+        return;
+    if (++m_tourStop < m_options.tour.size()) {
+        const auto &stop = m_options.tour[m_tourStop];
+        say(tr("switching to %1 for %2 s").arg(QString::fromStdString(describeMode(stop.mode))).arg(stop.seconds));
+        m_watcher->setMode(stop.mode);
+        m_tourTimer.start(stop.seconds * 1000);
+        return;
+    }
+    say(tr("the tour is over: stopping the cluster"));
+    m_watcher->disconnectFromCluster();
+    m_launcher->stopAll(); // allExited follows: the charts are exported from the run directory
 }
 
 void HeadlessRunner::printProgress()
@@ -246,13 +291,29 @@ void HeadlessRunner::printProgress()
         return;
     m_printedStep = m_latest->globalStep;
     double rate = 0;
-    for (const WorkerFigures &worker : m_latest->workers)
+    QStringList perWorker;
+    for (const WorkerFigures &worker : m_latest->workers) {
         rate += worker.stepsPerSecond;
-    say(tr("global step %1/%2, %3, %4 steps/s")
+        perWorker << tr("worker:%1 %2/s, waiting %3%")
+                         .arg(worker.index)
+                         .arg(worker.stepsPerSecond, 0, 'f', 1)
+                         .arg(worker.waitFraction * 100, 0, 'f', 0);
+    }
+    QString model;
+    if (!m_latest->fullLoss.isEmpty())
+        model += tr(", loss %1").arg(double(m_latest->fullLoss.buckets().back().last), 0, 'g', 3);
+    for (size_t i = 0; i < m_latest->parameterNames.size() && i < m_latest->parameterSeries.size(); ++i)
+        if (!m_latest->parameterSeries[i].isEmpty())
+            model += QStringLiteral(", %1 %2")
+                         .arg(QString::fromStdString(m_latest->parameterNames[i]))
+                         .arg(double(m_latest->parameterSeries[i].buckets().back().last), 0, 'f', 3);
+    // The mode's short name: its numbers were said when it began.
+    say(tr("global step %1%2, %3, %4 steps/s%5 (%6)")
             .arg(m_latest->globalStep)
-            .arg(m_latest->lastStep)
-            .arg(QString::fromStdString(describeMode(m_latest->mode)))
-            .arg(rate, 0, 'f', 0));
+            .arg(m_latest->lastStep > 0 ? QStringLiteral("/%1").arg(m_latest->lastStep) : QString())
+            .arg(QString::fromStdString(updateModeName(m_latest->mode.mode())))
+            .arg(rate, 0, 'f', 0)
+            .arg(model, perWorker.join(QStringLiteral("; "))));
 }
 
 void HeadlessRunner::onClusterFinished()

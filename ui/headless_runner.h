@@ -39,6 +39,16 @@ struct HeadlessOptions
     // not launched when a check fails. preflightOnly: check, print, exit.
     bool skipPreflight = false;
     bool preflightOnly = false;
+    // Launch: a tour of modes, for a cluster that trains until stopped
+    // (--last_step=0): each stop's mode for its seconds, counted from the
+    // first step; then the cluster is stopped and the charts exported. The
+    // first stop's mode should be the plan's. Empty: run to --last_step.
+    struct TourStop
+    {
+        proto::ModeConfig mode;
+        int seconds = 20;
+    };
+    std::vector<TourStop> tour;
 };
 
 class HeadlessRunner : public QObject
@@ -70,6 +80,8 @@ private:
     void onClusterFinished();
     void onTimeout();
     void printProgress();
+    // Moves the tour on: the next stop's mode, or the end of the run.
+    void nextTourStop();
     void finishWith(int exitCode, const QString &message);
     bool exportCharts();
     QString taskFailures() const;
@@ -90,7 +102,10 @@ private:
     bool m_watching = false;
     QString m_runDirectory; // the launched run's --logdir, replayed for the export
     int64_t m_printedStep = -1;
-    QHash<int, QString> m_taskLines; // last line printed per task
+    QHash<int, QString> m_taskLines; // per task: the state and pid last printed
+    QTimer m_tourTimer;
+    size_t m_tourStop = 0;   // index into m_options.tour of the stop in force
+    bool m_tourStarted = false;
 };
 
 } // namespace parasync::ui

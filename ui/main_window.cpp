@@ -7,6 +7,7 @@
 #include "cluster_watcher.h"
 #include "error.h"
 #include "mode_controls.h"
+#include "pace_control.h"
 #include "node_options.h"
 #include "preflight_dialog.h"
 #include "process_panel.h"
@@ -52,6 +53,7 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     , m_processes(new ProcessPanel(launcher, watcher, this))
     , m_modes(new ModeControls(this))
     , m_connectionLabel(new QLabel(this))
+    , m_pace(new PaceControl(this))
     , m_stepLabel(new QLabel(this))
     , m_alert(new QLabel(this))
     , m_rateLabel(new QLabel(this))
@@ -116,6 +118,11 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
         m_watcher->setMode(mode);
     });
     connect(m_processes, &ProcessPanel::statusMessage, this,
+    connect(m_pace, &PaceControl::paceRequested, this, &MainWindow::setWorkersPace);
+    connect(m_watcher, &ClusterWatcher::paceChanged, this, [this](const QString &, int computeMs) {
+        m_pace->setComputeMs(computeMs);
+        statusBar()->showMessage(tr("Workers' pace: %1").arg(PaceControl::describe(computeMs)), 5000);
+    });
             [this](const QString &message) { statusBar()->showMessage(message, 8000); });
     connect(m_loader, &RunLoader::loaded, this, &MainWindow::onRunLoaded);
 
@@ -242,6 +249,8 @@ void MainWindow::startDemo()
 {
     ClusterPlan plan = demoPlan();
     // The demo keeps its run directory among the app's data: the charts are
+    modes->addSeparator();
+    modes->addWidget(m_pace);
     // completed from it when the run ends, and it can be replayed later. The
     // step log takes ~1 kB per step, so only for runs of sensible length,
     // and only the newest few are kept.
@@ -341,6 +350,7 @@ bool MainWindow::startCluster(const ClusterPlan &requested)
     QTimer::singleShot(3000, this, &MainWindow::watchLaunchedPs0);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
         onTaskChanged(row);
+    m_pace->setComputeMs(plan.training.pace.computeMs);
     statusBar()->showMessage(tr("Started %1 ps and %2 workers (%3); watching ps:0 at %4")
                                  .arg(plan.cluster.numPs())
                                  .arg(plan.cluster.numWorkers())
@@ -404,6 +414,7 @@ void MainWindow::askConnect()
 }
 
 void MainWindow::stopCluster()
+    m_pace->setUnknown(); // not started here: its pace is the workers' own
 {
     statusBar()->showMessage(tr("Stopping the cluster..."));
     m_launcher->stopAll();
@@ -415,6 +426,30 @@ void MainWindow::onSnapshotReady(const RunSnapshot &snapshot)
 {
     // Only kept here; the charts take it on their next redraw tick.
     m_charts->setSnapshot(snapshot);
+void MainWindow::setWorkersPace(int computeMs)
+{
+    // The workers of the cluster watched, as ps:0 describes them; before
+    // its first answer, as started here.
+    QStringList workers;
+    if (const auto snapshot = m_charts->snapshot()) {
+        for (const std::string &address : snapshot->workerHosts)
+            workers << QString::fromStdString(address);
+    }
+    if (workers.isEmpty() && m_currentPlan && m_launcher->anyRunning()) {
+        for (const HostPort &address : m_currentPlan->cluster.workers)
+            workers << QString::fromStdString(address.toString());
+    }
+    if (workers.isEmpty() || !m_connected) {
+        statusBar()->showMessage(tr("No cluster is training: the pace applies to the workers of a running cluster."),
+                                 8000);
+        return;
+    }
+    statusBar()->showMessage(tr("Asking %1 workers for %2...").arg(workers.size()).arg(PaceControl::describe(computeMs)),
+                             5000);
+    for (const QString &worker : std::as_const(workers))
+        m_watcher->setPace(worker, computeMs);
+}
+
 }
 
 void MainWindow::onRedrawn()

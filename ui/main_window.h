@@ -26,6 +26,7 @@ class ClusterWatcher;
 namespace parasync::ui {
 
 class ModeControls;
+class PaceControl;
 class ProcessPanel;
 class RunChartsView;
 class RunLoader;
@@ -68,6 +69,7 @@ public:
     RunChartsView *charts() const { return m_charts; }
     ProcessPanel *processes() const { return m_processes; }
     ModeControls *modeControls() const { return m_modes; }
+    PaceControl *paceControl() const { return m_pace; }
     QString connectionText() const;
 
 protected:
@@ -80,6 +82,8 @@ private:
     void onConnectionState(bool connected, const QString &message);
     void onModeChanged(const proto::ModeConfig &mode, qint64 globalStep);
     void onControlFinished(bool ok, const QString &message);
+    // Sends the speed control's pace to every worker of the cluster watched.
+    void setWorkersPace(int computeMs);
     void onClusterFinished();
     void onTaskChanged(int row);
     void onRunLoaded(const LoadedRun &run);
@@ -105,6 +109,7 @@ private:
     RunChartsView *m_charts;
     ProcessPanel *m_processes;
     ModeControls *m_modes;
+    PaceControl *m_pace;
     QLabel *m_connectionLabel;
     QLabel *m_stepLabel;
     QLabel *m_alert; // above the charts: a hang ps:0's watchdog reports

@@ -20,6 +20,8 @@ TaskState taskStateFromPhase(proto::WorkerPhase phase)
         return TaskState::Finished;
     case proto::DEAD:
         return TaskState::Dead;
+    case proto::STOPPED:
+        return TaskState::Stopped;
     default:
         return TaskState::Starting;
     }

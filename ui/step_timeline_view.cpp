@@ -40,6 +40,8 @@ QString phaseText(const WorkerFigures &worker)
         return QObject::tr("finished");
     case proto::DEAD:
         return QObject::tr("dead");
+    case proto::STOPPED:
+        return QObject::tr("stopped");
     default:
         return QObject::tr("not seen yet");
     }

@@ -22,8 +22,14 @@
 
 #include <csignal>
 #include <cstdio>
+#include <QDir>
+
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <unistd.h>
 
+#include <optional>
 using namespace parasync;
 
 namespace {
@@ -68,12 +74,16 @@ ClusterPlan planFromArguments(const QCommandLineParser &parser)
         file.cluster.workers
             = parseHostList(parser.value(QStringLiteral("worker_hosts")).toStdString(), "--worker_hosts");
     for (const char *flag : {"mode", "staleness", "replicas_to_aggregate", "last_step", "logdir", "learning_rate",
-                             "optimizer", "batch_size"}) {
+                             "optimizer", "batch_size", "compute_ms", "compute_jitter", "straggler_ms"}) {
         const QString name = QString::fromLatin1(flag);
         if (!parser.isSet(name))
             continue;
         auto it = std::find_if(file.training.begin(), file.training.end(),
                                [flag](const auto &entry) { return entry.first == flag; });
+        // A flag on the command line is for every task: it replaces the
+        // workers' own values too.
+        for (auto &[index, flags] : file.perWorker)
+            std::erase_if(flags, [flag](const auto &entry) { return entry.first == flag; });
         if (it == file.training.end())
             file.training.emplace_back(flag, parser.value(name).toStdString());
         else
@@ -99,11 +109,50 @@ ui::ConnectRequest connectRequest(const QCommandLineParser &parser)
 
 } // namespace
 
+// A headless run with no last step (the demo) still has to end: a minute
+// that shows the story. In the mode asked for, or 20 s each of async, sync
+// and ssp, the order in which the seeds tell it.
+std::vector<ui::HeadlessOptions::TourStop> demoTour(const QCommandLineParser &parser, const ClusterPlan &plan)
+{
+    if (parser.isSet(QStringLiteral("mode")))
+        return {{plan.training.mode, 60}};
+    std::vector<ui::HeadlessOptions::TourStop> tour;
+    for (const proto::UpdateMode mode : {proto::ASYNC, proto::SYNC, proto::SSP}) {
+        proto::ModeConfig config = plan.training.mode;
+        config.set_mode(mode);
+        tour.push_back({config, 20});
+    }
+    return tour;
+}
+
+// Qt keeps per-session sockets and locks in $XDG_RUNTIME_DIR, which a login
+// session sets; a root shell on a server or a CI job has none, and Qt then
+// makes /tmp/runtime-USER itself -- with a warning on every start that reads
+// as a failure. Make the same private folder here (mode 0700, ours), as the
+// XDG spec asks, and say so only if that fails.
+void ensureRuntimeDirectory()
+{
+    if (!qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR"))
+        return;
+    const QByteArray path = QDir::tempPath().toLocal8Bit() + "/runtime-" + QByteArray::number(::getuid());
+    struct stat info {};
+    if (::mkdir(path.constData(), 0700) != 0 && errno != EEXIST)
+        return; // Qt will say what it thinks
+    if (::lstat(path.constData(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::getuid()
+        || (info.st_mode & 0077) != 0) {
+        std::fprintf(stderr, "parasync: %s is not a private folder of this user: set XDG_RUNTIME_DIR to one\n",
+                     path.constData());
+        return;
+    }
+    qputenv("XDG_RUNTIME_DIR", path);
+}
+
 int main(int argc, char **argv)
 {
     parasync::prepareGrpcProcess();
     // The chart export needs a QApplication (Qt Charts are widgets); without
     // a display, headless mode paints offscreen.
+    ensureRuntimeDirectory();
     // --help and --version print and exit: they need no display either.
     bool headless = false;
     for (int i = 1; i < argc; ++i) {
@@ -159,7 +208,8 @@ int main(int argc, char **argv)
     option("mode", "Update mode to start with: async, sync or ssp.", "MODE");
     option("staleness", "SSP staleness bound.", "N");
     option("replicas_to_aggregate", "Sync: gradients averaged per step (0: all live workers).", "N");
-    option("last_step", "Stop at this global step.", "N");
+    option("last_step", "Stop at this global step (the demo: none; headless, it tours the three modes for a "
+                        "minute, or runs a minute in --mode).", "N");
     option("learning_rate", "Learning rate.", "LR");
     option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
     option("batch_size", "Samples per worker step.", "N");
@@ -171,6 +221,9 @@ int main(int argc, char **argv)
     option("timeout", "Headless: give up after this many seconds (default 600).", "SECONDS");
     option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
            "DIR");
+    option("compute_ms", "Simulated compute time per worker step, ms (the demo: 40; 0 is full speed).", "N");
+    option("compute_jitter", "Spread of that time (coefficient of variation; the demo: 0.5).", "X");
+    option("straggler_ms", "Extra delay per step for every worker, ms (the demo slows worker:1 by 40).", "N");
     option("screenshot_delay", "Milliseconds before --screenshots are taken (default 6000).", "MS");
     parser.process(app);
 
@@ -230,6 +283,8 @@ int main(int argc, char **argv)
         // --demo with its flags: the toolbar's demo button does the same.
         window.setDemoPlan(plan);
         QTimer::singleShot(0, &window, &ui::MainWindow::startDemo);
+            if (plan.training.lastStep == 0)
+                options.tour = demoTour(parser, plan);
     }
     else if (parser.isSet(QStringLiteral("connect")))
         window.connectToCluster(connectRequest(parser));
