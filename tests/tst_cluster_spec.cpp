@@ -5,6 +5,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <functional>
 
 using namespace parasync;
@@ -341,6 +342,24 @@ private Q_SLOTS:
         QVERIFY2(text.contains("\"seed\": \"007\""), text.constData());
     }
 
+    void clusterFilePerWorkerPaceRoundTrips()
+    {
+        QTemporaryDir dir;
+        ClusterFile file;
+        file.cluster = demoCluster();
+        file.training = {{"compute_ms", "40"}};
+        file.perWorker[1] = {{"straggler_ms", "40"}, {"compute_jitter", "0.5"}};
+        const std::string path = str(dir.filePath(QStringLiteral("cluster.json")));
+        writeClusterFile(path, file);
+        const ClusterFile read = readClusterFile(path);
+        QCOMPARE(read.perWorker.size(), size_t(1));
+        // Keys of one worker's entry come back as a set: JSON objects keep no order.
+        auto flags = read.perWorker.at(1);
+        std::sort(flags.begin(), flags.end());
+        QCOMPARE(flags, (std::vector<std::pair<std::string, std::string>>{{"compute_jitter", "0.5"},
+                                                                          {"straggler_ms", "40"}}));
+    }
+
     void clusterFileKeepsTrainingInFileOrder()
     {
         const ClusterFile file = parseClusterFile(
@@ -444,6 +463,17 @@ private Q_SLOTS:
         QTest::newRow("bad json") << u"{"_s + cluster + u", }"_s
                                   << QStringList{QStringLiteral("my.json is not valid JSON"), QStringLiteral("offset")};
         QTest::newRow("no cluster") << R"({"training": {}})" << QStringList{QStringLiteral("no \"cluster\"")};
+        QTest::newRow("per_worker: not a worker") << u"{"_s + cluster + uR"(, "per_worker": {"2": {"compute_ms": 5}}})"_s
+                                                  << QStringList{QStringLiteral("\"per_worker\" \"2\""),
+                                                                 QStringLiteral("indexes 0-1")};
+        QTest::newRow("per_worker: not an index") << u"{"_s + cluster + uR"(, "per_worker": {"w1": {"compute_ms": 5}}})"_s
+                                                  << QStringList{QStringLiteral("keys are worker indexes")};
+        QTest::newRow("per_worker: a cluster-wide flag")
+            << u"{"_s + cluster + uR"(, "per_worker": {"1": {"learning_rate": 0.5}}})"_s
+            << QStringList{QStringLiteral("unknown key \"learning_rate\""), QStringLiteral("straggler_ms"),
+                           QStringLiteral("goes in \"training\"")};
+        QTest::newRow("per_worker: not an object") << u"{"_s + cluster + uR"(, "per_worker": [1]})"_s
+                                                   << QStringList{QStringLiteral("\"per_worker\" must be an object")};
         QTest::newRow("empty workers") << R"({"cluster": {"ps": ["127.0.0.1:2222"], "worker": []}})"
                                        << QStringList{QStringLiteral("no worker task")};
     }

@@ -126,6 +126,23 @@ private Q_SLOTS:
         QCOMPARE(t.saveCheckpointSecs, 50);
         QCOMPARE(t.maxToKeep, 5);
         QCOMPARE(t.seed, uint64_t(1));
+        // The engine runs at full speed unless asked; the app's demo asks.
+        QCOMPARE(t.pace.computeMs, 0);
+        QCOMPARE(t.pace.stragglerMs, 0);
+    }
+
+    void paceFlagsParseAndLastStepZeroTrainsUntilStopped()
+    {
+        const NodeOptions o = parseNodeOptions(argv(demo({u"--compute_ms=40"_s, u"--compute_jitter=0.5"_s,
+                                                          u"--straggler_ms=25"_s, u"--last_step=0"_s})),
+                                               {});
+        QCOMPARE(o.training.pace.computeMs, 40);
+        QCOMPARE(o.training.pace.computeJitter, 0.5f);
+        QCOMPARE(o.training.pace.stragglerMs, 25);
+        QCOMPARE(o.training.lastStep, int64_t(0));
+        // And they travel in cluster.json's training flags.
+        const QString json = QString::fromStdString(o.training.toJson());
+        QVERIFY2(json.contains(u"\"compute_ms\":40"_s) && json.contains(u"\"straggler_ms\":25"_s), qPrintable(json));
     }
 
     void everyTrainingFlagParses()
@@ -346,6 +363,18 @@ private Q_SLOTS:
                                                    << QStringList{u"--learning_rate=1e-50"_s, u"rounds to 0"_s};
         QTest::newRow("learning rate text") << demo({u"--learning_rate=fast"_s}) << QString()
                                             << QStringList{u"--learning_rate=fast"_s, u"not a number"_s};
+        QTest::newRow("negative compute time") << demo({u"--compute_ms=-5"_s}) << QString()
+                                               << QStringList{u"--compute_ms=-5: must be at least 0"_s};
+        QTest::newRow("compute time above a minute") << demo({u"--compute_ms=600000"_s}) << QString()
+                                                     << QStringList{u"--compute_ms=600000: must be at most 60000"_s};
+        QTest::newRow("jitter NaN") << demo({u"--compute_jitter=nan"_s}) << QString()
+                                    << QStringList{u"--compute_jitter=nan"_s, u"must be from 0 to 4"_s};
+        QTest::newRow("jitter text") << demo({u"--compute_jitter=lots"_s}) << QString()
+                                     << QStringList{u"--compute_jitter=lots"_s, u"not a number"_s};
+        QTest::newRow("negative straggler") << demo({u"--straggler_ms=-1"_s}) << QString()
+                                            << QStringList{u"--straggler_ms=-1: must be at least 0"_s};
+        QTest::newRow("negative last step") << demo({u"--last_step=-1"_s}) << QString()
+                                            << QStringList{u"--last_step=-1: must be at least 0"_s};
         QTest::newRow("negative seed") << demo({u"--seed=-3"_s}) << QString()
                                        << QStringList{u"--seed=-3"_s, u"at least 0"_s};
         QTest::newRow("unknown optimizer") << demo({u"--optimizer=rmsprop"_s}) << QString()
