@@ -155,13 +155,38 @@ double StepTimelineView::firstValue() const
     return m_items.empty() ? 0 : valueOf(m_items.front());
 }
 
+double StepTimelineView::followedSpan() const
+{
+    if (m_axis != Axis::GlobalStep || !m_autoSpan)
+        return m_mapping.span();
+    const double span = m_stepSpan; // the default, while the user has not zoomed
+    if (m_items.size() < 2)
+        return span;
+    // At a human pace 200 steps are some seconds of the run; at full speed
+    // (thousands of steps a second) the same 200 would scroll past dozens
+    // of times a second. Show at least kSeconds of steps -- at most all the
+    // recent steps there are -- and the lanes turn into the workers' shares
+    // of each pixel column, which is what can be read at that speed.
+    constexpr double kSeconds = 4;
+    double newest = m_items.front().seconds;
+    for (auto it = m_items.rbegin(); it != m_items.rend() && it - m_items.rbegin() < 64; ++it)
+        newest = std::max(newest, it->seconds);
+    double stepsInWindow = 0;
+    for (auto it = m_items.rbegin(); it != m_items.rend() && it->seconds >= newest - kSeconds; ++it)
+        stepsInWindow = m_items.back().step - it->step;
+    const double recent = m_items.back().step - m_items.front().step;
+    return std::max(span, std::min(stepsInWindow, recent));
+}
+
 void StepTimelineView::applyFollow()
 {
     const double head = headValue();
-    const double margin = m_mapping.span() * 0.02;
+    const double span = followedSpan();
+    const double margin = span * 0.02;
     // Early in a run the head is left of a full span: show from the start.
-    const double end = std::max(head + margin, firstValue() + m_mapping.span());
-    m_mapping = m_mapping.endingAt(end);
+    const double end = std::max(head + margin, firstValue() + span);
+    m_mapping.start = end - span;
+    m_mapping.end = end;
 }
 
 void StepTimelineView::setAxis(Axis axis)
@@ -169,8 +194,8 @@ void StepTimelineView::setAxis(Axis axis)
     if (axis == m_axis)
         return;
     // Remember the zoom of each axis.
-    if (m_axis == Axis::GlobalStep)
-        m_stepSpan = m_mapping.span();
+    if (m_axis == Axis::GlobalStep && !m_autoSpan)
+        m_stepSpan = m_mapping.span(); // the user's zoom, not the pace's
     else
         m_secondSpan = m_mapping.span();
     m_axis = axis;
@@ -595,6 +620,7 @@ void StepTimelineView::wheelEvent(QWheelEvent *event)
     }
     const double factor = std::pow(1.25, degrees / 15.0);
     const double x = event->position().x();
+    m_autoSpan = false; // the user's zoom from now on
     if (m_follow) {
         // Zooming while following keeps the head at the right edge.
         m_mapping = m_mapping.zoomedAt(m_mapping.left + m_mapping.width, factor, minimumSpan());

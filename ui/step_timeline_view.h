@@ -99,6 +99,9 @@ private:
     void sortItems();
     void updateMappingGeometry();
     void applyFollow();
+    // The span the followed view shows: the user's, widened on the step
+    // axis so the head crosses a screen in no less than a few seconds.
+    double followedSpan() const;
     double headValue() const;
     double firstValue() const;
     double minimumSpan() const { return m_axis == Axis::GlobalStep ? 10 : 0.01; }
@@ -113,6 +116,9 @@ private:
     TimelineMapping m_mapping;
     double m_stepSpan = 200;  // remembered per axis when switching
     double m_secondSpan = 2;
+    // Until the user zooms, a followed step axis widens with the pace (see
+    // followedSpan); after, their zoom holds.
+    bool m_autoSpan = true;
     bool m_dragging = false;
     double m_dragLastX = 0;
 };
