@@ -408,6 +408,9 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
         TaskInfo info;
         info.task = task;
         info.address = plan.cluster.address(task);
+        // The process panel's Straggler column starts from the plan's.
+        if (task.job == JobName::Worker)
+            info.stragglerDelayMs = plan.paceOf(task.index).stragglerMs;
         auto process = std::make_unique<Process>();
         const RemoteHost *remote = plan.remoteHost(task);
         process->runner = remote ? makeSshRunner(*remote) : makeLocalRunner();

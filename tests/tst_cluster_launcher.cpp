@@ -102,6 +102,22 @@ private Q_SLOTS:
         QCOMPARE(ClusterPlan::demo().arguments(TaskId{JobName::Ps, 0}).last(), QStringLiteral("--mode=async"));
     }
 
+    void eachWorkerGetsItsOwnPaceAndThePsNone()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.training.pace.computeMs = 40;
+        plan.workerPace[1] = plan.training.pace;
+        plan.workerPace[1].stragglerMs = 25;
+        const QStringList ps = plan.arguments(TaskId{JobName::Ps, 0});
+        const QStringList first = plan.arguments(TaskId{JobName::Worker, 0});
+        const QStringList second = plan.arguments(TaskId{JobName::Worker, 1});
+        QVERIFY2(!ps.join(u' ').contains(QStringLiteral("compute_ms")), qPrintable(ps.join(u' ')));
+        QVERIFY(first.contains(QStringLiteral("--compute_ms=40")));
+        QVERIFY(!first.join(u' ').contains(QStringLiteral("straggler_ms")));
+        QVERIFY(second.contains(QStringLiteral("--compute_ms=40")));
+        QVERIFY(second.contains(QStringLiteral("--straggler_ms=25")));
+    }
+
     void demoClusterRunsToTheEnd()
     {
         const ClusterPlan plan = demoOnFreePorts(1500);
