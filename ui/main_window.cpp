@@ -52,8 +52,8 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     , m_charts(new RunChartsView(this))
     , m_processes(new ProcessPanel(launcher, watcher, this))
     , m_modes(new ModeControls(this))
-    , m_connectionLabel(new QLabel(this))
     , m_pace(new PaceControl(this))
+    , m_connectionLabel(new QLabel(this))
     , m_stepLabel(new QLabel(this))
     , m_alert(new QLabel(this))
     , m_rateLabel(new QLabel(this))
@@ -117,12 +117,12 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
                                  5000);
         m_watcher->setMode(mode);
     });
-    connect(m_processes, &ProcessPanel::statusMessage, this,
     connect(m_pace, &PaceControl::paceRequested, this, &MainWindow::setWorkersPace);
     connect(m_watcher, &ClusterWatcher::paceChanged, this, [this](const QString &, int computeMs) {
         m_pace->setComputeMs(computeMs);
         statusBar()->showMessage(tr("Workers' pace: %1").arg(PaceControl::describe(computeMs)), 5000);
     });
+    connect(m_processes, &ProcessPanel::statusMessage, this,
             [this](const QString &message) { statusBar()->showMessage(message, 8000); });
     connect(m_loader, &RunLoader::loaded, this, &MainWindow::onRunLoaded);
 
@@ -237,6 +237,8 @@ void MainWindow::createActions()
     QToolBar *modes = addToolBar(tr("Update mode"));
     modes->setObjectName(QStringLiteral("modeToolbar"));
     modes->addWidget(m_modes);
+    modes->addSeparator();
+    modes->addWidget(m_pace);
     updateRecentMenu();
 }
 
@@ -249,8 +251,6 @@ void MainWindow::startDemo()
 {
     ClusterPlan plan = demoPlan();
     // The demo keeps its run directory among the app's data: the charts are
-    modes->addSeparator();
-    modes->addWidget(m_pace);
     // completed from it when the run ends, and it can be replayed later. The
     // step log takes ~1 kB per step, so only for runs of sensible length,
     // and only the newest few are kept.
@@ -338,6 +338,7 @@ bool MainWindow::startCluster(const ClusterPlan &requested)
         return false;
     }
     m_currentPlan = plan;
+    m_pace->setComputeMs(plan.training.pace.computeMs);
     m_lastStates.clear();
     m_processes->reset();
     m_charts->clear();
@@ -350,7 +351,6 @@ bool MainWindow::startCluster(const ClusterPlan &requested)
     QTimer::singleShot(3000, this, &MainWindow::watchLaunchedPs0);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
         onTaskChanged(row);
-    m_pace->setComputeMs(plan.training.pace.computeMs);
     statusBar()->showMessage(tr("Started %1 ps and %2 workers (%3); watching ps:0 at %4")
                                  .arg(plan.cluster.numPs())
                                  .arg(plan.cluster.numWorkers())
@@ -402,6 +402,7 @@ void MainWindow::connectToCluster(const ConnectRequest &request)
     m_charts->clear();
     m_watcher->setHistory(request.runDirectory, true);
     m_watcher->connectTo(address, settings);
+    m_pace->setUnknown(); // not started here: its pace is the workers' own
     statusBar()->showMessage(tr("Connecting to ps:0 at %1...").arg(address), 10000);
 }
 
@@ -413,19 +414,6 @@ void MainWindow::askConnect()
         connectToCluster(dialog.request());
 }
 
-void MainWindow::stopCluster()
-    m_pace->setUnknown(); // not started here: its pace is the workers' own
-{
-    statusBar()->showMessage(tr("Stopping the cluster..."));
-    m_launcher->stopAll();
-    statusBar()->showMessage(tr("The cluster's tasks were stopped."), 10000);
-    updateActions();
-}
-
-void MainWindow::onSnapshotReady(const RunSnapshot &snapshot)
-{
-    // Only kept here; the charts take it on their next redraw tick.
-    m_charts->setSnapshot(snapshot);
 void MainWindow::setWorkersPace(int computeMs)
 {
     // The workers of the cluster watched, as ps:0 describes them; before
@@ -450,6 +438,18 @@ void MainWindow::setWorkersPace(int computeMs)
         m_watcher->setPace(worker, computeMs);
 }
 
+void MainWindow::stopCluster()
+{
+    statusBar()->showMessage(tr("Stopping the cluster..."));
+    m_launcher->stopAll();
+    statusBar()->showMessage(tr("The cluster's tasks were stopped."), 10000);
+    updateActions();
+}
+
+void MainWindow::onSnapshotReady(const RunSnapshot &snapshot)
+{
+    // Only kept here; the charts take it on their next redraw tick.
+    m_charts->setSnapshot(snapshot);
 }
 
 void MainWindow::onRedrawn()

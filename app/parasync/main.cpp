@@ -20,16 +20,15 @@
 #include <QSocketNotifier>
 #include <QTimer>
 
-#include <csignal>
-#include <cstdio>
 #include <QDir>
 
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdio>
 #include <unistd.h>
 
-#include <optional>
 using namespace parasync;
 
 namespace {
@@ -78,12 +77,12 @@ ClusterPlan planFromArguments(const QCommandLineParser &parser)
         const QString name = QString::fromLatin1(flag);
         if (!parser.isSet(name))
             continue;
-        auto it = std::find_if(file.training.begin(), file.training.end(),
-                               [flag](const auto &entry) { return entry.first == flag; });
         // A flag on the command line is for every task: it replaces the
         // workers' own values too.
         for (auto &[index, flags] : file.perWorker)
             std::erase_if(flags, [flag](const auto &entry) { return entry.first == flag; });
+        auto it = std::find_if(file.training.begin(), file.training.end(),
+                               [flag](const auto &entry) { return entry.first == flag; });
         if (it == file.training.end())
             file.training.emplace_back(flag, parser.value(name).toStdString());
         else
@@ -106,8 +105,6 @@ ui::ConnectRequest connectRequest(const QCommandLineParser &parser)
     request.connection.tlsKey = parser.value(QStringLiteral("tls_key")).toStdString();
     return request;
 }
-
-} // namespace
 
 // A headless run with no last step (the demo) still has to end: a minute
 // that shows the story. In the mode asked for, or 20 s each of async, sync
@@ -147,12 +144,14 @@ void ensureRuntimeDirectory()
     qputenv("XDG_RUNTIME_DIR", path);
 }
 
+} // namespace
+
 int main(int argc, char **argv)
 {
     parasync::prepareGrpcProcess();
+    ensureRuntimeDirectory();
     // The chart export needs a QApplication (Qt Charts are widgets); without
     // a display, headless mode paints offscreen.
-    ensureRuntimeDirectory();
     // --help and --version print and exit: they need no display either.
     bool headless = false;
     for (int i = 1; i < argc; ++i) {
@@ -213,6 +212,9 @@ int main(int argc, char **argv)
     option("learning_rate", "Learning rate.", "LR");
     option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
     option("batch_size", "Samples per worker step.", "N");
+    option("compute_ms", "Simulated compute time per worker step, ms (the demo: 40; 0 is full speed).", "N");
+    option("compute_jitter", "Spread of that time (coefficient of variation; the demo: 0.5).", "X");
+    option("straggler_ms", "Extra delay per step for every worker, ms (the demo slows worker:1 by 40).", "N");
     option("logdir", "Run directory for checkpoints and the step log (replayable with --open).", "DIR");
     option("preflight", "Check a --cluster_file's hosts (ssh, parasync-node, ports, routes to the ps tasks) and "
                         "show the results (headless: print them and exit 0 if all passed).");
@@ -221,9 +223,6 @@ int main(int argc, char **argv)
     option("timeout", "Headless: give up after this many seconds (default 600).", "SECONDS");
     option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
            "DIR");
-    option("compute_ms", "Simulated compute time per worker step, ms (the demo: 40; 0 is full speed).", "N");
-    option("compute_jitter", "Spread of that time (coefficient of variation; the demo: 0.5).", "X");
-    option("straggler_ms", "Extra delay per step for every worker, ms (the demo slows worker:1 by 40).", "N");
     option("screenshot_delay", "Milliseconds before --screenshots are taken (default 6000).", "MS");
     parser.process(app);
 
@@ -262,6 +261,8 @@ int main(int argc, char **argv)
             options.connect = connectRequest(parser);
         } else if (wantsCluster) {
             options.plan = plan;
+            if (plan.training.lastStep == 0)
+                options.tour = demoTour(parser, plan);
         } else {
             std::fprintf(stderr, "parasync: --headless needs --demo, --cluster_file, --connect or --open\n");
             return 2;
@@ -283,8 +284,6 @@ int main(int argc, char **argv)
         // --demo with its flags: the toolbar's demo button does the same.
         window.setDemoPlan(plan);
         QTimer::singleShot(0, &window, &ui::MainWindow::startDemo);
-            if (plan.training.lastStep == 0)
-                options.tour = demoTour(parser, plan);
     }
     else if (parser.isSet(QStringLiteral("connect")))
         window.connectToCluster(connectRequest(parser));
