@@ -12,6 +12,7 @@
 #include "preflight_dialog.h"
 #include "process_panel.h"
 #include "compare_runs_window.h"
+#include "mode_comparison_window.h"
 #include "run_charts_view.h"
 #include "run_loader.h"
 #include "run_replay_window.h"
@@ -189,6 +190,16 @@ void MainWindow::createActions()
     compare->setObjectName(QStringLiteral("compareRuns"));
     connect(compare, &QAction::triggered, this, &MainWindow::askCompareRuns);
 
+    // One click: the demo once per update mode, side by side (its own
+    // window, launcher and watcher; the cluster shown here is left alone).
+    auto *compareModes = new QAction(tr("Compare modes..."), this);
+    compareModes->setObjectName(QStringLiteral("compareModes"));
+    compareModes->setToolTip(tr("Run the demo once in each update mode (async, sync, ssp) with a straggler, and show "
+                                "the runs side by side"));
+    connect(compareModes, &QAction::triggered, this, [this] {
+        ModeComparisonWindow::open(this, ModeComparisonWindow::defaultOptions(demoPlan()), m_launcher->nodeBinary());
+    });
+
     m_exportAll = new QAction(tr("Export all..."), this);
     m_exportAll->setObjectName(QStringLiteral("exportAll"));
     m_exportAll->setShortcut(QKeySequence(tr("Ctrl+E")));
@@ -212,6 +223,7 @@ void MainWindow::createActions()
     QMenu *runs = menuBar()->addMenu(tr("&Runs"));
     runs->addAction(openRun);
     runs->addAction(compare);
+    runs->addAction(compareModes);
     QMenu *exportMenu = menuBar()->addMenu(tr("&Export"));
     exportMenu->addAction(m_exportAll);
     exportMenu->addAction(tr("Run report (PDF)..."), this, &MainWindow::askExportReport);

@@ -9,8 +9,10 @@
 #include "cluster_watcher.h"
 #include "connect_dialog.h"
 #include "error.h"
+#include "headless_mode_comparison.h"
 #include "headless_runner.h"
 #include "main_window.h"
+#include "mode_comparison_window.h"
 #include "node_options.h"
 #include "rpc.h"
 
@@ -27,6 +29,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <optional>
 #include <unistd.h>
 
 using namespace parasync;
@@ -201,6 +204,12 @@ int main(int argc, char **argv)
     option("tls_key", "With --connect and --tls_cert: its private key (PEM).", "FILE");
     option("open", "Replay a finished run from its run directory (--logdir).", "RUN_DIR");
     option("compare", "Compare finished runs side by side (comma-separated run directories).", "DIRS");
+    option("compare_modes", "Run the demo (or --cluster_file) once per update mode -- async, sync, ssp -- with the "
+                            "same seed, data and straggler, and show the runs side by side; headless: print the "
+                            "results and write the runs, the figure and comparison.csv into --export.");
+    option("compare_seconds", "With --compare_modes: the time limit of each mode's run (default 40).", "SECONDS");
+    option("target_loss", "With --compare_modes: the chief's full-shard loss each run goes to (default: 1.2 x "
+                          "the best loss the linear model can reach on the chief's data).", "LOSS");
     option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
     option("ps_hosts", "ps addresses for the cluster started, e.g. 127.0.0.1:2222.", "HOSTS");
     option("worker_hosts", "worker addresses for the cluster started, e.g. 127.0.0.1:2223,127.0.0.1:2224.", "HOSTS");
@@ -241,12 +250,25 @@ int main(int argc, char **argv)
         }
     }
 
+    // --compare_modes: the demo (or the cluster file) once per update mode.
+    std::optional<ModeComparisonOptions> modeComparison;
+    if (parser.isSet(QStringLiteral("compare_modes"))) {
+        try {
+            modeComparison = ui::modeComparisonOptionsFromArguments(parser, planFromArguments(parser));
+        } catch (const InputError &error) {
+            std::fprintf(stderr, "parasync: %s\n", error.what());
+            return 2;
+        }
+    }
+
     ClusterLauncher launcher;
     if (parser.isSet(QStringLiteral("node")))
         launcher.setNodeBinary(parser.value(QStringLiteral("node")));
     ClusterWatcher watcher;
 
     if (headless) {
+        if (modeComparison)
+            return ui::runHeadlessModeComparison(*modeComparison, launcher.nodeBinary());
         ui::HeadlessOptions options;
         options.exportDirectory = parser.value(QStringLiteral("export"));
         options.preflightOnly = parser.isSet(QStringLiteral("preflight"));
@@ -291,6 +313,10 @@ int main(int argc, char **argv)
         window.openRunDirectory(parser.value(QStringLiteral("open")));
     if (parser.isSet(QStringLiteral("compare")))
         window.compareRuns(parser.value(QStringLiteral("compare")).split(QLatin1Char(','), Qt::SkipEmptyParts));
+    if (modeComparison)
+        QTimer::singleShot(0, &window, [&window, &launcher, options = *modeComparison] {
+            ui::ModeComparisonWindow::open(&window, options, launcher.nodeBinary());
+        });
     if (parser.isSet(QStringLiteral("screenshots"))) {
         const QString dir = parser.value(QStringLiteral("screenshots"));
         const int delay = parser.isSet(QStringLiteral("screenshot_delay"))

@@ -1,0 +1,216 @@
+#include "headless_mode_comparison.h"
+
+#include "error.h"
+#include "mode_comparison_view.h"
+#include "node_options.h"
+
+#include <QCommandLineParser>
+#include <QCoreApplication>
+#include <QDir>
+#include <QTimer>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace parasync::ui {
+
+namespace {
+
+void say(const QString &line)
+{
+    std::fprintf(stdout, "%s\n", line.toLocal8Bit().constData());
+    std::fflush(stdout);
+}
+
+void complain(const QString &line)
+{
+    std::fprintf(stderr, "%s\n", line.toLocal8Bit().constData());
+    std::fflush(stderr);
+}
+
+std::string text(const QString &value)
+{
+    return value.toStdString();
+}
+
+} // namespace
+
+ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParser &parser, const ClusterPlan &plan)
+{
+    // optionNames(): only what was given (isSet on an option this binary
+    // does not define would warn).
+    const QStringList given = parser.optionNames();
+    const auto has = [&given](const char *name) { return given.contains(QLatin1String(name)); };
+    if (has("mode"))
+        throw InputError("--compare_modes runs every update mode (async, sync, ssp) in turn: leave out --mode "
+                         "(--staleness sets ssp's bound)");
+    if (has("connect") || has("open"))
+        throw InputError("--compare_modes starts its own clusters: leave out --connect and --open");
+
+    ModeComparisonOptions options;
+    options.plan = withComparisonDefaults(plan);
+    // What the user chose wins over the comparison's defaults.
+    if (has("compute_ms") || has("compute_jitter") || has("straggler_ms")
+        || (has("cluster_file") && !plan.workerPace.empty())) {
+        options.plan.training.pace = plan.training.pace;
+        options.plan.workerPace = plan.workerPace;
+    }
+    if (has("last_step"))
+        options.plan.training.lastStep = plan.training.lastStep;
+    options.modes = comparedModes(plan.training.mode.staleness());
+
+    options.runSeconds = kDefaultCompareSeconds;
+    if (has("compare_seconds")) {
+        const QString value = parser.value(QStringLiteral("compare_seconds"));
+        bool ok = false;
+        options.runSeconds = value.toInt(&ok);
+        if (!ok || options.runSeconds < 1)
+            throw InputError("--compare_seconds must be a whole number of seconds per mode, at least 1; got '"
+                             + text(value) + "'");
+    }
+    if (has("target_loss")) {
+        const QString value = parser.value(QStringLiteral("target_loss"));
+        bool ok = false;
+        options.targetLoss = value.toDouble(&ok);
+        if (!ok || !(options.targetLoss > 0) || !std::isfinite(options.targetLoss))
+            throw InputError("--target_loss must be a positive number (the chief's full-shard loss to reach); got '"
+                             + text(value) + "'");
+    } else {
+        options.targetLoss = defaultTargetLoss(options.plan);
+        if (!std::isfinite(options.targetLoss))
+            throw InputError("give --target_loss: the " + options.plan.training.model
+                             + " model's best loss cannot be worked out here to take a default from");
+    }
+    options.outputDirectory = parser.value(QStringLiteral("export"));
+    return options;
+}
+
+HeadlessModeComparison::HeadlessModeComparison(ModeComparisonOptions options, QObject *parent)
+    : QObject(parent)
+    , m_options(std::move(options))
+    , m_comparison(new ModeComparison(this))
+    , m_view(std::make_unique<ModeComparisonView>())
+{
+    m_view->resize(1800, 1050);
+    connect(m_comparison, &ModeComparison::line, this, &say);
+    connect(m_comparison, &ModeComparison::runEnded, this,
+            [](int, const QString &name, const QString &, const QString &failure) {
+                if (!failure.isEmpty())
+                    complain(tr("The %1 run failed: %2").arg(name, failure));
+            });
+    connect(m_comparison, &ModeComparison::finished, this, &HeadlessModeComparison::onFinished);
+}
+
+HeadlessModeComparison::~HeadlessModeComparison() = default;
+
+void HeadlessModeComparison::setNodeBinary(const QString &path)
+{
+    m_comparison->setNodeBinary(path);
+}
+
+void HeadlessModeComparison::start()
+{
+    if (m_options.outputDirectory.isEmpty()) {
+        complain(tr("parasync: --headless --compare_modes needs --export=DIR: the folder for the three run "
+                    "directories, the figure and comparison.csv"));
+        Q_EMIT finished(CouldNotStart);
+        return;
+    }
+    m_view->setSetting(describeComparisonSetting(m_options.plan));
+    say(tr("Setting: %1").arg(describeComparisonSetting(m_options.plan)));
+    QString error;
+    if (!m_comparison->start(m_options, &error)) {
+        complain(tr("parasync: %1").arg(error));
+        Q_EMIT finished(CouldNotStart);
+    }
+}
+
+void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) const
+{
+    say(tr("Results (target: the chief's full-shard loss at or below %1):").arg(summary.targetLoss, 0, 'g', 4));
+    QStringList header{tr("mode"), tr("to target"), tr("at step"), tr("final loss"), tr("global steps/s")};
+    std::vector<int> workers;
+    for (const ModeRunSummary &run : summary.runs)
+        for (const WorkerStepFigures &worker : run.workers)
+            if (std::find(workers.begin(), workers.end(), worker.worker) == workers.end())
+                workers.push_back(worker.worker);
+    std::sort(workers.begin(), workers.end());
+    for (const int index : workers)
+        header << tr("worker:%1 steps/s, waiting").arg(index);
+    header << tr("ended");
+    std::vector<QStringList> rows{header};
+    for (const ModeRunSummary &run : summary.runs) {
+        QStringList row{modeRunLabel(run),
+                        run.secondsToTarget ? QStringLiteral("%1 s").arg(*run.secondsToTarget, 0, 'f', 1)
+                                            : tr("not reached"),
+                        run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QStringLiteral("-"),
+                        std::isfinite(run.finalLoss) ? QString::number(run.finalLoss, 'g', 4) : QStringLiteral("-"),
+                        QString::number(run.globalStepsPerSecond, 'f', 1)};
+        for (const int index : workers) {
+            const auto it = std::find_if(run.workers.begin(), run.workers.end(),
+                                         [index](const WorkerStepFigures &w) { return w.worker == index; });
+            row << (it == run.workers.end()
+                        ? QStringLiteral("-")
+                        : QStringLiteral("%1, %2 %").arg(it->stepsPerSecond, 0, 'f', 1).arg(100 * it->waitFraction, 0, 'f', 0));
+        }
+        row << (run.failure.isEmpty() ? run.stopReason : tr("failed: %1").arg(run.failure.section(QLatin1Char('\n'), 0, 0)));
+        rows.push_back(row);
+    }
+    std::vector<int> widths(size_t(header.size()), 0);
+    for (const QStringList &row : rows)
+        for (qsizetype c = 0; c < row.size(); ++c)
+            widths[size_t(c)] = std::max(widths[size_t(c)], int(row[c].size()));
+    for (const QStringList &row : rows) {
+        QString line = QStringLiteral("  ");
+        for (qsizetype c = 0; c < row.size(); ++c)
+            line += (c == 0 ? row[c].leftJustified(widths[size_t(c)]) : row[c].rightJustified(widths[size_t(c)]))
+                    + QStringLiteral("   ");
+        say(line.trimmed().prepend(QStringLiteral("  ")));
+    }
+    say(modeComparisonVerdict(summary));
+}
+
+void HeadlessModeComparison::onFinished(const ModeComparisonSummary &summary)
+{
+    m_view->setSummary(summary);
+    printTable(summary);
+    QString error;
+    const bool exported = exportModeComparison(m_view.get(), m_options.outputDirectory, &m_written, &error);
+    for (const QString &path : std::as_const(m_written))
+        say(tr("wrote %1").arg(QDir::toNativeSeparators(path)));
+    QStringList directories;
+    for (const ModeRunSummary &run : summary.runs)
+        directories << QDir::toNativeSeparators(run.directory);
+    if (!directories.isEmpty())
+        say(tr("The runs, side by side in the window: parasync --compare=%1").arg(directories.join(QLatin1Char(','))));
+    if (!exported) {
+        complain(error);
+        Q_EMIT finished(RunFailed);
+        return;
+    }
+    if (summary.failed()) {
+        complain(tr("A run failed (see above); the figure shows what the runs recorded."));
+        Q_EMIT finished(RunFailed);
+        return;
+    }
+    if (summary.cancelled) {
+        complain(tr("The comparison was cancelled before every mode ran."));
+        Q_EMIT finished(RunFailed);
+        return;
+    }
+    Q_EMIT finished(Success);
+}
+
+int runHeadlessModeComparison(const ModeComparisonOptions &options, const QString &nodeBinary)
+{
+    HeadlessModeComparison comparison(options);
+    if (!nodeBinary.isEmpty())
+        comparison.setNodeBinary(nodeBinary);
+    QObject::connect(&comparison, &HeadlessModeComparison::finished, qApp,
+                     [](int code) { QCoreApplication::exit(code); });
+    QTimer::singleShot(0, &comparison, &HeadlessModeComparison::start);
+    return QCoreApplication::exec();
+}
+
+} // namespace parasync::ui

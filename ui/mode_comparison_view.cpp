@@ -1,0 +1,814 @@
+#include "mode_comparison_view.h"
+
+#include "chart_exporter.h"
+#include "chart_style.h"
+#include "node_options.h"
+
+#include <QBarCategoryAxis>
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QDir>
+#include <QGridLayout>
+#include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QLogValueAxis>
+#include <QPainter>
+#include <QScatterSeries>
+#include <QStackedBarSeries>
+#include <QValueAxis>
+#include <QVBoxLayout>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+
+namespace parasync::ui {
+
+namespace {
+
+QString seconds(double value)
+{
+    return QObject::tr("%1 s").arg(value, 0, 'f', value < 10 ? 1 : 0);
+}
+
+QString lossText(double value)
+{
+    return std::isfinite(value) ? QString::number(value, 'g', 3) : QStringLiteral("–");
+}
+
+// Every worker index any run has, in order.
+std::vector<int> workerIndices(const ModeComparisonSummary &summary)
+{
+    std::set<int> indices;
+    for (const ModeRunSummary &run : summary.runs)
+        for (const WorkerStepFigures &worker : run.workers)
+            indices.insert(worker.worker);
+    return {indices.begin(), indices.end()};
+}
+
+const WorkerStepFigures *workerOf(const ModeRunSummary &run, int index)
+{
+    for (const WorkerStepFigures &worker : run.workers)
+        if (worker.worker == index)
+            return &worker;
+    return nullptr;
+}
+
+// A failure with the task's last output lines, as one CSV cell a
+// spreadsheet shows on one line.
+QString oneLine(const QString &text)
+{
+    QStringList lines = text.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    for (QString &line : lines)
+        line = line.trimmed();
+    return lines.join(QStringLiteral(" / "));
+}
+
+QString timeToTargetText(const ModeRunSummary &run)
+{
+    if (!run.failure.isEmpty() && run.loss.empty())
+        return QObject::tr("failed");
+    return run.secondsToTarget ? seconds(*run.secondsToTarget) : QObject::tr("not reached");
+}
+
+// Paints `chart` laid out for a box of cell/zoom pixels, scaled by `zoom`
+// into `cell`, as the run report does: the panel's text keeps its size
+// relative to the whole figure.
+void paintPanel(QPainter *painter, ExportableChart *chart, const QRectF &cell, double zoom)
+{
+    const QSizeF logical = cell.size() / zoom;
+    painter->save();
+    painter->translate(cell.topLeft());
+    painter->scale(zoom, zoom);
+    painter->setClipRect(QRectF(QPointF(0, 0), logical));
+    painter->fillRect(QRectF(QPointF(0, 0), logical), Qt::white);
+    chart->renderTo(painter, QRectF(QPointF(0, 0), logical));
+    painter->restore();
+}
+
+void hideFromLegend(QChart *chart, QAbstractSeries *series)
+{
+    for (QLegendMarker *marker : chart->legend()->markers(series))
+        marker->setVisible(false);
+}
+
+} // namespace
+
+QString modeRunLabel(const ModeRunSummary &run)
+{
+    return run.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? run.name : shortModeLabel(run.mode);
+}
+
+// ---------------------------------------------------------------------------
+
+ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
+    : ChartWidget(parent)
+    , m_axis(axis)
+    , m_chart(new QChart)
+    , m_view(new QChartView(m_chart, this))
+    , m_xAxis(new QValueAxis)
+    , m_yAxis(new QLogValueAxis)
+    , m_target(new QLineSeries)
+{
+    styleChart(m_chart, title());
+    m_xAxis->setTitleText(axis == Axis::WallTime ? tr("seconds since the run's first step") : tr("global step"));
+    m_xAxis->setLabelFormat(axis == Axis::WallTime ? QStringLiteral("%.0f") : QStringLiteral("%.0f"));
+    m_yAxis->setTitleText(tr("chief's full-shard loss (log scale)"));
+    m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
+    m_yAxis->setBase(10);
+    m_chart->addAxis(m_xAxis, Qt::AlignBottom);
+    m_chart->addAxis(m_yAxis, Qt::AlignLeft);
+    QPen targetPen(QColor(0x55, 0x55, 0x55), 1.5, Qt::DashLine);
+    m_target->setPen(targetPen);
+    m_chart->addSeries(m_target);
+    m_target->attachAxis(m_xAxis);
+    m_target->attachAxis(m_yAxis);
+    m_view->setRenderHint(QPainter::Antialiasing);
+    m_view->setRubberBand(QChartView::RectangleRubberBand);
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_view);
+}
+
+QString ModeLossChart::exportName() const
+{
+    return m_axis == Axis::WallTime ? QStringLiteral("mode_loss_by_time") : QStringLiteral("mode_loss_by_step");
+}
+
+QString ModeLossChart::title() const
+{
+    return m_axis == Axis::WallTime ? tr("Loss by wall time") : tr("Loss by global step");
+}
+
+void ModeLossChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
+{
+    m_summary = std::move(summary);
+    markDirty();
+}
+
+void ModeLossChart::rebuild()
+{
+    const size_t runs = m_summary ? m_summary->runs.size() : 0;
+    while (m_lines.size() < runs) {
+        auto *line = new QLineSeries;
+        auto *reached = new QScatterSeries;
+        reached->setMarkerSize(11);
+        for (QAbstractSeries *series : {static_cast<QAbstractSeries *>(line), static_cast<QAbstractSeries *>(reached)}) {
+            m_chart->addSeries(series);
+            series->attachAxis(m_xAxis);
+            series->attachAxis(m_yAxis);
+        }
+        hideFromLegend(m_chart, reached);
+        m_lines.push_back(line);
+        m_reached.push_back(reached);
+    }
+    while (m_lines.size() > runs) {
+        m_chart->removeSeries(m_lines.back());
+        m_chart->removeSeries(m_reached.back());
+        delete m_lines.back();
+        delete m_reached.back();
+        m_lines.pop_back();
+        m_reached.pop_back();
+    }
+    double xMax = 0;
+    double yMin = std::numeric_limits<double>::max(), yMax = 0;
+    for (size_t i = 0; i < runs; ++i) {
+        const ModeRunSummary &run = m_summary->runs[i];
+        QList<QPointF> points;
+        points.reserve(qsizetype(run.loss.size()));
+        QList<QPointF> reached;
+        for (const LossPoint &p : run.loss) {
+            if (!(p.loss > 0))
+                continue; // the log axis
+            const double x = m_axis == Axis::WallTime ? p.seconds : double(p.globalStep);
+            points.append(QPointF(x, p.loss));
+            xMax = std::max(xMax, x);
+            yMin = std::min(yMin, p.loss);
+            yMax = std::max(yMax, p.loss);
+            if (reached.isEmpty() && run.secondsToTarget && p.globalStep == run.globalStepAtTarget
+                && std::abs(p.seconds - *run.secondsToTarget) < 1e-9)
+                reached.append(QPointF(x, p.loss));
+        }
+        m_lines[i]->setName(modeRunLabel(run));
+        m_lines[i]->setPen(QPen(runColor(int(i)), 2));
+        m_lines[i]->replace(points);
+        m_reached[i]->setColor(runColor(int(i)));
+        m_reached[i]->setBorderColor(Qt::white);
+        m_reached[i]->replace(reached);
+    }
+    const double target = m_summary ? m_summary->targetLoss : 0;
+    m_target->setName(tr("target %1").arg(lossText(target)));
+    if (xMax <= 0)
+        xMax = 1;
+    m_target->replace({QPointF(0, target), QPointF(xMax, target)});
+    setRoundRange(m_xAxis, 0, xMax);
+    if (yMax > 0) {
+        yMin = std::min(yMin, target);
+        yMax = std::max(yMax, target);
+        m_yAxis->setRange(yMin / 1.5, yMax * 1.5);
+    }
+}
+
+void ModeLossChart::renderTo(QPainter *painter, const QRectF &target)
+{
+    ensureUpToDate();
+    renderChart(m_chart, painter, target);
+}
+
+CsvTable ModeLossChart::csv() const
+{
+    CsvTable table;
+    table.header = {QStringLiteral("mode"),
+                    m_axis == Axis::WallTime ? QStringLiteral("seconds_since_first_step") : QStringLiteral("global_step"),
+                    QStringLiteral("full_loss")};
+    if (!m_summary)
+        return table;
+    for (const ModeRunSummary &run : m_summary->runs)
+        for (const LossPoint &p : run.loss)
+            table.rows.push_back({modeRunLabel(run),
+                                  m_axis == Axis::WallTime ? QString::number(p.seconds, 'f', 3)
+                                                           : QString::number(p.globalStep),
+                                  QString::number(p.loss, 'g', 8)});
+    return table;
+}
+
+int ModeLossChart::pointCount() const
+{
+    int count = 0;
+    for (const QLineSeries *line : m_lines)
+        count += int(line->count());
+    return count;
+}
+
+// ---------------------------------------------------------------------------
+
+ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
+    : ChartWidget(parent)
+    , m_figure(figure)
+    , m_chart(new QChart)
+    , m_view(new QChartView(m_chart, this))
+    , m_categoryAxis(new QBarCategoryAxis)
+    , m_valueAxis(new QValueAxis)
+{
+    styleChart(m_chart, title());
+    // The time to the target has one bar per mode: stacked sets, each zero
+    // but in its own mode's column, give every bar its mode's colour.
+    if (figure == Figure::TimeToTarget)
+        m_bars = new QStackedBarSeries;
+    else
+        m_bars = new QBarSeries;
+    m_chart->addSeries(m_bars);
+    m_chart->addAxis(m_categoryAxis, Qt::AlignBottom);
+    m_chart->addAxis(m_valueAxis, Qt::AlignLeft);
+    m_bars->attachAxis(m_categoryAxis);
+    m_bars->attachAxis(m_valueAxis);
+    switch (figure) {
+    case Figure::TimeToTarget:
+        m_categoryAxis->setTitleText(tr("update mode"));
+        m_valueAxis->setTitleText(tr("seconds from the first step"));
+        m_chart->legend()->hide(); // the categories name the modes
+        break;
+    case Figure::WorkerStepsPerSecond:
+        m_categoryAxis->setTitleText(tr("worker"));
+        m_valueAxis->setTitleText(tr("steps per second"));
+        break;
+    case Figure::WorkerWaitFraction:
+        m_categoryAxis->setTitleText(tr("worker"));
+        m_valueAxis->setTitleText(tr("% of its step time spent waiting"));
+        break;
+    }
+    if (figure != Figure::TimeToTarget) {
+        m_bars->setLabelsVisible(true);
+        m_bars->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
+        m_bars->setLabelsFormat(QStringLiteral("@value"));
+        m_bars->setLabelsPrecision(3);
+    }
+    m_view->setRenderHint(QPainter::Antialiasing);
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(m_view);
+}
+
+QString ModeBarChart::exportName() const
+{
+    switch (m_figure) {
+    case Figure::TimeToTarget:
+        return QStringLiteral("mode_time_to_target");
+    case Figure::WorkerStepsPerSecond:
+        return QStringLiteral("mode_worker_steps_per_second");
+    case Figure::WorkerWaitFraction:
+        return QStringLiteral("mode_worker_wait_fraction");
+    }
+    return {};
+}
+
+QString ModeBarChart::title() const
+{
+    switch (m_figure) {
+    case Figure::TimeToTarget:
+        return m_summary ? tr("Time to a full loss of %1").arg(lossText(m_summary->targetLoss))
+                         : tr("Time to the target loss");
+    case Figure::WorkerStepsPerSecond:
+        return tr("Steps per second by worker");
+    case Figure::WorkerWaitFraction:
+        return tr("Waiting by worker");
+    }
+    return {};
+}
+
+void ModeBarChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
+{
+    m_summary = std::move(summary);
+    m_chart->setTitle(title());
+    markDirty();
+}
+
+ModeBarChart::Table ModeBarChart::table() const
+{
+    Table result;
+    if (!m_summary)
+        return result;
+    const auto &runs = m_summary->runs;
+    if (m_figure == Figure::TimeToTarget) {
+        for (size_t i = 0; i < runs.size(); ++i) {
+            result.categories << QStringLiteral("%1: %2").arg(modeRunLabel(runs[i]), timeToTargetText(runs[i]));
+            std::vector<double> values(runs.size(), 0);
+            values[i] = runs[i].secondsToTarget.value_or(0);
+            result.sets.emplace_back(modeRunLabel(runs[i]), std::move(values));
+        }
+        return result;
+    }
+    const std::vector<int> workers = workerIndices(*m_summary);
+    for (const int index : workers)
+        result.categories << workerName(index);
+    for (const ModeRunSummary &run : runs) {
+        std::vector<double> values;
+        for (const int index : workers) {
+            const WorkerStepFigures *worker = workerOf(run, index);
+            if (!worker)
+                values.push_back(0);
+            else if (m_figure == Figure::WorkerStepsPerSecond)
+                values.push_back(worker->stepsPerSecond);
+            else
+                values.push_back(100 * worker->waitFraction);
+        }
+        result.sets.emplace_back(modeRunLabel(run), std::move(values));
+    }
+    return result;
+}
+
+void ModeBarChart::rebuild()
+{
+    const Table data = table();
+    m_bars->clear();
+    m_categoryAxis->clear();
+    m_categoryAxis->append(data.categories);
+    double maxValue = 0;
+    for (size_t i = 0; i < data.sets.size(); ++i) {
+        auto *set = new QBarSet(data.sets[i].first);
+        set->setColor(runColor(int(i)));
+        set->setBorderColor(Qt::white);
+        set->setLabelColor(QColor(0x30, 0x30, 0x30));
+        QList<qreal> values;
+        for (const double v : data.sets[i].second) {
+            values.append(v);
+            maxValue = std::max(maxValue, v);
+        }
+        set->append(values);
+        m_bars->append(set);
+    }
+    if (m_figure == Figure::WorkerWaitFraction)
+        setRoundRange(m_valueAxis, 0, std::min(100.0, std::max(5.0, maxValue * 1.15)), 6);
+    else
+        setRoundRange(m_valueAxis, 0, std::max(1.0, maxValue * 1.15), 6);
+}
+
+void ModeBarChart::renderTo(QPainter *painter, const QRectF &target)
+{
+    ensureUpToDate();
+    renderChart(m_chart, painter, target);
+}
+
+CsvTable ModeBarChart::csv() const
+{
+    CsvTable result;
+    result.header = {QStringLiteral("mode"),
+                     m_figure == Figure::TimeToTarget ? QStringLiteral("reached") : QStringLiteral("worker"),
+                     QStringLiteral("value")};
+    if (!m_summary)
+        return result;
+    if (m_figure == Figure::TimeToTarget) {
+        for (const ModeRunSummary &run : m_summary->runs)
+            result.rows.push_back({modeRunLabel(run), run.secondsToTarget ? QStringLiteral("yes") : QStringLiteral("no"),
+                                   run.secondsToTarget ? QString::number(*run.secondsToTarget, 'f', 3) : QString()});
+        return result;
+    }
+    const Table data = table();
+    for (const auto &[name, values] : data.sets)
+        for (size_t i = 0; i < values.size() && i < size_t(data.categories.size()); ++i)
+            result.rows.push_back({name, data.categories[qsizetype(i)], QString::number(values[i], 'g', 6)});
+    return result;
+}
+
+int ModeBarChart::pointCount() const
+{
+    int count = 0;
+    const auto sets = m_bars->barSets();
+    for (const QBarSet *set : sets)
+        count += int(set->count());
+    return count;
+}
+
+// ---------------------------------------------------------------------------
+
+ModeSummaryTable::ModeSummaryTable(QWidget *parent)
+    : QWidget(parent)
+{
+    setMinimumSize(300, 220);
+}
+
+QString ModeSummaryTable::title() const
+{
+    return tr("The numbers");
+}
+
+void ModeSummaryTable::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
+{
+    m_summary = std::move(summary);
+    update();
+}
+
+CsvTable ModeSummaryTable::csv() const
+{
+    CsvTable table;
+    if (!m_summary)
+        return table;
+    table.header << QString();
+    for (const ModeRunSummary &run : m_summary->runs)
+        table.header << modeRunLabel(run);
+    const auto row = [&](const QString &name, const auto &cell) {
+        QStringList fields{name};
+        for (const ModeRunSummary &run : m_summary->runs)
+            fields << cell(run);
+        table.rows.push_back(fields);
+    };
+    row(tr("time to target"), [](const ModeRunSummary &run) { return timeToTargetText(run); });
+    row(tr("at global step"), [](const ModeRunSummary &run) {
+        return run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QStringLiteral("–");
+    });
+    row(tr("final full loss"), [](const ModeRunSummary &run) { return lossText(run.finalLoss); });
+    row(tr("global steps/s"),
+        [](const ModeRunSummary &run) { return QString::number(run.globalStepsPerSecond, 'f', 1); });
+    for (const int index : workerIndices(*m_summary)) {
+        row(tr("%1 steps/s").arg(workerName(index)), [index](const ModeRunSummary &run) {
+            const WorkerStepFigures *worker = workerOf(run, index);
+            return worker ? QString::number(worker->stepsPerSecond, 'f', 1) : QStringLiteral("–");
+        });
+        row(tr("%1 waiting").arg(workerName(index)), [index](const ModeRunSummary &run) {
+            const WorkerStepFigures *worker = workerOf(run, index);
+            return worker ? QStringLiteral("%1 %").arg(100 * worker->waitFraction, 0, 'f', 0) : QStringLiteral("–");
+        });
+    }
+    row(tr("run length"), [](const ModeRunSummary &run) { return seconds(run.seconds); });
+    row(tr("ended"), [](const ModeRunSummary &run) {
+        return run.failure.isEmpty() ? run.stopReason : tr("failed");
+    });
+    return table;
+}
+
+int ModeSummaryTable::pointCount() const
+{
+    return m_summary ? int(m_summary->runs.size()) : 0;
+}
+
+void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
+{
+    painter->save();
+    painter->fillRect(target, Qt::white);
+    const CsvTable table = csv();
+    const double margin = 12;
+    const QRectF area = target.adjusted(margin, margin, -margin, -margin);
+    QFont titleFont = painter->font();
+    titleFont.setBold(true);
+    titleFont.setPixelSize(std::max(11, int(area.height() / 22)));
+    painter->setFont(titleFont);
+    painter->setPen(Qt::black);
+    const double titleHeight = titleFont.pixelSize() * 1.8;
+    painter->drawText(QRectF(area.left(), area.top(), area.width(), titleHeight), Qt::AlignHCenter | Qt::AlignTop,
+                      title());
+    if (table.rows.empty()) {
+        painter->restore();
+        return;
+    }
+    const int rows = int(table.rows.size()) + 1;
+    const double rowHeight = std::min(34.0, (area.height() - titleHeight) / rows);
+    const int columns = int(table.header.size());
+    const double firstColumn = area.width() * 0.34;
+    const double columnWidth = (area.width() - firstColumn) / std::max(1, columns - 1);
+    QFont cellFont = painter->font();
+    cellFont.setBold(false);
+    cellFont.setPixelSize(std::max(9, int(rowHeight * 0.5)));
+    QFont headFont = cellFont;
+    headFont.setBold(true);
+    double y = area.top() + titleHeight;
+    for (int r = 0; r < rows; ++r) {
+        const QStringList &fields = r == 0 ? table.header : table.rows[size_t(r - 1)];
+        if (r % 2 == 0 && r > 0)
+            painter->fillRect(QRectF(area.left(), y, area.width(), rowHeight), QColor(0xf3, 0xf3, 0xf3));
+        for (int c = 0; c < columns && c < fields.size(); ++c) {
+            const QRectF cell = c == 0 ? QRectF(area.left() + 4, y, firstColumn - 4, rowHeight)
+                                       : QRectF(area.left() + firstColumn + (c - 1) * columnWidth, y, columnWidth,
+                                                rowHeight);
+            painter->setFont(r == 0 || c == 0 ? headFont : cellFont);
+            painter->setPen(r == 0 && c > 0 ? runColor(c - 1).darker(120) : QColor(0x20, 0x20, 0x20));
+            const QString text = painter->fontMetrics().elidedText(fields[c], Qt::ElideRight, int(cell.width()) - 4);
+            painter->drawText(cell, (c == 0 ? Qt::AlignLeft : Qt::AlignHCenter) | Qt::AlignVCenter, text);
+        }
+        y += rowHeight;
+        if (r == 0) {
+            painter->setPen(QColor(0xa0, 0xa0, 0xa0));
+            painter->drawLine(QPointF(area.left(), y), QPointF(area.right(), y));
+        }
+    }
+    painter->restore();
+}
+
+void ModeSummaryTable::paintEvent(QPaintEvent *)
+{
+    QPainter painter(this);
+    painter.setRenderHint(QPainter::Antialiasing);
+    painter.setRenderHint(QPainter::TextAntialiasing);
+    renderTo(&painter, QRectF(rect()));
+}
+
+// ---------------------------------------------------------------------------
+
+ModeComparisonView::ModeComparisonView(QWidget *parent)
+    : QWidget(parent)
+    , m_heading(new QLabel(this))
+    , m_byTime(new ModeLossChart(ModeLossChart::Axis::WallTime, this))
+    , m_byStep(new ModeLossChart(ModeLossChart::Axis::GlobalStep, this))
+    , m_timeToTarget(new ModeBarChart(ModeBarChart::Figure::TimeToTarget, this))
+    , m_stepsPerSecond(new ModeBarChart(ModeBarChart::Figure::WorkerStepsPerSecond, this))
+    , m_waitFraction(new ModeBarChart(ModeBarChart::Figure::WorkerWaitFraction, this))
+    , m_table(new ModeSummaryTable(this))
+{
+    m_heading->setWordWrap(true);
+    m_heading->setTextFormat(Qt::PlainText);
+    m_heading->setObjectName(QStringLiteral("modeComparisonHeading"));
+    auto *grid = new QGridLayout;
+    grid->setContentsMargins(0, 0, 0, 0);
+    const QList<QWidget *> widgets{m_byTime, m_byStep, m_timeToTarget, m_stepsPerSecond, m_waitFraction, m_table};
+    for (int i = 0; i < widgets.size(); ++i) {
+        widgets[i]->setMinimumSize(320, 240);
+        grid->addWidget(widgets[i], i / 3, i % 3);
+    }
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(6, 6, 6, 6);
+    layout->addWidget(m_heading);
+    layout->addLayout(grid, 1);
+}
+
+QList<ExportableChart *> ModeComparisonView::panels() const
+{
+    return {m_byTime, m_byStep, m_timeToTarget, m_stepsPerSecond, m_waitFraction, m_table};
+}
+
+void ModeComparisonView::setSummary(const ModeComparisonSummary &summary)
+{
+    m_summary = std::make_shared<const ModeComparisonSummary>(summary);
+    m_byTime->setSummary(m_summary);
+    m_byStep->setSummary(m_summary);
+    m_timeToTarget->setSummary(m_summary);
+    m_stepsPerSecond->setSummary(m_summary);
+    m_waitFraction->setSummary(m_summary);
+    m_table->setSummary(m_summary);
+    m_heading->setText(title() + QLatin1Char('\n') + m_setting + QLatin1Char('\n') + modeComparisonVerdict(*m_summary));
+}
+
+void ModeComparisonView::setSetting(const QString &setting)
+{
+    m_setting = setting;
+    if (m_summary)
+        setSummary(*m_summary);
+    else
+        m_heading->setText(setting);
+}
+
+QString ModeComparisonView::title() const
+{
+    QStringList modes;
+    if (m_summary)
+        for (const ModeRunSummary &run : m_summary->runs)
+            modes << modeRunLabel(run);
+    return modes.isEmpty() ? tr("Update modes compared")
+                           : tr("Update modes compared: %1, one run each").arg(modes.join(QStringLiteral(", ")));
+}
+
+void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
+{
+    painter->save();
+    painter->fillRect(target, Qt::white);
+    painter->translate(target.topLeft());
+    const QSizeF size = target.size();
+    const double margin = size.width() * 0.012;
+    QFont titleFont = painter->font();
+    titleFont.setBold(true);
+    titleFont.setPixelSize(std::max(12, int(size.height() * 0.026)));
+    QFont textFont = titleFont;
+    textFont.setBold(false);
+    textFont.setPixelSize(std::max(10, int(size.height() * 0.017)));
+    painter->setPen(Qt::black);
+    double y = margin;
+    painter->setFont(titleFont);
+    const double titleHeight = titleFont.pixelSize() * 1.4;
+    painter->drawText(QRectF(margin, y, size.width() - 2 * margin, titleHeight), Qt::AlignLeft | Qt::AlignVCenter,
+                      title());
+    y += titleHeight;
+    painter->setFont(textFont);
+    const double lineHeight = textFont.pixelSize() * 1.45;
+    for (const QString &line : {m_setting, m_summary ? modeComparisonVerdict(*m_summary) : QString()}) {
+        if (line.isEmpty())
+            continue;
+        painter->drawText(QRectF(margin, y, size.width() - 2 * margin, lineHeight), Qt::AlignLeft | Qt::AlignVCenter,
+                          painter->fontMetrics().elidedText(line, Qt::ElideRight, int(size.width() - 2 * margin)));
+        y += lineHeight;
+    }
+    y += margin / 2;
+    // Panels laid out as for cells about 600 px wide, scaled into the cells:
+    // their labels then read at any export size.
+    const QList<ExportableChart *> cells = panels();
+    const double gap = margin;
+    const double cellWidth = (size.width() - 2 * margin - 2 * gap) / 3;
+    const double cellHeight = (size.height() - y - margin - gap) / 2;
+    const double zoom = cellWidth / 600;
+    for (int i = 0; i < cells.size(); ++i) {
+        const QRectF cell(margin + (i % 3) * (cellWidth + gap), y + (i / 3) * (cellHeight + gap), cellWidth,
+                          cellHeight);
+        paintPanel(painter, cells[i], cell, zoom);
+        painter->setPen(QColor(0xd8, 0xd8, 0xd8));
+        painter->drawRect(cell);
+    }
+    painter->restore();
+}
+
+CsvTable ModeComparisonView::csv() const
+{
+    CsvTable table;
+    table.header = {QStringLiteral("mode"), QStringLiteral("seconds_since_first_step"), QStringLiteral("global_step"),
+                    QStringLiteral("full_loss")};
+    if (!m_summary)
+        return table;
+    for (const ModeRunSummary &run : m_summary->runs)
+        for (const LossPoint &p : run.loss)
+            table.rows.push_back({modeRunName(run.mode), QString::number(p.seconds, 'f', 3),
+                                  QString::number(p.globalStep), QString::number(p.loss, 'g', 8)});
+    return table;
+}
+
+int ModeComparisonView::pointCount() const
+{
+    int count = 0;
+    for (ExportableChart *panel : panels())
+        count += panel->pointCount();
+    return count;
+}
+
+// ---------------------------------------------------------------------------
+
+QString describeComparisonSetting(const ClusterPlan &plan)
+{
+    // Workers grouped by pace: "worker:0 20 ms, worker:1 60 ms a step".
+    std::map<std::pair<int, int>, QStringList> byPace;
+    float jitter = plan.training.pace.computeJitter;
+    for (int i = 0; i < plan.cluster.numWorkers(); ++i) {
+        const WorkerPace pace = plan.paceOf(i);
+        byPace[{pace.computeMs, pace.stragglerMs}] << workerName(i);
+        jitter = std::max(jitter, pace.computeJitter);
+    }
+    QStringList paces;
+    for (const auto &[pace, workers] : byPace) {
+        const QString time = pace.first > 0 ? QObject::tr("%1 ms").arg(pace.first) : QObject::tr("full speed");
+        const QString delay = pace.second > 0 ? QObject::tr(" + %1 ms delay").arg(pace.second) : QString();
+        paces << workers.join(QStringLiteral(", ")) + QLatin1Char(' ') + time + delay;
+    }
+    return QObject::tr("%1 ps, %2 workers; compute per step: %3 (jitter %4); %5 model, learning rate %6, batch %7, "
+                       "seed %8")
+        .arg(plan.cluster.numPs())
+        .arg(plan.cluster.numWorkers())
+        .arg(paces.join(QStringLiteral("; ")))
+        .arg(double(jitter))
+        .arg(QString::fromStdString(plan.training.model))
+        .arg(double(plan.training.learningRate))
+        .arg(plan.training.batchSize)
+        .arg(plan.training.seed);
+}
+
+CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
+{
+    CsvTable table;
+    const std::vector<int> workers = workerIndices(summary);
+    table.header = {QStringLiteral("mode"), QStringLiteral("target"), QStringLiteral("time_to_target_s"),
+                    QStringLiteral("final_loss"), QStringLiteral("global_steps_per_s")};
+    for (const int index : workers)
+        table.header << QStringLiteral("worker%1_steps_per_s").arg(index)
+                     << QStringLiteral("worker%1_wait_fraction").arg(index);
+    table.header << QStringLiteral("staleness") << QStringLiteral("global_step_at_target")
+                 << QStringLiteral("run_seconds") << QStringLiteral("ended") << QStringLiteral("failure")
+                 << QStringLiteral("run_directory");
+    for (const ModeRunSummary &run : summary.runs) {
+        QStringList row{run.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? run.name : modeRunName(run.mode),
+                        QString::number(summary.targetLoss, 'g', 9),
+                        run.secondsToTarget ? QString::number(*run.secondsToTarget, 'f', 3) : QString(),
+                        std::isfinite(run.finalLoss) ? QString::number(run.finalLoss, 'g', 6) : QString(),
+                        QString::number(run.globalStepsPerSecond, 'f', 2)};
+        for (const int index : workers) {
+            const WorkerStepFigures *worker = workerOf(run, index);
+            row << (worker ? QString::number(worker->stepsPerSecond, 'f', 2) : QString())
+                << (worker ? QString::number(worker->waitFraction, 'f', 4) : QString());
+        }
+        row << (run.mode.mode() == proto::SSP ? QString::number(run.mode.staleness()) : QString())
+            << (run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QString())
+            << QString::number(run.seconds, 'f', 3) << run.stopReason << oneLine(run.failure)
+            << QDir::toNativeSeparators(run.directory);
+        table.rows.push_back(row);
+    }
+    return table;
+}
+
+bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written,
+                          QString *error)
+{
+    if (!QDir().mkpath(directory)) {
+        if (error)
+            *error = QObject::tr("Could not create the folder %1: check the path and its permissions.").arg(directory);
+        return false;
+    }
+    const QDir dir(directory);
+    const auto note = [written](const QString &path) {
+        if (written)
+            written->append(path);
+    };
+    const QString base = dir.filePath(view->exportName());
+    if (!ChartExporter::exportPng(view, base + QStringLiteral(".png"), error))
+        return false;
+    note(base + QStringLiteral(".png"));
+    if (!ChartExporter::exportSvg(view, base + QStringLiteral(".svg"), error))
+        return false;
+    note(base + QStringLiteral(".svg"));
+    if (!ChartExporter::exportPdf(view, base + QStringLiteral(".pdf"), error))
+        return false;
+    note(base + QStringLiteral(".pdf"));
+    if (!view->summary())
+        return true;
+    const QString table = dir.filePath(QStringLiteral("comparison.csv"));
+    if (!ChartExporter::writeCsv(modeComparisonTable(*view->summary()), table, error))
+        return false;
+    note(table);
+    const QString series = dir.filePath(QStringLiteral("mode_comparison_series.csv"));
+    if (!ChartExporter::writeCsv(view->csv(), series, error))
+        return false;
+    note(series);
+    return true;
+}
+
+QString modeComparisonVerdict(const ModeComparisonSummary &summary)
+{
+    std::vector<const ModeRunSummary *> reached;
+    QStringList others;
+    for (const ModeRunSummary &run : summary.runs) {
+        if (run.secondsToTarget)
+            reached.push_back(&run);
+        else if (!run.failure.isEmpty())
+            others << QObject::tr("%1 failed").arg(modeRunLabel(run));
+        else
+            others << QObject::tr("%1 did not reach it in its %2 run").arg(modeRunLabel(run), seconds(run.seconds));
+    }
+    std::stable_sort(reached.begin(), reached.end(), [](const ModeRunSummary *a, const ModeRunSummary *b) {
+        return *a->secondsToTarget < *b->secondsToTarget;
+    });
+    QString text;
+    if (reached.empty()) {
+        text = QObject::tr("No mode reached a full loss of %1.").arg(lossText(summary.targetLoss));
+    } else {
+        text = QObject::tr("%1 reached a full loss of %2 first (%3)")
+                   .arg(modeRunLabel(*reached.front()), lossText(summary.targetLoss),
+                        seconds(*reached.front()->secondsToTarget));
+        for (size_t i = 1; i < reached.size(); ++i)
+            text += QObject::tr(", then %1 (%2)").arg(modeRunLabel(*reached[i]), seconds(*reached[i]->secondsToTarget));
+        text += QLatin1Char('.');
+    }
+    if (!others.isEmpty())
+        text += QLatin1Char(' ') + others.join(QStringLiteral("; ")) + QLatin1Char('.');
+    if (summary.cancelled)
+        text += QObject::tr(" (Cancelled before every mode ran.)");
+    return text;
+}
+
+} // namespace parasync::ui

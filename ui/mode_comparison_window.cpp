@@ -1,0 +1,224 @@
+#include "mode_comparison_window.h"
+
+#include "compare_runs_window.h"
+#include "mode_comparison_view.h"
+#include "node_options.h"
+
+#include <QAction>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDir>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QPushButton>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QToolBar>
+#include <QVBoxLayout>
+
+#include <cmath>
+
+namespace parasync::ui {
+
+ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
+    : QMainWindow(parent)
+    , m_comparison(new ModeComparison(this))
+    , m_view(new ModeComparisonView(this))
+    , m_status(new QLabel(this))
+    , m_progressBar(new QProgressBar(this))
+    , m_cancel(new QPushButton(tr("Cancel"), this))
+{
+    setWindowTitle(tr("Compare modes \u2014 Parasync"));
+    setObjectName(QStringLiteral("modeComparisonWindow"));
+    setAttribute(Qt::WA_DeleteOnClose);
+
+    auto *toolbar = addToolBar(tr("Comparison"));
+    toolbar->setObjectName(QStringLiteral("modeComparisonToolbar"));
+    m_export = toolbar->addAction(tr("Export..."), this, &ModeComparisonWindow::askExport);
+    m_export->setObjectName(QStringLiteral("exportModeComparison"));
+    m_export->setToolTip(tr("The figure as PNG, SVG and PDF, and its numbers as CSV"));
+    m_compareRuns = toolbar->addAction(tr("Open the runs in Compare runs"), this,
+                                       &ModeComparisonWindow::openInCompareRuns);
+    m_export->setEnabled(false);
+    m_compareRuns->setEnabled(false);
+
+    m_status->setObjectName(QStringLiteral("modeComparisonStatus"));
+    m_status->setWordWrap(true);
+    m_progressBar->setRange(0, 1000);
+    m_progressBar->setTextVisible(false);
+    m_progressBar->setMaximumWidth(260);
+    m_cancel->setObjectName(QStringLiteral("cancelModeComparison"));
+    m_cancel->setToolTip(tr("Stop the run in progress and show the runs made so far"));
+    connect(m_cancel, &QPushButton::clicked, m_comparison, &ModeComparison::cancel);
+
+    auto *band = new QWidget(this);
+    auto *bandLayout = new QHBoxLayout(band);
+    bandLayout->setContentsMargins(8, 6, 8, 6);
+    bandLayout->addWidget(m_status, 1);
+    bandLayout->addWidget(m_progressBar);
+    bandLayout->addWidget(m_cancel);
+    band->setStyleSheet(QStringLiteral("QWidget#modeComparisonBand { background: #eef3f8; border-bottom: 1px solid #c8d4e0; }"));
+    band->setObjectName(QStringLiteral("modeComparisonBand"));
+
+    auto *central = new QWidget(this);
+    auto *layout = new QVBoxLayout(central);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->setSpacing(0);
+    layout->addWidget(band);
+    layout->addWidget(m_view, 1);
+    setCentralWidget(central);
+
+    connect(m_comparison, &ModeComparison::progress, this, &ModeComparisonWindow::onProgress);
+    connect(m_comparison, &ModeComparison::line, this, [this](const QString &line) {
+        statusBar()->showMessage(line.trimmed(), 10000);
+    });
+    connect(m_comparison, &ModeComparison::runEnded, this,
+            [this](int, const QString &name, const QString &reason, const QString &failure) {
+                if (!failure.isEmpty())
+                    warn(tr("The %1 run failed").arg(name),
+                         tr("%1\n\nThe comparison goes on with the other modes; the figure shows what this run "
+                            "recorded.")
+                             .arg(failure));
+                else
+                    statusBar()->showMessage(tr("%1: %2").arg(name, reason), 10000);
+            });
+    connect(m_comparison, &ModeComparison::finished, this, &ModeComparisonWindow::onFinished);
+    resize(1500, 950);
+}
+
+ModeComparisonWindow::~ModeComparisonWindow() = default;
+
+void ModeComparisonWindow::warn(const QString &title, const QString &text)
+{
+    // Not exec(): the comparison goes on while the message is up.
+    auto *box = new QMessageBox(QMessageBox::Warning, title, text, QMessageBox::Ok, this);
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();
+}
+
+ModeComparisonOptions ModeComparisonWindow::defaultOptions(const ClusterPlan &plan)
+{
+    ModeComparisonOptions options;
+    options.plan = withComparisonDefaults(plan);
+    options.modes = comparedModes(plan.training.mode.staleness());
+    options.targetLoss = defaultTargetLoss(options.plan);
+    options.outputDirectory = QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation)
+                              + QStringLiteral("/runs/compare-")
+                              + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz"));
+    return options;
+}
+
+ModeComparisonWindow *ModeComparisonWindow::open(QWidget *parent, ModeComparisonOptions options,
+                                                 const QString &nodeBinary)
+{
+    if (options.outputDirectory.isEmpty())
+        options.outputDirectory = defaultOptions(options.plan).outputDirectory;
+    auto *window = new ModeComparisonWindow(parent);
+    window->setWindowFlag(Qt::Window);
+    window->show();
+    window->start(options, nodeBinary);
+    return window;
+}
+
+bool ModeComparisonWindow::start(const ModeComparisonOptions &options, const QString &nodeBinary)
+{
+    if (!nodeBinary.isEmpty())
+        m_comparison->setNodeBinary(nodeBinary);
+    m_view->setSetting(describeComparisonSetting(options.plan));
+    QString error;
+    if (!m_comparison->start(options, &error)) {
+        m_status->setText(tr("The comparison cannot start: %1").arg(error));
+        m_cancel->setEnabled(false);
+        warn(tr("Compare modes"), tr("The comparison cannot start: %1").arg(error));
+        return false;
+    }
+    QStringList modes;
+    for (const proto::ModeConfig &mode : options.modes)
+        modes << QString::fromStdString(describeMode(mode));
+    m_status->setText(tr("Starting: %1, one after the other, each until the chief's full loss stays at or below "
+                         "%2 (at most %3 s)")
+                          .arg(modes.join(QStringLiteral(", ")))
+                          .arg(options.targetLoss, 0, 'g', 3)
+                          .arg(options.runSeconds));
+    return true;
+}
+
+void ModeComparisonWindow::onProgress(const ModeRunProgress &progress)
+{
+    const ModeComparisonOptions &options = m_comparison->options();
+    const double share = std::min(1.0, progress.seconds / std::max(1, options.runSeconds));
+    m_progressBar->setValue(int(1000 * (progress.index + share) / std::max(1, progress.count)));
+    const QString mode = QString::fromStdString(describeMode(options.modes[size_t(progress.index)]));
+    m_status->setText(tr("Run %1 of %2: %3 \u2014 global step %4, %5 s of at most %6, full loss %7 (target %8)")
+                          .arg(progress.index + 1)
+                          .arg(progress.count)
+                          .arg(mode)
+                          .arg(progress.globalStep)
+                          .arg(progress.seconds, 0, 'f', 0)
+                          .arg(options.runSeconds)
+                          .arg(std::isfinite(progress.latestLoss) ? QString::number(progress.latestLoss, 'g', 3)
+                                                                  : tr("not logged yet"))
+                          .arg(options.targetLoss, 0, 'g', 3));
+}
+
+void ModeComparisonWindow::onFinished(const ModeComparisonSummary &summary)
+{
+    m_done = true;
+    m_view->setSummary(summary);
+    m_progressBar->setValue(m_progressBar->maximum());
+    m_cancel->setEnabled(false);
+    m_export->setEnabled(true);
+    m_compareRuns->setEnabled(!summary.runs.empty());
+    // The comparison's folder gets the figure and its numbers beside the
+    // runs, as headless mode leaves it.
+    const QString folder = m_comparison->options().outputDirectory;
+    QStringList written;
+    QString error;
+    const bool saved = exportTo(folder, &written, &error);
+    m_status->setText(modeComparisonVerdict(summary) + QLatin1Char(' ')
+                      + (saved ? tr("Runs, figure and comparison.csv are in %1.").arg(QDir::toNativeSeparators(folder))
+                               : tr("The figure could not be saved beside the runs: %1").arg(error)));
+    Q_EMIT comparisonFinished();
+}
+
+bool ModeComparisonWindow::exportTo(const QString &directory, QStringList *written, QString *error)
+{
+    return exportModeComparison(m_view, directory, written, error);
+}
+
+void ModeComparisonWindow::askExport()
+{
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the comparison into"));
+    if (dir.isEmpty())
+        return;
+    QStringList written;
+    QString error;
+    if (exportTo(dir, &written, &error))
+        statusBar()->showMessage(tr("Wrote %1 files into %2").arg(written.size()).arg(dir), 10000);
+    else
+        warn(tr("Export failed"), error);
+}
+
+void ModeComparisonWindow::openInCompareRuns()
+{
+    const auto summary = m_view->summary();
+    if (!summary)
+        return;
+    auto *window = new CompareRunsWindow(this);
+    window->setWindowFlag(Qt::Window);
+    for (const ModeRunSummary &run : summary->runs)
+        window->addRunDirectory(run.directory);
+    window->show();
+}
+
+void ModeComparisonWindow::closeEvent(QCloseEvent *event)
+{
+    // Closing is cancelling: the tasks go with the window.
+    m_comparison->cancel();
+    event->accept();
+}
+
+} // namespace parasync::ui
