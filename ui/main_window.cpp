@@ -249,8 +249,10 @@ void MainWindow::createActions()
     QToolBar *modes = addToolBar(tr("Update mode"));
     modes->setObjectName(QStringLiteral("modeToolbar"));
     modes->addWidget(m_modes);
-    modes->addSeparator();
-    modes->addWidget(m_pace);
+    // The pace in the first row, which has room: the mode row's status text
+    // grows with a sync mode's numbers and would push it out of sight.
+    toolbar->addSeparator();
+    toolbar->addWidget(m_pace);
     updateRecentMenu();
 }
 
