@@ -363,6 +363,12 @@ ModeComparison::ModeComparison(QObject *parent)
 
 ModeComparison::~ModeComparison()
 {
+    // Nothing of a run that ends now is reported: the receivers may be
+    // going away with this object's owner.
+    disconnect(m_launcher, nullptr, this, nullptr);
+    disconnect(m_watcher, nullptr, this, nullptr);
+    m_tick.stop();
+    m_grace.stop();
     m_watcher->disconnectFromCluster();
     m_launcher->stopAll();
     if (m_summaryThread.joinable())
@@ -411,6 +417,7 @@ bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
 
     m_options = options;
     m_running = true;
+    m_finishing = false;
     m_cancelled = false;
     m_index = -1;
     m_directories.clear();
@@ -613,20 +620,37 @@ void ModeComparison::onAllExited()
     Q_EMIT runEnded(m_index, name, reason, failure);
     Q_EMIT line(failure.isEmpty() ? tr("  %1: %2 at global step %3").arg(name, reason).arg(m_globalStep)
                                   : tr("  %1 failed: %2").arg(name, failure));
+    // The figure can show this run while the next one trains.
+    if (!m_cancelled && m_index + 1 < int(m_options.modes.size()))
+        summarize(false);
     // Queued: this may run inside the launcher's own signal.
     QTimer::singleShot(0, this, &ModeComparison::startNextRun);
 }
 
 void ModeComparison::finishComparison()
 {
-    if (!m_running || m_summaryThread.joinable())
+    if (!m_running || m_finishing)
         return;
+    m_finishing = true;
     Q_EMIT line(tr("Reading the %1 run directories...").arg(m_directories.size()));
+    summarize(true);
+}
+
+void ModeComparison::summarize(bool final)
+{
+    // One reader at a time. A partial summary reads the runs made so far,
+    // which is done long before the next run ends.
+    if (m_summaryThread.joinable())
+        m_summaryThread.join();
+    const uint64_t generation = ++m_summaryGeneration;
+    const int runsToCome = final ? 0 : int(m_options.modes.size()) - int(m_directories.size());
     // Step logs of long runs take a while to read: not on the owner's thread.
-    m_summaryThread = std::thread([this, directories = m_directories, target = m_options.targetLoss,
-                                   reasons = m_stopReasons, failures = m_failures, cancelled = m_cancelled] {
+    m_summaryThread = std::thread([this, generation, final, runsToCome, directories = m_directories,
+                                   target = m_options.targetLoss, reasons = m_stopReasons, failures = m_failures,
+                                   cancelled = m_cancelled] {
         ModeComparisonSummary summary = summarizeModeComparison(directories, target);
         summary.cancelled = cancelled;
+        summary.runsToCome = runsToCome;
         for (size_t i = 0; i < summary.runs.size() && i < reasons.size(); ++i) {
             summary.runs[i].stopReason = reasons[i];
             if (!failures[i].isEmpty())
@@ -634,9 +658,17 @@ void ModeComparison::finishComparison()
         }
         QMetaObject::invokeMethod(
             this,
-            [this, summary] {
+            [this, generation, final, summary] {
+                // A newer reader started since: it has (or will) say more.
+                if (generation != m_summaryGeneration)
+                    return;
                 m_summaryThread.join();
+                if (!final) {
+                    Q_EMIT runsSummarized(summary);
+                    return;
+                }
                 m_running = false;
+                m_finishing = false;
                 Q_EMIT finished(summary);
             },
             Qt::QueuedConnection);

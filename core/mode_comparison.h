@@ -115,6 +115,7 @@ struct ModeComparisonSummary
     double targetLoss = 0;
     std::vector<ModeRunSummary> runs; // in the order run
     bool cancelled = false;
+    int runsToCome = 0;               // modes not run yet (a summary while the comparison runs)
     bool failed() const;              // a run failed
 };
 
@@ -170,6 +171,9 @@ Q_SIGNALS:
     void runEnded(int index, const QString &name, const QString &stopReason, const QString &failure);
     // A line for a person following along (what headless mode prints).
     void line(const QString &text);
+    // The runs made so far, read from their directories, after each run
+    // but the last (runsToCome > 0), while the next one trains.
+    void runsSummarized(const parasync::ModeComparisonSummary &summary);
     void finished(const parasync::ModeComparisonSummary &summary);
 
 private:
@@ -181,6 +185,9 @@ private:
     void onTick();
     void stopRun(const QString &reason, const QString &failure = {});
     void finishComparison();
+    // Reads the runs made so far on m_summaryThread; emits runsSummarized,
+    // or with `final`, finished.
+    void summarize(bool final);
     QString taskFailure(int row) const;
 
     ClusterLauncher *m_launcher;
@@ -203,7 +210,9 @@ private:
     QElapsedTimer m_sinceLine;
     int64_t m_globalStep = 0;
     double m_latestLoss = 0;
+    bool m_finishing = false;
     std::thread m_summaryThread;
+    uint64_t m_summaryGeneration = 0; // owner's thread only
 };
 
 } // namespace parasync

@@ -310,11 +310,20 @@ private Q_SLOTS:
         headless.setNodeBinary(testing::nodeBinary());
         QSignalSpy finished(&headless, &HeadlessModeComparison::finished);
         QSignalSpy ended(headless.comparison(), &ModeComparison::runEnded);
+        QSignalSpy soFar(headless.comparison(), &ModeComparison::runsSummarized);
         headless.start();
         QVERIFY(finished.wait(90000));
         QCOMPARE(finished.front().front().toInt(), int(HeadlessModeComparison::Success));
         QVERIFY(!headless.comparison()->launcher()->anyRunning());
         QCOMPARE(ended.size(), 3);
+        // The figure can grow run by run: after async, then after sync.
+        QCOMPARE(soFar.size(), 2);
+        for (int i = 0; i < 2; ++i) {
+            const auto summary = soFar.at(i).front().value<ModeComparisonSummary>();
+            QCOMPARE(summary.runs.size(), size_t(i + 1));
+            QCOMPARE(summary.runsToCome, 2 - i);
+            QVERIFY(!summary.runs.back().loss.empty());
+        }
 
         // Three run directories, each a whole run that Compare runs can open.
         const QDir out(dir.path());

@@ -10,6 +10,7 @@
 #include <QChart>
 #include <QChartView>
 #include <QDir>
+#include <QFontMetricsF>
 #include <QGridLayout>
 #include <QLabel>
 #include <QLegend>
@@ -92,6 +93,16 @@ void paintPanel(QPainter *painter, ExportableChart *chart, const QRectF &cell, d
     painter->restore();
 }
 
+// An empty chart's axes and stray titles say nothing: a grey line instead.
+QLabel *showUntilARunEnds(QLabel *placeholder, const QString &title)
+{
+    placeholder->setAlignment(Qt::AlignCenter);
+    placeholder->setWordWrap(true);
+    placeholder->setText(QObject::tr("%1: shown once the first run has ended").arg(title));
+    placeholder->setStyleSheet(QStringLiteral("color: gray"));
+    return placeholder;
+}
+
 void hideFromLegend(QChart *chart, QAbstractSeries *series)
 {
     for (QLegendMarker *marker : chart->legend()->markers(series))
@@ -115,6 +126,7 @@ ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
     , m_xAxis(new QValueAxis)
     , m_yAxis(new QLogValueAxis)
     , m_target(new QLineSeries)
+    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
     m_xAxis->setTitleText(axis == Axis::WallTime ? tr("seconds since the run's first step") : tr("global step"));
@@ -133,7 +145,9 @@ ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
     m_view->setRubberBand(QChartView::RectangleRubberBand);
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_view);
+    layout->addWidget(showUntilARunEnds(m_placeholder, title()));
+    layout->addWidget(m_view, 1);
+    m_view->hide();
 }
 
 QString ModeLossChart::exportName() const
@@ -155,6 +169,8 @@ void ModeLossChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summ
 void ModeLossChart::rebuild()
 {
     const size_t runs = m_summary ? m_summary->runs.size() : 0;
+    m_placeholder->setVisible(runs == 0);
+    m_view->setVisible(runs > 0);
     while (m_lines.size() < runs) {
         auto *line = new QLineSeries;
         auto *reached = new QScatterSeries;
@@ -255,6 +271,7 @@ ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
     , m_view(new QChartView(m_chart, this))
     , m_categoryAxis(new QBarCategoryAxis)
     , m_valueAxis(new QValueAxis)
+    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
     // The time to the target has one bar per mode: stacked sets, each zero
@@ -292,7 +309,9 @@ ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
     m_view->setRenderHint(QPainter::Antialiasing);
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_view);
+    layout->addWidget(showUntilARunEnds(m_placeholder, title()));
+    layout->addWidget(m_view, 1);
+    m_view->hide();
 }
 
 QString ModeBarChart::exportName() const
@@ -337,7 +356,8 @@ ModeBarChart::Table ModeBarChart::table() const
     const auto &runs = m_summary->runs;
     if (m_figure == Figure::TimeToTarget) {
         for (size_t i = 0; i < runs.size(); ++i) {
-            result.categories << QStringLiteral("%1: %2").arg(modeRunLabel(runs[i]), timeToTargetText(runs[i]));
+            // Axis labels are HTML: the time under the mode's name.
+            result.categories << QStringLiteral("%1<br>%2").arg(modeRunLabel(runs[i]), timeToTargetText(runs[i]));
             std::vector<double> values(runs.size(), 0);
             values[i] = runs[i].secondsToTarget.value_or(0);
             result.sets.emplace_back(modeRunLabel(runs[i]), std::move(values));
@@ -366,6 +386,8 @@ ModeBarChart::Table ModeBarChart::table() const
 void ModeBarChart::rebuild()
 {
     const Table data = table();
+    m_placeholder->setVisible(data.sets.empty());
+    m_view->setVisible(!data.sets.empty());
     m_bars->clear();
     m_categoryAxis->clear();
     m_categoryAxis->append(data.categories);
@@ -509,13 +531,18 @@ void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
     const int rows = int(table.rows.size()) + 1;
     const double rowHeight = std::min(34.0, (area.height() - titleHeight) / rows);
     const int columns = int(table.header.size());
-    const double firstColumn = area.width() * 0.34;
-    const double columnWidth = (area.width() - firstColumn) / std::max(1, columns - 1);
     QFont cellFont = painter->font();
     cellFont.setBold(false);
     cellFont.setPixelSize(std::max(9, int(rowHeight * 0.5)));
     QFont headFont = cellFont;
     headFont.setBold(true);
+    // The row names as wide as the longest needs, up to half the table.
+    double nameWidth = 0;
+    const QFontMetricsF headMetrics(headFont, painter->device());
+    for (const QStringList &row : table.rows)
+        nameWidth = std::max(nameWidth, headMetrics.horizontalAdvance(row.value(0)));
+    const double firstColumn = std::min(area.width() * 0.5, nameWidth + 16);
+    const double columnWidth = (area.width() - firstColumn) / std::max(1, columns - 1);
     double y = area.top() + titleHeight;
     for (int r = 0; r < rows; ++r) {
         const QStringList &fields = r == 0 ? table.header : table.rows[size_t(r - 1)];
@@ -525,7 +552,12 @@ void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
             const QRectF cell = c == 0 ? QRectF(area.left() + 4, y, firstColumn - 4, rowHeight)
                                        : QRectF(area.left() + firstColumn + (c - 1) * columnWidth, y, columnWidth,
                                                 rowHeight);
-            painter->setFont(r == 0 || c == 0 ? headFont : cellFont);
+            QFont font = r == 0 || c == 0 ? headFont : cellFont;
+            // A long cell ("target reached") gets a smaller font before it is cut.
+            const double advance = QFontMetricsF(font, painter->device()).horizontalAdvance(fields[c]);
+            if (advance > cell.width() - 6)
+                font.setPixelSize(std::max(8, int(font.pixelSize() * std::max(0.7, (cell.width() - 6) / advance))));
+            painter->setFont(font);
             painter->setPen(r == 0 && c > 0 ? runColor(c - 1).darker(120) : QColor(0x20, 0x20, 0x20));
             const QString text = painter->fontMetrics().elidedText(fields[c], Qt::ElideRight, int(cell.width()) - 4);
             painter->drawText(cell, (c == 0 ? Qt::AlignLeft : Qt::AlignHCenter) | Qt::AlignVCenter, text);
@@ -560,7 +592,7 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
     , m_table(new ModeSummaryTable(this))
 {
     m_heading->setWordWrap(true);
-    m_heading->setTextFormat(Qt::PlainText);
+    m_heading->setTextFormat(Qt::RichText);
     m_heading->setObjectName(QStringLiteral("modeComparisonHeading"));
     auto *grid = new QGridLayout;
     grid->setContentsMargins(0, 0, 0, 0);
@@ -568,6 +600,8 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
     for (int i = 0; i < widgets.size(); ++i) {
         widgets[i]->setMinimumSize(320, 240);
         grid->addWidget(widgets[i], i / 3, i % 3);
+        grid->setColumnStretch(i % 3, 1);
+        grid->setRowStretch(i / 3, 1);
     }
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(6, 6, 6, 6);
@@ -589,7 +623,9 @@ void ModeComparisonView::setSummary(const ModeComparisonSummary &summary)
     m_stepsPerSecond->setSummary(m_summary);
     m_waitFraction->setSummary(m_summary);
     m_table->setSummary(m_summary);
-    m_heading->setText(title() + QLatin1Char('\n') + m_setting + QLatin1Char('\n') + modeComparisonVerdict(*m_summary));
+    m_heading->setText(QStringLiteral("<b>%1</b><br>%2<br>%3")
+                           .arg(title().toHtmlEscaped(), m_setting.toHtmlEscaped(),
+                                modeComparisonVerdict(*m_summary).toHtmlEscaped()));
 }
 
 void ModeComparisonView::setSetting(const QString &setting)
@@ -598,7 +634,7 @@ void ModeComparisonView::setSetting(const QString &setting)
     if (m_summary)
         setSummary(*m_summary);
     else
-        m_heading->setText(setting);
+        m_heading->setText(setting.toHtmlEscaped());
 }
 
 QString ModeComparisonView::title() const
@@ -808,6 +844,8 @@ QString modeComparisonVerdict(const ModeComparisonSummary &summary)
         text += QLatin1Char(' ') + others.join(QStringLiteral("; ")) + QLatin1Char('.');
     if (summary.cancelled)
         text += QObject::tr(" (Cancelled before every mode ran.)");
+    if (summary.runsToCome > 0)
+        text = QObject::tr("So far: %1 %2 more to run.").arg(text).arg(summary.runsToCome);
     return text;
 }
 

@@ -63,6 +63,7 @@ private:
     QValueAxis *m_xAxis;
     QLogValueAxis *m_yAxis;
     QLineSeries *m_target;
+    QLabel *m_placeholder;
     std::vector<QLineSeries *> m_lines;
     std::vector<QScatterSeries *> m_reached;
 };
@@ -104,6 +105,7 @@ private:
     QBarCategoryAxis *m_categoryAxis;
     QValueAxis *m_valueAxis;
     QAbstractBarSeries *m_bars = nullptr;
+    QLabel *m_placeholder;
 };
 
 // The numbers of every run as a table, painted (so that it exports as the

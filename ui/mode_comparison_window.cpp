@@ -1,5 +1,6 @@
 #include "mode_comparison_window.h"
 
+#include "chart_style.h"
 #include "compare_runs_window.h"
 #include "mode_comparison_view.h"
 #include "node_options.h"
@@ -85,11 +86,19 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
                 else
                     statusBar()->showMessage(tr("%1: %2").arg(name, reason), 10000);
             });
+    // Each run joins the figure as it ends, while the next one trains.
+    connect(m_comparison, &ModeComparison::runsSummarized, m_view, &ModeComparisonView::setSummary);
     connect(m_comparison, &ModeComparison::finished, this, &ModeComparisonWindow::onFinished);
     resize(1500, 950);
 }
 
-ModeComparisonWindow::~ModeComparisonWindow() = default;
+ModeComparisonWindow::~ModeComparisonWindow()
+{
+    // The comparison (a child) outlives this part of the window: nothing it
+    // says while stopping may reach it.
+    disconnect(m_comparison, nullptr, this, nullptr);
+    disconnect(m_comparison, nullptr, m_view, nullptr);
+}
 
 void ModeComparisonWindow::warn(const QString &title, const QString &text)
 {
@@ -151,7 +160,7 @@ void ModeComparisonWindow::onProgress(const ModeRunProgress &progress)
     const ModeComparisonOptions &options = m_comparison->options();
     const double share = std::min(1.0, progress.seconds / std::max(1, options.runSeconds));
     m_progressBar->setValue(int(1000 * (progress.index + share) / std::max(1, progress.count)));
-    const QString mode = QString::fromStdString(describeMode(options.modes[size_t(progress.index)]));
+    const QString mode = shortModeLabel(options.modes[size_t(progress.index)]);
     m_status->setText(tr("Run %1 of %2: %3 \u2014 global step %4, %5 s of at most %6, full loss %7 (target %8)")
                           .arg(progress.index + 1)
                           .arg(progress.count)
