@@ -215,18 +215,18 @@ QString modeRunName(const proto::ModeConfig &mode)
 
 ClusterPlan withComparisonDefaults(ClusterPlan plan)
 {
-    // The pace, chosen by running the demo's linear model on a two-core
-    // machine and looking at the numbers (see the README's figure):
-    // - ~20 ms of simulated compute a step with jitter 0.5, so the two
-    //   workers make a few dozen steps a second: the demo's model then takes
-    //   some hundred updates, ten-odd seconds, to reach the target, long
-    //   enough for waits to add up and short enough for three runs in about
-    //   a minute;
-    // - worker:1 a straggler with three times the compute time. Its slowness
-    //   is compute time (not --straggler_ms, which the step log does not
-    //   count), so every worker's waiting fraction is of its whole step;
+    // The pace, chosen by running the demo's linear model (learning rate
+    // 0.01) on a two-core machine and looking at the numbers:
+    // - ~20 ms of simulated compute a step with jitter 0.5: a few dozen
+    //   steps a second, so the target takes some 300 updates -- 5 s in
+    //   async, 9 s in ssp, 19 s in sync -- long enough for the waits to add
+    //   up, short enough for the three runs to take well under a minute;
+    // - worker:1 a straggler with three times the compute time, a ratio at
+    //   which the sync barrier holds worker:0 for two thirds of its time.
+    //   Its slowness is compute time, not --straggler_ms, which the step
+    //   log does not count: every waiting share is then of the whole step;
     // - the chief logs its full-shard loss every 5 of its steps (not 100):
-    //   the time to the target is then read to a fraction of a second.
+    //   the time to the target is read to a fraction of a second.
     plan.training.pace.computeMs = 20;
     plan.training.pace.computeJitter = 0.5f;
     plan.training.pace.stragglerMs = 0;
@@ -237,8 +237,9 @@ ClusterPlan withComparisonDefaults(ClusterPlan plan)
         plan.workerPace[1] = straggler;
     }
     plan.training.displayStep = 5;
-    // Runs end at the target or the time limit, not at a step count.
-    plan.training.lastStep = 1000000000;
+    // Runs end at the target or the time limit, not at a step count
+    // (--last_step=0: until stopped).
+    plan.training.lastStep = 0;
     return plan;
 }
 
