@@ -4,6 +4,7 @@
 //   parasync --demo
 //   parasync --headless --demo --mode=ssp --last_step=2000 --export=charts/
 //   parasync --open=RUN_DIR
+//   parasync --headless --compare_modes --export=DIR
 #include "cluster_launcher.h"
 #include "cluster_plan_file.h"
 #include "cluster_watcher.h"
@@ -181,7 +182,8 @@ int main(int argc, char **argv)
         "Parasync: start, watch and steer a parameter-server training cluster.\n"
         "  parasync --demo                      the three-port demo cluster, in the window\n"
         "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
-        "  parasync --open=RUN_DIR              replay a finished run (its --logdir)"));
+        "  parasync --open=RUN_DIR              replay a finished run (its --logdir)\n"
+        "  parasync --headless --compare_modes --export=DIR   async, sync and ssp in turn; runs, figure, CSV into DIR"));
     parser.addHelpOption();
     parser.addVersionOption();
     const auto option = [&parser](const char *name, const char *description, const char *valueName = nullptr) {
