@@ -130,7 +130,7 @@ ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
 {
     styleChart(m_chart, title());
     m_xAxis->setTitleText(axis == Axis::WallTime ? tr("seconds since the run's first step") : tr("global step"));
-    m_xAxis->setLabelFormat(axis == Axis::WallTime ? QStringLiteral("%.0f") : QStringLiteral("%.0f"));
+    m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
     m_yAxis->setTitleText(tr("chief's full-shard loss (log scale)"));
     m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
     m_yAxis->setBase(10);
@@ -224,6 +224,8 @@ void ModeLossChart::rebuild()
         xMax = 1;
     m_target->replace({QPointF(0, target), QPointF(xMax, target)});
     setRoundRange(m_xAxis, 0, xMax);
+    // Runs of a few seconds get ticks at tenths.
+    m_xAxis->setLabelFormat(m_axis == Axis::WallTime && xMax < 5 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
     if (yMax > 0) {
         yMin = std::min(yMin, target);
         yMax = std::max(yMax, target);
