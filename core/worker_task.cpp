@@ -434,11 +434,12 @@ void WorkerTask::sleepUnlessStopped(std::chrono::microseconds duration)
 
 bool WorkerTask::step()
 {
+    // Simulated work and a straggler's delay count as compute time: to
+    // ps:0, the timeline and the waiting fractions, a straggler is a worker
+    // whose steps take longer, as a slow machine's would.
+    const auto computeStart = Clock::now();
     if (const int delay = m_stragglerMs.load(); delay > 0)
         sleepUnlessStopped(std::chrono::milliseconds(delay));
-
-    const auto computeStart = Clock::now();
-    // Simulated work counts as compute time, as the real maths does.
     sleepUnlessStopped(drawComputeTime());
     Parameters gradient;
     const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
