@@ -619,7 +619,7 @@ void ModeComparison::onAllExited()
                 failure = taskFailure(row);
     }
     Q_EMIT runEnded(m_index, name, reason, failure);
-    Q_EMIT line(failure.isEmpty() ? tr("  %1: %2 at global step %3").arg(name, reason).arg(m_globalStep)
+    Q_EMIT line(failure.isEmpty() ? tr("  %1: stopped at global step %2 (%3)").arg(name).arg(m_globalStep).arg(reason)
                                   : tr("  %1 failed: %2").arg(name, failure));
     // The figure can show this run while the next one trains.
     if (!m_cancelled && m_index + 1 < int(m_options.modes.size()))
