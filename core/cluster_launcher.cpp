@@ -2,6 +2,7 @@
 
 #include "cluster_token.h"
 #include "cluster_watcher.h"
+#include "task_state_line.h"
 #include "error.h"
 #include "port_holder.h"
 #include "task_runner.h"
@@ -267,7 +268,7 @@ struct ClusterLauncher::Process
     QString partial;             // output after the last newline
     QString lastError;           // the last line that reads as an error
     QString lastLine;
-    bool listening = false;      // a ps task said "listening on"
+    bool listening = false;      // a ps task reported a state: it serves its address
     bool stopRequested = false;
     bool killRequested = false;
     bool restartRequested = false;
@@ -612,46 +613,43 @@ void ClusterLauncher::interpretLine(int row, const QString &rawLine)
     TaskInfo &info = m_infos[size_t(row)];
     if (isFinal(info.state))
         return;
-    const QString self = qs(info.task.toString());
-    if (info.task.job == JobName::Ps) {
-        if (line.contains(QLatin1String("variables initialised"))) {
-            setState(row, TaskState::Serving, tr("holds its variables"));
-        } else if (line.startsWith(self + QLatin1String(" listening on"))) {
-            p.listening = true;
-            if (info.state == TaskState::Starting) {
-                const qsizetype waiting = line.indexOf(QLatin1String("waiting for"));
-                setState(row, TaskState::WaitingFor,
-                         waiting >= 0 ? line.mid(waiting) : tr("waiting for the chief worker:0"));
-            }
-            bool allListening = true;
-            for (int r = 0; r < int(m_infos.size()); ++r)
-                if (m_infos[size_t(r)].task.job == JobName::Ps && !m_processes[size_t(r)]->listening)
-                    allListening = false;
-            if (allListening) {
-                m_psReady = true;
-                updatePendingWorkers();
-            }
-        } else if (line.startsWith(QLatin1String("global step ")) && info.state == TaskState::Serving) {
-            setState(row, TaskState::Serving, line.section(QLatin1Char(';'), 0, 0));
-        } else if (line.startsWith(self + QLatin1String(": all workers finished"))) {
-            setState(row, info.state, line.mid(self.size() + 2));
-        }
+    // The state comes from the task's state lines (task_state_line.h) only;
+    // everything else it prints is prose for a person.
+    const auto report = parseTaskStateLine(line.toStdString());
+    if (!report || !(report->task == info.task))
         return;
-    }
-    static const QRegularExpression cannotReach(QStringLiteral("^cannot reach (.+?): (.*)$"));
-    if (line.contains(QLatin1String("joined the cluster"))) {
+    const QString detail = withoutRetry(qs(report->detail));
+    switch (report->phase) {
+    case TaskPhase::Listening:
+        setState(row, TaskState::Starting, tr("listening; %1").arg(detail));
+        break;
+    case TaskPhase::Waiting:
+        setState(row, TaskState::WaitingFor, detail);
+        break;
+    case TaskPhase::Training:
         setState(row, TaskState::Training, QString());
-    } else if (const auto match = cannotReach.match(line); match.hasMatch()) {
-        setState(row, TaskState::WaitingFor,
-                 tr("waiting for %1: %2").arg(match.captured(1), withoutRetry(match.captured(2))));
-    } else if (line.startsWith(QLatin1String("waiting for "))) {
-        setState(row, TaskState::WaitingFor, withoutRetry(line));
-    } else if (line.startsWith(QLatin1String("lost ps:"))) {
-        setState(row, TaskState::WaitingFor, tr("reconnecting: %1").arg(line));
-    } else if (line.startsWith(self + QLatin1String(" finished:")) || line.startsWith(self + QLatin1String(" stopped:"))) {
-        setState(row, info.state, line.mid(self.size() + 1));
-    } else if (line.startsWith(self) && line.contains(QLatin1String(" listening on "))) {
-        setState(row, TaskState::Starting, tr("listening; connecting to the ps tasks"));
+        break;
+    case TaskPhase::Serving:
+        setState(row, TaskState::Serving, detail.section(QLatin1Char(';'), 0, 0));
+        break;
+    case TaskPhase::Finished:
+    case TaskPhase::Stopped:
+        // The exit code decides between finished and dead; the words stay.
+        setState(row, info.state, detail);
+        break;
+    }
+    // A ps that reports anything serves its address: the workers may start
+    // once every ps does.
+    if (info.task.job == JobName::Ps && !p.listening) {
+        p.listening = true;
+        bool allListening = true;
+        for (int r = 0; r < int(m_infos.size()); ++r)
+            if (m_infos[size_t(r)].task.job == JobName::Ps && !m_processes[size_t(r)]->listening)
+                allListening = false;
+        if (allListening) {
+            m_psReady = true;
+            updatePendingWorkers();
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 
 #include "error.h"
 #include "task_server.h"
+#include "task_state_line.h"
 
 #include <unistd.h>
 
@@ -232,8 +233,8 @@ void PsTask::start()
         writeRunClusterJson(m_options.training.logdir, m_options.cluster.toJson(), m_options.training.toJson());
 
     m_log(m_options.task.toString() + " listening on " + m_options.cluster.address(m_options.task).toString()
-          + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string())
-          + "; waiting for the chief worker:0 to initialise the variables");
+          + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string()));
+    m_log(taskStateLine({m_options.task, TaskPhase::Waiting, "waiting for the chief worker:0 to initialise the variables"}));
 }
 
 void PsTask::requestStop(const std::string &reason)
@@ -268,12 +269,13 @@ int PsTask::run()
                     const auto status = workerStatusLocked(i);
                     workers += " worker:" + std::to_string(i) + "=" + proto::WorkerPhase_Name(status.phase());
                 }
-                m_log("global step " + std::to_string(m_policy->globalStep()) + ", mode "
-                      + describeMode(m_policy->mode()) + ";" + workers);
+                m_log(taskStateLine({m_options.task, TaskPhase::Serving,
+                                     "global step " + std::to_string(m_policy->globalStep()) + ", mode "
+                                         + describeMode(m_policy->mode()) + ";" + workers}));
             }
         }
     }
-    m_log(m_options.task.toString() + ": " + m_stopReason);
+    m_log(taskStateLine({m_options.task, m_allWorkersFinished ? TaskPhase::Finished : TaskPhase::Stopped, m_stopReason}));
     if (isCoordinator())
         stopOtherPsTasks();
     if (m_runLog)
@@ -658,6 +660,7 @@ void PsTask::checkFinishedLocked()
     if (!neverJoined.empty() && std::chrono::steady_clock::now() < *m_finishDeadline)
         return;
     m_finished = true;
+    m_allWorkersFinished = true;
     m_stopReason = "all workers finished at global step " + std::to_string(m_policy->globalStep()) + "; exiting"
                    + (neverJoined.empty() ? std::string() : " (" + neverJoined + " never joined)");
     m_changed.notify_all();
@@ -865,6 +868,7 @@ grpc::Status PsTask::initialize(const proto::InitializeRequest &request, proto::
     response->set_global_step(request.global_step());
     m_log(m_options.task.toString() + ": variables initialised by the chief (" + request.origin()
           + ") at global step " + std::to_string(request.global_step()));
+    m_log(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));
     m_changed.notify_all();
     return grpc::Status::OK;
 }

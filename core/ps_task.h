@@ -130,6 +130,7 @@ private:
     proto::ModelSignature m_signature;
     bool m_initialized = false;
     bool m_finished = false;
+    bool m_allWorkersFinished = false; // m_finished because every worker reached the last step
     std::string m_stopReason;
     uint64_t m_nextStreamId = 1;
     std::chrono::steady_clock::time_point m_lastStatusLog;

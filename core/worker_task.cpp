@@ -89,10 +89,16 @@ WorkerTask::~WorkerTask()
         m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
-void WorkerTask::setState(const std::string &state)
+void WorkerTask::setState(TaskPhase phase, const std::string &detail)
 {
     std::lock_guard lock(m_stateMutex);
-    m_state = state;
+    if (m_phase == phase && m_phaseDetail == detail)
+        return; // a retry of the same wait says nothing new
+    m_phase = phase;
+    m_phaseDetail = detail;
+    // TaskControl's words: what a worker waits for, else the phase's name.
+    m_state = phase == TaskPhase::Waiting && !detail.empty() ? detail : taskPhaseName(phase);
+    m_log(taskStateLine({m_options.task, phase, detail}));
 }
 
 void WorkerTask::requestStop(const std::string &reason)
@@ -213,6 +219,7 @@ void WorkerTask::start()
     m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
           + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: "
           + m_data.description + ", " + std::to_string(m_data.size()) + " samples");
+    setState(TaskPhase::Listening, "connecting to the ps tasks");
 }
 
 proto::ModelSignature WorkerTask::modelSignature() const
@@ -244,7 +251,7 @@ bool WorkerTask::waitForPs(int ps)
             return true;
         const std::string what = "cannot reach ps:" + std::to_string(ps) + " at " + m_ps[size_t(ps)]->address
                                  + ": " + describeRpcError(result);
-        setState(what);
+        setState(TaskPhase::Waiting, what);
         if (!backoff.wait(what, m_log, [this] { return stopping(); }))
             return false;
     }
@@ -337,7 +344,7 @@ bool WorkerTask::connectAndJoin()
     if (m_options.task.isChief()) {
         Backoff backoff;
         for (std::string failure = initializeAsChief(); !failure.empty(); failure = initializeAsChief()) {
-            setState(failure);
+            setState(TaskPhase::Waiting, failure);
             if (!backoff.wait(failure, m_log, [this] { return stopping(); }))
                 return false;
         }
@@ -366,14 +373,14 @@ bool WorkerTask::connectAndJoin()
                 if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION
                     || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
                     throw InputError(status.error_message());
-                m_log("lost ps:" + std::to_string(ps->index) + " at " + ps->address + " while joining: "
-                      + describeRpcError(status));
+                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
+                                                 + ps->address + " while joining: " + describeRpcError(status));
                 return connectAndJoin();
             }
             const auto &join_ = response.join();
             if (!join_.ready()) {
                 const std::string what = "waiting for " + join_.waiting_for();
-                setState(what);
+                setState(TaskPhase::Waiting, what);
                 if (!waitingForChief.wait(what, m_log, [this] { return stopping(); }))
                     return false;
                 continue;
@@ -388,8 +395,7 @@ bool WorkerTask::connectAndJoin()
             break;
         }
     }
-    setState("training");
-    m_log("worker:" + std::to_string(index) + " joined the cluster at global step " + std::to_string(m_globalStep));
+    setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep));
     return true;
 }
 
@@ -671,7 +677,8 @@ int WorkerTask::run()
             if (ps->stream) {
                 ps->context->TryCancel();
                 const auto status = ps->stream->Finish();
-                m_log("lost ps:" + std::to_string(ps->index) + " at " + ps->address + ": " + describeRpcError(status));
+                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
+                                                 + ps->address + ": " + describeRpcError(status));
             }
             ps->stream.reset();
             ps->context.reset();
@@ -692,7 +699,6 @@ int WorkerTask::run()
         m_checkpointThread.join();
     if (finished && hasChiefDuties())
         saveCheckpoint(true);
-    setState(finished ? "finished" : "stopped");
     leave(finished);
     {
         std::lock_guard lock(m_stateMutex);
@@ -700,12 +706,16 @@ int WorkerTask::run()
     }
     m_runFinished.notify_all();
     if (finished) {
-        m_log("worker:" + std::to_string(index) + " finished: global step " + std::to_string(m_globalStep)
-              + " reached --last_step=" + std::to_string(m_options.training.lastStep) + " (local steps "
-              + std::to_string(m_clock.load()) + ")");
+        setState(TaskPhase::Finished, "global step " + std::to_string(m_globalStep) + " reached --last_step="
+                                          + std::to_string(m_options.training.lastStep) + " (local steps "
+                                          + std::to_string(m_clock.load()) + ")");
     } else {
-        std::lock_guard lock(m_stateMutex);
-        m_log("worker:" + std::to_string(index) + " stopped: " + m_stopReason);
+        std::string reason;
+        {
+            std::lock_guard lock(m_stateMutex);
+            reason = m_stopReason;
+        }
+        setState(TaskPhase::Stopped, reason);
     }
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "node_options.h"
 #include "parasync.grpc.pb.h"
 #include "rpc.h"
+#include "task_state_line.h"
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -73,7 +75,9 @@ private:
     void takeChiefDuties(bool take);
     bool hasChiefDuties() const { return m_chiefDuties.load(); }
     void leave(bool finished);
-    void setState(const std::string &state);
+    // The state TaskControl reports in words, and -- when it changed -- one
+    // state line (task_state_line.h) for whoever reads this task's output.
+    void setState(TaskPhase phase, const std::string &detail);
     std::vector<int64_t> nextBatch();
     // The simulated compute time of one step (WorkerPace): log-normal with the
     // pace's mean and spread; zero at full speed.
@@ -113,6 +117,8 @@ private:
     std::mt19937_64 m_paceRng;
     mutable std::mutex m_stateMutex;
     std::string m_state = "starting";
+    std::optional<TaskPhase> m_phase; // as last reported in a state line
+    std::string m_phaseDetail;
     std::string m_stopReason;
     // Guards the ps streams' call contexts, which requestStop() cancels from
     // other threads.
