@@ -185,7 +185,8 @@ private Q_SLOTS:
         worker.start();
         QVERIFY2(worker.waitForOutput(QStringLiteral("cannot reach ps:0 at ") + address + QStringLiteral(": timed out"), 20s),
                  qPrintable(worker.output()));
-        QVERIFY(worker.output().contains(QStringLiteral("retrying in")));
+        // The state line says it first; the back-off's own line follows.
+        QVERIFY2(worker.waitForOutput(QStringLiteral("retrying in"), 10s), qPrintable(worker.output()));
         worker.terminate();
         QCOMPARE(worker.waitForExit(), 0);
     }
