@@ -1,6 +1,7 @@
 #include "chrome_trace.h"
 
 #include "node_options.h"
+#include "qt_text.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -21,11 +22,6 @@ constexpr int kPsThread = 1;
 int workerThread(int worker)
 {
     return worker + 2;
-}
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
 }
 
 QJsonObject metadata(const char *name, int tid, const QString &value, int sortIndex = -1)

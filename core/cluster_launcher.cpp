@@ -6,6 +6,7 @@
 #include "error.h"
 #include "port_holder.h"
 #include "task_runner.h"
+#include "qt_text.h"
 
 #include <QCoreApplication>
 #include <QDeadlineTimer>
@@ -34,11 +35,6 @@ constexpr int kWatcherWaitMs = 10000;        // ... and even if the watcher neve
 constexpr int kStopEscalationMs = 5000;      // stopTask: SIGKILL if SIGTERM did not end it
 constexpr int kStopAllGraceMs = 3000;
 constexpr int kAbandonMs = 4000;             // a remote task's ssh that outlives a KILL by this is ended
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
 
 // A float's shortest spelling ("0.05", not 0.0500000007), as a user types it.
 QString floatText(float value)

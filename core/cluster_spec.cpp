@@ -1,6 +1,7 @@
 #include "cluster_spec.h"
 
 #include "error.h"
+#include "qt_text.h"
 
 #include <QDir>
 #include <QFile>
@@ -22,16 +23,6 @@
 namespace parasync {
 
 namespace {
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
-
-std::string ss(const QString &text)
-{
-    return text.toStdString();
-}
 
 std::string trimmed(const std::string &text)
 {

@@ -5,6 +5,7 @@
 #include "node_options.h"
 #include "run_log.h"
 #include "parasync.grpc.pb.h"
+#include "qt_text.h"
 
 #include <QDir>
 #include <QFile>
@@ -23,11 +24,6 @@ using namespace std::chrono_literals;
 
 constexpr auto kProbeDeadline = 2000ms;   // a wrong host answers with a timeout, not a long silence
 constexpr auto kControlDeadline = 5000ms;
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
 
 std::shared_ptr<grpc::ClientContext> sharedContext(const RpcSettings &settings, std::chrono::milliseconds deadline = {})
 {

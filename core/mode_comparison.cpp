@@ -5,6 +5,7 @@
 #include "error.h"
 #include "node_options.h"
 #include "run_log.h"
+#include "qt_text.h"
 
 #include <QDir>
 #include <QFile>
@@ -28,11 +29,6 @@ constexpr qint64 kLineIntervalMs = 5000;
 // Tasks told to stop (or a cluster that reported its end) that have not all
 // exited by then are stopped the hard way.
 constexpr int kExitGraceMs = 8000;
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
 
 proto::ModeConfig modeFromTraining(const QJsonObject &training)
 {

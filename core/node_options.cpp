@@ -1,6 +1,7 @@
 #include "node_options.h"
 
 #include "error.h"
+#include "qt_text.h"
 
 #include <QCommandLineOption>
 #include <QCommandLineParser>
@@ -19,16 +20,6 @@
 namespace parasync {
 
 namespace {
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
-
-std::string ss(const QString &text)
-{
-    return text.toStdString();
-}
 
 enum class FlagGroup { Cluster, Mode, ModelAndData, Training, Pace, RunDirectory, Faults, Security, Other };
 

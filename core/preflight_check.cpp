@@ -2,6 +2,7 @@
 
 #include "ssh_command.h"
 #include "version.h"
+#include "qt_text.h"
 
 #include <QRegularExpression>
 #include <QTimer>
@@ -16,11 +17,6 @@ namespace parasync {
 namespace {
 
 constexpr int kOverallTimeoutMs = 60000; // each step is bounded itself; this is the backstop
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
 
 QString addressList(const std::vector<HostPort> &addresses)
 {

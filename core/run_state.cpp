@@ -4,6 +4,7 @@
 #include "event_file.h"
 #include "node_options.h"
 #include "run_log.h"
+#include "qt_text.h"
 
 #include <QDir>
 #include <QFile>
@@ -26,11 +27,6 @@ constexpr double kRateWindowSeconds = 2.0;
 constexpr double kRateSampleSeconds = 0.05;
 constexpr int kMaxWorkerIndex = 1 << 16; // guards the workers vector against a corrupt record
 constexpr int64_t kMaxNamedParameters = 16; // as ps:0's metrics.csv columns
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
 
 void mergeInto(DecimatedSeries::Bucket &into, const DecimatedSeries::Bucket &from)
 {

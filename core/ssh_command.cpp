@@ -1,15 +1,12 @@
 #include "ssh_command.h"
 
+#include "qt_text.h"
+
 #include <QStandardPaths>
 
 namespace parasync {
 
 namespace {
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
 
 // Run by the remote user's shell as `sh -c SCRIPT parasync-task PROGRAM ARGS...`.
 // POSIX sh (dash) only. Background jobs of a non-interactive shell get

@@ -2,6 +2,7 @@
 
 #include "error.h"
 #include "node_options.h"
+#include "qt_text.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -16,11 +17,6 @@
 namespace parasync {
 
 namespace {
-
-QString qs(const std::string &text)
-{
-    return QString::fromStdString(text);
-}
 
 bool matches(const char *pattern, const std::string &text)
 {
