@@ -2,6 +2,7 @@
 
 #include "node_options.h"
 #include "qt_text.h"
+#include "run_log.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -34,17 +35,6 @@ QJsonObject metadata(const char *name, int tid, const QString &value, int sortIn
     if (sortIndex >= 0)
         event[QStringLiteral("args")] = QJsonObject{{QStringLiteral("sort_index"), sortIndex}};
     return event;
-}
-
-const char *outcomeName(proto::PushOutcome outcome)
-{
-    switch (outcome) {
-    case proto::APPLIED: return "applied";
-    case proto::AGGREGATED: return "aggregated";
-    case proto::DROPPED_STALE: return "dropped_stale";
-    case proto::REJECTED_NONFINITE: return "rejected_nonfinite";
-    default: return "unknown";
-    }
 }
 
 } // namespace

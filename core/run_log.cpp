@@ -66,30 +66,22 @@ std::FILE *openForAppend(const std::string &path, bool *wasEmpty)
     return file;
 }
 
-const char *outcomeName(proto::PushOutcome outcome)
-{
-    switch (outcome) {
-    case proto::APPLIED: return "applied";
-    case proto::AGGREGATED: return "aggregated";
-    case proto::DROPPED_STALE: return "dropped_stale";
-    case proto::REJECTED_NONFINITE: return "rejected_nonfinite";
-    default: return "unknown";
-    }
-}
-
-const char *phaseName(proto::WorkerPhase phase)
-{
-    switch (phase) {
-    case proto::WAITING_FOR_CHIEF: return "waiting_for_chief";
-    case proto::TRAINING: return "training";
-    case proto::BLOCKED_BY_SYNC: return "blocked_by_sync";
-    case proto::BLOCKED_BY_STALENESS: return "blocked_by_staleness";
-    case proto::FINISHED: return "finished";
-    case proto::DEAD: return "dead";
-    case proto::STOPPED: return "stopped";
-    default: return "";
-    }
-}
+// The step log's words for outcomes and phases (see run_log.h).
+constexpr std::pair<proto::PushOutcome, const char *> kOutcomeNames[] = {
+    {proto::APPLIED, "applied"},
+    {proto::AGGREGATED, "aggregated"},
+    {proto::DROPPED_STALE, "dropped_stale"},
+    {proto::REJECTED_NONFINITE, "rejected_nonfinite"},
+};
+constexpr std::pair<proto::WorkerPhase, const char *> kPhaseNames[] = {
+    {proto::WAITING_FOR_CHIEF, "waiting_for_chief"},
+    {proto::TRAINING, "training"},
+    {proto::BLOCKED_BY_SYNC, "blocked_by_sync"},
+    {proto::BLOCKED_BY_STALENESS, "blocked_by_staleness"},
+    {proto::FINISHED, "finished"},
+    {proto::DEAD, "dead"},
+    {proto::STOPPED, "stopped"},
+};
 
 const char *modeName(proto::UpdateMode mode)
 {
@@ -319,6 +311,38 @@ void writeRunClusterJson(const std::string &directory, const std::string &cluste
         || file.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !file.commit())
         throw InputError("cannot write " + directory + "/" + run_files::kCluster + ": "
                          + file.errorString().toStdString());
+}
+
+const char *outcomeName(proto::PushOutcome outcome)
+{
+    for (const auto &[value, name] : kOutcomeNames)
+        if (value == outcome)
+            return name;
+    return "unknown";
+}
+
+proto::PushOutcome outcomeFromName(std::string_view name)
+{
+    for (const auto &[value, text] : kOutcomeNames)
+        if (name == text)
+            return value;
+    return proto::PUSH_OUTCOME_UNSPECIFIED;
+}
+
+const char *phaseName(proto::WorkerPhase phase)
+{
+    for (const auto &[value, name] : kPhaseNames)
+        if (value == phase)
+            return name;
+    return "";
+}
+
+proto::WorkerPhase phaseFromName(std::string_view name)
+{
+    for (const auto &[value, text] : kPhaseNames)
+        if (name == text)
+            return value;
+    return proto::WORKER_PHASE_UNSPECIFIED;
 }
 
 } // namespace parasync

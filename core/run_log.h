@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -77,5 +78,15 @@ private:
 // cluster-file format, so the run can be started again from it.
 void writeRunClusterJson(const std::string &directory, const std::string &clusterJson,
                          const std::string &trainingJson);
+
+// The step log's one vocabulary for what happened to a gradient and what a
+// worker was doing ("applied", "dropped_stale", "blocked_by_sync", ...):
+// written here, read back by the replay, and used by the trace and the
+// timeline's CSV, so a name cannot differ between them. Unknown names read
+// back as UNSPECIFIED; unnamed values write as "unknown" / "".
+const char *outcomeName(proto::PushOutcome outcome);
+proto::PushOutcome outcomeFromName(std::string_view name);
+const char *phaseName(proto::WorkerPhase phase);
+proto::WorkerPhase phaseFromName(std::string_view name);
 
 } // namespace parasync

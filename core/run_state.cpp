@@ -446,32 +446,6 @@ RunSnapshot RunState::snapshot() const
 
 namespace {
 
-proto::WorkerPhase phaseFromName(const QString &name)
-{
-    static const std::pair<const char *, proto::WorkerPhase> kPhases[] = {
-        {"waiting_for_chief", proto::WAITING_FOR_CHIEF}, {"training", proto::TRAINING},
-        {"blocked_by_sync", proto::BLOCKED_BY_SYNC},     {"blocked_by_staleness", proto::BLOCKED_BY_STALENESS},
-        {"finished", proto::FINISHED},                   {"dead", proto::DEAD}, {"stopped", proto::STOPPED},
-    };
-    for (const auto &[text, phase] : kPhases)
-        if (name == QLatin1String(text))
-            return phase;
-    return proto::WORKER_PHASE_UNSPECIFIED;
-}
-
-proto::PushOutcome outcomeFromName(const QString &name)
-{
-    if (name == QLatin1String("aggregated"))
-        return proto::AGGREGATED;
-    if (name == QLatin1String("dropped_stale"))
-        return proto::DROPPED_STALE;
-    if (name == QLatin1String("applied"))
-        return proto::APPLIED;
-    if (name == QLatin1String("rejected_nonfinite"))
-        return proto::REJECTED_NONFINITE;
-    return proto::PUSH_OUTCOME_UNSPECIFIED;
-}
-
 proto::ModeConfig modeFromJson(const QJsonObject &object)
 {
     proto::ModeConfig mode;
@@ -533,14 +507,14 @@ StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &pa
     step.workerClock = int64_t(o.value(QStringLiteral("worker_clock")).toDouble());
     step.computedFromStep = int64_t(o.value(QStringLiteral("computed_from_step")).toDouble());
     step.staleness = int64_t(o.value(QStringLiteral("staleness")).toDouble());
-    step.outcome = outcomeFromName(o.value(QStringLiteral("outcome")).toString());
+    step.outcome = outcomeFromName(ss(o.value(QStringLiteral("outcome")).toString()));
     step.contributions = o.value(QStringLiteral("contributions")).toInt(1);
     step.batchLoss = floatOrNan(o.value(QStringLiteral("batch_loss")));
     step.fullLoss = floatOrNan(o.value(QStringLiteral("full_loss")));
     step.computeUs = int64_t(o.value(QStringLiteral("compute_us")).toDouble());
     step.pushUs = int64_t(o.value(QStringLiteral("push_us")).toDouble());
     step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
-    step.waitReason = phaseFromName(o.value(QStringLiteral("wait_reason")).toString());
+    step.waitReason = phaseFromName(ss(o.value(QStringLiteral("wait_reason")).toString()));
     for (const auto &name : parameterNames)
         step.parameters.push_back(floatOrNan(o.value(qs(name))));
     return step;
@@ -585,7 +559,7 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
             w->set_wall_time(o.value(QStringLiteral("wall_time")).toDouble());
             auto *status = w->mutable_status();
             status->set_worker_index(o.value(QStringLiteral("worker")).toInt());
-            status->set_phase(phaseFromName(o.value(QStringLiteral("phase")).toString()));
+            status->set_phase(phaseFromName(ss(o.value(QStringLiteral("phase")).toString())));
             status->set_worker_clock(int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
             status->set_waiting_for(o.value(QStringLiteral("waiting_for")).toString().toStdString());
             status->set_reason(o.value(QStringLiteral("reason")).toString().toStdString());

@@ -95,6 +95,21 @@ class TestRunState : public QObject
     Q_OBJECT
 
 private Q_SLOTS:
+    void everyOutcomeAndPhaseNameReadsBackAsWritten()
+    {
+        // One vocabulary for the step log's writer, its replay, the trace
+        // and the timeline's CSV: every value the protocol has survives it.
+        for (int value = proto::PushOutcome_MIN + 1; value <= proto::PushOutcome_MAX; ++value) {
+            const auto outcome = proto::PushOutcome(value);
+            QCOMPARE(outcomeFromName(outcomeName(outcome)), outcome);
+        }
+        for (int value = proto::WorkerPhase_MIN + 1; value <= proto::WorkerPhase_MAX; ++value) {
+            const auto phase = proto::WorkerPhase(value);
+            QCOMPARE(phaseFromName(phaseName(phase)), phase);
+        }
+        QCOMPARE(outcomeFromName("applied, honestly"), proto::PUSH_OUTCOME_UNSPECIFIED);
+    }
+
     void decimationKeepsMinMaxAndStaysBounded()
     {
         DecimatedSeries series(1024);

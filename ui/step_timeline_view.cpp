@@ -2,6 +2,7 @@
 
 #include "chart_style.h"
 #include "node_options.h"
+#include "run_log.h"
 #include "series_math.h"
 
 #include <QCheckBox>
@@ -47,18 +48,10 @@ QString phaseText(const WorkerFigures &worker)
     }
 }
 
+// The step log's own name, so the CSV and the run directory agree.
 QString outcomeText(proto::PushOutcome outcome)
 {
-    switch (outcome) {
-    case proto::APPLIED:
-        return QStringLiteral("applied");
-    case proto::AGGREGATED:
-        return QStringLiteral("aggregated");
-    case proto::DROPPED_STALE:
-        return QStringLiteral("dropped_stale");
-    default:
-        return QStringLiteral("unknown");
-    }
+    return QLatin1String(outcomeName(outcome));
 }
 
 QString reasonText(proto::WorkerPhase reason)
