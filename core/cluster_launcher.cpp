@@ -223,9 +223,11 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("hang_timeout_secs", QString::number(t.hangTimeoutSecs));
     if (t.chiefHandover != defaults.chiefHandover)
         flag("chief_handover", t.chiefHandover ? QStringLiteral("1") : QStringLiteral("0"));
-    if (task.job == JobName::Worker) {
-        // Only workers step; a ps would take the flags and never use them.
-        const WorkerPace pace = paceOf(task.index);
+    {
+        // Only workers step. A ps gets the cluster's common pace all the
+        // same: ps:0 writes the run's flags into cluster.json, and the run
+        // report would otherwise show a paced run as one at full speed.
+        const WorkerPace pace = task.job == JobName::Worker ? paceOf(task.index) : training.pace;
         if (pace.computeMs != defaults.pace.computeMs)
             flag("compute_ms", QString::number(pace.computeMs));
         if (pace.computeJitter != defaults.pace.computeJitter)
