@@ -86,17 +86,18 @@ private Q_SLOTS:
     void stepsTakeTheComputeTimeAskedAndASpeedChangeLandsWhileTraining()
     {
         QTemporaryDir dir;
-        // 150 ms a step, every step the same: 2 workers make ~13 steps a
-        // second between them, so 3,000 steps would take minutes.
+        // 500 ms a step, every step the same: 2 workers make 4 steps a
+        // second between them, so the 600 steps below would take 2.5 minutes.
         LocalCluster cluster(1, 2,
-                             {QStringLiteral("--compute_ms=150"), QStringLiteral("--compute_jitter=0"),
+                             {QStringLiteral("--compute_ms=500"), QStringLiteral("--compute_jitter=0"),
                               QStringLiteral("--last_step=0"), QStringLiteral("--display_step=1000000")},
                              dir.path());
         cluster.startAll();
-        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() >= 20; }, 60s));
-        QCOMPARE(taskStatus(cluster.workerAddress(1)).compute_ms(), 150);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() >= 10; }, 60s));
+        QCOMPARE(taskStatus(cluster.workerAddress(1)).compute_ms(), 500);
 
-        // Full speed, while it trains: the next 3,000 steps come in seconds.
+        // Full speed, while it trains: the next 600 steps come in seconds
+        // (at least ~50 a second even under ThreadSanitizer on a busy machine).
         for (int i = 0; i < 2; ++i) {
             proto::SetPaceResponse response;
             const grpc::Status status = setPace(cluster.workerAddress(i), 0, std::nullopt, &response);
@@ -107,14 +108,14 @@ private Q_SLOTS:
         proto::ClusterStatusResponse now;
         QVERIFY(cluster.clusterStatus(&now));
         const qint64 changedAt = now.global_step();
-        QVERIFY2(cluster.waitForStatus([changedAt](const auto &s) { return s.global_step() >= changedAt + 3000; }, 60s),
+        QVERIFY2(cluster.waitForStatus([changedAt](const auto &s) { return s.global_step() >= changedAt + 600; }, 60s),
                  "the workers kept their slow pace after SetPace(0)");
         QCOMPARE(taskStatus(cluster.workerAddress(0)).compute_ms(), 0);
         stopCluster(cluster, 2);
 
-        // The step log agrees: ~150 ms of compute a step before the change,
+        // The step log agrees: ~500 ms of compute a step before the change,
         // next to nothing after it (a step that was under way when the
-        // change came still took its 150 ms).
+        // change came still took its 500 ms).
         for (int worker = 0; worker < 2; ++worker) {
             std::vector<double> before;
             for (const auto &r : readStepLog(dir.path()))
@@ -124,7 +125,7 @@ private Q_SLOTS:
                     before.push_back(r.value(QStringLiteral("compute_us")).toDouble() / 1000.0);
             const double slow = median(before);
             const double fast = median(computeMs(dir.path(), worker, changedAt + 10));
-            QVERIFY2(slow >= 150 && slow < 450, qPrintable(QStringLiteral("worker:%1 median compute %2 ms at 150 ms a step")
+            QVERIFY2(slow >= 500 && slow < 1500, qPrintable(QStringLiteral("worker:%1 median compute %2 ms at 500 ms a step")
                                                                .arg(worker)
                                                                .arg(slow)));
             QVERIFY2(fast < 20, qPrintable(QStringLiteral("worker:%1 median compute %2 ms at full speed").arg(worker).arg(fast)));
@@ -149,7 +150,7 @@ private Q_SLOTS:
         // sleep never ends early, and a loaded machine ends it late).
         const double p10 = times[times.size() / 10];
         const double p90 = times[times.size() * 9 / 10];
-        QVERIFY2(p10 < 16, qPrintable(QStringLiteral("10th percentile %1 ms").arg(p10)));
+        QVERIFY2(p10 < 18, qPrintable(QStringLiteral("10th percentile %1 ms").arg(p10)));
         QVERIFY2(p90 > 26, qPrintable(QStringLiteral("90th percentile %1 ms").arg(p90)));
         QVERIFY2(p90 / p10 > 2, qPrintable(QStringLiteral("p90/p10 %1").arg(p90 / p10)));
     }
