@@ -1,5 +1,6 @@
 #include "checkpoint.h"
 #include "error.h"
+#include "input_error_checks.h"
 
 #include <QCryptographicHash>
 #include <QDir>
@@ -12,26 +13,10 @@
 #include <functional>
 
 using namespace parasync;
+using namespace parasync::testing;
 using namespace Qt::StringLiterals;
 
 namespace {
-
-QString inputErrorOf(const std::function<void()> &action)
-{
-    try {
-        action();
-    } catch (const InputError &e) {
-        return QString::fromStdString(e.what());
-    }
-    return {};
-}
-
-void verifyMentions(const QString &message, const QStringList &words)
-{
-    QVERIFY2(!message.isEmpty(), "expected an InputError, none was thrown");
-    for (const QString &word : words)
-        QVERIFY2(message.contains(word), qPrintable(QStringLiteral("'%1' does not mention '%2'").arg(message, word)));
-}
 
 // The linear demo's state after `step` steps on one ps, with an Adagrad slot.
 proto::Checkpoint makeCheckpoint(int64_t step)

@@ -1,5 +1,6 @@
 #include "cluster_spec.h"
 #include "error.h"
+#include "input_error_checks.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -9,28 +10,12 @@
 #include <functional>
 
 using namespace parasync;
+using namespace parasync::testing;
 using namespace Qt::StringLiterals;
 
 namespace {
 
 // The message of the InputError `action` throws; empty when it throws nothing.
-QString inputErrorOf(const std::function<void()> &action)
-{
-    try {
-        action();
-    } catch (const InputError &e) {
-        return QString::fromStdString(e.what());
-    }
-    return {};
-}
-
-void verifyMentions(const QString &message, const QStringList &words)
-{
-    QVERIFY2(!message.isEmpty(), "expected an InputError, none was thrown");
-    for (const QString &word : words)
-        QVERIFY2(message.contains(word), qPrintable(QStringLiteral("'%1' does not mention '%2'").arg(message, word)));
-}
-
 std::string str(const QString &text)
 {
     return text.toStdString();

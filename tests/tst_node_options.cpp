@@ -1,5 +1,6 @@
 #include "error.h"
 #include "node_options.h"
+#include "input_error_checks.h"
 
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -9,26 +10,10 @@
 #include <functional>
 
 using namespace parasync;
+using namespace parasync::testing;
 using namespace Qt::StringLiterals;
 
 namespace {
-
-QString inputErrorOf(const std::function<void()> &action)
-{
-    try {
-        action();
-    } catch (const InputError &e) {
-        return QString::fromStdString(e.what());
-    }
-    return {};
-}
-
-void verifyMentions(const QString &message, const QStringList &words)
-{
-    QVERIFY2(!message.isEmpty(), "expected an InputError, none was thrown");
-    for (const QString &word : words)
-        QVERIFY2(message.contains(word), qPrintable(QStringLiteral("'%1' does not mention '%2'").arg(message, word)));
-}
 
 std::vector<std::string> argv(const QStringList &flags)
 {
