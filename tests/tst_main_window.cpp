@@ -11,6 +11,7 @@
 #include "cluster_watcher.h"
 #include "main_window.h"
 #include "mode_controls.h"
+#include "pace_control.h"
 #include "port_holder.h"
 #include "process_panel.h"
 #include "run_charts_view.h"
@@ -30,6 +31,7 @@
 #include <QMessageBox>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QSlider>
 #include <QStandardPaths>
 #include <QTableView>
 #include <QTcpServer>
@@ -199,6 +201,38 @@ private Q_SLOTS:
         for (const qint64 pid : pids)
             QVERIFY2(!processExists(pid), qPrintable(QStringLiteral("pid %1 still running").arg(pid)));
         QVERIFY(!launcher.anyRunning());
+    }
+
+    void thePaceSliderSetsEveryWorkersStepTimeWhileItTrains()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        ClusterPlan plan = planOnFreePorts(0); // until stopped, at full speed
+        window.setDemoPlan(plan);
+        window.show();
+        window.startDemo();
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 200, 30000);
+
+        auto *slider = window.paceControl()->findChild<QSlider *>(QStringLiteral("paceSlider"));
+        auto *label = window.paceControl()->findChild<QLabel *>(QStringLiteral("paceValue"));
+        QVERIFY(slider && label);
+        QCOMPARE(label->text(), QStringLiteral("full speed"));
+        QSignalSpy changed(&watcher, &ClusterWatcher::paceChanged);
+        const auto &stops = PaceControl::stops();
+        slider->setValue(int(std::find(stops.begin(), stops.end(), 300) - stops.begin())); // as a drag ends
+        QTRY_COMPARE_WITH_TIMEOUT(changed.size(), 2, 10000);
+        QCOMPARE(label->text(), QStringLiteral("300 ms a step (about 3 steps/s per worker)"));
+        // Each worker says so itself.
+        for (const HostPort &worker : plan.cluster.workers) {
+            auto stub = proto::TaskControl::NewStub(makeChannel(worker.toString(), {}));
+            auto context = makeContext({}, 5s);
+            proto::TaskStatusResponse status;
+            QVERIFY(stub->GetTaskStatus(context.get(), {}, &status).ok());
+            QCOMPARE(status.compute_ms(), 300);
+        }
+        window.close();
     }
 
     void aShortDemoIsCompletedFromItsRunDirectory()
