@@ -31,6 +31,9 @@ private Q_SLOTS:
         plan.training.learningRate = 0.02f;
         plan.training.lastStep = 1234;
         plan.training.optimizer = "adagrad";
+        plan.training.pace.computeMs = 40;
+        plan.workerPace[2] = plan.training.pace;
+        plan.workerPace[2].stragglerMs = 60; // the designer does not show it, and keeps it
         ClusterDesignerDialog dialog(plan);
 
         QTemporaryDir dir;
@@ -43,6 +46,9 @@ private Q_SLOTS:
         QCOMPARE(loaded.training.learningRate, 0.02f);
         QCOMPARE(loaded.training.lastStep, int64_t(1234));
         QCOMPARE(loaded.training.optimizer, std::string("adagrad"));
+        QCOMPARE(loaded.training.pace.computeMs, 40);
+        QCOMPARE(loaded.paceOf(2).stragglerMs, 60);
+        QCOMPARE(loaded.paceOf(1).stragglerMs, 0);
         // And the launcher's flags for a task carry the same cluster.
         const QStringList args = loaded.arguments(TaskId{JobName::Worker, 2});
         QVERIFY2(args.join(QLatin1Char(' ')).contains(QStringLiteral("127.0.0.1:2225")), qPrintable(args.join(QLatin1Char(' '))));

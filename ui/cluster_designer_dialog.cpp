@@ -202,6 +202,7 @@ void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
 {
     m_base = plan.training;
     m_hosts = plan.hosts;
+    m_workerPace = plan.workerPace;
     fillHosts(m_ps, plan.cluster.ps);
     fillHosts(m_workers, plan.cluster.workers);
     const TrainingOptions &t = plan.training;
@@ -236,6 +237,11 @@ bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
         plan.cluster.validate();
         plan.training = m_base;
         plan.hosts = m_hosts;
+        // Each worker keeps its own pace (the demo's straggler), as long as
+        // the cluster still has that worker.
+        for (const auto &[index, pace] : m_workerPace)
+            if (index < plan.cluster.numWorkers())
+                plan.workerPace[index] = pace;
         TrainingOptions &t = plan.training;
         t.model = m_model->currentText().toStdString();
         t.dataset = m_dataset->text().trimmed().toStdString();
