@@ -6,33 +6,45 @@
 #   no targets: everything, tests included, and the packages the tests use;
 #   targets (scripts/demo.sh builds parasync and parasync-node): only the
 #   packages the build needs.
-# scripts/setup.sh --list-packages prints every package it may install, for
-# ../shared/tools/check-setup-packages (CI runs it after the build).
+# scripts/setup.sh --list-packages prints every package it may install.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 
-# What the build needs: the libraries and tools of both programs.
+# Every Debian package the build, the tests, the benchmarks and the Debian
+# package use (../shared/tools/check-setup-packages reads this list; CI runs
+# it after the build, so a package missing here fails CI).
 packages=(
+  # the build: the libraries and tools of both programs
   build-essential cmake ninja-build pkg-config git
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   libeigen3-dev libssl-dev openssl libyaml-cpp-dev libboost-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
-)
-# What the tests, the benchmarks and the Debian package need besides: a
-# display server for the window's tests, a real sshd for the remote ones,
-# the packaging tools, and the readers the tests check exports with.
-test_packages=(
+  # the tests, the benchmarks and the Debian package: a display server for
+  # the window's tests, a real sshd for the remote ones, the packaging
+  # tools, the readers the tests check exports with, and the sanitizer
+  # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
   dpkg-dev file librsvg2-bin desktop-file-utils appstream
   python3-crcmod poppler-utils
+  libclang-rt-14-dev
 )
+# Of those, the ones only the tests need: scripts/demo.sh (which builds just
+# the two programs) does without them.
+test_packages=(
+  libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2
+  dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
+  libclang-rt-14-dev
+)
+for p in "${test_packages[@]}"; do
+  [[ " ${packages[*]} " == *" $p "* ]] || { echo "scripts/setup.sh: $p is in test_packages but not in packages" >&2; exit 2; }
+done
 
 if [ "${1:-}" = "--list-packages" ]; then
-  echo "${packages[@]}" "${test_packages[@]}"
+  echo "${packages[@]}"
   exit 0
 fi
 
@@ -40,7 +52,12 @@ preset=${1:-dev}
 shift || true
 targets=("$@")
 wanted=("${packages[@]}")
-[ ${#targets[@]} -eq 0 ] && wanted+=("${test_packages[@]}")
+if [ ${#targets[@]} -gt 0 ]; then
+  wanted=()
+  for p in "${packages[@]}"; do
+    [[ " ${test_packages[*]} " == *" $p "* ]] || wanted+=("$p")
+  done
+fi
 
 missing=()
 for p in "${wanted[@]}"; do
