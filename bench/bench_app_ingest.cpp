@@ -20,12 +20,12 @@
 //   bench_app_ingest --serve-telemetry=PORT   (the feeder)
 
 #include "bench_support.h"
-#include "cluster_launcher.h"
-#include "cluster_watcher.h"
-#include "main_window.h"
-#include "parasync.grpc.pb.h"
-#include "port_holder.h"
-#include "rpc.h"
+#include "orchestration/cluster_launcher.h"
+#include "orchestration/cluster_watcher.h"
+#include "ui/main_window.h"
+#include "proto/parasync.grpc.pb.h"
+#include "base/port_holder.h"
+#include "wire/rpc.h"
 
 #include <QApplication>
 #include <QElapsedTimer>

@@ -15,9 +15,9 @@
 //                 [--repetitions=N] --out=FILE
 
 #include "bench_support.h"
-#include "cluster_watcher.h"
-#include "parasync.grpc.pb.h"
-#include "rpc.h"
+#include "orchestration/cluster_watcher.h"
+#include "proto/parasync.grpc.pb.h"
+#include "wire/rpc.h"
 
 #include <QCoreApplication>
 #include <QEventLoop>

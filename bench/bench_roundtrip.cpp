@@ -15,11 +15,11 @@
 
 #include "bench_echo.grpc.pb.h"
 #include "bench_support.h"
-#include "model.h"
-#include "parameter_shard.h"
-#include "parasync.grpc.pb.h"
-#include "port_holder.h"
-#include "rpc.h"
+#include "engine/model.h"
+#include "engine/parameter_shard.h"
+#include "proto/parasync.grpc.pb.h"
+#include "base/port_holder.h"
+#include "wire/rpc.h"
 
 #include <benchmark/benchmark.h>
 

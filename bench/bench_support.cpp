@@ -1,8 +1,8 @@
 #include "bench_support.h"
 
-#include "cluster_control.h"
-#include "error.h"
-#include "port_holder.h"
+#include "wire/cluster_control.h"
+#include "base/error.h"
+#include "base/port_holder.h"
 
 #include <QCoreApplication>
 #include <QDeadlineTimer>

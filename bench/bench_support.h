@@ -6,8 +6,8 @@
 // written as JSON for bench/report.py, which takes medians, spreads and
 // ratios. No timing is judged here.
 
-#include "parasync.pb.h"
-#include "rpc.h"
+#include "proto/parasync.pb.h"
+#include "wire/rpc.h"
 
 #include <QJsonArray>
 #include <QJsonObject>

@@ -3,8 +3,8 @@
 // framing repaired (length and checksum recomputed over the bytes after the
 // header), which is what a checkpoint damaged before it was checksummed, or
 // forged, looks like.
-#include "checkpoint.h"
-#include "error.h"
+#include "formats/checkpoint.h"
+#include "base/error.h"
 
 #include <QByteArray>
 #include <QCryptographicHash>

@@ -2,8 +2,8 @@
 // picks the reader's options (classification or regression, which shard of
 // how many); the rest is the file. A CSV that loads must give a shard whose
 // shape and values the models can use.
-#include "dataset.h"
-#include "error.h"
+#include "engine/dataset.h"
+#include "base/error.h"
 #include "memory_file.h"
 
 #include <cstdint>

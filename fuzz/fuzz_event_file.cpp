@@ -6,10 +6,11 @@
 //     the Event parser and, through replayEventFiles, the run state the
 //     charts draw from (any step, wall time or value a file may claim);
 //  3. a framed Event that parses must read back as itself.
-#include "error.h"
-#include "event_file.h"
+#include "base/error.h"
+#include "formats/event_file.h"
 #include "memory_file.h"
-#include "run_state.h"
+#include "orchestration/run_replay.h"
+#include "orchestration/run_state.h"
 
 #include <google/protobuf/stubs/logging.h>
 

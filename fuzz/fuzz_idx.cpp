@@ -1,8 +1,8 @@
 // readIdx (--dataset=mnist:DIR, idx:IMAGES,LABELS) on arbitrary file
 // contents. Input: one byte of shard options, two bytes (little-endian) for
 // the images file's length, the images file, then the labels file.
-#include "dataset.h"
-#include "error.h"
+#include "engine/dataset.h"
+#include "base/error.h"
 #include "memory_file.h"
 
 #include <algorithm>

@@ -5,10 +5,10 @@
 // --cluster_file reads a file, so the parser runs in a directory of its own
 // holding two cluster files (good.json, bad.json), and inputs holding '/' are
 // skipped: a path cannot leave that directory (to /dev/zero, say).
-#include "error.h"
-#include "node_options.h"
-#include "optimizer.h"
-#include "update_policy.h"
+#include "base/error.h"
+#include "config/node_options.h"
+#include "engine/optimizer.h"
+#include "engine/update_policy.h"
 
 #include <fcntl.h>
 #include <unistd.h>

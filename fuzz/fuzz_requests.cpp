@@ -13,12 +13,12 @@
 // ParameterShard pair that PsTask::train drives, after the same checks
 // (worker index, gradient count and sizes, steps from the future, NaN/Inf),
 // without blocking where PsTask would wait for other workers.
-#include "error.h"
-#include "node_options.h"
-#include "optimizer.h"
-#include "parameter_shard.h"
-#include "ps_task.h"
-#include "update_policy.h"
+#include "base/error.h"
+#include "config/node_options.h"
+#include "engine/optimizer.h"
+#include "engine/parameter_shard.h"
+#include "node/ps_task.h"
+#include "engine/update_policy.h"
 
 #include <google/protobuf/stubs/logging.h>
 

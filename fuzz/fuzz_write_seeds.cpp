@@ -3,8 +3,8 @@
 // lines (NUL-separated) and ps:0 request sessions. The text seeds (addresses,
 // TF_CONFIG, cluster files, CSV) are written by hand. Usage:
 //   fuzz_write_seeds fuzz/corpus
-#include "checkpoint.h"
-#include "parasync.pb.h"
+#include "formats/checkpoint.h"
+#include "proto/parasync.pb.h"
 
 #include <cstdint>
 #include <cstdio>

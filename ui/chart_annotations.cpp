@@ -1,4 +1,4 @@
-#include "chart_annotations.h"
+#include "ui/chart_annotations.h"
 
 #include <QChart>
 #include <QFontMetricsF>

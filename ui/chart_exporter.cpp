@@ -1,8 +1,8 @@
-#include "chart_exporter.h"
+#include "ui/chart_exporter.h"
 
-#include "chrome_trace.h"
-#include "node_options.h"
-#include "run_state.h"
+#include "orchestration/chrome_trace.h"
+#include "config/node_options.h"
+#include "orchestration/run_state.h"
 
 #include <QDateTime>
 #include <QDir>

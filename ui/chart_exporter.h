@@ -5,7 +5,7 @@
 // (PDF) and the step timeline as Chrome Trace Event JSON. Used by the
 // desktop app's export actions and by the headless mode.
 
-#include "exportable_chart.h"
+#include "ui/exportable_chart.h"
 
 #include <QString>
 #include <QStringList>

@@ -1,4 +1,4 @@
-#include "chart_widget.h"
+#include "ui/chart_widget.h"
 
 #include <QChart>
 #include <QGraphicsLayout>

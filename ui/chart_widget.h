@@ -4,7 +4,7 @@
 // is visible or about to be exported, so that the hidden tabs of a busy run
 // cost nothing, and that paints a QChart onto any device for the exporter.
 
-#include "exportable_chart.h"
+#include "ui/exportable_chart.h"
 
 #include <QWidget>
 

@@ -1,11 +1,11 @@
-#include "cluster_designer_dialog.h"
+#include "ui/cluster_designer_dialog.h"
 
-#include "cluster_plan_file.h"
-#include "error.h"
-#include "model.h"
-#include "node_options.h"
-#include "optimizer.h"
-#include "tfjob_dialog.h"
+#include "ui/cluster_plan_file.h"
+#include "base/error.h"
+#include "engine/model.h"
+#include "config/node_options.h"
+#include "engine/optimizer.h"
+#include "ui/tfjob_dialog.h"
 
 #include <QComboBox>
 #include <QDialogButtonBox>

@@ -1,6 +1,6 @@
-#include "cluster_plan_file.h"
+#include "ui/cluster_plan_file.h"
 
-#include "node_options.h"
+#include "config/node_options.h"
 
 #include <QJsonDocument>
 #include <QJsonObject>

@@ -4,8 +4,8 @@
 // through the same flag parser as parasync-node so that a file the app
 // accepts is one every task accepts.
 
-#include "cluster_launcher.h"
-#include "cluster_spec.h"
+#include "config/cluster_plan.h"
+#include "config/cluster_spec.h"
 
 namespace parasync::ui {
 

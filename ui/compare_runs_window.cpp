@@ -1,9 +1,10 @@
-#include "compare_runs_window.h"
+#include "ui/compare_runs_window.h"
 
-#include "chart_annotations.h"
-#include "chart_exporter.h"
-#include "chart_style.h"
-#include "series_math.h"
+#include "ui/chart_annotations.h"
+#include "ui/chart_exporter.h"
+#include "ui/chart_setup.h"
+#include "ui/models/chart_style.h"
+#include "ui/models/series_math.h"
 
 #include <QAction>
 #include <QChart>

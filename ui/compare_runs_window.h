@@ -4,8 +4,8 @@
 // loss and distance to the true (w, b) by global step and by wall time, one
 // line per run, each run's mode changes marked in its colour.
 
-#include "chart_widget.h"
-#include "run_loader.h"
+#include "ui/chart_widget.h"
+#include "ui/run_loader.h"
 
 #include <QMainWindow>
 

@@ -1,8 +1,7 @@
-#include "connect_dialog.h"
+#include "ui/connect_dialog.h"
 
-#include "cluster_spec.h"
-#include "cluster_token.h"
-#include "error.h"
+#include "config/cluster_spec.h"
+#include "base/error.h"
 
 #include <QDialogButtonBox>
 #include <QFileDialog>
@@ -53,14 +52,6 @@ QWidget *withBrowse(QLineEdit *edit, bool directory, QWidget *parent)
 }
 
 } // namespace
-
-RpcSettings ConnectRequest::rpcSettings() const
-{
-    RpcSettings settings = rpcSettingsFor(connection, false);
-    settings.clusterToken = !token.trimmed().isEmpty() ? checkClusterToken(text(token), "the pasted token")
-                                                       : resolveClusterToken(text(tokenFile));
-    return settings;
-}
 
 ConnectDialog::ConnectDialog(QWidget *parent)
     : QDialog(parent)

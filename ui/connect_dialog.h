@@ -5,7 +5,7 @@
 // cluster token and the TLS files. The token is never saved: a token file is
 // remembered by its path, a pasted token is forgotten with the dialog.
 
-#include "rpc.h"
+#include "orchestration/connect_request.h"
 
 #include <QDialog>
 #include <QString>
@@ -15,20 +15,6 @@ class QLabel;
 class QLineEdit;
 
 namespace parasync::ui {
-
-struct ConnectRequest
-{
-    QString address;       // ps:0, host:port
-    QString runDirectory;  // optional: its --logdir, readable here
-    QString tokenFile;     // optional: a 0600 file holding the token
-    QString token;         // optional: the token itself (never saved)
-    ConnectionOptions connection; // TLS files
-
-    // The RPC settings: the token from `token`, else `tokenFile`, else
-    // $PARASYNC_CLUSTER_TOKEN; TLS files read and checked. Throws
-    // InputError naming what to fix.
-    RpcSettings rpcSettings() const;
-};
 
 class ConnectDialog : public QDialog
 {

@@ -1,8 +1,9 @@
-#include "convergence_chart.h"
+#include "ui/convergence_chart.h"
 
-#include "chart_annotations.h"
-#include "chart_style.h"
-#include "series_math.h"
+#include "ui/chart_annotations.h"
+#include "ui/chart_setup.h"
+#include "ui/models/chart_style.h"
+#include "ui/models/series_math.h"
 
 #include <QChart>
 #include <QChartView>

@@ -1,8 +1,8 @@
-#include "headless_mode_comparison.h"
+#include "ui/headless_mode_comparison.h"
 
-#include "error.h"
-#include "mode_comparison_view.h"
-#include "node_options.h"
+#include "base/error.h"
+#include "ui/mode_comparison_view.h"
+#include "config/node_options.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>

@@ -7,7 +7,7 @@
 // three run directories. Finishes with an exit code a script can test.
 // Main thread (it runs the event loop); nothing here blocks it.
 
-#include "mode_comparison.h"
+#include "orchestration/mode_comparison.h"
 
 #include <QObject>
 #include <QStringList>

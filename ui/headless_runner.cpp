@@ -1,12 +1,12 @@
-#include "headless_runner.h"
+#include "ui/headless_runner.h"
 
-#include "chart_exporter.h"
-#include "cluster_watcher.h"
-#include "error.h"
-#include "node_options.h"
-#include "preflight_check.h"
-#include "run_charts_view.h"
-#include "run_loader.h"
+#include "ui/chart_exporter.h"
+#include "orchestration/cluster_watcher.h"
+#include "base/error.h"
+#include "config/node_options.h"
+#include "orchestration/preflight_check.h"
+#include "ui/run_charts_view.h"
+#include "ui/run_loader.h"
 
 #include <QCoreApplication>
 #include <QDir>

@@ -5,9 +5,9 @@
 // exported through ChartExporter. Prints what it does and what it wrote;
 // finishes with an exit code a script can test.
 
-#include "cluster_launcher.h"
-#include "connect_dialog.h"
-#include "run_state.h"
+#include "orchestration/cluster_launcher.h"
+#include "ui/connect_dialog.h"
+#include "orchestration/run_state.h"
 
 #include <QElapsedTimer>
 #include <QHash>

@@ -6,10 +6,9 @@
 // live run above the process panel. It only wires widgets to the launcher
 // and the watcher: no sockets, no engine locks.
 
-#include "cluster_launcher.h"
-#include "connect_dialog.h"
-#include "parasync.pb.h"
-#include "run_state.h"
+#include "orchestration/cluster_launcher.h"
+#include "ui/connect_dialog.h"
+#include "orchestration/run_state.h"
 
 #include <QMainWindow>
 

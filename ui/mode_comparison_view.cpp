@@ -1,8 +1,9 @@
-#include "mode_comparison_view.h"
+#include "ui/mode_comparison_view.h"
 
-#include "chart_exporter.h"
-#include "chart_style.h"
-#include "node_options.h"
+#include "ui/chart_exporter.h"
+#include "ui/chart_setup.h"
+#include "ui/models/chart_style.h"
+#include "config/node_options.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSeries>

@@ -10,8 +10,8 @@
 // (read from the run directories by core's summarizeModeComparison) and does
 // no work of its own.
 
-#include "chart_widget.h"
-#include "mode_comparison.h"
+#include "ui/chart_widget.h"
+#include "orchestration/mode_comparison.h"
 
 #include <QWidget>
 

@@ -1,9 +1,9 @@
-#include "mode_comparison_window.h"
+#include "ui/mode_comparison_window.h"
 
-#include "chart_style.h"
-#include "compare_runs_window.h"
-#include "mode_comparison_view.h"
-#include "node_options.h"
+#include "ui/models/chart_style.h"
+#include "ui/compare_runs_window.h"
+#include "ui/mode_comparison_view.h"
+#include "config/node_options.h"
 
 #include <QAction>
 #include <QCloseEvent>

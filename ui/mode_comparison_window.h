@@ -8,7 +8,7 @@
 // GUI thread; nothing here blocks it but the few hundred milliseconds a
 // cancelled run's tasks take to exit.
 
-#include "mode_comparison.h"
+#include "orchestration/mode_comparison.h"
 
 #include <QMainWindow>
 

@@ -1,13 +1,12 @@
-#include "mode_controls.h"
+#include "ui/mode_controls.h"
 
-#include "node_options.h"
+#include "config/node_options.h"
 
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSpinBox>
 #include <QToolButton>
 
-#include <google/protobuf/util/message_differencer.h>
 
 namespace parasync::ui {
 
@@ -139,7 +138,7 @@ void ModeControls::setReportedMode(const proto::ModeConfig &mode, qint64 sinceSt
 {
     if (mode.mode() == proto::UPDATE_MODE_UNSPECIFIED)
         return;
-    const bool changed = !m_reported || !google::protobuf::util::MessageDifferencer::Equals(*m_reported, mode);
+    const bool changed = !m_reported || !sameMode(*m_reported, mode);
     m_reported = mode;
     m_sinceStep = sinceStep;
     if (m_pending && satisfies(mode, *m_pending))

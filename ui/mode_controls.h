@@ -5,7 +5,7 @@
 // sends a request and marks it pending until ps:0's report says it is in
 // force (or an error comes back).
 
-#include "parasync.pb.h"
+#include "config/node_options.h"
 
 #include <QWidget>
 

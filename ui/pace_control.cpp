@@ -1,4 +1,4 @@
-#include "pace_control.h"
+#include "ui/pace_control.h"
 
 #include <QHBoxLayout>
 #include <QLabel>

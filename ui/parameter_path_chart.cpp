@@ -1,9 +1,10 @@
-#include "parameter_path_chart.h"
+#include "ui/parameter_path_chart.h"
 
-#include "chart_annotations.h"
-#include "chart_style.h"
-#include "series_math.h"
-#include "timeline_mapping.h"
+#include "ui/chart_annotations.h"
+#include "ui/chart_setup.h"
+#include "ui/models/chart_style.h"
+#include "ui/models/series_math.h"
+#include "ui/models/timeline_mapping.h"
 
 #include <QChart>
 #include <QChartView>

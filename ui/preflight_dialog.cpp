@@ -1,6 +1,6 @@
-#include "preflight_dialog.h"
+#include "ui/preflight_dialog.h"
 
-#include "preflight_check.h"
+#include "orchestration/preflight_check.h"
 
 #include <QBrush>
 #include <QDialogButtonBox>

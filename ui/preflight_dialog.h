@@ -7,7 +7,7 @@
 // with the free ports found on each host and checks again. Shows the
 // results of a PreflightCheck (core); runs no check itself.
 
-#include "cluster_launcher.h"
+#include "config/cluster_plan.h"
 
 #include <QDialog>
 

@@ -1,7 +1,7 @@
-#include "process_panel.h"
+#include "ui/process_panel.h"
 
-#include "cluster_launcher.h"
-#include "cluster_watcher.h"
+#include "orchestration/cluster_launcher.h"
+#include "orchestration/cluster_watcher.h"
 
 #include <QFontDatabase>
 #include <QHBoxLayout>

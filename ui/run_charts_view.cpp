@@ -1,11 +1,11 @@
-#include "run_charts_view.h"
+#include "ui/run_charts_view.h"
 
-#include "chart_exporter.h"
-#include "convergence_chart.h"
-#include "loss_chart.h"
-#include "parameter_path_chart.h"
-#include "step_timeline_view.h"
-#include "worker_stats_view.h"
+#include "ui/chart_exporter.h"
+#include "ui/convergence_chart.h"
+#include "ui/loss_chart.h"
+#include "ui/parameter_path_chart.h"
+#include "ui/step_timeline_view.h"
+#include "ui/worker_stats_view.h"
 
 #include <QPainter>
 #include <QSplitter>

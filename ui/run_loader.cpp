@@ -1,6 +1,6 @@
-#include "run_loader.h"
+#include "ui/run_loader.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <QDir>
 #include <QMetaObject>

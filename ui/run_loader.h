@@ -3,7 +3,8 @@
 // Reads run directories (replayRunDirectory) off the GUI thread and hands
 // back value snapshots: a long run's step log never freezes the window.
 
-#include "run_state.h"
+#include "orchestration/run_replay.h"
+#include "orchestration/run_state.h"
 
 #include <QObject>
 #include <QString>

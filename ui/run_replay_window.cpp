@@ -1,8 +1,8 @@
-#include "run_replay_window.h"
+#include "ui/run_replay_window.h"
 
-#include "node_options.h"
-#include "run_charts_view.h"
-#include "step_timeline_view.h"
+#include "config/node_options.h"
+#include "ui/run_charts_view.h"
+#include "ui/step_timeline_view.h"
 
 #include <QAction>
 #include <QDateTime>

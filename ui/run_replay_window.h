@@ -3,7 +3,7 @@
 // A finished run, replayed from its run directory into the same charts as a
 // live one, in a window of its own so that a live cluster keeps its view.
 
-#include "run_loader.h"
+#include "ui/run_loader.h"
 
 #include <QMainWindow>
 

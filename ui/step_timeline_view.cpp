@@ -1,9 +1,9 @@
-#include "step_timeline_view.h"
+#include "ui/step_timeline_view.h"
 
-#include "chart_style.h"
-#include "node_options.h"
-#include "run_log.h"
-#include "series_math.h"
+#include "ui/models/chart_style.h"
+#include "config/node_options.h"
+#include "formats/run_log.h"
+#include "ui/models/series_math.h"
 
 #include <QCheckBox>
 #include <QComboBox>

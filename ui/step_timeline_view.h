@@ -8,9 +8,9 @@
 // follow the newest step. Custom painted: thousands of ticks per lane are
 // drawn once per pixel column.
 
-#include "chart_widget.h"
-#include "run_state.h"
-#include "timeline_mapping.h"
+#include "ui/chart_widget.h"
+#include "orchestration/run_state.h"
+#include "ui/models/timeline_mapping.h"
 
 #include <memory>
 #include <vector>

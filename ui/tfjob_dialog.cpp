@@ -1,6 +1,7 @@
-#include "tfjob_dialog.h"
+#include "ui/tfjob_dialog.h"
+#include "base/version.h"
 
-#include "error.h"
+#include "base/error.h"
 
 #include <QApplication>
 #include <QCheckBox>
@@ -45,7 +46,7 @@ TfJobDialog::TfJobDialog(const ClusterPlan &plan, QWidget *parent)
     m_namespace->setPlaceholderText(tr("kubectl's current namespace"));
     m_image->setObjectName(QStringLiteral("tfJobImage"));
     m_image->setPlaceholderText(tr("the image that holds parasync-node, e.g. registry.example.com/parasync:%1")
-                                    .arg(QStringLiteral(PARASYNC_VERSION)));
+                                    .arg(QLatin1String(version())));
     m_command->setObjectName(QStringLiteral("tfJobCommand"));
     m_command->setText(QStringLiteral("parasync-node"));
     m_args->setObjectName(QStringLiteral("tfJobArgs"));

@@ -5,8 +5,8 @@
 // flags), the restart policy and the token Secret, and sees the YAML as it
 // will be written.
 
-#include "cluster_launcher.h"
-#include "tfjob_manifest.h"
+#include "config/cluster_plan.h"
+#include "kubeflow/tfjob_manifest.h"
 
 #include <QDialog>
 

@@ -1,7 +1,8 @@
-#include "worker_stats_view.h"
+#include "ui/worker_stats_view.h"
 
-#include "chart_style.h"
-#include "series_math.h"
+#include "ui/chart_setup.h"
+#include "ui/models/chart_style.h"
+#include "ui/models/series_math.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSeries>

@@ -2,15 +2,15 @@
 // way the seeds start a TensorFlow task:
 //   parasync-node --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=ps --task_index=0
 // and the same for --job_name=worker --task_index=0 and 1.
-#include "cluster_control.h"
-#include "cluster_token.h"
-#include "error.h"
-#include "network_probe.h"
-#include "node_options.h"
-#include "ps_task.h"
-#include "rpc.h"
-#include "version.h"
-#include "worker_task.h"
+#include "wire/cluster_control.h"
+#include "wire/cluster_token.h"
+#include "base/error.h"
+#include "node/network_probe.h"
+#include "config/node_options.h"
+#include "node/ps_task.h"
+#include "wire/rpc.h"
+#include "base/version.h"
+#include "node/worker_task.h"
 
 #include <csignal>
 #include <cstdio>

@@ -5,17 +5,18 @@
 //   parasync --headless --demo --mode=ssp --last_step=2000 --export=charts/
 //   parasync --open=RUN_DIR
 //   parasync --headless --compare_modes --export=DIR
-#include "cluster_launcher.h"
-#include "cluster_plan_file.h"
-#include "cluster_watcher.h"
-#include "connect_dialog.h"
-#include "error.h"
-#include "headless_mode_comparison.h"
-#include "headless_runner.h"
-#include "main_window.h"
-#include "mode_comparison_window.h"
-#include "node_options.h"
-#include "rpc.h"
+#include "orchestration/cluster_launcher.h"
+#include "base/version.h"
+#include "ui/cluster_plan_file.h"
+#include "orchestration/cluster_watcher.h"
+#include "ui/connect_dialog.h"
+#include "base/error.h"
+#include "ui/headless_mode_comparison.h"
+#include "ui/headless_runner.h"
+#include "ui/main_window.h"
+#include "ui/mode_comparison_window.h"
+#include "config/node_options.h"
+#include "wire/rpc.h"
 
 #include <QApplication>
 #include <QCommandLineParser>
@@ -98,9 +99,9 @@ ClusterPlan planFromArguments(const QCommandLineParser &parser)
 // --connect with what the Connect dialog takes: the run directory, a token
 // file (never the token itself: a command line is visible to every user) and
 // the TLS files. The token otherwise comes from $PARASYNC_CLUSTER_TOKEN.
-ui::ConnectRequest connectRequest(const QCommandLineParser &parser)
+ConnectRequest connectRequest(const QCommandLineParser &parser)
 {
-    ui::ConnectRequest request;
+    ConnectRequest request;
     request.address = parser.value(QStringLiteral("connect"));
     request.runDirectory = parser.value(QStringLiteral("run_dir"));
     request.tokenFile = parser.value(QStringLiteral("cluster_token_file"));
@@ -170,7 +171,7 @@ int main(int argc, char **argv)
     QApplication::setApplicationName(QStringLiteral("parasync"));
     QApplication::setOrganizationName(QStringLiteral("Parasync"));
     QApplication::setOrganizationDomain(QStringLiteral("parasync.github.io"));
-    QApplication::setApplicationVersion(QStringLiteral(PARASYNC_VERSION)); // CMake's PROJECT_VERSION
+    QApplication::setApplicationVersion(QLatin1String(parasync::version()));
     // The installed desktop entry's name (packaging/): Wayland compositors
     // and task bars match the window to it, and so to its icon.
     QGuiApplication::setDesktopFileName(QStringLiteral("io.github.parasync.Parasync"));

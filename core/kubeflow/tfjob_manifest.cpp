@@ -1,8 +1,9 @@
-#include "tfjob_manifest.h"
+#include "kubeflow/tfjob_manifest.h"
+#include "base/version.h"
 
-#include "error.h"
-#include "node_options.h"
-#include "qt_text.h"
+#include "base/error.h"
+#include "config/node_options.h"
+#include "base/qt_text.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -90,7 +91,7 @@ void validateSettings(const TfJobSettings &settings, int numPs, int numWorkers)
                          + "\" is not a DNS label: lower-case letters, digits and '-', at most 63 characters");
     if (settings.image.empty())
         throw InputError("the container image is empty: give the image that holds parasync-node, like "
-                         "\"registry.example.com/parasync:" PARASYNC_VERSION "\"");
+                         "\"registry.example.com/parasync:" + std::string(version()) + "\"");
     if (matches("\\s", settings.image))
         throw InputError("the container image \"" + settings.image + "\" contains white space");
     if (settings.command.empty() || settings.command.front().empty())

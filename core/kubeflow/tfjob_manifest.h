@@ -8,7 +8,7 @@
 // --ps_hosts/--job_name are given. The pods' args carry only the training
 // flags, the same in every pod, as the seeds run one script everywhere.
 
-#include "cluster_launcher.h"
+#include "config/cluster_plan.h"
 
 #include <cstdint>
 #include <string>

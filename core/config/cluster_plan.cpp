@@ -1,0 +1,142 @@
+#include "config/cluster_plan.h"
+
+#include "base/qt_text.h"
+
+#include <charconv>
+
+namespace parasync {
+
+namespace {
+
+// A float's shortest spelling ("0.05", not 0.0500000007), as a user types it.
+QString floatText(float value)
+{
+    char buffer[64];
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return QString::fromLatin1(buffer, int(result.ptr - buffer));
+}
+
+} // namespace
+
+ClusterPlan ClusterPlan::demo()
+{
+    ClusterPlan plan;
+    plan.cluster.ps = {parseHostPort("127.0.0.1:2222")};
+    plan.cluster.workers = {parseHostPort("127.0.0.1:2223"), parseHostPort("127.0.0.1:2224")};
+    return plan;
+}
+
+const RemoteHost *ClusterPlan::remoteHost(const TaskId &task) const
+{
+    const std::string &name = cluster.address(task).host;
+    for (const RemoteHost &host : hosts)
+        if (host.name == name)
+            return &host;
+    return nullptr;
+}
+
+WorkerPace ClusterPlan::paceOf(int worker) const
+{
+    const auto it = workerPace.find(worker);
+    return it != workerPace.end() ? it->second : training.pace;
+}
+
+std::vector<TaskId> ClusterPlan::tasks() const
+{
+    std::vector<TaskId> out;
+    for (int i = 0; i < cluster.numPs(); ++i)
+        out.push_back(TaskId{JobName::Ps, i});
+    for (int i = 0; i < cluster.numWorkers(); ++i)
+        out.push_back(TaskId{JobName::Worker, i});
+    return out;
+}
+
+QStringList ClusterPlan::arguments(const TaskId &task) const
+{
+    const auto hosts = [](const std::vector<HostPort> &list) {
+        QStringList out;
+        for (const auto &address : list)
+            out << qs(address.toString());
+        return out.join(QLatin1Char(','));
+    };
+    QStringList args{QStringLiteral("--ps_hosts=") + hosts(cluster.ps),
+                     QStringLiteral("--worker_hosts=") + hosts(cluster.workers),
+                     QStringLiteral("--job_name=") + qs(jobNameString(task.job)),
+                     QStringLiteral("--task_index=") + QString::number(task.index)};
+
+    const TrainingOptions defaults;
+    const TrainingOptions &t = training;
+    const auto flag = [&args](const char *name, const QString &value) {
+        args << QStringLiteral("--") + QLatin1String(name) + QLatin1Char('=') + value;
+    };
+    // The mode is what people compare runs by: always spelled out.
+    if (t.mode.mode() != proto::UPDATE_MODE_UNSPECIFIED)
+        flag("mode", qs(updateModeName(t.mode.mode())));
+    if (t.mode.mode() == proto::SSP || t.mode.staleness() != defaults.mode.staleness())
+        flag("staleness", QString::number(t.mode.staleness()));
+    if (t.mode.replicas_to_aggregate() != defaults.mode.replicas_to_aggregate())
+        flag("replicas_to_aggregate", QString::number(t.mode.replicas_to_aggregate()));
+    if (t.mode.total_num_replicas() != defaults.mode.total_num_replicas())
+        flag("total_num_replicas", QString::number(t.mode.total_num_replicas()));
+    if (t.model != defaults.model)
+        flag("model", qs(t.model));
+    if (t.dataset != defaults.dataset)
+        flag("dataset", qs(t.dataset));
+    if (t.samplesPerShard != defaults.samplesPerShard)
+        flag("samples_per_shard", QString::number(t.samplesPerShard));
+    if (t.optimizer != defaults.optimizer)
+        flag("optimizer", qs(t.optimizer));
+    if (t.learningRate != defaults.learningRate)
+        flag("learning_rate", floatText(t.learningRate));
+    if (t.batchSize != defaults.batchSize)
+        flag("batch_size", QString::number(t.batchSize));
+    if (t.lastStep != defaults.lastStep)
+        flag("last_step", QString::number(t.lastStep));
+    if (t.displayStep != defaults.displayStep)
+        flag("display_step", QString::number(t.displayStep));
+    if (t.logdir != defaults.logdir)
+        flag("logdir", qs(t.logdir));
+    if (t.saveCheckpointSecs != defaults.saveCheckpointSecs)
+        flag("save_checkpoint_secs", QString::number(t.saveCheckpointSecs));
+    if (t.maxToKeep != defaults.maxToKeep)
+        flag("max_to_keep", QString::number(t.maxToKeep));
+    if (t.seed != defaults.seed)
+        flag("seed", QString::number(t.seed));
+    if (t.applyNonfinite != defaults.applyNonfinite)
+        flag("nonfinite_gradients", t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"));
+    if (t.hangTimeoutSecs != defaults.hangTimeoutSecs)
+        flag("hang_timeout_secs", QString::number(t.hangTimeoutSecs));
+    if (t.chiefHandover != defaults.chiefHandover)
+        flag("chief_handover", t.chiefHandover ? QStringLiteral("1") : QStringLiteral("0"));
+    {
+        // Only workers step. A ps gets the cluster's common pace all the
+        // same: ps:0 writes the run's flags into cluster.json, and the run
+        // report would otherwise show a paced run as one at full speed.
+        const WorkerPace pace = task.job == JobName::Worker ? paceOf(task.index) : training.pace;
+        if (pace.computeMs != defaults.pace.computeMs)
+            flag("compute_ms", QString::number(pace.computeMs));
+        if (pace.computeJitter != defaults.pace.computeJitter)
+            flag("compute_jitter", floatText(pace.computeJitter));
+        if (pace.stragglerMs != defaults.pace.stragglerMs)
+            flag("straggler_ms", QString::number(pace.stragglerMs));
+    }
+
+    // TLS files are paths, safe on a command line (the token is not).
+    const ConnectionOptions defaultConnection;
+    const ConnectionOptions &c = connection;
+    if (!c.tlsCert.empty())
+        flag("tls_cert", qs(c.tlsCert));
+    if (!c.tlsKey.empty())
+        flag("tls_key", qs(c.tlsKey));
+    if (!c.tlsCa.empty())
+        flag("tls_ca", qs(c.tlsCa));
+    if (c.tlsMutual)
+        args << QStringLiteral("--tls_mutual");
+    if (c.maxMessageBytes != defaultConnection.maxMessageBytes)
+        flag("max_message_bytes", QString::number(c.maxMessageBytes));
+    if (c.heartbeatMs != defaultConnection.heartbeatMs)
+        flag("heartbeat_ms", QString::number(c.heartbeatMs));
+    return args;
+}
+
+} // namespace parasync

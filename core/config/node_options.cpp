@@ -1,0 +1,754 @@
+#include "config/node_options.h"
+
+#include "base/error.h"
+#include "base/qt_text.h"
+
+#include <google/protobuf/util/message_differencer.h>
+
+#include <QCommandLineOption>
+#include <QCommandLineParser>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLocale>
+#include <QStringList>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <optional>
+
+namespace parasync {
+
+namespace {
+
+enum class FlagGroup { Cluster, Mode, ModelAndData, Training, Pace, RunDirectory, Faults, Security, Other };
+
+struct FlagInfo
+{
+    const char *name;
+    const char *valueName; // empty for switches
+    FlagGroup group;
+    const char *meaning;
+    const char *defaultText; // shown in --help; nullptr: taken from TrainingOptions()
+};
+
+// One table drives the parser and --help, so neither can forget a flag.
+constexpr FlagInfo kFlags[] = {
+    {"ps_hosts", "HOST:PORT,...", FlagGroup::Cluster, "comma-separated addresses of the ps tasks", "none"},
+    {"worker_hosts", "HOST:PORT,...", FlagGroup::Cluster,
+     "comma-separated addresses of the worker tasks; worker:0 is the chief", "none"},
+    {"job_name", "ps|worker", FlagGroup::Cluster, "this task's job", "TF_CONFIG's task"},
+    {"task_index", "N", FlagGroup::Cluster, "this task's index within its job", "0"},
+    {"cluster_file", "PATH", FlagGroup::Cluster,
+     "JSON cluster file as the app saves it: {\"cluster\": ..., \"training\": ...}", "none"},
+    {"mode", "async|sync|ssp", FlagGroup::Mode,
+     "async: apply each gradient as it arrives; sync: average replicas_to_aggregate gradients per "
+     "step (SyncReplicasOptimizer); ssp: async, but no worker more than --staleness steps ahead",
+     nullptr},
+    {"issync", "0|1", FlagGroup::Mode, "the seeds' switch: 1 is --mode=sync, 0 is async", "unset"},
+    {"staleness", "N", FlagGroup::Mode,
+     "ssp: steps a worker may run ahead of the slowest live worker; 0 is lock-step", nullptr},
+    {"replicas_to_aggregate", "N", FlagGroup::Mode,
+     "sync: gradients averaged per step; 0 is the number of live workers", nullptr},
+    {"total_num_replicas", "N", FlagGroup::Mode,
+     "sync: workers expected per step, more than replicas_to_aggregate means backup workers; 0 is "
+     "the number of workers",
+     nullptr},
+    {"model", "NAME", FlagGroup::ModelAndData, "linear (y = w x + b) or softmax", nullptr},
+    {"dataset", "SPEC", FlagGroup::ModelAndData,
+     "linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the model's default",
+     "the model's"},
+    {"samples_per_shard", "N", FlagGroup::ModelAndData, "synthetic data: samples in each worker's shard", nullptr},
+    {"optimizer", "NAME", FlagGroup::Training, "sgd, momentum, adagrad or adam (state lives on the ps)", nullptr},
+    {"learning_rate", "X", FlagGroup::Training, "the optimizer's learning rate", nullptr},
+    {"batch_size", "N", FlagGroup::Training, "samples per step on each worker", nullptr},
+    {"last_step", "N", FlagGroup::Training, "stop when the global step reaches N; 0 trains until stopped", nullptr},
+    {"display_step", "N", FlagGroup::Training, "the chief logs the loss over its shard every N steps", nullptr},
+    {"seed", "N", FlagGroup::Training, "random seed for initial values and synthetic data", nullptr},
+    {"nonfinite_gradients", "reject|apply", FlagGroup::Training,
+     "what ps:0 does with a gradient holding NaN or infinite values; either way it is counted and logged",
+     nullptr},
+    {"compute_ms", "N", FlagGroup::Pace,
+     "workers: simulated compute time per step in milliseconds (mean of a log-normal), so the cluster trains at "
+     "a pace a person can follow; 0 is full speed",
+     nullptr},
+    {"compute_jitter", "X", FlagGroup::Pace,
+     "workers: spread of that time, as its coefficient of variation (0: every step the same; 1: long-tailed, "
+     "occasional steps several times the mean)",
+     nullptr},
+    {"straggler_ms", "N", FlagGroup::Pace,
+     "workers: extra delay per step in milliseconds, added to the compute time (a straggler); the app and "
+     "TaskControl.SetStraggler change it while training",
+     nullptr},
+    {"logdir", "DIR", FlagGroup::RunDirectory,
+     "run directory: checkpoints, metrics.csv, step log, cluster.json; the chief restores from it", "none"},
+    {"save_checkpoint_secs", "N", FlagGroup::RunDirectory,
+     "the chief saves a checkpoint every N seconds and at the end; 0 is only at the end", nullptr},
+    {"max_to_keep", "N", FlagGroup::RunDirectory, "newest checkpoints kept; 0 keeps all", nullptr},
+    {"hang_timeout_secs", "N", FlagGroup::Faults,
+     "ps:0 reports whom it waits for when the global step has not moved for N seconds while workers "
+     "are alive; 0 turns the watchdog off",
+     nullptr},
+    {"chief_handover", "0|1", FlagGroup::Faults,
+     "1: while the chief worker:0 is dead, the lowest live worker takes over its duties (checkpoints, "
+     "the full-shard loss) and hands them back when it returns",
+     nullptr},
+    {"heartbeat_ms", "N", FlagGroup::Faults,
+     "HTTP/2 keepalive interval; a peer that stops answering (cut link, frozen host) is taken for dead "
+     "after about twice this (a killed process is seen at once)",
+     "1000"},
+    {"max_message_bytes", "N", FlagGroup::Faults,
+     "largest message a task sends or accepts; larger ones are refused (RESOURCE_EXHAUSTED) and the "
+     "task keeps serving. Must hold one step of the model (4 bytes per parameter)",
+     "67108864"},
+    {"cluster_token_file", "PATH", FlagGroup::Security,
+     "file (mode 0600) holding the cluster token every call must carry; the environment variable "
+     "PARASYNC_CLUSTER_TOKEN is the other way to give it (never give it on a command line)",
+     "none"},
+    {"generate_token", "", FlagGroup::Security,
+     "print a new random cluster token (256 bits), or write it to --cluster_token_file, and exit", nullptr},
+    {"insecure", "", FlagGroup::Security,
+     "allow serving a non-loopback address without a cluster token (anyone who can reach it can "
+     "steer the cluster)",
+     nullptr},
+    {"tls_cert", "PATH", FlagGroup::Security,
+     "TLS: this task's certificate (PEM); it must name the task's address (an IP or DNS subjectAltName). "
+     "With --tls_key and --tls_ca every channel of the task is TLS",
+     "none"},
+    {"tls_key", "PATH", FlagGroup::Security, "TLS: the private key of --tls_cert (PEM)", "none"},
+    {"tls_ca", "PATH", FlagGroup::Security,
+     "TLS: the CA certificate (PEM) that signed the other tasks' certificates; peers it did not sign are "
+     "refused",
+     "none"},
+    {"tls_mutual", "", FlagGroup::Security,
+     "mutual TLS: servers also require a client certificate signed by --tls_ca", nullptr},
+    {"help", "", FlagGroup::Other, "print this text and exit (also -h)", nullptr},
+    {"version", "", FlagGroup::Other, "print the version and exit", nullptr},
+};
+
+const char *const kOptimizers[] = {"sgd", "momentum", "adagrad", "adam"};
+
+constexpr char kDemoPs[] = "127.0.0.1:2222";
+constexpr char kDemoWorkers[] = "127.0.0.1:2223,127.0.0.1:2224";
+
+// A float's shortest spelling ("0.05", not 0.0500000007).
+std::string floatText(float value)
+{
+    char buffer[64];
+    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+    return std::string(buffer, result.ptr);
+}
+
+// The training flags in --help order, with JSON types: numbers as numbers.
+std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOptions &t)
+{
+    const auto number = [](auto value) { return QJsonValue(double(value)); };
+    // Doubles hold integers exactly only up to 2^53; larger seeds stay exact as text.
+    const QJsonValue seed = t.seed <= (uint64_t(1) << 53) ? QJsonValue(double(t.seed))
+                                                          : QJsonValue(qs(std::to_string(t.seed)));
+    return {
+        {"mode", QJsonValue(qs(updateModeName(t.mode.mode())))},
+        {"staleness", number(t.mode.staleness())},
+        {"replicas_to_aggregate", number(t.mode.replicas_to_aggregate())},
+        {"total_num_replicas", number(t.mode.total_num_replicas())},
+        {"model", QJsonValue(qs(t.model))},
+        {"dataset", QJsonValue(qs(t.dataset))},
+        {"samples_per_shard", number(t.samplesPerShard)},
+        {"optimizer", QJsonValue(qs(t.optimizer))},
+        {"learning_rate", QJsonValue(qs(floatText(t.learningRate)).toDouble())},
+        {"batch_size", number(t.batchSize)},
+        {"last_step", number(t.lastStep)},
+        {"display_step", number(t.displayStep)},
+        {"logdir", QJsonValue(qs(t.logdir))},
+        {"save_checkpoint_secs", number(t.saveCheckpointSecs)},
+        {"max_to_keep", number(t.maxToKeep)},
+        {"seed", seed},
+        {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
+        {"hang_timeout_secs", number(t.hangTimeoutSecs)},
+        {"chief_handover", QJsonValue(t.chiefHandover ? 1 : 0)},
+        {"compute_ms", number(t.pace.computeMs)},
+        {"compute_jitter", QJsonValue(qs(floatText(t.pace.computeJitter)).toDouble())},
+        {"straggler_ms", number(t.pace.stragglerMs)},
+    };
+}
+
+std::string defaultText(const FlagInfo &flag)
+{
+    if (flag.defaultText)
+        return flag.defaultText;
+    for (const auto &[name, value] : trainingEntries(TrainingOptions()))
+        if (name == flag.name) {
+            if (value.isString())
+                return value.toString().isEmpty() ? std::string("none") : ss(value.toString());
+            return ss(QString::number(value.toDouble(), 'g', QLocale::FloatingPointShortest));
+        }
+    return {};
+}
+
+constexpr size_t kHelpWidth = 100;
+
+// `words` laid out to fit `width` columns, continuation lines indented by `indent`.
+std::string wrapped(const std::vector<std::string> &words, size_t indent, size_t width)
+{
+    const size_t room = width > indent + 20 ? width - indent : 20;
+    std::string out;
+    size_t lineLength = 0;
+    for (const std::string &word : words) {
+        if (lineLength > 0 && lineLength + 1 + word.size() > room) {
+            out += "\n" + std::string(indent, ' ');
+            lineLength = 0;
+        } else if (lineLength > 0) {
+            out += ' ';
+            ++lineLength;
+        }
+        out += word;
+        lineLength += word.size();
+    }
+    return out;
+}
+
+size_t editDistance(const std::string &a, const std::string &b)
+{
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j)
+        row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+        size_t diagonal = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= b.size(); ++j) {
+            const size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+// "--lerning_rate" is almost certainly --learning_rate.
+std::string suggestion(const std::string &unknown)
+{
+    std::string best;
+    size_t bestDistance = std::max<size_t>(2, unknown.size() / 3) + 1;
+    for (const FlagInfo &flag : kFlags) {
+        const size_t distance = editDistance(unknown, flag.name);
+        if (distance < bestDistance) {
+            bestDistance = distance;
+            best = flag.name;
+        }
+    }
+    return best;
+}
+
+// A flag's value and where it came from, for messages that say which to fix.
+struct GivenValue
+{
+    std::string value;
+    std::string file; // empty: the command line
+    std::string section = "\"training\" section"; // where in the file
+};
+
+class TrainingParser
+{
+public:
+    explicit TrainingParser(std::map<std::string, GivenValue> values)
+        : m_values(std::move(values))
+    {
+    }
+
+    bool has(const std::string &name) const { return m_values.count(name) != 0; }
+    const std::string &text(const std::string &name) const { return m_values.at(name).value; }
+
+    // "--batch_size=0" or "--batch_size=0 (from cluster file 'run.json')".
+    std::string shown(const std::string &name) const
+    {
+        const GivenValue &given = m_values.at(name);
+        std::string out = "--" + name + "=" + given.value;
+        if (!given.file.empty())
+            out += " (from the " + given.section + " of cluster file '" + given.file + "')";
+        return out;
+    }
+
+    template <typename Int>
+    void integer(const std::string &name, Int *target, long long minimum,
+                 long long maximum = std::numeric_limits<Int>::max()) const
+    {
+        if (!has(name))
+            return;
+        const std::string &value = text(name);
+        long long parsed = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (ec == std::errc::result_out_of_range)
+            throw InputError(shown(name) + ": must be at most " + std::to_string(maximum));
+        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
+            throw InputError(shown(name) + ": not a whole number; give e.g. --" + name + "="
+                             + std::to_string(std::max<long long>(minimum, 10)));
+        if (parsed < minimum)
+            throw InputError(shown(name) + ": must be at least " + std::to_string(minimum));
+        if (parsed > maximum)
+            throw InputError(shown(name) + ": must be at most " + std::to_string(maximum));
+        *target = Int(parsed);
+    }
+
+    void unsignedInteger(const std::string &name, uint64_t *target) const
+    {
+        if (!has(name))
+            return;
+        const std::string &value = text(name);
+        if (!value.empty() && value.front() == '-')
+            throw InputError(shown(name) + ": must be at least 0");
+        uint64_t parsed = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (ec == std::errc::result_out_of_range)
+            throw InputError(shown(name) + ": must be at most " + std::to_string(std::numeric_limits<uint64_t>::max()));
+        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
+            throw InputError(shown(name) + ": not a whole number; give e.g. --" + name + "=1");
+        *target = parsed;
+    }
+
+    void positiveFloat(const std::string &name, float *target) const
+    {
+        if (!has(name))
+            return;
+        const std::string &value = text(name);
+        double parsed = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
+            throw InputError(shown(name) + ": not a number; give e.g. --" + name + "=0.05");
+        if (!std::isfinite(parsed) || parsed > double(std::numeric_limits<float>::max()))
+            throw InputError(shown(name) + ": must be a finite number, like 0.05");
+        if (parsed <= 0)
+            throw InputError(shown(name) + ": must be greater than 0");
+        if (float(parsed) == 0.0f)
+            throw InputError(shown(name) + ": too small, it rounds to 0 as a float; give e.g. --" + name + "=0.05");
+        *target = float(parsed);
+    }
+
+    void boundedFloat(const std::string &name, float *target, float minimum, float maximum) const
+    {
+        if (!has(name))
+            return;
+        const std::string &value = text(name);
+        double parsed = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
+            throw InputError(shown(name) + ": not a number; give e.g. --" + name + "=" + floatText(maximum / 4));
+        // !(in range) also refuses NaN.
+        if (!(parsed >= double(minimum) && parsed <= double(maximum)))
+            throw InputError(shown(name) + ": must be from " + floatText(minimum) + " to " + floatText(maximum));
+        *target = float(parsed);
+    }
+
+    // 0|1, as --issync; a cluster file may say true or false.
+    void boolean(const std::string &name, bool *target) const
+    {
+        if (!has(name))
+            return;
+        const std::string &value = text(name);
+        if (value == "1" || value == "true")
+            *target = true;
+        else if (value == "0" || value == "false")
+            *target = false;
+        else
+            throw InputError(shown(name) + ": must be 0 or 1");
+    }
+
+    void string(const std::string &name, std::string *target, bool mayBeEmpty) const
+    {
+        if (!has(name))
+            return;
+        if (!mayBeEmpty && text(name).empty())
+            throw InputError(shown(name) + ": must not be empty (default: " + *target + ")");
+        *target = text(name);
+    }
+
+private:
+    std::map<std::string, GivenValue> m_values;
+};
+
+void parseMode(const TrainingParser &p, proto::ModeConfig *mode)
+{
+    std::optional<proto::UpdateMode> fromMode;
+    if (p.has("mode")) {
+        try {
+            fromMode = parseUpdateMode(p.text("mode"));
+        } catch (const InputError &) {
+            throw InputError(p.shown("mode") + ": must be async, sync or ssp (semi-synchronous, with --staleness)");
+        }
+        mode->set_mode(*fromMode);
+    }
+    if (p.has("issync")) {
+        // A cluster file may well say "issync": true.
+        const std::string &text = p.text("issync");
+        const std::string value = text == "true" ? "1" : text == "false" ? "0" : text;
+        if (value != "0" && value != "1")
+            throw InputError(p.shown("issync") + ": must be 0 (async) or 1 (sync); or use --mode=async|sync|ssp");
+        const bool sync = value == "1";
+        if (fromMode && sync && *fromMode != proto::SYNC)
+            throw InputError(p.shown("issync") + " asks for sync but " + p.shown("mode") + " asks for "
+                             + updateModeName(*fromMode) + ": give only one of them");
+        if (fromMode && !sync && *fromMode == proto::SYNC)
+            throw InputError(p.shown("issync") + " turns sync off but " + p.shown("mode")
+                             + " turns it on: give only one of them");
+        if (sync)
+            mode->set_mode(proto::SYNC);
+        else if (!fromMode)
+            mode->set_mode(proto::ASYNC);
+    }
+    int32_t staleness = mode->staleness();
+    p.integer("staleness", &staleness, 0);
+    mode->set_staleness(staleness);
+    int32_t replicas = mode->replicas_to_aggregate();
+    p.integer("replicas_to_aggregate", &replicas, 0);
+    mode->set_replicas_to_aggregate(replicas);
+    int32_t total = mode->total_num_replicas();
+    p.integer("total_num_replicas", &total, 0);
+    mode->set_total_num_replicas(total);
+}
+
+void parsePace(const TrainingParser &p, WorkerPace *pace)
+{
+    p.integer("compute_ms", &pace->computeMs, 0, kMaxComputeMs);
+    p.boundedFloat("compute_jitter", &pace->computeJitter, 0.0f, kMaxComputeJitter);
+    p.integer("straggler_ms", &pace->stragglerMs, 0, kMaxComputeMs);
+}
+
+TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluster)
+{
+    TrainingOptions t;
+    parseMode(p, &t.mode);
+    p.string("model", &t.model, false);
+    p.string("dataset", &t.dataset, true);
+    p.integer("samples_per_shard", &t.samplesPerShard, 1);
+    p.string("optimizer", &t.optimizer, false);
+    if (std::find(std::begin(kOptimizers), std::end(kOptimizers), t.optimizer) == std::end(kOptimizers))
+        throw InputError(p.shown("optimizer") + ": must be sgd, momentum, adagrad or adam");
+    p.positiveFloat("learning_rate", &t.learningRate);
+    p.integer("batch_size", &t.batchSize, 1);
+    p.integer("last_step", &t.lastStep, 0);
+    p.integer("display_step", &t.displayStep, 1);
+    p.string("logdir", &t.logdir, true);
+    p.integer("save_checkpoint_secs", &t.saveCheckpointSecs, 0);
+    p.integer("max_to_keep", &t.maxToKeep, 0);
+    p.unsignedInteger("seed", &t.seed);
+    std::string nonfinite = t.applyNonfinite ? "apply" : "reject";
+    p.string("nonfinite_gradients", &nonfinite, false);
+    if (nonfinite != "reject" && nonfinite != "apply")
+        throw InputError(p.shown("nonfinite_gradients") + ": must be reject or apply");
+    t.applyNonfinite = nonfinite == "apply";
+    p.integer("hang_timeout_secs", &t.hangTimeoutSecs, 0, 24 * 3600);
+    p.boolean("chief_handover", &t.chiefHandover);
+    parsePace(p, &t.pace);
+
+    const int replicas = t.mode.replicas_to_aggregate();
+    const int total = t.mode.total_num_replicas();
+    if (replicas > 0 && total > 0 && replicas > total)
+        throw InputError(p.shown("replicas_to_aggregate") + " is more than " + p.shown("total_num_replicas")
+                         + ": a step cannot wait for more gradients than there are replicas; lower "
+                           "--replicas_to_aggregate or raise --total_num_replicas");
+    const int workers = cluster.numWorkers();
+    if (replicas > workers)
+        throw InputError(p.shown("replicas_to_aggregate") + " but the cluster has " + std::to_string(workers)
+                         + " worker" + (workers == 1 ? "" : "s") + ": a sync step would never complete; give at most "
+                         + std::to_string(workers) + " (or 0 for all live workers)");
+    if (total > workers)
+        throw InputError(p.shown("total_num_replicas") + " but the cluster has " + std::to_string(workers)
+                         + " worker" + (workers == 1 ? "" : "s") + ": give at most " + std::to_string(workers)
+                         + " (or 0 for all workers)");
+    return t;
+}
+
+constexpr const char *kConnectionFlags[] = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes",
+                                             "heartbeat_ms"};
+
+ConnectionOptions connectionFromFlags(const TrainingParser &p)
+{
+    ConnectionOptions c;
+    p.string("tls_cert", &c.tlsCert, true);
+    p.string("tls_key", &c.tlsKey, true);
+    p.string("tls_ca", &c.tlsCa, true);
+    c.tlsMutual = p.has("tls_mutual");
+    // A step of the two-parameter demo is under 100 bytes; gRPC itself needs
+    // a few kB for metadata.
+    p.integer("max_message_bytes", &c.maxMessageBytes, 4096);
+    p.integer("heartbeat_ms", &c.heartbeatMs, 100, 600000);
+    return c;
+}
+
+} // namespace
+
+ConnectionOptions parseConnectionOptions(const std::vector<std::string> &args)
+{
+    std::map<std::string, GivenValue> given;
+    for (const std::string &arg : args) {
+        for (const char *name : kConnectionFlags) {
+            const std::string flag = std::string("--") + name;
+            if (arg == flag)
+                given[name] = GivenValue{std::string(), {}};
+            else if (arg.rfind(flag + "=", 0) == 0)
+                given[name] = GivenValue{arg.substr(flag.size() + 1), {}};
+        }
+    }
+    return connectionFromFlags(TrainingParser(std::move(given)));
+}
+
+TrainingOptions::TrainingOptions()
+{
+    mode.set_mode(proto::ASYNC);
+    mode.set_staleness(10);
+}
+
+std::string TrainingOptions::toJson() const
+{
+    QJsonObject object;
+    for (const auto &[name, value] : trainingEntries(*this))
+        object.insert(qs(name), value);
+    return QJsonDocument(object).toJson(QJsonDocument::Compact).toStdString();
+}
+
+proto::UpdateMode parseUpdateMode(const std::string &text)
+{
+    std::string name = text;
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    if (name == "async")
+        return proto::ASYNC;
+    if (name == "sync")
+        return proto::SYNC;
+    if (name == "ssp")
+        return proto::SSP;
+    throw InputError("unknown update mode '" + text + "': use async, sync or ssp");
+}
+
+std::string updateModeName(proto::UpdateMode mode)
+{
+    switch (mode) {
+    case proto::ASYNC:
+        return "async";
+    case proto::SYNC:
+        return "sync";
+    case proto::SSP:
+        return "ssp";
+    default:
+        return "unspecified";
+    }
+}
+
+bool sameMode(const proto::ModeConfig &a, const proto::ModeConfig &b)
+{
+    return google::protobuf::util::MessageDifferencer::Equals(a, b);
+}
+
+std::string describeMode(const proto::ModeConfig &mode)
+{
+    switch (mode.mode()) {
+    case proto::SYNC: {
+        const std::string replicas = mode.replicas_to_aggregate() > 0
+            ? std::to_string(mode.replicas_to_aggregate())
+            : std::string("all live workers");
+        const std::string total = mode.total_num_replicas() > 0 ? std::to_string(mode.total_num_replicas())
+                                                                : std::string("all workers");
+        return "sync (replicas_to_aggregate=" + replicas + ", total_num_replicas=" + total + ")";
+    }
+    case proto::SSP:
+        return "ssp (staleness=" + std::to_string(mode.staleness()) + ")";
+    default:
+        return updateModeName(mode.mode());
+    }
+}
+
+NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig)
+{
+    QCommandLineParser parser;
+    // TensorFlow's flags library takes -name=value as well as --name=value.
+    parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
+    std::map<std::string, QCommandLineOption> options;
+    for (const FlagInfo &flag : kFlags) {
+        QCommandLineOption option(qs(flag.name));
+        if (*flag.valueName)
+            option.setValueName(QString::fromLatin1(flag.valueName));
+        parser.addOption(option);
+        options.emplace(flag.name, option);
+    }
+    const QCommandLineOption helpShort(QStringLiteral("h"));
+    parser.addOption(helpShort);
+
+    QStringList arguments;
+    for (const std::string &arg : args)
+        arguments.append(qs(arg));
+    if (arguments.isEmpty())
+        arguments.append(QStringLiteral("parasync-node"));
+
+    if (!parser.parse(arguments)) {
+        std::string message = ss(parser.errorText());
+        const QStringList unknown = parser.unknownOptionNames();
+        if (unknown.size() == 1) {
+            const std::string best = suggestion(ss(unknown.front()));
+            if (!best.empty())
+                message += " Did you mean --" + best + "?";
+        }
+        throw InputError(message + " (see --help)");
+    }
+
+    NodeOptions result;
+    const auto isSet = [&](const char *name) { return parser.isSet(options.at(name)); };
+    const auto value = [&](const char *name) { return ss(parser.value(options.at(name))); };
+    result.help = isSet("help") || parser.isSet(helpShort);
+    result.version = isSet("version");
+    result.generateToken = isSet("generate_token");
+    if (isSet("cluster_token_file"))
+        result.clusterTokenFile = value("cluster_token_file");
+    result.insecure = isSet("insecure");
+    if (result.help || result.version || result.generateToken)
+        return result;
+    std::map<std::string, GivenValue> connectionFlags;
+    for (const char *name : kConnectionFlags)
+        if (isSet(name))
+            connectionFlags[name] = GivenValue{value(name), {}};
+    result.connection = connectionFromFlags(TrainingParser(std::move(connectionFlags)));
+    if (!parser.positionalArguments().isEmpty())
+        throw InputError("unexpected argument '" + ss(parser.positionalArguments().front())
+                         + "': flags are written --name=value (see --help)");
+
+    // The cluster: the command line, else the cluster file, else TF_CONFIG.
+    const bool hasPsHosts = isSet("ps_hosts");
+    const bool hasWorkerHosts = isSet("worker_hosts");
+    if (hasPsHosts != hasWorkerHosts)
+        throw InputError(std::string(hasPsHosts ? "--ps_hosts given without --worker_hosts"
+                                                : "--worker_hosts given without --ps_hosts")
+                         + ": give both, like --ps_hosts=" + kDemoPs + " --worker_hosts=" + kDemoWorkers);
+    std::optional<ClusterFile> clusterFile;
+    std::string clusterFilePath;
+    if (isSet("cluster_file")) {
+        clusterFilePath = value("cluster_file");
+        if (clusterFilePath.empty())
+            throw InputError("--cluster_file is empty: give the path of a cluster file, like --cluster_file=cluster.json");
+        clusterFile = readClusterFile(clusterFilePath);
+    }
+    const bool hasTfConfig = tfConfig.find_first_not_of(" \t\r\n") != std::string::npos;
+    const bool jobGiven = isSet("job_name");
+    std::optional<TfConfig> tf;
+    if (!jobGiven && hasTfConfig)
+        tf = parseTfConfig(tfConfig);
+
+    if (hasPsHosts) {
+        result.cluster.ps = parseHostList(value("ps_hosts"), "--ps_hosts");
+        result.cluster.workers = parseHostList(value("worker_hosts"), "--worker_hosts");
+    } else if (clusterFile) {
+        result.cluster = clusterFile->cluster;
+    } else if (tf) {
+        result.cluster = tf->cluster;
+    } else if (hasTfConfig) {
+        result.cluster = parseTfConfigCluster(tfConfig);
+    } else {
+        throw InputError("no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG "
+                         "(see --help)");
+    }
+    result.cluster.validate();
+
+    // The task: --job_name/--task_index, else TF_CONFIG's "task".
+    if (jobGiven)
+        result.task.job = parseJobName(value("job_name"));
+    else if (tf)
+        result.task.job = tf->task.job;
+    else
+        throw InputError("--job_name is missing: give --job_name=ps or --job_name=worker, with --task_index");
+    result.task.index = 0;
+    if (isSet("task_index")) {
+        const TrainingParser indexParser({{"task_index", GivenValue{value("task_index"), {}}}});
+        indexParser.integer("task_index", &result.task.index, 0);
+    } else if (tf && tf->task.job == result.task.job) {
+        result.task.index = tf->task.index;
+    }
+    result.cluster.validateTask(result.task);
+
+    // Training flags: the cluster file's "training", overridden by the command line.
+    std::map<std::string, GivenValue> given;
+    if (clusterFile) {
+        for (const auto &[name, text] : clusterFile->training)
+            given[name] = GivenValue{text, clusterFilePath};
+        // A worker's own pace, over the file's "training".
+        if (result.task.job == JobName::Worker) {
+            if (auto it = clusterFile->perWorker.find(result.task.index); it != clusterFile->perWorker.end())
+                for (const auto &[name, text] : it->second)
+                    given[name] = GivenValue{text, clusterFilePath,
+                                             "\"per_worker\" \"" + std::to_string(result.task.index) + "\" entry"};
+        }
+    }
+    // --mode and --issync say one thing; either on the command line replaces both in the file.
+    if (isSet("mode") || isSet("issync")) {
+        given.erase("mode");
+        given.erase("issync");
+    }
+    for (const std::string &name : trainingFlagNames()) {
+        if (isSet(name.c_str()))
+            given[name] = GivenValue{value(name.c_str()), {}};
+    }
+    result.training = parseTraining(TrainingParser(std::move(given)), result.cluster);
+    return result;
+}
+
+std::string nodeHelpText()
+{
+    std::string text =
+        "Usage: parasync-node --ps_hosts=HOST:PORT,... --worker_hosts=HOST:PORT,... --job_name=ps|worker "
+        "--task_index=N [flags]\n"
+        "\n"
+        "Runs one task (a ps or a worker) of a Parasync parameter-server cluster. Every task gets the same\n"
+        "cluster and training flags plus its own --job_name and --task_index. The three-port demo cluster:\n"
+        "\n";
+    for (const char *task : {"--job_name=ps --task_index=0", "--job_name=worker --task_index=0",
+                             "--job_name=worker --task_index=1"})
+        text += std::string("  parasync-node --ps_hosts=") + kDemoPs + " --worker_hosts=" + kDemoWorkers + " " + task
+                + "\n";
+    text += "\n"
+            "The cluster comes from --ps_hosts/--worker_hosts, else --cluster_file, else the TF_CONFIG\n"
+            "environment variable (TensorFlow's JSON). Training values in a cluster file's \"training\"\n"
+            "section apply unless the same flag is given on the command line.\n";
+
+    const std::pair<FlagGroup, const char *> groups[] = {
+        {FlagGroup::Cluster, "Cluster"},   {FlagGroup::Mode, "Update mode"},
+        {FlagGroup::ModelAndData, "Model and data"}, {FlagGroup::Training, "Training"},
+        {FlagGroup::Pace, "Pace (each worker may have its own: a cluster file's \"per_worker\")"},
+        {FlagGroup::RunDirectory, "Run directory"},  {FlagGroup::Faults, "Faults and limits"},
+        {FlagGroup::Security, "Security"},
+        {FlagGroup::Other, "Other"},
+    };
+    size_t width = 0;
+    const auto spelling = [](const FlagInfo &flag) {
+        return "--" + std::string(flag.name) + (*flag.valueName ? "=" + std::string(flag.valueName) : "");
+    };
+    for (const FlagInfo &flag : kFlags)
+        width = std::max(width, spelling(flag).size());
+    for (const auto &[group, title] : groups) {
+        text += "\n" + std::string(title) + ":\n";
+        for (const FlagInfo &flag : kFlags) {
+            if (flag.group != group)
+                continue;
+            const std::string left = spelling(flag);
+            std::vector<std::string> words;
+            const std::string meaning = flag.meaning;
+            for (size_t start = 0; start < meaning.size();) {
+                const size_t end = std::min(meaning.find(' ', start), meaning.size());
+                words.push_back(meaning.substr(start, end - start));
+                start = end + 1;
+            }
+            // Kept on one line, so the default is easy to find.
+            const std::string defaultValue = defaultText(flag);
+            if (!defaultValue.empty())
+                words.push_back("(default: " + defaultValue + ")");
+            text += "  " + left + std::string(width - left.size() + 2, ' ')
+                    + wrapped(words, width + 4, kHelpWidth) + "\n";
+        }
+    }
+    text += "\nControl a running cluster through ps:0 (no task is started):\n"
+            "  parasync-node --ps_hosts=HOST:PORT --status\n"
+            "      the global step, the mode and what each worker is doing\n"
+            "  parasync-node --ps_hosts=HOST:PORT --set_mode=async|sync|ssp [--staleness=N]\n"
+            "                [--replicas_to_aggregate=N] [--total_num_replicas=N]\n"
+            "      change the update mode while the cluster trains; numbers not given keep\n"
+            "      their current values; takes effect at the next step boundary\n";
+    return text;
+}
+
+} // namespace parasync

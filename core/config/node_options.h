@@ -1,0 +1,109 @@
+#pragma once
+
+#include "config/cluster_spec.h"
+#include "proto/parasync.pb.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace parasync {
+
+// Simulated work per worker step, so a person can follow a cluster on one
+// machine where the demo's real maths takes microseconds, and so straggler
+// experiments are repeatable. Each step sleeps a log-normal time with mean
+// computeMs and coefficient of variation computeJitter (long-tailed, as real
+// step times are), plus the straggler delay. A worker may have its own
+// (a cluster file's "per_worker"); the app's speed control and the straggler
+// control change them while it trains.
+struct WorkerPace
+{
+    int computeMs = 0;          // --compute_ms (0: full speed)
+    float computeJitter = 0.3f; // --compute_jitter
+    int stragglerMs = 0;        // --straggler_ms
+    bool operator==(const WorkerPace &) const = default;
+};
+constexpr int kMaxComputeMs = 60000;
+constexpr float kMaxComputeJitter = 4.0f;
+
+// Training flags: the same for every task of a cluster (the seeds run one
+// script everywhere), but for the pace, which may differ per worker.
+// Defaults make the three-port demo converge in seconds at full speed.
+struct TrainingOptions
+{
+    proto::ModeConfig mode;          // --mode --staleness --replicas_to_aggregate --total_num_replicas
+    std::string model = "linear";    // --model
+    std::string dataset;             // --dataset (empty: the model's default)
+    std::string optimizer = "sgd";   // --optimizer
+    float learningRate = 0.05f;      // --learning_rate
+    int batchSize = 10;              // --batch_size
+    int64_t samplesPerShard = 100;   // --samples_per_shard
+    int64_t lastStep = 2000;         // --last_step
+    int64_t displayStep = 100;       // --display_step
+    std::string logdir;              // --logdir (empty: no run directory)
+    int saveCheckpointSecs = 50;     // --save_checkpoint_secs
+    int maxToKeep = 5;               // --max_to_keep
+    uint64_t seed = 1;               // --seed
+    bool applyNonfinite = false;     // --nonfinite_gradients=reject|apply
+    int hangTimeoutSecs = 30;        // --hang_timeout_secs (0: no watchdog)
+    bool chiefHandover = false;      // --chief_handover=1
+    WorkerPace pace;                 // --compute_ms --compute_jitter --straggler_ms
+
+    TrainingOptions();
+    // The flags as a JSON object (for cluster.json and the app).
+    std::string toJson() const;
+};
+
+// How a task talks to the others: TLS files and limits. Paths, not
+// secrets (the cluster token travels apart, see cluster_token.h).
+struct ConnectionOptions
+{
+    std::string tlsCert;             // --tls_cert: this task's certificate (PEM)
+    std::string tlsKey;              // --tls_key: its private key (PEM)
+    std::string tlsCa;               // --tls_ca: the CA that signed every task's certificate
+    bool tlsMutual = false;          // --tls_mutual: servers require a client certificate too
+    int maxMessageBytes = 64 * 1024 * 1024; // --max_message_bytes
+    int heartbeatMs = 1000;          // --heartbeat_ms
+    bool tls() const { return !tlsCert.empty() || !tlsKey.empty() || !tlsCa.empty() || tlsMutual; }
+};
+
+// Everything one parasync-node process needs.
+struct NodeOptions
+{
+    ClusterSpec cluster;
+    TaskId task;
+    TrainingOptions training;
+    ConnectionOptions connection;
+    std::string clusterTokenFile;    // --cluster_token_file
+    bool insecure = false;           // --insecure: non-loopback without a token
+    bool generateToken = false;      // --generate_token: make a token and exit
+    bool help = false;               // --help was given: print helpText() and exit 0
+    bool version = false;            // --version
+};
+
+// Parses a parasync-node command line (argv[0] included). The cluster comes
+// from, in order of precedence: --ps_hosts/--worker_hosts, --cluster_file,
+// the TF_CONFIG value given (pass the environment's TF_CONFIG, or empty).
+// --job_name/--task_index override TF_CONFIG's task. Accepts the seeds'
+// --issync=0|1 (1 = sync, 0 = async unless --mode says otherwise).
+// Throws InputError with a message naming the flag and what to do.
+NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig);
+
+// Reads only the connection flags (TLS, limits) of a command line, for the
+// control commands (--status, --set_mode), which take no cluster or task.
+// Throws InputError naming the flag.
+ConnectionOptions parseConnectionOptions(const std::vector<std::string> &args);
+
+// Text for --help: every flag with its default and meaning.
+std::string nodeHelpText();
+
+// "async" / "sync" / "ssp" and back. parseUpdateMode throws InputError.
+proto::UpdateMode parseUpdateMode(const std::string &text);
+std::string updateModeName(proto::UpdateMode mode);
+// "sync (replicas_to_aggregate=2, total_num_replicas=2)", "ssp (staleness=10)".
+std::string describeMode(const proto::ModeConfig &mode);
+// Whether two modes are the same in every field (the window compares what
+// ps:0 reports with what it asked for).
+bool sameMode(const proto::ModeConfig &a, const proto::ModeConfig &b);
+
+} // namespace parasync

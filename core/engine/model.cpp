@@ -1,0 +1,274 @@
+#include "engine/model.h"
+
+#include "engine/dataset.h"
+#include "base/error.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+namespace parasync {
+
+namespace {
+
+using RowMajorMatrixXf = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+std::string number(float x)
+{
+    std::ostringstream out;
+    out << x;
+    return out.str();
+}
+
+// As tf.truncated_normal: draws beyond two standard deviations are redrawn.
+Eigen::VectorXf truncatedNormal(Eigen::Index size, float stddev, std::mt19937_64 &rng)
+{
+    std::normal_distribution<double> normal(0.0, 1.0);
+    Eigen::VectorXf values(size);
+    for (Eigen::Index i = 0; i < size; ++i) {
+        double x = normal(rng);
+        while (std::abs(x) > 2.0)
+            x = normal(rng);
+        values[i] = static_cast<float>(x * stddev);
+    }
+    return values;
+}
+
+// The batch a call works on: the whole dataset without a copy, or the gathered rows.
+class Batch
+{
+public:
+    Batch(const Dataset &data, const std::vector<int64_t> &rows, int64_t featureDim,
+          const std::string &modelName)
+        : m_data(data)
+    {
+        if (data.featureDim() != featureDim) {
+            throw InputError("the " + modelName + " model was made for " + std::to_string(featureDim)
+                             + " features per sample, but the data (" + data.description + ") has "
+                             + std::to_string(data.featureDim())
+                             + "; use data of the model's shape or start a new model");
+        }
+        if (data.targets.rows() != data.features.rows() || data.targets.cols() != 1)
+            throw std::invalid_argument("Dataset targets must be one column with a row per sample");
+        if (rows.empty()) {
+            if (data.size() == 0)
+                throw InputError("the data (" + data.description + ") has no samples");
+            return;
+        }
+        for (const int64_t row : rows) {
+            if (row < 0 || row >= data.size())
+                throw std::out_of_range("row " + std::to_string(row) + " is outside the dataset");
+        }
+        m_features = data.features(rows, Eigen::all);
+        m_targets = data.targets(rows, 0);
+        m_gathered = true;
+    }
+
+    const Eigen::MatrixXf &features() const { return m_gathered ? m_features : m_data.features; }
+    Eigen::Ref<const Eigen::VectorXf> targets() const
+    {
+        if (m_gathered)
+            return m_targets;
+        return m_data.targets.col(0);
+    }
+
+private:
+    const Dataset &m_data;
+    Eigen::MatrixXf m_features;
+    Eigen::VectorXf m_targets;
+    bool m_gathered = false;
+};
+
+void checkParameters(const Parameters &params, const std::vector<Eigen::Index> &sizes,
+                     const std::string &modelName)
+{
+    bool ok = params.size() == sizes.size();
+    for (size_t i = 0; ok && i < sizes.size(); ++i)
+        ok = params[i].size() == sizes[i];
+    if (!ok)
+        throw std::invalid_argument("parameters do not match the " + modelName + " model's variables");
+}
+
+class LinearRegression final : public Model
+{
+public:
+    explicit LinearRegression(int64_t featureDim)
+        : m_featureDim(featureDim)
+    {
+    }
+
+    std::string name() const override { return "linear"; }
+    int64_t featureDim() const override { return m_featureDim; }
+    int64_t outputDim() const override { return 1; }
+
+    std::vector<Variable> initialVariables(uint64_t seed) const override
+    {
+        std::mt19937_64 rng(seed);
+        Variable w{"w", {m_featureDim}, truncatedNormal(m_featureDim, 1.0f, rng)};
+        Variable b{"b", {1}, truncatedNormal(1, 1.0f, rng)};
+        return {std::move(w), std::move(b)};
+    }
+
+    float lossAndGradient(const Parameters &params, const Dataset &data,
+                          const std::vector<int64_t> &rows, Parameters *gradient) const override
+    {
+        checkParameters(params, {m_featureDim, 1}, name());
+        const Batch batch(data, rows, m_featureDim, name());
+        const Eigen::MatrixXf &x = batch.features();
+        const Eigen::Ref<const Eigen::VectorXf> y = batch.targets();
+        const float n = static_cast<float>(x.rows());
+
+        const Eigen::VectorXf residual = (x * params[0]).array() + params[1][0] - y.array();
+        if (gradient) {
+            // d/dpred mean((y - pred)^2) = 2 (pred - y) / n
+            const Eigen::VectorXf dPred = residual * (2.0f / n);
+            gradient->resize(2);
+            (*gradient)[0] = x.transpose() * dPred;
+            (*gradient)[1] = Eigen::VectorXf::Constant(1, dPred.sum());
+        }
+        return residual.squaredNorm() / n;
+    }
+
+    float accuracy(const Parameters &, const Dataset &) const override
+    {
+        return std::numeric_limits<float>::quiet_NaN();
+    }
+
+private:
+    int64_t m_featureDim;
+};
+
+class SoftmaxRegression final : public Model
+{
+public:
+    SoftmaxRegression(int64_t featureDim, int64_t classes)
+        : m_featureDim(featureDim)
+        , m_classes(classes)
+    {
+    }
+
+    std::string name() const override { return "softmax"; }
+    int64_t featureDim() const override { return m_featureDim; }
+    int64_t outputDim() const override { return m_classes; }
+
+    std::vector<Variable> initialVariables(uint64_t seed) const override
+    {
+        std::mt19937_64 rng(seed);
+        Variable w{"W", {m_featureDim, m_classes}, truncatedNormal(m_featureDim * m_classes, 0.01f, rng)};
+        Variable b{"b", {m_classes}, Eigen::VectorXf::Zero(m_classes)};
+        return {std::move(w), std::move(b)};
+    }
+
+    float lossAndGradient(const Parameters &params, const Dataset &data,
+                          const std::vector<int64_t> &rows, Parameters *gradient) const override
+    {
+        checkParameters(params, {m_featureDim * m_classes, m_classes}, name());
+        const Batch batch(data, rows, m_featureDim, name());
+        const Eigen::MatrixXf &x = batch.features();
+        const std::vector<Eigen::Index> labels = classLabels(batch.targets(), data);
+        const Eigen::Index n = x.rows();
+
+        Eigen::MatrixXf logits = logitsFor(params, x);
+        // Shifting each row by its maximum keeps exp() finite; log-sum-exp adds it back.
+        const Eigen::VectorXf rowMax = logits.rowwise().maxCoeff();
+        logits.colwise() -= rowMax;
+        Eigen::MatrixXf probabilities = logits.array().exp();
+        const Eigen::VectorXf sumExp = probabilities.rowwise().sum();
+        const Eigen::VectorXf logSumExp = sumExp.array().log();
+
+        double lossSum = 0.0;
+        for (Eigen::Index i = 0; i < n; ++i)
+            lossSum += logSumExp[i] - logits(i, labels[static_cast<size_t>(i)]);
+
+        if (gradient) {
+            probabilities.array().colwise() /= sumExp.array();
+            for (Eigen::Index i = 0; i < n; ++i)
+                probabilities(i, labels[static_cast<size_t>(i)]) -= 1.0f;
+            probabilities /= static_cast<float>(n);
+            gradient->resize(2);
+            (*gradient)[0].resize(m_featureDim * m_classes);
+            Eigen::Map<RowMajorMatrixXf>((*gradient)[0].data(), m_featureDim, m_classes)
+                = x.transpose() * probabilities;
+            (*gradient)[1] = probabilities.colwise().sum().transpose();
+        }
+        return static_cast<float>(lossSum / static_cast<double>(n));
+    }
+
+    float accuracy(const Parameters &params, const Dataset &data) const override
+    {
+        checkParameters(params, {m_featureDim * m_classes, m_classes}, name());
+        const Batch batch(data, {}, m_featureDim, name());
+        const std::vector<Eigen::Index> labels = classLabels(batch.targets(), data);
+        const Eigen::MatrixXf logits = logitsFor(params, batch.features());
+        Eigen::Index correct = 0;
+        for (Eigen::Index i = 0; i < logits.rows(); ++i) {
+            Eigen::Index predicted = 0;
+            logits.row(i).maxCoeff(&predicted);
+            correct += predicted == labels[static_cast<size_t>(i)] ? 1 : 0;
+        }
+        return static_cast<float>(correct) / static_cast<float>(logits.rows());
+    }
+
+private:
+    Eigen::MatrixXf logitsFor(const Parameters &params, const Eigen::MatrixXf &x) const
+    {
+        const Eigen::Map<const RowMajorMatrixXf> w(params[0].data(), m_featureDim, m_classes);
+        Eigen::MatrixXf logits = x * w;
+        logits.rowwise() += params[1].transpose();
+        return logits;
+    }
+
+    std::vector<Eigen::Index> classLabels(const Eigen::Ref<const Eigen::VectorXf> &targets,
+                                          const Dataset &data) const
+    {
+        std::vector<Eigen::Index> labels(static_cast<size_t>(targets.size()));
+        for (Eigen::Index i = 0; i < targets.size(); ++i) {
+            const float t = targets[i];
+            if (!(t >= 0.0f && t < static_cast<float>(m_classes)) || t != std::floor(t)) {
+                throw InputError("the data (" + data.description + ") has class index "
+                                 + number(t) + ", but the softmax model has "
+                                 + std::to_string(m_classes) + " classes (0 to "
+                                 + std::to_string(m_classes - 1)
+                                 + "); targets must be whole class numbers in that range");
+            }
+            labels[static_cast<size_t>(i)] = static_cast<Eigen::Index>(t);
+        }
+        return labels;
+    }
+
+    int64_t m_featureDim;
+    int64_t m_classes;
+};
+
+} // namespace
+
+std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim)
+{
+    if (name != "linear" && name != "softmax") {
+        std::string known;
+        for (const std::string &n : modelNames())
+            known += (known.empty() ? "" : ", ") + n;
+        throw InputError("unknown model '" + name + "'; known models: " + known);
+    }
+    if (featureDim < 1) {
+        throw InputError("the " + name + " model needs at least one feature per sample, the data has "
+                         + std::to_string(featureDim));
+    }
+    if (name == "linear")
+        return std::make_unique<LinearRegression>(featureDim);
+    if (outputDim < 2) {
+        throw InputError("the softmax model needs at least 2 classes, the data has "
+                         + std::to_string(outputDim)
+                         + "; use a classification dataset or the linear model");
+    }
+    return std::make_unique<SoftmaxRegression>(featureDim, outputDim);
+}
+
+std::vector<std::string> modelNames()
+{
+    return {"linear", "softmax"};
+}
+
+} // namespace parasync

@@ -1,0 +1,114 @@
+#include "engine/parameter_shard.h"
+
+#include "base/error.h"
+
+#include <cmath>
+
+namespace parasync {
+
+void toTensor(const Eigen::VectorXf &values, const std::vector<int64_t> &shape, proto::Tensor *out)
+{
+    out->mutable_shape()->Assign(shape.begin(), shape.end());
+    auto *data = out->mutable_values();
+    // Reserve + Add copies once; Resize would first zero-fill every value
+    // (megabytes per step for a large model, on the worker and the ps alike).
+    data->Clear();
+    data->Reserve(int(values.size()));
+    data->Add(values.data(), values.data() + values.size());
+}
+
+bool allFinite(const Eigen::VectorXf &values)
+{
+    // x * 0 is 0 for every finite x and NaN for NaN and +-inf, so the sum is
+    // finite exactly when every value is.
+    return std::isfinite((values.array() * 0.0f).sum());
+}
+
+Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSize)
+{
+    if (expectedSize >= 0 && tensor.values_size() != expectedSize)
+        throw InputError("tensor has " + std::to_string(tensor.values_size()) + " values, expected "
+                         + std::to_string(expectedSize));
+    return Eigen::Map<const Eigen::VectorXf>(tensor.values().data(), tensor.values_size());
+}
+
+ParameterShard::ParameterShard(std::unique_ptr<Optimizer> optimizer)
+    : m_optimizer(std::move(optimizer))
+{
+}
+
+std::vector<int> ParameterShard::variableIndexes(int psIndex, int numPs, int numVariables)
+{
+    std::vector<int> indexes;
+    for (int i = psIndex; i < numVariables; i += numPs)
+        indexes.push_back(i);
+    return indexes;
+}
+
+void ParameterShard::load(const proto::ShardState &state)
+{
+    // Adam's t: a negative count makes its next step 0/0 (every value NaN),
+    // the largest overflows. Checked before anything is replaced.
+    constexpr int64_t maxUpdateCount = int64_t(1) << 53;
+    for (const auto &var : state.variables()) {
+        if (var.update_count() < 0 || var.update_count() > maxUpdateCount)
+            throw InputError("variable '" + var.name() + "' has update count " + std::to_string(var.update_count())
+                             + ", outside 0 to 2^53: its checkpoint or the chief's state is corrupt");
+    }
+    m_names.clear();
+    m_shapes.clear();
+    m_values.clear();
+    m_slots.clear();
+    for (const auto &var : state.variables()) {
+        m_names.push_back(var.name());
+        m_shapes.emplace_back(var.value().shape().begin(), var.value().shape().end());
+        m_values.push_back(fromTensor(var.value()));
+        SlotState slots = m_optimizer->makeSlots(m_values.back().size());
+        for (auto &[name, value] : slots.slots) {
+            auto it = var.slots().find(name);
+            if (it != var.slots().end() && it->second.values_size() == value.size())
+                value = fromTensor(it->second);
+        }
+        slots.updateCount = var.update_count();
+        m_slots.push_back(std::move(slots));
+    }
+    m_initialized = true;
+}
+
+proto::ShardState ParameterShard::save(int psIndex) const
+{
+    proto::ShardState state;
+    state.set_ps_index(psIndex);
+    for (size_t i = 0; i < m_values.size(); ++i) {
+        auto *var = state.add_variables();
+        var->set_name(m_names[i]);
+        toTensor(m_values[i], m_shapes[i], var->mutable_value());
+        for (const auto &[name, value] : m_slots[i].slots)
+            toTensor(value, m_shapes[i], &(*var->mutable_slots())[name]);
+        var->set_update_count(m_slots[i].updateCount);
+    }
+    return state;
+}
+
+void ParameterShard::apply(const Parameters &gradient)
+{
+    if (gradient.size() != m_values.size())
+        throw InputError("gradient has " + std::to_string(gradient.size()) + " variables, this ps holds "
+                         + std::to_string(m_values.size()));
+    for (size_t i = 0; i < m_values.size(); ++i) {
+        if (gradient[i].size() != m_values[i].size())
+            throw InputError("gradient of '" + m_names[i] + "' has " + std::to_string(gradient[i].size())
+                             + " values, the variable has " + std::to_string(m_values[i].size()));
+    }
+    for (size_t i = 0; i < m_values.size(); ++i)
+        m_optimizer->apply(m_values[i], gradient[i], m_slots[i]);
+}
+
+void ParameterShard::copyValuesTo(google::protobuf::RepeatedPtrField<proto::Tensor> *out) const
+{
+    out->Clear();
+    for (size_t i = 0; i < m_values.size(); ++i)
+        toTensor(m_values[i], m_shapes[i], out->Add());
+}
+
+} // namespace parasync

@@ -1,0 +1,240 @@
+#include "engine/update_policy.h"
+
+#include "base/error.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace parasync {
+
+namespace {
+
+std::string workerName(int index)
+{
+    return "worker:" + std::to_string(index);
+}
+
+} // namespace
+
+UpdatePolicy::UpdatePolicy(int numWorkers, proto::ModeConfig mode, ApplyFn apply, DecisionFn decided)
+    : m_workers(size_t(std::max(numWorkers, 1)))
+    , m_mode(std::move(mode))
+    , m_apply(std::move(apply))
+    , m_decided(std::move(decided))
+{
+    validate(m_mode, numWorkers);
+}
+
+void UpdatePolicy::validate(const proto::ModeConfig &mode, int numWorkers)
+{
+    if (mode.mode() != proto::ASYNC && mode.mode() != proto::SYNC && mode.mode() != proto::SSP)
+        throw InputError("update mode is not set: use async, sync or ssp");
+    if (mode.staleness() < 0)
+        throw InputError("staleness " + std::to_string(mode.staleness())
+                         + " is negative: use 0 (lock-step) or more");
+    if (mode.replicas_to_aggregate() < 0 || mode.total_num_replicas() < 0)
+        throw InputError("replicas_to_aggregate and total_num_replicas must be 0 (automatic) or positive");
+    if (mode.replicas_to_aggregate() > numWorkers)
+        throw InputError("replicas_to_aggregate=" + std::to_string(mode.replicas_to_aggregate())
+                         + " but the cluster has " + std::to_string(numWorkers)
+                         + " workers: a sync step could never close");
+    if (mode.total_num_replicas() > 0 && mode.replicas_to_aggregate() > mode.total_num_replicas())
+        throw InputError("replicas_to_aggregate=" + std::to_string(mode.replicas_to_aggregate())
+                         + " is more than total_num_replicas="
+                         + std::to_string(mode.total_num_replicas()));
+}
+
+int UpdatePolicy::liveWorkers() const
+{
+    return int(std::count_if(m_workers.begin(), m_workers.end(),
+                             [](const WorkerState &w) { return w.alive && !w.finished; }));
+}
+
+bool UpdatePolicy::isLive(int worker) const
+{
+    const auto &w = m_workers.at(size_t(worker));
+    return w.alive && !w.finished;
+}
+
+int64_t UpdatePolicy::droppedTotal() const
+{
+    int64_t total = 0;
+    for (const auto &w : m_workers)
+        total += w.dropped;
+    return total;
+}
+
+int UpdatePolicy::replicasToAggregate() const
+{
+    const int live = std::max(liveWorkers(), 1);
+    const int wanted = m_mode.replicas_to_aggregate();
+    return wanted > 0 ? std::min(wanted, live) : live;
+}
+
+void UpdatePolicy::join(int worker)
+{
+    auto &w = m_workers.at(size_t(worker));
+    w.alive = true;
+    w.finished = false;
+}
+
+void UpdatePolicy::setAlive(int worker, bool alive)
+{
+    auto &w = m_workers.at(size_t(worker));
+    w.alive = alive;
+    // A dead worker's gradient already in the open step stays there: it was
+    // computed against the current step and is as good as the others.
+    if (m_mode.mode() == proto::SYNC)
+        maybeCloseSyncStep();
+}
+
+void UpdatePolicy::setFinished(int worker)
+{
+    m_workers.at(size_t(worker)).finished = true;
+    if (m_mode.mode() == proto::SYNC)
+        maybeCloseSyncStep();
+}
+
+PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, Parameters gradient)
+{
+    auto &w = m_workers.at(size_t(worker));
+    w.alive = true;
+    ++w.clock;
+    PushDecision decision;
+    decision.staleness = m_globalStep - computedFromStep;
+
+    if (m_mode.mode() == proto::SYNC) {
+        if (computedFromStep < m_globalStep) {
+            // As SyncReplicasOptimizer: a gradient of an older step is not
+            // applied. It is counted and the worker continues at once.
+            ++w.dropped;
+            decision.outcome = proto::DROPPED_STALE;
+            decision.update = m_globalStep;
+            w.last = decision;
+            if (m_decided)
+                m_decided(worker, computedFromStep, decision);
+            return decision;
+        }
+        decision.outcome = proto::AGGREGATED;
+        w.inPendingStep = true;
+        w.last = decision;
+        m_pending.push_back({worker, computedFromStep, std::move(gradient)});
+        maybeCloseSyncStep();
+        return w.last;
+    }
+
+    // async and ssp apply on arrival; ssp holds afterwards (see hold()).
+    m_apply(gradient, 1);
+    ++m_globalStep;
+    ++w.applied;
+    decision.outcome = proto::APPLIED;
+    decision.update = m_globalStep;
+    decision.contributions = 1;
+    w.last = decision;
+    if (m_decided)
+        m_decided(worker, computedFromStep, decision);
+    return decision;
+}
+
+void UpdatePolicy::maybeCloseSyncStep()
+{
+    if (!m_pending.empty() && int(m_pending.size()) >= replicasToAggregate())
+        closeSyncStep();
+}
+
+void UpdatePolicy::closeSyncStep()
+{
+    if (m_pending.empty())
+        return;
+    const int n = int(m_pending.size());
+    Parameters average = m_pending.front().gradient;
+    for (size_t i = 1; i < m_pending.size(); ++i)
+        for (size_t v = 0; v < average.size(); ++v)
+            average[v] += m_pending[i].gradient[v];
+    for (auto &v : average)
+        v /= float(n);
+    m_apply(average, n);
+    ++m_globalStep;
+    for (const auto &c : m_pending) {
+        auto &w = m_workers[size_t(c.worker)];
+        w.inPendingStep = false;
+        ++w.applied;
+        w.last.outcome = proto::AGGREGATED;
+        w.last.update = m_globalStep;
+        w.last.contributions = n;
+        w.last.staleness = m_globalStep - 1 - c.computedFromStep;
+        if (m_decided)
+            m_decided(c.worker, c.computedFromStep, w.last);
+    }
+    m_pending.clear();
+}
+
+std::optional<int> UpdatePolicy::slowestLiveWorker(int except) const
+{
+    std::optional<int> slowest;
+    for (int i = 0; i < int(m_workers.size()); ++i) {
+        if (i == except || !isLive(i))
+            continue;
+        const auto sspClock = [this](int k) { return m_workers[size_t(k)].clock - m_workers[size_t(k)].sspBase; };
+        if (!slowest || sspClock(i) < sspClock(*slowest))
+            slowest = i;
+    }
+    return slowest;
+}
+
+Hold UpdatePolicy::hold(int worker) const
+{
+    const auto &w = m_workers.at(size_t(worker));
+    if (w.inPendingStep) {
+        std::string missing;
+        for (int i = 0; i < int(m_workers.size()); ++i) {
+            const bool contributed = std::any_of(m_pending.begin(), m_pending.end(),
+                                                 [i](const Contribution &c) { return c.worker == i; });
+            if (!contributed && isLive(i))
+                missing += (missing.empty() ? "" : ", ") + workerName(i);
+        }
+        return {HoldReason::SyncBarrier,
+                "sync step " + std::to_string(m_globalStep + 1) + ": "
+                    + std::to_string(m_pending.size()) + " of "
+                    + std::to_string(replicasToAggregate()) + " gradients"
+                    + (missing.empty() ? std::string() : " (waiting for " + missing + ")")};
+    }
+    if (m_mode.mode() == proto::SSP) {
+        // The worker itself counts towards the minimum, so a lone worker is
+        // never held by its own clock.
+        const auto slowest = slowestLiveWorker(worker);
+        if (!slowest)
+            return {};
+        const auto &s = m_workers[size_t(*slowest)];
+        const int64_t own = w.clock - w.sspBase;
+        const int64_t slowestClock = s.clock - s.sspBase;
+        if (own > slowestClock + m_mode.staleness()) {
+            const bool switched = w.sspBase != 0 || s.sspBase != 0;
+            return {HoldReason::StalenessBound,
+                    "clock " + std::to_string(own) + " > slowest " + workerName(*slowest) + " clock "
+                        + std::to_string(slowestClock) + " + staleness " + std::to_string(m_mode.staleness())
+                        + (switched ? std::string(" (steps since ssp began)") : std::string())};
+        }
+    }
+    return {};
+}
+
+UpdatePolicy::ModeChange UpdatePolicy::setMode(const proto::ModeConfig &mode)
+{
+    validate(mode, numWorkers());
+    ModeChange change;
+    change.previous = m_mode;
+    // The step boundary: gradients already waiting in an open sync step are
+    // applied together, so switching never loses or strands a gradient.
+    closeSyncStep();
+    // Into ssp: every worker starts level (see the class comment).
+    if (mode.mode() == proto::SSP && m_mode.mode() != proto::SSP)
+        for (auto &w : m_workers)
+            w.sspBase = w.clock;
+    m_mode = mode;
+    change.current = m_mode;
+    change.globalStep = m_globalStep;
+    return change;
+}
+
+} // namespace parasync

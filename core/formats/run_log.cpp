@@ -1,0 +1,348 @@
+#include "formats/run_log.h"
+
+#include "base/error.h"
+
+#include <QDir>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QSaveFile>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace parasync {
+
+namespace {
+
+// A record cut short by a kill -9 leaves the file without its last newline.
+// Appending after it would glue the next record onto the torn one, making a
+// line no reader can parse in the middle of the file: cut the torn record
+// off first (it was never complete, so nothing complete is lost).
+void dropTornLastLine(const std::string &path)
+{
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return; // a new file
+    struct stat st {};
+    off_t end = ::fstat(fd, &st) == 0 ? st.st_size : 0;
+    char last = '\n';
+    if (end > 0 && (::pread(fd, &last, 1, end - 1) != 1 || last == '\n')) {
+        ::close(fd);
+        return;
+    }
+    // Back to just after the last newline, in chunks.
+    char chunk[4096];
+    off_t keep = 0;
+    while (end > 0) {
+        const off_t start = end > off_t(sizeof chunk) ? end - off_t(sizeof chunk) : 0;
+        const ssize_t got = ::pread(fd, chunk, size_t(end - start), start);
+        if (got <= 0)
+            break;
+        const char *newline = static_cast<const char *>(::memrchr(chunk, '\n', size_t(got)));
+        if (newline) {
+            keep = start + (newline - chunk) + 1;
+            break;
+        }
+        end = start;
+    }
+    if (::ftruncate(fd, keep) != 0) {
+        // Left as it is: the readers skip a torn line too.
+    }
+    ::close(fd);
+}
+
+std::FILE *openForAppend(const std::string &path, bool *wasEmpty)
+{
+    dropTornLastLine(path);
+    std::FILE *file = std::fopen(path.c_str(), "ab");
+    if (!file)
+        throw InputError("cannot write " + path + ": " + std::strerror(errno));
+    struct stat st {};
+    *wasEmpty = ::stat(path.c_str(), &st) == 0 && st.st_size == 0;
+    return file;
+}
+
+// The step log's words for outcomes and phases (see run_log.h).
+constexpr std::pair<proto::PushOutcome, const char *> kOutcomeNames[] = {
+    {proto::APPLIED, "applied"},
+    {proto::AGGREGATED, "aggregated"},
+    {proto::DROPPED_STALE, "dropped_stale"},
+    {proto::REJECTED_NONFINITE, "rejected_nonfinite"},
+};
+constexpr std::pair<proto::WorkerPhase, const char *> kPhaseNames[] = {
+    {proto::WAITING_FOR_CHIEF, "waiting_for_chief"},
+    {proto::TRAINING, "training"},
+    {proto::BLOCKED_BY_SYNC, "blocked_by_sync"},
+    {proto::BLOCKED_BY_STALENESS, "blocked_by_staleness"},
+    {proto::FINISHED, "finished"},
+    {proto::DEAD, "dead"},
+    {proto::STOPPED, "stopped"},
+};
+
+const char *modeName(proto::UpdateMode mode)
+{
+    switch (mode) {
+    case proto::ASYNC: return "async";
+    case proto::SYNC: return "sync";
+    case proto::SSP: return "ssp";
+    default: return "unspecified";
+    }
+}
+
+// JSON has no NaN: missing values are written as null.
+std::string number(double value)
+{
+    if (!std::isfinite(value))
+        return "null";
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.9g", value);
+    return buffer;
+}
+
+// Seconds since the epoch with microseconds: %g would round them away.
+std::string wallClock(double seconds)
+{
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.6f", seconds);
+    return buffer;
+}
+
+std::string quoted(const std::string &text)
+{
+    std::string out = "\"";
+    for (char c : text) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += c;
+        } else if (static_cast<unsigned char>(c) < 0x20) {
+            char buffer[8];
+            std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+            out += buffer;
+        } else {
+            out += c;
+        }
+    }
+    return out + "\"";
+}
+
+std::string modeJson(const proto::ModeConfig &mode)
+{
+    return std::string("{\"mode\":\"") + modeName(mode.mode()) + "\",\"staleness\":"
+           + std::to_string(mode.staleness())
+           + ",\"replicas_to_aggregate\":" + std::to_string(mode.replicas_to_aggregate())
+           + ",\"total_num_replicas\":" + std::to_string(mode.total_num_replicas()) + "}";
+}
+
+} // namespace
+
+RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterNames)
+    : m_directory(directory)
+    , m_parameterNames(std::move(parameterNames))
+{
+    if (!QDir().mkpath(QString::fromStdString(directory)))
+        throw InputError("cannot create the run directory " + directory
+                         + ": check the --logdir path and its permissions");
+    bool empty = false;
+    m_stepLog = openForAppend(directory + "/" + run_files::kStepLog, &empty);
+    m_metrics = openForAppend(directory + "/" + run_files::kMetrics, &empty);
+    if (empty) {
+        std::string header = "global_step,wall_time,worker,loss,full_loss";
+        for (const auto &name : m_parameterNames)
+            header += "," + name;
+        header += "\n";
+        std::fputs(header.c_str(), m_metrics);
+        std::fflush(m_metrics);
+    }
+    m_thread = std::thread([this] { run(); });
+}
+
+RunLog::~RunLog()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+    }
+    m_wake.notify_all();
+    m_room.notify_all();
+    m_thread.join();
+    std::fclose(m_stepLog);
+    std::fclose(m_metrics);
+}
+
+void RunLog::record(const proto::TelemetryEvent &event)
+{
+    {
+        std::unique_lock lock(m_mutex);
+        // Training waits for the disk only when the writer is this far
+        // behind; without the bound a writer starved of CPU let the queue,
+        // and the process, grow for as long as the run lasted.
+        m_room.wait(lock, [this] { return m_queue.size() < kMaxQueued || m_stopping; });
+        m_queue.push_back(event);
+        ++m_queuedSeq;
+    }
+    m_wake.notify_one();
+}
+
+void RunLog::flush()
+{
+    std::unique_lock lock(m_mutex);
+    const uint64_t target = m_queuedSeq;
+    m_wake.notify_one();
+    m_flushed.wait(lock, [&] { return m_writtenSeq >= target; });
+}
+
+void RunLog::run()
+{
+    std::vector<proto::TelemetryEvent> batch;
+    std::unique_lock lock(m_mutex);
+    for (;;) {
+        m_wake.wait_for(lock, std::chrono::milliseconds(100),
+                        [this] { return !m_queue.empty() || m_stopping; });
+        batch.swap(m_queue);
+        const uint64_t seq = m_queuedSeq;
+        const bool stopping = m_stopping;
+        lock.unlock();
+        m_room.notify_all();
+        writeBatch(batch);
+        batch.clear();
+        lock.lock();
+        m_writtenSeq = seq;
+        m_flushed.notify_all();
+        if (stopping && m_queue.empty())
+            return;
+    }
+}
+
+void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
+{
+    if (batch.empty())
+        return;
+    std::string steps;
+    std::string metrics;
+    char buffer[128];
+    for (const auto &event : batch) {
+        steps += formatStepLogLine(event, m_parameterNames);
+        steps += '\n';
+        if (event.has_step() && (event.step().outcome() == proto::APPLIED || event.step().outcome() == proto::AGGREGATED)) {
+            const auto &s = event.step();
+            std::snprintf(buffer, sizeof buffer, "%lld,%.6f,%d,%.9g,", static_cast<long long>(s.global_step()),
+                          s.wall_time(), s.worker(), double(s.batch_loss()));
+            metrics += buffer;
+            if (std::isfinite(s.full_loss())) {
+                std::snprintf(buffer, sizeof buffer, "%.9g", double(s.full_loss()));
+                metrics += buffer;
+            }
+            for (size_t i = 0; i < m_parameterNames.size(); ++i) {
+                metrics += ',';
+                if (int(i) < s.parameters_size()) {
+                    std::snprintf(buffer, sizeof buffer, "%.9g", double(s.parameters(int(i))));
+                    metrics += buffer;
+                }
+            }
+            metrics += '\n';
+        }
+    }
+    std::fwrite(steps.data(), 1, steps.size(), m_stepLog);
+    std::fflush(m_stepLog);
+    if (!metrics.empty()) {
+        std::fwrite(metrics.data(), 1, metrics.size(), m_metrics);
+        std::fflush(m_metrics);
+    }
+}
+
+std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
+                                      const std::vector<std::string> &parameterNames)
+{
+    std::string line;
+    if (event.has_step()) {
+        const auto &s = event.step();
+        line = "{\"type\":\"step\",\"global_step\":" + std::to_string(s.global_step())
+               + ",\"wall_time\":" + wallClock(s.wall_time()) + ",\"worker\":" + std::to_string(s.worker())
+               + ",\"worker_clock\":" + std::to_string(s.worker_clock())
+               + ",\"computed_from_step\":" + std::to_string(s.computed_from_step())
+               + ",\"staleness\":" + std::to_string(s.staleness()) + ",\"outcome\":\""
+               + outcomeName(s.outcome()) + "\",\"contributions\":" + std::to_string(s.contributions())
+               + ",\"batch_loss\":" + number(s.batch_loss()) + ",\"full_loss\":" + number(s.full_loss())
+               + ",\"compute_us\":" + std::to_string(s.compute_us())
+               + ",\"push_us\":" + std::to_string(s.push_us()) + ",\"wait_us\":" + std::to_string(s.wait_us())
+               + ",\"wait_reason\":\"" + phaseName(s.wait_reason()) + "\"";
+        for (size_t i = 0; i < parameterNames.size() && int(i) < s.parameters_size(); ++i)
+            line += ",\"" + parameterNames[i] + "\":" + number(s.parameters(int(i)));
+        line += "}";
+    } else if (event.has_mode_change()) {
+        const auto &m = event.mode_change();
+        line = "{\"type\":\"mode_change\",\"global_step\":" + std::to_string(m.global_step())
+               + ",\"wall_time\":" + wallClock(m.wall_time()) + ",\"previous\":" + modeJson(m.previous())
+               + ",\"current\":" + modeJson(m.current()) + ",\"requested_by\":" + quoted(m.requested_by())
+               + "}";
+    } else if (event.has_worker_state()) {
+        const auto &w = event.worker_state();
+        line = "{\"type\":\"worker_state\",\"wall_time\":" + wallClock(w.wall_time())
+               + ",\"worker\":" + std::to_string(w.status().worker_index()) + ",\"phase\":\""
+               + phaseName(w.status().phase()) + "\",\"worker_clock\":"
+               + std::to_string(w.status().worker_clock())
+               + ",\"waiting_for\":" + quoted(w.status().waiting_for())
+               + ",\"reason\":" + quoted(w.status().reason()) + "}";
+    } else if (event.has_checkpoint()) {
+        const auto &c = event.checkpoint();
+        line = "{\"type\":\"checkpoint\",\"wall_time\":" + wallClock(c.wall_time())
+               + ",\"global_step\":" + std::to_string(c.global_step()) + ",\"path\":" + quoted(c.path())
+               + "}";
+    }
+    return line;
+}
+
+void writeRunClusterJson(const std::string &directory, const std::string &clusterJson,
+                         const std::string &trainingJson)
+{
+    if (!QDir().mkpath(QString::fromStdString(directory)))
+        throw InputError("cannot create the run directory " + directory
+                         + ": check the --logdir path and its permissions");
+    QJsonObject root;
+    root[QStringLiteral("cluster")] = QJsonDocument::fromJson(QByteArray::fromStdString(clusterJson)).object();
+    root[QStringLiteral("training")] =
+        QJsonDocument::fromJson(QByteArray::fromStdString(trainingJson)).object();
+    QSaveFile file(QString::fromStdString(directory + "/" + run_files::kCluster));
+    if (!file.open(QIODevice::WriteOnly)
+        || file.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !file.commit())
+        throw InputError("cannot write " + directory + "/" + run_files::kCluster + ": "
+                         + file.errorString().toStdString());
+}
+
+const char *outcomeName(proto::PushOutcome outcome)
+{
+    for (const auto &[value, name] : kOutcomeNames)
+        if (value == outcome)
+            return name;
+    return "unknown";
+}
+
+proto::PushOutcome outcomeFromName(std::string_view name)
+{
+    for (const auto &[value, text] : kOutcomeNames)
+        if (name == text)
+            return value;
+    return proto::PUSH_OUTCOME_UNSPECIFIED;
+}
+
+const char *phaseName(proto::WorkerPhase phase)
+{
+    for (const auto &[value, name] : kPhaseNames)
+        if (value == phase)
+            return name;
+    return "";
+}
+
+proto::WorkerPhase phaseFromName(std::string_view name)
+{
+    for (const auto &[value, text] : kPhaseNames)
+        if (name == text)
+            return value;
+    return proto::WORKER_PHASE_UNSPECIFIED;
+}
+
+} // namespace parasync

@@ -1,0 +1,92 @@
+#pragma once
+
+#include "proto/parasync.pb.h"
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace parasync {
+
+// Names of the files in a run directory (--logdir).
+namespace run_files {
+inline constexpr const char *kStepLog = "steps.jsonl";
+inline constexpr const char *kMetrics = "metrics.csv";
+inline constexpr const char *kCluster = "cluster.json";
+} // namespace run_files
+
+// Writes ps:0's record of a run into the run directory:
+//   steps.jsonl  one JSON object per line: every applied, aggregated or
+//                dropped gradient ("type":"step"), mode change, worker state
+//                change and checkpoint;
+//   metrics.csv  global_step,wall_time,worker,loss,full_loss[,w,b] per
+//                applied gradient.
+// Files are appended to (a restarted run continues them) and flushed after
+// every batch, so `tail -f` follows the run and a killed process leaves every
+// record up to its last complete line. record() only queues: a background
+// thread formats and writes, so training waits for the disk only when the
+// writer is kMaxQueued events behind (memory stays bounded).
+// Thread-safe.
+class RunLog
+{
+public:
+    // `parameterNames` become metrics.csv columns (the linear model's w, b);
+    // empty for large models. Throws InputError when the directory or files
+    // cannot be created, naming the path and the system's reason.
+    RunLog(const std::string &directory, std::vector<std::string> parameterNames);
+    ~RunLog();
+    RunLog(const RunLog &) = delete;
+    RunLog &operator=(const RunLog &) = delete;
+
+    void record(const proto::TelemetryEvent &event);
+    // Writes everything queued and waits until it is on disk (the files are
+    // fflush'ed; the OS has them).
+    void flush();
+
+    const std::string &directory() const { return m_directory; }
+
+    // One line of steps.jsonl for an event (exposed for tests and tools).
+    static std::string formatStepLogLine(const proto::TelemetryEvent &event,
+                                         const std::vector<std::string> &parameterNames);
+
+private:
+    void run();
+    void writeBatch(std::vector<proto::TelemetryEvent> &batch);
+
+    std::string m_directory;
+    std::vector<std::string> m_parameterNames;
+    std::FILE *m_stepLog = nullptr;
+    std::FILE *m_metrics = nullptr;
+
+    std::mutex m_mutex;
+    static constexpr size_t kMaxQueued = 8192; // ~2 MB of events, ~1 s at full speed
+    std::condition_variable m_wake;
+    std::condition_variable m_room; // the queue fell below kMaxQueued
+    std::condition_variable m_flushed;
+    std::vector<proto::TelemetryEvent> m_queue;
+    uint64_t m_queuedSeq = 0;
+    uint64_t m_writtenSeq = 0;
+    bool m_stopping = false;
+    std::thread m_thread;
+};
+
+// Writes cluster.json: the cluster spec and the run's training flags, in the
+// cluster-file format, so the run can be started again from it.
+void writeRunClusterJson(const std::string &directory, const std::string &clusterJson,
+                         const std::string &trainingJson);
+
+// The step log's one vocabulary for what happened to a gradient and what a
+// worker was doing ("applied", "dropped_stale", "blocked_by_sync", ...):
+// written here, read back by the replay, and used by the trace and the
+// timeline's CSV, so a name cannot differ between them. Unknown names read
+// back as UNSPECIFIED; unnamed values write as "unknown" / "".
+const char *outcomeName(proto::PushOutcome outcome);
+proto::PushOutcome outcomeFromName(std::string_view name);
+const char *phaseName(proto::WorkerPhase phase);
+proto::WorkerPhase phaseFromName(std::string_view name);
+
+} // namespace parasync

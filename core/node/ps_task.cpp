@@ -1,0 +1,983 @@
+#include "node/ps_task.h"
+
+#include "base/error.h"
+#include "wire/task_server.h"
+#include "formats/task_state_line.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+namespace parasync {
+
+namespace {
+
+double wallTime()
+{
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+int64_t microsSince(std::chrono::steady_clock::time_point start)
+{
+    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Column names for metrics.csv: every scalar of a small model ("w", "b"), or
+// none for models too large to log per step.
+std::vector<std::string> parameterNames(const proto::ModelSignature &signature)
+{
+    constexpr int64_t kMaxLogged = 16;
+    // Sizes are counted with an early exit: a signature's shapes come off the
+    // wire and may claim 2^34 x 2^34 elements.
+    int64_t total = 0;
+    for (const auto &var : signature.variables()) {
+        int64_t size = 1;
+        for (auto d : var.shape()) {
+            if (d < 0 || (d > 0 && size > kMaxLogged / d + 1))
+                return {};
+            size *= d;
+        }
+        total += size;
+        if (total > kMaxLogged)
+            return {};
+    }
+    std::vector<std::string> names;
+    for (const auto &var : signature.variables()) {
+        int64_t size = 1;
+        for (auto d : var.shape())
+            size *= d;
+        for (int64_t i = 0; i < size; ++i)
+            names.push_back(size == 1 ? var.name() : var.name() + "[" + std::to_string(i) + "]");
+    }
+    return names;
+}
+
+// Says which field of two signatures differs, in words.
+std::string signatureDifference(const proto::ModelSignature &cluster, const proto::ModelSignature &worker)
+{
+    if (cluster.model() != worker.model())
+        return "it trains model '" + worker.model() + "' but the cluster trains '" + cluster.model() + "'";
+    if (cluster.feature_dim() != worker.feature_dim())
+        return "its data has " + std::to_string(worker.feature_dim()) + " features but the cluster's has "
+               + std::to_string(cluster.feature_dim());
+    if (cluster.output_dim() != worker.output_dim())
+        return "its model has " + std::to_string(worker.output_dim()) + " outputs/classes but the cluster's has "
+               + std::to_string(cluster.output_dim());
+    if (cluster.variables_size() != worker.variables_size())
+        return "its model has " + std::to_string(worker.variables_size()) + " variables but the cluster's has "
+               + std::to_string(cluster.variables_size());
+    for (int i = 0; i < cluster.variables_size(); ++i) {
+        const auto &a = cluster.variables(i);
+        const auto &b = worker.variables(i);
+        if (a.name() != b.name()
+            || !std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
+            return "variable " + std::to_string(i) + " is '" + b.name() + "' of a different shape than the cluster's '"
+                   + a.name() + "'";
+    }
+    if (cluster.optimizer() != worker.optimizer())
+        return "it uses optimizer '" + worker.optimizer() + "' but the cluster uses '" + cluster.optimizer() + "'";
+    return {};
+}
+
+proto::WorkerPhase holdPhase(HoldReason reason)
+{
+    switch (reason) {
+    case HoldReason::SyncBarrier: return proto::BLOCKED_BY_SYNC;
+    case HoldReason::StalenessBound: return proto::BLOCKED_BY_STALENESS;
+    case HoldReason::None: break;
+    }
+    return proto::TRAINING;
+}
+
+class ParameterServiceImpl final : public proto::ParameterService::Service
+{
+public:
+    ParameterServiceImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status Train(grpc::ServerContext *context,
+                       grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream) override
+    {
+        if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
+            return denied;
+        return m_task.train(context, stream);
+    }
+    grpc::Status Initialize(grpc::ServerContext *context, const proto::InitializeRequest *request,
+                            proto::InitializeResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "Initialize"); !denied.ok())
+            return denied;
+        return m_task.initialize(*request, response);
+    }
+    grpc::Status Snapshot(grpc::ServerContext *context, const proto::SnapshotRequest *,
+                          proto::SnapshotResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "Snapshot"); !denied.ok())
+            return denied;
+        return m_task.snapshot(response);
+    }
+
+private:
+    PsTask &m_task;
+    const TokenCheck &m_auth;
+};
+
+class ClusterControlImpl final : public proto::ClusterControl::Service
+{
+public:
+    ClusterControlImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status SetMode(grpc::ServerContext *context, const proto::SetModeRequest *request,
+                         proto::SetModeResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "SetMode"); !denied.ok())
+            return denied;
+        return m_task.setMode(*request, response);
+    }
+    grpc::Status GetClusterStatus(grpc::ServerContext *context, const proto::ClusterStatusRequest *,
+                                  proto::ClusterStatusResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "GetClusterStatus"); !denied.ok())
+            return denied;
+        *response = m_task.clusterStatus();
+        return grpc::Status::OK;
+    }
+
+private:
+    PsTask &m_task;
+    const TokenCheck &m_auth;
+};
+
+class TelemetryImpl final : public proto::Telemetry::Service
+{
+public:
+    TelemetryImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status Watch(grpc::ServerContext *context, const proto::WatchRequest *request,
+                       grpc::ServerWriter<proto::TelemetryBatch> *writer) override
+    {
+        if (auto denied = m_auth.check(*context, "Watch"); !denied.ok())
+            return denied;
+        return m_task.watch(context, *request, writer);
+    }
+    grpc::Status ReportCheckpoint(grpc::ServerContext *context, const proto::ReportCheckpointRequest *request,
+                                  proto::ReportCheckpointResponse *) override
+    {
+        if (auto denied = m_auth.check(*context, "ReportCheckpoint"); !denied.ok())
+            return denied;
+        m_task.reportCheckpoint(*request);
+        return grpc::Status::OK;
+    }
+
+private:
+    PsTask &m_task;
+    const TokenCheck &m_auth;
+};
+
+} // namespace
+
+PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log)
+    : m_options(std::move(options))
+    , m_rpc(std::move(rpc))
+    , m_log(std::move(log))
+    , m_shard(makeOptimizer([this] {
+        OptimizerOptions o;
+        o.name = m_options.training.optimizer;
+        o.learningRate = m_options.training.learningRate;
+        return o;
+    }()))
+    , m_workers(size_t(m_options.cluster.numWorkers()))
+{
+    if (isCoordinator()) {
+        m_policy.emplace(
+            m_options.cluster.numWorkers(), m_options.training.mode,
+            [this](const Parameters &gradient, int) { m_shard.apply(gradient); },
+            [this](int worker, int64_t from, const PushDecision &decision) { onDecision(worker, from, decision); });
+    }
+}
+
+PsTask::~PsTask()
+{
+    if (m_server)
+        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+void PsTask::start()
+{
+    m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
+    m_services.push_back(std::make_unique<ParameterServiceImpl>(*this, *m_auth));
+    if (isCoordinator()) {
+        m_services.push_back(std::make_unique<ClusterControlImpl>(*this, *m_auth));
+        m_services.push_back(std::make_unique<TelemetryImpl>(*this, *m_auth));
+    }
+    TaskControlService::Callbacks callbacks;
+    callbacks.status = [this] {
+        std::lock_guard lock(m_mutex);
+        proto::TaskStatusResponse status;
+        status.set_job_name("ps");
+        status.set_task_index(m_options.task.index);
+        status.set_pid(::getpid());
+        status.set_steps(m_policy ? m_policy->globalStep() : m_updatesApplied);
+        status.set_state(m_finished ? "finished"
+                         : m_initialized ? "serving"
+                                         : "waiting for the chief worker:0 to initialise the variables");
+        return status;
+    };
+    callbacks.stop = [this](const std::string &reason) { requestStop(reason); };
+    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
+
+    std::vector<grpc::Service *> services;
+    for (auto &s : m_services)
+        services.push_back(s.get());
+    m_server = startTaskServer(m_options.task, m_options.cluster.address(m_options.task), m_rpc, services);
+
+    if (isCoordinator() && !m_options.training.logdir.empty())
+        writeRunClusterJson(m_options.training.logdir, m_options.cluster.toJson(), m_options.training.toJson());
+
+    m_log(m_options.task.toString() + " listening on " + m_options.cluster.address(m_options.task).toString()
+          + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string()));
+    m_log(taskStateLine({m_options.task, TaskPhase::Waiting, "waiting for the chief worker:0 to initialise the variables"}));
+}
+
+void PsTask::requestStop(const std::string &reason)
+{
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_finished)
+            return;
+        m_finished = true;
+        m_stopReason = reason;
+    }
+    m_changed.notify_all();
+    m_runWake.notify_all();
+}
+
+int PsTask::run()
+{
+    {
+        std::unique_lock lock(m_mutex);
+        m_lastStatusLog = std::chrono::steady_clock::now();
+        while (!m_finished) {
+            m_runWake.wait_for(lock, std::chrono::seconds(1));
+            if (m_finishDeadline)
+                checkFinishedLocked();
+            if (isCoordinator())
+                watchForHangLocked();
+            // Periodic progress so a ps terminal is never silent for long.
+            if (isCoordinator() && m_initialized && std::chrono::steady_clock::now() - m_lastStatusLog > std::chrono::seconds(10)) {
+                m_lastStatusLog = std::chrono::steady_clock::now();
+                std::string workers;
+                for (int i = 0; i < int(m_workers.size()); ++i) {
+                    const auto status = workerStatusLocked(i);
+                    workers += " worker:" + std::to_string(i) + "=" + proto::WorkerPhase_Name(status.phase());
+                }
+                m_log(taskStateLine({m_options.task, TaskPhase::Serving,
+                                     "global step " + std::to_string(m_policy->globalStep()) + ", mode "
+                                         + describeMode(m_policy->mode()) + ";" + workers}));
+            }
+        }
+    }
+    m_log(taskStateLine({m_options.task, m_allWorkersFinished ? TaskPhase::Finished : TaskPhase::Stopped, m_stopReason}));
+    if (isCoordinator())
+        stopOtherPsTasks();
+    if (m_runLog)
+        m_runLog->flush();
+    m_telemetry.close();
+    m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    m_server->Wait();
+    m_server.reset();
+    return 0;
+}
+
+void PsTask::stopOtherPsTasks()
+{
+    for (int i = 1; i < m_options.cluster.numPs(); ++i) {
+        const auto address = m_options.cluster.ps[size_t(i)].toString();
+        auto stub = proto::TaskControl::NewStub(makeChannel(address, m_rpc));
+        auto context = makeContext(m_rpc, std::chrono::seconds(2));
+        proto::StopRequest request;
+        request.set_reason("the cluster finished (told by ps:0)");
+        proto::StopResponse response;
+        const auto status = stub->Stop(context.get(), request, &response);
+        if (!status.ok())
+            m_log("could not tell ps:" + std::to_string(i) + " at " + address + " to stop: "
+                  + describeRpcError(status));
+    }
+}
+
+bool PsTask::doneLocked() const
+{
+    // --last_step=0 trains until stopped.
+    return m_policy && lastStep() > 0 && m_policy->globalStep() >= lastStep();
+}
+
+grpc::Status PsTask::train(grpc::ServerContext *,
+                           grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream)
+{
+    int worker = -1;
+    uint64_t streamId = 0;
+    bool left = false;
+    proto::TrainRequest request;
+    while (stream->Read(&request)) {
+        proto::TrainResponse response;
+        grpc::Status error;
+        {
+            std::unique_lock lock(m_mutex);
+            if (request.has_join()) {
+                const int index = request.join().worker_index();
+                if (index < 0 || index >= int(m_workers.size()))
+                    return {grpc::StatusCode::INVALID_ARGUMENT,
+                            "worker index " + std::to_string(index) + " is not in the cluster ("
+                                + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts"};
+                if (worker != index) {
+                    worker = index;
+                    streamId = m_nextStreamId++;
+                    m_workers[size_t(worker)].streamId = streamId;
+                }
+                response = joinLocked(lock, worker, request.join(), &error);
+            } else if (request.has_push()) {
+                if (worker < 0)
+                    return {grpc::StatusCode::FAILED_PRECONDITION, "push before join: send a JoinRequest first"};
+                error = isCoordinator() ? pushLocked(lock, worker, request.push(), response.mutable_push())
+                                        : pushShardLocked(lock, request.push(), response.mutable_push());
+            } else if (request.has_leave()) {
+                if (worker >= 0 && isCoordinator())
+                    leaveLocked(worker, request.leave());
+                left = true;
+                break;
+            }
+        }
+        if (!error.ok())
+            return error;
+        if (!stream->Write(response))
+            break;
+    }
+    if (worker >= 0 && !left && isCoordinator()) {
+        std::lock_guard lock(m_mutex);
+        streamEndedLocked(worker, streamId,
+                          "its training stream closed without a goodbye (process killed, or network cut)");
+    }
+    return grpc::Status::OK;
+}
+
+proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int worker,
+                                       const proto::JoinRequest &join, grpc::Status *error)
+{
+    proto::TrainResponse response;
+    auto *out = response.mutable_join();
+    auto &info = m_workers[size_t(worker)];
+    info.pid = join.pid();
+    if (!m_initialized && isCoordinator() && info.phase != proto::WAITING_FOR_CHIEF) {
+        info.phase = proto::WAITING_FOR_CHIEF;
+        publishWorkerStateLocked(worker);
+    }
+    // Hold the join a while rather than have the worker poll: it starts the
+    // moment the chief has initialised (a sync cluster then starts with every
+    // worker), and still hears back often enough to say what it waits for.
+    m_changed.wait_for(lock, std::chrono::seconds(1), [this] { return m_initialized || m_finished; });
+    if (!m_initialized) {
+        out->set_ready(false);
+        out->set_waiting_for("the chief worker:0 at " + m_options.cluster.workers.front().toString()
+                             + " to initialise the variables");
+        return response;
+    }
+    if (const auto difference = signatureDifference(m_signature, join.signature()); !difference.empty()) {
+        *error = {grpc::StatusCode::FAILED_PRECONDITION,
+                  m_options.task.toString() + " refuses worker:" + std::to_string(worker) + ": " + difference
+                      + ". Give every task the same --model, --dataset and --optimizer"};
+        m_log(error->error_message());
+        return response;
+    }
+    out->set_ready(true);
+    out->set_last_step(lastStep());
+    m_shard.copyValuesTo(out->mutable_parameters());
+    if (isCoordinator()) {
+        out->set_global_step(m_policy->globalStep());
+        *out->mutable_mode() = m_policy->mode();
+        const bool rejoin = info.everJoined;
+        m_policy->join(worker);
+        info.everJoined = true;
+        info.phase = proto::TRAINING;
+        info.reason.clear();
+        info.lastSeen = std::chrono::steady_clock::now();
+        updateActingChiefLocked();
+        out->set_acting_chief(m_actingChief);
+        m_log("worker:" + std::to_string(worker) + (rejoin ? " rejoined" : " joined") + " at global step "
+              + std::to_string(m_policy->globalStep()));
+        publishWorkerStateLocked(worker);
+        m_changed.notify_all();
+    } else {
+        out->set_global_step(m_updatesApplied);
+    }
+    return response;
+}
+
+Parameters PsTask::parseGradients(const proto::PushRequest &push, std::string *error) const
+{
+    Parameters gradient;
+    const auto &values = m_shard.values();
+    if (push.gradients_size() != int(values.size())) {
+        *error = "the push has " + std::to_string(push.gradients_size()) + " gradient tensors but "
+                 + m_options.task.toString() + " holds " + std::to_string(values.size()) + " variables";
+        return {};
+    }
+    for (int i = 0; i < push.gradients_size(); ++i) {
+        if (push.gradients(i).values_size() != values[size_t(i)].size()) {
+            *error = "gradient " + std::to_string(i) + " has " + std::to_string(push.gradients(i).values_size())
+                     + " values, the variable has " + std::to_string(values[size_t(i)].size());
+            return {};
+        }
+        gradient.push_back(fromTensor(push.gradients(i)));
+    }
+    return gradient;
+}
+
+grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
+                                proto::PushResponse *response)
+{
+    auto &info = m_workers[size_t(worker)];
+    if (!m_initialized)
+        return {grpc::StatusCode::FAILED_PRECONDITION,
+                "worker:" + std::to_string(worker)
+                    + " pushed before the chief initialised the variables: join again and wait until it is ready"};
+    if (doneLocked()) {
+        // The last step is reached: the gradient is not applied, the worker stops.
+        response->set_done(true);
+        response->set_global_step(m_policy->globalStep());
+        *response->mutable_mode() = m_policy->mode();
+        m_shard.copyValuesTo(response->mutable_parameters());
+        return grpc::Status::OK;
+    }
+    std::string error;
+    Parameters gradient = parseGradients(push, &error);
+    if (!error.empty())
+        return {grpc::StatusCode::INVALID_ARGUMENT, "worker:" + std::to_string(worker) + ": " + error};
+    if (push.computed_from_step() > m_policy->globalStep() || push.computed_from_step() < 0)
+        return {grpc::StatusCode::INVALID_ARGUMENT,
+                "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
+                    + std::to_string(push.computed_from_step()) + ", but the global step is only "
+                    + std::to_string(m_policy->globalStep()) + ": a step from the future is refused"};
+    const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
+    if (!finite) {
+        ++info.nonfinite;
+        if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
+            m_log("worker:" + std::to_string(worker) + " pushed a gradient with NaN or infinite values ("
+                  + std::to_string(info.nonfinite) + " so far); "
+                  + (m_options.training.applyNonfinite ? "applied, as --nonfinite_gradients=apply asks"
+                                                       : "rejected (--nonfinite_gradients=reject)"));
+        if (!m_options.training.applyNonfinite) {
+            proto::TelemetryEvent event;
+            auto *step = event.mutable_step();
+            step->set_global_step(m_policy->globalStep());
+            step->set_wall_time(wallTime());
+            step->set_worker(worker);
+            step->set_worker_clock(m_policy->workerClock(worker));
+            step->set_batch_loss(push.batch_loss());
+            step->set_outcome(proto::REJECTED_NONFINITE);
+            step->set_computed_from_step(push.computed_from_step());
+            publishLocked(event);
+            response->set_outcome(proto::REJECTED_NONFINITE);
+            response->set_global_step(m_policy->globalStep());
+            response->set_done(doneLocked());
+            *response->mutable_mode() = m_policy->mode();
+            m_shard.copyValuesTo(response->mutable_parameters());
+            return grpc::Status::OK;
+        }
+    }
+
+    // Keep what the step's telemetry event needs, not the gradient itself
+    // (a copy of up to megabytes per step on the hot path).
+    info.lastPush.Clear();
+    info.lastPush.set_batch_loss(push.batch_loss());
+    info.lastPush.set_full_loss(push.full_loss());
+    info.lastPush.set_compute_us(push.compute_us());
+    info.lastPush.set_previous_push_us(push.previous_push_us());
+    *info.lastPush.mutable_parameter_view() = push.parameter_view();
+    info.arrival = std::chrono::steady_clock::now();
+    info.lastSeen = info.arrival;
+    info.phase = proto::TRAINING;
+    const int64_t stepBefore = m_policy->globalStep();
+    m_policy->push(worker, push.computed_from_step(), std::move(gradient));
+    // Held workers wait for their sync step to close or for the slowest clock
+    // to move (ssp), and both move the global step; in async nobody is held.
+    // Waking every waiting thread on every push cost each of them a context
+    // switch and a turn at m_mutex per push: O(workers^2) per sync step.
+    if (m_policy->globalStep() != stepBefore && m_policy->mode().mode() != proto::ASYNC)
+        m_changed.notify_all();
+
+    const auto holdStart = std::chrono::steady_clock::now();
+    proto::WorkerPhase heldBy = proto::WORKER_PHASE_UNSPECIFIED;
+    for (;;) {
+        const Hold hold = m_policy->hold(worker);
+        if (hold.reason == HoldReason::None || doneLocked() || m_finished)
+            break;
+        heldBy = holdPhase(hold.reason);
+        info.phase = heldBy;
+        info.waitingFor = hold.waitingFor;
+        m_changed.wait(lock);
+    }
+    info.phase = proto::TRAINING;
+    info.waitingFor.clear();
+    const int64_t heldUs = heldBy == proto::WORKER_PHASE_UNSPECIFIED ? 0 : microsSince(holdStart);
+    // A sync barrier wait is part of the step it aggregated into (reported by
+    // onDecision); an ssp hold comes after the update and is reported with the
+    // worker's next step.
+    if (heldBy == proto::BLOCKED_BY_STALENESS) {
+        info.previousHoldUs = heldUs;
+        info.previousHoldReason = heldBy;
+    }
+
+    const PushDecision &result = m_policy->result(worker);
+    response->set_outcome(result.outcome);
+    response->set_update(result.update);
+    response->set_contributions(result.contributions);
+    response->set_staleness(result.staleness);
+    response->set_waited_us(heldUs);
+    response->set_global_step(m_policy->globalStep());
+    response->set_done(doneLocked());
+    *response->mutable_mode() = m_policy->mode();
+    response->set_acting_chief(m_actingChief);
+    m_shard.copyValuesTo(response->mutable_parameters());
+    return grpc::Status::OK;
+}
+
+grpc::Status PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
+                                     proto::PushResponse *response)
+{
+    const int64_t update = push.update();
+    if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
+        m_log(m_options.task.toString() + ": a late contribution to update " + std::to_string(update)
+              + " arrived after it was applied without it; not applied");
+    } else if (push.contributions() > 0) {
+        std::string error;
+        Parameters gradient = parseGradients(push, &error);
+        if (!error.empty())
+            return {grpc::StatusCode::INVALID_ARGUMENT, error};
+        auto &pending = m_pendingUpdates[update];
+        if (pending.received == 0)
+            pending.sum = std::move(gradient);
+        else
+            for (size_t v = 0; v < pending.sum.size(); ++v)
+                pending.sum[v] += gradient[v];
+        pending.expected = push.contributions();
+        if (++pending.received >= pending.expected) {
+            for (auto &v : pending.sum)
+                v /= float(pending.received);
+            m_shard.apply(pending.sum);
+            ++m_updatesApplied;
+            m_pendingUpdates.erase(update);
+            m_changed.notify_all();
+        } else {
+            // The other contributions of this sync step are on their way from
+            // workers ps:0 released together with this one; they come within
+            // milliseconds unless one of them died on the way from ps:0 to
+            // here. Then apply what came rather than hold everyone forever.
+            const auto deadline = std::chrono::steady_clock::now()
+                                  + std::chrono::milliseconds(2 * m_rpc.heartbeatMs + 1000);
+            const bool complete = m_changed.wait_until(lock, deadline, [&] {
+                return !m_pendingUpdates.contains(update) || m_finished;
+            });
+            if (auto it = m_pendingUpdates.find(update); !complete && it != m_pendingUpdates.end()) {
+                auto &partial = it->second;
+                for (auto &v : partial.sum)
+                    v /= float(partial.received);
+                m_shard.apply(partial.sum);
+                ++m_updatesApplied;
+                m_log(m_options.task.toString() + ": update " + std::to_string(update) + " applied with "
+                      + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
+                      + " gradients: the others never came (a worker died between ps:0 and "
+                      + m_options.task.toString() + "?)");
+                m_pendingUpdates.erase(it);
+                m_incompleteUpdates.insert(update);
+                // Remember a bounded number: late arrivals come soon or never.
+                while (m_incompleteUpdates.size() > 1000)
+                    m_incompleteUpdates.erase(m_incompleteUpdates.begin());
+                m_changed.notify_all();
+            }
+        }
+    }
+    response->set_outcome(proto::APPLIED);
+    response->set_update(update);
+    response->set_global_step(update);
+    m_shard.copyValuesTo(response->mutable_parameters());
+    return grpc::Status::OK;
+}
+
+void PsTask::leaveLocked(int worker, const proto::LeaveRequest &leave)
+{
+    auto &info = m_workers[size_t(worker)];
+    if (leave.finished()) {
+        info.phase = proto::FINISHED;
+        m_policy->setFinished(worker);
+        m_log("worker:" + std::to_string(worker) + " finished at clock " + std::to_string(leave.worker_clock()));
+    } else {
+        info.phase = proto::STOPPED;
+        info.reason = "it was stopped before the last step";
+        m_policy->setAlive(worker, false);
+        m_log("worker:" + std::to_string(worker) + " left: " + info.reason);
+    }
+    updateActingChiefLocked();
+    publishWorkerStateLocked(worker);
+    m_changed.notify_all();
+    checkFinishedLocked();
+}
+
+void PsTask::streamEndedLocked(int worker, uint64_t streamId, const std::string &reason)
+{
+    auto &info = m_workers[size_t(worker)];
+    if (info.streamId != streamId || info.phase == proto::FINISHED || info.phase == proto::DEAD
+        || info.phase == proto::STOPPED)
+        return;
+    info.phase = proto::DEAD;
+    info.reason = reason;
+    m_policy->setAlive(worker, false);
+    m_log("worker:" + std::to_string(worker) + " is dead: " + reason + "; not waiting for it");
+    updateActingChiefLocked();
+    publishWorkerStateLocked(worker);
+    m_changed.notify_all();
+    checkFinishedLocked();
+}
+
+void PsTask::checkFinishedLocked()
+{
+    if (!doneLocked() || m_finished)
+        return;
+    std::string neverJoined;
+    for (int i = 0; i < int(m_workers.size()); ++i) {
+        const auto &info = m_workers[size_t(i)];
+        if (info.everJoined && info.phase != proto::FINISHED && info.phase != proto::DEAD && info.phase != proto::STOPPED)
+            return;
+        if (!info.everJoined)
+            neverJoined += (neverJoined.empty() ? "" : ", ") + ("worker:" + std::to_string(i));
+    }
+    if (!neverJoined.empty() && !m_finishDeadline) {
+        // A worker started late still gets to join, see the last step and
+        // finish, rather than find no ps and retry forever.
+        m_finishDeadline = std::chrono::steady_clock::now() + kLateWorkerGrace;
+        m_log("the last step is reached; waiting up to "
+              + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLateWorkerGrace).count())
+              + " s for " + neverJoined + " (never joined) before exiting");
+        return;
+    }
+    if (!neverJoined.empty() && std::chrono::steady_clock::now() < *m_finishDeadline)
+        return;
+    m_finished = true;
+    m_allWorkersFinished = true;
+    m_stopReason = "all workers finished at global step " + std::to_string(m_policy->globalStep()) + "; exiting"
+                   + (neverJoined.empty() ? std::string() : " (" + neverJoined + " never joined)");
+    m_changed.notify_all();
+    m_runWake.notify_all();
+}
+
+bool PsTask::isLiveLocked(int worker) const
+{
+    const auto &info = m_workers[size_t(worker)];
+    return info.everJoined && info.phase != proto::DEAD && info.phase != proto::FINISHED
+           && info.phase != proto::STOPPED;
+}
+
+int PsTask::actingChiefLocked() const
+{
+    if (!m_options.training.chiefHandover || isLiveLocked(0) || !m_workers.front().everJoined)
+        return 0;
+    for (int i = 1; i < int(m_workers.size()); ++i)
+        if (isLiveLocked(i))
+            return i;
+    return 0;
+}
+
+void PsTask::updateActingChiefLocked()
+{
+    const int acting = actingChiefLocked();
+    if (acting == m_actingChief)
+        return;
+    if (acting == 0)
+        m_log("the chief worker:0 is back: it takes its duties back from worker:" + std::to_string(m_actingChief));
+    else
+        m_log("the chief worker:0 is " + std::string(m_workers.front().phase == proto::DEAD ? "dead" : "gone")
+              + ": worker:" + std::to_string(acting)
+              + " takes over its duties (checkpoints, the full-shard loss) as --chief_handover=1 asks");
+    m_actingChief = acting;
+}
+
+// In sentences that read on their own in the log and inside the app's
+// banner ("ps:0 is waiting for ..."), without parentheses inside parentheses.
+std::string PsTask::describeWaitLocked() const
+{
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::string> working;
+    std::vector<std::string> held;
+    for (int i = 0; i < int(m_workers.size()); ++i) {
+        if (!isLiveLocked(i))
+            continue;
+        const auto &info = m_workers[size_t(i)];
+        const std::string name = "worker:" + std::to_string(i);
+        if (info.phase == proto::BLOCKED_BY_SYNC || info.phase == proto::BLOCKED_BY_STALENESS) {
+            const std::string why = !info.waitingFor.empty() ? info.waitingFor : proto::WorkerPhase_Name(info.phase);
+            held.push_back(name + (info.phase == proto::BLOCKED_BY_SYNC ? " is held in " : " is held by the staleness bound: ")
+                           + why);
+            continue;
+        }
+        char seconds[32];
+        std::snprintf(seconds, sizeof seconds, "%.1f", std::chrono::duration<double>(now - info.lastSeen).count());
+        working.push_back(name + ", last heard from " + seconds + " s ago");
+    }
+    const auto join = [](const std::vector<std::string> &parts, const char *separator, const char *last) {
+        std::string text;
+        for (size_t i = 0; i < parts.size(); ++i)
+            text += (i == 0 ? "" : i + 1 == parts.size() ? last : separator) + parts[i];
+        return text;
+    };
+    std::string text;
+    if (!working.empty())
+        text = join(working, "; ", "; and ") + (working.size() == 1 ? ". It is" : ". They are")
+               + " still computing a step: slowed by a straggler delay, or frozen by SIGSTOP, swapping or a link "
+                 "that drops data but not the connection";
+    if (!held.empty())
+        text += (text.empty() ? "" : ". ") + join(held, ". ", ". ");
+    return text.empty() ? std::string("no live worker") : text;
+}
+
+void PsTask::watchForHangLocked()
+{
+    const int timeout = m_options.training.hangTimeoutSecs;
+    const auto now = std::chrono::steady_clock::now();
+    const int64_t step = m_policy->globalStep();
+    // run() calls this on every wake-up, often many times a step: the
+    // common case (the step moved) returns before looking at the workers.
+    bool anyLive = false;
+    for (int i = 0; step == m_progressStep && !anyLive && i < int(m_workers.size()); ++i)
+        anyLive = isLiveLocked(i);
+    if (step != m_progressStep || !m_initialized || doneLocked() || !anyLive || timeout <= 0) {
+        if (m_stall.seconds() > 0 && step != m_progressStep)
+            m_log("hang watchdog: the global step moves again (" + std::to_string(step) + ") after "
+                  + std::to_string(int(m_stall.seconds())) + " s");
+        m_progressStep = step;
+        m_progressTime = now;
+        m_stall.Clear();
+        m_lastStallLog = {};
+        return;
+    }
+    const double stalled = std::chrono::duration<double>(now - m_progressTime).count();
+    if (stalled < timeout)
+        return;
+    m_stall.set_seconds(stalled);
+    m_stall.set_global_step(step);
+    m_stall.set_waiting_for(describeWaitLocked());
+    // A line when the stall is first seen, then every timeout period.
+    if (now - m_lastStallLog >= std::chrono::seconds(timeout)) {
+        m_lastStallLog = now;
+        m_log("hang watchdog: the global step has not moved from " + std::to_string(step) + " for "
+              + std::to_string(int(stalled)) + " s (mode " + describeMode(m_policy->mode())
+              + "); waiting for " + m_stall.waiting_for());
+    }
+}
+
+void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision &decision)
+{
+    auto &info = m_workers[size_t(worker)];
+    proto::TelemetryEvent event;
+    auto *step = event.mutable_step();
+    step->set_global_step(decision.update);
+    step->set_wall_time(wallTime());
+    step->set_worker(worker);
+    step->set_worker_clock(m_policy->workerClock(worker));
+    step->set_staleness(decision.staleness);
+    step->set_batch_loss(info.lastPush.batch_loss());
+    step->set_full_loss(info.lastPush.full_loss());
+    step->set_outcome(decision.outcome);
+    step->set_compute_us(info.lastPush.compute_us());
+    step->set_push_us(info.lastPush.previous_push_us());
+    step->set_contributions(decision.contributions);
+    step->set_computed_from_step(computedFromStep);
+    if (decision.outcome == proto::AGGREGATED) {
+        step->set_wait_us(microsSince(info.arrival));
+        step->set_wait_reason(proto::BLOCKED_BY_SYNC);
+    } else {
+        step->set_wait_us(info.previousHoldUs);
+        step->set_wait_reason(info.previousHoldUs > 0 ? info.previousHoldReason : proto::WORKER_PHASE_UNSPECIFIED);
+        info.previousHoldUs = 0;
+    }
+    step->mutable_parameters()->CopyFrom(info.lastPush.parameter_view());
+    publishLocked(event);
+}
+
+void PsTask::publishLocked(const proto::TelemetryEvent &event)
+{
+    m_telemetry.publish(event);
+    if (m_runLog)
+        m_runLog->record(event);
+}
+
+proto::WorkerStatus PsTask::workerStatusLocked(int worker) const
+{
+    const auto &info = m_workers[size_t(worker)];
+    proto::WorkerStatus status;
+    status.set_worker_index(worker);
+    status.set_phase(info.phase);
+    status.set_pid(info.pid);
+    status.set_reason(info.reason);
+    status.set_waiting_for(info.waitingFor);
+    status.set_nonfinite(info.nonfinite);
+    if (m_policy) {
+        status.set_worker_clock(m_policy->workerClock(worker));
+        status.set_applied(m_policy->applied(worker));
+        status.set_dropped(m_policy->dropped(worker));
+    }
+    return status;
+}
+
+void PsTask::publishWorkerStateLocked(int worker)
+{
+    proto::TelemetryEvent event;
+    event.mutable_worker_state()->set_wall_time(wallTime());
+    *event.mutable_worker_state()->mutable_status() = workerStatusLocked(worker);
+    publishLocked(event);
+}
+
+grpc::Status PsTask::initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response)
+{
+    std::lock_guard lock(m_mutex);
+    if (request.global_step() < 0)
+        return {grpc::StatusCode::INVALID_ARGUMENT,
+                "global step " + std::to_string(request.global_step()) + " is negative: the chief's checkpoint is damaged"};
+    if (m_initialized) {
+        response->set_initialized_now(false);
+        response->set_global_step(m_policy ? m_policy->globalStep() : m_updatesApplied);
+        return grpc::Status::OK;
+    }
+    try {
+        m_shard.load(request.shard());
+    } catch (const InputError &e) {
+        return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+    }
+    m_signature = request.signature();
+    m_initialized = true;
+    if (m_policy) {
+        m_policy->setGlobalStep(request.global_step());
+        if (!m_options.training.logdir.empty()) {
+            m_parameterNames = parameterNames(m_signature);
+            try {
+                m_runLog = std::make_unique<RunLog>(m_options.training.logdir, m_parameterNames);
+            } catch (const InputError &e) {
+                m_log(std::string("cannot keep the run's step log: ") + e.what());
+            }
+        }
+    } else {
+        m_updatesApplied = request.global_step();
+    }
+    response->set_initialized_now(true);
+    response->set_global_step(request.global_step());
+    m_log(m_options.task.toString() + ": variables initialised by the chief (" + request.origin()
+          + ") at global step " + std::to_string(request.global_step()));
+    m_log(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));
+    m_changed.notify_all();
+    return grpc::Status::OK;
+}
+
+grpc::Status PsTask::snapshot(proto::SnapshotResponse *response)
+{
+    std::lock_guard lock(m_mutex);
+    if (!m_initialized)
+        return {grpc::StatusCode::FAILED_PRECONDITION, "the variables are not initialised yet"};
+    *response->mutable_shard() = m_shard.save(m_options.task.index);
+    if (m_policy) {
+        response->set_global_step(m_policy->globalStep());
+        *response->mutable_mode() = m_policy->mode();
+    } else {
+        response->set_global_step(m_updatesApplied);
+    }
+    return grpc::Status::OK;
+}
+
+grpc::Status PsTask::setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response)
+{
+    std::lock_guard lock(m_mutex);
+    if (!m_policy)
+        return {grpc::StatusCode::FAILED_PRECONDITION, "the update mode is kept by ps:0: call it there"};
+    UpdatePolicy::ModeChange change;
+    try {
+        change = m_policy->setMode(request.mode());
+    } catch (const InputError &e) {
+        return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+    }
+    proto::TelemetryEvent event;
+    auto *record = event.mutable_mode_change();
+    record->set_global_step(change.globalStep);
+    record->set_wall_time(wallTime());
+    *record->mutable_previous() = change.previous;
+    *record->mutable_current() = change.current;
+    record->set_requested_by(request.requested_by());
+    publishLocked(event);
+    m_log("mode changed from " + describeMode(change.previous) + " to " + describeMode(change.current)
+          + " at global step " + std::to_string(change.globalStep)
+          + (request.requested_by().empty() ? std::string() : " (requested by " + request.requested_by() + ")"));
+    *response->mutable_mode() = change.current;
+    response->set_global_step(change.globalStep);
+    m_changed.notify_all();
+    return grpc::Status::OK;
+}
+
+proto::ClusterStatusResponse PsTask::clusterStatus()
+{
+    std::lock_guard lock(m_mutex);
+    return clusterStatusLocked();
+}
+
+proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
+{
+    proto::ClusterStatusResponse status;
+    status.set_initialized(m_initialized);
+    status.set_last_step(lastStep());
+    for (const auto &ps : m_options.cluster.ps)
+        status.add_ps_hosts(ps.toString());
+    for (const auto &w : m_options.cluster.workers)
+        status.add_worker_hosts(w.toString());
+    *status.mutable_signature() = m_signature;
+    status.set_cluster_json(m_options.training.toJson());
+    if (m_policy) {
+        status.set_global_step(m_policy->globalStep());
+        *status.mutable_mode() = m_policy->mode();
+        status.set_dropped_total(m_policy->droppedTotal());
+        *status.mutable_stall() = m_stall;
+        status.set_acting_chief(m_actingChief);
+    }
+    for (int i = 0; i < int(m_workers.size()); ++i)
+        *status.add_workers() = workerStatusLocked(i);
+    return status;
+}
+
+grpc::Status PsTask::watch(grpc::ServerContext *context, const proto::WatchRequest &request,
+                           grpc::ServerWriter<proto::TelemetryBatch> *writer)
+{
+    auto subscription = m_telemetry.subscribe(size_t(std::max(0, request.max_buffered_events())));
+    auto lastStatus = std::chrono::steady_clock::now();
+    bool first = true;
+    for (;;) {
+        proto::TelemetryBatch batch;
+        // Batches of up to 50 ms keep the subscriber live (>= 10 refreshes a
+        // second) without one message per event.
+        const bool open = subscription->next(&batch, std::chrono::milliseconds(50));
+        const auto now = std::chrono::steady_clock::now();
+        if ((first && request.include_status()) || now - lastStatus > std::chrono::milliseconds(500)) {
+            *batch.mutable_status() = clusterStatus();
+            lastStatus = now;
+        }
+        first = false;
+        batch.set_wall_time(wallTime());
+        if (!open)
+            batch.set_cluster_finished(true);
+        if (context->IsCancelled() || !writer->Write(batch) || !open)
+            break;
+    }
+    m_telemetry.unsubscribe(subscription);
+    return grpc::Status::OK;
+}
+
+void PsTask::reportCheckpoint(const proto::ReportCheckpointRequest &request)
+{
+    std::lock_guard lock(m_mutex);
+    proto::TelemetryEvent event;
+    *event.mutable_checkpoint() = request.checkpoint();
+    publishLocked(event);
+}
+
+} // namespace parasync

@@ -1,0 +1,172 @@
+#include "node/training_summaries.h"
+
+#include "engine/dataset.h"
+#include "proto/parasync.grpc.pb.h"
+
+#include <chrono>
+#include <cmath>
+
+namespace parasync {
+
+namespace {
+
+double wallTimeNow()
+{
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Parameters written as scalars when the model has at most this many (the
+// linear demo's w and b).
+constexpr Eigen::Index kMaxScalarParameters = 16;
+
+// Events ps:0 keeps for the chief's staleness watch while it falls behind.
+constexpr int kWatchBufferedEvents = 4096;
+
+void addScalar(tensorboard::Summary *summary, const std::string &tag, double value)
+{
+    auto *entry = summary->add_value();
+    entry->set_tag(tag);
+    entry->set_simple_value(float(value));
+}
+
+} // namespace
+
+TrainingSummaries::TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
+                                      const std::vector<Variable> &variables,
+                                     const std::string &ps0Address, const RpcSettings &rpc, Log log)
+    : m_writer(logdir)
+    , m_everySteps(everySteps > 0 ? everySteps : 100)
+    , m_data(data)
+    , m_variables(variables)
+    , m_log(std::move(log))
+{
+    m_thread = std::thread(&TrainingSummaries::watchTelemetry, this, ps0Address, rpc);
+}
+
+TrainingSummaries::~TrainingSummaries()
+{
+    {
+        std::lock_guard lock(m_mutex);
+        m_stopping = true;
+        if (m_watchContext)
+            m_watchContext->TryCancel();
+    }
+    m_wake.notify_all();
+    if (m_thread.joinable())
+        m_thread.join();
+}
+
+void TrainingSummaries::watchTelemetry(std::string address, RpcSettings rpc)
+{
+    // Only the staleness of other workers' gradients needs ps:0's view; the
+    // chief knows everything else itself.
+    for (;;) {
+        std::shared_ptr<grpc::ClientContext> context = makeContext(rpc);
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_stopping)
+                return;
+            m_watchContext = context;
+        }
+        auto stub = proto::Telemetry::NewStub(makeChannel(address, rpc));
+        proto::WatchRequest request;
+        // Staleness averages survive losing events when this thread falls
+        // behind; ps:0's default queue (65536 events, ~14 MB) would not be
+        // worth keeping for them.
+        request.set_max_buffered_events(kWatchBufferedEvents);
+        auto reader = stub->Watch(context.get(), request);
+        proto::TelemetryBatch batch;
+        while (reader->Read(&batch)) {
+            std::lock_guard lock(m_mutex);
+            for (const auto &event : batch.events()) {
+                if (!event.has_step())
+                    continue;
+                const auto &step = event.step();
+                if (step.outcome() != proto::APPLIED && step.outcome() != proto::AGGREGATED)
+                    continue;
+                auto &[sum, count] = m_staleness[step.worker()];
+                sum += double(step.staleness());
+                ++count;
+            }
+        }
+        reader->Finish();
+        std::unique_lock lock(m_mutex);
+        m_watchContext.reset();
+        // ps:0 not up yet or gone (the run ended): try again a little later.
+        if (m_wake.wait_for(lock, std::chrono::milliseconds(100), [this] { return m_stopping; }))
+            return;
+    }
+}
+
+void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params,
+                                  bool last)
+{
+    if (m_writeFailed || globalStep <= m_lastStep)
+        return;
+    const bool due = m_lastStep < 0 || globalStep / m_everySteps > m_lastStep / m_everySteps;
+    if (!due && !last)
+        return;
+    const double now = wallTimeNow();
+
+    tensorboard::Event event;
+    event.set_wall_time(now);
+    event.set_step(globalStep);
+    auto *summary = event.mutable_summary();
+    addScalar(summary, "loss", batchLoss);
+    if (std::isfinite(fullLoss))
+        addScalar(summary, "full_loss", fullLoss);
+    Eigen::Index total = 0;
+    for (const auto &p : params)
+        total += p.size();
+    if (total <= kMaxScalarParameters) {
+        for (size_t i = 0; i < params.size() && i < m_variables.size(); ++i)
+            for (Eigen::Index j = 0; j < params[i].size(); ++j)
+                addScalar(summary, params[i].size() == 1 ? m_variables[i].name
+                                                         : m_variables[i].name + "_" + std::to_string(j),
+                          params[i][j]);
+    }
+    if (m_lastStep >= 0 && now > m_lastWallTime)
+        addScalar(summary, "updates_per_sec", double(globalStep - m_lastStep) / (now - m_lastWallTime));
+    {
+        std::lock_guard lock(m_mutex);
+        for (auto &[worker, stats] : m_staleness) {
+            if (stats.second > 0)
+                addScalar(summary, "staleness/worker_" + std::to_string(worker), stats.first / double(stats.second));
+            stats = {0.0, 0};
+        }
+    }
+
+    // pred = X W + b on the chief's shard: the values for a regression,
+    // the predicted class for a classifier.
+    if (params.size() == 2 && m_data.size() > 0) {
+        const Eigen::Index features = m_data.featureDim();
+        const Eigen::Index outputs = params[1].size();
+        if (outputs > 0 && params[0].size() == features * outputs) {
+            using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+            const Eigen::Map<const RowMajor> w(params[0].data(), features, outputs);
+            Eigen::MatrixXf pred = m_data.features * w;
+            pred.rowwise() += params[1].transpose();
+            std::vector<double> values;
+            values.reserve(size_t(pred.rows()));
+            for (Eigen::Index r = 0; r < pred.rows(); ++r) {
+                Eigen::Index best = 0;
+                if (outputs > 1)
+                    pred.row(r).maxCoeff(&best);
+                values.push_back(outputs > 1 ? double(best) : double(pred(r, 0)));
+            }
+            auto *histogram = summary->add_value();
+            histogram->set_tag("pred");
+            *histogram->mutable_histo() = makeHistogram(values);
+        }
+    }
+
+    if (!m_writer.write(event)) {
+        m_writeFailed = true;
+        m_log("chief: cannot write " + m_writer.path() + "; no more TensorBoard summaries this run");
+        return;
+    }
+    m_lastStep = globalStep;
+    m_lastWallTime = now;
+}
+
+} // namespace parasync

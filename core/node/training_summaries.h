@@ -1,0 +1,73 @@
+#pragma once
+
+// The chief's TensorBoard summaries (as tf.train.Supervisor writes them on
+// the chief only): every --display_step global steps and at the last step, an
+// Event with the scalars loss (the chief's batch loss), full_loss (when the
+// chief evaluated its shard), the model's parameters when there are few
+// (w, b), updates_per_sec (global steps per second since the previous
+// summary) and staleness/worker_N (mean staleness of worker N's gradients
+// since the previous summary, from ps:0's telemetry), and the histogram
+// "pred" of the model's predictions on the chief's shard (the seeds'
+// tf.summary.histogram('pred', pred)).
+
+#include "formats/event_file.h"
+#include "engine/model.h"
+#include "wire/rpc.h"
+
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace parasync {
+
+struct Dataset;
+
+class TrainingSummaries
+{
+public:
+    using Log = std::function<void(const std::string &)>;
+
+    // Opens a new event file in `logdir` (InputError when it cannot) and
+    // starts a thread that follows ps:0's telemetry for the workers'
+    // staleness. `everySteps` <= 0 means every 100 global steps. `data` and
+    // `variables` must outlive this object.
+    TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
+                      const std::vector<Variable> &variables, const std::string &ps0Address,
+                      const RpcSettings &rpc, Log log);
+    ~TrainingSummaries(); // cancels the telemetry stream; never blocks long
+
+    // Called by the chief after each step with the global step its
+    // parameters now belong to. Writes a summary when the global step passed
+    // a multiple of `everySteps`, or when `last` is set; otherwise costs a
+    // comparison. Not thread-safe: the chief's training thread calls it.
+    void afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params, bool last);
+
+    const std::string &path() const { return m_writer.path(); }
+
+private:
+    void watchTelemetry(std::string address, RpcSettings rpc);
+
+    EventFileWriter m_writer;
+    int64_t m_everySteps;
+    const Dataset &m_data;
+    const std::vector<Variable> &m_variables;
+    Log m_log;
+    int64_t m_lastStep = -1;
+    double m_lastWallTime = 0;
+    bool m_writeFailed = false;
+
+    // Per worker: sum and count of staleness since the last summary.
+    std::mutex m_mutex;
+    std::map<int, std::pair<double, int64_t>> m_staleness;
+    bool m_stopping = false;
+    std::condition_variable m_wake;
+    std::shared_ptr<grpc::ClientContext> m_watchContext;
+    std::thread m_thread;
+};
+
+} // namespace parasync

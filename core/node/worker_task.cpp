@@ -1,0 +1,723 @@
+#include "node/worker_task.h"
+
+#include "base/error.h"
+#include "engine/parameter_shard.h"
+#include "wire/task_server.h"
+#include "node/training_summaries.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <numeric>
+
+namespace parasync {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t microsSince(Clock::time_point start)
+{
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+}
+
+double wallTime()
+{
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Parameters small enough to travel with every push for the telemetry's
+// w/b view (the linear demo has two).
+constexpr Eigen::Index kMaxViewedParameters = 16;
+
+} // namespace
+
+struct WorkerTask::PsConnection
+{
+    int index = 0;
+    std::string address;
+    std::unique_ptr<proto::ParameterService::Stub> parameters;
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReaderWriter<proto::TrainRequest, proto::TrainResponse>> stream;
+
+    void closeStream()
+    {
+        if (stream) {
+            context->TryCancel();
+            stream->Finish();
+        }
+        stream.reset();
+        context.reset();
+    }
+};
+
+WorkerTask::WorkerTask(NodeOptions options, RpcSettings rpc, Log log)
+    : m_options(std::move(options))
+    , m_rpc(std::move(rpc))
+    , m_log(std::move(log))
+    , m_rng(m_options.training.seed * 7919 + uint64_t(m_options.task.index))
+    , m_paceRng(m_options.training.seed * 104729 + uint64_t(m_options.task.index))
+{
+    const WorkerPace &pace = m_options.training.pace;
+    m_computeMs = pace.computeMs;
+    m_computeJitter = pace.computeJitter;
+    m_stragglerMs = pace.stragglerMs;
+}
+
+WorkerTask::~WorkerTask()
+{
+    requestStop("shutting down");
+    {
+        std::lock_guard lock(m_stateMutex);
+        m_finishedRunning = true;
+    }
+    m_runFinished.notify_all();
+    if (m_stopWatchdog.joinable())
+        m_stopWatchdog.join();
+    if (m_checkpointThread.joinable())
+        m_checkpointThread.join();
+    {
+        std::lock_guard lock(m_streamMutex);
+        for (auto &ps : m_ps)
+            ps->closeStream();
+    }
+    if (m_server)
+        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+void WorkerTask::setState(TaskPhase phase, const std::string &detail)
+{
+    std::lock_guard lock(m_stateMutex);
+    if (m_phase == phase && m_phaseDetail == detail)
+        return; // a retry of the same wait says nothing new
+    m_phase = phase;
+    m_phaseDetail = detail;
+    // TaskControl's words: what a worker waits for, else the phase's name.
+    m_state = phase == TaskPhase::Waiting && !detail.empty() ? detail : taskPhaseName(phase);
+    m_log(taskStateLine({m_options.task, phase, detail}));
+}
+
+void WorkerTask::requestStop(const std::string &reason)
+{
+    {
+        std::lock_guard lock(m_stateMutex);
+        if (m_stopReason.empty())
+            m_stopReason = reason;
+        if (m_stop.exchange(true))
+            return;
+    }
+    m_checkpointWake.notify_all();
+    // run() notices the stop between steps and leaves the streams cleanly. A
+    // push held at a sync barrier or the staleness bound blocks in Read,
+    // though: if run() has not finished in a while, cancel the calls.
+    m_stopWatchdog = std::thread([this] {
+        std::unique_lock lock(m_stateMutex);
+        if (m_runFinished.wait_for(lock, std::chrono::seconds(2), [this] { return m_finishedRunning; }))
+            return;
+        lock.unlock();
+        std::lock_guard streams(m_streamMutex);
+        for (auto &ps : m_ps)
+            if (ps->context)
+                ps->context->TryCancel();
+    });
+}
+
+void WorkerTask::start()
+{
+    const auto &training = m_options.training;
+    DatasetOptions data;
+    data.spec = training.dataset.empty() ? defaultDatasetFor(training.model) : training.dataset;
+    data.shardIndex = m_options.task.index;
+    data.numShards = m_options.cluster.numWorkers();
+    data.samplesPerShard = training.samplesPerShard;
+    data.seed = training.seed;
+    data.classification = training.model != "linear";
+    m_data = loadDataset(data);
+    if (m_data.size() == 0)
+        throw InputError("worker:" + std::to_string(m_options.task.index) + " has no data in its shard of "
+                         + data.spec);
+    m_model = makeModel(training.model, m_data.featureDim(),
+                        m_data.numClasses > 0 ? m_data.numClasses : m_data.targets.cols());
+    m_variables = m_model->initialVariables(training.seed);
+    for (const auto &v : m_variables)
+        m_params.push_back(v.value);
+    // A join answer carries every parameter of a shard: refuse a limit too
+    // small for the model now, not as a RESOURCE_EXHAUSTED on the first step.
+    int64_t parameters = 0;
+    for (const auto &p : m_params)
+        parameters += p.size();
+    const int64_t needed = parameters * int64_t(sizeof(float)) + 4096;
+    if (needed > m_rpc.maxMessageBytes)
+        throw InputError("the model has " + std::to_string(parameters) + " parameters, so one step's message takes about "
+                         + std::to_string(needed) + " bytes, but --max_message_bytes=" + std::to_string(m_rpc.maxMessageBytes)
+                         + ": give every task --max_message_bytes=" + std::to_string(needed) + " or more");
+    const int numPs = m_options.cluster.numPs();
+    for (int k = 0; k < numPs; ++k)
+        m_variablesOnPs.push_back(ParameterShard::variableIndexes(k, numPs, int(m_variables.size())));
+    m_order.resize(size_t(m_data.size()));
+    std::iota(m_order.begin(), m_order.end(), 0);
+    std::shuffle(m_order.begin(), m_order.end(), m_rng);
+
+    TaskControlService::Callbacks callbacks;
+    callbacks.status = [this] {
+        proto::TaskStatusResponse status;
+        status.set_job_name("worker");
+        status.set_task_index(m_options.task.index);
+        status.set_pid(::getpid());
+        {
+            std::lock_guard lock(m_stateMutex);
+            status.set_state(m_state);
+        }
+        status.set_steps(m_clock);
+        status.set_straggler_delay_ms(m_stragglerMs.load());
+        status.set_compute_ms(m_computeMs.load());
+        status.set_compute_jitter(m_computeJitter.load());
+        return status;
+    };
+    callbacks.stop = [this](const std::string &reason) { requestStop(reason); };
+    callbacks.setStraggler = [this](int delayMs) {
+        m_stragglerMs = delayMs;
+        m_log("worker:" + std::to_string(m_options.task.index) + ": straggler delay now " + std::to_string(delayMs)
+              + " ms per step");
+        return delayMs;
+    };
+    callbacks.setPace = [this](const proto::SetPaceRequest &request) {
+        m_computeMs = request.compute_ms();
+        if (request.has_compute_jitter())
+            m_computeJitter = request.compute_jitter();
+        proto::SetPaceResponse response;
+        response.set_compute_ms(m_computeMs.load());
+        response.set_compute_jitter(m_computeJitter.load());
+        m_log("worker:" + std::to_string(m_options.task.index) + ": compute time now "
+              + (response.compute_ms() == 0 ? std::string("0 (full speed)")
+                                            : std::to_string(response.compute_ms()) + " ms per step")
+              + ", jitter " + std::to_string(response.compute_jitter()).substr(0, 4));
+        return response;
+    };
+    m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
+    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
+    m_server = startTaskServer(m_options.task, m_options.cluster.address(m_options.task), m_rpc,
+                               {m_services.front().get()});
+
+    for (int k = 0; k < numPs; ++k) {
+        auto connection = std::make_unique<PsConnection>();
+        connection->index = k;
+        connection->address = m_options.cluster.ps[size_t(k)].toString();
+        connection->parameters = proto::ParameterService::NewStub(makeChannel(connection->address, m_rpc));
+        m_ps.push_back(std::move(connection));
+    }
+    if (m_options.task.isChief() && !training.logdir.empty())
+        m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
+    if (m_options.task.isChief() && !training.logdir.empty())
+        m_summaries = std::make_unique<TrainingSummaries>(training.logdir, training.displayStep, m_data, m_variables,
+                                                          m_ps.front()->address, m_rpc, m_log);
+
+    m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
+          + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: "
+          + m_data.description + ", " + std::to_string(m_data.size()) + " samples");
+    setState(TaskPhase::Listening, "connecting to the ps tasks");
+}
+
+proto::ModelSignature WorkerTask::modelSignature() const
+{
+    proto::ModelSignature signature;
+    signature.set_model(m_model->name());
+    signature.set_dataset(m_options.training.dataset);
+    signature.set_feature_dim(m_model->featureDim());
+    signature.set_output_dim(m_model->outputDim());
+    signature.set_optimizer(m_options.training.optimizer);
+    for (const auto &v : m_variables) {
+        auto *spec = signature.add_variables();
+        spec->set_name(v.name);
+        spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
+    }
+    return signature;
+}
+
+bool WorkerTask::waitForPs(int ps)
+{
+    // A cheap unary call tells reachable from not, with a reason we can print.
+    auto stub = proto::TaskControl::NewStub(makeChannel(m_ps[size_t(ps)]->address, m_rpc));
+    Backoff backoff;
+    for (;;) {
+        auto context = makeContext(m_rpc, std::chrono::milliseconds(1000));
+        proto::TaskStatusResponse status;
+        const auto result = stub->GetTaskStatus(context.get(), {}, &status);
+        if (result.ok())
+            return true;
+        const std::string what = "cannot reach ps:" + std::to_string(ps) + " at " + m_ps[size_t(ps)]->address
+                                 + ": " + describeRpcError(result);
+        setState(TaskPhase::Waiting, what);
+        if (!backoff.wait(what, m_log, [this] { return stopping(); }))
+            return false;
+    }
+}
+
+std::string WorkerTask::initializeAsChief()
+{
+    const int numPs = m_options.cluster.numPs();
+    const proto::ModelSignature signature = modelSignature();
+
+    // Variable states in model order: fresh, or from the newest checkpoint.
+    std::vector<proto::VariableState> states(m_variables.size());
+    int64_t globalStep = 0;
+    std::string origin = "fresh, seed " + std::to_string(m_options.training.seed);
+    if (m_checkpoints) {
+        std::vector<std::string> skipped;
+        const auto found = m_checkpoints->newestValid(&skipped);
+        for (const auto &s : skipped)
+            m_log("checkpoint skipped (corrupt): " + s);
+        if (found) {
+            const auto &ckpt = found->checkpoint;
+            if (ckpt.signature().model() != signature.model()
+                || ckpt.signature().variables_size() != signature.variables_size())
+                throw InputError(found->path + " was saved by a '" + ckpt.signature().model()
+                                 + "' model; this cluster trains '" + signature.model()
+                                 + "': use another --logdir or the same --model");
+            // Re-shard by model order so a run may restart with another number of ps tasks.
+            const int oldPs = std::max(1, ckpt.shards_size());
+            for (const auto &shard : ckpt.shards()) {
+                for (int j = 0; j < shard.variables_size(); ++j) {
+                    const size_t index = size_t(shard.ps_index() + j * oldPs);
+                    if (index < states.size())
+                        states[index] = shard.variables(j);
+                }
+            }
+            for (size_t i = 0; i < states.size(); ++i) {
+                if (states[i].value().values_size() != m_variables[i].value.size())
+                    throw InputError(found->path + ": variable '" + m_variables[i].name
+                                     + "' has a different shape than the model's: use another --logdir");
+            }
+            globalStep = ckpt.global_step();
+            origin = "restored from " + std::filesystem::path(found->path).filename().string();
+        }
+    }
+    if (globalStep == 0 && origin.rfind("fresh", 0) == 0) {
+        for (size_t i = 0; i < m_variables.size(); ++i) {
+            states[i].set_name(m_variables[i].name);
+            toTensor(m_variables[i].value, m_variables[i].shape, states[i].mutable_value());
+        }
+    }
+
+    // ps:0 last: its initialisation is what tells the other workers the
+    // variables are ready.
+    for (int k = numPs - 1; k >= 0; --k) {
+        proto::InitializeRequest request;
+        request.set_global_step(globalStep);
+        request.set_origin(origin);
+        *request.mutable_signature() = signature;
+        request.mutable_shard()->set_ps_index(k);
+        for (int index : m_variablesOnPs[size_t(k)])
+            *request.mutable_shard()->add_variables() = states[size_t(index)];
+        auto context = makeContext(m_rpc, std::chrono::seconds(10));
+        proto::InitializeResponse response;
+        const auto status = m_ps[size_t(k)]->parameters->Initialize(context.get(), request, &response);
+        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
+            || status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+            throw InputError("ps:" + std::to_string(k) + " refused the variables: " + status.error_message());
+        // A ps that is slow to answer (overloaded, swapping, being profiled)
+        // or went away meanwhile is waited for, as at the start. Initialize
+        // is idempotent: a call that timed out here but reached ps:k makes
+        // the next one answer "already holds the variables".
+        if (!status.ok())
+            return "cannot initialise ps:" + std::to_string(k) + " at " + m_ps[size_t(k)]->address + ": "
+                   + describeRpcError(status);
+        if (response.initialized_now() && k == 0)
+            m_log("chief: variables initialised (" + origin + ") at global step " + std::to_string(globalStep));
+        else if (!response.initialized_now() && k == 0)
+            m_log("chief: ps:0 already holds the variables at global step " + std::to_string(response.global_step())
+                  + "; continuing from there");
+    }
+    return {};
+}
+
+bool WorkerTask::connectAndJoin()
+{
+    const int index = m_options.task.index;
+    for (int k = 0; k < int(m_ps.size()); ++k)
+        if (!waitForPs(k))
+            return false;
+    if (m_options.task.isChief()) {
+        Backoff backoff;
+        for (std::string failure = initializeAsChief(); !failure.empty(); failure = initializeAsChief()) {
+            setState(TaskPhase::Waiting, failure);
+            if (!backoff.wait(failure, m_log, [this] { return stopping(); }))
+                return false;
+        }
+    }
+
+    Backoff waitingForChief(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+    for (auto &ps : m_ps) {
+        {
+            std::lock_guard lock(m_streamMutex);
+            ps->closeStream();
+            ps->context = makeContext(m_rpc);
+            ps->stream = ps->parameters->Train(ps->context.get());
+        }
+        for (;;) {
+            if (stopping())
+                return false;
+            proto::TrainRequest request;
+            auto *join = request.mutable_join();
+            join->set_worker_index(index);
+            join->set_pid(::getpid());
+            *join->mutable_signature() = modelSignature();
+            proto::TrainResponse response;
+            if (!ps->stream->Write(request) || !ps->stream->Read(&response)) {
+                const auto status = ps->stream->Finish();
+                ps->stream.reset();
+                if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION
+                    || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
+                    throw InputError(status.error_message());
+                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
+                                                 + ps->address + " while joining: " + describeRpcError(status));
+                return connectAndJoin();
+            }
+            const auto &join_ = response.join();
+            if (!join_.ready()) {
+                const std::string what = "waiting for " + join_.waiting_for();
+                setState(TaskPhase::Waiting, what);
+                if (!waitingForChief.wait(what, m_log, [this] { return stopping(); }))
+                    return false;
+                continue;
+            }
+            const auto &vars = m_variablesOnPs[size_t(ps->index)];
+            for (size_t j = 0; j < vars.size() && int(j) < join_.parameters_size(); ++j)
+                m_params[size_t(vars[j])] = fromTensor(join_.parameters(int(j)), m_params[size_t(vars[j])].size());
+            if (ps->index == 0) {
+                m_globalStep = join_.global_step();
+                m_done = join_.last_step() > 0 && m_globalStep >= join_.last_step();
+            }
+            break;
+        }
+    }
+    setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep));
+    return true;
+}
+
+std::vector<int64_t> WorkerTask::nextBatch()
+{
+    const size_t batch = std::min(size_t(m_options.training.batchSize), m_order.size());
+    std::vector<int64_t> rows;
+    rows.reserve(batch);
+    for (size_t i = 0; i < batch; ++i) {
+        if (m_cursor == m_order.size()) {
+            // A new epoch over the shard, in a new order.
+            std::shuffle(m_order.begin(), m_order.end(), m_rng);
+            m_cursor = 0;
+        }
+        rows.push_back(m_order[m_cursor++]);
+    }
+    return rows;
+}
+
+std::chrono::microseconds WorkerTask::drawComputeTime()
+{
+    const double mean = m_computeMs.load() * 1000.0;
+    if (mean <= 0)
+        return std::chrono::microseconds(0);
+    const double cv = m_computeJitter.load();
+    if (cv <= 0)
+        return std::chrono::microseconds(int64_t(mean));
+    // A log-normal with this mean and coefficient of variation.
+    const double sigma2 = std::log1p(cv * cv);
+    std::lognormal_distribution<double> draw(std::log(mean) - sigma2 / 2, std::sqrt(sigma2));
+    // Capped, so one draw from the far tail cannot freeze the worker.
+    return std::chrono::microseconds(int64_t(std::min(draw(m_paceRng), 20 * mean)));
+}
+
+void WorkerTask::sleepUnlessStopped(std::chrono::microseconds duration)
+{
+    const auto until = Clock::now() + duration;
+    constexpr auto kSlice = std::chrono::milliseconds(20);
+    for (auto now = Clock::now(); now < until && !stopping(); now = Clock::now())
+        std::this_thread::sleep_for(std::min<Clock::duration>(until - now, kSlice));
+}
+
+bool WorkerTask::step()
+{
+    // Simulated work and a straggler's delay count as compute time: to
+    // ps:0, the timeline and the waiting fractions, a straggler is a worker
+    // whose steps take longer, as a slow machine's would.
+    const auto computeStart = Clock::now();
+    if (const int delay = m_stragglerMs.load(); delay > 0)
+        sleepUnlessStopped(std::chrono::milliseconds(delay));
+    sleepUnlessStopped(drawComputeTime());
+    Parameters gradient;
+    const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
+    const bool evaluate = hasChiefDuties() && m_options.training.displayStep > 0
+                          && m_clock % m_options.training.displayStep == 0;
+    const float fullLoss = evaluate ? m_model->loss(m_params, m_data) : std::nanf("");
+    const int64_t computeUs = microsSince(computeStart);
+
+    const auto pushStart = Clock::now();
+    auto makePush = [&](int ps, proto::PushRequest *push) {
+        const auto &vars = m_variablesOnPs[size_t(ps)];
+        for (int index : vars)
+            toTensor(gradient[size_t(index)], m_variables[size_t(index)].shape, push->add_gradients());
+    };
+
+    // ps:0 first: its update policy decides what happens to the gradient.
+    proto::TrainRequest request;
+    auto *push = request.mutable_push();
+    push->set_computed_from_step(m_globalStep);
+    push->set_batch_loss(batchLoss);
+    push->set_full_loss(fullLoss);
+    push->set_compute_us(computeUs);
+    push->set_previous_push_us(m_previousPushUs);
+    Eigen::Index total = 0;
+    for (const auto &p : m_params)
+        total += p.size();
+    if (total <= kMaxViewedParameters)
+        for (const auto &p : m_params)
+            push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
+    makePush(0, push);
+
+    auto &ps0 = *m_ps.front();
+    proto::TrainResponse response;
+    if (!ps0.stream->Write(request) || !ps0.stream->Read(&response))
+        return false;
+    const auto &decision = response.push();
+    for (size_t j = 0; j < m_variablesOnPs[0].size() && int(j) < decision.parameters_size(); ++j) {
+        const int index = m_variablesOnPs[0][j];
+        m_params[size_t(index)] = fromTensor(decision.parameters(int(j)), m_params[size_t(index)].size());
+    }
+
+    // The other ps tasks apply what ps:0 decided (or just hand out fresh values).
+    const bool counted = decision.outcome() == proto::APPLIED || decision.outcome() == proto::AGGREGATED;
+    for (size_t k = 1; k < m_ps.size(); ++k) {
+        proto::TrainRequest shardRequest;
+        auto *shardPush = shardRequest.mutable_push();
+        shardPush->set_computed_from_step(m_globalStep);
+        shardPush->set_update(decision.update());
+        if (counted) {
+            shardPush->set_contributions(decision.contributions());
+            makePush(int(k), shardPush);
+        }
+        proto::TrainResponse shardResponse;
+        if (!m_ps[k]->stream->Write(shardRequest) || !m_ps[k]->stream->Read(&shardResponse))
+            return false;
+        const auto &vars = m_variablesOnPs[k];
+        for (size_t j = 0; j < vars.size() && int(j) < shardResponse.push().parameters_size(); ++j)
+            m_params[size_t(vars[j])] = fromTensor(shardResponse.push().parameters(int(j)),
+                                                   m_params[size_t(vars[j])].size());
+    }
+    m_previousPushUs = microsSince(pushStart) - decision.waited_us();
+    m_globalStep = decision.global_step();
+    m_done = decision.done();
+    if (!m_options.task.isChief())
+        takeChiefDuties(decision.acting_chief() == m_options.task.index);
+    if (m_summaries && (counted || m_done))
+        m_summaries->afterStep(m_globalStep, batchLoss, fullLoss, m_params, m_done);
+    if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
+        return true; // the last step was reached before this gradient arrived
+    ++m_clock;
+
+    // As the seeds: print when this worker's update produced a multiple of
+    // --display_step, so the workers' printed steps interleave.
+    const int64_t display = m_options.training.displayStep;
+    if (counted && display > 0 && decision.update() > 0 && decision.update() % display == 0) {
+        char line[256];
+        std::string values;
+        if (total <= kMaxViewedParameters) {
+            for (size_t i = 0; i < m_variables.size(); ++i) {
+                for (Eigen::Index j = 0; j < m_params[i].size(); ++j) {
+                    std::snprintf(line, sizeof line, " %s %.4f", m_variables[i].name.c_str(), double(m_params[i][j]));
+                    values += line;
+                }
+            }
+        } else {
+            std::snprintf(line, sizeof line, " accuracy %.4f", double(m_model->accuracy(m_params, m_data)));
+            values += line;
+        }
+        std::snprintf(line, sizeof line, "worker:%d step %lld (local %lld) loss %.6f%s%s", m_options.task.index,
+                      static_cast<long long>(decision.update()), static_cast<long long>(m_clock.load()),
+                      double(m_model->loss(m_params, m_data)), values.c_str(),
+                      decision.outcome() == proto::AGGREGATED
+                          ? (" [sync, " + std::to_string(decision.contributions()) + " gradients]").c_str()
+                          : "");
+        m_log(line);
+    }
+    return true;
+}
+
+void WorkerTask::saveCheckpoint(bool final)
+{
+    if (!m_checkpoints)
+        return;
+    std::lock_guard lock(m_checkpointMutex);
+    proto::Checkpoint checkpoint;
+    checkpoint.set_wall_time(wallTime());
+    *checkpoint.mutable_signature() = modelSignature();
+    // ps:0 last, so the recorded global step counts every update the other
+    // shards' values already contain.
+    for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
+        auto context = makeContext(m_rpc, std::chrono::seconds(10));
+        proto::SnapshotResponse snapshot;
+        const auto status = m_ps[size_t(k)]->parameters->Snapshot(context.get(), {}, &snapshot);
+        if (!status.ok()) {
+            m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + describeRpcError(status));
+            return;
+        }
+        *checkpoint.add_shards() = snapshot.shard();
+        if (k == 0) {
+            checkpoint.set_global_step(snapshot.global_step());
+            *checkpoint.mutable_mode() = snapshot.mode();
+        }
+    }
+    std::sort(checkpoint.mutable_shards()->begin(), checkpoint.mutable_shards()->end(),
+              [](const auto &a, const auto &b) { return a.ps_index() < b.ps_index(); });
+    try {
+        const std::string path = m_checkpoints->save(checkpoint);
+        m_log("chief: saved checkpoint " + path + " at global step " + std::to_string(checkpoint.global_step()));
+        auto stub = proto::Telemetry::NewStub(makeChannel(m_ps.front()->address, m_rpc));
+        auto context = makeContext(m_rpc, std::chrono::seconds(5));
+        proto::ReportCheckpointRequest report;
+        report.mutable_checkpoint()->set_wall_time(checkpoint.wall_time());
+        report.mutable_checkpoint()->set_global_step(checkpoint.global_step());
+        report.mutable_checkpoint()->set_path(std::filesystem::path(path).filename().string());
+        report.set_final(final);
+        proto::ReportCheckpointResponse ignored;
+        stub->ReportCheckpoint(context.get(), report, &ignored);
+    } catch (const InputError &e) {
+        m_log(std::string("chief: checkpoint not saved: ") + e.what());
+    }
+}
+
+void WorkerTask::checkpointLoop()
+{
+    const auto interval = std::chrono::seconds(std::max(1, m_options.training.saveCheckpointSecs));
+    std::mutex waitMutex;
+    std::unique_lock lock(waitMutex);
+    const auto over = [this] { return stopping() || !hasChiefDuties(); };
+    while (!over()) {
+        if (m_checkpointWake.wait_for(lock, interval, over))
+            return;
+        saveCheckpoint(false);
+    }
+}
+
+void WorkerTask::takeChiefDuties(bool take)
+{
+    if (take == hasChiefDuties())
+        return;
+    const std::string me = "worker:" + std::to_string(m_options.task.index);
+    if (!take) {
+        m_chiefDuties = false;
+        m_checkpointWake.notify_all();
+        if (m_checkpointThread.joinable())
+            m_checkpointThread.join();
+        if (!m_options.task.isChief())
+            m_log(me + ": the chief is back; its duties are its own again");
+        return;
+    }
+    const auto &training = m_options.training;
+    if (!m_checkpoints && !training.logdir.empty()) {
+        try {
+            m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
+        } catch (const InputError &e) {
+            m_log(me + ": cannot keep checkpoints for the chief: " + e.what());
+        }
+    }
+    m_chiefDuties = true;
+    if (!m_options.task.isChief())
+        m_log(me + ": the chief worker:0 is dead; taking over its duties"
+              + (m_checkpoints ? " (checkpoints to " + training.logdir + ")" : std::string()));
+    if (m_checkpoints && training.saveCheckpointSecs > 0) {
+        if (m_checkpointThread.joinable())
+            m_checkpointThread.join();
+        m_checkpointThread = std::thread([this] { checkpointLoop(); });
+    }
+}
+
+void WorkerTask::leave(bool finished)
+{
+    std::lock_guard lock(m_streamMutex);
+    for (auto &ps : m_ps) {
+        if (!ps->stream)
+            continue;
+        proto::TrainRequest request;
+        request.mutable_leave()->set_finished(finished);
+        request.mutable_leave()->set_worker_clock(m_clock);
+        ps->stream->Write(request);
+        ps->stream->WritesDone();
+        ps->stream->Finish();
+        ps->stream.reset();
+        ps->context.reset();
+    }
+}
+
+int WorkerTask::run()
+{
+    const int index = m_options.task.index;
+    try {
+        if (!connectAndJoin())
+            return 0;
+    } catch (const InputError &e) {
+        m_log(std::string("worker:") + std::to_string(index) + ": " + e.what());
+        return 2;
+    }
+    if (m_options.task.isChief())
+        takeChiefDuties(true);
+
+    while (!m_done && !stopping()) {
+        if (step())
+            continue;
+        if (stopping())
+            break;
+        // A stream broke: the ps died or the network went away. Reconnect
+        // (the chief restores from the newest checkpoint if the ps lost its
+        // variables) and carry on.
+        for (auto &ps : m_ps) {
+            std::lock_guard lock(m_streamMutex);
+            if (ps->stream) {
+                ps->context->TryCancel();
+                const auto status = ps->stream->Finish();
+                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
+                                                 + ps->address + ": " + describeRpcError(status));
+            }
+            ps->stream.reset();
+            ps->context.reset();
+        }
+        try {
+            if (!connectAndJoin())
+                break;
+        } catch (const InputError &e) {
+            m_log(std::string("worker:") + std::to_string(index) + ": " + e.what());
+            return 2;
+        }
+    }
+
+    const bool finished = m_done;
+    m_stop = true;
+    m_checkpointWake.notify_all();
+    if (m_checkpointThread.joinable())
+        m_checkpointThread.join();
+    if (finished && hasChiefDuties())
+        saveCheckpoint(true);
+    leave(finished);
+    {
+        std::lock_guard lock(m_stateMutex);
+        m_finishedRunning = true;
+    }
+    m_runFinished.notify_all();
+    if (finished) {
+        setState(TaskPhase::Finished, "global step " + std::to_string(m_globalStep) + " reached --last_step="
+                                          + std::to_string(m_options.training.lastStep) + " (local steps "
+                                          + std::to_string(m_clock.load()) + ")");
+    } else {
+        std::string reason;
+        {
+            std::lock_guard lock(m_stateMutex);
+            reason = m_stopReason;
+        }
+        setState(TaskPhase::Stopped, reason);
+    }
+    return 0;
+}
+
+} // namespace parasync

@@ -1,0 +1,140 @@
+#pragma once
+
+#include "formats/checkpoint.h"
+#include "wire/cluster_token.h"
+#include "engine/dataset.h"
+#include "engine/model.h"
+#include "config/node_options.h"
+#include "proto/parasync.grpc.pb.h"
+#include "wire/rpc.h"
+#include "formats/task_state_line.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace parasync {
+
+class TrainingSummaries;
+
+// One worker task: loads its own shard of the data (between-graph
+// replication), pulls parameters, computes gradients, pushes them to the ps
+// tasks and follows the update policy's answer. worker:0 is the chief: it
+// initialises or restores the variables, saves checkpoints every
+// --save_checkpoint_secs and at the end.
+//
+// run() blocks the calling thread; the task's own server (status, stop,
+// straggler delay) answers on gRPC threads; requestStop() is thread-safe.
+class WorkerTask
+{
+public:
+    using Log = std::function<void(const std::string &)>;
+
+    WorkerTask(NodeOptions options, RpcSettings rpc, Log log);
+    ~WorkerTask();
+
+    // Loads the data shard and builds the model (InputError on bad data),
+    // then binds the task's address (InputError naming the holder).
+    void start();
+    // Trains until the global step reaches --last_step or a stop is requested.
+    // Returns the exit code: 0 when finished or stopped, 2 when refused by the
+    // cluster (a different model or data shape).
+    int run();
+    void requestStop(const std::string &reason);
+
+private:
+    struct PsConnection;
+    enum class Phase { Connecting, WaitingForChief, Training, Finished };
+
+    bool stopping() const { return m_stop.load(); }
+    // Connects to every ps task and joins; the chief initialises first.
+    // Returns false when stopping.
+    bool connectAndJoin();
+    bool waitForPs(int ps);
+    // What this worker trains, as ps:0 checks it and checkpoints record it.
+    proto::ModelSignature modelSignature() const;
+    // Hands every ps its variables (fresh or from the newest checkpoint).
+    // Returns why it could not, for a ps that did not answer (then retry),
+    // or empty when done; throws InputError when a ps refused them.
+    std::string initializeAsChief();
+    // One training step; returns false when a stream broke (reconnect).
+    bool step();
+    void saveCheckpoint(bool final);
+    void checkpointLoop();
+    // The chief's duties (checkpoints, the full-shard loss): the chief's from
+    // the start; another worker's while ps:0 names it the acting chief
+    // (--chief_handover=1 and the chief is dead). Called on run()'s thread.
+    void takeChiefDuties(bool take);
+    bool hasChiefDuties() const { return m_chiefDuties.load(); }
+    void leave(bool finished);
+    // The state TaskControl reports in words, and -- when it changed -- one
+    // state line (task_state_line.h) for whoever reads this task's output.
+    void setState(TaskPhase phase, const std::string &detail);
+    std::vector<int64_t> nextBatch();
+    // The simulated compute time of one step (WorkerPace): log-normal with the
+    // pace's mean and spread; zero at full speed.
+    std::chrono::microseconds drawComputeTime();
+    // Sleeps `duration` in short slices, so a stop is not kept waiting behind
+    // a long step. Returns early when stopping.
+    void sleepUnlessStopped(std::chrono::microseconds duration);
+
+    NodeOptions m_options;
+    RpcSettings m_rpc;
+    Log m_log;
+
+    std::unique_ptr<Model> m_model;
+    Dataset m_data;
+    std::vector<Variable> m_variables;            // names and shapes, model order
+    std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
+    Parameters m_params;                          // current view, model order
+    int64_t m_globalStep = 0;
+    std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
+    int64_t m_previousPushUs = 0;
+    std::vector<int64_t> m_order;
+    size_t m_cursor = 0;
+    std::mt19937_64 m_rng;
+    bool m_done = false;
+
+    std::vector<std::unique_ptr<PsConnection>> m_ps;
+    std::unique_ptr<CheckpointStore> m_checkpoints;
+    std::unique_ptr<TrainingSummaries> m_summaries; // the chief's TensorBoard event file
+
+    std::atomic<bool> m_stop{false};
+    std::atomic<int> m_stragglerMs{0};
+    // The pace in force (WorkerPace), changed by TaskControl.SetPace.
+    std::atomic<int> m_computeMs{0};
+    std::atomic<float> m_computeJitter{0};
+    // Its own generator, so that the pace never changes which batches a
+    // seed gives: runs at different paces train on the same data.
+    std::mt19937_64 m_paceRng;
+    mutable std::mutex m_stateMutex;
+    std::string m_state = "starting";
+    std::optional<TaskPhase> m_phase; // as last reported in a state line
+    std::string m_phaseDetail;
+    std::string m_stopReason;
+    // Guards the ps streams' call contexts, which requestStop() cancels from
+    // other threads.
+    std::mutex m_streamMutex;
+    std::condition_variable m_runFinished; // with m_stateMutex
+    bool m_finishedRunning = false;
+    std::thread m_stopWatchdog;
+
+    std::atomic<bool> m_chiefDuties{false};
+    std::mutex m_checkpointMutex; // one checkpoint at a time
+    std::condition_variable m_checkpointWake;
+    std::thread m_checkpointThread;
+
+    std::unique_ptr<TokenCheck> m_auth;
+    std::vector<std::unique_ptr<grpc::Service>> m_services;
+    std::unique_ptr<grpc::Server> m_server;
+};
+
+} // namespace parasync

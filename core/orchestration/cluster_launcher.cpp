@@ -1,0 +1,757 @@
+#include "orchestration/cluster_launcher.h"
+
+#include "wire/cluster_token.h"
+#include "orchestration/cluster_watcher.h"
+#include "formats/task_state_line.h"
+#include "base/error.h"
+#include "base/port_holder.h"
+#include "orchestration/task_runner.h"
+#include "base/qt_text.h"
+
+#include <QCoreApplication>
+#include <QDeadlineTimer>
+#include <QDir>
+#include <QFileInfo>
+#include <QRegularExpression>
+#include <QStandardPaths>
+#include <QTimer>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <deque>
+#include <set>
+
+namespace parasync {
+
+namespace {
+
+constexpr int kMaxOutputLines = 2000;
+constexpr int kWorkerStartFallbackMs = 3000; // start workers even if a ps never says it listens
+constexpr int kWatcherWaitMs = 10000;        // ... and even if the watcher never connects
+constexpr int kStopEscalationMs = 5000;      // stopTask: SIGKILL if SIGTERM did not end it
+constexpr int kStopAllGraceMs = 3000;
+constexpr int kAbandonMs = 4000;             // a remote task's ssh that outlives a KILL by this is ended
+
+
+bool isFinal(TaskState state)
+{
+    return state == TaskState::Finished || state == TaskState::Stopped || state == TaskState::Dead;
+}
+
+// Whether a server could listen on host:port now, binding as gRPC does (with
+// SO_REUSEADDR): a port that only has connections in TIME_WAIT from a run
+// that just ended is usable, one with a listener is not.
+bool canListen(const std::string &host, uint16_t port)
+{
+    std::string name = host;
+    if (name.size() >= 2 && name.front() == '[' && name.back() == ']')
+        name = name.substr(1, name.size() - 2);
+    const bool v6 = name.find(':') != std::string::npos;
+    const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return false;
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    bool ok = false;
+    if (v6) {
+        sockaddr_in6 addr{};
+        addr.sin6_family = AF_INET6;
+        addr.sin6_port = htons(port);
+        if (::inet_pton(AF_INET6, name.c_str(), &addr.sin6_addr) == 1)
+            ok = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+    } else {
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(port);
+        if (::inet_pton(AF_INET, name == "localhost" ? "127.0.0.1" : name.c_str(), &addr.sin_addr) != 1)
+            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ok = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
+    }
+    ::close(fd);
+    return ok;
+}
+
+bool portTaken(const HostPort &address)
+{
+    // isPortFree is the quick answer; a "taken" from it is double-checked
+    // because it also counts TIME_WAIT connections, which do not stop a node.
+    return !isPortFree(address.host, address.port) && !canListen(address.host, address.port);
+}
+
+bool isExecutable(const QString &path)
+{
+    const QFileInfo info(path);
+    return info.isFile() && info.isExecutable();
+}
+
+// "03:24:23.442 worker:0 joined ..." -> "worker:0 joined ...".
+QString withoutTimestamp(const QString &line)
+{
+    static const QRegularExpression stamp(QStringLiteral("^\\d\\d:\\d\\d:\\d\\d\\.\\d{3} "));
+    const auto match = stamp.match(line);
+    return match.hasMatch() ? line.mid(match.capturedLength()) : line;
+}
+
+// "... , retrying in 0.4 s" is the back-off's pacing, not part of the state.
+QString withoutRetry(const QString &text)
+{
+    const qsizetype at = text.lastIndexOf(QLatin1String(", retrying in "));
+    return at >= 0 ? text.left(at) : text;
+}
+
+} // namespace
+
+QString taskStateName(TaskState state)
+{
+    switch (state) {
+    case TaskState::NotStarted: return QStringLiteral("not started");
+    case TaskState::Starting: return QStringLiteral("starting");
+    case TaskState::WaitingFor: return QStringLiteral("waiting for");
+    case TaskState::Training: return QStringLiteral("training");
+    case TaskState::BlockedBySync: return QStringLiteral("blocked by sync");
+    case TaskState::BlockedByStaleness: return QStringLiteral("blocked by staleness");
+    case TaskState::Serving: return QStringLiteral("serving");
+    case TaskState::Finished: return QStringLiteral("finished");
+    case TaskState::Stopped: return QStringLiteral("stopped");
+    case TaskState::Dead: return QStringLiteral("dead");
+    }
+    return {};
+}
+
+// ---------------------------------------------------------------------------
+// ClusterLauncher
+// ---------------------------------------------------------------------------
+
+struct ClusterLauncher::Process
+{
+    std::unique_ptr<TaskRunner> runner; // local child or ssh
+    QProcess *process = nullptr; // a child of the launcher; replaced on restart
+    std::deque<QString> lines;   // the last kMaxOutputLines lines of output
+    QString partial;             // output after the last newline
+    QString lastError;           // the last line that reads as an error
+    QString lastLine;
+    bool listening = false;      // a ps task reported a state: it serves its address
+    bool stopRequested = false;
+    bool killRequested = false;
+    bool restartRequested = false;
+};
+
+ClusterLauncher::ClusterLauncher(QObject *parent)
+    : QObject(parent)
+{
+}
+
+ClusterLauncher::~ClusterLauncher()
+{
+    // The owner is going away (often mid-destruction itself): no signals to it.
+    blockSignals(true);
+    stopAll();
+    for (auto &p : m_processes)
+        if (p->process)
+            p->process->disconnect(this);
+}
+
+void ClusterLauncher::setNodeBinary(const QString &path)
+{
+    m_nodeBinary = path;
+}
+
+QString ClusterLauncher::nodeBinary() const
+{
+    if (!m_nodeBinary.isEmpty())
+        return m_nodeBinary;
+    if (QCoreApplication::instance()) {
+        const QDir appDir(QCoreApplication::applicationDirPath());
+        // Installed: side by side. Build tree: app/parasync/ next to app/parasync-node/.
+        for (const QString &candidate : {appDir.filePath(QStringLiteral("parasync-node")),
+                                         appDir.filePath(QStringLiteral("../parasync-node/parasync-node"))}) {
+            if (isExecutable(candidate))
+                return QFileInfo(candidate).canonicalFilePath();
+        }
+    }
+    const QString fromEnvironment = qEnvironmentVariable("PARASYNC_NODE");
+    if (!fromEnvironment.isEmpty())
+        return fromEnvironment;
+    const QString onPath = QStandardPaths::findExecutable(QStringLiteral("parasync-node"));
+    return onPath.isEmpty() ? QStringLiteral("parasync-node") : onPath;
+}
+
+std::vector<PortConflict> ClusterLauncher::checkPorts(const ClusterPlan &plan) const
+{
+    std::vector<PortConflict> conflicts;
+    std::set<uint16_t> planned;
+    for (const auto &task : plan.tasks())
+        planned.insert(plan.cluster.address(task).port);
+    for (const auto &task : plan.tasks()) {
+        const HostPort &address = plan.cluster.address(task);
+        if (plan.remoteHost(task) || !address.isLoopback() || !portTaken(address))
+            continue;
+        PortConflict conflict;
+        conflict.task = task;
+        conflict.address = address;
+        if (const auto holder = findPortHolder(address.port))
+            conflict.holder = qs(holder->describe());
+        const std::string host = address.host == "localhost" || address.host.find(':') != std::string::npos
+                                     ? std::string("127.0.0.1")
+                                     : address.host;
+        // A suggestion must not collide with the plan or another suggestion.
+        for (int attempt = 0; attempt < 20 && conflict.suggestedPort == 0; ++attempt) {
+            const uint16_t port = pickFreePort(host);
+            if (port != 0 && planned.insert(port).second)
+                conflict.suggestedPort = port;
+        }
+        conflicts.push_back(std::move(conflict));
+    }
+    return conflicts;
+}
+
+ClusterPlan ClusterLauncher::withSuggestedPorts(ClusterPlan plan, const std::vector<PortConflict> &conflicts)
+{
+    for (const auto &conflict : conflicts) {
+        if (conflict.suggestedPort == 0)
+            continue;
+        auto &list = conflict.task.job == JobName::Ps ? plan.cluster.ps : plan.cluster.workers;
+        if (conflict.task.index >= 0 && size_t(conflict.task.index) < list.size())
+            list[size_t(conflict.task.index)].port = conflict.suggestedPort;
+    }
+    return plan;
+}
+
+bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
+{
+    const auto fail = [error](const QString &message) {
+        if (error)
+            *error = message;
+        return false;
+    };
+    if (anyRunning())
+        return fail(tr("tasks of the cluster launched before are still running: stop them first"));
+    try {
+        plan.cluster.validate();
+    } catch (const InputError &e) {
+        return fail(tr("the cluster spec is not valid: %1").arg(qs(e.what())));
+    }
+    bool anyLocal = false;
+    for (const auto &task : plan.tasks())
+        anyLocal = anyLocal || !plan.remoteHost(task);
+    const QString binary = nodeBinary();
+    const QString resolved = QFileInfo(binary).isAbsolute() || binary.contains(QLatin1Char('/'))
+                                 ? binary
+                                 : QStandardPaths::findExecutable(binary);
+    if (anyLocal && (resolved.isEmpty() || !isExecutable(resolved)))
+        return fail(tr("cannot find the parasync-node program (looked for %1): install it next to this app, "
+                       "put it on PATH, or set PARASYNC_NODE to its path")
+                        .arg(binary));
+    const auto conflicts = checkPorts(plan);
+    if (!conflicts.empty()) {
+        QStringList lines;
+        for (const auto &c : conflicts) {
+            QString line = tr("%1's address %2 is taken").arg(qs(c.task.toString()), qs(c.address.toString()));
+            if (!c.holder.isEmpty())
+                line += tr(" by %1").arg(c.holder);
+            if (c.suggestedPort != 0)
+                line += tr("; port %1 is free").arg(c.suggestedPort);
+            lines << line;
+        }
+        return fail(lines.join(QStringLiteral("\n"))
+                    + tr("\nStop the process holding the port, or use the free ports suggested."));
+    }
+
+    // Tasks of an earlier launch have all exited: their objects can go.
+    for (auto &p : m_processes) {
+        if (p->process) {
+            p->process->disconnect(this);
+            p->process->deleteLater();
+        }
+    }
+    m_plan = plan;
+    m_infos.clear();
+    m_processes.clear();
+    for (const auto &task : plan.tasks()) {
+        TaskInfo info;
+        info.task = task;
+        info.address = plan.cluster.address(task);
+        // The process panel's Straggler column starts from the plan's.
+        if (task.job == JobName::Worker)
+            info.stragglerDelayMs = plan.paceOf(task.index).stragglerMs;
+        auto process = std::make_unique<Process>();
+        const RemoteHost *remote = plan.remoteHost(task);
+        process->runner = remote ? makeSshRunner(*remote) : makeLocalRunner();
+        info.host = process->runner->where();
+        m_infos.push_back(info);
+        m_processes.push_back(std::move(process));
+    }
+    const int generation = ++m_launchGeneration;
+    m_workersPending = true;
+    m_psReady = false;
+    m_watcherReady = m_gateWatcher.isNull();
+    for (int row = 0; row < int(m_infos.size()); ++row) {
+        if (m_infos[size_t(row)].task.job == JobName::Ps)
+            startTask(row);
+        else
+            setState(row, TaskState::NotStarted,
+                     m_watcherReady ? tr("starts once the ps tasks listen")
+                                    : tr("starts once the ps tasks listen and the app watches ps:0"));
+    }
+    QTimer::singleShot(kWorkerStartFallbackMs, this, [this, generation] {
+        if (generation != m_launchGeneration)
+            return;
+        m_psReady = true;
+        updatePendingWorkers();
+    });
+    if (!m_watcherReady) {
+        QTimer::singleShot(kWatcherWaitMs, this, [this, generation] {
+            if (generation != m_launchGeneration)
+                return;
+            m_watcherReady = true;
+            updatePendingWorkers();
+        });
+    }
+    return true;
+}
+
+void ClusterLauncher::holdWorkersUntilWatched(ClusterWatcher *watcher)
+{
+    disconnect(m_gateConnection);
+    m_gateWatcher = watcher;
+    if (!watcher)
+        return;
+    m_gateConnection = connect(watcher, &ClusterWatcher::connectionStateChanged, this, [this](bool connected) {
+        if (!connected || !m_workersPending || m_watcherReady || !m_gateWatcher || m_plan.cluster.ps.empty())
+            return;
+        // Only a watcher of this launch's ps:0 counts.
+        if (m_gateWatcher->address() != qs(m_plan.cluster.ps.front().toString()))
+            return;
+        m_watcherReady = true;
+        updatePendingWorkers();
+    });
+}
+
+void ClusterLauncher::updatePendingWorkers()
+{
+    if (m_workersPending && m_psReady && m_watcherReady)
+        startPendingWorkers();
+}
+
+void ClusterLauncher::startPendingWorkers()
+{
+    if (!m_workersPending)
+        return;
+    m_workersPending = false;
+    // Non-chief workers first: they are ready when the chief initialises the
+    // variables, so every worker takes part from the first step.
+    for (int row = int(m_infos.size()) - 1; row >= 0; --row)
+        if (m_infos[size_t(row)].task.job == JobName::Worker && !isRunning(row))
+            startTask(row);
+}
+
+void ClusterLauncher::startTask(int row)
+{
+    if (row < 0 || size_t(row) >= m_processes.size())
+        return;
+    Process &p = *m_processes[size_t(row)];
+    if (p.process) {
+        p.process->disconnect(this);
+        p.process->deleteLater();
+        p.lines.push_back(QStringLiteral("--- restarted ---"));
+    }
+    p.partial.clear();
+    p.lastError.clear();
+    p.lastLine.clear();
+    p.listening = false;
+    p.stopRequested = p.killRequested = p.restartRequested = false;
+
+    auto *process = new QProcess(this);
+    p.process = process;
+    process->setProcessChannelMode(QProcess::MergedChannels);
+    connect(process, &QProcess::started, this, [this, row, process] {
+        if (m_processes[size_t(row)]->runner->isRemote()) {
+            // The remote pid arrives with the task's first line.
+            setState(row, TaskState::Starting, tr("connecting to %1").arg(m_infos[size_t(row)].host));
+            return;
+        }
+        m_infos[size_t(row)].pid = process->processId();
+        setState(row, TaskState::Starting, tr("pid %1").arg(process->processId()));
+    });
+    connect(process, &QProcess::readyReadStandardOutput, this, [this, row] { onOutput(row); });
+    connect(process, &QProcess::finished, this,
+            [this, row](int exitCode, QProcess::ExitStatus status) { onFinished(row, exitCode, status); });
+    connect(process, &QProcess::errorOccurred, this, [this, row](QProcess::ProcessError error) {
+        if (error == QProcess::FailedToStart)
+            onFailedToStart(row);
+    });
+
+    TaskInfo &info = m_infos[size_t(row)];
+    info.pid = 0;
+    info.exitCode = 0;
+    info.stepsPerSecond = 0;
+    setState(row, TaskState::Starting, tr("starting"));
+    p.runner->start(*process, p.runner->program(nodeBinary()), m_plan.arguments(info.task), m_clusterToken);
+}
+
+bool ClusterLauncher::isRunning(int row) const
+{
+    const Process &p = *m_processes[size_t(row)];
+    return p.process && p.process->state() != QProcess::NotRunning;
+}
+
+bool ClusterLauncher::anyRunning() const
+{
+    for (int row = 0; row < int(m_processes.size()); ++row)
+        if (isRunning(row))
+            return true;
+    return false;
+}
+
+int ClusterLauncher::taskRow(const TaskId &task) const
+{
+    for (int row = 0; row < int(m_infos.size()); ++row)
+        if (m_infos[size_t(row)].task == task)
+            return row;
+    return -1;
+}
+
+QString ClusterLauncher::output(int row) const
+{
+    if (row < 0 || size_t(row) >= m_processes.size())
+        return {};
+    const Process &p = *m_processes[size_t(row)];
+    QString text;
+    for (const auto &line : p.lines)
+        text += line + QLatin1Char('\n');
+    return text + p.partial;
+}
+
+void ClusterLauncher::setState(int row, TaskState state, const QString &detail)
+{
+    TaskInfo &info = m_infos[size_t(row)];
+    if (info.state == state && info.detail == detail)
+        return;
+    info.state = state;
+    info.detail = detail;
+    Q_EMIT taskChanged(row);
+}
+
+void ClusterLauncher::onOutput(int row)
+{
+    Process &p = *m_processes[size_t(row)];
+    if (!p.process)
+        return;
+    p.partial += QString::fromUtf8(p.process->readAllStandardOutput());
+    const qsizetype end = p.partial.lastIndexOf(QLatin1Char('\n'));
+    if (end < 0)
+        return;
+    const QString complete = p.partial.left(end + 1);
+    p.partial.remove(0, end + 1);
+    const QStringList lines = complete.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    QString taskOutput; // without the runner's own lines
+    for (const QString &line : lines) {
+        if (qint64 pid = 0; p.runner->consumeLine(line, &pid)) {
+            m_infos[size_t(row)].pid = pid;
+            setState(row, m_infos[size_t(row)].state, tr("pid %1 on %2").arg(pid).arg(m_infos[size_t(row)].host));
+            continue;
+        }
+        taskOutput += line + QLatin1Char('\n');
+        p.lines.push_back(line);
+        if (p.lines.size() > size_t(kMaxOutputLines))
+            p.lines.pop_front();
+        interpretLine(row, line);
+    }
+    if (!taskOutput.isEmpty())
+        Q_EMIT outputAppended(row, taskOutput);
+}
+
+void ClusterLauncher::interpretLine(int row, const QString &rawLine)
+{
+    Process &p = *m_processes[size_t(row)];
+    const QString line = withoutTimestamp(rawLine).trimmed();
+    if (line.isEmpty())
+        return;
+    p.lastLine = line;
+    // parasync-node prints its fatal errors as "parasync-node: ...".
+    if (line.startsWith(QLatin1String("parasync-node:")) || line.contains(QLatin1String("error")))
+        p.lastError = line;
+
+    TaskInfo &info = m_infos[size_t(row)];
+    if (isFinal(info.state))
+        return;
+    // The state comes from the task's state lines (task_state_line.h) only;
+    // everything else it prints is prose for a person.
+    const auto report = parseTaskStateLine(line.toStdString());
+    if (!report || !(report->task == info.task))
+        return;
+    const QString detail = withoutRetry(qs(report->detail));
+    switch (report->phase) {
+    case TaskPhase::Listening:
+        setState(row, TaskState::Starting, tr("listening; %1").arg(detail));
+        break;
+    case TaskPhase::Waiting:
+        setState(row, TaskState::WaitingFor, detail);
+        break;
+    case TaskPhase::Training:
+        setState(row, TaskState::Training, QString());
+        break;
+    case TaskPhase::Serving:
+        setState(row, TaskState::Serving, detail.section(QLatin1Char(';'), 0, 0));
+        break;
+    case TaskPhase::Finished:
+    case TaskPhase::Stopped:
+        // The exit code decides between finished and dead; the words stay.
+        setState(row, info.state, detail);
+        break;
+    }
+    // A ps that reports anything serves its address: the workers may start
+    // once every ps does.
+    if (info.task.job == JobName::Ps && !p.listening) {
+        p.listening = true;
+        bool allListening = true;
+        for (int r = 0; r < int(m_infos.size()); ++r)
+            if (m_infos[size_t(r)].task.job == JobName::Ps && !m_processes[size_t(r)]->listening)
+                allListening = false;
+        if (allListening) {
+            m_psReady = true;
+            updatePendingWorkers();
+        }
+    }
+}
+
+void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus status)
+{
+    Process &p = *m_processes[size_t(row)];
+    // What the process printed last, even without a final newline.
+    if (p.process)
+        p.partial += QString::fromUtf8(p.process->readAllStandardOutput());
+    if (!p.partial.isEmpty()) {
+        const QString rest = p.partial;
+        p.partial.clear();
+        for (const QString &line : rest.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
+            p.lines.push_back(line);
+            if (p.lines.size() > size_t(kMaxOutputLines))
+                p.lines.pop_front();
+            interpretLine(row, line);
+        }
+        Q_EMIT outputAppended(row, rest.endsWith(QLatin1Char('\n')) ? rest : rest + QLatin1Char('\n'));
+    }
+
+    QString recent;
+    for (auto it = p.lines.size() > 5 ? p.lines.end() - 5 : p.lines.begin(); it != p.lines.end(); ++it)
+        recent += *it + QLatin1Char('\n');
+    const TaskExit ended = p.runner->interpretExit(exitCode, status, recent);
+    exitCode = ended.code;
+    TaskInfo &info = m_infos[size_t(row)];
+    info.exitCode = exitCode;
+    info.stepsPerSecond = 0;
+    if (p.restartRequested) {
+        startTask(row);
+        return;
+    }
+    const bool crashed = ended.crashed;
+    const QString why = !p.lastError.isEmpty() ? p.lastError : p.lastLine;
+    if (!ended.failure.isEmpty() && !p.stopRequested && !p.killRequested) {
+        setState(row, TaskState::Dead, ended.failure);
+    } else if (p.killRequested) {
+        setState(row, TaskState::Dead, tr("killed (SIGKILL) on request"));
+    } else if (p.stopRequested) {
+        setState(row, TaskState::Stopped,
+                 crashed ? tr("stopped: did not exit on SIGTERM, killed")
+                 : exitCode == 0 ? tr("stopped on request")
+                                 : tr("stopped on request (exit code %1)").arg(exitCode));
+    } else if (crashed) {
+        setState(row, TaskState::Dead,
+                 tr("killed by signal %1").arg(exitCode) + (why.isEmpty() ? QString() : QStringLiteral(": ") + why));
+    } else if (exitCode == 0) {
+        setState(row, TaskState::Finished, info.detail.isEmpty() ? tr("exited normally") : info.detail);
+    } else {
+        setState(row, TaskState::Dead,
+                 tr("exit code %1").arg(exitCode) + (why.isEmpty() ? QString() : QStringLiteral(": ") + why));
+    }
+
+    // A ps task that exits before it listens leaves the workers nothing to join.
+    if (m_workersPending && info.task.job == JobName::Ps) {
+        bool anyPsRunning = false;
+        for (int r = 0; r < int(m_infos.size()); ++r)
+            if (m_infos[size_t(r)].task.job == JobName::Ps && isRunning(r))
+                anyPsRunning = true;
+        if (!anyPsRunning) {
+            m_workersPending = false;
+            for (int r = 0; r < int(m_infos.size()); ++r)
+                if (m_infos[size_t(r)].task.job == JobName::Worker)
+                    setState(r, TaskState::NotStarted, tr("not started: %1 exited").arg(qs(info.task.toString())));
+        }
+    }
+    emitAllExitedIfDone();
+}
+
+void ClusterLauncher::onFailedToStart(int row)
+{
+    Process &p = *m_processes[size_t(row)];
+    setState(row, TaskState::Dead,
+             tr("cannot start %1: %2")
+                 .arg(p.runner->isRemote() ? QStringLiteral("ssh (the OpenSSH client; install openssh-client)")
+                                           : nodeBinary(),
+                      p.process ? p.process->errorString() : QString()));
+    emitAllExitedIfDone();
+}
+
+void ClusterLauncher::emitAllExitedIfDone()
+{
+    if (!m_workersPending && !anyRunning())
+        Q_EMIT allExited();
+}
+
+void ClusterLauncher::stopTask(int row)
+{
+    if (row < 0 || size_t(row) >= m_processes.size() || !isRunning(row))
+        return;
+    Process &p = *m_processes[size_t(row)];
+    p.stopRequested = true;
+    p.runner->terminate(*p.process);
+    setState(row, m_infos[size_t(row)].state, tr("stopping (SIGTERM sent)"));
+    // A task that ignores SIGTERM (or hangs) still goes: the process panel
+    // promised a stop.
+    QProcess *process = p.process;
+    TaskRunner *runner = p.runner.get();
+    // The timers die with the process object (a restart replaces it).
+    QTimer::singleShot(kStopEscalationMs, process, [process, runner] {
+        if (process->state() != QProcess::NotRunning)
+            runner->kill(*process);
+    });
+    QTimer::singleShot(kStopEscalationMs + kAbandonMs, process, [process, runner] {
+        if (process->state() != QProcess::NotRunning)
+            runner->abandon(*process);
+    });
+}
+
+void ClusterLauncher::killTask(int row)
+{
+    if (row < 0 || size_t(row) >= m_processes.size() || !isRunning(row))
+        return;
+    Process &p = *m_processes[size_t(row)];
+    p.killRequested = true;
+    p.runner->kill(*p.process);
+    QProcess *process = p.process;
+    TaskRunner *runner = p.runner.get();
+    QTimer::singleShot(kAbandonMs, process, [process, runner] {
+        if (process->state() != QProcess::NotRunning)
+            runner->abandon(*process);
+    });
+}
+
+void ClusterLauncher::restartTask(int row)
+{
+    if (row < 0 || size_t(row) >= m_processes.size())
+        return;
+    if (isRunning(row)) {
+        stopTask(row);
+        m_processes[size_t(row)]->restartRequested = true;
+        return;
+    }
+    startTask(row);
+}
+
+void ClusterLauncher::stopAll()
+{
+    m_workersPending = false;
+    ++m_launchGeneration;
+    for (int row = 0; row < int(m_processes.size()); ++row) {
+        Process &p = *m_processes[size_t(row)];
+        p.restartRequested = false;
+        if (isRunning(row)) {
+            p.stopRequested = true;
+            p.runner->terminate(*p.process);
+        }
+    }
+    // All got SIGTERM at once, so waiting on one lets the others finish too.
+    const QDeadlineTimer deadline(kStopAllGraceMs);
+    for (int row = 0; row < int(m_processes.size()); ++row) {
+        while (isRunning(row) && !deadline.hasExpired())
+            m_processes[size_t(row)]->process->waitForFinished(int(std::min<qint64>(deadline.remainingTime(), 100)));
+    }
+    for (int row = 0; row < int(m_processes.size()); ++row)
+        if (isRunning(row))
+            m_processes[size_t(row)]->runner->kill(*m_processes[size_t(row)]->process);
+    // A remote task's SIGKILL travels over ssh: its client ends once it did.
+    const QDeadlineTimer killDeadline(kAbandonMs);
+    for (int row = 0; row < int(m_processes.size()); ++row) {
+        while (isRunning(row) && !killDeadline.hasExpired())
+            m_processes[size_t(row)]->process->waitForFinished(int(std::min<qint64>(killDeadline.remainingTime(), 100)));
+    }
+    // An ssh connection that no longer answers: ending the client closes the
+    // remote side's control channel, which stops the task there (if the host
+    // can still be reached at all).
+    for (int row = 0; row < int(m_processes.size()); ++row) {
+        if (isRunning(row)) {
+            QProcess *process = m_processes[size_t(row)]->process;
+            m_processes[size_t(row)]->runner->abandon(*process);
+            process->waitForFinished(2000);
+        }
+    }
+}
+
+void ClusterLauncher::updateFromStatus(const TaskId &task, TaskState state, const QString &detail,
+                                       double stepsPerSecond)
+{
+    const int row = taskRow(task);
+    if (row < 0)
+        return;
+    TaskInfo &info = m_infos[size_t(row)];
+    const Process &p = *m_processes[size_t(row)];
+    const double rate = isRunning(row) ? stepsPerSecond : 0;
+    const bool rateChanged = info.stepsPerSecond != rate;
+    info.stepsPerSecond = rate;
+    // Process-level states are the launcher's to say: ps:0's view of a
+    // worker that exited (or was just restarted and has not joined) lags,
+    // and "finished" there means "left", not "exited".
+    const bool takeState = isRunning(row) && !isFinal(state) && state != TaskState::NotStarted
+                           && info.state != TaskState::Starting && !p.stopRequested && !p.killRequested
+                           && !p.restartRequested;
+    if (takeState && (info.state != state || info.detail != detail))
+        setState(row, state, detail);
+    else if (rateChanged)
+        Q_EMIT taskChanged(row);
+}
+
+void ClusterLauncher::updateFromSnapshot(const RunSnapshot &snapshot)
+{
+    for (const auto &figures : snapshot.workers) {
+        TaskState state;
+        QString detail;
+        switch (figures.phase) {
+        case proto::WAITING_FOR_CHIEF:
+            state = TaskState::WaitingFor;
+            detail = tr("waiting for the chief worker:0 to initialise the variables");
+            break;
+        case proto::TRAINING:
+            state = TaskState::Training;
+            break;
+        case proto::BLOCKED_BY_SYNC:
+        case proto::BLOCKED_BY_STALENESS:
+            state = figures.phase == proto::BLOCKED_BY_SYNC ? TaskState::BlockedBySync : TaskState::BlockedByStaleness;
+            if (!figures.waitingFor.empty())
+                detail = tr("waiting for %1").arg(qs(figures.waitingFor));
+            break;
+        default:
+            state = TaskState::NotStarted; // keeps the process-level state, updates steps/s
+            break;
+        }
+        updateFromStatus(TaskId{JobName::Worker, figures.index}, state, detail, figures.stepsPerSecond);
+    }
+    if (snapshot.initialized && !snapshot.finished)
+        updateFromStatus(TaskId{JobName::Ps, 0}, TaskState::Serving,
+                         tr("global step %1, mode %2").arg(snapshot.globalStep).arg(qs(describeMode(snapshot.mode))), 0);
+}
+
+void ClusterLauncher::setStragglerDelay(const TaskId &task, int delayMs)
+{
+    const int row = taskRow(task);
+    if (row < 0 || m_infos[size_t(row)].stragglerDelayMs == delayMs)
+        return;
+    m_infos[size_t(row)].stragglerDelayMs = delayMs;
+    Q_EMIT taskChanged(row);
+}
+
+} // namespace parasync

@@ -1,0 +1,480 @@
+#include "orchestration/cluster_watcher.h"
+
+#include "wire/cluster_token.h"
+#include "base/error.h"
+#include "wire/rpc.h"
+#include "config/node_options.h"
+#include "formats/run_log.h"
+#include "proto/parasync.grpc.pb.h"
+#include "base/qt_text.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMetaObject>
+
+#include <algorithm>
+#include <limits>
+
+namespace parasync {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kProbeDeadline = 2000ms;   // a wrong host answers with a timeout, not a long silence
+constexpr auto kControlDeadline = 5000ms;
+
+std::shared_ptr<grpc::ClientContext> sharedContext(const RpcSettings &settings, std::chrono::milliseconds deadline = {})
+{
+    return std::shared_ptr<grpc::ClientContext>(makeContext(settings, deadline));
+}
+
+// Why ps:0 cannot be watched, in words a user can act on.
+std::string describeWatchFailure(const std::string &where, const grpc::Status &status, bool wasConnected)
+{
+    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
+        return where + " does not serve the cluster's telemetry: is it ps:0's address, not a worker's?";
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+        return where + " refused the app: wrong or missing cluster token (give the cluster's token: in "
+                       "Connect, with --cluster_token_file, or in PARASYNC_CLUSTER_TOKEN)";
+    return (wasConnected ? "lost " : "cannot reach ") + where + ": " + describeRpcError(status);
+}
+
+} // namespace
+
+ClusterWatcher::ClusterWatcher(QObject *parent)
+    : QObject(parent)
+{
+    qRegisterMetaType<parasync::RunSnapshot>();
+    qRegisterMetaType<parasync::proto::ModeConfig>();
+    qRegisterMetaType<parasync::proto::ClusterStatusResponse>();
+    // Control calls before any connectTo (a straggler on a worker's
+    // address) carry the environment's token too.
+    m_settings.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
+}
+
+ClusterWatcher::~ClusterWatcher()
+{
+    stopThread();
+    std::vector<ControlCall> calls;
+    {
+        std::lock_guard lock(m_controlMutex);
+        calls.swap(m_controlCalls);
+    }
+    // Cancelled calls return at once, so waiting for them is short.
+    for (auto &call : calls)
+        call.context->TryCancel();
+    for (auto &call : calls)
+        call.done.wait();
+}
+
+void ClusterWatcher::connectTo(const QString &address, const RpcSettings &settings)
+{
+    stopThread();
+    m_address = address;
+    m_settings = settings;
+    if (m_settings.clusterToken.empty())
+        m_settings.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
+    const uint64_t generation = ++m_generation;
+    m_stop = false;
+    m_thread = std::thread(&ClusterWatcher::run, this, address.toStdString(), m_settings, generation,
+                           m_historyDirectory.toStdString(), m_discoverHistory);
+}
+
+void ClusterWatcher::setHistory(const QString &runDirectory, bool discover)
+{
+    m_historyDirectory = runDirectory;
+    m_discoverHistory = discover;
+}
+
+void ClusterWatcher::disconnectFromCluster()
+{
+    if (!m_thread.joinable())
+        return;
+    stopThread();
+    ++m_generation;
+    Q_EMIT connectionStateChanged(false, tr("disconnected from ps:0 at %1").arg(m_address));
+}
+
+void ClusterWatcher::stopThread()
+{
+    m_stop = true;
+    {
+        std::lock_guard lock(m_callMutex);
+        if (m_activeCall)
+            m_activeCall->TryCancel();
+    }
+    if (m_thread.joinable())
+        m_thread.join();
+}
+
+void ClusterWatcher::post(uint64_t generation, std::function<void()> function)
+{
+    QMetaObject::invokeMethod(
+        this,
+        [this, generation, function = std::move(function)] {
+            if (generation == m_generation)
+                function();
+        },
+        Qt::QueuedConnection);
+}
+
+namespace {
+
+// ps:0's --logdir from its status, when this machine can read its step log.
+std::string discoverRunDirectory(const proto::ClusterStatusResponse &status)
+{
+    const QJsonObject root = QJsonDocument::fromJson(QByteArray::fromStdString(status.cluster_json())).object();
+    QString logdir = root.value(QStringLiteral("logdir")).toString();
+    if (logdir.isEmpty())
+        logdir = root.value(QStringLiteral("training")).toObject().value(QStringLiteral("logdir")).toString();
+    // A relative path is relative to ps:0's working directory, unknown here.
+    if (logdir.isEmpty() || QDir::isRelativePath(logdir) || !QDir(logdir).exists(QLatin1String(run_files::kStepLog)))
+        return {};
+    // The same path may hold another run here: it must be this cluster's.
+    QFile clusterFile(QDir(logdir).filePath(QStringLiteral("cluster.json")));
+    if (status.ps_hosts_size() > 0 && clusterFile.open(QIODevice::ReadOnly)
+        && !clusterFile.readAll().contains(QByteArray::fromStdString(status.ps_hosts(0))))
+        return {};
+    return logdir.toStdString();
+}
+
+int64_t eventStep(const proto::TelemetryEvent &event)
+{
+    if (event.has_step())
+        return event.step().global_step();
+    if (event.has_mode_change())
+        return event.mode_change().global_step();
+    if (event.has_checkpoint())
+        return event.checkpoint().global_step();
+    return std::numeric_limits<int64_t>::max(); // not ordered by step: always live
+}
+
+} // namespace
+
+void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t generation, std::string historyDirectory,
+                         bool discoverHistory)
+{
+    // Events up to this global step came from the run directory's history.
+    int64_t historyStep = -1;
+    const std::string where = "ps:0 at " + address;
+    std::unique_ptr<proto::ClusterControl::Stub> control;
+    std::unique_ptr<proto::Telemetry::Stub> telemetry;
+    Backoff backoff(100ms, 2000ms);
+    RunState state;
+    bool everConnected = false;
+    bool changed = false;
+    std::string lastStatus;
+    auto lastPublish = std::chrono::steady_clock::now() - 1h;
+    auto lastStatusRequest = lastPublish;
+
+    const auto say = [this, generation](bool connected, const std::string &message) {
+        post(generation, [this, connected, text = qs(message)] { Q_EMIT connectionStateChanged(connected, text); });
+    };
+    // Makes `context` the one stopThread() cancels; false once stopping.
+    const auto track = [this](std::shared_ptr<grpc::ClientContext> context) {
+        std::lock_guard lock(m_callMutex);
+        m_activeCall = std::move(context);
+        return !m_stop.load();
+    };
+    const auto publish = [&](bool force) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!changed)
+            return;
+        if (!force && (now - lastPublish < std::chrono::milliseconds(m_intervalMs.load()) || m_queuedSnapshots.load() > 0))
+            return;
+        changed = false;
+        lastPublish = now;
+        ++m_queuedSnapshots;
+        auto snapshot = std::make_shared<const RunSnapshot>(state.snapshot());
+        QMetaObject::invokeMethod(
+            this,
+            [this, generation, snapshot] {
+                --m_queuedSnapshots;
+                if (generation == m_generation)
+                    Q_EMIT snapshotReady(*snapshot);
+            },
+            Qt::QueuedConnection);
+    };
+
+    while (!m_stop) {
+        // A fresh channel for every attempt: a channel whose connection was
+        // refused waits out gRPC's own reconnect back-off (seconds) before it
+        // tries again, even after ps:0 came up; a new one connects at once.
+        auto channel = makeChannel(address, settings);
+        control = proto::ClusterControl::NewStub(channel);
+        telemetry = proto::Telemetry::NewStub(channel);
+        std::string failure;
+        // A short unary call first: a wrong or firewalled host answers with a
+        // timeout in 2 s instead of a stream that hangs while connecting.
+        {
+            auto context = sharedContext(settings, kProbeDeadline);
+            if (!track(context))
+                break;
+            proto::ClusterStatusResponse ignored;
+            const grpc::Status status = control->GetClusterStatus(context.get(), {}, &ignored);
+            track(nullptr);
+            if (!status.ok())
+                failure = describeWatchFailure(where, status, false);
+        }
+        if (failure.empty()) {
+            auto context = sharedContext(settings);
+            if (!track(context))
+                break;
+            proto::WatchRequest request;
+            request.set_include_status(true);
+            auto reader = telemetry->Watch(context.get(), request);
+            bool connected = false;
+            bool finished = false;
+            proto::TelemetryBatch batch;
+            while (reader->Read(&batch)) {
+                if (!connected) {
+                    connected = true;
+                    backoff.reset();
+                    // A ps:0 that restarted from step 0 runs a new run: do
+                    // not draw it over the old one.
+                    if (everConnected && batch.has_status() && batch.status().global_step() < state.globalStep()) {
+                        state.clear();
+                        changed = true;
+                    }
+                    if (!everConnected) {
+                        std::string directory = historyDirectory;
+                        if (directory.empty() && discoverHistory && batch.has_status())
+                            directory = discoverRunDirectory(batch.status());
+                        if (!directory.empty()) {
+                            // Read after the stream is up, so no event falls
+                            // between the log's end and the first live one.
+                            // ps:0 writes the log from a queue, a little behind
+                            // its telemetry: read until the log reaches the
+                            // step the stream started at (bounded: a run
+                            // without a log there would never get there).
+                            const int64_t streamStart = batch.has_status() ? batch.status().global_step() : 0;
+                            try {
+                                RunState fromDisk;
+                                RunDirectoryInfo info = replayRunDirectory(directory, &fromDisk);
+                                for (int attempt = 0; attempt < 40 && fromDisk.globalStep() < streamStart && !m_stop;
+                                     ++attempt) {
+                                    std::this_thread::sleep_for(50ms);
+                                    fromDisk = RunState();
+                                    info = replayRunDirectory(directory, &fromDisk);
+                                }
+                                state = std::move(fromDisk);
+                                historyStep = state.globalStep();
+                                changed = true;
+                                say(false, "read the run's history from " + directory + ": " + std::to_string(info.records)
+                                               + " records up to global step " + std::to_string(historyStep)
+                                               + "; continuing live");
+                            } catch (const InputError &e) {
+                                say(false, std::string("the run's history is not shown: ") + e.what());
+                            }
+                        }
+                    }
+                    everConnected = true;
+                    say(true, "connected to " + where);
+                }
+                if (historyStep >= 0 && batch.events_size() > 0) {
+                    // The first live events may repeat the log's last ones.
+                    auto *events = batch.mutable_events();
+                    const auto old = std::remove_if(events->begin(), events->end(), [historyStep](const auto &event) {
+                        return eventStep(event) <= historyStep;
+                    });
+                    if (old != events->begin())
+                        historyStep = -1; // live events past the history: no more to filter
+                    events->erase(old, events->end());
+                }
+                if (batch.events_size() > 0 || batch.lost_events() > 0 || batch.cluster_finished())
+                    changed = true;
+                if (batch.has_status()) {
+                    // ps:0 repeats its status every 0.5 s; only a new one is news.
+                    std::string serialized = batch.status().SerializeAsString();
+                    if (serialized != lastStatus) {
+                        lastStatus = std::move(serialized);
+                        changed = true;
+                    }
+                }
+                state.apply(batch);
+                // Steps arrived before a status that names the parameters
+                // (ps:0 repeats it only every 0.5 s): ask for it now.
+                if (state.wantsSignature() && std::chrono::steady_clock::now() - lastStatusRequest > 1s) {
+                    lastStatusRequest = std::chrono::steady_clock::now();
+                    auto statusContext = sharedContext(settings, kProbeDeadline);
+                    proto::ClusterStatusResponse status;
+                    if (track(statusContext) && control->GetClusterStatus(statusContext.get(), {}, &status).ok())
+                        state.applyStatus(status);
+                    // Stopping meanwhile cancelled the status call, not the stream.
+                    if (!track(context))
+                        context->TryCancel();
+                }
+                if (batch.cluster_finished()) {
+                    finished = true;
+                    break;
+                }
+                // ps:0 sends a batch at least every 50 ms, even an empty one,
+                // so a change held back here goes out at the next one.
+                publish(false);
+                batch.Clear();
+            }
+            if (finished)
+                context->TryCancel(); // we leave before the stream's end
+            const grpc::Status status = reader->Finish();
+            track(nullptr);
+            if (finished) {
+                state.setFinished(true);
+                changed = true;
+                publish(true);
+                const std::string message =
+                    "the cluster finished at global step " + std::to_string(state.globalStep());
+                post(generation, [this, text = qs(message)] {
+                    Q_EMIT clusterFinished();
+                    Q_EMIT connectionStateChanged(false, text);
+                });
+                return;
+            }
+            if (m_stop)
+                break;
+            publish(true);
+            failure = describeWatchFailure(where, status, connected);
+        }
+        if (!backoff.wait(failure, [&](const std::string &line) { say(false, line); }, [this] { return m_stop.load(); }))
+            break;
+    }
+}
+
+void ClusterWatcher::runControlCall(std::chrono::milliseconds deadline,
+                                    std::function<std::function<void()>(grpc::ClientContext *)> call)
+{
+    auto context = sharedContext(m_settings, deadline);
+    std::lock_guard lock(m_controlMutex);
+    // Forget the calls that are done.
+    std::erase_if(m_controlCalls, [](const ControlCall &c) {
+        return c.done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    });
+    auto done = std::async(std::launch::async, [this, context, call = std::move(call)] {
+        auto deliver = call(context.get());
+        if (deliver)
+            QMetaObject::invokeMethod(this, std::move(deliver), Qt::QueuedConnection);
+    });
+    m_controlCalls.push_back(ControlCall{std::move(context), std::move(done)});
+}
+
+void ClusterWatcher::setMode(const proto::ModeConfig &mode)
+{
+    if (m_address.isEmpty()) {
+        QMetaObject::invokeMethod(
+            this, [this] { Q_EMIT controlFinished(false, tr("not connected to a cluster: connect to ps:0 first")); },
+            Qt::QueuedConnection);
+        return;
+    }
+    const std::string address = m_address.toStdString();
+    const RpcSettings settings = m_settings;
+    runControlCall(kControlDeadline, [this, address, settings, mode](grpc::ClientContext *context) -> std::function<void()> {
+        auto stub = proto::ClusterControl::NewStub(makeChannel(address, settings));
+        proto::SetModeRequest request;
+        *request.mutable_mode() = mode;
+        request.set_requested_by("parasync app");
+        proto::SetModeResponse response;
+        const grpc::Status status = stub->SetMode(context, request, &response);
+        if (!status.ok()) {
+            const QString message = qs("cannot change the mode on ps:0 at " + address + ": " + describeRpcError(status));
+            return [this, message] { Q_EMIT controlFinished(false, message); };
+        }
+        const QString message = qs("mode " + describeMode(response.mode()) + " from global step "
+                                   + std::to_string(response.global_step()));
+        return [this, response, message] {
+            Q_EMIT modeChanged(response.mode(), qint64(response.global_step()));
+            Q_EMIT controlFinished(true, message);
+        };
+    });
+}
+
+void ClusterWatcher::setStraggler(const QString &workerAddress, int delayMs)
+{
+    const std::string address = workerAddress.toStdString();
+    const RpcSettings settings = m_settings;
+    runControlCall(kControlDeadline, [this, address, settings, delayMs, workerAddress](grpc::ClientContext *context)
+                                         -> std::function<void()> {
+        auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+        proto::SetStragglerRequest request;
+        request.set_delay_ms(delayMs);
+        proto::SetStragglerResponse response;
+        const grpc::Status status = stub->SetStraggler(context, request, &response);
+        if (!status.ok()) {
+            const QString message =
+                qs("cannot slow down the worker at " + address + ": " + describeRpcError(status));
+            return [this, message] { Q_EMIT controlFinished(false, message); };
+        }
+        const int now = response.delay_ms();
+        const QString message = now > 0 ? qs("the worker at " + address + " now takes " + std::to_string(now)
+                                             + " ms longer per step")
+                                         : qs("the worker at " + address + " runs at full speed again");
+        return [this, workerAddress, now, message] {
+            Q_EMIT stragglerChanged(workerAddress, now);
+            Q_EMIT controlFinished(true, message);
+        };
+    });
+}
+
+void ClusterWatcher::setPace(const QString &workerAddress, int computeMs)
+{
+    const std::string address = workerAddress.toStdString();
+    const RpcSettings settings = m_settings;
+    runControlCall(kControlDeadline, [this, address, settings, computeMs, workerAddress](grpc::ClientContext *context)
+                                         -> std::function<void()> {
+        auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+        proto::SetPaceRequest request;
+        request.set_compute_ms(computeMs);
+        proto::SetPaceResponse response;
+        const grpc::Status status = stub->SetPace(context, request, &response);
+        if (!status.ok()) {
+            const QString message = qs("cannot change the pace of the worker at " + address + ": "
+                                       + describeRpcError(status));
+            return [this, message] { Q_EMIT controlFinished(false, message); };
+        }
+        const int now = response.compute_ms();
+        return [this, workerAddress, now] { Q_EMIT paceChanged(workerAddress, now); };
+    });
+}
+
+void ClusterWatcher::stopTask(const QString &taskAddress, const QString &reason)
+{
+    const std::string address = taskAddress.toStdString();
+    const RpcSettings settings = m_settings;
+    const std::string why = reason.isEmpty() ? std::string("stopped from the parasync app") : reason.toStdString();
+    runControlCall(kControlDeadline, [this, address, settings, why](grpc::ClientContext *context) -> std::function<void()> {
+        auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+        proto::StopRequest request;
+        request.set_reason(why);
+        proto::StopResponse response;
+        const grpc::Status status = stub->Stop(context, request, &response);
+        const QString message = status.ok()
+                                    ? qs("asked the task at " + address + " to stop")
+                                    : qs("cannot stop the task at " + address + ": " + describeRpcError(status));
+        return [this, ok = status.ok(), message] { Q_EMIT controlFinished(ok, message); };
+    });
+}
+
+void ClusterWatcher::requestStatus()
+{
+    if (m_address.isEmpty()) {
+        QMetaObject::invokeMethod(
+            this, [this] { Q_EMIT controlFinished(false, tr("not connected to a cluster: connect to ps:0 first")); },
+            Qt::QueuedConnection);
+        return;
+    }
+    const std::string address = m_address.toStdString();
+    const RpcSettings settings = m_settings;
+    runControlCall(kProbeDeadline, [this, address, settings](grpc::ClientContext *context) -> std::function<void()> {
+        auto stub = proto::ClusterControl::NewStub(makeChannel(address, settings));
+        proto::ClusterStatusResponse status;
+        const grpc::Status result = stub->GetClusterStatus(context, {}, &status);
+        if (!result.ok()) {
+            const QString message = qs("cannot reach ps:0 at " + address + ": " + describeRpcError(result));
+            return [this, message] { Q_EMIT controlFinished(false, message); };
+        }
+        return [this, status] { Q_EMIT statusReceived(status); };
+    });
+}
+
+} // namespace parasync

@@ -1,0 +1,675 @@
+#include "orchestration/mode_comparison.h"
+
+#include "orchestration/cluster_watcher.h"
+#include "engine/dataset.h"
+#include "base/error.h"
+#include "config/node_options.h"
+#include "formats/run_log.h"
+#include "base/qt_text.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <Eigen/Dense>
+
+#include <cmath>
+#include <limits>
+#include <map>
+
+namespace parasync {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+// A progress line (for headless mode) at most this often.
+constexpr qint64 kLineIntervalMs = 5000;
+// Tasks told to stop (or a cluster that reported its end) that have not all
+// exited by then are stopped the hard way.
+constexpr int kExitGraceMs = 8000;
+
+proto::ModeConfig modeFromTraining(const QJsonObject &training)
+{
+    proto::ModeConfig mode;
+    const QString name = training.value(QStringLiteral("mode")).toString();
+    try {
+        mode.set_mode(parseUpdateMode(name.toStdString()));
+    } catch (const InputError &) {
+        mode.set_mode(proto::UPDATE_MODE_UNSPECIFIED);
+    }
+    mode.set_staleness(training.value(QStringLiteral("staleness")).toInt());
+    mode.set_replicas_to_aggregate(training.value(QStringLiteral("replicas_to_aggregate")).toInt());
+    mode.set_total_num_replicas(training.value(QStringLiteral("total_num_replicas")).toInt());
+    return mode;
+}
+
+// What a step log or metrics.csv line contributes; the two readers below
+// turn their files into these.
+struct StepLine
+{
+    int64_t globalStep = 0;
+    double wallTime = 0;
+    int worker = 0;
+    bool counted = true;  // applied or aggregated: the global step moved with it
+    bool dropped = false;
+    double fullLoss = kNaN;
+    int64_t computeUs = 0, pushUs = 0, waitUs = 0;
+};
+
+struct WorkerTotals
+{
+    int64_t steps = 0, dropped = 0;
+    int64_t computeUs = 0, pushUs = 0, waitUs = 0;
+};
+
+class RunAccumulator
+{
+public:
+    explicit RunAccumulator(double target)
+        : m_target(target)
+    {
+    }
+
+    void add(const StepLine &step)
+    {
+        WorkerTotals &w = m_workers[step.worker];
+        ++w.steps;
+        w.dropped += step.dropped ? 1 : 0;
+        w.computeUs += step.computeUs;
+        w.pushUs += step.pushUs;
+        w.waitUs += step.waitUs;
+        if (!step.counted)
+            return;
+        if (!m_started) {
+            // The run's clock starts at its first update, as metrics.csv's
+            // first row: launching and joining are not the mode's doing.
+            m_started = true;
+            m_start = step.wallTime;
+            m_firstStep = step.globalStep;
+        }
+        m_last = std::max(m_last, step.wallTime);
+        m_lastStep = std::max(m_lastStep, step.globalStep);
+        if (std::isfinite(step.fullLoss))
+            m_loss.push_back({step.wallTime - m_start, step.globalStep, step.fullLoss});
+    }
+
+    void finishInto(ModeRunSummary *run) const
+    {
+        run->loss = m_loss;
+        run->finalLoss = m_loss.empty() ? kNaN : m_loss.back().loss;
+        for (const LossPoint &point : m_loss) {
+            if (point.loss <= m_target) {
+                run->secondsToTarget = point.seconds;
+                run->globalStepAtTarget = point.globalStep;
+                break;
+            }
+        }
+        run->globalSteps = m_started ? m_lastStep : 0;
+        run->seconds = m_started ? m_last - m_start : 0;
+        run->globalStepsPerSecond = run->seconds > 0 ? double(m_lastStep - m_firstStep) / run->seconds : 0;
+        for (const auto &[index, totals] : m_workers) {
+            WorkerStepFigures figures;
+            figures.worker = index;
+            figures.steps = totals.steps;
+            figures.dropped = totals.dropped;
+            figures.stepsPerSecond = run->seconds > 0 ? double(totals.steps) / run->seconds : 0;
+            const double busy = double(totals.computeUs + totals.pushUs + totals.waitUs);
+            figures.waitFraction = busy > 0 ? double(totals.waitUs) / busy : 0;
+            run->workers.push_back(figures);
+        }
+    }
+
+private:
+    double m_target;
+    bool m_started = false;
+    double m_start = 0;
+    double m_last = 0;
+    int64_t m_firstStep = 0;
+    int64_t m_lastStep = 0;
+    std::vector<LossPoint> m_loss;
+    std::map<int, WorkerTotals> m_workers;
+};
+
+// steps.jsonl: every applied, aggregated and dropped gradient with its
+// timings. A line that does not parse (a torn last line) is skipped.
+void readStepLog(QFile &file, RunAccumulator *run, int *modeChanges)
+{
+    while (!file.atEnd()) {
+        const QByteArray line = file.readLine().trimmed();
+        if (line.isEmpty())
+            continue;
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        const QString type = o.value(QStringLiteral("type")).toString();
+        if (type == QLatin1String("mode_change")) {
+            ++*modeChanges;
+            continue;
+        }
+        if (type != QLatin1String("step"))
+            continue;
+        const QString outcome = o.value(QStringLiteral("outcome")).toString();
+        StepLine step;
+        step.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+        step.wallTime = o.value(QStringLiteral("wall_time")).toDouble();
+        step.worker = o.value(QStringLiteral("worker")).toInt();
+        step.counted = outcome == QLatin1String("applied") || outcome == QLatin1String("aggregated");
+        step.dropped = outcome == QLatin1String("dropped_stale");
+        const QJsonValue fullLoss = o.value(QStringLiteral("full_loss"));
+        step.fullLoss = fullLoss.isDouble() ? fullLoss.toDouble() : kNaN; // null: not evaluated
+        step.computeUs = int64_t(o.value(QStringLiteral("compute_us")).toDouble());
+        step.pushUs = int64_t(o.value(QStringLiteral("push_us")).toDouble());
+        step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
+        run->add(step);
+    }
+}
+
+// metrics.csv: global_step,wall_time,worker,loss,full_loss[,...], one row per
+// applied or aggregated gradient; no timings.
+void readMetrics(QFile &file, RunAccumulator *run)
+{
+    const QStringList header = QString::fromUtf8(file.readLine().trimmed()).split(QLatin1Char(','));
+    const qsizetype stepColumn = header.indexOf(QStringLiteral("global_step"));
+    const qsizetype timeColumn = header.indexOf(QStringLiteral("wall_time"));
+    const qsizetype workerColumn = header.indexOf(QStringLiteral("worker"));
+    const qsizetype lossColumn = header.indexOf(QStringLiteral("full_loss"));
+    if (stepColumn < 0 || timeColumn < 0)
+        throw InputError(file.fileName().toStdString()
+                         + " has no global_step and wall_time columns: is it a Parasync metrics.csv?");
+    while (!file.atEnd()) {
+        const QByteArray raw = file.readLine();
+        const QStringList fields = QString::fromUtf8(raw.trimmed()).split(QLatin1Char(','));
+        if (fields.size() != header.size() || !raw.endsWith('\n'))
+            continue; // a torn last row
+        StepLine step;
+        step.globalStep = fields[stepColumn].toLongLong();
+        step.wallTime = fields[timeColumn].toDouble();
+        step.worker = workerColumn >= 0 ? fields[workerColumn].toInt() : 0;
+        bool ok = false;
+        const double loss = lossColumn >= 0 ? fields[lossColumn].toDouble(&ok) : 0;
+        step.fullLoss = ok ? loss : kNaN;
+        run->add(step);
+    }
+}
+
+} // namespace
+
+std::vector<proto::ModeConfig> comparedModes(int staleness)
+{
+    std::vector<proto::ModeConfig> modes(3);
+    modes[0].set_mode(proto::ASYNC);
+    modes[1].set_mode(proto::SYNC); // replicas_to_aggregate 0: every live worker
+    modes[2].set_mode(proto::SSP);
+    modes[2].set_staleness(staleness);
+    return modes;
+}
+
+QString modeRunName(const proto::ModeConfig &mode)
+{
+    return qs(updateModeName(mode.mode()));
+}
+
+ClusterPlan withComparisonDefaults(ClusterPlan plan)
+{
+    // The pace, chosen by running the demo's linear model (learning rate
+    // 0.01) on a two-core machine and looking at the numbers:
+    // - ~20 ms of simulated compute a step with jitter 0.5: a few dozen
+    //   steps a second, so the target takes some 300 updates -- 5 s in
+    //   async, 9 s in ssp, 19 s in sync -- long enough for the waits to add
+    //   up, short enough for the three runs to take well under a minute;
+    // - worker:1 a straggler with three times the compute time, a ratio at
+    //   which the sync barrier holds worker:0 for two thirds of its time.
+    //   Its slowness is compute time, not --straggler_ms, which the step
+    //   log does not count: every waiting share is then of the whole step;
+    // - the chief logs its full-shard loss every 5 of its steps (not 100):
+    //   the time to the target is read to a fraction of a second.
+    plan.training.pace.computeMs = 20;
+    plan.training.pace.computeJitter = 0.5f;
+    plan.training.pace.stragglerMs = 0;
+    plan.workerPace.clear();
+    if (plan.cluster.numWorkers() > 1) {
+        WorkerPace straggler = plan.training.pace;
+        straggler.computeMs = 3 * plan.training.pace.computeMs;
+        plan.workerPace[1] = straggler;
+    }
+    plan.training.displayStep = 5;
+    // Runs end at the target or the time limit, not at a step count
+    // (--last_step=0: until stopped).
+    plan.training.lastStep = 0;
+    return plan;
+}
+
+double chiefLossFloor(const ClusterPlan &plan)
+{
+    if (plan.training.model != "linear")
+        return kNaN;
+    DatasetOptions options; // as the chief, worker:0, loads its shard
+    options.spec = plan.training.dataset.empty() ? defaultDatasetFor(plan.training.model) : plan.training.dataset;
+    options.shardIndex = 0;
+    options.numShards = std::max(1, plan.cluster.numWorkers());
+    options.samplesPerShard = plan.training.samplesPerShard;
+    options.seed = plan.training.seed;
+    Dataset data;
+    try {
+        data = loadDataset(options);
+    } catch (const InputError &) {
+        return kNaN; // a file only the workers' hosts have
+    }
+    if (data.size() == 0 || data.targets.cols() != 1)
+        return kNaN;
+    // y ~ x w + b: least squares on [x, 1], the mean squared residual as the
+    // model's loss computes it.
+    Eigen::MatrixXd design(data.size(), data.featureDim() + 1);
+    design.leftCols(data.featureDim()) = data.features.cast<double>();
+    design.rightCols(1).setOnes();
+    const Eigen::VectorXd y = data.targets.col(0).cast<double>();
+    const Eigen::VectorXd fit = design.colPivHouseholderQr().solve(y);
+    return (design * fit - y).squaredNorm() / double(data.size());
+}
+
+double defaultTargetLoss(const ClusterPlan &plan)
+{
+    // A fifth above the best loss there is: reaching it means w and b have
+    // all but converged, and no mode's gradient noise keeps it above (the
+    // chief's loss settles within a few percent of the floor at the demo's
+    // learning rates). A target relative to the data's own floor stays
+    // reachable whatever the noise of the data.
+    return 1.2 * chiefLossFloor(plan);
+}
+
+bool ModeComparisonSummary::failed() const
+{
+    for (const ModeRunSummary &run : runs)
+        if (!run.failure.isEmpty())
+            return true;
+    return false;
+}
+
+ModeRunSummary summarizeModeRun(const QString &directory, double targetLoss)
+{
+    ModeRunSummary run;
+    run.directory = directory;
+    run.name = QFileInfo(directory).fileName();
+    const QDir dir(directory);
+    QFile cluster(dir.filePath(QLatin1String(run_files::kCluster)));
+    if (cluster.open(QIODevice::ReadOnly)) {
+        const QJsonObject root = QJsonDocument::fromJson(cluster.readAll()).object();
+        run.mode = modeFromTraining(root.value(QStringLiteral("training")).toObject());
+    }
+    RunAccumulator accumulator(targetLoss);
+    QFile stepLog(dir.filePath(QLatin1String(run_files::kStepLog)));
+    QFile metrics(dir.filePath(QLatin1String(run_files::kMetrics)));
+    if (stepLog.open(QIODevice::ReadOnly)) {
+        readStepLog(stepLog, &accumulator, &run.modeChanges);
+    } else if (metrics.open(QIODevice::ReadOnly)) {
+        readMetrics(metrics, &accumulator);
+    } else {
+        throw InputError("cannot read the run directory " + directory.toStdString()
+                         + ": it has no steps.jsonl or metrics.csv (did the run's ps:0 start?)");
+    }
+    accumulator.finishInto(&run);
+    return run;
+}
+
+ModeComparisonSummary summarizeModeComparison(const QStringList &directories, double targetLoss)
+{
+    ModeComparisonSummary summary;
+    summary.targetLoss = targetLoss;
+    for (const QString &directory : directories) {
+        try {
+            summary.runs.push_back(summarizeModeRun(directory, targetLoss));
+        } catch (const InputError &e) {
+            ModeRunSummary run;
+            run.directory = directory;
+            run.name = QFileInfo(directory).fileName();
+            run.finalLoss = kNaN;
+            run.failure = qs(e.what());
+            summary.runs.push_back(run);
+        }
+    }
+    return summary;
+}
+
+ModeComparison::ModeComparison(QObject *parent)
+    : QObject(parent)
+    , m_launcher(new ClusterLauncher(this))
+    , m_watcher(new ClusterWatcher(this))
+{
+    qRegisterMetaType<parasync::RunSnapshot>();
+    qRegisterMetaType<parasync::ModeRunProgress>();
+    qRegisterMetaType<parasync::ModeComparisonSummary>();
+    // A few snapshots a second are plenty to follow the loss.
+    m_watcher->setSnapshotInterval(200);
+    m_tick.setInterval(250);
+    connect(&m_tick, &QTimer::timeout, this, &ModeComparison::onTick);
+    m_grace.setSingleShot(true);
+    connect(&m_grace, &QTimer::timeout, this, [this] {
+        if (!m_runActive)
+            return;
+        Q_EMIT line(tr("%1: tasks still running %2 s after the run ended: stopping them")
+                        .arg(modeRunName(m_options.modes[size_t(m_index)]))
+                        .arg(kExitGraceMs / 1000));
+        m_launcher->stopAll(); // blocks a few seconds at most
+        onAllExited();
+    });
+    connect(m_watcher, &ClusterWatcher::snapshotReady, this, &ModeComparison::onSnapshot);
+    connect(m_watcher, &ClusterWatcher::clusterFinished, this, &ModeComparison::onClusterFinished);
+    connect(m_launcher, &ClusterLauncher::taskChanged, this, &ModeComparison::onTaskChanged);
+    connect(m_launcher, &ClusterLauncher::allExited, this, &ModeComparison::onAllExited);
+}
+
+ModeComparison::~ModeComparison()
+{
+    // Nothing of a run that ends now is reported: the receivers may be
+    // going away with this object's owner.
+    disconnect(m_launcher, nullptr, this, nullptr);
+    disconnect(m_watcher, nullptr, this, nullptr);
+    m_tick.stop();
+    m_grace.stop();
+    m_watcher->disconnectFromCluster();
+    m_launcher->stopAll();
+    if (m_summaryThread.joinable())
+        m_summaryThread.join();
+}
+
+void ModeComparison::setNodeBinary(const QString &path)
+{
+    m_launcher->setNodeBinary(path);
+}
+
+bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
+{
+    const auto fail = [error](const QString &message) {
+        if (error)
+            *error = message;
+        return false;
+    };
+    if (m_running)
+        return fail(tr("a mode comparison is already running: wait for it or cancel it"));
+    if (options.modes.empty())
+        return fail(tr("no update modes to compare"));
+    if (!(options.targetLoss > 0) || !std::isfinite(options.targetLoss))
+        return fail(tr("the target loss must be a positive number, got %1").arg(options.targetLoss));
+    if (options.runSeconds < 1)
+        return fail(tr("the time per mode must be at least 1 second, got %1").arg(options.runSeconds));
+    if (options.outputDirectory.isEmpty())
+        return fail(tr("no output folder for the runs and the figure"));
+    const QDir out(options.outputDirectory);
+    QStringList names;
+    for (const proto::ModeConfig &mode : options.modes) {
+        const QString name = modeRunName(mode);
+        if (names.contains(name))
+            return fail(tr("%1 is compared twice: each mode runs once").arg(name));
+        names << name;
+        // A run directory with a checkpoint would make the chief restore it
+        // and continue that run: the comparison would not start from scratch.
+        const QDir runDir(out.filePath(name));
+        if (runDir.exists() && !runDir.isEmpty())
+            return fail(tr("%1 already holds a run: choose a new folder for the comparison, or delete that one")
+                            .arg(QDir::toNativeSeparators(runDir.path())));
+    }
+    if (!QDir().mkpath(options.outputDirectory))
+        return fail(tr("cannot create the folder %1: check the path and its permissions")
+                        .arg(QDir::toNativeSeparators(options.outputDirectory)));
+
+    m_options = options;
+    m_running = true;
+    m_finishing = false;
+    m_cancelled = false;
+    m_index = -1;
+    m_directories.clear();
+    m_stopReasons.clear();
+    m_failures.clear();
+    Q_EMIT line(tr("Comparing %1 with the same seed, data and pace; each run until the chief's full loss stays "
+                   "at or below %2, at most %3 s; runs in %4")
+                    .arg(names.join(QStringLiteral(", ")))
+                    .arg(options.targetLoss)
+                    .arg(options.runSeconds)
+                    .arg(QDir::toNativeSeparators(QDir(options.outputDirectory).absolutePath())));
+    QTimer::singleShot(0, this, &ModeComparison::startNextRun);
+    return true;
+}
+
+void ModeComparison::cancel()
+{
+    if (!m_running || m_cancelled)
+        return;
+    m_cancelled = true;
+    if (m_runActive)
+        stopRun(tr("cancelled"));
+    // Otherwise startNextRun, queued, sees the flag and finishes.
+}
+
+void ModeComparison::startNextRun()
+{
+    if (m_cancelled || m_index + 1 >= int(m_options.modes.size())) {
+        finishComparison();
+        return;
+    }
+    ++m_index;
+    const proto::ModeConfig &mode = m_options.modes[size_t(m_index)];
+    const QString name = modeRunName(mode);
+    const QString directory = QDir(m_options.outputDirectory).absoluteFilePath(name);
+    ClusterPlan plan = m_options.plan;
+    plan.training.mode = mode;
+    plan.training.logdir = directory.toStdString();
+    // Same ports as the plan where free, others where not (a demo running
+    // in the window, the last run's port not yet let go).
+    const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
+    plan = ClusterLauncher::withSuggestedPorts(plan, conflicts);
+
+    m_directories << directory;
+    m_stopReasons.emplace_back();
+    m_failures.emplace_back();
+    m_globalStep = 0;
+    m_latestLoss = kNaN;
+    m_stopping = false;
+    m_sinceFirstStep.invalidate();
+    m_belowTarget.invalidate();
+    m_sinceLaunch.start();
+    m_sinceLine.start();
+
+    Q_EMIT runStarted(m_index, name, directory);
+    Q_EMIT line(tr("[%1/%2] %3: starting %4 task(s), run directory %5")
+                    .arg(m_index + 1)
+                    .arg(m_options.modes.size())
+                    .arg(qs(describeMode(mode)))
+                    .arg(plan.tasks().size())
+                    .arg(QDir::toNativeSeparators(directory)));
+    QString error;
+    m_launcher->holdWorkersUntilWatched(m_watcher);
+    if (!m_launcher->launch(plan, &error)) {
+        // What stops one launch (no binary, a bad plan) stops them all.
+        m_failures.back() = tr("could not start: %1").arg(error);
+        m_stopReasons.back() = tr("not started");
+        Q_EMIT runEnded(m_index, name, m_stopReasons.back(), m_failures.back());
+        Q_EMIT line(tr("%1 could not start: %2").arg(name, error));
+        m_cancelled = true;
+        QTimer::singleShot(0, this, &ModeComparison::startNextRun);
+        return;
+    }
+    m_runActive = true;
+    m_watcher->connectTo(qs(plan.cluster.ps.front().toString()));
+    m_tick.start();
+}
+
+void ModeComparison::onSnapshot(const RunSnapshot &snapshot)
+{
+    if (!m_runActive || m_stopping)
+        return;
+    m_globalStep = snapshot.globalStep;
+    if (!m_sinceFirstStep.isValid() && snapshot.stepEvents > 0)
+        m_sinceFirstStep.start();
+    if (snapshot.fullLoss.isEmpty())
+        return;
+    m_latestLoss = snapshot.fullLoss.buckets().back().last;
+    if (m_latestLoss > m_options.targetLoss) {
+        m_belowTarget.invalidate();
+        return;
+    }
+    // One evaluation below the target may be noise: it has to stay there.
+    if (!m_belowTarget.isValid())
+        m_belowTarget.start();
+    else if (double(m_belowTarget.elapsed()) >= 1000 * m_options.holdSeconds)
+        stopRun(tr("target reached"));
+}
+
+void ModeComparison::onTick()
+{
+    if (!m_runActive)
+        return;
+    const QString name = modeRunName(m_options.modes[size_t(m_index)]);
+    const double seconds = m_sinceFirstStep.isValid() ? double(m_sinceFirstStep.elapsed()) / 1000 : 0;
+    ModeRunProgress now;
+    now.index = m_index;
+    now.count = int(m_options.modes.size());
+    now.name = name;
+    now.globalStep = m_globalStep;
+    now.seconds = seconds;
+    now.latestLoss = m_latestLoss;
+    Q_EMIT progress(now);
+    if (m_stopping)
+        return;
+    if (m_sinceLine.elapsed() >= kLineIntervalMs) {
+        m_sinceLine.start();
+        Q_EMIT line(tr("  %1: %2 s, global step %3, full loss %4")
+                        .arg(name)
+                        .arg(seconds, 0, 'f', 0)
+                        .arg(m_globalStep)
+                        .arg(std::isfinite(m_latestLoss) ? QString::number(m_latestLoss, 'g', 4)
+                                                         : tr("not logged yet")));
+    }
+    if (m_sinceFirstStep.isValid() && seconds >= m_options.runSeconds) {
+        stopRun(tr("time limit"));
+    } else if (!m_sinceFirstStep.isValid() && m_sinceLaunch.elapsed() >= qint64(m_options.startSeconds) * 1000) {
+        stopRun(tr("no step"), tr("no training step within %1 s of the launch; the tasks' output says why")
+                                   .arg(m_options.startSeconds));
+    }
+}
+
+QString ModeComparison::taskFailure(int row) const
+{
+    const TaskInfo &task = m_launcher->tasks()[size_t(row)];
+    QStringList lines = m_launcher->output(row).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    if (lines.size() > 4)
+        lines = lines.mid(lines.size() - 4);
+    QString text = tr("%1 died: %2").arg(qs(task.task.toString()), task.detail);
+    if (!lines.isEmpty())
+        text += QStringLiteral("\n    ") + lines.join(QStringLiteral("\n    "));
+    return text;
+}
+
+void ModeComparison::onTaskChanged(int row)
+{
+    if (!m_runActive || m_stopping || row < 0 || size_t(row) >= m_launcher->tasks().size())
+        return;
+    if (m_launcher->tasks()[size_t(row)].state == TaskState::Dead)
+        stopRun(tr("a task died"), taskFailure(row));
+}
+
+void ModeComparison::onClusterFinished()
+{
+    if (!m_runActive || m_stopping)
+        return;
+    // The plan's last step: the tasks exit by themselves.
+    m_stopping = true;
+    m_stopReasons[size_t(m_index)] = tr("last step");
+    m_grace.start(kExitGraceMs);
+}
+
+void ModeComparison::stopRun(const QString &reason, const QString &failure)
+{
+    if (!m_runActive || m_stopping)
+        return;
+    m_stopping = true;
+    m_stopReasons[size_t(m_index)] = reason;
+    m_failures[size_t(m_index)] = failure;
+    if (!m_sinceFirstStep.isValid()) {
+        // Workers may still be held back until the watcher follows:
+        // stopAll also cancels those (it blocks until the few tasks exited).
+        m_launcher->stopAll();
+        onAllExited();
+        return;
+    }
+    for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
+        m_launcher->stopTask(row); // SIGTERM: ps:0 writes out its run log
+    m_grace.start(kExitGraceMs);
+}
+
+void ModeComparison::onAllExited()
+{
+    if (!m_runActive)
+        return;
+    m_runActive = false;
+    m_tick.stop();
+    m_grace.stop();
+    m_watcher->disconnectFromCluster();
+    const QString name = modeRunName(m_options.modes[size_t(m_index)]);
+    QString &reason = m_stopReasons[size_t(m_index)];
+    QString &failure = m_failures[size_t(m_index)];
+    if (reason.isEmpty()) {
+        // Every task ended without being asked: ps:0 must have gone.
+        reason = tr("the cluster ended");
+        for (int row = 0; row < int(m_launcher->tasks().size()) && failure.isEmpty(); ++row)
+            if (m_launcher->tasks()[size_t(row)].state == TaskState::Dead)
+                failure = taskFailure(row);
+    }
+    Q_EMIT runEnded(m_index, name, reason, failure);
+    Q_EMIT line(failure.isEmpty() ? tr("  %1: stopped at global step %2 (%3)").arg(name).arg(m_globalStep).arg(reason)
+                                  : tr("  %1 failed: %2").arg(name, failure));
+    // The figure can show this run while the next one trains.
+    if (!m_cancelled && m_index + 1 < int(m_options.modes.size()))
+        summarize(false);
+    // Queued: this may run inside the launcher's own signal.
+    QTimer::singleShot(0, this, &ModeComparison::startNextRun);
+}
+
+void ModeComparison::finishComparison()
+{
+    if (!m_running || m_finishing)
+        return;
+    m_finishing = true;
+    Q_EMIT line(tr("Reading the %1 run directories...").arg(m_directories.size()));
+    summarize(true);
+}
+
+void ModeComparison::summarize(bool final)
+{
+    // One reader at a time. A partial summary reads the runs made so far,
+    // which is done long before the next run ends.
+    if (m_summaryThread.joinable())
+        m_summaryThread.join();
+    const uint64_t generation = ++m_summaryGeneration;
+    const int runsToCome = final ? 0 : int(m_options.modes.size()) - int(m_directories.size());
+    // Step logs of long runs take a while to read: not on the owner's thread.
+    m_summaryThread = std::thread([this, generation, final, runsToCome, directories = m_directories,
+                                   target = m_options.targetLoss, reasons = m_stopReasons, failures = m_failures,
+                                   cancelled = m_cancelled] {
+        ModeComparisonSummary summary = summarizeModeComparison(directories, target);
+        summary.cancelled = cancelled;
+        summary.runsToCome = runsToCome;
+        for (size_t i = 0; i < summary.runs.size() && i < reasons.size(); ++i) {
+            summary.runs[i].stopReason = reasons[i];
+            if (!failures[i].isEmpty())
+                summary.runs[i].failure = failures[i];
+        }
+        QMetaObject::invokeMethod(
+            this,
+            [this, generation, final, summary] {
+                // A newer reader started since: it has (or will) say more.
+                if (generation != m_summaryGeneration)
+                    return;
+                m_summaryThread.join();
+                if (!final) {
+                    Q_EMIT runsSummarized(summary);
+                    return;
+                }
+                m_running = false;
+                m_finishing = false;
+                Q_EMIT finished(summary);
+            },
+            Qt::QueuedConnection);
+    });
+}
+
+} // namespace parasync

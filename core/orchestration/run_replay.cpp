@@ -1,0 +1,326 @@
+#include "orchestration/run_replay.h"
+
+#include "base/error.h"
+#include "base/qt_text.h"
+#include "config/node_options.h"
+#include "formats/event_file.h"
+#include "formats/run_log.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace parasync {
+
+
+namespace {
+
+proto::ModeConfig modeFromJson(const QJsonObject &object)
+{
+    proto::ModeConfig mode;
+    const QString name = object.value(QStringLiteral("mode")).toString();
+    mode.set_mode(name == QLatin1String("async") ? proto::ASYNC
+                  : name == QLatin1String("sync") ? proto::SYNC
+                  : name == QLatin1String("ssp")  ? proto::SSP
+                                                   : proto::UPDATE_MODE_UNSPECIFIED);
+    mode.set_staleness(object.value(QStringLiteral("staleness")).toInt());
+    mode.set_replicas_to_aggregate(object.value(QStringLiteral("replicas_to_aggregate")).toInt());
+    mode.set_total_num_replicas(object.value(QStringLiteral("total_num_replicas")).toInt());
+    return mode;
+}
+
+// JSON null (a NaN loss in the log) reads as NaN, not 0.
+float floatOrNan(const QJsonValue &value)
+{
+    return value.isDouble() ? float(value.toDouble()) : std::numeric_limits<float>::quiet_NaN();
+}
+
+// The keys of a step record that are not parameters.
+const std::set<QString> &stepKeys()
+{
+    static const std::set<QString> keys = [] {
+        std::set<QString> k;
+        for (const char *name : {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step",
+                                 "staleness", "outcome", "contributions", "batch_loss", "full_loss", "compute_us",
+                                 "push_us", "wait_us", "wait_reason"})
+            k.insert(QString::fromLatin1(name));
+        return k;
+    }();
+    return keys;
+}
+
+// Parameter names of a step record in the order the line has them (the JSON
+// object sorts its keys; "w" must stay before "b").
+std::vector<std::string> parameterNamesOf(const QJsonObject &record, const QByteArray &line)
+{
+    std::vector<std::pair<qsizetype, std::string>> found;
+    for (auto it = record.begin(); it != record.end(); ++it) {
+        if (stepKeys().count(it.key()))
+            continue;
+        const QByteArray quotedKey = "\"" + it.key().toUtf8() + "\":";
+        found.emplace_back(line.indexOf(quotedKey), it.key().toStdString());
+    }
+    std::sort(found.begin(), found.end());
+    std::vector<std::string> names;
+    for (auto &entry : found)
+        names.push_back(std::move(entry.second));
+    return names;
+}
+
+StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &parameterNames)
+{
+    StepRecord step;
+    step.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+    step.wallTime = o.value(QStringLiteral("wall_time")).toDouble();
+    step.worker = o.value(QStringLiteral("worker")).toInt();
+    step.workerClock = int64_t(o.value(QStringLiteral("worker_clock")).toDouble());
+    step.computedFromStep = int64_t(o.value(QStringLiteral("computed_from_step")).toDouble());
+    step.staleness = int64_t(o.value(QStringLiteral("staleness")).toDouble());
+    step.outcome = outcomeFromName(ss(o.value(QStringLiteral("outcome")).toString()));
+    step.contributions = o.value(QStringLiteral("contributions")).toInt(1);
+    step.batchLoss = floatOrNan(o.value(QStringLiteral("batch_loss")));
+    step.fullLoss = floatOrNan(o.value(QStringLiteral("full_loss")));
+    step.computeUs = int64_t(o.value(QStringLiteral("compute_us")).toDouble());
+    step.pushUs = int64_t(o.value(QStringLiteral("push_us")).toDouble());
+    step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
+    step.waitReason = phaseFromName(ss(o.value(QStringLiteral("wait_reason")).toString()));
+    for (const auto &name : parameterNames)
+        step.parameters.push_back(floatOrNan(o.value(qs(name))));
+    return step;
+}
+
+void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
+{
+    bool namesKnown = false;
+    std::vector<std::string> names;
+    std::map<int, proto::WorkerPhase> lastPhase;
+    while (!file.atEnd()) {
+        const QByteArray line = file.readLine().trimmed();
+        if (line.isEmpty())
+            continue;
+        QJsonParseError error{};
+        const QJsonDocument document = QJsonDocument::fromJson(line, &error);
+        if (error.error != QJsonParseError::NoError || !document.isObject()) {
+            ++info->skippedLines;
+            continue;
+        }
+        const QJsonObject o = document.object();
+        const QString type = o.value(QStringLiteral("type")).toString();
+        ++info->records;
+        if (type == QLatin1String("step")) {
+            if (!namesKnown) {
+                names = parameterNamesOf(o, line);
+                state->setParameterNames(names);
+                namesKnown = true;
+            }
+            state->addStep(stepFromJson(o, names));
+        } else if (type == QLatin1String("mode_change")) {
+            ModeMarker marker;
+            marker.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+            marker.wallTime = o.value(QStringLiteral("wall_time")).toDouble();
+            marker.previous = modeFromJson(o.value(QStringLiteral("previous")).toObject());
+            marker.current = modeFromJson(o.value(QStringLiteral("current")).toObject());
+            marker.requestedBy = o.value(QStringLiteral("requested_by")).toString().toStdString();
+            state->addModeChange(marker);
+        } else if (type == QLatin1String("worker_state")) {
+            proto::TelemetryEvent event;
+            auto *w = event.mutable_worker_state();
+            w->set_wall_time(o.value(QStringLiteral("wall_time")).toDouble());
+            auto *status = w->mutable_status();
+            status->set_worker_index(o.value(QStringLiteral("worker")).toInt());
+            status->set_phase(phaseFromName(ss(o.value(QStringLiteral("phase")).toString())));
+            status->set_worker_clock(int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
+            status->set_waiting_for(o.value(QStringLiteral("waiting_for")).toString().toStdString());
+            status->set_reason(o.value(QStringLiteral("reason")).toString().toStdString());
+            lastPhase[status->worker_index()] = status->phase();
+            state->apply(event);
+        } else if (type == QLatin1String("checkpoint")) {
+            proto::TelemetryEvent event;
+            auto *c = event.mutable_checkpoint();
+            c->set_wall_time(o.value(QStringLiteral("wall_time")).toDouble());
+            c->set_global_step(int64_t(o.value(QStringLiteral("global_step")).toDouble()));
+            c->set_path(o.value(QStringLiteral("path")).toString().toStdString());
+            state->apply(event);
+        } else {
+            ++info->skippedLines;
+            --info->records;
+        }
+    }
+    // A run whose every worker left, finished or dead, is over; one killed
+    // mid-run is not.
+    bool over = !lastPhase.empty();
+    for (const auto &[worker, phase] : lastPhase)
+        over = over && (phase == proto::FINISHED || phase == proto::DEAD || phase == proto::STOPPED);
+    state->setFinished(over);
+}
+
+// metrics.csv: global_step,wall_time,worker,loss,full_loss[,w,b]; one row per
+// applied gradient. No staleness, waits or mode changes: it is the fallback.
+void replayMetrics(QFile &file, RunState *state, RunDirectoryInfo *info)
+{
+    const QStringList header = QString::fromUtf8(file.readLine().trimmed()).split(QLatin1Char(','));
+    const auto column = [&header](const char *name) { return int(header.indexOf(QLatin1String(name))); };
+    const int stepColumn = column("global_step");
+    const int timeColumn = column("wall_time");
+    const int workerColumn = column("worker");
+    const int lossColumn = column("loss");
+    const int fullLossColumn = column("full_loss");
+    if (stepColumn < 0 || lossColumn < 0)
+        throw InputError(file.fileName().toStdString()
+                         + " has no global_step and loss columns: is it a Parasync metrics.csv?");
+    std::vector<int> parameterColumns;
+    std::vector<std::string> names;
+    for (int i = 0; i < int(header.size()); ++i) {
+        if (i == stepColumn || i == timeColumn || i == workerColumn || i == lossColumn || i == fullLossColumn)
+            continue;
+        parameterColumns.push_back(i);
+        names.push_back(header[i].toStdString());
+    }
+    state->setParameterNames(names);
+    const auto number = [](const QString &text) {
+        bool ok = false;
+        const double value = text.toDouble(&ok);
+        return ok ? value : std::numeric_limits<double>::quiet_NaN();
+    };
+    std::map<int, int64_t> clocks;
+    while (!file.atEnd()) {
+        const QByteArray raw = file.readLine();
+        const QString line = QString::fromUtf8(raw.trimmed());
+        if (line.isEmpty())
+            continue;
+        const QStringList fields = line.split(QLatin1Char(','));
+        bool stepOk = false;
+        const qlonglong globalStep = fields.value(stepColumn).toLongLong(&stepOk);
+        // A torn last row has fewer fields (or no newline and a cut number).
+        if (fields.size() != header.size() || !stepOk || (!raw.endsWith('\n') && file.atEnd())) {
+            ++info->skippedLines;
+            continue;
+        }
+        ++info->records;
+        StepRecord step;
+        step.globalStep = globalStep;
+        step.computedFromStep = globalStep - 1;
+        step.staleness = -1;
+        step.wallTime = timeColumn >= 0 ? number(fields[timeColumn]) : 0;
+        step.worker = workerColumn >= 0 ? fields[workerColumn].toInt() : 0;
+        step.batchLoss = float(number(fields[lossColumn]));
+        step.fullLoss = fullLossColumn >= 0 ? float(number(fields[fullLossColumn]))
+                                            : std::numeric_limits<float>::quiet_NaN();
+        step.workerClock = ++clocks[step.worker]; // metrics.csv has no clock: count the worker's rows
+        for (int c : parameterColumns)
+            step.parameters.push_back(float(number(fields[c])));
+        state->addStep(step);
+    }
+}
+
+} // namespace
+
+RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *state)
+{
+    RunDirectoryInfo info;
+    info.directory = directory;
+    const QDir dir(qs(directory));
+    if (!dir.exists())
+        throw InputError("cannot open the run directory " + directory + ": it does not exist");
+
+    QFile cluster(dir.filePath(QLatin1String(run_files::kCluster)));
+    if (cluster.open(QIODevice::ReadOnly))
+        info.clusterJson = cluster.readAll().toStdString();
+
+    QFile stepLog(dir.filePath(QLatin1String(run_files::kStepLog)));
+    QFile metrics(dir.filePath(QLatin1String(run_files::kMetrics)));
+    const bool haveStepLog = stepLog.exists();
+    if (!haveStepLog && !metrics.exists()) {
+        // A chief's --logdir on another machine holds only its TensorBoard
+        // event files: they carry the chief's loss and parameters.
+        if (!findEventFiles(directory).empty()) {
+            state->clear();
+            if (!info.clusterJson.empty())
+                state->setClusterJson(info.clusterJson);
+            replayEventFiles(directory, state, &info);
+            return info;
+        }
+        throw InputError("no run in " + directory + ": it holds neither " + run_files::kStepLog + " nor "
+                         + run_files::kMetrics + " nor TensorBoard event files (open the --logdir of a run)");
+    }
+
+    state->clear();
+    if (!info.clusterJson.empty())
+        state->setClusterJson(info.clusterJson);
+    QFile &source = haveStepLog ? stepLog : metrics;
+    if (!source.open(QIODevice::ReadOnly))
+        throw InputError("cannot read " + source.fileName().toStdString() + ": "
+                         + source.errorString().toStdString());
+    if (haveStepLog) {
+        replayStepLog(source, state, &info);
+    } else {
+        replayMetrics(source, state, &info);
+        // metrics.csv does not say when workers left; reaching --last_step does.
+        const RunSnapshot replayed = state->snapshot();
+        state->setFinished(replayed.lastStep > 0 && replayed.globalStep >= replayed.lastStep);
+    }
+    return info;
+}
+
+void replayEventFiles(const std::string &directory, RunState *state, RunDirectoryInfo *info)
+{
+    // Tags the chief writes that are not model parameters (see
+    // TrainingSummaries); every other scalar tag without a '/' is one.
+    const auto isParameterTag = [](const std::string &tag) {
+        return tag != "loss" && tag != "full_loss" && tag != "updates_per_sec" && tag.find('/') == std::string::npos;
+    };
+    std::vector<std::string> names;
+    std::vector<tensorboard::Event> summaries;
+    for (const std::string &path : findEventFiles(directory)) {
+        for (auto &event : readEventFile(path)) {
+            ++info->records;
+            if (!event.has_summary())
+                continue;
+            for (const auto &value : event.summary().value())
+                if (value.has_simple_value() && isParameterTag(value.tag())
+                    && std::find(names.begin(), names.end(), value.tag()) == names.end())
+                    names.push_back(value.tag());
+            summaries.push_back(std::move(event));
+        }
+    }
+    state->setParameterNames(names);
+    int64_t clock = 0;
+    for (const auto &event : summaries) {
+        StepRecord step;
+        step.globalStep = event.step();
+        step.computedFromStep = event.step() - 1;
+        step.wallTime = event.wall_time();
+        step.worker = 0; // the chief writes the summaries
+        step.workerClock = ++clock;
+        step.staleness = -1;
+        step.batchLoss = std::numeric_limits<float>::quiet_NaN();
+        step.fullLoss = std::numeric_limits<float>::quiet_NaN();
+        step.parameters.assign(names.size(), std::numeric_limits<float>::quiet_NaN());
+        for (const auto &value : event.summary().value()) {
+            if (!value.has_simple_value())
+                continue;
+            const std::string &tag = value.tag();
+            if (tag == "loss")
+                step.batchLoss = value.simple_value();
+            else if (tag == "full_loss")
+                step.fullLoss = value.simple_value();
+            else if (tag == "staleness/worker_0")
+                step.staleness = int64_t(std::lround(value.simple_value()));
+            else if (const auto it = std::find(names.begin(), names.end(), tag); it != names.end())
+                step.parameters[size_t(it - names.begin())] = value.simple_value();
+        }
+        if (std::all_of(step.parameters.begin(), step.parameters.end(), [](float v) { return std::isnan(v); }))
+            step.parameters.clear();
+        state->addStep(step);
+    }
+}
+
+} // namespace parasync

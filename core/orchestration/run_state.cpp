@@ -1,0 +1,443 @@
+#include "orchestration/run_state.h"
+
+#include "base/error.h"
+#include "formats/event_file.h"
+#include "config/node_options.h"
+#include "formats/run_log.h"
+#include "base/qt_text.h"
+
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace parasync {
+
+namespace {
+
+constexpr size_t kStalenessBins = 16;  // 0..14, and ">= 15"
+constexpr double kRateWindowSeconds = 2.0;
+constexpr double kRateSampleSeconds = 0.05;
+constexpr int kMaxWorkerIndex = 1 << 16; // guards the workers vector against a corrupt record
+constexpr int64_t kMaxNamedParameters = 16; // as ps:0's metrics.csv columns
+
+void mergeInto(DecimatedSeries::Bucket &into, const DecimatedSeries::Bucket &from)
+{
+    into.min = std::min(into.min, from.min);
+    into.max = std::max(into.max, from.max);
+    into.sum += from.sum;
+    into.count += from.count;
+    into.last = from.last;
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------
+// DecimatedSeries
+// ---------------------------------------------------------------------------
+
+DecimatedSeries::DecimatedSeries(size_t capacity)
+    : m_capacity(std::max<size_t>(capacity, 2))
+{
+    m_buckets.reserve(m_capacity);
+}
+
+void DecimatedSeries::append(double x, double y)
+{
+    if (!std::isfinite(y) || std::isnan(x))
+        return;
+    ++m_total;
+    if (!m_buckets.empty()) {
+        Bucket &last = m_buckets.back();
+        // An older x (telemetry of interleaved workers is not strictly
+        // ordered) joins the last bucket so that bucket x never decreases.
+        if (x < last.x || double(last.count) < m_width) {
+            last.min = std::min(last.min, y);
+            last.max = std::max(last.max, y);
+            last.sum += y;
+            ++last.count;
+            last.last = y;
+            return;
+        }
+        if (m_buckets.size() >= m_capacity)
+            compact();
+    }
+    m_buckets.push_back(Bucket{x, y, y, y, y, 1});
+}
+
+void DecimatedSeries::compact()
+{
+    // Pairs merge in place: bucket i takes 2i and 2i+1. O(capacity), once per
+    // capacity/2 appends, so appending stays O(1) amortised.
+    size_t out = 0;
+    for (size_t i = 0; i < m_buckets.size(); i += 2, ++out) {
+        Bucket merged = m_buckets[i];
+        if (i + 1 < m_buckets.size())
+            mergeInto(merged, m_buckets[i + 1]);
+        m_buckets[out] = merged;
+    }
+    m_buckets.resize(out);
+    m_width *= 2;
+}
+
+void DecimatedSeries::clear()
+{
+    m_buckets.clear();
+    m_width = 1;
+    m_total = 0;
+}
+
+// ---------------------------------------------------------------------------
+// RunState
+// ---------------------------------------------------------------------------
+
+RunState::RunState(size_t recentStepCapacity, size_t seriesCapacity)
+    : m_recentCapacity(std::max<size_t>(recentStepCapacity, 1))
+    , m_seriesCapacity(seriesCapacity)
+{
+    clear();
+}
+
+void RunState::clear()
+{
+    m_snapshot = RunSnapshot();
+    m_snapshot.fullLoss = DecimatedSeries(m_seriesCapacity);
+    m_snapshot.fullLossByTime = DecimatedSeries(m_seriesCapacity);
+    m_modeKnown = false;
+    m_provisionalNames = false;
+    m_recent.clear();
+    m_rates.clear();
+    m_psClock = 0;
+}
+
+WorkerFigures &RunState::worker(int index)
+{
+    auto &workers = m_snapshot.workers;
+    const size_t slot = size_t(std::clamp(index, 0, kMaxWorkerIndex));
+    while (workers.size() <= slot) {
+        WorkerFigures figures;
+        figures.index = int(workers.size());
+        figures.stalenessHistogram.assign(kStalenessBins, 0);
+        workers.push_back(std::move(figures));
+    }
+    return workers[slot];
+}
+
+void RunState::setParameterNames(std::vector<std::string> names)
+{
+    m_provisionalNames = false;
+    if (names == m_snapshot.parameterNames)
+        return;
+    m_snapshot.parameterNames = std::move(names);
+    m_snapshot.parameterSeries.assign(m_snapshot.parameterNames.size(), DecimatedSeries(m_seriesCapacity));
+}
+
+void RunState::setNamesFromSignature(const proto::ModelSignature &signature)
+{
+    // The same names ps:0 gives metrics.csv's columns: a size-1 variable by
+    // its name, larger ones element by element, nothing for large models.
+    std::vector<std::string> names;
+    int64_t total = 0;
+    for (const auto &variable : signature.variables()) {
+        int64_t size = 1;
+        for (const auto dimension : variable.shape())
+            size *= dimension;
+        total += size;
+        if (total > kMaxNamedParameters)
+            return;
+        for (int64_t i = 0; i < size; ++i)
+            names.push_back(size == 1 ? variable.name() : variable.name() + "[" + std::to_string(i) + "]");
+    }
+    if (names.empty())
+        return;
+    // Values that arrived before the signature keep their series.
+    if (m_provisionalNames && names.size() == m_snapshot.parameterSeries.size()) {
+        m_snapshot.parameterNames = std::move(names);
+        m_provisionalNames = false;
+        return;
+    }
+    setParameterNames(std::move(names));
+}
+
+void RunState::apply(const proto::TelemetryEvent &event)
+{
+    if (event.has_step()) {
+        const auto &s = event.step();
+        StepRecord step;
+        step.globalStep = s.global_step();
+        step.wallTime = s.wall_time();
+        step.worker = s.worker();
+        step.workerClock = s.worker_clock();
+        step.staleness = s.staleness();
+        step.computedFromStep = s.computed_from_step();
+        step.batchLoss = s.batch_loss();
+        step.fullLoss = s.full_loss();
+        step.outcome = s.outcome();
+        step.contributions = s.contributions();
+        step.computeUs = s.compute_us();
+        step.pushUs = s.push_us();
+        step.waitUs = s.wait_us();
+        step.waitReason = s.wait_reason();
+        step.parameters.assign(s.parameters().begin(), s.parameters().end());
+        addStep(step);
+    } else if (event.has_mode_change()) {
+        const auto &m = event.mode_change();
+        ModeMarker marker;
+        marker.globalStep = m.global_step();
+        marker.wallTime = m.wall_time();
+        marker.previous = m.previous();
+        marker.current = m.current();
+        marker.requestedBy = m.requested_by();
+        addModeChange(marker);
+    } else if (event.has_worker_state()) {
+        const auto &status = event.worker_state().status();
+        WorkerFigures &figures = worker(status.worker_index());
+        figures.phase = status.phase();
+        figures.waitingFor = status.waiting_for();
+        figures.reason = status.reason();
+        figures.clock = std::max(figures.clock, status.worker_clock());
+        if (status.pid() != 0)
+            figures.pid = status.pid();
+        if (status.phase() == proto::FINISHED || status.phase() == proto::DEAD || status.phase() == proto::STOPPED)
+            figures.stepsPerSecond = 0;
+        m_snapshot.lastWallTime = std::max(m_snapshot.lastWallTime, event.worker_state().wall_time());
+    } else if (event.has_checkpoint()) {
+        const auto &c = event.checkpoint();
+        m_snapshot.checkpoints.emplace_back(c.global_step(), c.wall_time());
+    }
+}
+
+void RunState::apply(const proto::TelemetryBatch &batch)
+{
+    for (const auto &event : batch.events())
+        apply(event);
+    m_snapshot.lostEvents += batch.lost_events();
+    m_psClock = std::max(m_psClock, batch.wall_time());
+    // ps:0 takes the status after collecting the batch's events, so it is
+    // at least as new as they are.
+    if (batch.has_status())
+        applyStatus(batch.status());
+    if (batch.cluster_finished())
+        m_snapshot.finished = true;
+}
+
+void RunState::applyStatus(const proto::ClusterStatusResponse &status)
+{
+    m_snapshot.globalStep = std::max(m_snapshot.globalStep, status.global_step());
+    if (status.has_mode() && status.mode().mode() != proto::UPDATE_MODE_UNSPECIFIED) {
+        m_snapshot.mode = status.mode();
+        m_modeKnown = true;
+    }
+    m_snapshot.lastStep = status.last_step();
+    m_snapshot.initialized = status.initialized();
+    m_snapshot.droppedTotal = status.dropped_total();
+    m_snapshot.stallSeconds = status.stall().seconds();
+    m_snapshot.stallWaitingFor = status.stall().waiting_for();
+    m_snapshot.actingChief = status.acting_chief();
+    m_snapshot.psHosts.assign(status.ps_hosts().begin(), status.ps_hosts().end());
+    m_snapshot.workerHosts.assign(status.worker_hosts().begin(), status.worker_hosts().end());
+    if (!status.cluster_json().empty())
+        m_snapshot.trainingJson = status.cluster_json();
+    if (status.has_signature() && status.signature().variables_size() > 0) {
+        m_snapshot.signature = status.signature();
+        if (m_snapshot.parameterNames.empty() || m_provisionalNames)
+            setNamesFromSignature(status.signature());
+    }
+    for (const auto &w : status.workers()) {
+        WorkerFigures &figures = worker(w.worker_index());
+        figures.phase = w.phase();
+        figures.clock = std::max(figures.clock, w.worker_clock());
+        // A late subscriber never saw the first steps, and lost events are
+        // not counted locally, so ps:0's counts may be higher; but its status
+        // can also count steps whose events are still on their way, and adding
+        // those twice would overcount: the larger of the two is right.
+        Rate &rate = m_rates[figures.index];
+        rate.appliedReported = w.applied();
+        rate.droppedReported = w.dropped();
+        figures.applied = std::max(rate.appliedSeen, rate.appliedReported);
+        figures.dropped = std::max(rate.droppedSeen, rate.droppedReported);
+        rate.nonfiniteReported = w.nonfinite();
+        figures.nonfinite = std::max(rate.rejectedSeen, rate.nonfiniteReported);
+        figures.waitingFor = w.waiting_for();
+        figures.reason = w.reason();
+        if (w.pid() != 0)
+            figures.pid = w.pid();
+        if (w.phase() == proto::FINISHED || w.phase() == proto::DEAD || w.phase() == proto::STOPPED)
+            figures.stepsPerSecond = 0;
+    }
+    // One entry per worker of the spec, even those ps:0 has not seen.
+    if (status.worker_hosts_size() > 0)
+        worker(status.worker_hosts_size() - 1);
+}
+
+void RunState::addStep(const StepRecord &step)
+{
+    RunSnapshot &s = m_snapshot;
+    ++s.stepEvents;
+    s.globalStep = std::max(s.globalStep, step.globalStep);
+    if (s.startWallTime == 0 || step.wallTime < s.startWallTime)
+        s.startWallTime = step.wallTime;
+    s.lastWallTime = std::max(s.lastWallTime, step.wallTime);
+
+    // Only applied or aggregated gradients changed the model; stale ones
+    // were dropped; any other outcome (unknown to this build) is neither.
+    const bool counted = step.outcome == proto::APPLIED || step.outcome == proto::AGGREGATED;
+    WorkerFigures &figures = worker(step.worker);
+    Rate &rate = m_rates[figures.index];
+    figures.clock = std::max(figures.clock, step.workerClock);
+    if (step.outcome == proto::DROPPED_STALE)
+        figures.dropped = std::max(++rate.droppedSeen, rate.droppedReported);
+    else if (step.outcome == proto::REJECTED_NONFINITE)
+        figures.nonfinite = std::max(++rate.rejectedSeen, rate.nonfiniteReported);
+    else if (counted)
+        figures.applied = std::max(++rate.appliedSeen, rate.appliedReported);
+    if (figures.phase == proto::WORKER_PHASE_UNSPECIFIED || figures.phase == proto::WAITING_FOR_CHIEF)
+        figures.phase = proto::TRAINING;
+    if (step.staleness >= 0) {
+        const size_t bin = std::min<size_t>(size_t(step.staleness), kStalenessBins - 1);
+        ++figures.stalenessHistogram[bin];
+    }
+
+    rate.computeUs += step.computeUs;
+    rate.pushUs += step.pushUs;
+    rate.waitUs += step.waitUs;
+    const int64_t busy = rate.computeUs + rate.pushUs + rate.waitUs;
+    figures.waitFraction = busy > 0 ? double(rate.waitUs) / double(busy) : 0;
+    rate.latestTime = std::max(rate.latestTime, step.wallTime);
+    rate.latestClock = std::max(rate.latestClock, step.workerClock);
+    // Samples ~50 ms apart, the newest always the latest step: a burst that
+    // ends (a straggler slows a sync step to seconds) must not leave its last
+    // 50 ms of steps uncounted in the base, or later rates come out too high.
+    const size_t count = rate.samples.size();
+    if (count >= 2 && step.wallTime >= rate.samples.back().first
+        && step.wallTime - rate.samples[count - 2].first < kRateSampleSeconds)
+        rate.samples.back() = {step.wallTime, step.workerClock};
+    else if (count == 0 || step.wallTime > rate.samples.back().first)
+        rate.samples.emplace_back(step.wallTime, step.workerClock);
+    // Keep one sample at or before the window's start as the rate's base.
+    while (rate.samples.size() > 2 && rate.samples[1].first <= rate.latestTime - kRateWindowSeconds)
+        rate.samples.pop_front();
+
+    m_recent.push_back(step);
+    while (m_recent.size() > m_recentCapacity)
+        m_recent.pop_front();
+
+    // A gradient that was not applied changed nothing: its loss is not a
+    // point of the run.
+    if (!counted)
+        return;
+    const double x = double(step.globalStep);
+    s.batchLossByWorker.try_emplace(figures.index, m_seriesCapacity).first->second.append(x, step.batchLoss);
+    if (std::isfinite(step.fullLoss)) {
+        s.fullLoss.append(x, step.fullLoss);
+        s.fullLossByTime.append(step.wallTime - s.startWallTime, step.fullLoss);
+    }
+    // Steps can come before the status that names the parameters (a short
+    // run, a watcher that connected before the chief initialised): keep the
+    // values under provisional names rather than lose them.
+    if (s.parameterNames.empty() && !step.parameters.empty()
+        && int64_t(step.parameters.size()) <= kMaxNamedParameters) {
+        std::vector<std::string> names;
+        for (size_t i = 0; i < step.parameters.size(); ++i)
+            names.push_back("param[" + std::to_string(i) + "]");
+        setParameterNames(std::move(names));
+        m_provisionalNames = true;
+    }
+    // The values are those the gradient was computed from: they belong to
+    // computedFromStep, not to the step the update produced.
+    const size_t n = std::min(step.parameters.size(), s.parameterSeries.size());
+    for (size_t i = 0; i < n; ++i)
+        s.parameterSeries[i].append(double(step.computedFromStep), step.parameters[i]);
+}
+
+void RunState::addModeChange(const ModeMarker &marker)
+{
+    m_snapshot.modeChanges.push_back(marker);
+    m_snapshot.mode = marker.current;
+    m_modeKnown = true;
+    m_snapshot.globalStep = std::max(m_snapshot.globalStep, marker.globalStep);
+    m_snapshot.lastWallTime = std::max(m_snapshot.lastWallTime, marker.wallTime);
+}
+
+void RunState::setClusterJson(const std::string &json)
+{
+    const QJsonObject root = QJsonDocument::fromJson(QByteArray::fromStdString(json)).object();
+    if (root.isEmpty())
+        return;
+    const QJsonObject cluster = root.value(QStringLiteral("cluster")).toObject();
+    const auto hosts = [](const QJsonValue &value) {
+        std::vector<std::string> out;
+        for (const auto &host : value.toArray())
+            out.push_back(host.toString().toStdString());
+        return out;
+    };
+    if (!cluster.isEmpty()) {
+        m_snapshot.psHosts = hosts(cluster.value(QStringLiteral("ps")));
+        m_snapshot.workerHosts = hosts(cluster.value(QStringLiteral("worker")));
+        if (!m_snapshot.workerHosts.empty())
+            worker(int(m_snapshot.workerHosts.size()) - 1);
+    }
+    const QJsonObject training =
+        root.contains(QStringLiteral("training")) ? root.value(QStringLiteral("training")).toObject() : root;
+    if (training.isEmpty())
+        return;
+    m_snapshot.trainingJson = QJsonDocument(training).toJson(QJsonDocument::Compact).toStdString();
+    if (training.contains(QStringLiteral("last_step")))
+        m_snapshot.lastStep = int64_t(training.value(QStringLiteral("last_step")).toDouble());
+    if (!m_modeKnown && training.contains(QStringLiteral("mode"))) {
+        try {
+            proto::ModeConfig mode;
+            mode.set_mode(parseUpdateMode(training.value(QStringLiteral("mode")).toString().toStdString()));
+            mode.set_staleness(training.value(QStringLiteral("staleness")).toInt());
+            mode.set_replicas_to_aggregate(training.value(QStringLiteral("replicas_to_aggregate")).toInt());
+            mode.set_total_num_replicas(training.value(QStringLiteral("total_num_replicas")).toInt());
+            m_snapshot.mode = mode;
+            m_modeKnown = true;
+        } catch (const InputError &) {
+            // An unknown mode name: leave the mode unknown rather than guess.
+        }
+    }
+}
+
+RunSnapshot RunState::snapshot() const
+{
+    RunSnapshot out = m_snapshot;
+    out.recentSteps.assign(m_recent.begin(), m_recent.end());
+    // Steps per second over the last ~2 s of the run's own clock (ps:0's),
+    // so a replay shows the speeds the run had, and a worker that stopped
+    // while others go on falls to 0. Live, ps:0's clock also moves with the
+    // batches it sends, so a cluster that stands still falls to 0 too.
+    const double now = std::max(m_snapshot.lastWallTime, m_psClock);
+    for (auto &figures : out.workers) {
+        const auto it = m_rates.find(figures.index);
+        if (it == m_rates.end() || figures.phase == proto::FINISHED || figures.phase == proto::DEAD
+            || figures.phase == proto::STOPPED) {
+            figures.stepsPerSecond = 0;
+            continue;
+        }
+        const Rate &rate = it->second;
+        if (rate.samples.empty() || rate.latestTime < now - kRateWindowSeconds) {
+            figures.stepsPerSecond = 0;
+            continue;
+        }
+        // The newest sample at or before the window's start is the base.
+        auto base = rate.samples.front();
+        for (const auto &sample : rate.samples) {
+            if (sample.first > now - kRateWindowSeconds)
+                break;
+            base = sample;
+        }
+        const double span = now - base.first;
+        figures.stepsPerSecond = span > 0 ? double(rate.latestClock - base.second) / span : 0;
+    }
+    return out;
+}
+
+} // namespace parasync

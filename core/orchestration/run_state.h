@@ -1,0 +1,204 @@
+#pragma once
+
+// The live (or replayed) state of one training run, as the desktop app and the
+// headless exporter show it. Fed with telemetry events from ps:0 or with the
+// records of a run directory's step log; hands out value snapshots that any
+// thread may keep. No widgets, no sockets.
+
+#include "proto/parasync.pb.h"
+
+#include <QMetaType>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace parasync {
+
+// A bounded series over the global step: at most `capacity` buckets; when
+// full, neighbouring buckets merge and the bucket width doubles, so a run of
+// any length keeps its whole shape in bounded memory (min/max per bucket, as
+// a plot needs to draw spikes honestly).
+// The width counts appended values, not x units: every bucket holds
+// bucketWidth() values (the last one up to that many). Two series fed the
+// same number of values therefore have buckets that cover the same values
+// (e.g. fullLoss and fullLossByTime), and no x scale has to be guessed
+// before the first value arrives.
+class DecimatedSeries
+{
+public:
+    struct Bucket
+    {
+        double x = 0;      // first x in the bucket (global step or wall time)
+        double last = 0;   // last y that fell in the bucket
+        double min = 0;
+        double max = 0;
+        double sum = 0;
+        int64_t count = 0;
+        double mean() const { return count ? sum / double(count) : 0; }
+    };
+
+    explicit DecimatedSeries(size_t capacity = 2048);
+    // Appends (x, y); x must not decrease (older x values are merged into the
+    // last bucket). Non-finite y values are ignored.
+    void append(double x, double y);
+    const std::vector<Bucket> &buckets() const { return m_buckets; }
+    double bucketWidth() const { return m_width; } // values per bucket
+    int64_t totalCount() const { return m_total; }
+    bool isEmpty() const { return m_buckets.empty(); }
+    void clear();
+
+private:
+    void compact();
+    size_t m_capacity;
+    double m_width = 1;
+    std::vector<Bucket> m_buckets;
+    int64_t m_total = 0;
+};
+
+// One applied, aggregated or dropped gradient (a telemetry StepEvent).
+struct StepRecord
+{
+    int64_t globalStep = 0;
+    double wallTime = 0;
+    int worker = 0;
+    int64_t workerClock = 0;
+    int64_t staleness = 0;         // -1: unknown (a run replayed from metrics.csv)
+    int64_t computedFromStep = 0;  // the global step `parameters` belong to
+    float batchLoss = 0;
+    float fullLoss = 0; // NaN when not evaluated
+    proto::PushOutcome outcome = proto::APPLIED;
+    int contributions = 1;
+    int64_t computeUs = 0;
+    int64_t pushUs = 0;
+    int64_t waitUs = 0;
+    proto::WorkerPhase waitReason = proto::WORKER_PHASE_UNSPECIFIED;
+    std::vector<float> parameters; // w, b for the linear model
+};
+
+struct ModeMarker
+{
+    int64_t globalStep = 0;
+    double wallTime = 0;
+    proto::ModeConfig previous;
+    proto::ModeConfig current;
+    std::string requestedBy;
+};
+
+struct WorkerFigures
+{
+    int index = 0;
+    proto::WorkerPhase phase = proto::WORKER_PHASE_UNSPECIFIED;
+    std::string waitingFor; // what a blocked worker waits for
+    std::string reason;     // why it is dead
+    int64_t clock = 0;
+    int64_t applied = 0;
+    int64_t dropped = 0;
+    int64_t nonfinite = 0;         // gradients with NaN/Inf (rejected, or applied and counted)
+    double stepsPerSecond = 0;     // over the last ~2 s of wall time
+    double waitFraction = 0;       // waitUs / (compute + push + wait), whole run
+    std::vector<int64_t> stalenessHistogram; // [staleness] -> count; last bin is ">= size-1"
+    int64_t pid = 0;
+};
+
+// Everything a chart needs, copied out of RunState: cheap enough to produce
+// 10-20 times a second and safe to hand to the GUI thread.
+struct RunSnapshot
+{
+    int64_t globalStep = 0;
+    proto::ModeConfig mode;
+    int64_t lastStep = 0;
+    bool finished = false;
+    int64_t lostEvents = 0; // telemetry the watcher lost because it was slow
+    std::vector<std::string> parameterNames; // "w", "b" when the model is small
+    double startWallTime = 0;
+
+    // Per worker, by index.
+    std::vector<WorkerFigures> workers;
+    std::map<int, DecimatedSeries> batchLossByWorker; // x = global step
+    DecimatedSeries fullLoss;                          // chief's full-shard loss, x = global step
+    DecimatedSeries fullLossByTime;                    // x = seconds since start
+    std::vector<DecimatedSeries> parameterSeries;      // one per parameter name, x = global step
+    // The most recent steps in full detail, for the step-interleaving lanes
+    // (bounded; older steps are only in the decimated series).
+    std::vector<StepRecord> recentSteps;
+    std::vector<ModeMarker> modeChanges;
+    std::vector<std::pair<int64_t, double>> checkpoints; // global step, wall time
+
+    // The cluster as ps:0 (or the run's cluster.json) describes it: worker i's
+    // own address is workerHosts[i] (for TaskControl calls such as a
+    // straggler delay on a cluster this app did not start).
+    std::vector<std::string> psHosts;
+    std::vector<std::string> workerHosts;
+    std::string trainingJson;      // the run's training flags (TrainingOptions::toJson format)
+    proto::ModelSignature signature; // empty until the chief initialised the variables
+    bool initialized = false;      // the chief initialised the variables
+    int64_t droppedTotal = 0;      // gradients dropped as stale, all workers
+    // ps:0's hang watchdog: seconds the global step has not moved although
+    // workers are alive (0: it moves), and whom ps:0 waits for.
+    double stallSeconds = 0;
+    std::string stallWaitingFor;
+    int actingChief = 0;           // the worker doing the chief's duties
+    int64_t stepEvents = 0;        // step records seen (applied, aggregated and dropped)
+    double lastWallTime = 0;       // wall time of the newest record
+};
+
+// Accumulates a run's events. Not thread-safe: one owner (the watcher's
+// thread, or the replay code) feeds it and takes snapshots.
+class RunState
+{
+public:
+    explicit RunState(size_t recentStepCapacity = 20000, size_t seriesCapacity = 2048);
+
+    void apply(const proto::TelemetryEvent &event);
+    void apply(const proto::TelemetryBatch &batch); // events + status + lost count
+    void applyStatus(const proto::ClusterStatusResponse &status);
+    void addStep(const StepRecord &step);
+    void addModeChange(const ModeMarker &marker);
+    void setParameterNames(std::vector<std::string> names);
+    // Reads a run's cluster.json ({"cluster": {...}, "training": {...}}) or a
+    // bare training-flags object (ClusterStatusResponse.cluster_json): hosts,
+    // last step, and the mode in force at the start when none is known yet.
+    // Ignores text that does not parse.
+    void setClusterJson(const std::string &json);
+    void setFinished(bool finished) { m_snapshot.finished = finished; }
+    // True when steps carry parameter values but no model signature named
+    // them yet (they are kept as "param[i]" and renamed once one arrives):
+    // the watcher then asks ps:0 for its status.
+    bool wantsSignature() const { return m_provisionalNames; }
+
+    RunSnapshot snapshot() const;
+    int64_t globalStep() const { return m_snapshot.globalStep; }
+    void clear();
+
+private:
+    WorkerFigures &worker(int index);
+    void setNamesFromSignature(const proto::ModelSignature &signature);
+
+    RunSnapshot m_snapshot;
+    bool m_modeKnown = false;
+    bool m_provisionalNames = false;
+    size_t m_recentCapacity;
+    size_t m_seriesCapacity;
+    std::deque<StepRecord> m_recent;
+    struct Rate
+    {
+        // (wall time, clock), one per ~50 ms, covering the last ~2 s: a
+        // bounded few dozen entries however fast the worker runs.
+        std::deque<std::pair<double, int64_t>> samples;
+        double latestTime = 0;
+        int64_t latestClock = 0;
+        int64_t computeUs = 0, pushUs = 0, waitUs = 0;
+        // Counts from the step events seen, and as ps:0 last reported them.
+        int64_t appliedSeen = 0, droppedSeen = 0, rejectedSeen = 0;
+        int64_t appliedReported = 0, droppedReported = 0, nonfiniteReported = 0;
+    };
+    std::map<int, Rate> m_rates;
+    double m_psClock = 0; // ps:0's wall time of the newest telemetry batch
+};
+
+} // namespace parasync
+
+Q_DECLARE_METATYPE(parasync::RunSnapshot)

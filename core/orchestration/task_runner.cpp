@@ -1,0 +1,141 @@
+#include "orchestration/task_runner.h"
+
+#include "wire/cluster_token.h"
+#include "orchestration/ssh_command.h"
+
+#include <QProcessEnvironment>
+
+#include <sys/prctl.h>
+#include <csignal>
+
+namespace parasync {
+
+TaskExit TaskRunner::interpretExit(int exitCode, QProcess::ExitStatus status, const QString &) const
+{
+    return TaskExit{status == QProcess::CrashExit, exitCode, {}};
+}
+
+QString TaskRunner::where() const
+{
+    return QStringLiteral("this machine");
+}
+
+namespace {
+
+// A child of this process: signals go to it directly.
+class LocalRunner final : public TaskRunner
+{
+public:
+    void start(QProcess &process, const QString &program, const QStringList &arguments,
+               const std::string &clusterToken) override
+    {
+        // Should the app itself die (a crash, kill -9), its tasks are told to
+        // stop cleanly rather than left holding their ports.
+        process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+        if (!clusterToken.empty()) {
+            QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+            environment.insert(QLatin1String(kTokenEnvironmentVariable), QString::fromStdString(clusterToken));
+            process.setProcessEnvironment(environment);
+        }
+        process.start(program, arguments);
+    }
+    void terminate(QProcess &process) override { process.terminate(); }
+    void kill(QProcess &process) override { process.kill(); }
+};
+
+// `ssh host remoteTaskCommand(...)`: the local process is the ssh client,
+// its stdin the remote task's control channel (token, then TERM / KILL).
+class SshRunner final : public TaskRunner
+{
+public:
+    explicit SshRunner(RemoteHost host)
+        : m_host(std::move(host))
+    {
+    }
+
+    void start(QProcess &process, const QString &program, const QStringList &arguments,
+               const std::string &clusterToken) override
+    {
+        m_sessionStarted = false;
+        // The ssh client dies with the app; its closed channel then stops
+        // the remote task (see remoteTaskCommand).
+        process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+        process.start(sshProgram(), sshArguments(m_host, remoteTaskCommand(program, arguments)));
+        // The first line the remote side reads: the token, or an empty line.
+        // Written before ssh even connects; the pipe keeps it.
+        process.write(QByteArray::fromStdString(clusterToken) + '\n');
+    }
+    void terminate(QProcess &process) override { control(process, "TERM\n"); }
+    void kill(QProcess &process) override { control(process, "KILL\n"); }
+
+    bool consumeLine(const QString &line, qint64 *pid) override
+    {
+        const qsizetype at = line.indexOf(QLatin1String(kRemotePidPrefix));
+        if (at < 0)
+            return false;
+        bool ok = false;
+        const qint64 remotePid = line.mid(at + qsizetype(qstrlen(kRemotePidPrefix))).trimmed().toLongLong(&ok);
+        if (ok && pid)
+            *pid = remotePid;
+        m_sessionStarted = m_sessionStarted || ok;
+        return ok;
+    }
+
+    TaskExit interpretExit(int exitCode, QProcess::ExitStatus status, const QString &lastLines) const override
+    {
+        if (status == QProcess::CrashExit) // the ssh client itself was killed
+            return TaskExit{true, exitCode, QStringLiteral("the ssh client to %1 was killed").arg(describeSshTarget(m_host))};
+        if (exitCode == 255 && m_sessionStarted) {
+            // The task ran, then ssh gave up on the connection (ServerAlive).
+            return TaskExit{false, exitCode,
+                            QStringLiteral("lost the ssh connection to %1: it did not answer for 15 s (the host or the "
+                                           "network to it went away). The task there stops when its host notices; "
+                                           "check the host and the link, then restart the task")
+                                .arg(describeSshTarget(m_host))};
+        }
+        if (exitCode == 255) {
+            // ssh's own failure: it could not connect, log in, or lost the connection.
+            QString sshError;
+            for (const QString &line : lastLines.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
+                if (line.contains(QLatin1String("ssh")) || line.contains(QLatin1String("denied"))
+                    || line.contains(QLatin1String("Host key")) || line.contains(QLatin1String("Connection")))
+                    sshError = line.trimmed();
+            return TaskExit{false, exitCode,
+                            QStringLiteral("ssh to %1 failed%2: %3")
+                                .arg(describeSshTarget(m_host),
+                                     sshError.isEmpty() ? QString() : QStringLiteral(" (%1)").arg(sshError),
+                                     sshFailureAdvice(sshError, m_host))};
+        }
+        // The remote shell reports a task ended by signal N as 128 + N.
+        if (exitCode > 128 && exitCode < 128 + 65)
+            return TaskExit{true, exitCode - 128, {}};
+        return TaskExit{false, exitCode, {}};
+    }
+
+    QString program(const QString &) const override { return QString::fromStdString(m_host.nodeProgram()); }
+    bool isRemote() const override { return true; }
+    QString where() const override { return describeSshTarget(m_host) + QStringLiteral(" (ssh)"); }
+
+private:
+    static void control(QProcess &process, const char *line)
+    {
+        if (process.state() != QProcess::NotRunning)
+            process.write(line);
+    }
+    RemoteHost m_host;
+    bool m_sessionStarted = false; // the remote side reported the task's pid
+};
+
+} // namespace
+
+std::unique_ptr<TaskRunner> makeLocalRunner()
+{
+    return std::make_unique<LocalRunner>();
+}
+
+std::unique_ptr<TaskRunner> makeSshRunner(const RemoteHost &host)
+{
+    return std::make_unique<SshRunner>(host);
+}
+
+} // namespace parasync

@@ -1,0 +1,68 @@
+#include "wire/cluster_control.h"
+
+#include "base/error.h"
+#include "config/node_options.h"
+
+#include "proto/parasync.grpc.pb.h"
+
+namespace parasync {
+
+proto::SetModeResponse setClusterMode(const std::string &psAddress, const proto::ModeConfig &mode,
+                                      const std::string &requestedBy, const RpcSettings &settings)
+{
+    auto stub = proto::ClusterControl::NewStub(makeChannel(psAddress, settings));
+    auto context = makeContext(settings, std::chrono::seconds(5));
+    proto::SetModeRequest request;
+    *request.mutable_mode() = mode;
+    request.set_requested_by(requestedBy);
+    proto::SetModeResponse response;
+    const auto status = stub->SetMode(context.get(), request, &response);
+    if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
+        throw InputError("ps:0 at " + psAddress + " refused the mode: " + status.error_message());
+    if (!status.ok())
+        throw InputError("cannot reach ps:0 at " + psAddress + ": " + describeRpcError(status));
+    return response;
+}
+
+proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, const RpcSettings &settings)
+{
+    auto stub = proto::ClusterControl::NewStub(makeChannel(psAddress, settings));
+    auto context = makeContext(settings, std::chrono::seconds(5));
+    proto::ClusterStatusResponse response;
+    const auto status = stub->GetClusterStatus(context.get(), {}, &response);
+    if (!status.ok())
+        throw InputError("cannot reach ps:0 at " + psAddress + ": " + describeRpcError(status));
+    return response;
+}
+
+std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
+{
+    std::string text = "global step " + std::to_string(status.global_step())
+                       + (status.last_step() > 0 ? " of " + std::to_string(status.last_step()) : std::string(" (no last step)"))
+                       + ", mode " + describeMode(status.mode())
+                       + (status.initialized() ? "" : " (not initialised yet)") + ", "
+                       + std::to_string(status.dropped_total()) + " stale gradients dropped\n";
+    for (const auto &w : status.workers()) {
+        std::string phase = proto::WorkerPhase_Name(w.phase());
+        for (auto &c : phase)
+            c = char(std::tolower(static_cast<unsigned char>(c)));
+        text += "  worker:" + std::to_string(w.worker_index()) + "  " + phase + "  clock "
+                + std::to_string(w.worker_clock()) + "  applied " + std::to_string(w.applied()) + "  dropped "
+                + std::to_string(w.dropped());
+        if (!w.waiting_for().empty())
+            text += "  waiting for " + w.waiting_for();
+        if (!w.reason().empty())
+            text += "  (" + w.reason() + ")";
+        text += "\n";
+    }
+    if (status.acting_chief() != 0)
+        text += "  worker:" + std::to_string(status.acting_chief())
+                + " does the chief's duties while worker:0 is dead (--chief_handover=1)\n";
+    if (status.stall().seconds() > 0)
+        text += "hang watchdog: no progress for " + std::to_string(int(status.stall().seconds())) + " s at global step "
+                + std::to_string(status.stall().global_step()) + "; waiting for " + status.stall().waiting_for()
+                + "\n";
+    return text;
+}
+
+} // namespace parasync

@@ -1,0 +1,25 @@
+#pragma once
+
+// Blocking control calls on a running cluster, for the command line
+// (`parasync-node --set_mode=...`, `--status`) and tools. Thread-safe; each
+// call blocks up to its deadline.
+
+#include "proto/parasync.pb.h"
+#include "wire/rpc.h"
+
+#include <string>
+
+namespace parasync {
+
+// Changes the update mode through ps:0 at `psAddress`. Throws InputError
+// with ps:0's reason (bad numbers) or why it could not be reached.
+proto::SetModeResponse setClusterMode(const std::string &psAddress, const proto::ModeConfig &mode,
+                                      const std::string &requestedBy, const RpcSettings &settings = {});
+
+// ps:0's view of the cluster. Throws InputError when it cannot be reached.
+proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, const RpcSettings &settings = {});
+
+// Human-readable status, a few lines (global step, mode, each worker).
+std::string formatClusterStatus(const proto::ClusterStatusResponse &status);
+
+} // namespace parasync

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Fails when an include crosses a layer the wrong way.
+
+CMake's link graph keeps most of the layering (a library cannot call what it
+does not link), but a header needs no link to be included. This check reads
+every quoted include of the project's sources and holds it to the table
+below, the same table as README.md's "Architecture" picture:
+
+- each include is qualified by its folder ("engine/model.h", not "model.h");
+- a folder includes only from the folders it may use;
+- the engine reaches no gRPC header, and ui/ (widgets and view models)
+  reaches no gRPC, protobuf or socket header, directly or through another
+  project header.
+
+Usage: scripts/check-layers.py [project root]. Prints each violation as
+file:line: what, and exits 1 if there is any.
+"""
+
+import os
+import re
+import sys
+
+# folder -> the folders its files may include (besides itself).
+MAY_USE = {
+    "core/base": set(),
+    "core/config": {"core/base", "core/proto"},
+    "core/engine": {"core/base", "core/proto"},
+    "core/formats": {"core/base", "core/config", "core/proto"},
+    "core/kubeflow": {"core/base", "core/config"},
+    "core/wire": {"core/base", "core/config", "core/proto"},
+    "core/node": {"core/base", "core/config", "core/engine", "core/formats", "core/wire", "core/proto"},
+    "core/orchestration": {"core/base", "core/config", "core/engine", "core/formats", "core/wire", "core/proto"},
+    "ui/models": {"core/base", "core/config", "core/formats", "core/orchestration"},
+    # The designer lists the engine's model and optimizer names.
+    "ui": {"core/base", "core/config", "core/engine", "core/formats", "core/kubeflow", "core/orchestration",
+           "ui/models"},
+}
+# Where a qualified include points: "engine/model.h" -> core/engine.
+INCLUDE_ROOTS = {"base", "config", "engine", "formats", "kubeflow", "wire", "node", "orchestration", "proto"}
+
+# System headers a folder must not reach, even through a project header.
+FORBIDDEN = {
+    "core/base": [r"^grpcpp/", r"^grpc/", r"^google/protobuf/"],
+    "core/config": [r"^grpcpp/", r"^grpc/"],
+    "core/engine": [r"^grpcpp/", r"^grpc/"],
+    "core/formats": [r"^grpcpp/", r"^grpc/"],
+    "ui/models": [r"^grpcpp/", r"^grpc/", r"^sys/socket\.h$", r"^netinet/", r"^arpa/"],
+    "ui": [r"^grpcpp/", r"^grpc/", r"^sys/socket\.h$", r"^netinet/", r"^arpa/"],
+}
+# Headers a folder must not include by name (they are reachable through
+# another layer's types, but not to be used directly).
+FORBIDDEN_DIRECT = {
+    "ui/models": [r"^proto/", r"^wire/", r"^node/", r"^google/protobuf/"],
+    "ui": [r"^proto/", r"^wire/", r"^node/", r"^google/protobuf/"],
+}
+# Generated headers: what they pull in, for the transitive check.
+GENERATED = {
+    "proto/parasync.pb.h": ["google/protobuf/message.h"],
+    "proto/tensorboard.pb.h": ["google/protobuf/message.h"],
+    "proto/parasync.grpc.pb.h": ["grpcpp/grpcpp.h", "proto/parasync.pb.h"],
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+
+
+def folder_of(relpath):
+    parts = relpath.split("/")
+    if parts[0] == "core" and len(parts) > 2:
+        return "core/" + parts[1]
+    if parts[0] == "ui":
+        return "ui/models" if len(parts) > 2 and parts[1] == "models" else "ui"
+    return parts[0]
+
+
+def resolve(root, name):
+    """A quoted include's file, relative to the root, or None (generated, Qt moc)."""
+    for base in ("core", "."):
+        candidate = os.path.normpath(os.path.join(base, name))
+        if os.path.isfile(os.path.join(root, candidate)):
+            return candidate
+    return None
+
+
+def includes_of(root, relpath, cache={}):
+    if relpath not in cache:
+        found = []
+        with open(os.path.join(root, relpath), encoding="utf-8") as source:
+            for number, line in enumerate(source, 1):
+                match = INCLUDE.match(line)
+                if match:
+                    found.append((number, match.group(1), match.group(2)))
+        cache[relpath] = found
+    return cache[relpath]
+
+
+def reaches(root, name, pattern, seen):
+    """Whether a project header `name` (as included) reaches a header matching `pattern`."""
+    if name in seen:
+        return None
+    seen.add(name)
+    if name in GENERATED:
+        for inner in GENERATED[name]:
+            if re.search(pattern, inner):
+                return [name, inner]
+            chain = reaches(root, inner, pattern, seen)
+            if chain:
+                return [name] + chain
+        return None
+    path = resolve(root, name)
+    if path is None:
+        return None
+    for _, kind, inner in includes_of(root, path):
+        if re.search(pattern, inner):
+            return [name, inner]
+        if kind == '"':
+            chain = reaches(root, inner, pattern, seen)
+            if chain:
+                return [name] + chain
+    return None
+
+
+def main():
+    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    problems = []
+    for top in ("core", "ui"):
+        for directory, _, files in os.walk(os.path.join(root, top)):
+            for file in sorted(files):
+                if not file.endswith((".h", ".cpp")):
+                    continue
+                relpath = os.path.relpath(os.path.join(directory, file), root)
+                folder = folder_of(relpath)
+                if folder not in MAY_USE:
+                    continue
+                for number, kind, name in includes_of(root, relpath):
+                    where = f"{relpath}:{number}"
+                    for pattern in FORBIDDEN_DIRECT.get(folder, []):
+                        if re.search(pattern, name):
+                            problems.append(f"{where}: {folder} includes {name} directly")
+                    for pattern in FORBIDDEN.get(folder, []):
+                        if re.search(pattern, name):
+                            problems.append(f"{where}: {folder} includes {name}")
+                        elif kind == '"':
+                            chain = reaches(root, name, pattern, set())
+                            if chain:
+                                problems.append(f"{where}: {folder} reaches {chain[-1]} through "
+                                                + " -> ".join(chain[:-1]))
+                    if kind != '"' or name.endswith(".moc"):
+                        continue
+                    head = name.split("/")[0]
+                    if "/" not in name:
+                        problems.append(f'{where}: unqualified include "{name}": name its folder, '
+                                        f'e.g. "{folder.split("/")[-1]}/{name}"')
+                        continue
+                    target = "ui/models" if name.startswith("ui/models/") else (
+                        "ui" if head == "ui" else f"core/{head}" if head in INCLUDE_ROOTS else head)
+                    if target != folder and target not in MAY_USE[folder]:
+                        problems.append(f"{where}: {folder} may not include {name} ({target} is not below it)")
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"check-layers: {len(problems)} include(s) cross a layer the wrong way "
+              "(README.md, Architecture, says which folder may use which)", file=sys.stderr)
+        return 1
+    print("check-layers: every include keeps to its layer")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

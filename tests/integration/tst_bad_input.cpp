@@ -1,0 +1,205 @@
+// Bad input on the wire and in the data: each gets a clear error, the
+// server keeps serving, and nothing the cluster learned is lost.
+#include "support/cluster_harness.h"
+#include "base/port_holder.h"
+
+#include <QFile>
+#include <QTcpSocket>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace parasync;
+using namespace parasync::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What a well-behaved linear-demo worker says about itself.
+proto::TrainRequest joinAs(int worker)
+{
+    proto::TrainRequest request;
+    auto *join = request.mutable_join();
+    join->set_worker_index(worker);
+    auto *signature = join->mutable_signature();
+    signature->set_model("linear");
+    signature->set_feature_dim(1);
+    signature->set_output_dim(1);
+    signature->set_optimizer("sgd");
+    for (const char *name : {"w", "b"}) {
+        auto *variable = signature->add_variables();
+        variable->set_name(name);
+        variable->add_shape(1);
+    }
+    return request;
+}
+
+proto::TrainRequest push(int64_t fromStep, std::vector<int> sizes)
+{
+    proto::TrainRequest request;
+    request.mutable_push()->set_computed_from_step(fromStep);
+    for (int size : sizes) {
+        auto *gradient = request.mutable_push()->add_gradients();
+        for (int i = 0; i < size; ++i)
+            gradient->add_values(0.5f);
+    }
+    return request;
+}
+
+// Opens a training stream to ps:0 as a (rogue) client and sends `requests`;
+// returns the status the server ended the stream with.
+grpc::Status sendOnTrainStream(const QString &address, const std::vector<proto::TrainRequest> &requests)
+{
+    auto stub = proto::ParameterService::NewStub(makeChannel(address.toStdString(), {}));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + 10s);
+    auto stream = stub->Train(&context);
+    for (const auto &request : requests) {
+        if (!stream->Write(request))
+            break;
+        proto::TrainResponse response;
+        if (!stream->Read(&response))
+            break;
+    }
+    stream->WritesDone();
+    return stream->Finish();
+}
+
+} // namespace
+
+class TestBadInput : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void roguePushesAreRefusedAndTheClusterKeepsTraining_data()
+    {
+        QTest::addColumn<int>("worker");
+        QTest::addColumn<qint64>("fromStep");
+        QTest::addColumn<QList<int>>("sizes");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("unknown task index") << 7 << qint64(0) << QList<int>{1, 1} << QStringLiteral("worker index 7 is not in the cluster");
+        QTest::newRow("gradient of the wrong size") << 1 << qint64(0) << QList<int>{3, 1} << QStringLiteral("has 3 values");
+        QTest::newRow("too few gradient tensors") << 1 << qint64(0) << QList<int>{1} << QStringLiteral("1 gradient tensors");
+        QTest::newRow("a step from the future") << 1 << qint64(1000000000) << QList<int>{1, 1} << QStringLiteral("from the future");
+    }
+
+    void roguePushesAreRefusedAndTheClusterKeepsTraining()
+    {
+        QFETCH(int, worker);
+        QFETCH(qint64, fromStep);
+        QFETCH(QList<int>, sizes);
+        QFETCH(QString, expected);
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+
+        const auto status = sendOnTrainStream(cluster.psAddress(0),
+                                              {joinAs(worker), push(fromStep, std::vector<int>(sizes.begin(), sizes.end()))});
+        QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+        QVERIFY2(QString::fromStdString(status.error_message()).contains(expected), status.error_message().c_str());
+
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    void oversizedMessagesAreRefusedAndTheTaskKeepsServing()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000"), QStringLiteral("--max_message_bytes=65536")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+
+        // 400 kB of gradient against a 64 kB limit.
+        const auto status = sendOnTrainStream(cluster.psAddress(0), {joinAs(1), push(0, {100000, 1})});
+        QCOMPARE(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+        QVERIFY2(describeRpcError(status).find("--max_message_bytes") != std::string::npos, status.error_message().c_str());
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
+
+        // A worker whose model cannot fit one step in the limit is told so
+        // at start, with the value to give.
+        NodeProcess big(QStringLiteral("worker:1"),
+                        cluster.clusterFlags()
+                            + QStringList{QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"),
+                                          QStringLiteral("--model=softmax"), QStringLiteral("--dataset=blobs:10:2000"),
+                                          QStringLiteral("--max_message_bytes=65536")});
+        big.start();
+        QCOMPARE(big.waitForExit(), 2);
+        QVERIFY2(big.output().contains(QStringLiteral("20010 parameters"))
+                     && big.output().contains(QStringLiteral("give every task --max_message_bytes=")),
+                 qPrintable(big.output()));
+
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    void garbageBytesOnATaskPortDoNotHurtIt()
+    {
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100000000")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+        for (const QString &address : {cluster.psAddress(0), cluster.workerAddress(0)}) {
+            QTcpSocket socket;
+            socket.connectToHost(address.section(QLatin1Char(':'), 0, 0), address.section(QLatin1Char(':'), 1).toUShort());
+            QVERIFY(socket.waitForConnected(5000));
+            QByteArray garbage("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+            for (int i = 0; i < 4096; ++i)
+                garbage.append(char((i * 131 + 7) & 0xff));
+            socket.write(garbage);
+            socket.waitForBytesWritten(5000);
+            // The server answers or hangs up; either way it must go on serving.
+            socket.waitForDisconnected(5000);
+        }
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
+        QVERIFY(cluster.ps(0).isRunning() && cluster.worker(0).isRunning());
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    void nonFiniteGradientsAreRejectedAndCounted()
+    {
+        // A user's CSV with one absurd row: its gradients overflow to inf/NaN.
+        QTemporaryDir dir;
+        const QString csv = dir.filePath(QStringLiteral("data.csv"));
+        QFile file(csv);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write("x,y\n");
+        for (int i = 0; i < 40; ++i) {
+            const double x = -1.0 + i / 20.0;
+            file.write(QByteArray::number(x) + ',' + QByteArray::number(2 * x + 10) + '\n');
+        }
+        file.write("3e38,-3e38\n");
+        file.close();
+        LocalCluster cluster(1, 1, {QStringLiteral("--dataset=csv:") + csv, QStringLiteral("--last_step=1500")}, dir.filePath(QStringLiteral("run")));
+        cluster.startAll();
+        QString report;
+        QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
+        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("NaN or infinite values")), qPrintable(cluster.ps(0).output()));
+        int rejected = 0;
+        for (const auto &r : readStepLog(dir.filePath(QStringLiteral("run"))))
+            rejected += r.value(QStringLiteral("outcome")).toString() == QStringLiteral("rejected_nonfinite");
+        QVERIFY(rejected > 0);
+        // The model the cluster kept is still finite and learned the good rows.
+        const auto metrics = readMetrics(dir.filePath(QStringLiteral("run")));
+        const double w = metrics.rows.back().at(metrics.column(QStringLiteral("w"))).toDouble();
+        const double b = metrics.rows.back().at(metrics.column(QStringLiteral("b"))).toDouble();
+        QVERIFY2(std::isfinite(w) && std::abs(b - 10) < 0.5, qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestBadInput)
+#include "tst_bad_input.moc"

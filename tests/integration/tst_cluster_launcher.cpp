@@ -1,0 +1,329 @@
+// The launcher starts real parasync-node processes on free loopback ports,
+// as the app's "start demo" button does, and must leave none behind.
+#include "orchestration/cluster_launcher.h"
+#include "orchestration/cluster_watcher.h"
+#include "base/port_holder.h"
+
+#include <QRegularExpression>
+#include <QSignalSpy>
+#include <QTest>
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <csignal>
+#include <netinet/in.h>
+#include <set>
+#include <sys/socket.h>
+#include <unistd.h>
+
+using namespace parasync;
+
+namespace {
+
+constexpr int kTimeoutMs = 60000;
+
+// The demo cluster on free ports (2222-2224 may be taken on a CI machine).
+ClusterPlan demoOnFreePorts(int64_t lastStep)
+{
+    ClusterPlan plan = ClusterPlan::demo();
+    for (auto *list : {&plan.cluster.ps, &plan.cluster.workers})
+        for (auto &address : *list)
+            address.port = pickFreePort();
+    plan.training.lastStep = lastStep;
+    return plan;
+}
+
+bool processExists(qint64 pid)
+{
+    return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno != ESRCH);
+}
+
+// A listening socket held by this test process, as a stale task would.
+class Listener
+{
+public:
+    Listener()
+    {
+        m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ::bind(m_fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
+        ::listen(m_fd, 4);
+        socklen_t length = sizeof addr;
+        ::getsockname(m_fd, reinterpret_cast<sockaddr *>(&addr), &length);
+        m_port = ntohs(addr.sin_port);
+    }
+    ~Listener() { ::close(m_fd); }
+    uint16_t port() const { return m_port; }
+
+private:
+    int m_fd = -1;
+    uint16_t m_port = 0;
+};
+
+QString describe(const ClusterLauncher &launcher)
+{
+    QString text;
+    for (int row = 0; row < int(launcher.tasks().size()); ++row) {
+        const auto &info = launcher.tasks()[size_t(row)];
+        text += QString::fromStdString(info.task.toString()) + QStringLiteral(": ") + taskStateName(info.state)
+                + QStringLiteral(" (") + info.detail + QStringLiteral(")\n") + launcher.output(row).right(600)
+                + QLatin1Char('\n');
+    }
+    return text;
+}
+
+} // namespace
+
+class TestClusterLauncher : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void argumentsAreTheFlagsAUserTypes()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.training.mode.set_mode(proto::SSP);
+        plan.training.mode.set_staleness(3);
+        plan.training.learningRate = 0.1f;
+        plan.training.lastStep = 500;
+        plan.training.logdir = "/tmp/run";
+        const QStringList args = plan.arguments(TaskId{JobName::Worker, 1});
+        QCOMPARE(args.mid(0, 4),
+                 (QStringList{QStringLiteral("--ps_hosts=127.0.0.1:2222"),
+                              QStringLiteral("--worker_hosts=127.0.0.1:2223,127.0.0.1:2224"),
+                              QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1")}));
+        for (const char *flag : {"--mode=ssp", "--staleness=3", "--learning_rate=0.1", "--last_step=500",
+                                 "--logdir=/tmp/run"})
+            QVERIFY2(args.contains(QLatin1String(flag)), flag);
+        // Defaults are left out, as a user leaves them out.
+        QVERIFY(!args.join(QLatin1Char(' ')).contains(QLatin1String("--batch_size")));
+        QCOMPARE(ClusterPlan::demo().arguments(TaskId{JobName::Ps, 0}).last(), QStringLiteral("--mode=async"));
+    }
+
+    void eachWorkerGetsItsOwnPaceAndThePsTheCommonOne()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.training.pace.computeMs = 40;
+        plan.workerPace[1] = plan.training.pace;
+        plan.workerPace[1].stragglerMs = 25;
+        const QStringList ps = plan.arguments(TaskId{JobName::Ps, 0});
+        const QStringList first = plan.arguments(TaskId{JobName::Worker, 0});
+        const QStringList second = plan.arguments(TaskId{JobName::Worker, 1});
+        // The ps only records the common pace (cluster.json, the run report).
+        QVERIFY(ps.contains(QStringLiteral("--compute_ms=40")));
+        QVERIFY2(!ps.join(u' ').contains(QStringLiteral("straggler_ms")), qPrintable(ps.join(u' ')));
+        QVERIFY(first.contains(QStringLiteral("--compute_ms=40")));
+        QVERIFY(!first.join(u' ').contains(QStringLiteral("straggler_ms")));
+        QVERIFY(second.contains(QStringLiteral("--compute_ms=40")));
+        QVERIFY(second.contains(QStringLiteral("--straggler_ms=25")));
+    }
+
+    void demoClusterRunsToTheEnd()
+    {
+        const ClusterPlan plan = demoOnFreePorts(1500);
+        ClusterLauncher launcher;
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QSignalSpy output(&launcher, &ClusterLauncher::outputAppended);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        QCOMPARE(launcher.tasks().size(), size_t(3));
+        QCOMPARE(launcher.taskRow(TaskId{JobName::Worker, 1}), 2);
+
+        QTRY_VERIFY2_WITH_TIMEOUT(allExited.count() == 1, qPrintable(describe(launcher)), kTimeoutMs);
+        for (const auto &info : launcher.tasks()) {
+            QVERIFY2(info.state == TaskState::Finished, qPrintable(describe(launcher)));
+            QVERIFY(info.pid > 0);
+            QCOMPARE(info.exitCode, 0);
+        }
+        QVERIFY(!launcher.anyRunning());
+        QVERIFY(output.count() > 0);
+        // Both workers trained (ps first, then the workers once it listened).
+        for (int worker : {1, 2}) {
+            QVERIFY2(launcher.output(worker).contains(QLatin1String("joined the cluster at global step")),
+                     qPrintable(launcher.output(worker)));
+            QVERIFY2(launcher.output(worker).contains(QLatin1String("finished: global step 1500")),
+                     qPrintable(launcher.output(worker)));
+        }
+        QVERIFY(launcher.output(0).contains(QLatin1String("all workers finished at global step 1500")));
+        // The ports are usable again at once (connections in TIME_WAIT do not count).
+        QVERIFY(launcher.checkPorts(plan).empty());
+    }
+
+    void aShortRunIsWatchedFromItsFirstStep()
+    {
+        // 200 steps take milliseconds: without holding the workers until the
+        // watcher follows ps:0, the run would be over before it connected.
+        const ClusterPlan plan = demoOnFreePorts(200);
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        launcher.holdWorkersUntilWatched(&watcher);
+        RunSnapshot latest;
+        connect(&watcher, &ClusterWatcher::snapshotReady, this, [&latest](const RunSnapshot &s) { latest = s; });
+        QSignalSpy finished(&watcher, &ClusterWatcher::clusterFinished);
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        QCOMPARE(launcher.tasks()[1].state, TaskState::NotStarted);
+        QVERIFY(launcher.tasks()[1].detail.contains(QLatin1String("watches ps:0")));
+        watcher.connectTo(QString::fromStdString(plan.cluster.ps[0].toString()));
+
+        QTRY_VERIFY2_WITH_TIMEOUT(finished.count() == 1 && allExited.count() == 1, qPrintable(describe(launcher)),
+                                  kTimeoutMs);
+        QCOMPARE(latest.globalStep, int64_t(200));
+        QCOMPARE(latest.lostEvents, int64_t(0));
+        QCOMPARE(latest.workers.at(0).applied + latest.workers.at(1).applied, int64_t(200));
+        QCOMPARE(latest.recentSteps.front().globalStep, int64_t(1));
+        for (const auto &info : launcher.tasks())
+            QCOMPARE(info.state, TaskState::Finished);
+    }
+
+    void portConflictNamesTheHolderAndSuggestsAFreePort()
+    {
+        Listener stale;
+        ClusterPlan plan = demoOnFreePorts(100);
+        plan.cluster.ps[0].port = stale.port();
+
+        ClusterLauncher launcher;
+        const auto conflicts = launcher.checkPorts(plan);
+        QCOMPARE(conflicts.size(), size_t(1));
+        QCOMPARE(conflicts[0].task, (TaskId{JobName::Ps, 0}));
+        QCOMPARE(conflicts[0].address.port, stale.port());
+        QVERIFY2(conflicts[0].holder.contains(QStringLiteral("pid %1").arg(::getpid())), qPrintable(conflicts[0].holder));
+        QVERIFY(conflicts[0].suggestedPort != 0);
+        QVERIFY(isPortFree("127.0.0.1", conflicts[0].suggestedPort));
+
+        QString error;
+        QVERIFY(!launcher.launch(plan, &error));
+        QVERIFY2(error.contains(QStringLiteral("127.0.0.1:%1").arg(stale.port())), qPrintable(error));
+        QVERIFY2(error.contains(QStringLiteral("pid %1").arg(::getpid())), qPrintable(error));
+        QVERIFY2(error.contains(QRegularExpression(QStringLiteral("port \\d+ is free"))), qPrintable(error));
+        QVERIFY(!launcher.anyRunning());
+
+        const ClusterPlan fixed = ClusterLauncher::withSuggestedPorts(plan, conflicts);
+        QCOMPARE(fixed.cluster.ps[0].port, conflicts[0].suggestedPort);
+        QVERIFY(launcher.checkPorts(fixed).empty());
+    }
+
+    // A plan of many tasks on picked ports must never put two tasks on one
+    // address: the kernel reuses a closed ephemeral port freely, and a CI run
+    // once got the same port for worker:0 and worker:1.
+    void freePortsPickedForAPlanAreDistinct()
+    {
+        std::set<uint16_t> seen;
+        for (int i = 0; i < 3000; ++i) {
+            const uint16_t port = pickFreePort();
+            QVERIFY(port != 0);
+            QVERIFY2(seen.insert(port).second, qPrintable(QStringLiteral("port %1 picked twice").arg(port)));
+        }
+    }
+
+    void stopKillAndRestartATask()
+    {
+        // Long enough to outlive the test; stopAll ends it.
+        const ClusterPlan plan = demoOnFreePorts(1'000'000'000);
+        ClusterLauncher launcher;
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        const int worker1 = launcher.taskRow(TaskId{JobName::Worker, 1});
+        const auto state = [&](int row) { return launcher.tasks()[size_t(row)].state; };
+        QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Training, qPrintable(describe(launcher)), kTimeoutMs);
+        QTRY_VERIFY2_WITH_TIMEOUT(state(0) == TaskState::Serving, qPrintable(describe(launcher)), kTimeoutMs);
+
+        // Kill: a crash, as kill -9 would.
+        const qint64 firstPid = launcher.tasks()[size_t(worker1)].pid;
+        launcher.killTask(worker1);
+        QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Dead, qPrintable(describe(launcher)), kTimeoutMs);
+        QVERIFY(launcher.tasks()[size_t(worker1)].detail.contains(QLatin1String("SIGKILL")));
+        QVERIFY(!processExists(firstPid));
+        QVERIFY(launcher.anyRunning()); // the others go on
+
+        // Restart: the same flags, a new process that joins again.
+        launcher.restartTask(worker1);
+        QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Training, qPrintable(describe(launcher)), kTimeoutMs);
+        const qint64 secondPid = launcher.tasks()[size_t(worker1)].pid;
+        QVERIFY(secondPid > 0 && secondPid != firstPid);
+        QVERIFY(launcher.output(worker1).contains(QLatin1String("--- restarted ---")));
+
+        // Restart while running: stops it, then starts it again.
+        launcher.restartTask(worker1);
+        QTRY_VERIFY2_WITH_TIMEOUT(launcher.tasks()[size_t(worker1)].pid != secondPid
+                                      && state(worker1) == TaskState::Training,
+                                  qPrintable(describe(launcher)), kTimeoutMs);
+        QVERIFY(!processExists(secondPid));
+
+        // Stop: SIGTERM, a clean exit.
+        launcher.stopTask(worker1);
+        QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Stopped, qPrintable(describe(launcher)), kTimeoutMs);
+        QCOMPARE(launcher.tasks()[size_t(worker1)].exitCode, 0);
+
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        launcher.stopAll();
+        QVERIFY(!launcher.anyRunning());
+        QCOMPARE(allExited.count(), 1);
+        for (const auto &info : launcher.tasks()) {
+            QVERIFY2(info.state == TaskState::Stopped, qPrintable(describe(launcher)));
+            QVERIFY(!processExists(info.pid));
+        }
+    }
+
+    void destroyingTheLauncherLeavesNoProcess()
+    {
+        const ClusterPlan plan = demoOnFreePorts(1'000'000'000);
+        auto launcher = std::make_unique<ClusterLauncher>();
+        QString error;
+        QVERIFY2(launcher->launch(plan, &error), qPrintable(error));
+        QTRY_VERIFY2_WITH_TIMEOUT(launcher->tasks().back().state == TaskState::Training,
+                                  qPrintable(describe(*launcher)), kTimeoutMs);
+        std::vector<qint64> pids;
+        for (const auto &info : launcher->tasks()) {
+            QVERIFY(processExists(info.pid));
+            pids.push_back(info.pid);
+        }
+        QElapsedTimer timer;
+        timer.start();
+        launcher.reset();
+        QVERIFY2(timer.elapsed() < 6000, qPrintable(QString::number(timer.elapsed())));
+        for (const qint64 pid : pids)
+            QVERIFY2(!processExists(pid), qPrintable(QStringLiteral("pid %1 survived").arg(pid)));
+        // ... and the ports are free for the next run.
+        QVERIFY(ClusterLauncher().checkPorts(plan).empty());
+    }
+
+    void aTaskThatFailsIsDeadWithItsExitCodeAndError()
+    {
+        ClusterPlan plan = demoOnFreePorts(100);
+        plan.training.optimizer = "adadelta"; // parasync-node refuses it
+        ClusterLauncher launcher;
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        QTRY_VERIFY2_WITH_TIMEOUT(allExited.count() == 1, qPrintable(describe(launcher)), kTimeoutMs);
+        const TaskInfo &ps = launcher.tasks()[0];
+        QCOMPARE(ps.state, TaskState::Dead);
+        QCOMPARE(ps.exitCode, 2);
+        QVERIFY2(ps.detail.startsWith(QLatin1String("exit code 2: parasync-node:")), qPrintable(ps.detail));
+        QVERIFY2(ps.detail.contains(QLatin1String("--optimizer=adadelta")), qPrintable(ps.detail));
+        // No ps task came up, so the workers were not started to wait for nothing.
+        for (size_t row = 1; row < launcher.tasks().size(); ++row) {
+            QCOMPARE(launcher.tasks()[row].state, TaskState::NotStarted);
+            QVERIFY(launcher.tasks()[row].detail.contains(QLatin1String("ps:0 exited")));
+        }
+    }
+
+    void aMissingBinaryIsReported()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(QStringLiteral("/nonexistent/parasync-node"));
+        QCOMPARE(launcher.nodeBinary(), QStringLiteral("/nonexistent/parasync-node"));
+        QString error;
+        QVERIFY(!launcher.launch(demoOnFreePorts(100), &error));
+        QVERIFY2(error.contains(QLatin1String("/nonexistent/parasync-node")) && error.contains(QLatin1String("PARASYNC_NODE")),
+                 qPrintable(error));
+        QVERIFY(launcher.tasks().empty());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestClusterLauncher)
+#include "tst_cluster_launcher.moc"

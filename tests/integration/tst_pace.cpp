@@ -1,0 +1,240 @@
+// The workers' pace (--compute_ms, --compute_jitter, --straggler_ms, a
+// cluster file's "per_worker", TaskControl.SetPace): what a person watching
+// the demo relies on -- steps take about the time asked, a speed change
+// lands while the cluster trains, a straggler is the worker it was given to
+// -- with real processes and their step log.
+#include "support/cluster_harness.h"
+#include "proto/parasync.grpc.pb.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+using namespace parasync;
+using namespace parasync::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+// compute_us of the worker's applied steps above global step `after`.
+std::vector<double> computeMs(const QString &logdir, int worker, qint64 after)
+{
+    std::vector<double> out;
+    for (const auto &r : readStepLog(logdir)) {
+        if (r.value(QStringLiteral("type")).toString() != QStringLiteral("step")
+            || r.value(QStringLiteral("worker")).toInt() != worker
+            || r.value(QStringLiteral("global_step")).toInteger() <= after)
+            continue;
+        out.push_back(r.value(QStringLiteral("compute_us")).toDouble() / 1000.0);
+    }
+    return out;
+}
+
+double median(std::vector<double> values)
+{
+    if (values.empty())
+        return std::nan("");
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+}
+
+grpc::Status setPace(const QString &worker, int computeMs, std::optional<float> jitter = {},
+                     proto::SetPaceResponse *response = nullptr)
+{
+    auto stub = proto::TaskControl::NewStub(makeChannel(worker.toStdString(), {}));
+    auto context = makeContext({}, 5s);
+    proto::SetPaceRequest request;
+    request.set_compute_ms(computeMs);
+    if (jitter)
+        request.set_compute_jitter(*jitter);
+    proto::SetPaceResponse ignored;
+    return stub->SetPace(context.get(), request, response ? response : &ignored);
+}
+
+proto::TaskStatusResponse taskStatus(const QString &address)
+{
+    auto stub = proto::TaskControl::NewStub(makeChannel(address.toStdString(), {}));
+    auto context = makeContext({}, 5s);
+    proto::TaskStatusResponse status;
+    const grpc::Status result = stub->GetTaskStatus(context.get(), {}, &status);
+    if (!result.ok())
+        qWarning("GetTaskStatus(%s): %s", qPrintable(address), result.error_message().c_str());
+    return status;
+}
+
+void stopCluster(LocalCluster &cluster, int workers)
+{
+    for (int i = 0; i < workers; ++i)
+        cluster.worker(i).terminate();
+    for (int i = 0; i < workers; ++i)
+        cluster.worker(i).waitForExit();
+    cluster.ps(0).terminate();
+    cluster.ps(0).waitForExit();
+}
+
+} // namespace
+
+class TestPace : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void stepsTakeTheComputeTimeAskedAndASpeedChangeLandsWhileTraining()
+    {
+        QTemporaryDir dir;
+        // 500 ms a step, every step the same: 2 workers make 4 steps a
+        // second between them, so the 600 steps below would take 2.5 minutes.
+        LocalCluster cluster(1, 2,
+                             {QStringLiteral("--compute_ms=500"), QStringLiteral("--compute_jitter=0"),
+                              QStringLiteral("--last_step=0"), QStringLiteral("--display_step=1000000")},
+                             dir.path());
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() >= 10; }, 60s));
+        QCOMPARE(taskStatus(cluster.workerAddress(1)).compute_ms(), 500);
+
+        // Full speed, while it trains: the next 600 steps come in seconds
+        // (at least ~50 a second even under ThreadSanitizer on a busy machine).
+        for (int i = 0; i < 2; ++i) {
+            proto::SetPaceResponse response;
+            const grpc::Status status = setPace(cluster.workerAddress(i), 0, std::nullopt, &response);
+            QVERIFY2(status.ok(), status.error_message().c_str());
+            QCOMPARE(response.compute_ms(), 0);
+            QCOMPARE(response.compute_jitter(), 0.0f); // kept, as asked
+        }
+        proto::ClusterStatusResponse now;
+        QVERIFY(cluster.clusterStatus(&now));
+        const qint64 changedAt = now.global_step();
+        QVERIFY2(cluster.waitForStatus([changedAt](const auto &s) { return s.global_step() >= changedAt + 600; }, 60s),
+                 "the workers kept their slow pace after SetPace(0)");
+        QCOMPARE(taskStatus(cluster.workerAddress(0)).compute_ms(), 0);
+        stopCluster(cluster, 2);
+
+        // The step log agrees: ~500 ms of compute a step before the change,
+        // next to nothing after it (a step that was under way when the
+        // change came still took its 500 ms).
+        for (int worker = 0; worker < 2; ++worker) {
+            std::vector<double> before;
+            for (const auto &r : readStepLog(dir.path()))
+                if (r.value(QStringLiteral("type")).toString() == QStringLiteral("step")
+                    && r.value(QStringLiteral("worker")).toInt() == worker
+                    && r.value(QStringLiteral("global_step")).toInteger() < changedAt - 2)
+                    before.push_back(r.value(QStringLiteral("compute_us")).toDouble() / 1000.0);
+            const double slow = median(before);
+            const double fast = median(computeMs(dir.path(), worker, changedAt + 10));
+            QVERIFY2(slow >= 500 && slow < 1500, qPrintable(QStringLiteral("worker:%1 median compute %2 ms at 500 ms a step")
+                                                               .arg(worker)
+                                                               .arg(slow)));
+            QVERIFY2(fast < 20, qPrintable(QStringLiteral("worker:%1 median compute %2 ms at full speed").arg(worker).arg(fast)));
+        }
+    }
+
+    void jitterSpreadsTheStepTimesAroundTheMean()
+    {
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 1,
+                             {QStringLiteral("--compute_ms=20"), QStringLiteral("--compute_jitter=0.5"),
+                              QStringLiteral("--last_step=150"), QStringLiteral("--display_step=1000000")},
+                             dir.path());
+        cluster.startAll();
+        QString report;
+        QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
+        std::vector<double> times = computeMs(dir.path(), 0, 0);
+        QVERIFY(times.size() >= 140);
+        std::sort(times.begin(), times.end());
+        // Log-normal, mean 20 ms, coefficient of variation 0.5: a tenth of
+        // the steps under ~10 ms, a tenth over ~33 ms. Checked loosely (the
+        // sleep never ends early, and a loaded machine ends it late).
+        const double p10 = times[times.size() / 10];
+        const double p90 = times[times.size() * 9 / 10];
+        QVERIFY2(p10 < 18, qPrintable(QStringLiteral("10th percentile %1 ms").arg(p10)));
+        QVERIFY2(p90 > 26, qPrintable(QStringLiteral("90th percentile %1 ms").arg(p90)));
+        QVERIFY2(p90 / p10 > 2, qPrintable(QStringLiteral("p90/p10 %1").arg(p90 / p10)));
+    }
+
+    void aClusterFilesPerWorkerPaceReachesOnlyThatWorker()
+    {
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 2, {}, dir.filePath(QStringLiteral("run")));
+        // The same file for every task, as a user hands it out.
+        const QString path = dir.filePath(QStringLiteral("cluster.json"));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::WriteOnly));
+        file.write(QStringLiteral(R"({"cluster": {"ps": ["%1"], "worker": ["%2", "%3"]},
+                                     "training": {"compute_ms": 5, "last_step": 0},
+                                     "per_worker": {"1": {"straggler_ms": 60, "compute_ms": 7}}})")
+                       .arg(cluster.psAddress(0), cluster.workerAddress(0), cluster.workerAddress(1))
+                       .toUtf8());
+        file.close();
+        NodeProcess ps(QStringLiteral("ps:0"), {QStringLiteral("--cluster_file=") + path, QStringLiteral("--job_name=ps")});
+        NodeProcess w0(QStringLiteral("worker:0"),
+                       {QStringLiteral("--cluster_file=") + path, QStringLiteral("--job_name=worker"),
+                        QStringLiteral("--task_index=0")});
+        NodeProcess w1(QStringLiteral("worker:1"),
+                       {QStringLiteral("--cluster_file=") + path, QStringLiteral("--job_name=worker"),
+                        QStringLiteral("--task_index=1")});
+        ps.start();
+        w1.start();
+        w0.start();
+        QVERIFY2(w1.waitForOutput(QStringLiteral("joined the cluster")), qPrintable(w1.output()));
+        const auto first = taskStatus(cluster.workerAddress(0));
+        const auto second = taskStatus(cluster.workerAddress(1));
+        QCOMPARE(first.straggler_delay_ms(), 0);
+        QCOMPARE(first.compute_ms(), 5);
+        QCOMPARE(second.straggler_delay_ms(), 60);
+        QCOMPARE(second.compute_ms(), 7);
+        // A flag on the command line still wins over the file.
+        w1.terminate();
+        QCOMPARE(w1.waitForExit(), 0);
+        NodeProcess again(QStringLiteral("worker:1"),
+                          {QStringLiteral("--cluster_file=") + path, QStringLiteral("--job_name=worker"),
+                           QStringLiteral("--task_index=1"), QStringLiteral("--straggler_ms=0")});
+        again.start();
+        QVERIFY2(again.waitForOutput(QStringLiteral("joined the cluster")), qPrintable(again.output()));
+        QCOMPARE(taskStatus(cluster.workerAddress(1)).straggler_delay_ms(), 0);
+        for (NodeProcess *task : {&again, &w0, &ps}) {
+            task->terminate();
+            task->waitForExit();
+        }
+    }
+
+    void setPaceRefusesWhatNoWorkerCanDo()
+    {
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 1, {QStringLiteral("--compute_ms=5"), QStringLiteral("--last_step=0")}, dir.path());
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() >= 5; }, 60s));
+        const QString worker = cluster.workerAddress(0);
+        struct Case
+        {
+            int computeMs;
+            std::optional<float> jitter;
+            const char *says;
+        };
+        for (const Case &c : {Case{-1, std::nullopt, "compute_ms must be 0-60000 ms"},
+                              Case{60001, std::nullopt, "compute_ms must be 0-60000 ms"},
+                              Case{10, std::nanf(""), "compute_jitter must be 0-4"},
+                              Case{10, -0.5f, "compute_jitter must be 0-4"},
+                              Case{10, 1e9f, "compute_jitter must be 0-4"}}) {
+            const grpc::Status status = setPace(worker, c.computeMs, c.jitter);
+            QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+            QVERIFY2(status.error_message().find(c.says) != std::string::npos, status.error_message().c_str());
+        }
+        // Nothing changed, and the worker trains on.
+        QCOMPARE(taskStatus(worker).compute_ms(), 5);
+        const grpc::Status toPs = setPace(cluster.psAddress(0), 10);
+        QCOMPARE(toPs.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+        QVERIFY2(toPs.error_message().find("set the pace of the workers instead") != std::string::npos,
+                 toPs.error_message().c_str());
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 20; }, 30s));
+        stopCluster(cluster, 1);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPace)
+#include "tst_pace.moc"

@@ -1,0 +1,293 @@
+#include "support/cluster_harness.h"
+
+#include "base/port_holder.h"
+#include "wire/rpc.h"
+
+#include <QCoreApplication>
+#include <QDeadlineTimer>
+#include <QFile>
+#include <QJsonDocument>
+#include <QThread>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace parasync::testing {
+
+QString nodeBinary()
+{
+    const QString fromEnvironment = qEnvironmentVariable("PARASYNC_NODE");
+    return fromEnvironment.isEmpty() ? QStringLiteral("parasync-node") : fromEnvironment;
+}
+
+NodeProcess::NodeProcess(QString name, QStringList arguments)
+    : m_name(std::move(name))
+    , m_arguments(std::move(arguments))
+{
+}
+
+NodeProcess::~NodeProcess()
+{
+    if (isRunning()) {
+        m_process->kill();
+        m_process->waitForFinished(5000);
+    }
+}
+
+void NodeProcess::start(const QProcessEnvironment &environment)
+{
+    m_process = std::make_unique<QProcess>();
+    m_process->setProcessChannelMode(QProcess::MergedChannels);
+    m_process->setProcessEnvironment(environment);
+    // A test that crashes or is killed must not leave nodes training forever
+    // (and holding ports): the kernel kills them when the test goes.
+    m_process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+    m_process->start(nodeBinary(), m_arguments);
+    m_process->waitForStarted(10000);
+}
+
+void NodeProcess::drain()
+{
+    if (m_process)
+        m_output += QString::fromUtf8(m_process->readAll());
+}
+
+QString NodeProcess::output()
+{
+    drain();
+    return m_output;
+}
+
+bool NodeProcess::waitForOutput(const QString &text, std::chrono::milliseconds timeout)
+{
+    QDeadlineTimer deadline(timeout);
+    while (!output().contains(text)) {
+        if (deadline.hasExpired())
+            return false;
+        if (m_process->state() == QProcess::NotRunning)
+            return output().contains(text);
+        m_process->waitForReadyRead(50);
+    }
+    return true;
+}
+
+int NodeProcess::waitForExit(std::chrono::milliseconds timeout)
+{
+    if (!m_process)
+        return -1;
+    QDeadlineTimer deadline(timeout);
+    while (m_process->state() != QProcess::NotRunning && !deadline.hasExpired()) {
+        m_process->waitForFinished(100);
+        drain();
+    }
+    drain();
+    if (m_process->state() != QProcess::NotRunning || m_process->exitStatus() != QProcess::NormalExit)
+        return -1;
+    return m_process->exitCode();
+}
+
+void NodeProcess::kill()
+{
+    if (isRunning()) {
+        ::kill(pid_t(m_process->processId()), SIGKILL);
+        m_process->waitForFinished(5000);
+    }
+    drain();
+}
+
+void NodeProcess::terminate()
+{
+    if (isRunning())
+        m_process->terminate();
+}
+
+bool NodeProcess::isRunning() const
+{
+    return m_process && m_process->state() != QProcess::NotRunning;
+}
+
+qint64 NodeProcess::pid() const
+{
+    return m_process ? m_process->processId() : 0;
+}
+
+LocalCluster::LocalCluster(int numPs, int numWorkers, QStringList trainingFlags, QString logdir)
+    : m_trainingFlags(std::move(trainingFlags))
+    , m_logdir(std::move(logdir))
+{
+    for (int i = 0; i < numPs; ++i)
+        m_psHosts << QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+    for (int i = 0; i < numWorkers; ++i)
+        m_workerHosts << QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+    m_ps.resize(size_t(numPs));
+    m_workers.resize(size_t(numWorkers));
+}
+
+LocalCluster::~LocalCluster() = default;
+
+QStringList LocalCluster::clusterFlags() const
+{
+    QStringList flags{QStringLiteral("--ps_hosts=") + m_psHosts.join(QLatin1Char(',')),
+                      QStringLiteral("--worker_hosts=") + m_workerHosts.join(QLatin1Char(','))};
+    if (!m_logdir.isEmpty())
+        flags << QStringLiteral("--logdir=") + m_logdir;
+    return flags + m_trainingFlags;
+}
+
+QProcessEnvironment LocalCluster::environment() const
+{
+    QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+    if (!m_token.isEmpty())
+        environment.insert(QStringLiteral("PARASYNC_CLUSTER_TOKEN"), m_token);
+    return environment;
+}
+
+RpcSettings LocalCluster::rpcSettings() const
+{
+    RpcSettings rpc;
+    rpc.clusterToken = m_token.toStdString();
+    rpc.tls = m_tls;
+    return rpc;
+}
+
+NodeProcess &LocalCluster::startPs(int index, QStringList extraFlags)
+{
+    auto &slot = m_ps.at(size_t(index));
+    slot = std::make_unique<NodeProcess>(QStringLiteral("ps:%1").arg(index),
+                                         clusterFlags() + QStringList{QStringLiteral("--job_name=ps"),
+                                                                      QStringLiteral("--task_index=%1").arg(index)}
+                                             + extraFlags);
+    slot->start(environment());
+    return *slot;
+}
+
+NodeProcess &LocalCluster::startWorker(int index, QStringList extraFlags)
+{
+    auto &slot = m_workers.at(size_t(index));
+    slot = std::make_unique<NodeProcess>(QStringLiteral("worker:%1").arg(index),
+                                         clusterFlags() + QStringList{QStringLiteral("--job_name=worker"),
+                                                                      QStringLiteral("--task_index=%1").arg(index)}
+                                             + extraFlags);
+    slot->start(environment());
+    return *slot;
+}
+
+void LocalCluster::startAll()
+{
+    // As a user would: the ps tasks first, then the workers once ps:0 listens
+    // (so that every worker takes part from the first step).
+    for (int i = 0; i < int(m_ps.size()); ++i)
+        startPs(i);
+    for (auto &ps : m_ps)
+        ps->waitForOutput(QStringLiteral("listening on"));
+    for (int i = int(m_workers.size()) - 1; i >= 0; --i)
+        startWorker(i);
+}
+
+bool LocalCluster::waitAllExitCleanly(QString *report, std::chrono::milliseconds timeout)
+{
+    bool clean = true;
+    for (auto *group : {&m_workers, &m_ps}) {
+        for (auto &task : *group) {
+            if (!task)
+                continue;
+            const int code = task->waitForExit(timeout);
+            if (code != 0) {
+                clean = false;
+                *report += task->name() + QStringLiteral(" exit code %1; output:\n").arg(code)
+                           + task->output().right(3000) + QLatin1Char('\n');
+            }
+        }
+    }
+    return clean;
+}
+
+bool LocalCluster::clusterStatus(proto::ClusterStatusResponse *status) const
+{
+    const RpcSettings rpc = rpcSettings();
+    auto stub = proto::ClusterControl::NewStub(makeChannel(m_psHosts.front().toStdString(), rpc));
+    auto context = makeContext(rpc, std::chrono::milliseconds(1000));
+    return stub->GetClusterStatus(context.get(), {}, status).ok();
+}
+
+bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
+                                 std::chrono::milliseconds timeout) const
+{
+    QDeadlineTimer deadline(timeout);
+    while (!deadline.hasExpired()) {
+        proto::ClusterStatusResponse status;
+        if (clusterStatus(&status) && predicate(status))
+            return true;
+        // Let QProcess read the tasks' output meanwhile: a pipe left full
+        // blocks a task on its next log line, and the wait never ends.
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
+        QThread::msleep(20);
+    }
+    return false;
+}
+
+grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response) const
+{
+    const RpcSettings rpc = rpcSettings();
+    auto stub = proto::ClusterControl::NewStub(makeChannel(m_psHosts.front().toStdString(), rpc));
+    auto context = makeContext(rpc, std::chrono::milliseconds(5000));
+    proto::SetModeRequest request;
+    *request.mutable_mode() = mode;
+    request.set_requested_by("integration test");
+    proto::SetModeResponse ignored;
+    return stub->SetMode(context.get(), request, response ? response : &ignored);
+}
+
+std::vector<QJsonObject> readStepLog(const QString &logdir)
+{
+    std::vector<QJsonObject> records;
+    QFile file(logdir + QStringLiteral("/steps.jsonl"));
+    if (!file.open(QIODevice::ReadOnly))
+        return records;
+    while (!file.atEnd()) {
+        const QByteArray line = file.readLine().trimmed();
+        if (line.isEmpty())
+            continue;
+        const auto document = QJsonDocument::fromJson(line);
+        if (document.isObject())
+            records.push_back(document.object());
+    }
+    return records;
+}
+
+MetricsTable readMetrics(const QString &logdir)
+{
+    MetricsTable table;
+    QFile file(logdir + QStringLiteral("/metrics.csv"));
+    if (!file.open(QIODevice::ReadOnly))
+        return table;
+    table.header = QString::fromUtf8(file.readLine().trimmed()).split(QLatin1Char(','));
+    while (!file.atEnd()) {
+        const QString line = QString::fromUtf8(file.readLine().trimmed());
+        if (!line.isEmpty())
+            table.rows.push_back(line.split(QLatin1Char(',')));
+    }
+    return table;
+}
+
+HeldPort::HeldPort(uint16_t port)
+{
+    m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    m_ok = m_fd >= 0 && ::bind(m_fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0 && ::listen(m_fd, 4) == 0;
+}
+
+HeldPort::~HeldPort()
+{
+    if (m_fd >= 0)
+        ::close(m_fd);
+}
+
+} // namespace parasync::testing

@@ -1,0 +1,127 @@
+#pragma once
+
+// Starts real parasync-node processes on free loopback ports, the way a user
+// does, and waits for what they print or what ps:0 reports. Used by the
+// integration tests; no mocks.
+
+#include "proto/parasync.grpc.pb.h"
+#include "wire/rpc.h"
+
+#include <QJsonObject>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <vector>
+
+namespace parasync::testing {
+
+// Path of the parasync-node binary under test (ctest sets PARASYNC_NODE).
+QString nodeBinary();
+
+class NodeProcess
+{
+public:
+    NodeProcess(QString name, QStringList arguments);
+    ~NodeProcess();
+
+    void start(const QProcessEnvironment &environment = QProcessEnvironment::systemEnvironment());
+    // Waits until the output (stdout and stderr merged) contains `text`.
+    bool waitForOutput(const QString &text, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+    // Waits for the process to exit; returns its exit code, or -1 on timeout
+    // or a crash.
+    int waitForExit(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+    void kill(); // SIGKILL, as a crash or `kill -9`
+    void terminate(); // SIGTERM
+    bool isRunning() const;
+    qint64 pid() const;
+    QString output();
+    const QString &name() const { return m_name; }
+
+private:
+    void drain();
+    QString m_name;
+    QStringList m_arguments;
+    std::unique_ptr<QProcess> m_process;
+    QString m_output;
+};
+
+class LocalCluster
+{
+public:
+    LocalCluster(int numPs, int numWorkers, QStringList trainingFlags, QString logdir = {});
+    ~LocalCluster();
+
+    // Every task gets this token through its environment (never its command
+    // line), and the harness's own control calls carry it.
+    void setClusterToken(const QString &token) { m_token = token; }
+    // TLS for the harness's own control calls (give the tasks their TLS
+    // flags with the training flags).
+    void setClientTls(const TlsMaterial &tls) { m_tls = tls; }
+
+    QStringList clusterFlags() const;
+    NodeProcess &startPs(int index, QStringList extraFlags = {});
+    NodeProcess &startWorker(int index, QStringList extraFlags = {});
+    // ps tasks, then workers (non-chief first, as a user may).
+    void startAll();
+
+    NodeProcess &ps(int index) { return *m_ps.at(size_t(index)); }
+    NodeProcess &worker(int index) { return *m_workers.at(size_t(index)); }
+    QString psAddress(int index) const { return m_psHosts.at(index); }
+    QString workerAddress(int index) const { return m_workerHosts.at(index); }
+    const QString &logdir() const { return m_logdir; }
+
+    // Waits for every started task to exit; returns true when all exited 0,
+    // otherwise false with each task's code and output tail in `report`.
+    bool waitAllExitCleanly(QString *report, std::chrono::milliseconds timeout = std::chrono::seconds(120));
+
+    // ps:0's view of the cluster, through its control service.
+    bool clusterStatus(proto::ClusterStatusResponse *status) const;
+    // Polls ps:0 until `predicate` holds for its status.
+    bool waitForStatus(const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+    grpc::Status setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response = nullptr) const;
+
+private:
+    QProcessEnvironment environment() const;
+    RpcSettings rpcSettings() const;
+    QStringList m_psHosts;
+    QStringList m_workerHosts;
+    QStringList m_trainingFlags;
+    QString m_logdir;
+    QString m_token;
+    TlsMaterial m_tls;
+    std::vector<std::unique_ptr<NodeProcess>> m_ps;
+    std::vector<std::unique_ptr<NodeProcess>> m_workers;
+};
+
+// A loopback port held open by the test process, as a stale task would
+// hold it (listening, never accepting).
+class HeldPort
+{
+public:
+    explicit HeldPort(uint16_t port);
+    ~HeldPort();
+    HeldPort(const HeldPort &) = delete;
+    HeldPort &operator=(const HeldPort &) = delete;
+    bool ok() const { return m_ok; }
+
+private:
+    int m_fd = -1;
+    bool m_ok = false;
+};
+
+// The run directory's records.
+std::vector<QJsonObject> readStepLog(const QString &logdir);
+struct MetricsTable
+{
+    QStringList header;
+    std::vector<QStringList> rows;
+    int column(const QString &name) const { return int(header.indexOf(name)); }
+};
+MetricsTable readMetrics(const QString &logdir);
+
+} // namespace parasync::testing

@@ -1,0 +1,132 @@
+// Designing a cluster: the dialog's fields become a plan every task accepts,
+// the plan round-trips through a cluster file, and a wrong address is named
+// in the dialog instead of reaching the processes.
+#include "ui/cluster_designer_dialog.h"
+#include "ui/cluster_plan_file.h"
+#include "base/error.h"
+#include "ui/tfjob_dialog.h"
+
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace parasync;
+using namespace parasync::ui;
+
+class TestClusterDesigner : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void aDesignedClusterRoundTripsThroughItsFile()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.cluster.workers.push_back(parseHostPort("127.0.0.1:2225"));
+        plan.training.mode.set_mode(proto::SSP);
+        plan.training.mode.set_staleness(4);
+        plan.training.learningRate = 0.02f;
+        plan.training.lastStep = 1234;
+        plan.training.optimizer = "adagrad";
+        plan.training.pace.computeMs = 40;
+        plan.workerPace[2] = plan.training.pace;
+        plan.workerPace[2].stragglerMs = 60; // the designer does not show it, and keeps it
+        ClusterDesignerDialog dialog(plan);
+
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("three_workers.json"));
+        QVERIFY(dialog.saveTo(path));
+        const ClusterPlan loaded = planFromClusterFile(readClusterFile(path.toStdString()));
+        QCOMPARE(loaded.cluster, plan.cluster);
+        QCOMPARE(loaded.training.mode.mode(), proto::SSP);
+        QCOMPARE(loaded.training.mode.staleness(), 4);
+        QCOMPARE(loaded.training.learningRate, 0.02f);
+        QCOMPARE(loaded.training.lastStep, int64_t(1234));
+        QCOMPARE(loaded.training.optimizer, std::string("adagrad"));
+        QCOMPARE(loaded.training.pace.computeMs, 40);
+        QCOMPARE(loaded.paceOf(2).stragglerMs, 60);
+        QCOMPARE(loaded.paceOf(1).stragglerMs, 0);
+        // And the launcher's flags for a task carry the same cluster.
+        const QStringList args = loaded.arguments(TaskId{JobName::Worker, 2});
+        QVERIFY2(args.join(QLatin1Char(' ')).contains(QStringLiteral("127.0.0.1:2225")), qPrintable(args.join(QLatin1Char(' '))));
+    }
+
+    void aWrongAddressIsNamedInTheDialog_data()
+    {
+        QTest::addColumn<QString>("address");
+        QTest::addColumn<QString>("mentioned");
+        QTest::newRow("no port") << QStringLiteral("127.0.0.1") << QStringLiteral("worker:1");
+        QTest::newRow("port out of range") << QStringLiteral("127.0.0.1:99999") << QStringLiteral("99999");
+        QTest::newRow("used twice") << QStringLiteral("127.0.0.1:2223") << QStringLiteral("127.0.0.1:2223");
+    }
+
+    void aWrongAddressIsNamedInTheDialog()
+    {
+        QFETCH(QString, address);
+        QFETCH(QString, mentioned);
+        ClusterDesignerDialog dialog(ClusterPlan::demo());
+        auto *workers = dialog.findChild<QListWidget *>(QStringLiteral("workerHosts"));
+        QVERIFY(workers);
+        workers->item(1)->setText(address);
+        ClusterPlan plan;
+        QString error;
+        QVERIFY(!dialog.plan(&plan, &error));
+        QVERIFY2(error.contains(mentioned), qPrintable(error));
+        QTemporaryDir dir;
+        QVERIFY(!dialog.saveTo(dir.filePath(QStringLiteral("bad.json"))));
+        QVERIFY(!QFile::exists(dir.filePath(QStringLiteral("bad.json"))));
+    }
+
+    void theTfJobDialogWritesTheDesignedClusterOnceAnImageIsGiven()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.training.mode.set_mode(proto::SYNC);
+        TfJobDialog dialog(plan);
+        auto *image = dialog.findChild<QLineEdit *>(QStringLiteral("tfJobImage"));
+        auto *save = dialog.findChild<QPushButton *>(QStringLiteral("tfJobSave"));
+        auto *preview = dialog.findChild<QPlainTextEdit *>(QStringLiteral("tfJobPreview"));
+        auto *error = dialog.findChild<QLabel *>(QStringLiteral("tfJobError"));
+        QVERIFY(image && save && preview && error);
+        // No image yet: nothing to save, and the dialog says what is missing.
+        QVERIFY(!save->isEnabled());
+        QVERIFY2(error->text().contains(QStringLiteral("image")), qPrintable(error->text()));
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("tfjob.yaml"));
+        QVERIFY(!dialog.saveTo(path));
+        QVERIFY(!QFile::exists(path));
+
+        image->setText(QStringLiteral("registry.example.com/parasync:1"));
+        QVERIFY(save->isEnabled());
+        QVERIFY(error->text().isEmpty());
+        QVERIFY(dialog.saveTo(path));
+        QFile file(path);
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QString yaml = QString::fromUtf8(file.readAll());
+        QCOMPARE(yaml, preview->toPlainText());
+        for (const char *text : {"kind: TFJob", "PS:", "Worker:", "replicas: 2", "--mode=sync", "image: registry.example.com/parasync:1"})
+            QVERIFY2(yaml.contains(QLatin1String(text)), qPrintable(yaml));
+
+        // Args that would make every pod the same task are refused by name.
+        auto *args = dialog.findChild<QPlainTextEdit *>(QStringLiteral("tfJobArgs"));
+        QVERIFY(args);
+        args->appendPlainText(QStringLiteral("--job_name=worker"));
+        QVERIFY(!save->isEnabled());
+        QVERIFY2(error->text().contains(QStringLiteral("--job_name=worker")), qPrintable(error->text()));
+    }
+
+    void demoPortsComeFromTheEnvironment()
+    {
+        qputenv("PARASYNC_DEMO_PORTS", "4001,4002,4003");
+        const ClusterPlan plan = demoPlanFromEnvironment();
+        qunsetenv("PARASYNC_DEMO_PORTS");
+        QCOMPARE(plan.cluster.ps.front().port, uint16_t(4001));
+        QCOMPARE(plan.cluster.workers.at(1).port, uint16_t(4003));
+        QCOMPARE(demoPlanFromEnvironment().cluster.ps.front().port, uint16_t(2222));
+    }
+};
+
+QTEST_MAIN(TestClusterDesigner)
+#include "tst_cluster_designer.moc"

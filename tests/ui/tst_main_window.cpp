@@ -1,0 +1,392 @@
+// The desktop app as a person uses it, offscreen, with real parasync-node
+// processes on free ports: start the demo from the toolbar, watch steps
+// arrive, slow a worker down, switch the mode and see the buttons follow
+// what ps:0 reports and a marker appear on the charts, export everything,
+// and quit without leaving a process behind.
+#include "ui/chart_exporter.h"
+#include "support/cluster_harness.h"
+#include "orchestration/cluster_launcher.h"
+#include "wire/cluster_token.h"
+#include "ui/connect_dialog.h"
+#include "orchestration/cluster_watcher.h"
+#include "ui/main_window.h"
+#include "ui/mode_controls.h"
+#include "ui/pace_control.h"
+#include "base/port_holder.h"
+#include "ui/process_panel.h"
+#include "ui/run_charts_view.h"
+#include "ui/step_timeline_view.h"
+
+#include <QAction>
+#include <QDialogButtonBox>
+#include <QLabel>
+#include <QLineEdit>
+#include <QSettings>
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QImage>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QMessageBox>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QStandardPaths>
+#include <QTableView>
+#include <QTcpServer>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+#include <QToolButton>
+#include <QXmlStreamReader>
+
+#include <cerrno>
+#include <set>
+#include <csignal>
+
+using namespace parasync;
+using namespace parasync::ui;
+using namespace std::chrono_literals;
+
+namespace {
+
+ClusterPlan planOnFreePorts(int64_t lastStep)
+{
+    ClusterPlan plan = ClusterPlan::demo();
+    plan.cluster.ps.front().port = pickFreePort();
+    for (HostPort &worker : plan.cluster.workers)
+        worker.port = pickFreePort();
+    plan.training.lastStep = lastStep;
+    return plan;
+}
+
+bool processExists(qint64 pid)
+{
+    return pid > 0 && (::kill(pid_t(pid), 0) == 0 || errno != ESRCH);
+}
+
+std::shared_ptr<const RunSnapshot> latest(MainWindow &window)
+{
+    window.charts()->flush();
+    return window.charts()->snapshot();
+}
+
+int rowOf(ProcessPanel *panel, const QString &task)
+{
+    for (int row = 0; row < panel->model()->rowCount(); ++row)
+        if (panel->model()->rowAt(row)->task == task)
+            return row;
+    return -1;
+}
+
+} // namespace
+
+class TestMainWindow : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true); // recent files etc. not in the user's settings
+        QCoreApplication::setOrganizationName(QStringLiteral("ParasyncTests"));
+        qRegisterMetaType<parasync::RunSnapshot>();
+        qRegisterMetaType<parasync::proto::ModeConfig>();
+    }
+
+    void demoFromTheToolbarTrainsSwitchesModeExportsAndQuitsClean()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        auto window = std::make_unique<MainWindow>(&launcher, &watcher);
+        window->setDemoPlan(planOnFreePorts(100000000)); // trains until we quit
+        window->show();
+
+        auto *start = window->findChild<QAction *>(QStringLiteral("startDemo"));
+        QVERIFY(start);
+        start->trigger();
+
+        // Steps arrive and the process panel lists the three tasks with pids.
+        QTRY_VERIFY_WITH_TIMEOUT(latest(*window) && latest(*window)->globalStep > 200, 30000);
+        ProcessPanel *panel = window->processes();
+        QCOMPARE(panel->model()->rowCount(), 3);
+        QTRY_VERIFY_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->state
+                                     == TaskState::Training,
+                                 20000);
+        std::vector<qint64> pids;
+        for (const TaskInfo &task : launcher.tasks()) {
+            QVERIFY2(task.pid > 0, qPrintable(QString::fromStdString(task.task.toString())));
+            pids.push_back(task.pid);
+        }
+
+        // Slow both workers down from the panel, so that the recent-step
+        // window spans the mode change below (and to try the straggler row).
+        QSignalSpy controls(&watcher, &ClusterWatcher::controlFinished);
+        for (const QString &worker : {QStringLiteral("worker:0"), QStringLiteral("worker:1")}) {
+            panel->selectRow(rowOf(panel, worker));
+            panel->slowDownSelected(3);
+        }
+        QTRY_VERIFY_WITH_TIMEOUT(controls.size() >= 2, 10000);
+        for (const auto &call : controls)
+            QVERIFY2(call.at(0).toBool(), qPrintable(call.at(1).toString()));
+        // The table shows the delay the workers confirmed.
+        QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->stragglerMs, 3, 5000);
+        QCOMPARE(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:0")))->stragglerMs, 3);
+
+        // The buttons show ps:0's mode, not the click.
+        ModeControls *modes = window->modeControls();
+        QTRY_VERIFY_WITH_TIMEOUT(modes->reportedMode() && modes->reportedMode()->mode() == proto::ASYNC, 10000);
+        QVERIFY(modes->button(proto::ASYNC)->isChecked());
+        const int64_t stepBeforeSwitch = latest(*window)->globalStep;
+        modes->button(proto::SYNC)->click();
+        QVERIFY2(modes->button(proto::ASYNC)->isChecked() && !modes->button(proto::SYNC)->isChecked(),
+                 "a click alone must not change what the buttons show");
+        QVERIFY(modes->statusText().contains(QStringLiteral("waiting for ps:0")));
+        QTRY_VERIFY_WITH_TIMEOUT(modes->button(proto::SYNC)->isChecked(), 15000);
+        QVERIFY(!modes->button(proto::ASYNC)->isChecked());
+        QCOMPARE(modes->reportedMode()->mode(), proto::SYNC);
+
+        // The change is in the telemetry and marked on every chart.
+        QTRY_VERIFY_WITH_TIMEOUT(!latest(*window)->modeChanges.empty(), 15000);
+        QVERIFY(latest(*window)->modeChanges.back().globalStep >= stepBeforeSwitch);
+        QTRY_VERIFY_WITH_TIMEOUT(latest(*window)->globalStep > latest(*window)->modeChanges.back().globalStep + 50,
+                                 30000);
+        for (ExportableChart *chart : window->charts()->charts()) {
+            QTemporaryDir scratch;
+            QString error;
+            // Rendering brings hidden tabs up to date, as an export does.
+            QVERIFY(ChartExporter::exportPng(chart, scratch.filePath(QStringLiteral("c.png")), &error));
+            QVERIFY2(chart->pointCount() > 0, qPrintable(chart->exportName()));
+            QVERIFY2(chart->modeMarkerCount() >= 1, qPrintable(chart->exportName() + QStringLiteral(": no mode marker")));
+        }
+
+        // Export all.
+        QTemporaryDir dir;
+        QStringList written;
+        QString error;
+        QVERIFY2(window->exportAllTo(dir.path(), &written, &error), qPrintable(error));
+        QCOMPARE(written.size(), window->charts()->charts().size() * 4 + 3);
+        for (const QString &path : std::as_const(written)) {
+            QVERIFY2(QFile(path).size() > 0, qPrintable(path));
+            if (path.endsWith(QStringLiteral(".png"))) {
+                QVERIFY2(!QImage(path).isNull(), qPrintable(path));
+            } else if (path.endsWith(QStringLiteral(".svg"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QXmlStreamReader xml(&file);
+                while (!xml.atEnd())
+                    xml.readNext();
+                QVERIFY2(!xml.hasError(), qPrintable(path + QStringLiteral(": ") + xml.errorString()));
+            } else if (path.endsWith(QStringLiteral(".pdf"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(file.read(5) == "%PDF-", qPrintable(path));
+            } else if (path.endsWith(QStringLiteral(".json"))) {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(QJsonDocument::fromJson(file.readAll()).object().contains(QStringLiteral("traceEvents")),
+                         qPrintable(path));
+            } else {
+                QFile file(path);
+                QVERIFY(file.open(QIODevice::ReadOnly));
+                QVERIFY2(file.readLine().contains(','), qPrintable(path));
+            }
+        }
+
+        // Quitting stops the processes it started.
+        window->close();
+        window.reset();
+        for (const qint64 pid : pids)
+            QVERIFY2(!processExists(pid), qPrintable(QStringLiteral("pid %1 still running").arg(pid)));
+        QVERIFY(!launcher.anyRunning());
+    }
+
+    void thePaceSliderSetsEveryWorkersStepTimeWhileItTrains()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        ClusterPlan plan = planOnFreePorts(0); // until stopped, at full speed
+        window.setDemoPlan(plan);
+        window.show();
+        window.startDemo();
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 200, 30000);
+
+        auto *slider = window.paceControl()->findChild<QSlider *>(QStringLiteral("paceSlider"));
+        auto *label = window.paceControl()->findChild<QLabel *>(QStringLiteral("paceValue"));
+        QVERIFY(slider && label);
+        QCOMPARE(label->text(), QStringLiteral("full speed"));
+        QSignalSpy changed(&watcher, &ClusterWatcher::paceChanged);
+        const auto &stops = PaceControl::stops();
+        slider->setValue(int(std::find(stops.begin(), stops.end(), 300) - stops.begin())); // as a drag ends
+        QTRY_COMPARE_WITH_TIMEOUT(changed.size(), 2, 10000);
+        QCOMPARE(label->text(), QStringLiteral("300 ms a step (about 3 steps/s per worker)"));
+        // Each worker says so itself.
+        for (const HostPort &worker : plan.cluster.workers) {
+            auto stub = proto::TaskControl::NewStub(makeChannel(worker.toString(), {}));
+            auto context = makeContext({}, 5s);
+            proto::TaskStatusResponse status;
+            QVERIFY(stub->GetTaskStatus(context.get(), {}, &status).ok());
+            QCOMPARE(status.compute_ms(), 300);
+        }
+        window.close();
+    }
+
+    void aShortDemoIsCompletedFromItsRunDirectory()
+    {
+        // 3000 steps take well under a second: the live stream sees part of
+        // it at best; the charts must show all of it once it ends.
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.setDemoPlan(planOnFreePorts(3000));
+        window.show();
+        window.findChild<QAction *>(QStringLiteral("startDemo"))->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(!launcher.anyRunning() && latest(window) && latest(window)->globalStep == 3000
+                                     && latest(window)->recentSteps.size() >= 3000,
+                                 60000);
+        // Every applied update is on the timeline: the steps interleave.
+        std::set<int64_t> steps;
+        for (const StepRecord &step : latest(window)->recentSteps)
+            if (step.outcome != proto::DROPPED_STALE)
+                steps.insert(step.globalStep);
+        QCOMPARE(int64_t(steps.size()), int64_t(3000));
+        QVERIFY(window.charts()->timeline()->pointCount() >= 3000);
+        QVERIFY(!launcher.plan().training.logdir.empty());
+        QDir(QString::fromStdString(launcher.plan().training.logdir)).removeRecursively();
+        window.close();
+    }
+
+    void takenPortIsNamedAndFreePortsOffered()
+    {
+        // Hold ps:0's port as an old process would.
+        QTcpServer squatter;
+        QVERIFY(squatter.listen(QHostAddress::LocalHost, 0));
+        ClusterPlan plan = planOnFreePorts(100000000);
+        plan.cluster.ps.front().port = squatter.serverPort();
+
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+
+        QString shownText;
+        // The question is modal: answer it as a person would.
+        QTimer::singleShot(500, this, [&shownText] {
+            for (QWidget *widget : QApplication::topLevelWidgets()) {
+                auto *box = qobject_cast<QMessageBox *>(widget);
+                if (!box || !box->isVisible())
+                    continue;
+                shownText = box->text();
+                for (QAbstractButton *button : box->buttons())
+                    if (button->text().startsWith(QStringLiteral("Use free ports")))
+                        button->click();
+            }
+        });
+        QVERIFY(window.startCluster(plan));
+        QVERIFY2(shownText.contains(QString::number(squatter.serverPort())), qPrintable(shownText));
+        QVERIFY2(shownText.contains(QStringLiteral("pid %1").arg(QCoreApplication::applicationPid())),
+                 qPrintable(shownText));
+        QVERIFY(launcher.plan().cluster.ps.front().port != squatter.serverPort());
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 0, 30000);
+        window.close();
+    }
+
+    void connectsToAClusterItDidNotStart()
+    {
+        testing::LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
+        cluster.startAll();
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+        window.connectToCluster(cluster.psAddress(0));
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 100, 30000);
+        // The panel lists ps:0 and the workers from ps:0's report.
+        ProcessPanel *panel = window.processes();
+        QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 3, 10000);
+        QCOMPARE(panel->model()->rowAt(0)->address, cluster.psAddress(0));
+        // The pid comes with ps:0's periodic status, not with every step.
+        QTRY_VERIFY_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->pid > 0, 15000);
+        const ProcessRow *worker = panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")));
+        QCOMPARE(worker->address, cluster.workerAddress(1));
+        QCOMPARE(worker->launcherRow, -1); // not ours: no kill or restart
+
+        // Quitting the app does not stop a cluster it only watches.
+        window.close();
+        QVERIFY(cluster.ps(0).isRunning());
+    }
+
+    void connectDialogTakesATokenNeverSavesItAndTheWindowShowsAHang()
+    {
+        const QString token = QString::fromStdString(generateClusterToken());
+        testing::LocalCluster cluster(1, 2, {QStringLiteral("--mode=sync"), QStringLiteral("--hang_timeout_secs=1"),
+                                             QStringLiteral("--last_step=100000000")});
+        cluster.setClusterToken(token);
+        cluster.startAll();
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+
+        ConnectDialog dialog(&window);
+        dialog.findChild<QLineEdit *>(QStringLiteral("connectAddress"))->setText(cluster.psAddress(0));
+        auto *tokenField = dialog.findChild<QLineEdit *>(QStringLiteral("connectToken"));
+        QCOMPARE(tokenField->echoMode(), QLineEdit::Password);
+        QPushButton *ok = dialog.findChild<QDialogButtonBox *>()->button(QDialogButtonBox::Ok);
+        // A mistyped token is caught while the dialog is open.
+        tokenField->setText(QStringLiteral("not-a-token"));
+        ok->click();
+        auto *error = dialog.findChild<QLabel *>(QStringLiteral("connectError"));
+        QVERIFY(error->isVisibleTo(&dialog));
+        QVERIFY2(error->text().contains(QStringLiteral("is not a cluster token")), qPrintable(error->text()));
+        QCOMPARE(dialog.result(), int(QDialog::Rejected));
+        tokenField->setText(token);
+        ok->click();
+        QCOMPARE(dialog.result(), int(QDialog::Accepted));
+        window.connectToCluster(dialog.request());
+        QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 100, 30000);
+
+        // The token is nowhere in the app's settings; the address is.
+        QSettings settings;
+        settings.sync();
+        bool addressSaved = false;
+        for (const QString &key : settings.allKeys()) {
+            const QString value = settings.value(key).toString();
+            QVERIFY2(!value.contains(token), qPrintable(key));
+            addressSaved = addressSaved || value == cluster.psAddress(0);
+        }
+        QVERIFY(addressSaved);
+        QFile file(settings.fileName());
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        QVERIFY(!file.readAll().contains(token.toUtf8()));
+
+        // worker:1 takes 4 s a step: sync stands still, ps:0's watchdog
+        // says whom it waits for, and the window shows it above the charts.
+        RpcSettings member;
+        member.clusterToken = token.toStdString();
+        auto stub = proto::TaskControl::NewStub(makeChannel(cluster.workerAddress(1).toStdString(), member));
+        auto context = makeContext(member, 5s);
+        proto::SetStragglerRequest slow;
+        slow.set_delay_ms(4000);
+        proto::SetStragglerResponse ignored;
+        QVERIFY(stub->SetStraggler(context.get(), slow, &ignored).ok());
+        auto *alert = window.findChild<QLabel *>(QStringLiteral("stallAlert"));
+        QVERIFY(alert);
+        QTRY_VERIFY_WITH_TIMEOUT(alert->isVisible(), 15000);
+        QVERIFY2(alert->text().contains(QStringLiteral("worker:1")), qPrintable(alert->text()));
+        window.close();
+        for (int i = 0; i < 2; ++i)
+            cluster.worker(i).kill();
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+};
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_main_window.moc"

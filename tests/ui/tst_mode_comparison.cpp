@@ -1,0 +1,509 @@
+// "Compare modes": the same cluster run once per update mode, with real
+// parasync-node processes on free ports. The summary is checked on a
+// hand-written run directory; a short comparison leaves three run
+// directories, the figure and comparison.csv, and the time-to-target order
+// in the CSV is the one the runs' own metrics.csv files show (recomputed
+// here, independently); a task that dies fails its mode and not the others;
+// the window's action runs and its Cancel stops the tasks; bad flags exit 2.
+#include "support/cluster_harness.h"
+#include "orchestration/cluster_launcher.h"
+#include "orchestration/cluster_watcher.h"
+#include "base/error.h"
+#include "ui/headless_mode_comparison.h"
+#include "ui/main_window.h"
+#include "orchestration/mode_comparison.h"
+#include "ui/mode_comparison_view.h"
+#include "ui/mode_comparison_window.h"
+#include "config/node_options.h"
+#include "base/port_holder.h"
+#include "formats/run_log.h"
+#include "orchestration/run_replay.h"
+#include "orchestration/run_state.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QImage>
+#include <QJsonObject>
+#include <QLabel>
+#include <QProcess>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+using namespace parasync;
+using namespace parasync::ui;
+
+namespace {
+
+void writeFile(const QString &path, const QByteArray &contents)
+{
+    QFile file(path);
+    QVERIFY2(file.open(QIODevice::WriteOnly), qPrintable(path));
+    file.write(contents);
+}
+
+proto::TelemetryEvent stepEvent(int64_t globalStep, double wallTime, int worker, proto::PushOutcome outcome,
+                                float fullLoss, int64_t computeUs, int64_t pushUs, int64_t waitUs)
+{
+    proto::TelemetryEvent event;
+    auto *step = event.mutable_step();
+    step->set_global_step(globalStep);
+    step->set_wall_time(wallTime);
+    step->set_worker(worker);
+    step->set_outcome(outcome);
+    step->set_batch_loss(1);
+    step->set_full_loss(fullLoss);
+    step->set_compute_us(computeUs);
+    step->set_push_us(pushUs);
+    step->set_wait_us(waitUs);
+    step->add_parameters(1.5f);
+    step->add_parameters(9.0f);
+    return event;
+}
+
+// The demo on free ports at a pace that keeps the test short: worker:1
+// three times slower than worker:0, as in the comparison's defaults.
+ModeComparisonOptions fastComparison(const QString &outputDirectory)
+{
+    ClusterPlan plan = ClusterPlan::demo();
+    plan.cluster.ps.front().port = pickFreePort();
+    for (HostPort &worker : plan.cluster.workers)
+        worker.port = pickFreePort();
+    plan = withComparisonDefaults(plan);
+    plan.training.learningRate = 0.02f;
+    plan.training.pace.computeMs = 5;
+    plan.workerPace[1].computeMs = 15;
+    ModeComparisonOptions options;
+    options.plan = plan;
+    options.modes = comparedModes(3);
+    options.targetLoss = defaultTargetLoss(plan);
+    options.runSeconds = 12;
+    options.holdSeconds = 0.5;
+    options.outputDirectory = outputDirectory;
+    return options;
+}
+
+struct CsvFile
+{
+    QStringList header;
+    std::vector<QStringList> rows;
+    QString value(size_t row, const QString &column) const { return rows.at(row).value(header.indexOf(column)); }
+};
+
+CsvFile readCsv(const QString &path)
+{
+    CsvFile csv;
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return csv;
+    csv.header = QString::fromUtf8(file.readLine().trimmed()).split(QLatin1Char(','));
+    while (!file.atEnd()) {
+        const QString line = QString::fromUtf8(file.readLine().trimmed());
+        if (!line.isEmpty())
+            csv.rows.push_back(line.split(QLatin1Char(',')));
+    }
+    return csv;
+}
+
+// Seconds from a run's first metrics.csv row to its first row whose
+// full_loss is at or below `target`: what a person would read off the file.
+std::optional<double> timeToTargetFromMetrics(const QString &runDirectory, double target)
+{
+    const testing::MetricsTable metrics = testing::readMetrics(runDirectory);
+    const int time = metrics.column(QStringLiteral("wall_time"));
+    const int loss = metrics.column(QStringLiteral("full_loss"));
+    if (metrics.rows.empty() || time < 0 || loss < 0)
+        return std::nullopt;
+    const double start = metrics.rows.front().value(time).toDouble();
+    for (const QStringList &row : metrics.rows) {
+        bool ok = false;
+        const double value = row.value(loss).toDouble(&ok);
+        if (ok && value <= target)
+            return row.value(time).toDouble() - start;
+    }
+    return std::nullopt;
+}
+
+QStringList modesByTimeToTarget(const std::map<QString, std::optional<double>> &times)
+{
+    std::vector<std::pair<double, QString>> reached;
+    for (const auto &[mode, time] : times)
+        if (time)
+            reached.emplace_back(*time, mode);
+    std::sort(reached.begin(), reached.end());
+    QStringList order;
+    for (const auto &entry : reached)
+        order << entry.second;
+    return order;
+}
+
+} // namespace
+
+class TestModeComparison : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QStandardPaths::setTestModeEnabled(true);
+        QCoreApplication::setOrganizationName(QStringLiteral("ParasyncTests"));
+        qRegisterMetaType<parasync::RunSnapshot>();
+        qRegisterMetaType<parasync::proto::ModeConfig>();
+    }
+
+    void summaryOfAHandWrittenRunDirectory()
+    {
+        QTemporaryDir dir;
+        TrainingOptions training;
+        training.mode.set_mode(proto::SSP);
+        training.mode.set_staleness(3);
+        writeRunClusterJson(dir.path().toStdString(), "{}", training.toJson());
+        // The lines as ps:0 writes them: a dropped gradient before the first
+        // update, a step without a full loss, a dip below the target that
+        // does not last (it still counts: the first time), a mode change,
+        // and a torn last line.
+        QByteArray log;
+        const auto add = [&log](const proto::TelemetryEvent &event) {
+            log += QByteArray::fromStdString(RunLog::formatStepLogLine(event, {"w", "b"})) + '\n';
+        };
+        const float none = std::nanf("");
+        proto::TelemetryEvent state;
+        state.mutable_worker_state()->set_wall_time(999.0);
+        add(state);
+        add(stepEvent(0, 999.5, 1, proto::DROPPED_STALE, none, 1000, 0, 0));
+        add(stepEvent(1, 1000.0, 0, proto::APPLIED, 5.0f, 8000, 1000, 1000));
+        add(stepEvent(2, 1000.5, 1, proto::APPLIED, none, 20000, 0, 0));
+        add(stepEvent(3, 1001.0, 0, proto::APPLIED, 0.4f, 8000, 1000, 11000));
+        proto::TelemetryEvent change;
+        change.mutable_mode_change()->set_global_step(3);
+        change.mutable_mode_change()->set_wall_time(1001.5);
+        change.mutable_mode_change()->mutable_current()->set_mode(proto::SYNC);
+        add(change);
+        add(stepEvent(4, 1002.0, 0, proto::APPLIED, 0.6f, 8000, 1000, 0));
+        add(stepEvent(5, 1004.0, 1, proto::APPLIED, 0.3f, 20000, 0, 20000));
+        log += QByteArray::fromStdString(RunLog::formatStepLogLine(stepEvent(6, 1005.0, 0, proto::APPLIED, 0.2f, 1, 1, 1), {})).left(40);
+        writeFile(dir.filePath(QStringLiteral("steps.jsonl")), log);
+
+        const ModeRunSummary run = summarizeModeRun(dir.path(), 0.5);
+        QCOMPARE(run.mode.mode(), proto::SSP);
+        QCOMPARE(run.mode.staleness(), 3);
+        QCOMPARE(run.modeChanges, 1);
+        QCOMPARE(run.loss.size(), size_t(4));
+        QCOMPARE(run.loss[0].seconds, 0.0);
+        QCOMPARE(run.loss[0].loss, 5.0);
+        QCOMPARE(run.loss[3].globalStep, int64_t(5));
+        QVERIFY(run.secondsToTarget);
+        QCOMPARE(*run.secondsToTarget, 1.0); // step 3, not the later 0.3
+        QCOMPARE(run.globalStepAtTarget, int64_t(3));
+        QCOMPARE(float(run.finalLoss), 0.3f); // the log has float precision
+        QCOMPARE(run.seconds, 4.0);
+        QCOMPARE(run.globalSteps, int64_t(5));
+        QCOMPARE(run.globalStepsPerSecond, 1.0); // steps 1 to 5 in 4 s
+        QCOMPARE(run.workers.size(), size_t(2));
+        QCOMPARE(run.workers[0].steps, int64_t(3));
+        QCOMPARE(run.workers[0].stepsPerSecond, 0.75);
+        QCOMPARE(run.workers[0].waitFraction, 12000.0 / (24000 + 3000 + 12000));
+        QCOMPARE(run.workers[1].steps, int64_t(3)); // the dropped one too
+        QCOMPARE(run.workers[1].dropped, int64_t(1));
+        QCOMPARE(run.workers[1].waitFraction, 20000.0 / (41000 + 20000));
+
+        // A target never reached is "not reached", not a time.
+        const ModeRunSummary strict = summarizeModeRun(dir.path(), 0.1);
+        QVERIFY(!strict.secondsToTarget);
+        QCOMPARE(strict.globalStepAtTarget, int64_t(-1));
+    }
+
+    void summaryFallsBackToMetricsWithoutAStepLog()
+    {
+        QTemporaryDir dir;
+        writeFile(dir.filePath(QStringLiteral("metrics.csv")), "global_step,wall_time,worker,loss,full_loss,w,b\n"
+                                                               "1,50.0,0,9,8.0,0.1,0.2\n"
+                                                               "2,50.5,1,7,,0.2,0.3\n"
+                                                               "3,52.0,0,2,1.5,0.5,0.9\n"
+                                                               "4,53.0,1,1,0.9,1.0,2.0\n");
+        const ModeRunSummary run = summarizeModeRun(dir.path(), 2.0);
+        QCOMPARE(run.loss.size(), size_t(3));
+        QVERIFY(run.secondsToTarget);
+        QCOMPARE(*run.secondsToTarget, 2.0);
+        QCOMPARE(run.globalStepsPerSecond, 1.0);
+        QCOMPARE(run.workers.size(), size_t(2));
+        QCOMPARE(run.workers[1].waitFraction, 0.0); // metrics.csv has no timings
+
+        QTemporaryDir empty;
+        QVERIFY_THROWS_EXCEPTION(InputError, summarizeModeRun(empty.path(), 1.0));
+        const ModeComparisonSummary summary = summarizeModeComparison({dir.path(), empty.path()}, 2.0);
+        QCOMPARE(summary.runs.size(), size_t(2));
+        QVERIFY(summary.runs[1].failure.contains(empty.path()));
+        QVERIFY(summary.failed());
+    }
+
+    // Whichever mode the data says was first is named first: here sync.
+    void verdictAndCsvFollowTheDataNotAFixedOrder()
+    {
+        ModeComparisonSummary summary;
+        summary.targetLoss = 0.25;
+        for (const proto::ModeConfig &mode : comparedModes(4)) {
+            ModeRunSummary run;
+            run.mode = mode;
+            run.name = modeRunName(mode);
+            run.seconds = 10;
+            run.finalLoss = 0.3;
+            run.workers = {{0, 100, 0, 10, 0.5}, {1, 50, 2, 5, 0.1}};
+            summary.runs.push_back(run);
+        }
+        summary.runs[0].secondsToTarget = 3.0;
+        summary.runs[1].secondsToTarget = 1.5;
+        const QString verdict = modeComparisonVerdict(summary);
+        QVERIFY2(verdict.startsWith(QStringLiteral("sync reached a full loss of 0.25 first (1.5 s), then async (3.0 s).")),
+                 qPrintable(verdict));
+        QVERIFY2(verdict.contains(QStringLiteral("ssp s=4 did not reach it")), qPrintable(verdict));
+
+        const CsvTable table = modeComparisonTable(summary);
+        QCOMPARE(table.header.mid(0, 9).join(QLatin1Char(',')),
+                 QStringLiteral("mode,target,time_to_target_s,final_loss,global_steps_per_s,worker0_steps_per_s,"
+                                "worker0_wait_fraction,worker1_steps_per_s,worker1_wait_fraction"));
+        QCOMPARE(table.rows.size(), size_t(3));
+        QCOMPARE(table.rows[1][0], QStringLiteral("sync"));
+        QCOMPARE(table.rows[1][2], QStringLiteral("1.500"));
+        QCOMPARE(table.rows[2][2], QString()); // not reached: empty
+        QCOMPARE(table.rows[2][table.header.indexOf(QStringLiteral("staleness"))], QStringLiteral("4"));
+    }
+
+    void badOptionsAreRefusedWithWhatToFix()
+    {
+        QTemporaryDir dir;
+        ModeComparison comparison;
+        ModeComparisonOptions options = fastComparison(dir.path());
+        QString error;
+        options.targetLoss = -1;
+        QVERIFY(!comparison.start(options, &error));
+        QVERIFY2(error.contains(QStringLiteral("target loss")), qPrintable(error));
+        options.targetLoss = 1;
+        options.runSeconds = 0;
+        QVERIFY(!comparison.start(options, &error));
+        QVERIFY2(error.contains(QStringLiteral("at least 1 second")), qPrintable(error));
+        // A folder that already holds a run: the chief would restore it.
+        options.runSeconds = 5;
+        QVERIFY(QDir(dir.path()).mkpath(QStringLiteral("sync")));
+        writeFile(dir.filePath(QStringLiteral("sync/steps.jsonl")), "{}\n");
+        QVERIFY(!comparison.start(options, &error));
+        QVERIFY2(error.contains(QStringLiteral("already holds a run")), qPrintable(error));
+        QVERIFY(!comparison.isRunning());
+    }
+
+    void threeModesRunHeadlesslyAndTheCsvOrderMatchesTheirMetrics()
+    {
+        QTemporaryDir dir;
+        const ModeComparisonOptions options = fastComparison(dir.path());
+        QVERIFY(std::isfinite(options.targetLoss) && options.targetLoss > 0);
+        HeadlessModeComparison headless(options);
+        headless.setNodeBinary(testing::nodeBinary());
+        QSignalSpy finished(&headless, &HeadlessModeComparison::finished);
+        QSignalSpy ended(headless.comparison(), &ModeComparison::runEnded);
+        QSignalSpy soFar(headless.comparison(), &ModeComparison::runsSummarized);
+        headless.start();
+        QVERIFY(finished.wait(90000));
+        QCOMPARE(finished.front().front().toInt(), int(HeadlessModeComparison::Success));
+        QVERIFY(!headless.comparison()->launcher()->anyRunning());
+        QCOMPARE(ended.size(), 3);
+        // The figure can grow run by run: after async, then after sync.
+        QCOMPARE(soFar.size(), 2);
+        for (int i = 0; i < 2; ++i) {
+            const auto summary = soFar.at(i).front().value<ModeComparisonSummary>();
+            QCOMPARE(summary.runs.size(), size_t(i + 1));
+            QCOMPARE(summary.runsToCome, 2 - i);
+            QVERIFY(!summary.runs.back().loss.empty());
+        }
+
+        // Three run directories, each a whole run that Compare runs can open.
+        const QDir out(dir.path());
+        for (const QString &mode : {QStringLiteral("async"), QStringLiteral("sync"), QStringLiteral("ssp")}) {
+            const QString run = out.filePath(mode);
+            const std::vector<QJsonObject> steps = testing::readStepLog(run);
+            int workers = 0;
+            std::set<int> seen;
+            for (const QJsonObject &record : steps)
+                if (record.value(QStringLiteral("type")).toString() == QLatin1String("step"))
+                    seen.insert(record.value(QStringLiteral("worker")).toInt());
+            workers = int(seen.size());
+            QVERIFY2(workers == 2, qPrintable(run));
+            RunState state;
+            replayRunDirectory(run.toStdString(), &state);
+            QVERIFY2(state.snapshot().globalStep > 0, qPrintable(run));
+        }
+        // The figure in three formats; the PNG is an image of its size.
+        for (const QString &name : {QStringLiteral("mode_comparison.png"), QStringLiteral("mode_comparison.svg"),
+                                    QStringLiteral("mode_comparison.pdf"), QStringLiteral("mode_comparison_series.csv")})
+            QVERIFY2(QFileInfo(out.filePath(name)).size() > 0, qPrintable(name));
+        const QImage png(out.filePath(QStringLiteral("mode_comparison.png")));
+        QVERIFY(!png.isNull());
+        QCOMPARE(png.size(), QSize(1800, 1050));
+
+        // comparison.csv: one row per mode; its times to the target are the
+        // ones each run's metrics.csv shows, so the order is the data's.
+        const CsvFile csv = readCsv(out.filePath(QStringLiteral("comparison.csv")));
+        QCOMPARE(csv.rows.size(), size_t(3));
+        std::map<QString, std::optional<double>> fromCsv, fromMetrics;
+        for (size_t i = 0; i < csv.rows.size(); ++i) {
+            const QString mode = csv.value(i, QStringLiteral("mode"));
+            const double target = csv.value(i, QStringLiteral("target")).toDouble();
+            QVERIFY(std::abs(target - options.targetLoss) < 1e-7);
+            const QString time = csv.value(i, QStringLiteral("time_to_target_s"));
+            fromCsv[mode] = time.isEmpty() ? std::nullopt : std::optional<double>(time.toDouble());
+            fromMetrics[mode] = timeToTargetFromMetrics(out.filePath(mode), target);
+            QCOMPARE(bool(fromCsv[mode]), bool(fromMetrics[mode]));
+            if (fromCsv[mode])
+                QVERIFY2(std::abs(*fromCsv[mode] - *fromMetrics[mode]) < 0.002,
+                         qPrintable(QStringLiteral("%1: %2 vs %3").arg(mode).arg(*fromCsv[mode]).arg(*fromMetrics[mode])));
+            QVERIFY(csv.value(i, QStringLiteral("worker0_steps_per_s")).toDouble() > 0);
+            QVERIFY(csv.value(i, QStringLiteral("worker1_steps_per_s")).toDouble() > 0);
+        }
+        QCOMPARE(fromCsv.size(), size_t(3));
+        // At this pace every mode gets there well within its time.
+        QCOMPARE(modesByTimeToTarget(fromCsv).size(), 3);
+        QCOMPARE(modesByTimeToTarget(fromCsv), modesByTimeToTarget(fromMetrics));
+        // The sync barrier holds worker:0 for the straggler; async never does.
+        for (size_t i = 0; i < csv.rows.size(); ++i) {
+            const double waiting = csv.value(i, QStringLiteral("worker0_wait_fraction")).toDouble();
+            if (csv.value(i, QStringLiteral("mode")) == QLatin1String("sync"))
+                QVERIFY2(waiting > 0.2, qPrintable(QString::number(waiting)));
+            if (csv.value(i, QStringLiteral("mode")) == QLatin1String("async"))
+                QCOMPARE(waiting, 0.0);
+        }
+    }
+
+    void aTaskThatDiesFailsItsModeAndTheOthersStillRun()
+    {
+        QTemporaryDir dir;
+        HeadlessModeComparison headless(fastComparison(dir.path()));
+        headless.setNodeBinary(testing::nodeBinary());
+        ModeComparison *comparison = headless.comparison();
+        bool killed = false;
+        connect(comparison, &ModeComparison::progress, this, [&](const ModeRunProgress &progress) {
+            if (killed || progress.name != QLatin1String("sync") || progress.globalStep < 5)
+                return;
+            ClusterLauncher *launcher = comparison->launcher();
+            const int row = launcher->taskRow(TaskId{JobName::Worker, 1});
+            QVERIFY(row >= 0);
+            launcher->killTask(row);
+            killed = true;
+        });
+        QSignalSpy ended(comparison, &ModeComparison::runEnded);
+        QSignalSpy finished(&headless, &HeadlessModeComparison::finished);
+        headless.start();
+        QVERIFY(finished.wait(90000));
+        QVERIFY(killed);
+        QCOMPARE(finished.front().front().toInt(), int(HeadlessModeComparison::RunFailed));
+        QCOMPARE(ended.size(), 3);
+        // sync says which task died and why; async and ssp went as planned.
+        for (const QList<QVariant> &run : std::as_const(ended)) {
+            const QString name = run.at(1).toString();
+            const QString failure = run.at(3).toString();
+            if (name == QLatin1String("sync"))
+                QVERIFY2(failure.contains(QStringLiteral("worker:1")) && failure.contains(QStringLiteral("SIGKILL")),
+                         qPrintable(failure));
+            else
+                QVERIFY2(failure.isEmpty(), qPrintable(name + QStringLiteral(": ") + failure));
+        }
+        // What the failed run recorded is still in the figure and the CSV.
+        const CsvFile csv = readCsv(QDir(dir.path()).filePath(QStringLiteral("comparison.csv")));
+        QCOMPARE(csv.rows.size(), size_t(3));
+        QVERIFY(csv.value(1, QStringLiteral("failure")).contains(QStringLiteral("worker:1")));
+        QVERIFY(csv.value(1, QStringLiteral("global_steps_per_s")).toDouble() > 0);
+        QVERIFY(QFileInfo(QDir(dir.path()).filePath(QStringLiteral("mode_comparison.png"))).size() > 0);
+        QVERIFY(!comparison->launcher()->anyRunning());
+    }
+
+    void compareModesActionShowsProgressAndCancelStopsTheTasks()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        ClusterPlan demo = ClusterPlan::demo();
+        demo.cluster.ps.front().port = pickFreePort();
+        for (HostPort &worker : demo.cluster.workers)
+            worker.port = pickFreePort();
+        window.setDemoPlan(demo);
+        window.show();
+
+        auto *action = window.findChild<QAction *>(QStringLiteral("compareModes"));
+        QVERIFY(action);
+        action->trigger();
+        ModeComparisonWindow *comparisonWindow = window.findChild<ModeComparisonWindow *>();
+        QVERIFY(comparisonWindow);
+        QVERIFY(comparisonWindow->isVisible());
+        ModeComparison *comparison = comparisonWindow->comparison();
+        QVERIFY(comparison->isRunning());
+        QCOMPARE(comparison->options().modes.size(), size_t(3));
+        QVERIFY(comparison->options().outputDirectory.startsWith(
+            QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation)));
+        // The status names the mode that trains and its step.
+        auto *status = comparisonWindow->findChild<QLabel *>(QStringLiteral("modeComparisonStatus"));
+        QVERIFY(status);
+        QTRY_VERIFY_WITH_TIMEOUT(status->text().contains(QStringLiteral("async"))
+                                     && status->text().contains(QStringLiteral("global step"))
+                                     && !status->text().contains(QStringLiteral("global step 0,")),
+                                 30000);
+        std::vector<qint64> pids;
+        for (const TaskInfo &task : comparison->launcher()->tasks())
+            pids.push_back(task.pid);
+
+        QSignalSpy done(comparisonWindow, &ModeComparisonWindow::comparisonFinished);
+        auto *cancel = comparisonWindow->findChild<QPushButton *>(QStringLiteral("cancelModeComparison"));
+        QVERIFY(cancel);
+        cancel->click();
+        QVERIFY(done.wait(20000));
+        QVERIFY(!comparison->launcher()->anyRunning());
+        QVERIFY(comparisonWindow->isDone());
+        // Only the run made so far is shown, and it says it was cancelled.
+        QCOMPARE(comparisonWindow->view()->summary()->runs.size(), size_t(1));
+        QCOMPARE(comparisonWindow->view()->summary()->runs.front().stopReason, QStringLiteral("cancelled"));
+        QVERIFY(comparisonWindow->view()->summary()->cancelled);
+        QVERIFY(!pids.empty());
+        QDir(comparison->options().outputDirectory).removeRecursively();
+        comparisonWindow->close();
+    }
+
+    void badFlagsExitWithTwoAndSayWhatToFix_data()
+    {
+        QTest::addColumn<QStringList>("arguments");
+        QTest::addColumn<QString>("mentions");
+        QTest::newRow("seconds") << QStringList{QStringLiteral("--compare_seconds=soon")}
+                                 << QStringLiteral("--compare_seconds");
+        QTest::newRow("target") << QStringList{QStringLiteral("--target_loss=-3")} << QStringLiteral("--target_loss");
+        QTest::newRow("mode") << QStringList{QStringLiteral("--mode=sync")} << QStringLiteral("leave out --mode");
+        QTest::newRow("no export") << QStringList{} << QStringLiteral("--export");
+    }
+
+    void badFlagsExitWithTwoAndSayWhatToFix()
+    {
+        QFETCH(QStringList, arguments);
+        QFETCH(QString, mentions);
+        QTemporaryDir dir;
+        QStringList command{QStringLiteral("--headless"), QStringLiteral("--compare_modes")};
+        if (mentions != QLatin1String("--export"))
+            command << QStringLiteral("--export=") + dir.path();
+        QProcess app;
+        app.start(QStringLiteral(PARASYNC_APP), command + arguments);
+        QVERIFY(app.waitForFinished(30000));
+        const QString errors = QString::fromLocal8Bit(app.readAllStandardError());
+        QCOMPARE(app.exitCode(), 2);
+        QVERIFY2(errors.contains(mentions), qPrintable(errors));
+        QVERIFY(QDir(dir.path()).isEmpty()); // nothing started
+    }
+};
+
+QTEST_MAIN(TestModeComparison)
+#include "tst_mode_comparison.moc"

@@ -1,0 +1,293 @@
+#include "formats/checkpoint.h"
+#include "base/error.h"
+#include "support/input_error_checks.h"
+
+#include <QCryptographicHash>
+#include <QDir>
+#include <QFile>
+#include <QFileInfo>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <filesystem>
+#include <functional>
+
+using namespace parasync;
+using namespace parasync::testing;
+using namespace Qt::StringLiterals;
+
+namespace {
+
+// The linear demo's state after `step` steps on one ps, with an Adagrad slot.
+proto::Checkpoint makeCheckpoint(int64_t step)
+{
+    proto::Checkpoint checkpoint;
+    checkpoint.set_global_step(step);
+    checkpoint.set_wall_time(1.7e9 + double(step));
+    checkpoint.mutable_signature()->set_model("linear");
+    checkpoint.mutable_signature()->set_feature_dim(1);
+    checkpoint.mutable_signature()->set_output_dim(1);
+    checkpoint.mutable_signature()->set_optimizer("adagrad");
+    checkpoint.mutable_mode()->set_mode(proto::SSP);
+    checkpoint.mutable_mode()->set_staleness(10);
+    proto::ShardState *shard = checkpoint.add_shards();
+    shard->set_ps_index(0);
+    for (const char *name : {"w", "b"}) {
+        proto::VariableState *variable = shard->add_variables();
+        variable->set_name(name);
+        variable->mutable_value()->add_shape(1);
+        variable->mutable_value()->add_values(float(step) / 100.0f);
+        proto::Tensor &slot = (*variable->mutable_slots())["accumulator"];
+        slot.add_shape(1);
+        slot.add_values(0.1f + float(step));
+        variable->set_update_count(step);
+    }
+    return checkpoint;
+}
+
+QByteArray readAll(const std::string &path)
+{
+    QFile file(QString::fromStdString(path));
+    if (!file.open(QIODevice::ReadOnly))
+        return {};
+    return file.readAll();
+}
+
+void writeAll(const std::string &path, const QByteArray &bytes)
+{
+    QFile file(QString::fromStdString(path));
+    QVERIFY(file.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    QCOMPARE(file.write(bytes), bytes.size());
+}
+
+QStringList fileNames(const QString &directory)
+{
+    return QDir(directory).entryList(QDir::Files | QDir::Hidden, QDir::Name);
+}
+
+QString name(const std::string &path)
+{
+    return QFileInfo(QString::fromStdString(path)).fileName();
+}
+
+} // namespace
+
+class TestCheckpoint : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void framingIsMagicLengthPayloadChecksum()
+    {
+        const proto::Checkpoint checkpoint = makeCheckpoint(200);
+        const std::string bytes = serializeCheckpoint(checkpoint);
+        const std::string payload = checkpoint.SerializeAsString();
+        QCOMPARE(bytes.substr(0, 8), std::string("PSYNCKP1"));
+        uint64_t length = 0;
+        for (int i = 7; i >= 0; --i)
+            length = (length << 8) | static_cast<unsigned char>(bytes[8 + size_t(i)]);
+        QCOMPARE(length, uint64_t(payload.size()));
+        QCOMPARE(bytes.size(), 16 + payload.size() + 32);
+        QCOMPARE(parseCheckpointBytes(bytes, "mem").SerializeAsString(), payload);
+    }
+
+    void savedCheckpointLoadsBackWhole()
+    {
+        QTemporaryDir dir;
+        CheckpointStore store(dir.path().toStdString(), 5);
+        const std::string path = store.save(makeCheckpoint(200));
+        QCOMPARE(name(path), u"model.ckpt-200.pckpt"_s);
+        const proto::Checkpoint read = readCheckpointFile(path);
+        QCOMPARE(read.global_step(), int64_t(200));
+        QCOMPARE(read.signature().optimizer(), std::string("adagrad"));
+        QCOMPARE(read.mode().mode(), proto::SSP);
+        QCOMPARE(read.shards(0).variables(1).name(), std::string("b"));
+        QCOMPARE(read.shards(0).variables(0).slots().at("accumulator").values(0), 200.1f);
+        QCOMPARE(read.SerializeAsString(), makeCheckpoint(200).SerializeAsString());
+    }
+
+    void newestValidIsTheHighestStepNotTheLastWritten()
+    {
+        QTemporaryDir dir;
+        CheckpointStore store(dir.path().toStdString(), 0);
+        for (int64_t step : {100, 1000, 900})
+            store.save(makeCheckpoint(step));
+        std::vector<std::string> skipped;
+        const auto found = store.newestValid(&skipped);
+        QVERIFY(found);
+        QCOMPARE(found->checkpoint.global_step(), int64_t(1000));
+        QCOMPARE(name(found->path), u"model.ckpt-1000.pckpt"_s);
+        QVERIFY(skipped.empty());
+        // Ordered by step, not by name ("1000" < "900" as text).
+        const auto files = store.list();
+        QCOMPARE(files.size(), size_t(3));
+        QCOMPARE(name(files[1]), u"model.ckpt-900.pckpt"_s);
+    }
+
+    void emptyOrMissingDirectoryHasNoCheckpoint()
+    {
+        QTemporaryDir dir;
+        QVERIFY(!CheckpointStore(dir.path().toStdString()).newestValid());
+        QVERIFY(CheckpointStore(dir.filePath(u"missing"_s).toStdString()).list().empty());
+    }
+
+    void saveCreatesTheDirectoryAndLeavesNoTemporary()
+    {
+        QTemporaryDir dir;
+        const QString logdir = dir.filePath(u"runs/a"_s);
+        CheckpointStore store(logdir.toStdString(), 5);
+        store.save(makeCheckpoint(10));
+        store.save(makeCheckpoint(20));
+        QCOMPARE(fileNames(logdir), (QStringList{u"model.ckpt-10.pckpt"_s, u"model.ckpt-20.pckpt"_s}));
+    }
+
+    void saveIntoUnwritablePlaceNamesIt()
+    {
+        QTemporaryDir dir;
+        const std::string file = dir.filePath(u"plain-file"_s).toStdString();
+        writeAll(file, "x");
+        CheckpointStore store(file + "/logdir", 5);
+        verifyMentions(inputErrorOf([&] { store.save(makeCheckpoint(1)); }),
+                       {QString::fromStdString(file + "/logdir"), u"cannot create"_s});
+    }
+
+    void leftoverTemporaryFromACrashIsIgnored()
+    {
+        QTemporaryDir dir;
+        CheckpointStore store(dir.path().toStdString(), 5);
+        store.save(makeCheckpoint(100));
+        store.save(makeCheckpoint(200));
+        // A chief killed half-way through writing step 300.
+        const std::string bytes = serializeCheckpoint(makeCheckpoint(300));
+        const std::string crashed = dir.filePath(u".model.ckpt-300.pckpt.tmp-4242"_s).toStdString();
+        writeAll(crashed, QByteArray::fromStdString(bytes.substr(0, bytes.size() / 2)));
+
+        std::vector<std::string> skipped;
+        const auto found = store.newestValid(&skipped);
+        QVERIFY(found);
+        QCOMPARE(found->checkpoint.global_step(), int64_t(200));
+        QVERIFY(skipped.empty());
+        QCOMPARE(store.list().size(), size_t(2));
+        // Newer than the newest valid checkpoint: it may still be being written.
+        QVERIFY(QFile::exists(QString::fromStdString(crashed)));
+    }
+
+    void staleTemporaryIsRemoved()
+    {
+        QTemporaryDir dir;
+        CheckpointStore store(dir.path().toStdString(), 5);
+        const std::string older = dir.filePath(u".model.ckpt-150.pckpt.tmp-4242"_s).toStdString();
+        writeAll(older, "half a checkpoint");
+        store.save(makeCheckpoint(100));
+        store.save(makeCheckpoint(200));
+        const std::string lowerStep = dir.filePath(u".model.ckpt-50.pckpt.tmp-4243"_s).toStdString();
+        writeAll(lowerStep, "half a checkpoint");
+        const std::string unrelated = dir.filePath(u".notes.tmp-1"_s).toStdString();
+        writeAll(unrelated, "mine");
+        // Written before the newest valid checkpoint, by mtime.
+        std::filesystem::last_write_time(older, std::filesystem::last_write_time(store.list().back())
+                                                    - std::chrono::seconds(10));
+
+        QVERIFY(store.newestValid());
+        QVERIFY(!QFile::exists(QString::fromStdString(older)));
+        QVERIFY(!QFile::exists(QString::fromStdString(lowerStep)));
+        QVERIFY(QFile::exists(QString::fromStdString(unrelated)));
+    }
+
+    void keepsOnlyTheNewestMaxToKeep()
+    {
+        QTemporaryDir dir;
+        CheckpointStore store(dir.path().toStdString(), 3);
+        for (int64_t step = 100; step <= 600; step += 100)
+            store.save(makeCheckpoint(step));
+        QCOMPARE(fileNames(dir.path()), (QStringList{u"model.ckpt-400.pckpt"_s, u"model.ckpt-500.pckpt"_s,
+                                                     u"model.ckpt-600.pckpt"_s}));
+
+        QTemporaryDir all;
+        CheckpointStore keepAll(all.path().toStdString(), 0);
+        for (int64_t step = 1; step <= 7; ++step)
+            keepAll.save(makeCheckpoint(step));
+        QCOMPARE(keepAll.list().size(), size_t(7));
+    }
+
+    void corruptNewestFallsBackToPreviousAndSaysWhy_data()
+    {
+        QTest::addColumn<QString>("damage");
+        QTest::addColumn<QStringList>("words");
+        QTest::newRow("flipped payload byte") << "flip" << QStringList{u"checksum mismatch"_s};
+        QTest::newRow("truncated") << "truncate" << QStringList{u"truncated: "_s, u" bytes"_s};
+        QTest::newRow("wrong magic") << "magic" << QStringList{u"bad magic (not a Parasync checkpoint)"_s};
+        QTest::newRow("empty file") << "empty" << QStringList{u"truncated: 0 of at least 48 bytes"_s};
+        QTest::newRow("appended bytes") << "append" << QStringList{u"after the checksum"_s};
+    }
+    void corruptNewestFallsBackToPreviousAndSaysWhy()
+    {
+        QFETCH(QString, damage);
+        QFETCH(QStringList, words);
+        QTemporaryDir dir;
+        CheckpointStore store(dir.path().toStdString(), 5);
+        store.save(makeCheckpoint(100));
+        const std::string newest = store.save(makeCheckpoint(200));
+
+        QByteArray bytes = readAll(newest);
+        const qsizetype size = bytes.size();
+        if (damage == u"flip")
+            bytes[20] = char(bytes[20] ^ 0x40);
+        else if (damage == u"truncate")
+            bytes.truncate(size - 10);
+        else if (damage == u"magic")
+            bytes.replace(0, 8, "PK\x03\x04xxxx");
+        else if (damage == u"empty")
+            bytes.clear();
+        else if (damage == u"append")
+            bytes.append("junk");
+        writeAll(newest, bytes);
+
+        const QString error = inputErrorOf([&] { readCheckpointFile(newest); });
+        verifyMentions(error, QStringList{QString::fromStdString(newest)} + words);
+        if (damage == u"truncate")
+            verifyMentions(error, {QStringLiteral("truncated: %1 of %2 bytes").arg(size - 10).arg(size)});
+
+        std::vector<std::string> skipped;
+        const auto found = store.newestValid(&skipped);
+        QVERIFY(found);
+        QCOMPARE(found->checkpoint.global_step(), int64_t(100));
+        QCOMPARE(skipped.size(), size_t(1));
+        verifyMentions(QString::fromStdString(skipped.front()), QStringList{QString::fromStdString(newest)} + words);
+        // Reported, never deleted: a person may want to look at it.
+        QVERIFY(QFile::exists(QString::fromStdString(newest)));
+    }
+
+    void framingErrors_data()
+    {
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::addColumn<QString>("reason");
+        const std::string good = serializeCheckpoint(makeCheckpoint(5));
+        QTest::newRow("header only") << QByteArray::fromStdString(good.substr(0, 16))
+                                     << QStringLiteral("truncated: 16 of %1 bytes").arg(good.size());
+        QTest::newRow("half the magic") << QByteArray("PSYN") << u"truncated: 4 of at least 48 bytes"_s;
+        QTest::newRow("text file") << QByteArray("{\"global_step\": 5}") << u"bad magic"_s;
+        QTest::newRow("impossible length") << QByteArray("PSYNCKP1\xff\xff\xff\xff\xff\xff\xff\xff", 16)
+                                           << u"impossible"_s;
+
+        // Correct framing and checksum around bytes that are not a Checkpoint.
+        const std::string junk = "\xff\xff\xff\xff";
+        const std::string sum =
+            QCryptographicHash::hash(QByteArray::fromStdString(junk), QCryptographicHash::Sha256).toStdString();
+        std::string framed = "PSYNCKP1";
+        framed += char(junk.size());
+        framed += std::string(7, '\0');
+        framed += junk + sum;
+        QTest::newRow("payload is not a checkpoint") << QByteArray::fromStdString(framed) << u"payload does not parse"_s;
+    }
+    void framingErrors()
+    {
+        QFETCH(QByteArray, bytes);
+        QFETCH(QString, reason);
+        verifyMentions(inputErrorOf([&] { parseCheckpointBytes(bytes.toStdString(), "ckpt"); }),
+                       {u"ckpt: "_s, reason});
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCheckpoint)
+#include "tst_checkpoint.moc"

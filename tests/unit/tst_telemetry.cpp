@@ -1,0 +1,171 @@
+// Telemetry fan-out and the run directory's step log: a slow subscriber
+// never slows training and is told what it lost; the files are complete up
+// to the last record.
+#include "formats/run_log.h"
+#include "engine/telemetry_hub.h"
+
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace parasync;
+using namespace std::chrono_literals;
+
+namespace {
+
+proto::TelemetryEvent stepEvent(int64_t step, int worker = 0)
+{
+    proto::TelemetryEvent event;
+    auto *s = event.mutable_step();
+    s->set_global_step(step);
+    s->set_wall_time(1700000000.25 + double(step));
+    s->set_worker(worker);
+    s->set_worker_clock(step);
+    s->set_batch_loss(0.5f);
+    s->set_full_loss(std::nanf(""));
+    s->set_outcome(proto::APPLIED);
+    s->set_contributions(1);
+    s->add_parameters(1.5f);
+    s->add_parameters(9.75f);
+    return event;
+}
+
+QStringList lines(const QString &path)
+{
+    QFile file(path);
+    if (!file.open(QIODevice::ReadOnly))
+        return {};
+    return QString::fromUtf8(file.readAll()).split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+}
+
+} // namespace
+
+class TestTelemetry : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void subscriberReceivesEventsInOrder()
+    {
+        TelemetryHub hub;
+        auto subscription = hub.subscribe();
+        for (int i = 1; i <= 100; ++i)
+            hub.publish(stepEvent(i));
+        proto::TelemetryBatch batch;
+        QVERIFY(subscription->next(&batch, 1s));
+        QCOMPARE(batch.events_size(), 100);
+        QCOMPARE(batch.lost_events(), 0);
+        for (int i = 0; i < 100; ++i)
+            QCOMPARE(batch.events(i).step().global_step(), i + 1);
+    }
+
+    void slowSubscriberLosesTheOldestEventsAndIsToldHowMany()
+    {
+        TelemetryHub hub;
+        auto slow = hub.subscribe(10);
+        auto fast = hub.subscribe(1000);
+        for (int i = 1; i <= 25; ++i)
+            hub.publish(stepEvent(i));
+        proto::TelemetryBatch batch;
+        slow->next(&batch, 1s);
+        QCOMPARE(batch.events_size(), 10);
+        QCOMPARE(batch.lost_events(), 15);
+        QCOMPARE(batch.events(0).step().global_step(), 16); // the newest ten remain
+        QCOMPARE(batch.events(9).step().global_step(), 25);
+        proto::TelemetryBatch all;
+        fast->next(&all, 1s);
+        QCOMPARE(all.events_size(), 25); // one slow subscriber costs the others nothing
+        QCOMPARE(all.lost_events(), 0);
+    }
+
+    void closingEndsEverySubscriptionAfterItDrains()
+    {
+        TelemetryHub hub;
+        auto subscription = hub.subscribe();
+        hub.publish(stepEvent(1));
+        hub.close();
+        proto::TelemetryBatch batch;
+        QVERIFY(!subscription->next(&batch, 1s));
+        QCOMPARE(batch.events_size(), 1);
+    }
+
+    void stepLogAndMetricsAreWrittenAsTheRunGoes()
+    {
+        QTemporaryDir dir;
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"});
+            for (int i = 1; i <= 3; ++i)
+                log.record(stepEvent(i, i % 2));
+            proto::TelemetryEvent change;
+            change.mutable_mode_change()->set_global_step(3);
+            change.mutable_mode_change()->mutable_previous()->set_mode(proto::ASYNC);
+            change.mutable_mode_change()->mutable_current()->set_mode(proto::SYNC);
+            change.mutable_mode_change()->set_requested_by("a \"quoted\" user");
+            log.record(change);
+            log.flush();
+            // Flushed while the log is still open: what `tail -f` sees.
+            const auto steps = lines(dir.filePath(QStringLiteral("steps.jsonl")));
+            QCOMPARE(steps.size(), 4);
+            for (const auto &line : steps)
+                QVERIFY2(QJsonDocument::fromJson(line.toUtf8()).isObject(), qPrintable(line));
+            const auto first = QJsonDocument::fromJson(steps[0].toUtf8()).object();
+            QCOMPARE(first.value(QStringLiteral("global_step")).toInt(), 1);
+            QCOMPARE(first.value(QStringLiteral("w")).toDouble(), 1.5);
+            QCOMPARE(first.value(QStringLiteral("full_loss")).type(), QJsonValue::Null);
+            QCOMPARE(first.value(QStringLiteral("wall_time")).toDouble(), 1700000001.25);
+            const auto mode = QJsonDocument::fromJson(steps[3].toUtf8()).object();
+            QCOMPARE(mode.value(QStringLiteral("type")).toString(), QStringLiteral("mode_change"));
+            QCOMPARE(mode.value(QStringLiteral("requested_by")).toString(), QStringLiteral("a \"quoted\" user"));
+
+            const auto metrics = lines(dir.filePath(QStringLiteral("metrics.csv")));
+            QCOMPARE(metrics.size(), 4);
+            QCOMPARE(metrics[0], QStringLiteral("global_step,wall_time,worker,loss,full_loss,w,b"));
+            QVERIFY(metrics[1].startsWith(QStringLiteral("1,1700000001.250000,1,0.5,,1.5,9.75")));
+        }
+        // A restarted run appends: one header, the rows continue.
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"});
+            log.record(stepEvent(4));
+        }
+        const auto metrics = lines(dir.filePath(QStringLiteral("metrics.csv")));
+        QCOMPARE(metrics.size(), 5);
+        QCOMPARE(metrics.filter(QStringLiteral("global_step")).size(), 1);
+    }
+
+    // A writer that falls behind holds the recorder back instead of letting
+    // its queue grow: a burst far larger than the queue's bound arrives whole
+    // and in order.
+    void aBurstBeyondTheQueuesBoundLosesNoRecord()
+    {
+        QTemporaryDir dir;
+        constexpr int kBurst = 100000;
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"});
+            for (int i = 1; i <= kBurst; ++i)
+                log.record(stepEvent(i, i % 2));
+        }
+        const auto steps = lines(dir.filePath(QStringLiteral("steps.jsonl")));
+        QCOMPARE(steps.size(), kBurst);
+        for (int i : {0, kBurst / 2, kBurst - 1})
+            QCOMPARE(QJsonDocument::fromJson(steps[i].toUtf8()).object().value(QStringLiteral("global_step")).toInt(), i + 1);
+        QCOMPARE(lines(dir.filePath(QStringLiteral("metrics.csv"))).size(), kBurst + 1);
+    }
+
+    void anUnwritableRunDirectoryIsAClearError()
+    {
+        QTemporaryDir dir;
+        const QString file = dir.filePath(QStringLiteral("a-file"));
+        QFile(file).open(QIODevice::WriteOnly);
+        try {
+            RunLog log(QString(file + QStringLiteral("/run")).toStdString(), {});
+            QFAIL("a run directory inside a file was accepted");
+        } catch (const std::exception &e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("--logdir")), e.what());
+        }
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTelemetry)
+#include "tst_telemetry.moc"

@@ -1,0 +1,287 @@
+// The update policies, driven step by step: every decision is checked
+// without threads, sockets or clocks.
+#include "base/error.h"
+#include "engine/update_policy.h"
+
+#include <QTest>
+
+using namespace parasync;
+
+namespace {
+
+proto::ModeConfig mode(proto::UpdateMode m, int staleness = 10, int replicas = 0, int total = 0)
+{
+    proto::ModeConfig config;
+    config.set_mode(m);
+    config.set_staleness(staleness);
+    config.set_replicas_to_aggregate(replicas);
+    config.set_total_num_replicas(total);
+    return config;
+}
+
+Parameters gradient(float value)
+{
+    Eigen::VectorXf g(1);
+    g << value;
+    return {g};
+}
+
+// Records what the policy applied and decided, as the ps would.
+struct Recorder
+{
+    std::vector<std::pair<float, int>> applied; // averaged gradient, contributions
+    std::vector<std::pair<int, PushDecision>> decisions;
+
+    UpdatePolicy make(int workers, const proto::ModeConfig &config)
+    {
+        UpdatePolicy policy(
+            workers, config, [this](const Parameters &g, int n) { applied.emplace_back(g[0][0], n); },
+            [this](int worker, int64_t, const PushDecision &d) { decisions.emplace_back(worker, d); });
+        for (int i = 0; i < workers; ++i)
+            policy.join(i);
+        return policy;
+    }
+};
+
+} // namespace
+
+class TestUpdatePolicy : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void asyncAppliesEveryGradientOnArrival()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::ASYNC));
+        const auto first = policy.push(0, 0, gradient(1));
+        const auto second = policy.push(1, 0, gradient(3));
+        QCOMPARE(first.outcome, proto::APPLIED);
+        QCOMPARE(first.update, 1);
+        QCOMPARE(second.update, 2);
+        QCOMPARE(second.staleness, 1); // computed from step 0, applied at step 1
+        QCOMPARE(policy.globalStep(), 2);
+        QCOMPARE(r.applied.size(), size_t(2));
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        QCOMPARE(policy.hold(1).reason, HoldReason::None);
+    }
+
+    void syncAggregatesOneGradientPerWorker()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SYNC));
+        policy.push(0, 0, gradient(1));
+        QCOMPARE(policy.globalStep(), 0);
+        QCOMPARE(policy.hold(0).reason, HoldReason::SyncBarrier);
+        QVERIFY(QString::fromStdString(policy.hold(0).waitingFor).contains(QStringLiteral("worker:1")));
+        QVERIFY(r.applied.empty());
+
+        policy.push(1, 0, gradient(3));
+        QCOMPARE(policy.globalStep(), 1);
+        QCOMPARE(r.applied.size(), size_t(1));
+        QCOMPARE(r.applied[0].first, 2.0f); // the average of 1 and 3
+        QCOMPARE(r.applied[0].second, 2);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        QCOMPARE(policy.result(0).update, 1);
+        QCOMPARE(policy.result(1).contributions, 2);
+        QCOMPARE(r.decisions.size(), size_t(2));
+    }
+
+    void syncDropsAndCountsStaleGradients()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SYNC));
+        policy.push(0, 0, gradient(1));
+        policy.push(1, 0, gradient(1));
+        QCOMPARE(policy.globalStep(), 1);
+        const auto stale = policy.push(0, 0, gradient(5)); // computed against step 0, now 1
+        QCOMPARE(stale.outcome, proto::DROPPED_STALE);
+        QCOMPARE(policy.dropped(0), 1);
+        QCOMPARE(policy.droppedTotal(), 1);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None); // a dropped worker goes on at once
+        QCOMPARE(r.applied.size(), size_t(1));
+    }
+
+    void syncWithBackupWorkersClosesOnTheFastestReplicas()
+    {
+        Recorder r;
+        auto policy = r.make(3, mode(proto::SYNC, 10, /*replicas*/ 2, /*total*/ 3));
+        policy.push(2, 0, gradient(2));
+        policy.push(0, 0, gradient(4));
+        QCOMPARE(policy.globalStep(), 1);
+        QCOMPARE(r.applied[0].first, 3.0f);
+        // The slowest replica's gradient arrives for a step that has closed.
+        QCOMPARE(policy.push(1, 0, gradient(100)).outcome, proto::DROPPED_STALE);
+        QCOMPARE(r.applied.size(), size_t(1));
+    }
+
+    void syncStopsWaitingForADeadWorker()
+    {
+        Recorder r;
+        auto policy = r.make(3, mode(proto::SYNC));
+        policy.push(0, 0, gradient(1));
+        policy.push(1, 0, gradient(3));
+        QCOMPARE(policy.hold(0).reason, HoldReason::SyncBarrier);
+        policy.setAlive(2, false);
+        QCOMPARE(policy.globalStep(), 1);
+        QCOMPARE(r.applied[0].second, 2);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        QCOMPARE(policy.replicasToAggregate(), 2);
+    }
+
+    void sspNeverLetsAWorkerRunMoreThanStalenessAhead_data()
+    {
+        QTest::addColumn<int>("staleness");
+        QTest::newRow("lock-step") << 0;
+        QTest::newRow("staleness 1") << 1;
+        QTest::newRow("seeds' staleness 10") << 10;
+    }
+
+    void sspNeverLetsAWorkerRunMoreThanStalenessAhead()
+    {
+        QFETCH(int, staleness);
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SSP, staleness));
+        // worker:0 runs as fast as it may; worker:1 never steps.
+        int pushed = 0;
+        while (policy.hold(0).reason == HoldReason::None && pushed < 1000) {
+            policy.push(0, policy.globalStep(), gradient(1));
+            ++pushed;
+        }
+        QCOMPARE(pushed, staleness + 1);
+        QCOMPARE(policy.hold(0).reason, HoldReason::StalenessBound);
+        QVERIFY(policy.workerClock(0) <= policy.workerClock(1) + staleness + 1);
+        // The slow worker steps once: the fast one may go on.
+        policy.push(1, policy.globalStep(), gradient(1));
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        QCOMPARE(policy.hold(1).reason, HoldReason::None);
+        // Every gradient was applied as it arrived.
+        QCOMPARE(int(r.applied.size()), staleness + 2);
+    }
+
+    void sspStopsWaitingForADeadClock()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SSP, 0));
+        policy.push(0, 0, gradient(1));
+        QCOMPARE(policy.hold(0).reason, HoldReason::StalenessBound);
+        policy.setAlive(1, false);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+    }
+
+    void switchingFromSyncMidStepAppliesThePendingGradients()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SYNC));
+        policy.push(0, 0, gradient(6));
+        QCOMPARE(policy.hold(0).reason, HoldReason::SyncBarrier);
+        const auto change = policy.setMode(mode(proto::ASYNC));
+        // The open step closed with what it had: nothing lost, nobody stranded.
+        QCOMPARE(change.globalStep, 1);
+        QCOMPARE(change.previous.mode(), proto::SYNC);
+        QCOMPARE(change.current.mode(), proto::ASYNC);
+        QCOMPARE(r.applied.size(), size_t(1));
+        QCOMPARE(r.applied[0].first, 6.0f);
+        QCOMPARE(r.applied[0].second, 1);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        QCOMPARE(policy.push(1, 1, gradient(1)).outcome, proto::APPLIED);
+    }
+
+    void switchingToSspReleasesOrHoldsByTheNewBound()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SSP, 0));
+        policy.push(0, 0, gradient(1));
+        QCOMPARE(policy.hold(0).reason, HoldReason::StalenessBound);
+        policy.setMode(mode(proto::SSP, 5));
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        policy.setMode(mode(proto::ASYNC));
+        for (int i = 0; i < 10; ++i)
+            policy.push(0, policy.globalStep(), gradient(1));
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        // worker:0 ran 11 steps ahead under async. Into ssp, both start
+        // level: it is bounded from here on, not frozen until worker:1 has
+        // made up the async phase.
+        policy.setMode(mode(proto::SSP, 3));
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        for (int i = 0; i < 3; ++i) {
+            policy.push(0, policy.globalStep(), gradient(1));
+            QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        }
+        policy.push(0, policy.globalStep(), gradient(1));
+        const Hold held = policy.hold(0);
+        QCOMPARE(held.reason, HoldReason::StalenessBound);
+        QVERIFY2(held.waitingFor.find("clock 4 > slowest worker:1 clock 0 + staleness 3 (steps since ssp began)")
+                     != std::string::npos,
+                 held.waitingFor.c_str());
+        // worker:1 steps: worker:0 may go on.
+        policy.push(1, policy.globalStep(), gradient(1));
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+    }
+
+    void switchingToSyncStartsAggregatingAtTheCurrentStep()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::ASYNC));
+        policy.push(0, 0, gradient(1));
+        policy.push(1, 0, gradient(1));
+        const auto change = policy.setMode(mode(proto::SYNC));
+        QCOMPARE(change.globalStep, 2);
+        QCOMPARE(policy.push(0, 2, gradient(2)).outcome, proto::AGGREGATED);
+        QCOMPARE(policy.push(1, 2, gradient(4)).outcome, proto::AGGREGATED);
+        QCOMPARE(policy.globalStep(), 3);
+        QCOMPARE(r.applied.back().first, 3.0f);
+    }
+
+    void badModeNumbersAreRefusedWithAReason_data()
+    {
+        QTest::addColumn<int>("modeValue");
+        QTest::addColumn<int>("staleness");
+        QTest::addColumn<int>("replicas");
+        QTest::addColumn<int>("total");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("unset mode") << 0 << 10 << 0 << 0 << QStringLiteral("async, sync or ssp");
+        QTest::newRow("negative staleness") << int(proto::SSP) << -1 << 0 << 0 << QStringLiteral("negative");
+        QTest::newRow("more replicas than workers") << int(proto::SYNC) << 0 << 3 << 0 << QStringLiteral("never close");
+        QTest::newRow("replicas above total") << int(proto::SYNC) << 0 << 2 << 1 << QStringLiteral("total_num_replicas");
+    }
+
+    void badModeNumbersAreRefusedWithAReason()
+    {
+        QFETCH(int, modeValue);
+        QFETCH(int, staleness);
+        QFETCH(int, replicas);
+        QFETCH(int, total);
+        QFETCH(QString, expected);
+        Recorder r;
+        auto policy = r.make(2, mode(proto::ASYNC));
+        try {
+            policy.setMode(mode(proto::UpdateMode(modeValue), staleness, replicas, total));
+            QFAIL("an invalid mode was accepted");
+        } catch (const InputError &e) {
+            QVERIFY2(QString::fromUtf8(e.what()).contains(expected), e.what());
+        }
+        QCOMPARE(policy.mode().mode(), proto::ASYNC); // unchanged
+    }
+
+    void decisionsArriveInGlobalStepOrder()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SYNC));
+        for (int step = 0; step < 5; ++step) {
+            policy.push(1, step, gradient(1));
+            policy.push(0, step, gradient(1));
+        }
+        int64_t previous = 0;
+        for (const auto &[worker, decision] : r.decisions) {
+            QVERIFY(decision.update >= previous);
+            previous = decision.update;
+        }
+        QCOMPARE(r.decisions.size(), size_t(10));
+        QCOMPARE(policy.applied(0), 5);
+        QCOMPARE(policy.applied(1), 5);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestUpdatePolicy)
+#include "tst_update_policy.moc"

@@ -1,0 +1,73 @@
+#include "ui/models/chart_style.h"
+
+
+#include <array>
+#include <cmath>
+
+namespace parasync::ui {
+
+QColor workerColor(int worker)
+{
+    // Tableau 10 without its red (red means "dropped" here).
+    static const std::array<QColor, 9> colors = {
+        QColor(0x1f, 0x77, 0xb4), QColor(0xff, 0x7f, 0x0e), QColor(0x2c, 0xa0, 0x2c),
+        QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b), QColor(0xe3, 0x77, 0xc2),
+        QColor(0x7f, 0x7f, 0x7f), QColor(0xbc, 0xbd, 0x22), QColor(0x17, 0xbe, 0xcf),
+    };
+    return colors[size_t(worker < 0 ? 0 : worker) % colors.size()];
+}
+
+QColor runColor(int run)
+{
+    return workerColor(run);
+}
+
+QColor waitColor(proto::WorkerPhase reason)
+{
+    switch (reason) {
+    case proto::BLOCKED_BY_SYNC:
+        return QColor(0x4e, 0x79, 0xa7, 110); // blue-grey: the barrier
+    case proto::BLOCKED_BY_STALENESS:
+        return QColor(0xf2, 0x8e, 0x2b, 120); // amber: the staleness bound
+    default:
+        return QColor(0x9e, 0x9e, 0x9e, 90);
+    }
+}
+
+QColor droppedColor()
+{
+    return QColor(0xd6, 0x27, 0x28);
+}
+
+QColor modeMarkerColor()
+{
+    return QColor(0x6a, 0x1b, 0x9a);
+}
+
+QColor chiefLossColor()
+{
+    return QColor(0x21, 0x21, 0x21);
+}
+
+QString shortModeLabel(const proto::ModeConfig &mode)
+{
+    switch (mode.mode()) {
+    case proto::SYNC:
+        return mode.replicas_to_aggregate() > 0
+            ? QStringLiteral("sync r=%1").arg(mode.replicas_to_aggregate())
+            : QStringLiteral("sync");
+    case proto::SSP:
+        return QStringLiteral("ssp s=%1").arg(mode.staleness());
+    case proto::ASYNC:
+        return QStringLiteral("async");
+    default:
+        return QStringLiteral("?");
+    }
+}
+
+QString workerName(int worker)
+{
+    return QStringLiteral("worker:%1").arg(worker);
+}
+
+} // namespace parasync::ui
