@@ -1,5 +1,6 @@
 #include "node/ps_task.h"
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "wire/task_server.h"
 #include "formats/task_state_line.h"
@@ -13,16 +14,6 @@
 namespace parasync {
 
 namespace {
-
-double wallTime()
-{
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-int64_t microsSince(std::chrono::steady_clock::time_point start)
-{
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
-}
 
 // Column names for metrics.csv: every scalar of a small model ("w", "b"), or
 // none for models too large to log per step.

@@ -1,5 +1,7 @@
 #include "node/training_summaries.h"
 
+#include "base/clock.h"
+
 #include "engine/dataset.h"
 #include "proto/parasync.grpc.pb.h"
 
@@ -9,11 +11,6 @@
 namespace parasync {
 
 namespace {
-
-double wallTimeNow()
-{
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Parameters written as scalars when the model has at most this many (the
 // linear demo's w and b).
@@ -106,7 +103,7 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float ful
     const bool due = m_lastStep < 0 || globalStep / m_everySteps > m_lastStep / m_everySteps;
     if (!due && !last)
         return;
-    const double now = wallTimeNow();
+    const double now = wallTime();
 
     tensorboard::Event event;
     event.set_wall_time(now);

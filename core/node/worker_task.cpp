@@ -1,5 +1,6 @@
 #include "node/worker_task.h"
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "engine/parameter_shard.h"
 #include "wire/task_server.h"
@@ -19,16 +20,6 @@ namespace parasync {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t microsSince(Clock::time_point start)
-{
-    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-}
-
-double wallTime()
-{
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // Parameters small enough to travel with every push for the telemetry's
 // w/b view (the linear demo has two).
