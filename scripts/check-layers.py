@@ -155,6 +155,20 @@ def main():
                         "ui" if head == "ui" else f"core/{head}" if head in INCLUDE_ROOTS else head)
                     if target != folder and target not in MAY_USE[folder]:
                         problems.append(f"{where}: {folder} may not include {name} ({target} is not below it)")
+    # The mains, the tests, the benchmarks and the fuzzers use every layer, but
+    # name each header's folder too (their own helpers beside them excepted).
+    for top in ("app", "tests", "bench", "fuzz"):
+        for directory, _, files in os.walk(os.path.join(root, top)):
+            for file in sorted(files):
+                if not file.endswith((".h", ".cpp")):
+                    continue
+                relpath = os.path.relpath(os.path.join(directory, file), root)
+                for number, kind, name in includes_of(root, relpath):
+                    if kind != '"' or "/" in name or name.endswith(".moc"):
+                        continue
+                    if os.path.isfile(os.path.join(directory, name)) or name.endswith(".pb.h"):
+                        continue  # a helper of its own folder, or its generated protocol
+                    problems.append(f'{relpath}:{number}: unqualified include "{name}": name its folder')
     for problem in problems:
         print(problem)
     if problems:

@@ -24,20 +24,21 @@ packages=(
   # the tests, the benchmarks and the Debian package: a display server for
   # the window's tests, a real sshd for the remote ones, the packaging
   # tools, the readers the tests check exports with, and the sanitizer
-  # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh
+  # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh,
+  # and clang-format, whose check is a test
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
   dpkg-dev file librsvg2-bin desktop-file-utils appstream
   python3-crcmod poppler-utils
-  libclang-rt-14-dev
+  libclang-rt-14-dev clang-format
 )
 # Of those, the ones only the tests need: scripts/demo.sh (which builds just
 # the two programs) does without them.
 test_packages=(
   libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2
   dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
-  libclang-rt-14-dev
+  libclang-rt-14-dev clang-format
 )
 for p in "${test_packages[@]}"; do
   [[ " ${packages[*]} " == *" $p "* ]] || { echo "scripts/setup.sh: $p is in test_packages but not in packages" >&2; exit 2; }

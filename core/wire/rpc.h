@@ -26,7 +26,7 @@ std::unique_ptr<grpc::ClientContext> makeContext(const RpcSettings &settings,
 
 // Configures a server builder: listening port, message limits, and no
 // SO_REUSEPORT (gRPC's default would let a second process silently share a
-// task's port; DESIGN.md wants it refused).
+// task's port; a second task on a taken port must fail to start instead).
 void configureServer(grpc::ServerBuilder &builder, const std::string &address, const RpcSettings &settings,
                      int *selectedPort);
 
