@@ -478,19 +478,74 @@ ConnectionOptions connectionFromFlags(const TrainingParser &p)
 
 } // namespace
 
-ConnectionOptions parseConnectionOptions(const std::vector<std::string> &args)
+proto::ModeConfig ControlCommand::modeFrom(const proto::ModeConfig &current) const
 {
-    std::map<std::string, GivenValue> given;
-    for (const std::string &arg : args) {
-        for (const char *name : kConnectionFlags) {
-            const std::string flag = std::string("--") + name;
-            if (arg == flag)
-                given[name] = GivenValue{std::string(), {}};
-            else if (arg.rfind(flag + "=", 0) == 0)
-                given[name] = GivenValue{arg.substr(flag.size() + 1), {}};
+    proto::ModeConfig config = current;
+    config.set_mode(mode);
+    if (staleness)
+        config.set_staleness(*staleness);
+    if (replicasToAggregate)
+        config.set_replicas_to_aggregate(*replicasToAggregate);
+    if (totalNumReplicas)
+        config.set_total_num_replicas(*totalNumReplicas);
+    return config;
+}
+
+std::optional<ControlCommand> parseControlCommand(const std::vector<std::string> &args)
+{
+    // `--name` or `--name=value`; the first one given counts. No
+    // QCommandLineParser here: it would refuse the task flags a user leaves
+    // on the line.
+    const auto flagValue = [&args](const std::string &name) -> std::optional<std::string> {
+        for (const auto &arg : args) {
+            if (arg == "--" + name)
+                return std::string();
+            if (arg.rfind("--" + name + "=", 0) == 0)
+                return arg.substr(name.size() + 3);
         }
+        return std::nullopt;
+    };
+    const auto setMode = flagValue("set_mode");
+    if (!setMode && !flagValue("status"))
+        return std::nullopt;
+
+    ControlCommand command;
+    const auto hosts = flagValue("ps_hosts");
+    if (!hosts || hosts->empty())
+        throw InputError("--status and --set_mode talk to ps:0: give its address with --ps_hosts=HOST:PORT");
+    command.ps0 = hosts->substr(0, hosts->find(','));
+    command.clusterTokenFile = flagValue("cluster_token_file").value_or("");
+
+    std::map<std::string, GivenValue> connection;
+    for (const char *name : kConnectionFlags)
+        if (const auto value = flagValue(name))
+            connection[name] = GivenValue{*value, {}};
+    command.connection = connectionFromFlags(TrainingParser(std::move(connection)));
+
+    if (!setMode)
+        return command;
+    command.action = ControlCommand::Action::SetMode;
+    try {
+        command.mode = parseUpdateMode(*setMode);
+    } catch (const InputError &) {
+        throw InputError("--set_mode=" + *setMode + ": must be async, sync or ssp (semi-synchronous, with --staleness)");
     }
-    return connectionFromFlags(TrainingParser(std::move(given)));
+    std::map<std::string, GivenValue> numbers;
+    for (const char *name : {"staleness", "replicas_to_aggregate", "total_num_replicas"})
+        if (const auto value = flagValue(name))
+            numbers[name] = GivenValue{*value, {}};
+    const TrainingParser p(std::move(numbers));
+    const auto number = [&p](const char *name, std::optional<int32_t> *target) {
+        if (!p.has(name))
+            return;
+        int32_t value = 0;
+        p.integer(name, &value, 0);
+        *target = value;
+    };
+    number("staleness", &command.staleness);
+    number("replicas_to_aggregate", &command.replicasToAggregate);
+    number("total_num_replicas", &command.totalNumReplicas);
+    return command;
 }
 
 TrainingOptions::TrainingOptions()

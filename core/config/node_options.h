@@ -4,6 +4,7 @@
 #include "proto/parasync.pb.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,10 +90,37 @@ struct NodeOptions
 // Throws InputError with a message naming the flag and what to do.
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig);
 
-// Reads only the connection flags (TLS, limits) of a command line, for the
-// control commands (--status, --set_mode), which take no cluster or task.
-// Throws InputError naming the flag.
-ConnectionOptions parseConnectionOptions(const std::vector<std::string> &args);
+// A command run against a live cluster through ps:0 instead of starting a
+// task, for users without the desktop app:
+//   parasync-node --ps_hosts=HOST:PORT --status
+//   parasync-node --ps_hosts=HOST:PORT --set_mode=async|sync|ssp [--staleness=N]
+//                 [--replicas_to_aggregate=N] [--total_num_replicas=N]
+// It takes no task, so it reads only these flags and the connection's.
+struct ControlCommand
+{
+    enum class Action { Status, SetMode };
+    Action action = Action::Status;
+    std::string ps0;                  // --ps_hosts' first address
+    ConnectionOptions connection;     // --tls_* --max_message_bytes --heartbeat_ms
+    std::string clusterTokenFile;     // --cluster_token_file (empty: PARASYNC_CLUSTER_TOKEN, if set)
+    // --set_mode and the numbers given with it; numbers not given keep the
+    // values ps:0 has now.
+    proto::UpdateMode mode = proto::UPDATE_MODE_UNSPECIFIED;
+    std::optional<int32_t> staleness;           // --staleness
+    std::optional<int32_t> replicasToAggregate; // --replicas_to_aggregate
+    std::optional<int32_t> totalNumReplicas;    // --total_num_replicas
+
+    // The mode --set_mode asks for, given the one ps:0 has now.
+    proto::ModeConfig modeFrom(const proto::ModeConfig &current) const;
+};
+
+// The control command a parasync-node command line asks for (--status or
+// --set_mode, written --name=value), or nullopt when it asks for none: then
+// it starts a task (parseNodeOptions). Flags it does not use are ignored, so
+// a task's own command line plus --status works. Throws InputError naming the
+// flag and what to do (a missing --ps_hosts, an unknown mode, a number that
+// is not one).
+std::optional<ControlCommand> parseControlCommand(const std::vector<std::string> &args);
 
 // Text for --help: every flag with its default and meaning.
 std::string nodeHelpText();

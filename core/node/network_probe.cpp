@@ -3,13 +3,10 @@
 #include "base/error.h"
 #include "base/port_holder.h"
 
-#include <arpa/inet.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <netdb.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,72 +26,6 @@ std::string unbracketed(const std::string &host)
     return host;
 }
 
-std::string bindError(int error)
-{
-    switch (error) {
-    case EADDRINUSE: return "address in use";
-    case EADDRNOTAVAIL: return "not an address of this host (a task listens on its own address)";
-    case EACCES: return "permission denied (ports below 1024 need privileges)";
-    default: return std::strerror(error);
-    }
-}
-
-// A socket bound (and, with `listen`, listening) on host:port; -1 with `why`.
-int bindSocket(const std::string &host, uint16_t port, bool listen, std::string *why)
-{
-    const std::string name = unbracketed(host);
-    const bool v6 = name.find(':') != std::string::npos;
-    const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        if (why)
-            *why = std::strerror(errno);
-        return -1;
-    }
-    const int on = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    int result = -1;
-    if (v6) {
-        sockaddr_in6 addr{};
-        addr.sin6_family = AF_INET6;
-        addr.sin6_port = htons(port);
-        if (::inet_pton(AF_INET6, name.c_str(), &addr.sin6_addr) != 1) {
-            if (why)
-                *why = "'" + name + "' is not an IPv6 address";
-            ::close(fd);
-            return -1;
-        }
-        result = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-    } else {
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(port);
-        if (::inet_pton(AF_INET, name == "localhost" ? "127.0.0.1" : name.c_str(), &addr.sin_addr) != 1) {
-            // A host name: it binds what it resolves to, as the node does.
-            addrinfo hints{};
-            hints.ai_family = AF_INET;
-            addrinfo *found = nullptr;
-            if (::getaddrinfo(name.c_str(), nullptr, &hints, &found) != 0 || !found) {
-                if (why)
-                    *why = "host name '" + name + "' does not resolve here";
-                ::close(fd);
-                return -1;
-            }
-            addr.sin_addr = reinterpret_cast<sockaddr_in *>(found->ai_addr)->sin_addr;
-            ::freeaddrinfo(found);
-        }
-        result = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr);
-    }
-    if (result == 0 && listen)
-        result = ::listen(fd, 16);
-    if (result != 0) {
-        if (why)
-            *why = bindError(errno);
-        ::close(fd);
-        return -1;
-    }
-    return fd;
-}
-
 std::vector<HostPort> addressList(const std::vector<std::string> &args, const std::string &flag)
 {
     for (const auto &arg : args)
@@ -110,15 +41,6 @@ void say(const std::string &line)
 }
 
 } // namespace
-
-bool canListen(const std::string &host, uint16_t port, std::string *why)
-{
-    const int fd = bindSocket(host, port, false, why);
-    if (fd < 0)
-        return false;
-    ::close(fd);
-    return true;
-}
 
 bool canConnect(const HostPort &address, int timeoutMs, std::string *why)
 {
@@ -169,13 +91,13 @@ bool isNetworkCheckCommand(const std::vector<std::string> &args)
 int runNetworkCheckCommand(const std::vector<std::string> &args)
 {
     for (const HostPort &address : addressList(args, "check_ports")) {
-        std::string why;
-        if (canListen(address.host, address.port, &why)) {
+        const PortBinding check = bindPort(address.host, address.port);
+        if (check.bound()) {
             say("port " + address.toString() + " free");
             continue;
         }
-        std::string line = "port " + address.toString() + " taken: " + why;
-        if (why == "address in use") {
+        std::string line = "port " + address.toString() + " taken: " + check.why();
+        if (check.inUse()) {
             if (const auto holder = findPortHolder(address.port))
                 line += " by " + holder->describe();
             if (const uint16_t free = pickFreePort(unbracketed(address.host)))
@@ -183,15 +105,14 @@ int runNetworkCheckCommand(const std::vector<std::string> &args)
         }
         say(line);
     }
-    std::vector<int> held;
+    std::vector<PortBinding> held;
     for (const HostPort &address : addressList(args, "hold_ports")) {
-        std::string why;
-        const int fd = bindSocket(address.host, address.port, true, &why);
-        if (fd >= 0) {
-            held.push_back(fd);
+        PortBinding hold = bindPort(address.host, address.port, true);
+        if (hold.bound()) {
+            held.push_back(std::move(hold));
             say("holding " + address.toString());
         } else {
-            say("hold " + address.toString() + " failed: " + why);
+            say("hold " + address.toString() + " failed: " + hold.why());
         }
     }
     for (const HostPort &address : addressList(args, "probe")) {
@@ -210,8 +131,6 @@ int runNetworkCheckCommand(const std::vector<std::string> &args)
             if (::poll(&p, 1, 1000) > 0 && ::read(STDIN_FILENO, buffer, sizeof buffer) <= 0)
                 break;
         }
-        for (int fd : held)
-            ::close(fd);
     }
     return 0;
 }

@@ -5,6 +5,7 @@
 // not this machine's):
 //   parasync-node --check_ports=H:P,...   can a task listen on each address?
 //   parasync-node --hold_ports=H:P,...    listen on each until stdin closes
+// (both bind as port_holder.h's bindPort(), as the task itself would)
 //   parasync-node --probe=H:P,...         can this host connect to each?
 // Each prints one line per address (see below) and exits 0. No Qt.
 
@@ -14,12 +15,6 @@
 #include <vector>
 
 namespace parasync {
-
-// Whether a server could listen on host:port now, binding as gRPC does (with
-// SO_REUSEADDR): a port with only TIME_WAIT connections from a run that just
-// ended is usable, one with a listener is not. On false, `why` says what
-// bind() said ("address in use", "not an address of this host").
-bool canListen(const std::string &host, uint16_t port, std::string *why = nullptr);
 
 // Connects to `address` within `timeoutMs`; on failure `why` is
 // "connection refused", "timed out after 3 s", "no route to host", ...

@@ -3,8 +3,8 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/parameter_shard.h"
+#include "node/chief_duties.h"
 #include "wire/task_server.h"
-#include "node/training_summaries.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <numeric>
 
 namespace parasync {
@@ -31,6 +30,7 @@ struct WorkerTask::PsConnection
 {
     int index = 0;
     std::string address;
+    std::shared_ptr<grpc::Channel> channel; // also the chief's, for its calls to this ps
     std::unique_ptr<proto::ParameterService::Stub> parameters;
     std::unique_ptr<grpc::ClientContext> context;
     std::unique_ptr<grpc::ClientReaderWriter<proto::TrainRequest, proto::TrainResponse>> stream;
@@ -69,8 +69,7 @@ WorkerTask::~WorkerTask()
     m_runFinished.notify_all();
     if (m_stopWatchdog.joinable())
         m_stopWatchdog.join();
-    if (m_checkpointThread.joinable())
-        m_checkpointThread.join();
+    m_chief.reset();
     {
         std::lock_guard lock(m_streamMutex);
         for (auto &ps : m_ps)
@@ -98,10 +97,9 @@ void WorkerTask::requestStop(const std::string &reason)
         std::lock_guard lock(m_stateMutex);
         if (m_stopReason.empty())
             m_stopReason = reason;
-        if (m_stop.exchange(true))
+        if (!m_stop.request_stop())
             return;
     }
-    m_checkpointWake.notify_all();
     // run() notices the stop between steps and leaves the streams cleanly. A
     // push held at a sync barrier or the staleness bound blocks in Read,
     // though: if run() has not finished in a while, cancel the calls.
@@ -198,14 +196,15 @@ void WorkerTask::start()
         auto connection = std::make_unique<PsConnection>();
         connection->index = k;
         connection->address = m_options.cluster.ps[size_t(k)].toString();
-        connection->parameters = proto::ParameterService::NewStub(makeChannel(connection->address, m_rpc));
+        connection->channel = makeChannel(connection->address, m_rpc);
+        connection->parameters = proto::ParameterService::NewStub(connection->channel);
         m_ps.push_back(std::move(connection));
     }
-    if (m_options.task.isChief() && !training.logdir.empty())
-        m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
-    if (m_options.task.isChief() && !training.logdir.empty())
-        m_summaries = std::make_unique<TrainingSummaries>(training.logdir, training.displayStep, m_data, m_variables,
-                                                          m_ps.front()->address, m_rpc, m_log);
+    std::vector<std::shared_ptr<grpc::Channel>> psChannels;
+    for (const auto &ps : m_ps)
+        psChannels.push_back(ps->channel);
+    m_chief = std::make_unique<ChiefDuties>(m_options, m_rpc, modelSignature(), m_variables, m_variablesOnPs, m_data,
+                                            std::move(psChannels), m_stop.get_token(), m_log);
 
     m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
           + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: "
@@ -248,84 +247,6 @@ bool WorkerTask::waitForPs(int ps)
     }
 }
 
-std::string WorkerTask::initializeAsChief()
-{
-    const int numPs = m_options.cluster.numPs();
-    const proto::ModelSignature signature = modelSignature();
-
-    // Variable states in model order: fresh, or from the newest checkpoint.
-    std::vector<proto::VariableState> states(m_variables.size());
-    int64_t globalStep = 0;
-    std::string origin = "fresh, seed " + std::to_string(m_options.training.seed);
-    if (m_checkpoints) {
-        std::vector<std::string> skipped;
-        const auto found = m_checkpoints->newestValid(&skipped);
-        for (const auto &s : skipped)
-            m_log("checkpoint skipped (corrupt): " + s);
-        if (found) {
-            const auto &ckpt = found->checkpoint;
-            if (ckpt.signature().model() != signature.model()
-                || ckpt.signature().variables_size() != signature.variables_size())
-                throw InputError(found->path + " was saved by a '" + ckpt.signature().model()
-                                 + "' model; this cluster trains '" + signature.model()
-                                 + "': use another --logdir or the same --model");
-            // Re-shard by model order so a run may restart with another number of ps tasks.
-            const int oldPs = std::max(1, ckpt.shards_size());
-            for (const auto &shard : ckpt.shards()) {
-                for (int j = 0; j < shard.variables_size(); ++j) {
-                    const size_t index = size_t(shard.ps_index() + j * oldPs);
-                    if (index < states.size())
-                        states[index] = shard.variables(j);
-                }
-            }
-            for (size_t i = 0; i < states.size(); ++i) {
-                if (states[i].value().values_size() != m_variables[i].value.size())
-                    throw InputError(found->path + ": variable '" + m_variables[i].name
-                                     + "' has a different shape than the model's: use another --logdir");
-            }
-            globalStep = ckpt.global_step();
-            origin = "restored from " + std::filesystem::path(found->path).filename().string();
-        }
-    }
-    if (globalStep == 0 && origin.rfind("fresh", 0) == 0) {
-        for (size_t i = 0; i < m_variables.size(); ++i) {
-            states[i].set_name(m_variables[i].name);
-            toTensor(m_variables[i].value, m_variables[i].shape, states[i].mutable_value());
-        }
-    }
-
-    // ps:0 last: its initialisation is what tells the other workers the
-    // variables are ready.
-    for (int k = numPs - 1; k >= 0; --k) {
-        proto::InitializeRequest request;
-        request.set_global_step(globalStep);
-        request.set_origin(origin);
-        *request.mutable_signature() = signature;
-        request.mutable_shard()->set_ps_index(k);
-        for (int index : m_variablesOnPs[size_t(k)])
-            *request.mutable_shard()->add_variables() = states[size_t(index)];
-        auto context = makeContext(m_rpc, std::chrono::seconds(10));
-        proto::InitializeResponse response;
-        const auto status = m_ps[size_t(k)]->parameters->Initialize(context.get(), request, &response);
-        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
-            || status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
-            throw InputError("ps:" + std::to_string(k) + " refused the variables: " + status.error_message());
-        // A ps that is slow to answer (overloaded, swapping, being profiled)
-        // or went away meanwhile is waited for, as at the start. Initialize
-        // is idempotent: a call that timed out here but reached ps:k makes
-        // the next one answer "already holds the variables".
-        if (!status.ok())
-            return "cannot initialise ps:" + std::to_string(k) + " at " + m_ps[size_t(k)]->address + ": "
-                   + describeRpcError(status);
-        if (response.initialized_now() && k == 0)
-            m_log("chief: variables initialised (" + origin + ") at global step " + std::to_string(globalStep));
-        else if (!response.initialized_now() && k == 0)
-            m_log("chief: ps:0 already holds the variables at global step " + std::to_string(response.global_step())
-                  + "; continuing from there");
-    }
-    return {};
-}
-
 bool WorkerTask::connectAndJoin()
 {
     const int index = m_options.task.index;
@@ -334,7 +255,8 @@ bool WorkerTask::connectAndJoin()
             return false;
     if (m_options.task.isChief()) {
         Backoff backoff;
-        for (std::string failure = initializeAsChief(); !failure.empty(); failure = initializeAsChief()) {
+        for (std::string failure = m_chief->initializeVariables(); !failure.empty();
+             failure = m_chief->initializeVariables()) {
             setState(TaskPhase::Waiting, failure);
             if (!backoff.wait(failure, m_log, [this] { return stopping(); }))
                 return false;
@@ -440,9 +362,7 @@ bool WorkerTask::step()
     sleepUnlessStopped(drawComputeTime());
     Parameters gradient;
     const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
-    const bool evaluate = hasChiefDuties() && m_options.training.displayStep > 0
-                          && m_clock % m_options.training.displayStep == 0;
-    const float fullLoss = evaluate ? m_model->loss(m_params, m_data) : std::nanf("");
+    const float fullLoss = m_chief->evaluatesFullLoss(m_clock) ? m_model->loss(m_params, m_data) : std::nanf("");
     const int64_t computeUs = microsSince(computeStart);
 
     const auto pushStart = Clock::now();
@@ -500,10 +420,7 @@ bool WorkerTask::step()
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();
     m_done = decision.done();
-    if (!m_options.task.isChief())
-        takeChiefDuties(decision.acting_chief() == m_options.task.index);
-    if (m_summaries && (counted || m_done))
-        m_summaries->afterStep(m_globalStep, batchLoss, fullLoss, m_params, m_done);
+    m_chief->afterStep(decision, batchLoss, fullLoss, m_params);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;
@@ -536,95 +453,6 @@ bool WorkerTask::step()
     return true;
 }
 
-void WorkerTask::saveCheckpoint(bool final)
-{
-    if (!m_checkpoints)
-        return;
-    std::lock_guard lock(m_checkpointMutex);
-    proto::Checkpoint checkpoint;
-    checkpoint.set_wall_time(wallTime());
-    *checkpoint.mutable_signature() = modelSignature();
-    // ps:0 last, so the recorded global step counts every update the other
-    // shards' values already contain.
-    for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
-        auto context = makeContext(m_rpc, std::chrono::seconds(10));
-        proto::SnapshotResponse snapshot;
-        const auto status = m_ps[size_t(k)]->parameters->Snapshot(context.get(), {}, &snapshot);
-        if (!status.ok()) {
-            m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + describeRpcError(status));
-            return;
-        }
-        *checkpoint.add_shards() = snapshot.shard();
-        if (k == 0) {
-            checkpoint.set_global_step(snapshot.global_step());
-            *checkpoint.mutable_mode() = snapshot.mode();
-        }
-    }
-    std::sort(checkpoint.mutable_shards()->begin(), checkpoint.mutable_shards()->end(),
-              [](const auto &a, const auto &b) { return a.ps_index() < b.ps_index(); });
-    try {
-        const std::string path = m_checkpoints->save(checkpoint);
-        m_log("chief: saved checkpoint " + path + " at global step " + std::to_string(checkpoint.global_step()));
-        auto stub = proto::Telemetry::NewStub(makeChannel(m_ps.front()->address, m_rpc));
-        auto context = makeContext(m_rpc, std::chrono::seconds(5));
-        proto::ReportCheckpointRequest report;
-        report.mutable_checkpoint()->set_wall_time(checkpoint.wall_time());
-        report.mutable_checkpoint()->set_global_step(checkpoint.global_step());
-        report.mutable_checkpoint()->set_path(std::filesystem::path(path).filename().string());
-        report.set_final(final);
-        proto::ReportCheckpointResponse ignored;
-        stub->ReportCheckpoint(context.get(), report, &ignored);
-    } catch (const InputError &e) {
-        m_log(std::string("chief: checkpoint not saved: ") + e.what());
-    }
-}
-
-void WorkerTask::checkpointLoop()
-{
-    const auto interval = std::chrono::seconds(std::max(1, m_options.training.saveCheckpointSecs));
-    std::mutex waitMutex;
-    std::unique_lock lock(waitMutex);
-    const auto over = [this] { return stopping() || !hasChiefDuties(); };
-    while (!over()) {
-        if (m_checkpointWake.wait_for(lock, interval, over))
-            return;
-        saveCheckpoint(false);
-    }
-}
-
-void WorkerTask::takeChiefDuties(bool take)
-{
-    if (take == hasChiefDuties())
-        return;
-    const std::string me = "worker:" + std::to_string(m_options.task.index);
-    if (!take) {
-        m_chiefDuties = false;
-        m_checkpointWake.notify_all();
-        if (m_checkpointThread.joinable())
-            m_checkpointThread.join();
-        if (!m_options.task.isChief())
-            m_log(me + ": the chief is back; its duties are its own again");
-        return;
-    }
-    const auto &training = m_options.training;
-    if (!m_checkpoints && !training.logdir.empty()) {
-        try {
-            m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
-        } catch (const InputError &e) {
-            m_log(me + ": cannot keep checkpoints for the chief: " + e.what());
-        }
-    }
-    m_chiefDuties = true;
-    if (!m_options.task.isChief())
-        m_log(me + ": the chief worker:0 is dead; taking over its duties"
-              + (m_checkpoints ? " (checkpoints to " + training.logdir + ")" : std::string()));
-    if (m_checkpoints && training.saveCheckpointSecs > 0) {
-        if (m_checkpointThread.joinable())
-            m_checkpointThread.join();
-        m_checkpointThread = std::thread([this] { checkpointLoop(); });
-    }
-}
-
 void WorkerTask::leave(bool finished)
 {
     std::lock_guard lock(m_streamMutex);
@@ -653,7 +481,7 @@ int WorkerTask::run()
         return 2;
     }
     if (m_options.task.isChief())
-        takeChiefDuties(true);
+        m_chief->take(true);
 
     while (!m_done && !stopping()) {
         if (step())
@@ -684,12 +512,8 @@ int WorkerTask::run()
     }
 
     const bool finished = m_done;
-    m_stop = true;
-    m_checkpointWake.notify_all();
-    if (m_checkpointThread.joinable())
-        m_checkpointThread.join();
-    if (finished && hasChiefDuties())
-        saveCheckpoint(true);
+    m_stop.request_stop();
+    m_chief->finish(finished);
     leave(finished);
     {
         std::lock_guard lock(m_stateMutex);

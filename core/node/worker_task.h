@@ -1,13 +1,12 @@
 #pragma once
 
-#include "formats/checkpoint.h"
-#include "wire/cluster_token.h"
+#include "config/node_options.h"
 #include "engine/dataset.h"
 #include "engine/model.h"
-#include "config/node_options.h"
-#include "proto/parasync.grpc.pb.h"
-#include "wire/rpc.h"
 #include "formats/task_state_line.h"
+#include "proto/parasync.grpc.pb.h"
+#include "wire/cluster_token.h"
+#include "wire/rpc.h"
 
 #include <atomic>
 #include <chrono>
@@ -17,19 +16,20 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace parasync {
 
-class TrainingSummaries;
+class ChiefDuties;
 
 // One worker task: loads its own shard of the data (between-graph
 // replication), pulls parameters, computes gradients, pushes them to the ps
-// tasks and follows the update policy's answer. worker:0 is the chief: it
-// initialises or restores the variables, saves checkpoints every
-// --save_checkpoint_secs and at the end.
+// tasks and follows the update policy's answer. worker:0 is the chief: its
+// duties (initialising the variables, checkpoints, summaries) are
+// ChiefDuties', which this loop calls at the points they hang on.
 //
 // run() blocks the calling thread; the task's own server (status, stop,
 // straggler delay) answers on gRPC threads; requestStop() is thread-safe.
@@ -54,26 +54,15 @@ private:
     struct PsConnection;
     enum class Phase { Connecting, WaitingForChief, Training, Finished };
 
-    bool stopping() const { return m_stop.load(); }
+    bool stopping() const { return m_stop.stop_requested(); }
     // Connects to every ps task and joins; the chief initialises first.
     // Returns false when stopping.
     bool connectAndJoin();
     bool waitForPs(int ps);
     // What this worker trains, as ps:0 checks it and checkpoints record it.
     proto::ModelSignature modelSignature() const;
-    // Hands every ps its variables (fresh or from the newest checkpoint).
-    // Returns why it could not, for a ps that did not answer (then retry),
-    // or empty when done; throws InputError when a ps refused them.
-    std::string initializeAsChief();
     // One training step; returns false when a stream broke (reconnect).
     bool step();
-    void saveCheckpoint(bool final);
-    void checkpointLoop();
-    // The chief's duties (checkpoints, the full-shard loss): the chief's from
-    // the start; another worker's while ps:0 names it the acting chief
-    // (--chief_handover=1 and the chief is dead). Called on run()'s thread.
-    void takeChiefDuties(bool take);
-    bool hasChiefDuties() const { return m_chiefDuties.load(); }
     void leave(bool finished);
     // The state TaskControl reports in words, and -- when it changed -- one
     // state line (task_state_line.h) for whoever reads this task's output.
@@ -104,10 +93,10 @@ private:
     bool m_done = false;
 
     std::vector<std::unique_ptr<PsConnection>> m_ps;
-    std::unique_ptr<CheckpointStore> m_checkpoints;
-    std::unique_ptr<TrainingSummaries> m_summaries; // the chief's TensorBoard event file
 
-    std::atomic<bool> m_stop{false};
+    // Requested once, by requestStop() or at the end of run(); also ends the
+    // chief's checkpoint thread.
+    std::stop_source m_stop;
     std::atomic<int> m_stragglerMs{0};
     // The pace in force (WorkerPace), changed by TaskControl.SetPace.
     std::atomic<int> m_computeMs{0};
@@ -127,10 +116,8 @@ private:
     bool m_finishedRunning = false;
     std::thread m_stopWatchdog;
 
-    std::atomic<bool> m_chiefDuties{false};
-    std::mutex m_checkpointMutex; // one checkpoint at a time
-    std::condition_variable m_checkpointWake;
-    std::thread m_checkpointThread;
+    // Made in start(); idle on every worker but the chief until taken over.
+    std::unique_ptr<ChiefDuties> m_chief;
 
     std::unique_ptr<TokenCheck> m_auth;
     std::vector<std::unique_ptr<grpc::Service>> m_services;

@@ -16,11 +16,6 @@
 #include <QStandardPaths>
 #include <QTimer>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <charconv>
 #include <deque>
 #include <set>
@@ -42,44 +37,11 @@ bool isFinal(TaskState state)
     return state == TaskState::Finished || state == TaskState::Stopped || state == TaskState::Dead;
 }
 
-// Whether a server could listen on host:port now, binding as gRPC does (with
-// SO_REUSEADDR): a port that only has connections in TIME_WAIT from a run
-// that just ended is usable, one with a listener is not.
-bool canListen(const std::string &host, uint16_t port)
-{
-    std::string name = host;
-    if (name.size() >= 2 && name.front() == '[' && name.back() == ']')
-        name = name.substr(1, name.size() - 2);
-    const bool v6 = name.find(':') != std::string::npos;
-    const int fd = ::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return false;
-    const int on = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-    bool ok = false;
-    if (v6) {
-        sockaddr_in6 addr{};
-        addr.sin6_family = AF_INET6;
-        addr.sin6_port = htons(port);
-        if (::inet_pton(AF_INET6, name.c_str(), &addr.sin6_addr) == 1)
-            ok = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
-    } else {
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(port);
-        if (::inet_pton(AF_INET, name == "localhost" ? "127.0.0.1" : name.c_str(), &addr.sin_addr) != 1)
-            addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ok = ::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr) == 0;
-    }
-    ::close(fd);
-    return ok;
-}
-
+// Binding as the task will (see bindPort): a port with only TIME_WAIT
+// connections from a run that just ended is not taken.
 bool portTaken(const HostPort &address)
 {
-    // isPortFree is the quick answer; a "taken" from it is double-checked
-    // because it also counts TIME_WAIT connections, which do not stop a node.
-    return !isPortFree(address.host, address.port) && !canListen(address.host, address.port);
+    return !isPortFree(address.host, address.port);
 }
 
 bool isExecutable(const QString &path)

@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "config/node_options.h"
+#include "wire/cluster_token.h"
 
 #include "proto/parasync.grpc.pb.h"
 
@@ -63,6 +64,18 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
                 + std::to_string(status.stall().global_step()) + "; waiting for " + status.stall().waiting_for()
                 + "\n";
     return text;
+}
+
+std::string runControlCommand(const ControlCommand &command)
+{
+    RpcSettings rpc = rpcSettingsFor(command.connection, false);
+    rpc.clusterToken = resolveClusterToken(command.clusterTokenFile);
+    const auto status = getClusterStatus(command.ps0, rpc);
+    if (command.action == ControlCommand::Action::Status)
+        return formatClusterStatus(status);
+    const auto response = setClusterMode(command.ps0, command.modeFrom(status.mode()), "parasync-node --set_mode", rpc);
+    return "mode is now " + describeMode(response.mode()) + ", from global step "
+           + std::to_string(response.global_step()) + "\n";
 }
 
 } // namespace parasync

@@ -4,6 +4,7 @@
 // (`parasync-node --set_mode=...`, `--status`) and tools. Thread-safe; each
 // call blocks up to its deadline.
 
+#include "config/node_options.h"
 #include "proto/parasync.pb.h"
 #include "wire/rpc.h"
 
@@ -21,5 +22,13 @@ proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, cons
 
 // Human-readable status, a few lines (global step, mode, each worker).
 std::string formatClusterStatus(const proto::ClusterStatusResponse &status);
+
+// Runs `parasync-node --status` or `--set_mode=...` (parseControlCommand)
+// against ps:0, with the command's TLS files and cluster token, and returns
+// what to print: the status, or the mode now in force. Numbers --set_mode
+// does not give keep ps:0's current values. Throws InputError when the
+// token or TLS files are wrong, or ps:0 cannot be reached or refuses the
+// mode. Blocks up to 10 s.
+std::string runControlCommand(const ControlCommand &command);
 
 } // namespace parasync

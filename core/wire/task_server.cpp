@@ -94,7 +94,7 @@ std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort
     auto server = builder.BuildAndStart();
     if (!server || selectedPort == 0) {
         std::string message = address.toString() + " (" + task.toString() + ") cannot be bound";
-        if (!isPortFree(address.host, address.port)) {
+        if (bindPort(address.host, address.port).inUse()) {
             message += ": the port is already in use";
             if (const auto holder = findPortHolder(address.port))
                 message += " by " + holder->describe();

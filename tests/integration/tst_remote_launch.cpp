@@ -206,9 +206,9 @@ private Q_SLOTS:
         QTRY_VERIFY2_WITH_TIMEOUT(processesWith(marker).isEmpty(),
                                   qPrintable(QStringLiteral("left: %1").arg(processesWith(marker).size())), 10000);
         for (const auto &address : plan.cluster.ps)
-            QTRY_VERIFY_WITH_TIMEOUT(canListen(address.host, address.port), 10000);
+            QTRY_VERIFY_WITH_TIMEOUT(isPortFree(address.host, address.port), 10000);
         for (const auto &address : plan.cluster.workers)
-            QTRY_VERIFY_WITH_TIMEOUT(canListen(address.host, address.port), 10000);
+            QTRY_VERIFY_WITH_TIMEOUT(isPortFree(address.host, address.port), 10000);
     }
 
     void killedSshClientStopsItsRemoteTask()

@@ -1,0 +1,258 @@
+#include "node/chief_duties.h"
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "engine/dataset.h"
+#include "engine/parameter_shard.h"
+#include "formats/checkpoint.h"
+#include "node/training_summaries.h"
+
+#include <algorithm>
+#include <filesystem>
+
+namespace parasync {
+
+ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
+                         const std::vector<Variable> &variables, std::vector<std::vector<int>> variablesOnPs,
+                         const Dataset &data, std::vector<std::shared_ptr<grpc::Channel>> psChannels,
+                         std::stop_token stop, Log log)
+    : m_options(options)
+    , m_rpc(rpc)
+    , m_signature(std::move(signature))
+    , m_variables(variables)
+    , m_variablesOnPs(std::move(variablesOnPs))
+    , m_log(std::move(log))
+    , m_onStop(std::move(stop), [this] {
+        {
+            std::lock_guard lock(m_wakeMutex);
+            m_stopping = true;
+        }
+        m_wake.notify_all();
+    })
+{
+    for (const auto &channel : psChannels)
+        m_ps.push_back(proto::ParameterService::NewStub(channel));
+    const auto &training = m_options.training;
+    if (m_options.task.isChief() && !training.logdir.empty()) {
+        m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
+        m_summaries = std::make_unique<TrainingSummaries>(training.logdir, training.displayStep, data, m_variables,
+                                                          m_options.cluster.ps.front().toString(), m_rpc, m_log);
+    }
+}
+
+ChiefDuties::~ChiefDuties()
+{
+    endCheckpointThread();
+}
+
+std::string ChiefDuties::me() const
+{
+    return "worker:" + std::to_string(m_options.task.index);
+}
+
+std::string ChiefDuties::initializeVariables()
+{
+    const int numPs = int(m_ps.size());
+
+    // Variable states in model order: fresh, or from the newest checkpoint.
+    std::vector<proto::VariableState> states(m_variables.size());
+    int64_t globalStep = 0;
+    std::string origin = "fresh, seed " + std::to_string(m_options.training.seed);
+    if (m_checkpoints) {
+        std::vector<std::string> skipped;
+        const auto found = m_checkpoints->newestValid(&skipped);
+        for (const auto &s : skipped)
+            m_log("checkpoint skipped (corrupt): " + s);
+        if (found) {
+            const auto &ckpt = found->checkpoint;
+            if (ckpt.signature().model() != m_signature.model()
+                || ckpt.signature().variables_size() != m_signature.variables_size())
+                throw InputError(found->path + " was saved by a '" + ckpt.signature().model()
+                                 + "' model; this cluster trains '" + m_signature.model()
+                                 + "': use another --logdir or the same --model");
+            // Re-shard by model order so a run may restart with another number of ps tasks.
+            const int oldPs = std::max(1, ckpt.shards_size());
+            for (const auto &shard : ckpt.shards()) {
+                for (int j = 0; j < shard.variables_size(); ++j) {
+                    const size_t index = size_t(shard.ps_index() + j * oldPs);
+                    if (index < states.size())
+                        states[index] = shard.variables(j);
+                }
+            }
+            for (size_t i = 0; i < states.size(); ++i) {
+                if (states[i].value().values_size() != m_variables[i].value.size())
+                    throw InputError(found->path + ": variable '" + m_variables[i].name
+                                     + "' has a different shape than the model's: use another --logdir");
+            }
+            globalStep = ckpt.global_step();
+            origin = "restored from " + std::filesystem::path(found->path).filename().string();
+        }
+    }
+    if (globalStep == 0 && origin.rfind("fresh", 0) == 0) {
+        for (size_t i = 0; i < m_variables.size(); ++i) {
+            states[i].set_name(m_variables[i].name);
+            toTensor(m_variables[i].value, m_variables[i].shape, states[i].mutable_value());
+        }
+    }
+
+    // ps:0 last: its initialisation is what tells the other workers the
+    // variables are ready.
+    for (int k = numPs - 1; k >= 0; --k) {
+        proto::InitializeRequest request;
+        request.set_global_step(globalStep);
+        request.set_origin(origin);
+        *request.mutable_signature() = m_signature;
+        request.mutable_shard()->set_ps_index(k);
+        for (int index : m_variablesOnPs[size_t(k)])
+            *request.mutable_shard()->add_variables() = states[size_t(index)];
+        auto context = makeContext(m_rpc, std::chrono::seconds(10));
+        proto::InitializeResponse response;
+        const auto status = m_ps[size_t(k)]->Initialize(context.get(), request, &response);
+        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
+            || status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
+            throw InputError("ps:" + std::to_string(k) + " refused the variables: " + status.error_message());
+        // A ps that is slow to answer (overloaded, swapping, being profiled)
+        // or went away meanwhile is waited for, as at the start. Initialize
+        // is idempotent: a call that timed out here but reached ps:k makes
+        // the next one answer "already holds the variables".
+        if (!status.ok())
+            return "cannot initialise ps:" + std::to_string(k) + " at " + m_options.cluster.ps[size_t(k)].toString()
+                   + ": " + describeRpcError(status);
+        if (response.initialized_now() && k == 0)
+            m_log("chief: variables initialised (" + origin + ") at global step " + std::to_string(globalStep));
+        else if (!response.initialized_now() && k == 0)
+            m_log("chief: ps:0 already holds the variables at global step " + std::to_string(response.global_step())
+                  + "; continuing from there");
+    }
+    return {};
+}
+
+bool ChiefDuties::evaluatesFullLoss(int64_t localStep) const
+{
+    const int64_t display = m_options.training.displayStep;
+    return held() && display > 0 && localStep % display == 0;
+}
+
+void ChiefDuties::afterStep(const proto::PushResponse &decision, float batchLoss, float fullLoss,
+                            const Parameters &params)
+{
+    if (!m_options.task.isChief())
+        take(decision.acting_chief() == m_options.task.index);
+    const bool counted = decision.outcome() == proto::APPLIED || decision.outcome() == proto::AGGREGATED;
+    if (m_summaries && (counted || decision.done()))
+        m_summaries->afterStep(decision.global_step(), batchLoss, fullLoss, params, decision.done());
+}
+
+void ChiefDuties::saveCheckpoint(bool final)
+{
+    if (!m_checkpoints)
+        return;
+    std::lock_guard lock(m_checkpointMutex);
+    proto::Checkpoint checkpoint;
+    checkpoint.set_wall_time(wallTime());
+    *checkpoint.mutable_signature() = m_signature;
+    // ps:0 last, so the recorded global step counts every update the other
+    // shards' values already contain.
+    for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
+        auto context = makeContext(m_rpc, std::chrono::seconds(10));
+        proto::SnapshotResponse snapshot;
+        const auto status = m_ps[size_t(k)]->Snapshot(context.get(), {}, &snapshot);
+        if (!status.ok()) {
+            m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + describeRpcError(status));
+            return;
+        }
+        *checkpoint.add_shards() = snapshot.shard();
+        if (k == 0) {
+            checkpoint.set_global_step(snapshot.global_step());
+            *checkpoint.mutable_mode() = snapshot.mode();
+        }
+    }
+    std::sort(checkpoint.mutable_shards()->begin(), checkpoint.mutable_shards()->end(),
+              [](const auto &a, const auto &b) { return a.ps_index() < b.ps_index(); });
+    try {
+        const std::string path = m_checkpoints->save(checkpoint);
+        m_log("chief: saved checkpoint " + path + " at global step " + std::to_string(checkpoint.global_step()));
+        auto stub = proto::Telemetry::NewStub(makeChannel(m_options.cluster.ps.front().toString(), m_rpc));
+        auto context = makeContext(m_rpc, std::chrono::seconds(5));
+        proto::ReportCheckpointRequest report;
+        report.mutable_checkpoint()->set_wall_time(checkpoint.wall_time());
+        report.mutable_checkpoint()->set_global_step(checkpoint.global_step());
+        report.mutable_checkpoint()->set_path(std::filesystem::path(path).filename().string());
+        report.set_final(final);
+        proto::ReportCheckpointResponse ignored;
+        stub->ReportCheckpoint(context.get(), report, &ignored);
+    } catch (const InputError &e) {
+        m_log(std::string("chief: checkpoint not saved: ") + e.what());
+    }
+}
+
+void ChiefDuties::checkpointLoop()
+{
+    const auto interval = std::chrono::seconds(std::max(1, m_options.training.saveCheckpointSecs));
+    std::unique_lock lock(m_wakeMutex);
+    const auto over = [this] { return m_stopping || !held(); };
+    while (!over()) {
+        if (m_wake.wait_for(lock, interval, over))
+            return;
+        // Unlocked while writing, so that a stop or a handover is not kept
+        // waiting behind the ps calls to say so.
+        lock.unlock();
+        saveCheckpoint(false);
+        lock.lock();
+    }
+}
+
+void ChiefDuties::endCheckpointThread()
+{
+    {
+        std::lock_guard lock(m_wakeMutex);
+        m_stopping = true;
+    }
+    m_wake.notify_all();
+    if (m_checkpointThread.joinable())
+        m_checkpointThread.join();
+}
+
+void ChiefDuties::take(bool take)
+{
+    if (take == held())
+        return;
+    if (!take) {
+        {
+            std::lock_guard lock(m_wakeMutex);
+            m_held = false;
+        }
+        m_wake.notify_all();
+        if (m_checkpointThread.joinable())
+            m_checkpointThread.join();
+        if (!m_options.task.isChief())
+            m_log(me() + ": the chief is back; its duties are its own again");
+        return;
+    }
+    const auto &training = m_options.training;
+    if (!m_checkpoints && !training.logdir.empty()) {
+        try {
+            m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
+        } catch (const InputError &e) {
+            m_log(me() + ": cannot keep checkpoints for the chief: " + e.what());
+        }
+    }
+    m_held = true;
+    if (!m_options.task.isChief())
+        m_log(me() + ": the chief worker:0 is dead; taking over its duties"
+              + (m_checkpoints ? " (checkpoints to " + training.logdir + ")" : std::string()));
+    if (m_checkpoints && training.saveCheckpointSecs > 0) {
+        if (m_checkpointThread.joinable())
+            m_checkpointThread.join();
+        m_checkpointThread = std::thread([this] { checkpointLoop(); });
+    }
+}
+
+void ChiefDuties::finish(bool finished)
+{
+    endCheckpointThread();
+    if (finished && held())
+        saveCheckpoint(true);
+}
+
+} // namespace parasync

@@ -1,0 +1,106 @@
+#pragma once
+
+// The chief's duties, apart from a worker's step loop (as TensorFlow's
+// Supervisor is apart from the training loop it wraps): initialise or restore
+// the variables on every ps, save a checkpoint every --save_checkpoint_secs
+// and at the end, evaluate the loss over the whole shard every
+// --display_step, and write the TensorBoard summaries. worker:0 has them from
+// the start; another worker holds them while ps:0 names it the acting chief
+// (--chief_handover=1 and worker:0 is dead) and gives them back when worker:0
+// returns. Every worker owns one ChiefDuties; it is idle until taken.
+
+#include "config/node_options.h"
+#include "engine/model.h"
+#include "proto/parasync.grpc.pb.h"
+#include "wire/rpc.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace parasync {
+
+class CheckpointStore;
+class TrainingSummaries;
+struct Dataset;
+
+class ChiefDuties
+{
+public:
+    using Log = std::function<void(const std::string &)>;
+
+    // Called from WorkerTask::start(), once the worker knows its model and
+    // its ps tasks. `variables` and `data` are the worker's and must outlive
+    // this object; `psChannels` are the worker's own channels to ps:0..n-1,
+    // so checkpoints and initialisation travel on the connections training
+    // uses. A stop requested through `stop` ends the checkpoint thread.
+    // worker:0 with a --logdir opens its checkpoints and event file here
+    // (InputError when it cannot).
+    ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
+                const std::vector<Variable> &variables, std::vector<std::vector<int>> variablesOnPs,
+                const Dataset &data, std::vector<std::shared_ptr<grpc::Channel>> psChannels, std::stop_token stop,
+                Log log);
+    // Ends the checkpoint thread; may block while a checkpoint is written.
+    ~ChiefDuties();
+
+    // Hands every ps its variables, fresh or from the newest checkpoint.
+    // Returns why it could not, for a ps that did not answer (then retry),
+    // or empty when done; throws InputError when a ps refused them or the
+    // newest checkpoint belongs to another model. Blocks up to 10 s per ps.
+    // Called on run()'s thread, by worker:0 only.
+    std::string initializeVariables();
+
+    // Takes the duties (starting the checkpoint thread) or gives them back
+    // (waiting for a checkpoint in progress). Called on run()'s thread.
+    void take(bool take);
+    bool held() const { return m_held.load(); }
+
+    // Whether the push of the step at `localStep` carries the loss over the
+    // whole shard: every --display_step local steps while the duties are held.
+    bool evaluatesFullLoss(int64_t localStep) const;
+
+    // After each step, with ps:0's answer: follows the handover (ps:0 names
+    // the acting chief) and writes worker:0's summaries. Called on run()'s
+    // thread; blocks only to hand the duties back.
+    void afterStep(const proto::PushResponse &decision, float batchLoss, float fullLoss, const Parameters &params);
+
+    // At the end of run(): ends the checkpoint thread and, when training
+    // `finished` with the duties held, saves the final checkpoint. Blocks.
+    void finish(bool finished);
+
+private:
+    void saveCheckpoint(bool final);
+    void checkpointLoop();
+    void endCheckpointThread();
+    std::string me() const;
+
+    NodeOptions m_options;
+    RpcSettings m_rpc;
+    proto::ModelSignature m_signature;
+    const std::vector<Variable> &m_variables;
+    std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
+    std::vector<std::unique_ptr<proto::ParameterService::Stub>> m_ps;
+    Log m_log;
+
+    std::unique_ptr<CheckpointStore> m_checkpoints;
+    std::unique_ptr<TrainingSummaries> m_summaries; // worker:0's TensorBoard event file
+
+    std::atomic<bool> m_held{false};
+    std::mutex m_checkpointMutex; // one checkpoint at a time
+    // Wakes the checkpoint thread when the duties are given back or the
+    // worker stops; m_stopping and the wait are guarded by m_wakeMutex.
+    std::mutex m_wakeMutex;
+    std::condition_variable m_wake;
+    bool m_stopping = false;
+    std::thread m_checkpointThread;
+    // Last: it may run at once, and must be gone before what it touches.
+    std::stop_callback<std::function<void()>> m_onStop;
+};
+
+} // namespace parasync
