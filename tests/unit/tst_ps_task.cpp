@@ -1,18 +1,21 @@
 // ps:0's training logic driven in-process: workers join, push and leave on
 // Train streams with no server in between (InProcessTrainCall), and the
 // global step, the holds and the refusals are what the mode and the wire
-// path say they are.
+// path say they are; a watcher sees the steps on its Telemetry stream.
 #include "config/node_options.h"
 #include "node/in_process_train_call.h"
 #include "node/ps_task.h"
 
 #include <QTest>
 
-#include <cmath>
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 using namespace parasync;
@@ -161,6 +164,68 @@ private:
     PsTask m_task;
     bool m_initialized = false;
     std::vector<std::unique_ptr<InProcessTrainCall>> m_calls;
+};
+
+// A watcher of ps:0's telemetry (PsTask::watch on a thread of its own, as
+// gRPC runs it) that keeps every batch until it saw what it waits for.
+class Watcher final : private WatchStream
+{
+public:
+    using Wanted = std::function<bool(const proto::TelemetryBatch &)>;
+    Watcher(PsTask &ps, Wanted wanted) : m_wanted(std::move(wanted))
+    {
+        proto::WatchRequest request;
+        request.set_include_status(true);
+        m_thread = std::thread([this, &ps, request] {
+            ps.watch(request, *this);
+            std::lock_guard lock(m_mutex);
+            m_ended = true;
+            m_changed.notify_all();
+        });
+    }
+    // Batches come every 50 ms: the next one ends the watch.
+    ~Watcher()
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_leave = true;
+        }
+        m_thread.join();
+    }
+
+    bool waitForBatches(size_t count)
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, kAnswer, [&] { return m_batches.size() >= count; });
+    }
+    // Whether the watch ended because the wanted batch came.
+    bool waitForEnd()
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, kAnswer, [&] { return m_ended; });
+    }
+    std::vector<proto::TelemetryBatch> batches()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_batches;
+    }
+
+private:
+    bool write(const proto::TelemetryBatch &batch) override
+    {
+        std::lock_guard lock(m_mutex);
+        m_batches.push_back(batch);
+        m_changed.notify_all();
+        return !m_leave && !m_wanted(batch);
+    }
+
+    Wanted m_wanted;
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    std::vector<proto::TelemetryBatch> m_batches;
+    bool m_leave = false;
+    bool m_ended = false;
+    std::thread m_thread;
 };
 
 } // namespace
@@ -324,6 +389,39 @@ private Q_SLOTS:
         QVERIFY(worker0->receive(&response, kAnswer));
         QCOMPARE(response.push().outcome(), proto::APPLIED);
         QCOMPARE(ps.globalStep(), 1);
+    }
+
+    void aWatcherSeesTheClusterStatusFirstThenEachStep()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        QVERIFY(worker0);
+        Watcher watcher(ps.task(), [](const proto::TelemetryBatch &batch) {
+            for (const auto &event : batch.events())
+                if (event.has_step() && event.step().global_step() == 1)
+                    return true;
+            return false;
+        });
+        // Subscribed once the first batch came: the push's step is not missed.
+        QVERIFY(watcher.waitForBatches(1));
+
+        worker0->send(push(0, 1.0f));
+        proto::TrainResponse response;
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QVERIFY(watcher.waitForEnd());
+
+        const auto batches = watcher.batches();
+        QVERIFY(batches.front().has_status());
+        QVERIFY(batches.front().status().initialized());
+        QCOMPARE(batches.front().status().workers(0).phase(), proto::TRAINING);
+        const auto &events = batches.back().events();
+        const auto step = std::find_if(events.begin(), events.end(), [](const auto &e) { return e.has_step(); });
+        QVERIFY(step != events.end());
+        QCOMPARE(step->step().worker(), 0);
+        QCOMPARE(step->step().outcome(), proto::APPLIED);
+        QCOMPARE(step->step().computed_from_step(), 0);
+        QVERIFY(!batches.back().cluster_finished());
     }
 
     void malformedRequestsEndTheStreamWithTheWireError_data()
