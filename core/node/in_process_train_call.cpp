@@ -45,10 +45,24 @@ bool InProcessTrainCall::receive(proto::TrainResponse *response, std::chrono::mi
     return true;
 }
 
-bool InProcessTrainCall::waitUntilHandled(std::chrono::milliseconds timeout)
+InProcessTrainCall::Progress InProcessTrainCall::progressLocked() const
+{
+    // A call that ended has handled all it will: what it did not read is lost.
+    return {m_sent, m_read, m_end ? m_read : m_handled, m_end.has_value()};
+}
+
+InProcessTrainCall::Progress InProcessTrainCall::progress() const
+{
+    std::lock_guard lock(m_mutex);
+    return progressLocked();
+}
+
+InProcessTrainCall::Progress InProcessTrainCall::waitForProgress(const Progress &seen,
+                                                                 std::chrono::milliseconds timeout)
 {
     std::unique_lock lock(m_mutex);
-    return m_changed.wait_for(lock, timeout, [this] { return m_handled == m_sent || m_end.has_value(); });
+    m_changed.wait_for(lock, timeout, [&] { return progressLocked() != seen; });
+    return progressLocked();
 }
 
 std::optional<CallStatus> InProcessTrainCall::waitForEnd(std::chrono::milliseconds timeout)

@@ -42,10 +42,20 @@ public:
     void close();
     // Blocks up to `timeout` for the ps's next response; false if none came.
     bool receive(proto::TrainResponse *response, std::chrono::milliseconds timeout);
-    // Blocks up to `timeout` until the ps has handled every request sent so
-    // far, or ended the call. False while it still works on one, or holds it
-    // (a sync barrier, the staleness bound, a join before the chief).
-    bool waitUntilHandled(std::chrono::milliseconds timeout);
+    // How far the ps got with what it was sent. A request read but not yet
+    // handled is one it works on, or holds (a sync barrier, the staleness
+    // bound, a join before the chief).
+    struct Progress
+    {
+        uint64_t sent = 0;
+        uint64_t read = 0;
+        uint64_t handled = 0; // answered, or ended the call
+        bool ended = false;   // train() returned
+        bool operator==(const Progress &) const = default;
+    };
+    Progress progress() const;
+    // Blocks up to `timeout` until the progress is other than `seen`; returns it.
+    Progress waitForProgress(const Progress &seen, std::chrono::milliseconds timeout);
     // Blocks up to `timeout` for train() to return; what it returned, or
     // nothing if it still runs.
     std::optional<CallStatus> waitForEnd(std::chrono::milliseconds timeout);
@@ -55,14 +65,16 @@ private:
     bool read(proto::TrainRequest *request) override;
     bool write(const proto::TrainResponse &response) override;
 
+    Progress progressLocked() const;
+
     mutable std::mutex m_mutex;
     std::condition_variable m_changed;
     std::deque<proto::TrainRequest> m_requests;
     std::deque<proto::TrainResponse> m_responses;
     uint64_t m_sent = 0;
+    uint64_t m_read = 0;
     // Requests the ps had read when it last asked for another: all handled.
     uint64_t m_handled = 0;
-    uint64_t m_read = 0;
     bool m_closed = false;
     std::optional<CallStatus> m_end;
     std::thread m_thread;
