@@ -6,37 +6,51 @@
 // request of that kind, and garbage that does not parse is dropped, as gRPC
 // would drop it.
 //
-// Initialize, SetMode, GetClusterStatus and Snapshot go to an in-process
-// PsTask (ps:0 of a 1-ps, 2-worker cluster) whose server is never started.
-// The Train stream handler needs a grpc::ServerReaderWriter, which only a
-// running server can make, so Train requests drive the UpdatePolicy and
-// ParameterShard pair that PsTask::train drives, after the same checks
-// (worker index, gradient count and sizes, steps from the future, NaN/Inf),
-// without blocking where PsTask would wait for other workers.
-#include "base/error.h"
+// Every request goes to an in-process PsTask (ps:0 of a 1-ps, 2-worker
+// cluster) whose server is never started: Initialize, SetMode,
+// GetClusterStatus, GetTaskStatus and Snapshot as calls, Train requests on
+// up to three Train streams at once (InProcessTrainCall), each served by
+// PsTask::train on a thread of its own as gRPC would. The kind byte's
+// higher bits pick the stream (kind 2: stream 0, 6: stream 1, 10: stream 2);
+// bytes that do not parse as a TrainRequest end that stream without a
+// goodbye, as a killed worker does, and the stream's next request opens a
+// new one, as a restarted worker does. After each request the session waits
+// until every stream has been answered or is held (a sync barrier, the
+// staleness bound, a join before the chief), so that a session replays
+// alike; at its end ps:0 is stopped, which releases every held push.
 #include "config/node_options.h"
-#include "engine/optimizer.h"
-#include "engine/parameter_shard.h"
+#include "node/in_process_train_call.h"
 #include "node/ps_task.h"
-#include "engine/update_policy.h"
 
 #include <google/protobuf/stubs/logging.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 using namespace parasync;
+using namespace std::chrono_literals;
 
 namespace {
 
 enum class RequestKind { Initialize, SetMode, Train, Status, Count };
+
+// Train streams open at once, and opened in all: each is a thread.
+constexpr size_t kStreams = 3;
+constexpr int kMaxCallsPerSession = 16;
+// A request neither answered nor seen held by then is left to run: the
+// session goes on rather than stall (a push the ps is still deciding while
+// another stream's worker was released, say).
+constexpr auto kAnswerWait = 200ms;
 
 // ps:0's run directory (step log, metrics.csv) when the configuration asks
 // for one; emptied after every input so that a long run does not fill it.
@@ -59,108 +73,6 @@ NodeOptions clusterOptions(uint8_t configuration)
     return options;
 }
 
-// What PsTask::train does with one stream's requests, minus the waiting.
-class TrainDriver
-{
-public:
-    explicit TrainDriver(const NodeOptions &options)
-        : m_options(options)
-        , m_shard(makeOptimizer([&] {
-            OptimizerOptions o;
-            o.name = options.training.optimizer;
-            o.learningRate = options.training.learningRate;
-            return o;
-        }()))
-        , m_policy(options.cluster.numWorkers(), options.training.mode,
-                   [this](const Parameters &gradient, int) { m_shard.apply(gradient); })
-    {
-    }
-
-    void initialize(const proto::InitializeRequest &request)
-    {
-        if (m_shard.isInitialized())
-            return;
-        try {
-            m_shard.load(request.shard());
-        } catch (const InputError &) {
-            return;
-        }
-        m_policy.setGlobalStep(request.global_step());
-    }
-
-    void setMode(const proto::SetModeRequest &request)
-    {
-        try {
-            m_policy.setMode(request.mode());
-        } catch (const InputError &) {
-        }
-    }
-
-    void train(const proto::TrainRequest &request)
-    {
-        if (request.has_join()) {
-            const int index = request.join().worker_index();
-            if (index < 0 || index >= m_options.cluster.numWorkers()) {
-                endStream();
-                return;
-            }
-            m_worker = index;
-            if (m_shard.isInitialized())
-                m_policy.join(index);
-        } else if (request.has_push()) {
-            if (m_worker < 0)
-                return;
-            push(request.push());
-        } else if (request.has_leave()) {
-            if (m_worker < 0)
-                return;
-            if (request.leave().finished())
-                m_policy.setFinished(m_worker);
-            else
-                m_policy.setAlive(m_worker, false);
-            m_worker = -1;
-        }
-    }
-
-    // The stream closed without a goodbye.
-    void endStream()
-    {
-        if (m_worker >= 0)
-            m_policy.setAlive(m_worker, false);
-        m_worker = -1;
-    }
-
-private:
-    void push(const proto::PushRequest &push)
-    {
-        if (m_policy.globalStep() >= m_options.training.lastStep)
-            return;
-        const Parameters &values = m_shard.values();
-        if (push.gradients_size() != int(values.size()))
-            return;
-        Parameters gradient;
-        for (int i = 0; i < push.gradients_size(); ++i) {
-            if (push.gradients(i).values_size() != values[size_t(i)].size())
-                return;
-            gradient.push_back(fromTensor(push.gradients(i)));
-        }
-        if (push.computed_from_step() > m_policy.globalStep() || push.computed_from_step() < 0)
-            return;
-        const bool finite =
-            std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return g.allFinite(); });
-        if (!finite && !m_options.training.applyNonfinite)
-            return;
-        m_policy.push(m_worker, push.computed_from_step(), std::move(gradient));
-        (void)m_policy.hold(m_worker);
-        (void)m_policy.result(m_worker);
-    }
-
-    const NodeOptions &m_options;
-    ParameterShard m_shard;
-    UpdatePolicy m_policy;
-    int m_worker = -1;
-};
-
 template <typename Request>
 std::optional<Request> parsed(const uint8_t *data, size_t size)
 {
@@ -170,13 +82,69 @@ std::optional<Request> parsed(const uint8_t *data, size_t size)
     return request;
 }
 
+// One worker's side of a Train stream, and what it sent.
+struct Stream
+{
+    struct Sent
+    {
+        bool join = false;
+        bool push = false;
+        int worker = -1; // the join's index; for a push, the last join's
+    };
+    std::unique_ptr<InProcessTrainCall> call;
+    std::vector<Sent> sent;
+    int worker = -1;
+};
+
+// Whether ps:0 holds the request `stream` is at: a join waiting for the
+// chief, or a push at a sync barrier or the staleness bound. Another stream
+// holding the same worker can fool it; the session then goes on a little
+// early, which costs a replay's exactness, not its meaning.
+bool isHeld(PsTask &task, const Stream &stream, const InProcessTrainCall::Progress &progress)
+{
+    if (progress.read == progress.handled || progress.read > stream.sent.size())
+        return false;
+    const auto &request = stream.sent[size_t(progress.read - 1)];
+    const auto status = task.clusterStatus();
+    if (request.worker < 0 || request.worker >= status.workers_size())
+        return false;
+    const auto phase = status.workers(request.worker).phase();
+    return (request.join && phase == proto::WAITING_FOR_CHIEF)
+           || (request.push && (phase == proto::BLOCKED_BY_SYNC || phase == proto::BLOCKED_BY_STALENESS));
+}
+
+// Waits until ps:0 has handled all that `stream` was sent (`toEnd`: until
+// the stream ended), or holds it.
+void settle(PsTask &task, const Stream &stream, bool toEnd = false)
+{
+    if (!stream.call)
+        return;
+    const auto deadline = std::chrono::steady_clock::now() + kAnswerWait;
+    auto progress = stream.call->progress();
+    while (!progress.ended && (toEnd || progress.handled < progress.sent)) {
+        if (isHeld(task, stream, progress) || std::chrono::steady_clock::now() > deadline)
+            return;
+        // Polled: the ps says when it answers, not when it starts to hold.
+        progress = stream.call->waitForProgress(progress, 1ms);
+    }
+}
+
 void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
 {
     PsTask task(options, RpcSettings{}, [](const std::string &) {});
-    TrainDriver driver(options);
+    std::array<Stream, kStreams> streams;
+    // Streams that ended (closed by the worker's side, or refused by the
+    // ps), kept until the end: a closed stream's push may still be held.
+    std::vector<std::unique_ptr<InProcessTrainCall>> ended;
+    int calls = 0;
+    const auto retire = [&](Stream &stream) {
+        ended.push_back(std::move(stream.call));
+        stream = Stream();
+    };
 
     for (size_t at = 1; at < size;) {
-        const auto kind = RequestKind(data[at] % uint8_t(RequestKind::Count));
+        const uint8_t kindByte = data[at];
+        const auto kind = RequestKind(kindByte % uint8_t(RequestKind::Count));
         const size_t declared = at + 2 < size ? (size_t(data[at + 1]) | size_t(data[at + 2]) << 8) : 0;
         const size_t start = std::min(at + 3, size);
         const size_t length = std::min(declared, size - start);
@@ -188,24 +156,42 @@ void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
             if (const auto request = parsed<proto::InitializeRequest>(bytes, length)) {
                 proto::InitializeResponse response;
                 (void)task.initialize(*request, &response);
-                driver.initialize(*request);
             }
             break;
         case RequestKind::SetMode:
             if (const auto request = parsed<proto::SetModeRequest>(bytes, length)) {
                 proto::SetModeResponse response;
                 (void)task.setMode(*request, &response);
-                driver.setMode(*request);
             }
             break;
-        case RequestKind::Train:
-            if (const auto request = parsed<proto::TrainRequest>(bytes, length))
-                driver.train(*request);
-            else
-                driver.endStream();
+        case RequestKind::Train: {
+            auto &stream = streams[(kindByte / uint8_t(RequestKind::Count)) % kStreams];
+            if (stream.call && stream.call->progress().ended)
+                retire(stream);
+            const auto request = parsed<proto::TrainRequest>(bytes, length);
+            if (!request) {
+                if (stream.call) {
+                    stream.call->close();
+                    settle(task, stream, true);
+                    retire(stream);
+                }
+                break;
+            }
+            if (!stream.call) {
+                if (calls == kMaxCallsPerSession)
+                    break;
+                ++calls;
+                stream.call = std::make_unique<InProcessTrainCall>(task);
+            }
+            if (request->has_join())
+                stream.worker = request->join().worker_index();
+            stream.sent.push_back({request->has_join(), request->has_push(), stream.worker});
+            stream.call->send(*request);
             break;
+        }
         case RequestKind::Status: {
             (void)task.clusterStatus();
+            (void)task.taskStatus();
             proto::SnapshotResponse snapshot;
             (void)task.snapshot(&snapshot);
             break;
@@ -213,8 +199,22 @@ void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
         case RequestKind::Count:
             break;
         }
+        // Any request may release a held one (the chief's initialisation, a
+        // mode change, another worker's push or death): all settle before
+        // the next, so that a session replays alike.
+        for (const auto &stream : streams) {
+            settle(task, stream);
+            // The answers are not looked at; dropping them keeps memory flat.
+            proto::TrainResponse response;
+            while (stream.call && stream.call->receive(&response, 0ms)) {
+            }
+        }
     }
-    driver.endStream();
+    // Held pushes are let go, then every stream ends without a goodbye.
+    task.requestStop("the fuzz session ended");
+    for (auto &stream : streams)
+        stream.call.reset();
+    ended.clear();
 }
 
 } // namespace

@@ -2,8 +2,8 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "wire/task_server.h"
 #include "formats/task_state_line.h"
+#include "node/ps_service.h"
 
 #include <unistd.h>
 
@@ -82,87 +82,6 @@ proto::WorkerPhase holdPhase(HoldReason reason)
     return proto::TRAINING;
 }
 
-class ParameterServiceImpl final : public proto::ParameterService::Service
-{
-public:
-    ParameterServiceImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
-    grpc::Status Train(grpc::ServerContext *context,
-                       grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream) override
-    {
-        if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
-            return denied;
-        return m_task.train(context, stream);
-    }
-    grpc::Status Initialize(grpc::ServerContext *context, const proto::InitializeRequest *request,
-                            proto::InitializeResponse *response) override
-    {
-        if (auto denied = m_auth.check(*context, "Initialize"); !denied.ok())
-            return denied;
-        return m_task.initialize(*request, response);
-    }
-    grpc::Status Snapshot(grpc::ServerContext *context, const proto::SnapshotRequest *,
-                          proto::SnapshotResponse *response) override
-    {
-        if (auto denied = m_auth.check(*context, "Snapshot"); !denied.ok())
-            return denied;
-        return m_task.snapshot(response);
-    }
-
-private:
-    PsTask &m_task;
-    const TokenCheck &m_auth;
-};
-
-class ClusterControlImpl final : public proto::ClusterControl::Service
-{
-public:
-    ClusterControlImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
-    grpc::Status SetMode(grpc::ServerContext *context, const proto::SetModeRequest *request,
-                         proto::SetModeResponse *response) override
-    {
-        if (auto denied = m_auth.check(*context, "SetMode"); !denied.ok())
-            return denied;
-        return m_task.setMode(*request, response);
-    }
-    grpc::Status GetClusterStatus(grpc::ServerContext *context, const proto::ClusterStatusRequest *,
-                                  proto::ClusterStatusResponse *response) override
-    {
-        if (auto denied = m_auth.check(*context, "GetClusterStatus"); !denied.ok())
-            return denied;
-        *response = m_task.clusterStatus();
-        return grpc::Status::OK;
-    }
-
-private:
-    PsTask &m_task;
-    const TokenCheck &m_auth;
-};
-
-class TelemetryImpl final : public proto::Telemetry::Service
-{
-public:
-    TelemetryImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
-    grpc::Status Watch(grpc::ServerContext *context, const proto::WatchRequest *request,
-                       grpc::ServerWriter<proto::TelemetryBatch> *writer) override
-    {
-        if (auto denied = m_auth.check(*context, "Watch"); !denied.ok())
-            return denied;
-        return m_task.watch(context, *request, writer);
-    }
-    grpc::Status ReportCheckpoint(grpc::ServerContext *context, const proto::ReportCheckpointRequest *request,
-                                  proto::ReportCheckpointResponse *) override
-    {
-        if (auto denied = m_auth.check(*context, "ReportCheckpoint"); !denied.ok())
-            return denied;
-        m_task.reportCheckpoint(*request);
-        return grpc::Status::OK;
-    }
-
-private:
-    PsTask &m_task;
-    const TokenCheck &m_auth;
-};
-
 } // namespace
 
 PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log)
@@ -185,40 +104,11 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log)
     }
 }
 
-PsTask::~PsTask()
-{
-    if (m_server)
-        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-}
+PsTask::~PsTask() = default;
 
 void PsTask::start()
 {
-    m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
-    m_services.push_back(std::make_unique<ParameterServiceImpl>(*this, *m_auth));
-    if (isCoordinator()) {
-        m_services.push_back(std::make_unique<ClusterControlImpl>(*this, *m_auth));
-        m_services.push_back(std::make_unique<TelemetryImpl>(*this, *m_auth));
-    }
-    TaskControlService::Callbacks callbacks;
-    callbacks.status = [this] {
-        std::lock_guard lock(m_mutex);
-        proto::TaskStatusResponse status;
-        status.set_job_name("ps");
-        status.set_task_index(m_options.task.index);
-        status.set_pid(::getpid());
-        status.set_steps(m_policy ? m_policy->globalStep() : m_updatesApplied);
-        status.set_state(m_finished ? "finished"
-                         : m_initialized ? "serving"
-                                         : "waiting for the chief worker:0 to initialise the variables");
-        return status;
-    };
-    callbacks.stop = [this](const std::string &reason) { requestStop(reason); };
-    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
-
-    std::vector<grpc::Service *> services;
-    for (auto &s : m_services)
-        services.push_back(s.get());
-    m_server = startTaskServer(m_options.task, m_options.cluster.address(m_options.task), m_rpc, services);
+    m_server = std::make_unique<PsServer>(*this, m_options, m_rpc, m_log);
 
     if (isCoordinator() && !m_options.training.logdir.empty())
         writeRunClusterJson(m_options.training.logdir, m_options.cluster.toJson(), m_options.training.toJson());
@@ -268,30 +158,27 @@ int PsTask::run()
     }
     m_log(taskStateLine({m_options.task, m_allWorkersFinished ? TaskPhase::Finished : TaskPhase::Stopped, m_stopReason}));
     if (isCoordinator())
-        stopOtherPsTasks();
+        stopOtherPsTasks(m_options.cluster, m_rpc, m_log);
     if (m_runLog)
         m_runLog->flush();
     m_telemetry.close();
-    m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-    m_server->Wait();
+    m_server->shutdown(std::chrono::seconds(2));
     m_server.reset();
     return 0;
 }
 
-void PsTask::stopOtherPsTasks()
+proto::TaskStatusResponse PsTask::taskStatus()
 {
-    for (int i = 1; i < m_options.cluster.numPs(); ++i) {
-        const auto address = m_options.cluster.ps[size_t(i)].toString();
-        auto stub = proto::TaskControl::NewStub(makeChannel(address, m_rpc));
-        auto context = makeContext(m_rpc, std::chrono::seconds(2));
-        proto::StopRequest request;
-        request.set_reason("the cluster finished (told by ps:0)");
-        proto::StopResponse response;
-        const auto status = stub->Stop(context.get(), request, &response);
-        if (!status.ok())
-            m_log("could not tell ps:" + std::to_string(i) + " at " + address + " to stop: "
-                  + describeRpcError(status));
-    }
+    std::lock_guard lock(m_mutex);
+    proto::TaskStatusResponse status;
+    status.set_job_name("ps");
+    status.set_task_index(m_options.task.index);
+    status.set_pid(::getpid());
+    status.set_steps(m_policy ? m_policy->globalStep() : m_updatesApplied);
+    status.set_state(m_finished ? "finished"
+                     : m_initialized ? "serving"
+                                     : "waiting for the chief worker:0 to initialise the variables");
+    return status;
 }
 
 bool PsTask::doneLocked() const
@@ -300,24 +187,23 @@ bool PsTask::doneLocked() const
     return m_policy && lastStep() > 0 && m_policy->globalStep() >= lastStep();
 }
 
-grpc::Status PsTask::train(grpc::ServerContext *,
-                           grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream)
+CallStatus PsTask::train(TrainStream &stream)
 {
     int worker = -1;
     uint64_t streamId = 0;
     bool left = false;
     proto::TrainRequest request;
-    while (stream->Read(&request)) {
+    while (stream.read(&request)) {
         proto::TrainResponse response;
-        grpc::Status error;
+        CallStatus error;
         {
             std::unique_lock lock(m_mutex);
             if (request.has_join()) {
                 const int index = request.join().worker_index();
                 if (index < 0 || index >= int(m_workers.size()))
-                    return {grpc::StatusCode::INVALID_ARGUMENT,
-                            "worker index " + std::to_string(index) + " is not in the cluster ("
-                                + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts"};
+                    return CallStatus::invalidArgument(
+                        "worker index " + std::to_string(index) + " is not in the cluster ("
+                        + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts");
                 if (worker != index) {
                     worker = index;
                     streamId = m_nextStreamId++;
@@ -326,7 +212,7 @@ grpc::Status PsTask::train(grpc::ServerContext *,
                 response = joinLocked(lock, worker, request.join(), &error);
             } else if (request.has_push()) {
                 if (worker < 0)
-                    return {grpc::StatusCode::FAILED_PRECONDITION, "push before join: send a JoinRequest first"};
+                    return CallStatus::failedPrecondition("push before join: send a JoinRequest first");
                 error = isCoordinator() ? pushLocked(lock, worker, request.push(), response.mutable_push())
                                         : pushShardLocked(lock, request.push(), response.mutable_push());
             } else if (request.has_leave()) {
@@ -338,7 +224,7 @@ grpc::Status PsTask::train(grpc::ServerContext *,
         }
         if (!error.ok())
             return error;
-        if (!stream->Write(response))
+        if (!stream.write(response))
             break;
     }
     if (worker >= 0 && !left && isCoordinator()) {
@@ -346,11 +232,11 @@ grpc::Status PsTask::train(grpc::ServerContext *,
         streamEndedLocked(worker, streamId,
                           "its training stream closed without a goodbye (process killed, or network cut)");
     }
-    return grpc::Status::OK;
+    return {};
 }
 
 proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int worker,
-                                       const proto::JoinRequest &join, grpc::Status *error)
+                                       const proto::JoinRequest &join, CallStatus *error)
 {
     proto::TrainResponse response;
     auto *out = response.mutable_join();
@@ -371,10 +257,10 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
         return response;
     }
     if (const auto difference = signatureDifference(m_signature, join.signature()); !difference.empty()) {
-        *error = {grpc::StatusCode::FAILED_PRECONDITION,
-                  m_options.task.toString() + " refuses worker:" + std::to_string(worker) + ": " + difference
-                      + ". Give every task the same --model, --dataset and --optimizer"};
-        m_log(error->error_message());
+        *error = CallStatus::failedPrecondition(m_options.task.toString() + " refuses worker:" + std::to_string(worker)
+                                                + ": " + difference
+                                                + ". Give every task the same --model, --dataset and --optimizer");
+        m_log(error->message());
         return response;
     }
     out->set_ready(true);
@@ -421,31 +307,32 @@ Parameters PsTask::parseGradients(const proto::PushRequest &push, std::string *e
     return gradient;
 }
 
-grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                                proto::PushResponse *response)
+CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
+                              proto::PushResponse *response)
 {
     auto &info = m_workers[size_t(worker)];
     if (!m_initialized)
-        return {grpc::StatusCode::FAILED_PRECONDITION,
-                "worker:" + std::to_string(worker)
-                    + " pushed before the chief initialised the variables: join again and wait until it is ready"};
+        return CallStatus::failedPrecondition(
+            "worker:" + std::to_string(worker)
+            + " pushed before the chief initialised the variables: join again and wait until it is ready");
     if (doneLocked()) {
         // The last step is reached: the gradient is not applied, the worker stops.
         response->set_done(true);
         response->set_global_step(m_policy->globalStep());
         *response->mutable_mode() = m_policy->mode();
         m_shard.copyValuesTo(response->mutable_parameters());
-        return grpc::Status::OK;
+        return {};
     }
     std::string error;
     Parameters gradient = parseGradients(push, &error);
     if (!error.empty())
-        return {grpc::StatusCode::INVALID_ARGUMENT, "worker:" + std::to_string(worker) + ": " + error};
+        return CallStatus::invalidArgument("worker:" + std::to_string(worker) + ": " + error);
     if (push.computed_from_step() > m_policy->globalStep() || push.computed_from_step() < 0)
-        return {grpc::StatusCode::INVALID_ARGUMENT,
-                "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
-                    + std::to_string(push.computed_from_step()) + ", but the global step is only "
-                    + std::to_string(m_policy->globalStep()) + ": a step from the future is refused"};
+        return CallStatus::invalidArgument("worker:" + std::to_string(worker)
+                                           + " pushed a gradient computed from global step "
+                                           + std::to_string(push.computed_from_step()) + ", but the global step is only "
+                                           + std::to_string(m_policy->globalStep())
+                                           + ": a step from the future is refused");
     const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
     if (!finite) {
         ++info.nonfinite;
@@ -470,7 +357,7 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
             response->set_done(doneLocked());
             *response->mutable_mode() = m_policy->mode();
             m_shard.copyValuesTo(response->mutable_parameters());
-            return grpc::Status::OK;
+            return {};
         }
     }
 
@@ -527,11 +414,11 @@ grpc::Status PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, 
     *response->mutable_mode() = m_policy->mode();
     response->set_acting_chief(m_actingChief);
     m_shard.copyValuesTo(response->mutable_parameters());
-    return grpc::Status::OK;
+    return {};
 }
 
-grpc::Status PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
-                                     proto::PushResponse *response)
+CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
+                                   proto::PushResponse *response)
 {
     const int64_t update = push.update();
     if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
@@ -541,7 +428,7 @@ grpc::Status PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const p
         std::string error;
         Parameters gradient = parseGradients(push, &error);
         if (!error.empty())
-            return {grpc::StatusCode::INVALID_ARGUMENT, error};
+            return CallStatus::invalidArgument(error);
         auto &pending = m_pendingUpdates[update];
         if (pending.received == 0)
             pending.sum = std::move(gradient);
@@ -589,7 +476,7 @@ grpc::Status PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const p
     response->set_update(update);
     response->set_global_step(update);
     m_shard.copyValuesTo(response->mutable_parameters());
-    return grpc::Status::OK;
+    return {};
 }
 
 void PsTask::leaveLocked(int worker, const proto::LeaveRequest &leave)
@@ -824,21 +711,21 @@ void PsTask::publishWorkerStateLocked(int worker)
     publishLocked(event);
 }
 
-grpc::Status PsTask::initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response)
+CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response)
 {
     std::lock_guard lock(m_mutex);
     if (request.global_step() < 0)
-        return {grpc::StatusCode::INVALID_ARGUMENT,
-                "global step " + std::to_string(request.global_step()) + " is negative: the chief's checkpoint is damaged"};
+        return CallStatus::invalidArgument("global step " + std::to_string(request.global_step())
+                                           + " is negative: the chief's checkpoint is damaged");
     if (m_initialized) {
         response->set_initialized_now(false);
         response->set_global_step(m_policy ? m_policy->globalStep() : m_updatesApplied);
-        return grpc::Status::OK;
+        return {};
     }
     try {
         m_shard.load(request.shard());
     } catch (const InputError &e) {
-        return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+        return CallStatus::invalidArgument(e.what());
     }
     m_signature = request.signature();
     m_initialized = true;
@@ -861,14 +748,14 @@ grpc::Status PsTask::initialize(const proto::InitializeRequest &request, proto::
           + ") at global step " + std::to_string(request.global_step()));
     m_log(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));
     m_changed.notify_all();
-    return grpc::Status::OK;
+    return {};
 }
 
-grpc::Status PsTask::snapshot(proto::SnapshotResponse *response)
+CallStatus PsTask::snapshot(proto::SnapshotResponse *response)
 {
     std::lock_guard lock(m_mutex);
     if (!m_initialized)
-        return {grpc::StatusCode::FAILED_PRECONDITION, "the variables are not initialised yet"};
+        return CallStatus::failedPrecondition("the variables are not initialised yet");
     *response->mutable_shard() = m_shard.save(m_options.task.index);
     if (m_policy) {
         response->set_global_step(m_policy->globalStep());
@@ -876,19 +763,19 @@ grpc::Status PsTask::snapshot(proto::SnapshotResponse *response)
     } else {
         response->set_global_step(m_updatesApplied);
     }
-    return grpc::Status::OK;
+    return {};
 }
 
-grpc::Status PsTask::setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response)
+CallStatus PsTask::setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response)
 {
     std::lock_guard lock(m_mutex);
     if (!m_policy)
-        return {grpc::StatusCode::FAILED_PRECONDITION, "the update mode is kept by ps:0: call it there"};
+        return CallStatus::failedPrecondition("the update mode is kept by ps:0: call it there");
     UpdatePolicy::ModeChange change;
     try {
         change = m_policy->setMode(request.mode());
     } catch (const InputError &e) {
-        return {grpc::StatusCode::INVALID_ARGUMENT, e.what()};
+        return CallStatus::invalidArgument(e.what());
     }
     proto::TelemetryEvent event;
     auto *record = event.mutable_mode_change();
@@ -904,7 +791,7 @@ grpc::Status PsTask::setMode(const proto::SetModeRequest &request, proto::SetMod
     *response->mutable_mode() = change.current;
     response->set_global_step(change.globalStep);
     m_changed.notify_all();
-    return grpc::Status::OK;
+    return {};
 }
 
 proto::ClusterStatusResponse PsTask::clusterStatus()
@@ -936,8 +823,7 @@ proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
     return status;
 }
 
-grpc::Status PsTask::watch(grpc::ServerContext *context, const proto::WatchRequest &request,
-                           grpc::ServerWriter<proto::TelemetryBatch> *writer)
+void PsTask::watch(const proto::WatchRequest &request, WatchStream &stream)
 {
     auto subscription = m_telemetry.subscribe(size_t(std::max(0, request.max_buffered_events())));
     auto lastStatus = std::chrono::steady_clock::now();
@@ -956,11 +842,10 @@ grpc::Status PsTask::watch(grpc::ServerContext *context, const proto::WatchReque
         batch.set_wall_time(wallTime());
         if (!open)
             batch.set_cluster_finished(true);
-        if (context->IsCancelled() || !writer->Write(batch) || !open)
+        if (!stream.write(batch) || !open)
             break;
     }
     m_telemetry.unsubscribe(subscription);
-    return grpc::Status::OK;
 }
 
 void PsTask::reportCheckpoint(const proto::ReportCheckpointRequest &request)

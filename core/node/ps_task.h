@@ -1,13 +1,18 @@
 #pragma once
 
+// One parameter-server task's logic: membership (join, leave, death), the
+// updates (ps:0's update policy, the other tasks' shards), the hang watchdog
+// and the status it reports. Its calls take the streams of ps_calls.h; the
+// gRPC services that hand them over are in ps_service.h, so that tests and
+// the fuzzer drive this logic in-process.
+
 #include "config/node_options.h"
-#include "wire/cluster_token.h"
 #include "engine/parameter_shard.h"
-#include "proto/parasync.grpc.pb.h"
-#include "wire/rpc.h"
-#include "formats/run_log.h"
 #include "engine/telemetry_hub.h"
 #include "engine/update_policy.h"
+#include "formats/run_log.h"
+#include "node/ps_calls.h"
+#include "wire/rpc_settings.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -22,15 +27,17 @@
 
 namespace parasync {
 
-class TaskControlService;
+class PsServer;
 
 // One parameter-server task. Every ps task holds a shard of the variables and
 // serves ParameterService; ps:0 also keeps the global step and the update
 // policy, serves ClusterControl and Telemetry, and writes the run's step log.
 //
-// Threads: gRPC calls each handler on its own thread; a handler may block
-// (sync barrier, staleness bound) on m_changed. All state is guarded by
-// m_mutex. run() blocks the calling thread until the task should exit.
+// Threads: gRPC calls each handler on its own thread (tests and the fuzzer
+// call them from threads of their own); a handler may block (sync barrier,
+// staleness bound) on m_changed. All state is guarded by m_mutex. run()
+// blocks the calling thread until the task should exit. A task that is never
+// start()ed serves no address: its calls are made in-process only.
 class PsTask
 {
 public:
@@ -51,16 +58,24 @@ public:
     // paths that are not async-signal contexts.
     void requestStop(const std::string &reason);
 
-    // --- called by the gRPC services ---
-    grpc::Status train(grpc::ServerContext *context,
-                       grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream);
-    grpc::Status initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response);
-    grpc::Status snapshot(proto::SnapshotResponse *response);
-    grpc::Status setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response);
+    // --- the calls, as ps_service.cpp hands them over; thread-safe ---
+    // ParameterService.Train: one worker's stream of join, push and leave
+    // requests, answered in order. Blocks for the stream's life; a push may
+    // be held (sync barrier, staleness bound). Ends the stream with
+    // InvalidArgument (index not in the cluster, gradients of the wrong count
+    // or size, a step from the future) or FailedPrecondition (a push before
+    // the join or before the chief initialised, another model).
+    CallStatus train(TrainStream &stream);
+    CallStatus initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response);
+    CallStatus snapshot(proto::SnapshotResponse *response);
+    CallStatus setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response);
     proto::ClusterStatusResponse clusterStatus();
-    grpc::Status watch(grpc::ServerContext *context, const proto::WatchRequest &request,
-                       grpc::ServerWriter<proto::TelemetryBatch> *writer);
+    // Telemetry.Watch: batches of events (and the cluster's status every
+    // 0.5 s) until the watcher is gone or the cluster finished. Blocks.
+    void watch(const proto::WatchRequest &request, WatchStream &stream);
     void reportCheckpoint(const proto::ReportCheckpointRequest &request);
+    // TaskControl.GetTaskStatus.
+    proto::TaskStatusResponse taskStatus();
 
 private:
     struct WorkerInfo
@@ -90,11 +105,11 @@ private:
     bool doneLocked() const;
 
     proto::TrainResponse joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
-                                    grpc::Status *error);
-    grpc::Status pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                            proto::PushResponse *response);
-    grpc::Status pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
-                                 proto::PushResponse *response);
+                                    CallStatus *error);
+    CallStatus pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
+                          proto::PushResponse *response);
+    CallStatus pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
+                               proto::PushResponse *response);
     void leaveLocked(int worker, const proto::LeaveRequest &leave);
     void streamEndedLocked(int worker, uint64_t streamId, const std::string &reason);
 
@@ -113,7 +128,6 @@ private:
     void watchForHangLocked();
     std::string describeWaitLocked() const;
     Parameters parseGradients(const proto::PushRequest &push, std::string *error) const;
-    void stopOtherPsTasks();
 
     NodeOptions m_options;
     RpcSettings m_rpc;
@@ -163,9 +177,8 @@ private:
     std::unique_ptr<RunLog> m_runLog;
     std::vector<std::string> m_parameterNames;
 
-    std::unique_ptr<TokenCheck> m_auth;
-    std::vector<std::unique_ptr<grpc::Service>> m_services;
-    std::unique_ptr<grpc::Server> m_server;
+    // Last: destroyed, and so shut down, before the state its calls use.
+    std::unique_ptr<PsServer> m_server;
 };
 
 } // namespace parasync

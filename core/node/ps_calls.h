@@ -1,0 +1,70 @@
+#pragma once
+
+// What a call to a ps task is made of, without gRPC: the outcome it answers
+// (CallStatus) and the two streams it serves (a worker's Train stream, a
+// watcher's Telemetry stream). PsTask's logic speaks these; ps_service.cpp
+// translates them to and from gRPC, and the fuzzer and tests drive the same
+// logic in-process through them (in_process_train_call.h).
+
+#include "proto/parasync.pb.h"
+
+#include <string>
+#include <utility>
+
+namespace parasync {
+
+// OK, or a refusal whose message is shown to the caller as it is. The gRPC
+// adapter maps each code to the status code of the same name.
+class CallStatus
+{
+public:
+    enum class Code {
+        Ok,
+        InvalidArgument,    // the request itself is wrong (bad numbers, sizes, index)
+        FailedPrecondition, // the request is fine, the cluster is not ready for it
+    };
+
+    // OK.
+    CallStatus() = default;
+    CallStatus(Code code, std::string message) : m_code(code), m_message(std::move(message)) {}
+
+    static CallStatus invalidArgument(std::string message) { return {Code::InvalidArgument, std::move(message)}; }
+    static CallStatus failedPrecondition(std::string message)
+    {
+        return {Code::FailedPrecondition, std::move(message)};
+    }
+
+    bool ok() const { return m_code == Code::Ok; }
+    Code code() const { return m_code; }
+    const std::string &message() const { return m_message; }
+
+private:
+    Code m_code = Code::Ok;
+    std::string m_message;
+};
+
+// One worker's Train stream, as PsTask::train sees it. Both calls are made
+// from the thread running train() only, and may block.
+class TrainStream
+{
+public:
+    virtual ~TrainStream() = default;
+    // Blocks until the worker's next request; false once the stream is over
+    // (the worker closed it, or its connection is gone).
+    virtual bool read(proto::TrainRequest *request) = 0;
+    // Sends one response; false when the worker can no longer be reached.
+    virtual bool write(const proto::TrainResponse &response) = 0;
+};
+
+// A watcher's Telemetry stream, as PsTask::watch sees it. Called from the
+// thread running watch() only; may block while the watcher is slow to read.
+class WatchStream
+{
+public:
+    virtual ~WatchStream() = default;
+    // Sends one batch; false when the watcher is gone (cancelled or
+    // disconnected), which ends the watch.
+    virtual bool write(const proto::TelemetryBatch &batch) = 0;
+};
+
+} // namespace parasync

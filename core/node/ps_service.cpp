@@ -1,0 +1,193 @@
+#include "node/ps_service.h"
+
+#include "node/ps_task.h"
+#include "proto/parasync.grpc.pb.h"
+#include "wire/cluster_token.h"
+#include "wire/rpc.h"
+#include "wire/task_server.h"
+
+#include <grpcpp/grpcpp.h>
+
+namespace parasync {
+
+namespace {
+
+grpc::Status toGrpc(const CallStatus &status)
+{
+    switch (status.code()) {
+    case CallStatus::Code::Ok: return grpc::Status::OK;
+    case CallStatus::Code::InvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, status.message()};
+    case CallStatus::Code::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, status.message()};
+    }
+    return {grpc::StatusCode::INTERNAL, status.message()};
+}
+
+class GrpcTrainStream final : public TrainStream
+{
+public:
+    explicit GrpcTrainStream(grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> &stream)
+        : m_stream(stream)
+    {
+    }
+    bool read(proto::TrainRequest *request) override { return m_stream.Read(request); }
+    bool write(const proto::TrainResponse &response) override { return m_stream.Write(response); }
+
+private:
+    grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> &m_stream;
+};
+
+class GrpcWatchStream final : public WatchStream
+{
+public:
+    GrpcWatchStream(grpc::ServerContext &context, grpc::ServerWriter<proto::TelemetryBatch> &writer)
+        : m_context(context)
+        , m_writer(writer)
+    {
+    }
+    // A cancelled watcher gets nothing more, not even the batch at hand.
+    bool write(const proto::TelemetryBatch &batch) override
+    {
+        return !m_context.IsCancelled() && m_writer.Write(batch);
+    }
+
+private:
+    grpc::ServerContext &m_context;
+    grpc::ServerWriter<proto::TelemetryBatch> &m_writer;
+};
+
+class ParameterServiceImpl final : public proto::ParameterService::Service
+{
+public:
+    ParameterServiceImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status Train(grpc::ServerContext *context,
+                       grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream) override
+    {
+        if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
+            return denied;
+        GrpcTrainStream train(*stream);
+        return toGrpc(m_task.train(train));
+    }
+    grpc::Status Initialize(grpc::ServerContext *context, const proto::InitializeRequest *request,
+                            proto::InitializeResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "Initialize"); !denied.ok())
+            return denied;
+        return toGrpc(m_task.initialize(*request, response));
+    }
+    grpc::Status Snapshot(grpc::ServerContext *context, const proto::SnapshotRequest *,
+                          proto::SnapshotResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "Snapshot"); !denied.ok())
+            return denied;
+        return toGrpc(m_task.snapshot(response));
+    }
+
+private:
+    PsTask &m_task;
+    const TokenCheck &m_auth;
+};
+
+class ClusterControlImpl final : public proto::ClusterControl::Service
+{
+public:
+    ClusterControlImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status SetMode(grpc::ServerContext *context, const proto::SetModeRequest *request,
+                         proto::SetModeResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "SetMode"); !denied.ok())
+            return denied;
+        return toGrpc(m_task.setMode(*request, response));
+    }
+    grpc::Status GetClusterStatus(grpc::ServerContext *context, const proto::ClusterStatusRequest *,
+                                  proto::ClusterStatusResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "GetClusterStatus"); !denied.ok())
+            return denied;
+        *response = m_task.clusterStatus();
+        return grpc::Status::OK;
+    }
+
+private:
+    PsTask &m_task;
+    const TokenCheck &m_auth;
+};
+
+class TelemetryImpl final : public proto::Telemetry::Service
+{
+public:
+    TelemetryImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status Watch(grpc::ServerContext *context, const proto::WatchRequest *request,
+                       grpc::ServerWriter<proto::TelemetryBatch> *writer) override
+    {
+        if (auto denied = m_auth.check(*context, "Watch"); !denied.ok())
+            return denied;
+        GrpcWatchStream watch(*context, *writer);
+        m_task.watch(*request, watch);
+        return grpc::Status::OK;
+    }
+    grpc::Status ReportCheckpoint(grpc::ServerContext *context, const proto::ReportCheckpointRequest *request,
+                                  proto::ReportCheckpointResponse *) override
+    {
+        if (auto denied = m_auth.check(*context, "ReportCheckpoint"); !denied.ok())
+            return denied;
+        m_task.reportCheckpoint(*request);
+        return grpc::Status::OK;
+    }
+
+private:
+    PsTask &m_task;
+    const TokenCheck &m_auth;
+};
+
+} // namespace
+
+PsServer::PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &rpc, Log log)
+{
+    m_auth = std::make_unique<TokenCheck>(rpc.clusterToken, std::move(log));
+    m_services.push_back(std::make_unique<ParameterServiceImpl>(task, *m_auth));
+    if (options.task.index == 0) {
+        m_services.push_back(std::make_unique<ClusterControlImpl>(task, *m_auth));
+        m_services.push_back(std::make_unique<TelemetryImpl>(task, *m_auth));
+    }
+    TaskControlService::Callbacks callbacks;
+    callbacks.status = [&task] { return task.taskStatus(); };
+    callbacks.stop = [&task](const std::string &reason) { task.requestStop(reason); };
+    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
+
+    std::vector<grpc::Service *> services;
+    for (auto &s : m_services)
+        services.push_back(s.get());
+    m_server = startTaskServer(options.task, options.cluster.address(options.task), rpc, services);
+}
+
+PsServer::~PsServer()
+{
+    if (m_server)
+        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+void PsServer::shutdown(std::chrono::milliseconds grace)
+{
+    if (!m_server)
+        return;
+    m_server->Shutdown(std::chrono::system_clock::now() + grace);
+    m_server->Wait();
+    m_server.reset();
+}
+
+void stopOtherPsTasks(const ClusterSpec &cluster, const RpcSettings &rpc, const PsServer::Log &log)
+{
+    for (int i = 1; i < cluster.numPs(); ++i) {
+        const auto address = cluster.ps[size_t(i)].toString();
+        auto stub = proto::TaskControl::NewStub(makeChannel(address, rpc));
+        auto context = makeContext(rpc, std::chrono::seconds(2));
+        proto::StopRequest request;
+        request.set_reason("the cluster finished (told by ps:0)");
+        proto::StopResponse response;
+        const auto status = stub->Stop(context.get(), request, &response);
+        if (!status.ok())
+            log("could not tell ps:" + std::to_string(i) + " at " + address + " to stop: " + describeRpcError(status));
+    }
+}
+
+} // namespace parasync

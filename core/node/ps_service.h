@@ -1,0 +1,60 @@
+#pragma once
+
+// The ps task's gRPC side: the services it serves (ParameterService on every
+// ps task; ClusterControl and Telemetry on ps:0; TaskControl), each checking
+// the cluster token and handing the call to PsTask through ps_calls.h, and
+// the one call a ps task makes (ps:0 telling the others to stop). The logic
+// those calls reach is in ps_task.cpp; this header keeps gRPC's headers out
+// of it, so that it compiles, and is tested, without them.
+
+#include "config/node_options.h"
+#include "wire/rpc_settings.h"
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace grpc {
+class Server;
+class Service;
+} // namespace grpc
+
+namespace parasync {
+
+class PsTask;
+class TokenCheck;
+
+// A ps task's server, serving from construction until shutdown() or
+// destruction. Calls arrive on gRPC's threads and go to `task`, which must
+// outlive the server.
+class PsServer
+{
+public:
+    using Log = std::function<void(const std::string &)>;
+
+    // Binds the task's address (options.task on options.cluster) and starts
+    // serving. Throws InputError when the address cannot be bound, naming
+    // the process that holds it.
+    PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &rpc, Log log);
+    // Shuts down with calls in flight given 1 s, if shutdown() was not called.
+    ~PsServer();
+    PsServer(const PsServer &) = delete;
+    PsServer &operator=(const PsServer &) = delete;
+
+    // Stops accepting calls, gives those in flight `grace` to end (then
+    // cancels them) and blocks until the server is gone.
+    void shutdown(std::chrono::milliseconds grace);
+
+private:
+    std::unique_ptr<TokenCheck> m_auth;
+    std::vector<std::unique_ptr<grpc::Service>> m_services;
+    std::unique_ptr<grpc::Server> m_server;
+};
+
+// ps:0 at the end of the run: asks every other ps task of `cluster` to stop
+// (TaskControl.Stop), logging those it cannot reach. Blocks up to 2 s a task.
+void stopOtherPsTasks(const ClusterSpec &cluster, const RpcSettings &rpc, const PsServer::Log &log);
+
+} // namespace parasync

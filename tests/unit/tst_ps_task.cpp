@@ -1,0 +1,483 @@
+// ps:0's training logic driven in-process: workers join, push and leave on
+// Train streams with no server in between (InProcessTrainCall), and the
+// global step, the holds and the refusals are what the mode and the wire
+// path say they are; a watcher sees the steps on its Telemetry stream.
+#include "config/node_options.h"
+#include "node/in_process_train_call.h"
+#include "node/ps_task.h"
+
+#include <QTest>
+
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace parasync;
+using namespace std::chrono_literals;
+
+Q_DECLARE_METATYPE(parasync::CallStatus::Code)
+Q_DECLARE_METATYPE(parasync::proto::TrainRequest)
+
+namespace {
+
+constexpr float kLearningRate = 0.5f;
+// Generous: a ps that answers at all answers in microseconds.
+constexpr auto kAnswer = 5000ms;
+
+proto::ModeConfig modeConfig(proto::UpdateMode mode, int staleness = 0)
+{
+    proto::ModeConfig config;
+    config.set_mode(mode);
+    config.set_staleness(staleness);
+    return config;
+}
+
+// ps:0 of a 1-ps, 2-worker cluster training the linear demo (w, b) with
+// plain SGD, never start()ed: it serves no address.
+NodeOptions psOptions(const proto::ModeConfig &mode, int64_t lastStep = 0)
+{
+    NodeOptions options;
+    options.cluster.ps = {parseHostPort("127.0.0.1:12222")};
+    options.cluster.workers = {parseHostPort("127.0.0.1:12223"), parseHostPort("127.0.0.1:12224")};
+    options.task = TaskId{JobName::Ps, 0};
+    options.training.optimizer = "sgd";
+    options.training.learningRate = kLearningRate;
+    options.training.mode = mode;
+    options.training.lastStep = lastStep;
+    return options;
+}
+
+proto::ModelSignature linearSignature(const std::string &model = "linear")
+{
+    proto::ModelSignature signature;
+    signature.set_model(model);
+    signature.set_feature_dim(1);
+    signature.set_output_dim(1);
+    signature.set_optimizer("sgd");
+    for (const char *name : {"w", "b"}) {
+        auto *variable = signature.add_variables();
+        variable->set_name(name);
+        variable->add_shape(1);
+    }
+    return signature;
+}
+
+// What the chief sends: w = b = 0 at global step 0.
+proto::InitializeRequest chiefInitialization()
+{
+    proto::InitializeRequest request;
+    request.set_origin("fresh");
+    *request.mutable_signature() = linearSignature();
+    for (const char *name : {"w", "b"}) {
+        auto *variable = request.mutable_shard()->add_variables();
+        variable->set_name(name);
+        variable->mutable_value()->add_shape(1);
+        variable->mutable_value()->add_values(0.0f);
+    }
+    return request;
+}
+
+proto::TrainRequest joinAs(int worker, const std::string &model = "linear")
+{
+    proto::TrainRequest request;
+    request.mutable_join()->set_worker_index(worker);
+    *request.mutable_join()->mutable_signature() = linearSignature(model);
+    return request;
+}
+
+// A gradient of `value` for every value of every tensor of the given sizes.
+proto::TrainRequest push(int64_t fromStep, float value, const std::vector<int> &sizes = {1, 1})
+{
+    proto::TrainRequest request;
+    request.mutable_push()->set_computed_from_step(fromStep);
+    for (int size : sizes) {
+        auto *gradient = request.mutable_push()->add_gradients();
+        for (int i = 0; i < size; ++i)
+            gradient->add_values(value);
+    }
+    return request;
+}
+
+proto::TrainRequest leave(bool finished)
+{
+    proto::TrainRequest request;
+    request.mutable_leave()->set_finished(finished);
+    return request;
+}
+
+// The ps, the Train calls open to it, and what it logged.
+class Ps
+{
+public:
+    explicit Ps(const NodeOptions &options)
+        : m_task(options, RpcSettings{}, [this](const std::string &line) {
+            std::lock_guard lock(m_mutex);
+            m_log.push_back(line);
+        })
+    {
+        proto::InitializeResponse response;
+        m_initialized = m_task.initialize(chiefInitialization(), &response).ok();
+    }
+    // Stops the ps first: that releases held pushes, so that the calls end
+    // (as they must before the ps goes) even when a test failed half-way.
+    ~Ps()
+    {
+        m_task.requestStop("the test is over");
+        m_calls.clear();
+    }
+
+    PsTask &task() { return m_task; }
+    bool initialized() const { return m_initialized; }
+    // A new Train stream, open until the ps goes.
+    InProcessTrainCall &open() { return *m_calls.emplace_back(std::make_unique<InProcessTrainCall>(m_task)); }
+    // A worker that has joined: its stream, or null if the join was not answered "ready".
+    InProcessTrainCall *joined(int worker)
+    {
+        auto &call = open();
+        call.send(joinAs(worker));
+        proto::TrainResponse response;
+        if (!call.receive(&response, kAnswer) || !response.join().ready())
+            return nullptr;
+        return &call;
+    }
+
+    proto::WorkerStatus worker(int index) { return m_task.clusterStatus().workers(index); }
+    int64_t globalStep() { return m_task.clusterStatus().global_step(); }
+    bool logged(const std::string &words)
+    {
+        std::lock_guard lock(m_mutex);
+        for (const auto &line : m_log)
+            if (line.find(words) != std::string::npos)
+                return true;
+        return false;
+    }
+
+private:
+    std::mutex m_mutex;
+    std::vector<std::string> m_log;
+    PsTask m_task;
+    bool m_initialized = false;
+    std::vector<std::unique_ptr<InProcessTrainCall>> m_calls;
+};
+
+// A watcher of ps:0's telemetry (PsTask::watch on a thread of its own, as
+// gRPC runs it) that keeps every batch until it saw what it waits for.
+class Watcher final : private WatchStream
+{
+public:
+    using Wanted = std::function<bool(const proto::TelemetryBatch &)>;
+    Watcher(PsTask &ps, Wanted wanted) : m_wanted(std::move(wanted))
+    {
+        proto::WatchRequest request;
+        request.set_include_status(true);
+        m_thread = std::thread([this, &ps, request] {
+            ps.watch(request, *this);
+            std::lock_guard lock(m_mutex);
+            m_ended = true;
+            m_changed.notify_all();
+        });
+    }
+    // Batches come every 50 ms: the next one ends the watch.
+    ~Watcher()
+    {
+        {
+            std::lock_guard lock(m_mutex);
+            m_leave = true;
+        }
+        m_thread.join();
+    }
+
+    bool waitForBatches(size_t count)
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, kAnswer, [&] { return m_batches.size() >= count; });
+    }
+    // Whether the watch ended because the wanted batch came.
+    bool waitForEnd()
+    {
+        std::unique_lock lock(m_mutex);
+        return m_changed.wait_for(lock, kAnswer, [&] { return m_ended; });
+    }
+    std::vector<proto::TelemetryBatch> batches()
+    {
+        std::lock_guard lock(m_mutex);
+        return m_batches;
+    }
+
+private:
+    bool write(const proto::TelemetryBatch &batch) override
+    {
+        std::lock_guard lock(m_mutex);
+        m_batches.push_back(batch);
+        m_changed.notify_all();
+        return !m_leave && !m_wanted(batch);
+    }
+
+    Wanted m_wanted;
+    std::mutex m_mutex;
+    std::condition_variable m_changed;
+    std::vector<proto::TelemetryBatch> m_batches;
+    bool m_leave = false;
+    bool m_ended = false;
+    std::thread m_thread;
+};
+
+} // namespace
+
+class TestPsTask : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void syncModeAppliesOneAveragedGradientOnceBothWorkersPushed()
+    {
+        Ps ps(psOptions(modeConfig(proto::SYNC)));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        auto *worker1 = ps.joined(1);
+        QVERIFY(worker0 && worker1);
+
+        worker0->send(push(0, 1.0f));
+        // Held at the barrier: no answer, and the global step has not moved.
+        QTRY_COMPARE(ps.worker(0).phase(), proto::BLOCKED_BY_SYNC);
+        proto::TrainResponse response;
+        QVERIFY(!worker0->receive(&response, 0ms));
+        QCOMPARE(ps.globalStep(), 0);
+
+        worker1->send(push(0, 3.0f));
+        for (auto *call : {worker0, worker1}) {
+            QVERIFY(call->receive(&response, kAnswer));
+            QCOMPARE(response.push().outcome(), proto::AGGREGATED);
+            QCOMPARE(response.push().contributions(), 2);
+            QCOMPARE(response.push().update(), 1);
+            QCOMPARE(response.push().global_step(), 1);
+            // One step of the mean gradient, 2: w = 0 - 0.5 * 2.
+            QCOMPARE(response.push().parameters(0).values(0), -1.0f);
+        }
+        QCOMPARE(ps.globalStep(), 1);
+        QCOMPARE(ps.worker(0).phase(), proto::TRAINING);
+    }
+
+    void asyncModeAppliesEveryGradientOnArrival()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        auto *worker1 = ps.joined(1);
+        QVERIFY(worker0 && worker1);
+
+        proto::TrainResponse response;
+        worker0->send(push(0, 1.0f));
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+        QCOMPARE(response.push().global_step(), 1);
+        QCOMPARE(response.push().parameters(0).values(0), -0.5f);
+
+        // Computed from step 0, applied at step 1: one step stale, still applied.
+        worker1->send(push(0, 1.0f));
+        QVERIFY(worker1->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+        QCOMPARE(response.push().staleness(), 1);
+        QCOMPARE(response.push().global_step(), 2);
+        QCOMPARE(response.push().parameters(0).values(0), -1.0f);
+        QCOMPARE(ps.globalStep(), 2);
+    }
+
+    void sspHoldsTheWorkerThatRunsAheadOfTheStalenessBound()
+    {
+        Ps ps(psOptions(modeConfig(proto::SSP, 1)));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        auto *worker1 = ps.joined(1);
+        QVERIFY(worker0 && worker1);
+
+        proto::TrainResponse response;
+        worker0->send(push(0, 1.0f));
+        QVERIFY(worker0->receive(&response, kAnswer));
+        // Clock 2 against the slowest worker's 0 + staleness 1: held after
+        // the update, which is applied.
+        worker0->send(push(1, 1.0f));
+        QTRY_COMPARE(ps.worker(0).phase(), proto::BLOCKED_BY_STALENESS);
+        QCOMPARE(ps.globalStep(), 2);
+        QVERIFY(!worker0->receive(&response, 0ms));
+
+        worker1->send(push(0, 1.0f));
+        QVERIFY(worker1->receive(&response, kAnswer));
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+        QCOMPARE(ps.globalStep(), 3);
+    }
+
+    void aStreamThatEndsWithoutGoodbyeMarksItsWorkerDeadAndClosesTheSyncStep()
+    {
+        Ps ps(psOptions(modeConfig(proto::SYNC)));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        auto *worker1 = ps.joined(1);
+        QVERIFY(worker0 && worker1);
+
+        worker0->send(push(0, 1.0f));
+        QTRY_COMPARE(ps.worker(0).phase(), proto::BLOCKED_BY_SYNC);
+        worker1->close();
+        QVERIFY(worker1->waitForEnd(kAnswer));
+
+        proto::TrainResponse response;
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QCOMPARE(response.push().contributions(), 1);
+        QCOMPARE(response.push().global_step(), 1);
+        QCOMPARE(ps.worker(1).phase(), proto::DEAD);
+        QCOMPARE(QString::fromStdString(ps.worker(1).reason()),
+                 QStringLiteral("its training stream closed without a goodbye (process killed, or network cut)"));
+        QVERIFY(ps.logged("worker:1 is dead"));
+    }
+
+    void workersThatReachTheLastStepAndLeaveFinishTheRun()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC), 2));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        auto *worker1 = ps.joined(1);
+        QVERIFY(worker0 && worker1);
+
+        proto::TrainResponse response;
+        worker0->send(push(0, 1.0f));
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QVERIFY(!response.push().done());
+        worker1->send(push(1, 1.0f));
+        QVERIFY(worker1->receive(&response, kAnswer));
+        QVERIFY(response.push().done());
+        // A push past the last step is answered "done" and not applied.
+        worker0->send(push(1, 1.0f));
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QVERIFY(response.push().done());
+        QCOMPARE(ps.globalStep(), 2);
+
+        worker0->send(leave(true));
+        const auto end = worker0->waitForEnd(kAnswer);
+        QVERIFY(end && end->ok());
+        QCOMPARE(QString::fromStdString(ps.task().taskStatus().state()), QStringLiteral("serving"));
+        worker1->send(leave(true));
+        QVERIFY(worker1->waitForEnd(kAnswer));
+        QCOMPARE(QString::fromStdString(ps.task().taskStatus().state()), QStringLiteral("finished"));
+        QCOMPARE(ps.worker(0).phase(), proto::FINISHED);
+    }
+
+    void nonFiniteGradientsAreRejectedAndCounted()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        QVERIFY(worker0);
+
+        proto::TrainResponse response;
+        worker0->send(push(0, std::numeric_limits<float>::quiet_NaN()));
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::REJECTED_NONFINITE);
+        QCOMPARE(response.push().parameters(0).values(0), 0.0f);
+        QCOMPARE(ps.globalStep(), 0);
+        QCOMPARE(ps.worker(0).nonfinite(), 1);
+        QVERIFY(ps.logged("worker:0 pushed a gradient with NaN or infinite values (1 so far); rejected"));
+
+        // The stream stays open: the next, finite, gradient is applied.
+        worker0->send(push(0, 1.0f));
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+        QCOMPARE(ps.globalStep(), 1);
+    }
+
+    void aWatcherSeesTheClusterStatusFirstThenEachStep()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        QVERIFY(worker0);
+        Watcher watcher(ps.task(), [](const proto::TelemetryBatch &batch) {
+            for (const auto &event : batch.events())
+                if (event.has_step() && event.step().global_step() == 1)
+                    return true;
+            return false;
+        });
+        // Subscribed once the first batch came: the push's step is not missed.
+        QVERIFY(watcher.waitForBatches(1));
+
+        worker0->send(push(0, 1.0f));
+        proto::TrainResponse response;
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QVERIFY(watcher.waitForEnd());
+
+        const auto batches = watcher.batches();
+        QVERIFY(batches.front().has_status());
+        QVERIFY(batches.front().status().initialized());
+        QCOMPARE(batches.front().status().workers(0).phase(), proto::TRAINING);
+        const auto &events = batches.back().events();
+        const auto step = std::find_if(events.begin(), events.end(), [](const auto &e) { return e.has_step(); });
+        QVERIFY(step != events.end());
+        QCOMPARE(step->step().worker(), 0);
+        QCOMPARE(step->step().outcome(), proto::APPLIED);
+        QCOMPARE(step->step().computed_from_step(), 0);
+        QVERIFY(!batches.back().cluster_finished());
+    }
+
+    void malformedRequestsEndTheStreamWithTheWireError_data()
+    {
+        QTest::addColumn<QList<proto::TrainRequest>>("requests");
+        QTest::addColumn<CallStatus::Code>("code");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("unknown worker index")
+            << QList<proto::TrainRequest>{joinAs(7)} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker index 7 is not in the cluster (2 workers): check --task_index and --worker_hosts");
+        QTest::newRow("push before join")
+            << QList<proto::TrainRequest>{push(0, 1.0f)} << CallStatus::Code::FailedPrecondition
+            << QStringLiteral("push before join: send a JoinRequest first");
+        QTest::newRow("gradient of the wrong size")
+            << QList<proto::TrainRequest>{joinAs(1), push(0, 1.0f, {3, 1})} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1: gradient 0 has 3 values, the variable has 1");
+        QTest::newRow("too few gradient tensors")
+            << QList<proto::TrainRequest>{joinAs(1), push(0, 1.0f, {1})} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1: the push has 1 gradient tensors but ps:0 holds 2 variables");
+        QTest::newRow("a step from the future")
+            << QList<proto::TrainRequest>{joinAs(1), push(1000000000, 1.0f)} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1 pushed a gradient computed from global step 1000000000, but the global step "
+                              "is only 0: a step from the future is refused");
+        QTest::newRow("another model")
+            << QList<proto::TrainRequest>{joinAs(1, "softmax")} << CallStatus::Code::FailedPrecondition
+            << QStringLiteral("ps:0 refuses worker:1: it trains model 'softmax' but the cluster trains 'linear'. "
+                              "Give every task the same --model, --dataset and --optimizer");
+    }
+
+    void malformedRequestsEndTheStreamWithTheWireError()
+    {
+        QFETCH(QList<proto::TrainRequest>, requests);
+        QFETCH(CallStatus::Code, code);
+        QFETCH(QString, message);
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto *healthy = ps.joined(0);
+        QVERIFY(healthy);
+
+        auto &rogue = ps.open();
+        for (const auto &request : requests)
+            rogue.send(request);
+        const auto status = rogue.waitForEnd(kAnswer);
+        QVERIFY(status);
+        QCOMPARE(status->code(), code);
+        QCOMPARE(QString::fromStdString(status->message()), message);
+
+        // Nothing the cluster learned is lost, and it keeps training.
+        proto::TrainResponse response;
+        healthy->send(push(0, 1.0f));
+        QVERIFY(healthy->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+        QCOMPARE(response.push().parameters(0).values(0), -0.5f);
+        QCOMPARE(ps.globalStep(), 1);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPsTask)
+#include "tst_ps_task.moc"
