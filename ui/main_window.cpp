@@ -810,6 +810,22 @@ QStringList MainWindow::saveScreenshots(const QString &directory)
     return written;
 }
 
+QStringList MainWindow::saveScreenshotsOfEveryWindow(const QString &directory)
+{
+    const QStringList own = saveScreenshots(directory);
+    QStringList written;
+    int n = 0;
+    for (QWidget *top : QApplication::topLevelWidgets()) {
+        if (top == this || !top->isVisible())
+            continue;
+        const QString path = directory + QStringLiteral("/other_window_%1.png").arg(n++);
+        if (top->grab().save(path))
+            written.append(path);
+        top->close();
+    }
+    return written + own;
+}
+
 QString MainWindow::connectionText() const
 {
     return m_connectionLabel->text();

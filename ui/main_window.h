@@ -68,6 +68,11 @@ public:
     bool exportAllTo(const QString &directory, QStringList *written, QString *error);
     // Grabs each tab of the window into `directory` (for looking at it).
     QStringList saveScreenshots(const QString &directory);
+    // The same, and a picture of every other window shown (a replay, a
+    // comparison, a modal dialog such as the pre-flight), each closed once
+    // taken so that none keeps the app from quitting. Returns the files
+    // written, those windows' first.
+    QStringList saveScreenshotsOfEveryWindow(const QString &directory);
 
     RunChartsView *charts() const { return m_charts; }
     ProcessPanel *processes() const { return m_processes; }

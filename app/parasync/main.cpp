@@ -10,6 +10,7 @@
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "ui/app_command_line.h"
+#include "ui/app_process.h"
 #include "ui/headless_mode_comparison.h"
 #include "ui/headless_runner.h"
 #include "ui/main_window.h"
@@ -18,88 +19,19 @@
 
 #include <QApplication>
 #include <QCommandLineParser>
-#include <QDir>
 #include <QIcon>
-#include <QSocketNotifier>
 #include <QTimer>
 
-#include <sys/stat.h>
-
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <optional>
-#include <unistd.h>
 
 using namespace parasync;
-
-namespace {
-
-int g_signalPipe[2] = {-1, -1};
-
-// SIGINT/SIGTERM quit through the event loop, so the launcher stops the
-// tasks it started instead of leaving them holding their ports.
-void installQuitOnSignal()
-{
-    if (::pipe(g_signalPipe) != 0)
-        return;
-    auto *notifier = new QSocketNotifier(g_signalPipe[0], QSocketNotifier::Read, qApp);
-    QObject::connect(notifier, &QSocketNotifier::activated, qApp, [notifier] {
-        char byte = 0;
-        if (::read(g_signalPipe[0], &byte, 1) == 1)
-            std::fprintf(stderr, "parasync: received %s, stopping the cluster's tasks\n", byte == 2 ? "SIGINT" : "SIGTERM");
-        notifier->setEnabled(false);
-        if (QWidget *window = QApplication::activeWindow())
-            window->close();
-        QCoreApplication::exit(130);
-    });
-    const auto handler = [](int signal) {
-        const char byte = char(signal);
-        [[maybe_unused]] const auto written = ::write(g_signalPipe[1], &byte, 1);
-    };
-    std::signal(SIGINT, handler);
-    std::signal(SIGTERM, handler);
-}
-
-// Qt keeps per-session sockets and locks in $XDG_RUNTIME_DIR, which a login
-// session sets; a root shell on a server or a CI job has none, and Qt then
-// makes /tmp/runtime-USER itself -- with a warning on every start that reads
-// as a failure. Make the same private folder here (mode 0700, ours), as the
-// XDG spec asks, and say so only if that fails.
-void ensureRuntimeDirectory()
-{
-    if (!qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR"))
-        return;
-    const QByteArray path = QDir::tempPath().toLocal8Bit() + "/runtime-" + QByteArray::number(::getuid());
-    struct stat info {};
-    if (::mkdir(path.constData(), 0700) != 0 && errno != EEXIST)
-        return; // Qt will say what it thinks
-    if (::lstat(path.constData(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::getuid()
-        || (info.st_mode & 0077) != 0) {
-        std::fprintf(stderr, "parasync: %s is not a private folder of this user: set XDG_RUNTIME_DIR to one\n",
-                     path.constData());
-        return;
-    }
-    qputenv("XDG_RUNTIME_DIR", path);
-}
-
-} // namespace
 
 int main(int argc, char **argv)
 {
     parasync::prepareGrpcProcess();
-    ensureRuntimeDirectory();
-    // The chart export needs a QApplication (Qt Charts are widgets); without
-    // a display, headless mode paints offscreen.
-    // --help and --version print and exit: they need no display either.
-    bool headless = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        headless = headless || arg == "--headless" || arg == "--help" || arg == "-h" || arg == "--version";
-    }
-    if (headless && qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
-        && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
-        qputenv("QT_QPA_PLATFORM", "offscreen");
+    ui::ensureRuntimeDirectory();
+    const bool headless = ui::preparePlatformForArguments(argc, argv);
 
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("parasync"));
@@ -118,7 +50,7 @@ int main(int argc, char **argv)
 
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::proto::ModeConfig>();
-    installQuitOnSignal();
+    ui::quitOnTerminationSignals();
 
     // What the flags ask for; a wrong one ends the app here, before anything starts.
     std::optional<ClusterPlan> plan;
@@ -179,19 +111,7 @@ int main(int argc, char **argv)
             ? parser.value(QStringLiteral("screenshot_delay")).toInt()
             : 6000;
         QTimer::singleShot(delay, &window, [&window, dir] {
-            const QStringList written = window.saveScreenshots(dir);
-            // Other top-level windows (replay, comparison) too.
-            int n = 0;
-            for (QWidget *top : QApplication::topLevelWidgets()) {
-                if (top == &window || !top->isVisible())
-                    continue;
-                const QString path = dir + QStringLiteral("/other_window_%1.png").arg(n++);
-                if (top->grab().save(path))
-                    std::printf("wrote %s\n", qPrintable(path));
-                // A modal dialog (the pre-flight) would keep the app from quitting.
-                top->close();
-            }
-            for (const QString &path : written)
+            for (const QString &path : window.saveScreenshotsOfEveryWindow(dir))
                 std::printf("wrote %s\n", qPrintable(path));
             std::fflush(stdout);
             window.close();
