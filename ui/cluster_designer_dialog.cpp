@@ -1,6 +1,6 @@
 #include "ui/cluster_designer_dialog.h"
 
-#include "ui/cluster_plan_file.h"
+#include "config/cluster_plan_file.h"
 #include "base/error.h"
 #include "engine/model.h"
 #include "config/node_options.h"

@@ -4,7 +4,7 @@
 #include "orchestration/cluster_watcher.h"
 #include "base/error.h"
 #include "config/node_options.h"
-#include "orchestration/preflight_check.h"
+#include "orchestration/launch_sequence.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
 
@@ -69,7 +69,20 @@ HeadlessRunner::HeadlessRunner(ClusterLauncher *launcher, ClusterWatcher *watche
     , m_watcher(watcher)
     , m_options(std::move(options))
     , m_charts(std::make_unique<RunChartsView>())
+    , m_launch(std::make_unique<LaunchSequence>(launcher, watcher))
 {
+    m_launch->setPreflight(m_options.preflightOnly   ? LaunchSequence::Preflight::Always
+                           : m_options.skipPreflight ? LaunchSequence::Preflight::Never
+                                                     : LaunchSequence::Preflight::RemoteHosts);
+    connect(m_launch.get(), &LaunchSequence::preflightStarted, this, [this] {
+        say(tr("Pre-flight check of %1 host(s): ssh, parasync-node, ports, routes to the ps tasks")
+                .arg(m_options.plan.hosts.size()));
+    });
+    connect(m_launch.get(), &LaunchSequence::preflightFinished, this, &HeadlessRunner::onPreflightFinished);
+    connect(m_launch.get(), &LaunchSequence::portsTaken, this, &HeadlessRunner::onPortsTaken);
+    connect(m_launch.get(), &LaunchSequence::failed, this,
+            [this](const QString &error) { finishWith(CouldNotStart, error); });
+    connect(m_launch.get(), &LaunchSequence::launched, this, &HeadlessRunner::onLaunched);
     // Never shown: it is only the charts' owner and the exporter's source.
     m_charts->resize(1400, 800);
     // A line every few seconds: enough to see a paced run move, few enough to read.
@@ -138,39 +151,33 @@ void HeadlessRunner::start()
         m_watcher->connectTo(m_options.connect.address, settings);
         return;
     }
-    if (m_options.preflightOnly || (!m_options.plan.hosts.empty() && !m_options.skipPreflight))
-        preflightThenLaunch();
+    // The run directory is chosen when the launch is sure: after a check
+    // that passed, if there is one.
+    if (m_launch->checksFirst(m_options.plan))
+        m_launch->start(m_options.plan);
     else
-        launch();
+        m_launch->start(withRunDirectory(m_options.plan));
 }
 
-void HeadlessRunner::preflightThenLaunch()
+void HeadlessRunner::onPreflightFinished(bool passed, const QString &report)
 {
-    say(tr("Pre-flight check of %1 host(s): ssh, parasync-node, ports, routes to the ps tasks")
-            .arg(m_options.plan.hosts.size()));
-    m_preflight = std::make_unique<PreflightCheck>();
-    m_preflight->setNodeBinary(m_launcher->nodeBinary());
-    connect(m_preflight.get(), &PreflightCheck::finished, this, [this](bool passed) {
-        std::fputs(qPrintable(m_preflight->report()), stdout);
-        std::fflush(stdout);
-        if (m_options.preflightOnly) {
-            finishWith(passed ? Success : CouldNotStart,
-                       passed ? tr("Pre-flight: every check passed.") : tr("Pre-flight: some checks failed (see the fixes above)."));
-            return;
-        }
-        if (!passed) {
-            finishWith(CouldNotStart, tr("Not launched: the pre-flight check failed. Fix what it says above (or "
-                                         "launch anyway with --skip_preflight)."));
-            return;
-        }
-        launch();
-    });
-    m_preflight->start(m_options.plan);
+    std::fputs(qPrintable(report), stdout);
+    std::fflush(stdout);
+    if (m_options.preflightOnly) {
+        finishWith(passed ? Success : CouldNotStart,
+                   passed ? tr("Pre-flight: every check passed.") : tr("Pre-flight: some checks failed (see the fixes above)."));
+        return;
+    }
+    if (!passed) {
+        finishWith(CouldNotStart, tr("Not launched: the pre-flight check failed. Fix what it says above (or "
+                                     "launch anyway with --skip_preflight)."));
+        return;
+    }
+    m_launch->proceed(withRunDirectory(m_launch->plan()));
 }
 
-void HeadlessRunner::launch()
+ClusterPlan HeadlessRunner::withRunDirectory(ClusterPlan plan)
 {
-    ClusterPlan &plan = m_options.plan;
     // The run directory is the complete record: the export is drawn from it,
     // so a run that ends before the telemetry stream is up is still whole.
     if (plan.training.logdir.empty()) {
@@ -186,32 +193,32 @@ void HeadlessRunner::launch()
                 .arg(QString::fromStdString(plan.training.logdir)));
     }
     m_runDirectory = QString::fromStdString(plan.training.logdir);
-    const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
-    if (!conflicts.empty()) {
-        QString message = tr("The cluster cannot start, ports are taken:\n");
-        for (const PortConflict &conflict : conflicts)
-            message += tr("  %1 wants %2, taken%3\n")
-                           .arg(QString::fromStdString(conflict.task.toString()),
-                                QString::fromStdString(conflict.address.toString()),
-                                conflict.holder.isEmpty() ? QString() : tr(" by %1").arg(conflict.holder));
-        const ClusterPlan free = ClusterLauncher::withSuggestedPorts(plan, conflicts);
-        // The user's own command, on free ports.
-        QStringList command;
-        for (const QString &argument : QCoreApplication::arguments())
-            if (!argument.startsWith(QStringLiteral("--ps_hosts")) && !argument.startsWith(QStringLiteral("--worker_hosts")))
-                command.append(argument);
-        command.append(QStringLiteral("--ps_hosts=") + hostList(free.cluster.ps));
-        command.append(QStringLiteral("--worker_hosts=") + hostList(free.cluster.workers));
-        message += tr("Stop the process holding the port (an old run?), or run on free ports:\n  %1")
-                       .arg(command.join(QLatin1Char(' ')));
-        finishWith(CouldNotStart, message);
-        return;
-    }
-    QString error;
-    if (!m_launcher->launch(plan, &error)) {
-        finishWith(CouldNotStart, error);
-        return;
-    }
+    return plan;
+}
+
+void HeadlessRunner::onPortsTaken(const std::vector<PortConflict> &conflicts)
+{
+    QString message = tr("The cluster cannot start, ports are taken:\n");
+    for (const PortConflict &conflict : conflicts)
+        message += tr("  %1 wants %2, taken%3\n")
+                       .arg(QString::fromStdString(conflict.task.toString()),
+                            QString::fromStdString(conflict.address.toString()),
+                            conflict.holder.isEmpty() ? QString() : tr(" by %1").arg(conflict.holder));
+    const ClusterPlan free = ClusterLauncher::withSuggestedPorts(m_launch->plan(), conflicts);
+    // The user's own command, on free ports.
+    QStringList command;
+    for (const QString &argument : QCoreApplication::arguments())
+        if (!argument.startsWith(QStringLiteral("--ps_hosts")) && !argument.startsWith(QStringLiteral("--worker_hosts")))
+            command.append(argument);
+    command.append(QStringLiteral("--ps_hosts=") + hostList(free.cluster.ps));
+    command.append(QStringLiteral("--worker_hosts=") + hostList(free.cluster.workers));
+    message += tr("Stop the process holding the port (an old run?), or run on free ports:\n  %1")
+                   .arg(command.join(QLatin1Char(' ')));
+    finishWith(CouldNotStart, message);
+}
+
+void HeadlessRunner::onLaunched(const ClusterPlan &plan)
+{
     connect(m_launcher, &ClusterLauncher::allExited, this, &HeadlessRunner::onAllExited);
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &HeadlessRunner::onTaskChanged);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
@@ -220,17 +227,6 @@ void HeadlessRunner::launch()
             .arg(QString::fromStdString(describeMode(plan.training.mode)))
             .arg(plan.training.lastStep > 0 ? tr("last step %1").arg(plan.training.lastStep) : tr("no last step"))
             .arg(m_runDirectory));
-    // Watch from when ps:0 listens (a watcher started earlier backs off and
-    // may miss a short run); at the latest after 3 s, so it says why not.
-    QTimer::singleShot(3000, this, &HeadlessRunner::watchPs0);
-}
-
-void HeadlessRunner::watchPs0()
-{
-    if (m_watching || m_done)
-        return;
-    m_watching = true;
-    m_watcher->connectTo(QString::fromStdString(m_options.plan.cluster.ps.front().toString()));
 }
 
 void HeadlessRunner::onTaskChanged(int row)
@@ -244,9 +240,6 @@ void HeadlessRunner::onTaskChanged(int row)
                              .arg(QString::fromStdString(task.task.toString()),
                                   QString::fromStdString(task.address.toString()),
                                   task.pid > 0 ? tr(" (pid %1)").arg(task.pid) : QString(), stateInWords(task));
-    if (task.task == TaskId{JobName::Ps, 0} && task.state != TaskState::NotStarted
-        && task.state != TaskState::Starting)
-        watchPs0();
     // Keyed on the state and pid: a detail that counts (ps:0's "global step
     // 371") changes with every refresh.
     const QString key = taskStateName(task.state) + QString::number(task.pid);
@@ -423,6 +416,8 @@ void HeadlessRunner::finishWith(int exitCode, const QString &message)
     if (m_done)
         return;
     m_done = true;
+    // Launched or not: the watcher is not pointed at ps:0 from here on.
+    m_launch->cancel();
     m_progress.stop();
     m_timeout.stop();
     m_grace.stop();

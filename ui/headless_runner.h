@@ -2,8 +2,10 @@
 
 // `parasync --headless`: the same orchestration as the window (launch or
 // connect, watch, wait for the end) without showing one, then every chart
-// exported through ChartExporter. Prints what it does and what it wrote;
-// finishes with an exit code a script can test.
+// exported through ChartExporter. It drives the launch sequence the window
+// drives, and answers its questions from the flags: a failed pre-flight or a
+// taken port ends the run with what to do. Prints what it does and what it
+// wrote; finishes with an exit code a script can test.
 
 #include "orchestration/cluster_launcher.h"
 #include "ui/connect_dialog.h"
@@ -19,7 +21,7 @@
 
 namespace parasync {
 class ClusterWatcher;
-class PreflightCheck;
+class LaunchSequence;
 }
 
 namespace parasync::ui {
@@ -71,10 +73,13 @@ Q_SIGNALS:
     void finished(int exitCode);
 
 private:
-    void launch();
-    void preflightThenLaunch();
+    // `plan` with the run directory the export is drawn from (a fresh one in
+    // the export folder unless it names one).
+    ClusterPlan withRunDirectory(ClusterPlan plan);
+    void onPreflightFinished(bool passed, const QString &report);
+    void onPortsTaken(const std::vector<PortConflict> &conflicts);
+    void onLaunched(const ClusterPlan &plan);
     void onTaskChanged(int row);
-    void watchPs0();
     void onSnapshot(const RunSnapshot &snapshot);
     void onAllExited();
     void onClusterFinished();
@@ -90,7 +95,7 @@ private:
     ClusterWatcher *m_watcher;
     HeadlessOptions m_options;
     std::unique_ptr<RunChartsView> m_charts;
-    std::unique_ptr<PreflightCheck> m_preflight;
+    std::unique_ptr<LaunchSequence> m_launch;
     std::shared_ptr<const RunSnapshot> m_latest;
     QTimer m_progress;
     QTimer m_timeout;
@@ -99,7 +104,6 @@ private:
     QStringList m_written;
     bool m_done = false;
     bool m_clusterFinished = false;
-    bool m_watching = false;
     QString m_runDirectory; // the launched run's --logdir, replayed for the export
     int64_t m_printedStep = -1;
     QHash<int, QString> m_taskLines; // per task: the state and pid last printed

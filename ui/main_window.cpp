@@ -3,8 +3,10 @@
 #include "ui/chart_exporter.h"
 #include "ui/cluster_designer_dialog.h"
 #include "ui/tfjob_dialog.h"
-#include "ui/cluster_plan_file.h"
+#include "config/cluster_plan_file.h"
+#include "config/plan_from_flags.h"
 #include "orchestration/cluster_watcher.h"
+#include "orchestration/launch_sequence.h"
 #include "base/error.h"
 #include "ui/mode_controls.h"
 #include "ui/pace_control.h"
@@ -49,6 +51,7 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     : QMainWindow(parent)
     , m_launcher(launcher)
     , m_watcher(watcher)
+    , m_launch(new LaunchSequence(launcher, watcher, this))
     , m_loader(new RunLoader(this))
     , m_charts(new RunChartsView(this))
     , m_processes(new ProcessPanel(launcher, watcher, this))
@@ -101,6 +104,14 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     connect(m_watcher, &ClusterWatcher::controlFinished, this, &MainWindow::onControlFinished);
     connect(m_watcher, &ClusterWatcher::clusterFinished, this, &MainWindow::onClusterFinished);
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &MainWindow::onTaskChanged);
+    // The sequence's questions come while startCluster runs: the dialogs are modal.
+    connect(m_launch, &LaunchSequence::preflightStarted, this, &MainWindow::showPreflight);
+    connect(m_launch, &LaunchSequence::portsTaken, this, &MainWindow::askAboutTakenPorts);
+    connect(m_launch, &LaunchSequence::launched, this, &MainWindow::onLaunched);
+    connect(m_launch, &LaunchSequence::failed, this, [this](const QString &error) {
+        showError(tr("The cluster did not start"),
+                  error + tr("\n\nThe node binary in use is %1.").arg(m_launcher->nodeBinary()));
+    });
     connect(m_launcher, &ClusterLauncher::allExited, this, [this] {
         statusBar()->showMessage(tr("Every task of the cluster has exited."), 10000);
         updateActions();
@@ -289,9 +300,8 @@ void MainWindow::startDemo()
                                  15000);
 }
 
-bool MainWindow::startCluster(const ClusterPlan &requested)
+bool MainWindow::startCluster(const ClusterPlan &plan)
 {
-    ClusterPlan plan = requested;
     if (m_launcher->anyRunning()) {
         const auto answer = QMessageBox::question(
             this, tr("A cluster is running"),
@@ -301,87 +311,80 @@ bool MainWindow::startCluster(const ClusterPlan &requested)
         m_watcher->disconnectFromCluster();
         m_launcher->stopAll();
     }
-    if (!plan.hosts.empty()) {
-        // Remote hosts: check ssh, the binaries, ports and routes first, on
-        // each host, rather than learn of each problem from a dead task.
-        PreflightDialog preflight(plan, m_launcher->nodeBinary(), this);
-        if (preflight.exec() != QDialog::Accepted) {
-            statusBar()->showMessage(tr("Not started (pre-flight check)."), 10000);
-            return false;
-        }
-        plan = preflight.plan();
-        if (preflight.portsRewritten() && !m_currentClusterFile.isEmpty()) {
-            try {
-                writeClusterFile(m_currentClusterFile.toStdString(), clusterFileFromPlan(plan));
-                statusBar()->showMessage(tr("%1 now uses the free ports the pre-flight found").arg(m_currentClusterFile), 10000);
-            } catch (const InputError &e) {
-                showError(tr("Cannot update the cluster file"), QString::fromStdString(e.what()));
-            }
+    // Runs to the launch, or to where the user said no, through the slots
+    // below (their dialogs are modal).
+    m_launch->start(plan);
+    return m_launch->stage() == LaunchSequence::Stage::Launched
+           || m_launch->stage() == LaunchSequence::Stage::Watching;
+}
+
+void MainWindow::showPreflight()
+{
+    // Remote hosts: check ssh, the binaries, ports and routes first, on
+    // each host, rather than learn of each problem from a dead task.
+    PreflightDialog preflight(m_launch->preflight(), m_launch->plan(), this);
+    if (preflight.exec() != QDialog::Accepted) {
+        m_launch->cancel();
+        statusBar()->showMessage(tr("Not started (pre-flight check)."), 10000);
+        return;
+    }
+    const ClusterPlan plan = preflight.plan();
+    if (preflight.portsRewritten() && !m_currentClusterFile.isEmpty()) {
+        try {
+            writeClusterFile(m_currentClusterFile.toStdString(), clusterFileFromPlan(plan));
+            statusBar()->showMessage(tr("%1 now uses the free ports the pre-flight found").arg(m_currentClusterFile), 10000);
+        } catch (const InputError &e) {
+            showError(tr("Cannot update the cluster file"), QString::fromStdString(e.what()));
         }
     }
-    const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
-    if (!conflicts.empty()) {
-        QString details;
-        QStringList suggested;
-        for (const PortConflict &conflict : conflicts) {
-            details += tr("\u2022 %1 wants %2, which is taken%3.\n")
-                           .arg(QString::fromStdString(conflict.task.toString()),
-                                QString::fromStdString(conflict.address.toString()),
-                                conflict.holder.isEmpty() ? QString() : tr(" by %1").arg(conflict.holder));
-            suggested.append(QString::number(conflict.suggestedPort));
-        }
-        QMessageBox box(QMessageBox::Warning, tr("Ports are taken"),
-                        tr("The cluster cannot start on these addresses:\n\n%1\nAn old process may still hold a "
-                           "port (stop it, e.g. kill <pid>), or the cluster can use free ports instead.")
-                            .arg(details),
-                        QMessageBox::Cancel, this);
-        QPushButton *useFree = box.addButton(tr("Use free ports (%1)").arg(suggested.join(QStringLiteral(", "))),
-                                             QMessageBox::AcceptRole);
-        box.setDefaultButton(useFree);
-        box.exec();
-        if (box.clickedButton() != useFree) {
-            statusBar()->showMessage(tr("Not started: ports are taken."), 10000);
-            return false;
-        }
-        plan = ClusterLauncher::withSuggestedPorts(plan, conflicts);
+    m_launch->proceed(plan);
+}
+
+void MainWindow::askAboutTakenPorts(const std::vector<PortConflict> &conflicts)
+{
+    QString details;
+    QStringList suggested;
+    for (const PortConflict &conflict : conflicts) {
+        details += tr("\u2022 %1 wants %2, which is taken%3.\n")
+                       .arg(QString::fromStdString(conflict.task.toString()),
+                            QString::fromStdString(conflict.address.toString()),
+                            conflict.holder.isEmpty() ? QString() : tr(" by %1").arg(conflict.holder));
+        suggested.append(QString::number(conflict.suggestedPort));
     }
-    QString error;
-    if (!m_launcher->launch(plan, &error)) {
-        showError(tr("The cluster did not start"),
-                  error + tr("\n\nThe node binary in use is %1.").arg(m_launcher->nodeBinary()));
-        return false;
+    QMessageBox box(QMessageBox::Warning, tr("Ports are taken"),
+                    tr("The cluster cannot start on these addresses:\n\n%1\nAn old process may still hold a "
+                       "port (stop it, e.g. kill <pid>), or the cluster can use free ports instead.")
+                        .arg(details),
+                    QMessageBox::Cancel, this);
+    QPushButton *useFree = box.addButton(tr("Use free ports (%1)").arg(suggested.join(QStringLiteral(", "))),
+                                         QMessageBox::AcceptRole);
+    box.setDefaultButton(useFree);
+    box.exec();
+    if (box.clickedButton() != useFree) {
+        m_launch->cancel();
+        statusBar()->showMessage(tr("Not started: ports are taken."), 10000);
+        return;
     }
+    m_launch->useSuggestedPorts();
+}
+
+void MainWindow::onLaunched(const ClusterPlan &plan)
+{
     m_currentPlan = plan;
     m_pace->setComputeMs(plan.training.pace.computeMs);
     m_lastStates.clear();
     m_processes->reset();
     m_charts->clear();
     m_runDirectory = QString::fromStdString(plan.training.logdir);
-    const QString ps0 = QString::fromStdString(plan.cluster.ps.front().toString());
-    // Watch from when ps:0 listens: a watcher started before backs off and
-    // can miss a short run. At the latest after 3 s, so it says why not.
-    m_watcher->disconnectFromCluster();
-    m_watchPending = true;
-    QTimer::singleShot(3000, this, &MainWindow::watchLaunchedPs0);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
         onTaskChanged(row);
     statusBar()->showMessage(tr("Started %1 ps and %2 workers (%3); watching ps:0 at %4")
                                  .arg(plan.cluster.numPs())
                                  .arg(plan.cluster.numWorkers())
-                                 .arg(QString::fromStdString(describeMode(plan.training.mode)), ps0),
+                                 .arg(QString::fromStdString(describeMode(plan.training.mode)),
+                                      QString::fromStdString(plan.cluster.ps.front().toString())),
                              10000);
     updateActions();
-    return true;
-}
-
-void MainWindow::watchLaunchedPs0()
-{
-    if (!m_watchPending || !m_currentPlan)
-        return;
-    m_watchPending = false;
-    // Watched from its first step: the telemetry is the whole story.
-    m_watcher->setHistory({}, false);
-    m_watcher->connectTo(QString::fromStdString(m_currentPlan->cluster.ps.front().toString()));
 }
 
 void MainWindow::connectToCluster(const QString &address, const QString &runDirectory)
@@ -410,7 +413,8 @@ void MainWindow::connectToCluster(const ConnectRequest &request)
         return;
     }
     ConnectDialog::remember(request);
-    m_watchPending = false;
+    // A cluster launched here is no longer followed.
+    m_launch->cancel();
     m_runDirectory.clear();
     m_processes->reset();
     m_charts->clear();
@@ -541,9 +545,6 @@ void MainWindow::onTaskChanged(int row)
     if (m_lastStates.size() < tasks.size())
         m_lastStates.resize(tasks.size(), TaskState::NotStarted);
     const TaskInfo &info = tasks[size_t(row)];
-    if (m_watchPending && info.task == TaskId{JobName::Ps, 0} && info.state != TaskState::NotStarted
-        && info.state != TaskState::Starting)
-        watchLaunchedPs0();
     const TaskState previous = m_lastStates[size_t(row)];
     m_lastStates[size_t(row)] = info.state;
     if (info.state == TaskState::Dead && previous != TaskState::Dead) {
@@ -807,6 +808,22 @@ QStringList MainWindow::saveScreenshots(const QString &directory)
         written.append(tfJobPath);
     tfJob.close();
     return written;
+}
+
+QStringList MainWindow::saveScreenshotsOfEveryWindow(const QString &directory)
+{
+    const QStringList own = saveScreenshots(directory);
+    QStringList written;
+    int n = 0;
+    for (QWidget *top : QApplication::topLevelWidgets()) {
+        if (top == this || !top->isVisible())
+            continue;
+        const QString path = directory + QStringLiteral("/other_window_%1.png").arg(n++);
+        if (top->grab().save(path))
+            written.append(path);
+        top->close();
+    }
+    return written + own;
 }
 
 QString MainWindow::connectionText() const

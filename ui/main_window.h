@@ -3,8 +3,9 @@
 // The desktop app's window: actions to start the demo cluster, design /
 // open / save cluster files, connect to a running cluster, replay and
 // compare run directories and export; the mode controls; the charts of the
-// live run above the process panel. It only wires widgets to the launcher
-// and the watcher: no sockets, no engine locks.
+// live run above the process panel. It only wires widgets to the launcher,
+// the watcher and the launch sequence (whose choices it puts to the user):
+// no sockets, no engine locks.
 
 #include "orchestration/cluster_launcher.h"
 #include "ui/connect_dialog.h"
@@ -20,6 +21,7 @@ class QMenu;
 
 namespace parasync {
 class ClusterWatcher;
+class LaunchSequence;
 }
 
 namespace parasync::ui {
@@ -44,8 +46,10 @@ public:
     ClusterPlan demoPlan() const;
     void setDemoPlan(const ClusterPlan &plan) { m_demoPlanOverride = plan; }
 
-    // Launches `plan` (asking about taken ports) and starts watching ps:0.
-    // False when it could not start; the user has been told why.
+    // Launches `plan` and starts watching ps:0, through the pre-flight
+    // dialog first for remote hosts and asking about taken ports. Returns
+    // once the user has answered (modal dialogs): false when it did not
+    // start; the user has been told why.
     bool startCluster(const ClusterPlan &plan);
     // Starts demoPlan() with a run directory among the app's data (unless the
     // plan names one), from which the charts are completed when it ends.
@@ -64,6 +68,11 @@ public:
     bool exportAllTo(const QString &directory, QStringList *written, QString *error);
     // Grabs each tab of the window into `directory` (for looking at it).
     QStringList saveScreenshots(const QString &directory);
+    // The same, and a picture of every other window shown (a replay, a
+    // comparison, a modal dialog such as the pre-flight), each closed once
+    // taken so that none keeps the app from quitting. Returns the files
+    // written, those windows' first.
+    QStringList saveScreenshotsOfEveryWindow(const QString &directory);
 
     RunChartsView *charts() const { return m_charts; }
     ProcessPanel *processes() const { return m_processes; }
@@ -97,13 +106,17 @@ private:
     void askExportTrace();
     void exportOneChart(int index);
     void stopCluster();
-    void watchLaunchedPs0();
+    // The launch sequence's questions and outcomes.
+    void showPreflight();
+    void askAboutTakenPorts(const std::vector<PortConflict> &conflicts);
+    void onLaunched(const ClusterPlan &plan);
     void addRecentClusterFile(const QString &path);
     void updateRecentMenu();
     void updateActions();
 
     ClusterLauncher *m_launcher;
     ClusterWatcher *m_watcher;
+    LaunchSequence *m_launch;
     RunLoader *m_loader;
     RunChartsView *m_charts;
     ProcessPanel *m_processes;
@@ -122,7 +135,6 @@ private:
     std::optional<ClusterPlan> m_currentPlan;
     QString m_currentClusterFile;
     bool m_connected = false;
-    bool m_watchPending = false;   // watch ps:0 once it listens
     QString m_runDirectory;        // --logdir of the cluster started here
     QString m_finalReplay;         // run directory being read to complete the charts
     int64_t m_lastReportedModeStep = 0;

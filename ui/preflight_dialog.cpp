@@ -34,11 +34,29 @@ QColor outcomeColor(CheckOutcome outcome)
 PreflightDialog::PreflightDialog(const ClusterPlan &plan, const QString &nodeBinary, QWidget *parent)
     : QDialog(parent)
     , m_plan(plan)
-    , m_check(std::make_unique<PreflightCheck>())
+    , m_check(new PreflightCheck(this))
+{
+    m_check->setNodeBinary(nodeBinary);
+    setUp();
+    m_check->start(m_plan);
+}
+
+PreflightDialog::PreflightDialog(PreflightCheck *check, const ClusterPlan &plan, QWidget *parent)
+    : QDialog(parent)
+    , m_plan(plan)
+    , m_check(check)
+{
+    setUp();
+    refresh();
+    // Its owner may have started it a while ago: it may be over already.
+    if (!m_check->isRunning() && !m_check->items().empty())
+        onFinished(m_check->passed());
+}
+
+void PreflightDialog::setUp()
 {
     setObjectName(QStringLiteral("preflightDialog"));
     setWindowTitle(tr("Pre-flight check"));
-    m_check->setNodeBinary(nodeBinary);
 
     m_summary = new QLabel(this);
     m_summary->setWordWrap(true);
@@ -77,9 +95,8 @@ PreflightDialog::PreflightDialog(const ClusterPlan &plan, const QString &nodeBin
     layout->addWidget(buttons);
     resize(980, 560);
 
-    connect(m_check.get(), &PreflightCheck::itemsChanged, this, &PreflightDialog::refresh);
-    connect(m_check.get(), &PreflightCheck::finished, this, &PreflightDialog::onFinished);
-    m_check->start(m_plan);
+    connect(m_check, &PreflightCheck::itemsChanged, this, &PreflightDialog::refresh);
+    connect(m_check, &PreflightCheck::finished, this, &PreflightDialog::onFinished);
 }
 
 PreflightDialog::~PreflightDialog() = default;

@@ -5,13 +5,12 @@
 // cell green, red, grey or pending, with the details as its tooltip; under
 // it, each failure and the fix to try. "Use free ports" rewrites the plan
 // with the free ports found on each host and checks again. Shows the
-// results of a PreflightCheck (core); runs no check itself.
+// results of a PreflightCheck (core) -- its own, or a LaunchSequence's -- and
+// runs no check itself.
 
 #include "config/cluster_plan.h"
 
 #include <QDialog>
-
-#include <memory>
 
 class QLabel;
 class QPushButton;
@@ -29,29 +28,35 @@ class PreflightDialog : public QDialog
     Q_OBJECT
 
 public:
+    // Checks `plan` with a check of its own, started at once.
     PreflightDialog(const ClusterPlan &plan, const QString &nodeBinary, QWidget *parent = nullptr);
+    // Shows `check`, already started on `plan` by its owner (a launch
+    // sequence), which keeps it alive while the dialog is open. "Check
+    // again" and "Use free ports" start it again.
+    PreflightDialog(PreflightCheck *check, const ClusterPlan &plan, QWidget *parent = nullptr);
     ~PreflightDialog() override;
 
     // The plan to launch: the one given, with free ports if the user chose them.
     const ClusterPlan &plan() const { return m_plan; }
     bool portsRewritten() const { return m_portsRewritten; }
-    PreflightCheck *check() const { return m_check.get(); }
+    PreflightCheck *check() const { return m_check; }
     QTableWidget *grid() const { return m_grid; }
 
 private:
+    void setUp();
     void refresh();
     void onFinished(bool passed);
     void useFreePorts();
 
     ClusterPlan m_plan;
-    std::unique_ptr<PreflightCheck> m_check;
+    PreflightCheck *m_check; // a child of the dialog, or its owner's
     bool m_portsRewritten = false;
-    QLabel *m_summary;
-    QTableWidget *m_grid;
-    QTextBrowser *m_problems;
-    QPushButton *m_again;
-    QPushButton *m_freePorts;
-    QPushButton *m_launch;
+    QLabel *m_summary = nullptr;
+    QTableWidget *m_grid = nullptr;
+    QTextBrowser *m_problems = nullptr;
+    QPushButton *m_again = nullptr;
+    QPushButton *m_freePorts = nullptr;
+    QPushButton *m_launch = nullptr;
 };
 
 } // namespace parasync::ui

@@ -2,7 +2,8 @@
 // the plan round-trips through a cluster file, and a wrong address is named
 // in the dialog instead of reaching the processes.
 #include "ui/cluster_designer_dialog.h"
-#include "ui/cluster_plan_file.h"
+#include "config/cluster_plan_file.h"
+#include "config/plan_from_flags.h"
 #include "base/error.h"
 #include "ui/tfjob_dialog.h"
 

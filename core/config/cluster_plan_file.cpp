@@ -1,4 +1,4 @@
-#include "ui/cluster_plan_file.h"
+#include "config/cluster_plan_file.h"
 
 #include "config/node_options.h"
 
@@ -9,7 +9,7 @@
 #include <charconv>
 #include <cmath>
 
-namespace parasync::ui {
+namespace parasync {
 
 namespace {
 std::string hostList(const std::vector<HostPort> &hosts)
@@ -89,48 +89,4 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan)
     return file;
 }
 
-} // namespace parasync::ui
-
-namespace parasync::ui {
-
-ClusterPlan demoPlanFromEnvironment()
-{
-    ClusterPlan plan = ClusterPlan::demo();
-    // At full speed the demo's two parameters take microseconds a step and
-    // the whole run is over before the window repaints. These make it a
-    // run a person can follow and that shows the modes apart:
-    // - ~40 ms of simulated compute per step, long-tailed (jitter 0.5: now
-    //   and then a step takes two or three times as long), so each worker
-    //   makes 10-25 steps a second and the lanes can be read;
-    // - worker:1 a straggler (+40 ms a step, about half worker:0's speed):
-    //   sync then waits for it at every barrier, ssp lets worker:0 run up
-    //   to the staleness bound and then waits, async lets its gradients
-    //   arrive stale -- each visible in the lanes as it happens;
-    // - a learning rate at which w and b take tens of seconds to converge,
-    //   so a mode switch lands while they still move;
-    // - no last step: in the window the demo trains until stopped.
-    plan.training.pace.computeMs = 40;
-    plan.training.pace.computeJitter = 0.5f;
-    plan.workerPace[1] = plan.training.pace;
-    plan.workerPace[1].stragglerMs = 40;
-    plan.training.learningRate = 0.01f;
-    plan.training.lastStep = 0;
-    const QString ports = qEnvironmentVariable("PARASYNC_DEMO_PORTS");
-    if (ports.isEmpty())
-        return plan;
-    std::vector<HostPort *> addresses;
-    for (HostPort &ps : plan.cluster.ps)
-        addresses.push_back(&ps);
-    for (HostPort &worker : plan.cluster.workers)
-        addresses.push_back(&worker);
-    const QStringList list = ports.split(QLatin1Char(','), Qt::SkipEmptyParts);
-    for (qsizetype i = 0; i < list.size() && size_t(i) < addresses.size(); ++i) {
-        bool ok = false;
-        const uint port = list[i].trimmed().toUInt(&ok);
-        if (ok && port > 0 && port < 65536)
-            addresses[size_t(i)]->port = uint16_t(port);
-    }
-    return plan;
-}
-
-} // namespace parasync::ui
+} // namespace parasync

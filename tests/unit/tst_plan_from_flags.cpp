@@ -1,0 +1,131 @@
+// What the app makes of the cluster flags on its command line: the demo (at
+// its pace, worker:1 a straggler) or a cluster file, with --ps_hosts,
+// --worker_hosts and training flags that apply to every task, each checked
+// by parasync-node's own parser and refused by name.
+#include "config/plan_from_flags.h"
+
+#include "config/cluster_plan_file.h"
+#include "config/cluster_spec.h"
+#include "support/input_error_checks.h"
+
+#include <QTemporaryDir>
+#include <QTest>
+
+using namespace parasync;
+using namespace parasync::testing;
+
+class TestPlanFromFlags : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        // The demo's own ports, whatever the caller's environment says.
+        qunsetenv("PARASYNC_DEMO_PORTS");
+    }
+
+    void noFlagsIsTheDemoAsTheAppRunsIt()
+    {
+        const ClusterPlan plan = planFromFlags({});
+        QCOMPARE(plan.cluster, ClusterPlan::demo().cluster);
+        QCOMPARE(plan.training.lastStep, int64_t(0)); // trains until stopped
+        QCOMPARE(plan.training.pace.computeMs, 40);
+        QCOMPARE(plan.paceOf(0).stragglerMs, 0);
+        QCOMPARE(plan.paceOf(1).stragglerMs, 40);
+        QCOMPARE(plan.training.learningRate, demoPlanFromEnvironment().training.learningRate);
+    }
+
+    void trainingFlagsApplyToEveryTaskTheWorkersOwnIncluded()
+    {
+        PlanFlags flags;
+        flags.training = {{"mode", "ssp"},        {"staleness", "3"},  {"last_step", "500"},
+                          {"straggler_ms", "0"}, {"compute_ms", "5"}, {"learning_rate", "0.05"}};
+        const ClusterPlan plan = planFromFlags(flags);
+        QCOMPARE(plan.training.mode.mode(), proto::SSP);
+        QCOMPARE(plan.training.mode.staleness(), 3);
+        QCOMPARE(plan.training.lastStep, int64_t(500));
+        QCOMPARE(plan.training.learningRate, 0.05f);
+        // The demo slows worker:1 down; --straggler_ms=0 is for it too.
+        for (int worker : {0, 1}) {
+            QCOMPARE(plan.paceOf(worker).computeMs, 5);
+            QCOMPARE(plan.paceOf(worker).stragglerMs, 0);
+        }
+        // What no flag names keeps the demo's value: its jitter.
+        QCOMPARE(plan.paceOf(1).computeJitter, 0.5f);
+    }
+
+    void hostFlagsReplaceTheClusterAndKeepTheRest()
+    {
+        PlanFlags flags;
+        flags.psHosts = "127.0.0.1:5000";
+        flags.workerHosts = "127.0.0.1:5001,127.0.0.1:5002,127.0.0.1:5003";
+        const ClusterPlan plan = planFromFlags(flags);
+        QCOMPARE(plan.cluster.ps, parseHostList("127.0.0.1:5000", "--ps_hosts"));
+        QCOMPARE(plan.cluster.numWorkers(), 3);
+        QCOMPARE(plan.cluster.workers.at(2).port, uint16_t(5003));
+        QCOMPARE(plan.paceOf(1).stragglerMs, 40);
+        QCOMPARE(plan.paceOf(2).stragglerMs, 0);
+    }
+
+    void aClusterFileIsTheBaseAndTheFlagsWinOverIt()
+    {
+        ClusterPlan designed = ClusterPlan::demo();
+        designed.cluster.workers.push_back(parseHostPort("127.0.0.1:2225"));
+        designed.training.mode.set_mode(proto::SYNC);
+        designed.training.learningRate = 0.02f;
+        designed.training.lastStep = 900;
+        designed.workerPace[2] = designed.training.pace;
+        designed.workerPace[2].stragglerMs = 60;
+        QTemporaryDir dir;
+        const std::string path = dir.filePath(QStringLiteral("cluster.json")).toStdString();
+        writeClusterFile(path, clusterFileFromPlan(designed));
+
+        PlanFlags flags;
+        flags.clusterFile = path;
+        flags.training = {{"learning_rate", "0.1"}};
+        const ClusterPlan plan = planFromFlags(flags);
+        QCOMPARE(plan.cluster, designed.cluster);
+        QCOMPARE(plan.training.mode.mode(), proto::SYNC);
+        QCOMPARE(plan.training.lastStep, int64_t(900));
+        QCOMPARE(plan.training.learningRate, 0.1f);
+        QCOMPARE(plan.paceOf(2).stragglerMs, 60);
+        // Not the demo's pace: the file's.
+        QCOMPARE(plan.paceOf(1).stragglerMs, 0);
+    }
+
+    void aWrongFlagIsRefusedByName_data()
+    {
+        QTest::addColumn<QString>("flag");
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QString>("mentions");
+        QTest::newRow("mode") << QStringLiteral("mode") << QStringLiteral("bogus") << QStringLiteral("--mode");
+        QTest::newRow("last step") << QStringLiteral("last_step") << QStringLiteral("soon")
+                                   << QStringLiteral("--last_step");
+        QTest::newRow("empty ps hosts") << QStringLiteral("ps_hosts") << QString() << QStringLiteral("--ps_hosts");
+        QTest::newRow("worker hosts") << QStringLiteral("worker_hosts") << QStringLiteral("nohost")
+                                      << QStringLiteral("--worker_hosts");
+        QTest::newRow("cluster file") << QStringLiteral("cluster_file") << QStringLiteral("/nonexistent/cluster.json")
+                                      << QStringLiteral("/nonexistent/cluster.json");
+    }
+
+    void aWrongFlagIsRefusedByName()
+    {
+        QFETCH(QString, flag);
+        QFETCH(QString, value);
+        QFETCH(QString, mentions);
+        PlanFlags flags;
+        if (flag == QLatin1String("ps_hosts"))
+            flags.psHosts = value.toStdString();
+        else if (flag == QLatin1String("worker_hosts"))
+            flags.workerHosts = value.toStdString();
+        else if (flag == QLatin1String("cluster_file"))
+            flags.clusterFile = value.toStdString();
+        else
+            flags.training = {{flag.toStdString(), value.toStdString()}};
+        verifyMentions(inputErrorOf([&flags] { planFromFlags(flags); }), {mentions});
+    }
+};
+
+QTEST_GUILESS_MAIN(TestPlanFromFlags)
+#include "tst_plan_from_flags.moc"

@@ -1,0 +1,152 @@
+#include "ui/app_command_line.h"
+
+#include "base/error.h"
+#include "config/plan_from_flags.h"
+
+#include <QCommandLineParser>
+
+namespace parasync::ui {
+
+namespace {
+
+// A headless run with no last step (the demo) still has to end: a minute
+// that shows the story. In the mode asked for, or 20 s each of async, sync
+// and ssp, the order in which the seeds tell it.
+std::vector<HeadlessOptions::TourStop> demoTour(const QCommandLineParser &parser, const ClusterPlan &plan)
+{
+    if (parser.isSet(QStringLiteral("mode")))
+        return {{plan.training.mode, 60}};
+    std::vector<HeadlessOptions::TourStop> tour;
+    for (const proto::UpdateMode mode : {proto::ASYNC, proto::SYNC, proto::SSP}) {
+        proto::ModeConfig config = plan.training.mode;
+        config.set_mode(mode);
+        tour.push_back({config, 20});
+    }
+    return tour;
+}
+
+std::optional<std::string> valueIfSet(const QCommandLineParser &parser, const char *name)
+{
+    const QString flag = QString::fromLatin1(name);
+    if (!parser.isSet(flag))
+        return std::nullopt;
+    return parser.value(flag).toStdString();
+}
+
+} // namespace
+
+void declareAppCommandLine(QCommandLineParser &parser)
+{
+    parser.setApplicationDescription(QStringLiteral(
+        "Parasync: start, watch and steer a parameter-server training cluster.\n"
+        "  parasync --demo                      the three-port demo cluster, in the window\n"
+        "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
+        "  parasync --open=RUN_DIR              replay a finished run (its --logdir)\n"
+        "  parasync --headless --compare_modes --export=DIR   async, sync and ssp in turn; runs, figure, CSV into DIR"));
+    parser.addHelpOption();
+    parser.addVersionOption();
+    const auto option = [&parser](const char *name, const char *description, const char *valueName = nullptr) {
+        QCommandLineOption opt(QString::fromLatin1(name), QString::fromLatin1(description));
+        if (valueName)
+            opt.setValueName(QString::fromLatin1(valueName));
+        parser.addOption(opt);
+    };
+    option("demo", "Start the demo cluster: ps 127.0.0.1:2222, workers :2223 and :2224 (linear y = 2x + 10).");
+    option("headless", "No window: run (or watch, or replay), then export every chart to --export and exit.");
+    option("export", "Folder the charts are written to (PNG, SVG, CSV).", "DIR");
+    option("connect", "Watch a running cluster by ps:0's address.", "HOST:PORT");
+    option("run_dir", "With --connect: the run directory (--logdir) of that cluster, when this machine can read it; "
+                      "the charts start from its history, then continue live (default: ps:0's own, if readable here).",
+           "RUN_DIR");
+    option("cluster_token_file", "With --connect: a file (mode 0600) holding the cluster's token "
+                                 "(default: $PARASYNC_CLUSTER_TOKEN).", "FILE");
+    option("tls_ca", "With --connect: the CA that signed the cluster's certificates (PEM); turns TLS on.", "FILE");
+    option("tls_cert", "With --connect to a cluster with --tls_mutual: this app's certificate (PEM).", "FILE");
+    option("tls_key", "With --connect and --tls_cert: its private key (PEM).", "FILE");
+    option("open", "Replay a finished run from its run directory (--logdir).", "RUN_DIR");
+    option("compare", "Compare finished runs side by side (comma-separated run directories).", "DIRS");
+    option("compare_modes", "Run the demo (or --cluster_file) once per update mode -- async, sync, ssp -- with the "
+                            "same seed, data and straggler, and show the runs side by side; headless: print the "
+                            "results and write the runs, the figure and comparison.csv into --export.");
+    option("compare_seconds", "With --compare_modes: the time limit of each mode's run (default 40).", "SECONDS");
+    option("target_loss", "With --compare_modes: the chief's full-shard loss each run goes to (default: 1.2 x "
+                          "the best loss the linear model can reach on the chief's data).", "LOSS");
+    option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
+    option("ps_hosts", "ps addresses for the cluster started, e.g. 127.0.0.1:2222.", "HOSTS");
+    option("worker_hosts", "worker addresses for the cluster started, e.g. 127.0.0.1:2223,127.0.0.1:2224.", "HOSTS");
+    option("mode", "Update mode to start with: async, sync or ssp.", "MODE");
+    option("staleness", "SSP staleness bound.", "N");
+    option("replicas_to_aggregate", "Sync: gradients averaged per step (0: all live workers).", "N");
+    option("last_step", "Stop at this global step (the demo: none; headless, it tours the three modes for a "
+                        "minute, or runs a minute in --mode).", "N");
+    option("learning_rate", "Learning rate.", "LR");
+    option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
+    option("batch_size", "Samples per worker step.", "N");
+    option("compute_ms", "Simulated compute time per worker step, ms (the demo: 40; 0 is full speed).", "N");
+    option("compute_jitter", "Spread of that time (coefficient of variation; the demo: 0.5).", "X");
+    option("straggler_ms", "Extra delay per step for every worker, ms (the demo slows worker:1 by 40).", "N");
+    option("logdir", "Run directory for checkpoints and the step log (replayable with --open).", "DIR");
+    option("preflight", "Check a --cluster_file's hosts (ssh, parasync-node, ports, routes to the ps tasks) and "
+                        "show the results (headless: print them and exit 0 if all passed).");
+    option("skip_preflight", "Headless: launch a cluster with remote hosts without checking them first.");
+    option("node", "The parasync-node binary to start (default: beside this app, then PATH).", "PATH");
+    option("timeout", "Headless: give up after this many seconds (default 600).", "SECONDS");
+    option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
+           "DIR");
+    option("screenshot_delay", "Milliseconds before --screenshots are taken (default 6000).", "MS");
+}
+
+bool wantsCluster(const QCommandLineParser &parser)
+{
+    return parser.isSet(QStringLiteral("demo")) || parser.isSet(QStringLiteral("cluster_file"));
+}
+
+ClusterPlan planFromArguments(const QCommandLineParser &parser)
+{
+    PlanFlags flags;
+    flags.clusterFile = valueIfSet(parser, "cluster_file");
+    flags.psHosts = valueIfSet(parser, "ps_hosts");
+    flags.workerHosts = valueIfSet(parser, "worker_hosts");
+    for (const std::string &name : appTrainingFlags())
+        if (auto value = valueIfSet(parser, name.c_str()))
+            flags.training.emplace_back(name, std::move(*value));
+    return planFromFlags(flags);
+}
+
+ConnectRequest connectRequestFromArguments(const QCommandLineParser &parser)
+{
+    ConnectRequest request;
+    request.address = parser.value(QStringLiteral("connect"));
+    request.runDirectory = parser.value(QStringLiteral("run_dir"));
+    request.tokenFile = parser.value(QStringLiteral("cluster_token_file"));
+    request.connection.tlsCa = parser.value(QStringLiteral("tls_ca")).toStdString();
+    request.connection.tlsCert = parser.value(QStringLiteral("tls_cert")).toStdString();
+    request.connection.tlsKey = parser.value(QStringLiteral("tls_key")).toStdString();
+    return request;
+}
+
+HeadlessOptions headlessOptionsFromArguments(const QCommandLineParser &parser, const std::optional<ClusterPlan> &plan)
+{
+    HeadlessOptions options;
+    options.exportDirectory = parser.value(QStringLiteral("export"));
+    options.preflightOnly = parser.isSet(QStringLiteral("preflight"));
+    options.skipPreflight = parser.isSet(QStringLiteral("skip_preflight"));
+    if (parser.isSet(QStringLiteral("timeout")))
+        options.timeoutSeconds = parser.value(QStringLiteral("timeout")).toInt();
+    if (parser.isSet(QStringLiteral("open"))) {
+        options.source = HeadlessOptions::Source::Open;
+        options.runDirectory = parser.value(QStringLiteral("open"));
+    } else if (parser.isSet(QStringLiteral("connect"))) {
+        options.source = HeadlessOptions::Source::Connect;
+        options.connect = connectRequestFromArguments(parser);
+    } else if (plan) {
+        options.plan = *plan;
+        if (plan->training.lastStep == 0)
+            options.tour = demoTour(parser, *plan);
+    } else {
+        throw InputError("--headless needs --demo, --cluster_file, --connect or --open");
+    }
+    return options;
+}
+
+} // namespace parasync::ui

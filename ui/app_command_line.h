@@ -1,0 +1,39 @@
+#pragma once
+
+// `parasync`'s command line: its flags with their help, and what they ask
+// for -- the cluster to start, the cluster to connect to, the headless run.
+// Declared and read in one place, so that a flag is read by the name it was
+// declared with, and tests parse the real command line. The app's main only
+// declares, parses and hands the results on. Main thread, before the event
+// loop runs; nothing blocks but reading a cluster file.
+
+#include "config/cluster_plan.h"
+#include "orchestration/connect_request.h"
+#include "ui/headless_runner.h"
+
+#include <optional>
+
+class QCommandLineParser;
+
+namespace parasync::ui {
+
+// The description, --help, --version and every flag of `parasync`.
+void declareAppCommandLine(QCommandLineParser &parser);
+
+// --demo or --cluster_file: a cluster to start.
+bool wantsCluster(const QCommandLineParser &parser);
+// The plan of --cluster_file or the demo, with --ps_hosts, --worker_hosts
+// and the training flags given applied (planFromFlags). Throws InputError
+// naming the flag to fix.
+ClusterPlan planFromArguments(const QCommandLineParser &parser);
+// --connect with what the Connect dialog takes: the run directory, a token
+// file (never the token itself: a command line is visible to every user)
+// and the TLS files. The token otherwise comes from $PARASYNC_CLUSTER_TOKEN.
+ConnectRequest connectRequestFromArguments(const QCommandLineParser &parser);
+// --headless: replay --open, else watch --connect, else start `plan` (the
+// cluster wantsCluster asks for). A plan without a last step (the demo)
+// gets a tour of the modes, so that the run ends. Throws InputError when
+// there is nothing to run.
+HeadlessOptions headlessOptionsFromArguments(const QCommandLineParser &parser, const std::optional<ClusterPlan> &plan);
+
+} // namespace parasync::ui
