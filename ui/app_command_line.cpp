@@ -131,8 +131,15 @@ HeadlessOptions headlessOptionsFromArguments(const QCommandLineParser &parser, c
     options.exportDirectory = parser.value(QStringLiteral("export"));
     options.preflightOnly = parser.isSet(QStringLiteral("preflight"));
     options.skipPreflight = parser.isSet(QStringLiteral("skip_preflight"));
-    if (parser.isSet(QStringLiteral("timeout")))
-        options.timeoutSeconds = parser.value(QStringLiteral("timeout")).toInt();
+    if (parser.isSet(QStringLiteral("timeout"))) {
+        // A typo must not become "0 s" and end the run before it starts.
+        bool ok = false;
+        const QString text = parser.value(QStringLiteral("timeout"));
+        options.timeoutSeconds = text.toInt(&ok);
+        if (!ok || options.timeoutSeconds <= 0)
+            throw InputError("--timeout=" + text.toStdString()
+                             + " is not a number of seconds: give a whole number above 0, e.g. --timeout=600");
+    }
     if (parser.isSet(QStringLiteral("open"))) {
         options.source = HeadlessOptions::Source::Open;
         options.runDirectory = parser.value(QStringLiteral("open"));

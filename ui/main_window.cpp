@@ -459,6 +459,9 @@ void MainWindow::setWorkersPace(int computeMs)
 void MainWindow::stopCluster()
 {
     statusBar()->showMessage(tr("Stopping the cluster..."));
+    // A launch of the last seconds may still be about to point the watcher
+    // at ps:0; the cluster it would watch is going away.
+    m_launch->cancel();
     m_launcher->stopAll();
     statusBar()->showMessage(tr("The cluster's tasks were stopped."), 10000);
     updateActions();

@@ -161,6 +161,21 @@ private Q_SLOTS:
                        {QStringLiteral("--demo"), QStringLiteral("--cluster_file"), QStringLiteral("--connect"),
                         QStringLiteral("--open")});
     }
+
+    void aTimeoutThatIsNoNumberIsRefusedNotTakenForZero()
+    {
+        const auto plan = ClusterPlan::demo();
+        for (const QString &value : {QStringLiteral("abc"), QStringLiteral("0"), QStringLiteral("-5")}) {
+            QCommandLineParser parser;
+            QVERIFY(parse(parser, {QStringLiteral("--headless"), QStringLiteral("--demo"),
+                                   QStringLiteral("--timeout=") + value}));
+            verifyMentions(inputErrorOf([&] { headlessOptionsFromArguments(parser, plan); }),
+                           {QStringLiteral("--timeout=") + value, QStringLiteral("whole number")});
+        }
+        QCommandLineParser parser;
+        QVERIFY(parse(parser, {QStringLiteral("--headless"), QStringLiteral("--demo"), QStringLiteral("--timeout=90")}));
+        QCOMPARE(headlessOptionsFromArguments(parser, plan).timeoutSeconds, 90);
+    }
 };
 
 QTEST_GUILESS_MAIN(TestAppCommandLine)
