@@ -4,6 +4,7 @@
 // flag and what to write instead.
 #include "config/node_options.h"
 #include "support/input_error_checks.h"
+#include "support/node_arguments.h"
 
 #include <QTest>
 
@@ -11,14 +12,6 @@ using namespace parasync;
 using namespace parasync::testing;
 
 namespace {
-
-std::vector<std::string> argv(const QStringList &flags)
-{
-    std::vector<std::string> args{"parasync-node"};
-    for (const QString &flag : flags)
-        args.push_back(flag.toStdString());
-    return args;
-}
 
 const QString kPs = QStringLiteral("--ps_hosts=10.0.0.5:2222,10.0.0.6:2222");
 
@@ -31,16 +24,16 @@ class TestControlCommand : public QObject
 private Q_SLOTS:
     void aTaskCommandLineIsNoControlCommand()
     {
-        QVERIFY(!parseControlCommand(argv({kPs, QStringLiteral("--worker_hosts=10.0.0.7:2223"),
+        QVERIFY(!parseControlCommand(nodeArguments({kPs, QStringLiteral("--worker_hosts=10.0.0.7:2223"),
                                            QStringLiteral("--job_name=ps")})));
-        QVERIFY(!parseControlCommand(argv({QStringLiteral("--help")})));
+        QVERIFY(!parseControlCommand(nodeArguments({QStringLiteral("--help")})));
         // Only the flag itself: a value that merely mentions it is not one.
-        QVERIFY(!parseControlCommand(argv({kPs, QStringLiteral("--logdir=--status")})));
+        QVERIFY(!parseControlCommand(nodeArguments({kPs, QStringLiteral("--logdir=--status")})));
     }
 
     void statusTalksToTheFirstPs()
     {
-        const auto command = parseControlCommand(argv({kPs, QStringLiteral("--status"),
+        const auto command = parseControlCommand(nodeArguments({kPs, QStringLiteral("--status"),
                                                        QStringLiteral("--cluster_token_file=/run/token"),
                                                        QStringLiteral("--heartbeat_ms=500"),
                                                        // A task's own flags may stay on the line.
@@ -54,7 +47,7 @@ private Q_SLOTS:
 
     void setModeKeepsTheNumbersNotGiven()
     {
-        const auto command = parseControlCommand(argv({kPs, QStringLiteral("--set_mode=SSP"),
+        const auto command = parseControlCommand(nodeArguments({kPs, QStringLiteral("--set_mode=SSP"),
                                                        QStringLiteral("--staleness=2")}));
         QVERIFY(command);
         QCOMPARE(command->action, ControlCommand::Action::SetMode);
@@ -72,7 +65,7 @@ private Q_SLOTS:
 
     void setModeWinsOverStatus()
     {
-        const auto command = parseControlCommand(argv({kPs, QStringLiteral("--status"), QStringLiteral("--set_mode=sync"),
+        const auto command = parseControlCommand(nodeArguments({kPs, QStringLiteral("--status"), QStringLiteral("--set_mode=sync"),
                                                        QStringLiteral("--replicas_to_aggregate=2")}));
         QVERIFY(command);
         QCOMPARE(command->action, ControlCommand::Action::SetMode);
@@ -105,7 +98,7 @@ private Q_SLOTS:
     {
         QFETCH(QStringList, flags);
         QFETCH(QStringList, mentions);
-        verifyMentions(inputErrorOf([&] { parseControlCommand(argv(flags)); }), mentions);
+        verifyMentions(inputErrorOf([&] { parseControlCommand(nodeArguments(flags)); }), mentions);
     }
 };
 

@@ -1,6 +1,7 @@
 #include "base/error.h"
 #include "config/node_options.h"
 #include "support/input_error_checks.h"
+#include "support/node_arguments.h"
 
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -14,14 +15,6 @@ using namespace parasync::testing;
 using namespace Qt::StringLiterals;
 
 namespace {
-
-std::vector<std::string> argv(const QStringList &flags)
-{
-    std::vector<std::string> args{"parasync-node"};
-    for (const QString &flag : flags)
-        args.push_back(flag.toStdString());
-    return args;
-}
 
 const QString kPs = QStringLiteral("--ps_hosts=127.0.0.1:2222");
 const QString kWorkers = QStringLiteral("--worker_hosts=127.0.0.1:2223,127.0.0.1:2224");
@@ -82,7 +75,7 @@ private Q_SLOTS:
         QFETCH(QString, command);
         QFETCH(QString, task);
         QFETCH(QString, secondWorker);
-        const NodeOptions options = parseNodeOptions(argv(command.split(u' ')), {});
+        const NodeOptions options = parseNodeOptions(nodeArguments(command.split(u' ')), {});
         QCOMPARE(QString::fromStdString(options.task.toString()), task);
         QCOMPARE(options.cluster.numPs(), 1);
         QCOMPARE(options.cluster.numWorkers(), 2);
@@ -118,7 +111,7 @@ private Q_SLOTS:
 
     void paceFlagsParseAndLastStepZeroTrainsUntilStopped()
     {
-        const NodeOptions o = parseNodeOptions(argv(demo({u"--compute_ms=40"_s, u"--compute_jitter=0.5"_s,
+        const NodeOptions o = parseNodeOptions(nodeArguments(demo({u"--compute_ms=40"_s, u"--compute_jitter=0.5"_s,
                                                           u"--straggler_ms=25"_s, u"--last_step=0"_s})),
                                                {});
         QCOMPARE(o.training.pace.computeMs, 40);
@@ -133,7 +126,7 @@ private Q_SLOTS:
     void everyTrainingFlagParses()
     {
         const NodeOptions o = parseNodeOptions(
-            argv(demo({u"--mode=sync"_s, u"--staleness=3"_s, u"--replicas_to_aggregate=2"_s,
+            nodeArguments(demo({u"--mode=sync"_s, u"--staleness=3"_s, u"--replicas_to_aggregate=2"_s,
                        u"--total_num_replicas=2"_s, u"--model=softmax"_s, u"--dataset=blobs:3:4"_s,
                        u"--samples_per_shard=50"_s, u"--optimizer=adam"_s, u"--learning_rate=0.001"_s,
                        u"--batch_size=32"_s, u"--last_step=500"_s, u"--display_step=25"_s, u"--logdir=/tmp/run"_s,
@@ -172,13 +165,13 @@ private Q_SLOTS:
     {
         QFETCH(QStringList, flags);
         QFETCH(int, mode);
-        QCOMPARE(int(parseNodeOptions(argv(demo(flags)), {}).training.mode.mode()), mode);
+        QCOMPARE(int(parseNodeOptions(nodeArguments(demo(flags)), {}).training.mode.mode()), mode);
     }
 
     void tfConfigGivesClusterAndTask()
     {
         const std::string tf = std::string("{") + kTfConfigCluster + R"(, "task": {"type": "worker", "index": 1}})";
-        const NodeOptions o = parseNodeOptions(argv({}), tf);
+        const NodeOptions o = parseNodeOptions(nodeArguments({}), tf);
         QCOMPARE(o.task.toString(), std::string("worker:1"));
         QCOMPARE(o.cluster.numWorkers(), 2);
     }
@@ -186,11 +179,11 @@ private Q_SLOTS:
     void flagsOverrideTfConfigsTask()
     {
         const std::string tf = std::string("{") + kTfConfigCluster + R"(, "task": {"type": "worker", "index": 1}})";
-        QCOMPARE(parseNodeOptions(argv({u"--job_name=ps"_s}), tf).task.toString(), std::string("ps:0"));
-        QCOMPARE(parseNodeOptions(argv({u"--task_index=0"_s}), tf).task.toString(), std::string("worker:0"));
+        QCOMPARE(parseNodeOptions(nodeArguments({u"--job_name=ps"_s}), tf).task.toString(), std::string("ps:0"));
+        QCOMPARE(parseNodeOptions(nodeArguments({u"--task_index=0"_s}), tf).task.toString(), std::string("worker:0"));
         // TF_CONFIG without "task" serves a task that names itself.
         const std::string clusterOnly = std::string("{") + kTfConfigCluster + "}";
-        QCOMPARE(parseNodeOptions(argv({u"--job_name=worker"_s, u"--task_index=1"_s}), clusterOnly).task.toString(),
+        QCOMPARE(parseNodeOptions(nodeArguments({u"--job_name=worker"_s, u"--task_index=1"_s}), clusterOnly).task.toString(),
                  std::string("worker:1"));
     }
 
@@ -198,11 +191,11 @@ private Q_SLOTS:
     {
         const std::string tf = R"({"cluster": {"ps": ["10.0.0.1:1"], "worker": ["10.0.0.2:1"]}, "task": {"type": "ps"}})";
         const NodeOptions o =
-            parseNodeOptions(argv({kPs, kWorkers, u"--job_name=worker"_s, u"--task_index=1"_s}), tf);
+            parseNodeOptions(nodeArguments({kPs, kWorkers, u"--job_name=worker"_s, u"--task_index=1"_s}), tf);
         QCOMPARE(o.cluster.ps[0].toString(), std::string("127.0.0.1:2222"));
         QCOMPARE(o.cluster.numWorkers(), 2);
         // A broken TF_CONFIG does not matter when the command line says everything.
-        QCOMPARE(parseNodeOptions(argv({kPs, kWorkers, u"--job_name=ps"_s}), "{broken").task.toString(),
+        QCOMPARE(parseNodeOptions(nodeArguments({kPs, kWorkers, u"--job_name=ps"_s}), "{broken").task.toString(),
                  std::string("ps:0"));
     }
 
@@ -213,7 +206,7 @@ private Q_SLOTS:
             dir, std::string("{") + kTfConfigCluster
                      + R"(, "training": {"mode": "ssp", "staleness": 4, "learning_rate": 0.01, "batch_size": 20}})");
         const NodeOptions o = parseNodeOptions(
-            argv({QString::fromStdString("--cluster_file=" + path), u"--job_name=worker"_s, u"--task_index=1"_s}), {});
+            nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=worker"_s, u"--task_index=1"_s}), {});
         QCOMPARE(o.cluster.numWorkers(), 2);
         QCOMPARE(o.training.mode.mode(), proto::SSP);
         QCOMPARE(o.training.mode.staleness(), 4);
@@ -229,7 +222,7 @@ private Q_SLOTS:
                     "training": {"mode": "ssp", "learning_rate": 0.01, "batch_size": 20}})");
         const QString fileFlag = QString::fromStdString("--cluster_file=" + path);
         const NodeOptions o =
-            parseNodeOptions(argv(demo({fileFlag, u"--learning_rate=0.2"_s, u"--issync=1"_s})), {});
+            parseNodeOptions(nodeArguments(demo({fileFlag, u"--learning_rate=0.2"_s, u"--issync=1"_s})), {});
         // --ps_hosts/--worker_hosts beat the file's cluster...
         QCOMPARE(o.cluster.numWorkers(), 2);
         QCOMPARE(o.cluster.ps[0].toString(), std::string("127.0.0.1:2222"));
@@ -241,7 +234,7 @@ private Q_SLOTS:
 
         // The file's cluster beats TF_CONFIG's.
         const std::string tf = R"({"cluster": {"ps": ["10.9.9.9:1"], "worker": ["10.9.9.8:1"]}, "task": {"type": "ps"}})";
-        const NodeOptions fromFile = parseNodeOptions(argv({fileFlag, u"--job_name=worker"_s, u"--task_index=2"_s}), tf);
+        const NodeOptions fromFile = parseNodeOptions(nodeArguments({fileFlag, u"--job_name=worker"_s, u"--task_index=2"_s}), tf);
         QCOMPARE(fromFile.cluster.numWorkers(), 3);
         QCOMPARE(fromFile.task.toString(), std::string("worker:2"));
     }
@@ -251,11 +244,11 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const std::string path = writeFile(dir, std::string("{") + kTfConfigCluster + R"(, "training": {"batch_size": 0}})");
         const QString message = inputErrorOf([&] {
-            parseNodeOptions(argv({QString::fromStdString("--cluster_file=" + path), u"--job_name=ps"_s}), {});
+            parseNodeOptions(nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=ps"_s}), {});
         });
         verifyMentions(message, {u"--batch_size=0"_s, u"must be at least 1"_s, QString::fromStdString(path)});
         // Given on the command line, the file's bad value is never looked at.
-        QCOMPARE(parseNodeOptions(argv({QString::fromStdString("--cluster_file=" + path), u"--job_name=ps"_s,
+        QCOMPARE(parseNodeOptions(nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=ps"_s,
                                         u"--batch_size=5"_s}),
                                   {})
                      .training.batchSize,
@@ -266,7 +259,7 @@ private Q_SLOTS:
     {
         // What a run directory's cluster.json holds must give back the same flags.
         const NodeOptions original = parseNodeOptions(
-            argv(demo({u"--mode=ssp"_s, u"--staleness=2"_s, u"--optimizer=adagrad"_s, u"--learning_rate=0.3"_s,
+            nodeArguments(demo({u"--mode=ssp"_s, u"--staleness=2"_s, u"--optimizer=adagrad"_s, u"--learning_rate=0.3"_s,
                        u"--logdir=runs/a b"_s, u"--seed=42"_s})),
             {});
         const std::string json = R"({"cluster": )" + original.cluster.toJson() + R"(, "training": )"
@@ -274,7 +267,7 @@ private Q_SLOTS:
         QTemporaryDir dir;
         const std::string path = writeFile(dir, json);
         const NodeOptions replayed = parseNodeOptions(
-            argv({QString::fromStdString("--cluster_file=" + path), u"--job_name=worker"_s, u"--task_index=1"_s}), {});
+            nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=worker"_s, u"--task_index=1"_s}), {});
         QCOMPARE(replayed.cluster, original.cluster);
         QCOMPARE(replayed.training.toJson(), original.training.toJson());
         QCOMPARE(replayed.training.learningRate, 0.3f);
@@ -313,9 +306,9 @@ private Q_SLOTS:
 
     void helpAndVersionNeedNoCluster()
     {
-        QVERIFY(parseNodeOptions(argv({u"--help"_s}), {}).help);
-        QVERIFY(parseNodeOptions(argv({u"-h"_s}), {}).help);
-        QVERIFY(parseNodeOptions(argv({u"--version"_s}), {}).version);
+        QVERIFY(parseNodeOptions(nodeArguments({u"--help"_s}), {}).help);
+        QVERIFY(parseNodeOptions(nodeArguments({u"-h"_s}), {}).help);
+        QVERIFY(parseNodeOptions(nodeArguments({u"--version"_s}), {}).version);
     }
 
     void badInputsSayWhatToDo_data()
@@ -407,7 +400,7 @@ private Q_SLOTS:
         QFETCH(QStringList, flags);
         QFETCH(QString, tfConfig);
         QFETCH(QStringList, words);
-        verifyMentions(inputErrorOf([&] { parseNodeOptions(argv(flags), tfConfig.toStdString()); }), words);
+        verifyMentions(inputErrorOf([&] { parseNodeOptions(nodeArguments(flags), tfConfig.toStdString()); }), words);
     }
 
     void modeNamesAndDescriptions()
