@@ -79,21 +79,6 @@ QString timeToTargetText(const ModeRunSummary &run)
     return run.secondsToTarget ? seconds(*run.secondsToTarget) : QObject::tr("not reached");
 }
 
-// Paints `chart` laid out for a box of cell/zoom pixels, scaled by `zoom`
-// into `cell`, as the run report does: the panel's text keeps its size
-// relative to the whole figure.
-void paintPanel(QPainter *painter, ExportableChart *chart, const QRectF &cell, double zoom)
-{
-    const QSizeF logical = cell.size() / zoom;
-    painter->save();
-    painter->translate(cell.topLeft());
-    painter->scale(zoom, zoom);
-    painter->setClipRect(QRectF(QPointF(0, 0), logical));
-    painter->fillRect(QRectF(QPointF(0, 0), logical), Qt::white);
-    chart->renderTo(painter, QRectF(QPointF(0, 0), logical));
-    painter->restore();
-}
-
 // An empty chart's axes and stray titles say nothing: a grey line instead.
 QLabel *showUntilARunEnds(QLabel *placeholder, const QString &title)
 {
@@ -690,7 +675,7 @@ void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
     for (int i = 0; i < cells.size(); ++i) {
         const QRectF cell(margin + (i % 3) * (cellWidth + gap), y + (i / 3) * (cellHeight + gap), cellWidth,
                           cellHeight);
-        paintPanel(painter, cells[i], cell, zoom);
+        ChartExporter::paintScaled(painter, cells[i], cell, zoom);
         painter->setPen(QColor(0xd8, 0xd8, 0xd8));
         painter->drawRect(cell);
     }
@@ -784,28 +769,17 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
 bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written,
                           QString *error)
 {
-    if (!QDir().mkpath(directory)) {
-        if (error)
-            *error = QObject::tr("Could not create the folder %1: check the path and its permissions.").arg(directory);
+    // The figure as the charts are exported; its CSVs are its own.
+    if (!ChartExporter::exportAll({view}, directory, nullptr, written, error,
+                                  ChartExporter::Png | ChartExporter::Svg | ChartExporter::Pdf))
         return false;
-    }
+    if (!view->summary())
+        return true;
     const QDir dir(directory);
     const auto note = [written](const QString &path) {
         if (written)
             written->append(path);
     };
-    const QString base = dir.filePath(view->exportName());
-    if (!ChartExporter::exportPng(view, base + QStringLiteral(".png"), error))
-        return false;
-    note(base + QStringLiteral(".png"));
-    if (!ChartExporter::exportSvg(view, base + QStringLiteral(".svg"), error))
-        return false;
-    note(base + QStringLiteral(".svg"));
-    if (!ChartExporter::exportPdf(view, base + QStringLiteral(".pdf"), error))
-        return false;
-    note(base + QStringLiteral(".pdf"));
-    if (!view->summary())
-        return true;
     const QString table = dir.filePath(QStringLiteral("comparison.csv"));
     if (!ChartExporter::writeCsv(modeComparisonTable(*view->summary()), table, error))
         return false;
