@@ -289,7 +289,7 @@ void StepTimelinePainter::paintMarkers(QPainter *painter, const TimelineLayout &
         const double px = map.mapToX(value);
         painter->setPen(QPen(modeMarkerColor(), 1.5, Qt::DashLine));
         painter->drawLine(QPointF(px, plot.top()), QPointF(px, plot.bottom()));
-        const QString label = QStringLiteral("\u2192 %1 @ %2").arg(shortModeLabel(change.current)).arg(change.globalStep);
+        const QString label = modeChangeLabel(change);
         const double w = painter->fontMetrics().horizontalAdvance(label) + 8;
         const double h = painter->fontMetrics().height() + 2;
         double lx = px + 3;
