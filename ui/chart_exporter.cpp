@@ -37,22 +37,41 @@ bool nonEmptyFile(const QString &path, QString *error)
     return false;
 }
 
-// Paints `chart` at its export size, scaled to fit `cell` (keeping its
-// aspect), so fonts and line widths keep their proportions.
-// Draws `chart` laid out for a box of cell/zoom pixels, then scaled by
-// `zoom` into `cell`: a chart laid out for a small box keeps its text large
-// relative to its plot, where scaling down a full-size export would leave
-// unreadable labels.
-void paintChartInto(QPainter *painter, ExportableChart *chart, const QRectF &cell, double zoom)
+// Paints `chart` at its export size onto `device`, on white: what PNG, SVG
+// and PDF share. False when the device cannot be painted on (its file could
+// not be opened).
+bool paintChart(ExportableChart *chart, QPaintDevice *device)
 {
-    const QSizeF logical = cell.size() / zoom;
-    painter->save();
-    painter->translate(cell.topLeft());
-    painter->scale(zoom, zoom);
-    painter->setClipRect(QRectF(QPointF(0, 0), logical));
-    painter->fillRect(QRectF(QPointF(0, 0), logical), Qt::white);
-    chart->renderTo(painter, QRectF(QPointF(0, 0), logical));
-    painter->restore();
+    const QSize size = chart->exportSize();
+    QPainter painter;
+    if (!painter.begin(device))
+        return false;
+    painter.setRenderHint(QPainter::Antialiasing);
+    painter.fillRect(QRect(QPoint(0, 0), size), Qt::white);
+    chart->renderTo(&painter, QRectF(QPointF(0, 0), QSizeF(size)));
+    painter.end();
+    return true;
+}
+
+// The end of every vector export: the chart painted, the file there.
+bool writeChart(ExportableChart *chart, QPaintDevice *device, const QString &path, QString *error)
+{
+    if (!paintChart(chart, device)) {
+        if (error)
+            *error = couldNotWrite(path);
+        return false;
+    }
+    return nonEmptyFile(path, error);
+}
+
+// 72 dpi: one painter unit is one point, so a page of `layout` is as many
+// units wide as it is points.
+void setUpPdf(QPdfWriter &writer, const QString &title, const QPageLayout &layout)
+{
+    writer.setTitle(title);
+    writer.setCreator(QStringLiteral("Parasync"));
+    writer.setResolution(72);
+    writer.setPageLayout(layout);
 }
 
 QString number(double value, int precision = 4)
@@ -145,18 +164,22 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
 
 } // namespace
 
+void ChartExporter::paintScaled(QPainter *painter, ExportableChart *chart, const QRectF &cell, double zoom)
+{
+    const QSizeF logical = cell.size() / zoom;
+    painter->save();
+    painter->translate(cell.topLeft());
+    painter->scale(zoom, zoom);
+    painter->setClipRect(QRectF(QPointF(0, 0), logical));
+    painter->fillRect(QRectF(QPointF(0, 0), logical), Qt::white);
+    chart->renderTo(painter, QRectF(QPointF(0, 0), logical));
+    painter->restore();
+}
+
 bool ChartExporter::exportPng(ExportableChart *chart, const QString &path, QString *error)
 {
-    const QSize size = chart->exportSize();
-    QImage image(size, QImage::Format_ARGB32_Premultiplied);
-    image.fill(Qt::white);
-    {
-        QPainter painter(&image);
-        painter.setRenderHint(QPainter::Antialiasing);
-        painter.setRenderHint(QPainter::TextAntialiasing);
-        chart->renderTo(&painter, QRectF(QPointF(0, 0), QSizeF(size)));
-    }
-    if (!image.save(path, "PNG")) {
+    QImage image(chart->exportSize(), QImage::Format_ARGB32_Premultiplied);
+    if (!paintChart(chart, &image) || !image.save(path, "PNG")) {
         if (error)
             *error = couldNotWrite(path);
         return false;
@@ -164,36 +187,33 @@ bool ChartExporter::exportPng(ExportableChart *chart, const QString &path, QStri
     return true;
 }
 
-bool ChartExporter::exportPdf(ExportableChart *chart, const QString &path, QString *error)
+bool ChartExporter::exportSvg(ExportableChart *chart, const QString &path, QString *error)
 {
     const QSize size = chart->exportSize();
+    QSvgGenerator generator;
+    generator.setFileName(path);
+    generator.setSize(size);
+    generator.setViewBox(QRect(QPoint(0, 0), size));
+    generator.setTitle(chart->title());
+    generator.setDescription(QObject::tr("Exported by Parasync"));
+    return writeChart(chart, &generator, path, error);
+}
+
+bool ChartExporter::exportPdf(ExportableChart *chart, const QString &path, QString *error)
+{
     QPdfWriter writer(path);
-    writer.setTitle(chart->title());
-    writer.setCreator(QStringLiteral("Parasync"));
-    // 72 dpi: one painter unit is one point, so the page is the chart's size.
-    writer.setResolution(72);
-    writer.setPageLayout(QPageLayout(QPageSize(QSizeF(size), QPageSize::Point), QPageLayout::Portrait, QMarginsF()));
-    QPainter painter;
-    if (!painter.begin(&writer)) {
-        if (error)
-            *error = couldNotWrite(path);
-        return false;
-    }
-    painter.setRenderHint(QPainter::Antialiasing);
-    painter.fillRect(QRect(QPoint(0, 0), size), Qt::white);
-    chart->renderTo(&painter, QRectF(QPointF(0, 0), QSizeF(size)));
-    painter.end();
-    return nonEmptyFile(path, error);
+    // One page the chart's size.
+    setUpPdf(writer, chart->title(),
+             QPageLayout(QPageSize(QSizeF(chart->exportSize()), QPageSize::Point), QPageLayout::Portrait, QMarginsF()));
+    return writeChart(chart, &writer, path, error);
 }
 
 bool ChartExporter::exportRunReport(const QList<ExportableChart *> &charts, const RunSnapshot &snapshot,
                                     const QString &runName, const QString &path, QString *error)
 {
     QPdfWriter writer(path);
-    writer.setTitle(QObject::tr("Parasync run report"));
-    writer.setCreator(QStringLiteral("Parasync"));
-    writer.setResolution(72);
-    writer.setPageLayout(QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF()));
+    setUpPdf(writer, QObject::tr("Parasync run report"),
+             QPageLayout(QPageSize(QPageSize::A4), QPageLayout::Landscape, QMarginsF()));
     QPainter painter;
     if (!painter.begin(&writer)) {
         if (error)
@@ -285,13 +305,13 @@ bool ChartExporter::exportRunReport(const QList<ExportableChart *> &charts, cons
     const double cellWidth = (chartArea.width() - gap * (columns - 1)) / columns;
     const double cellHeight = (chartArea.height() - gap * (rows - 1)) / rows;
     // Laid out as for a window of about twice the cell's size (see
-    // paintChartInto): the charts' 8-9 px labels print at about 4.5 pt, which
+    // paintScaled): the charts' 8-9 px labels print at about 4.5 pt, which
     // reads on paper and, the page being vectors, zooms without blur.
     constexpr double kZoom = 0.55;
     for (int i = 0; i < int(charts.size()); ++i) {
         const QRectF cell(chartArea.left() + (i % columns) * (cellWidth + gap),
                           chartArea.top() + (i / columns) * (cellHeight + gap), cellWidth, cellHeight);
-        paintChartInto(&painter, charts[i], cell, kZoom);
+        paintScaled(&painter, charts[i], cell, kZoom);
         painter.setPen(QColor(0xd0, 0xd0, 0xd0));
         painter.drawRect(cell);
     }
@@ -306,33 +326,6 @@ bool ChartExporter::exportTrace(const RunSnapshot &snapshot, const QString &path
         || !file.commit()) {
         if (error)
             *error = QObject::tr("Could not write %1: %2").arg(path, file.errorString());
-        return false;
-    }
-    return true;
-}
-
-bool ChartExporter::exportSvg(ExportableChart *chart, const QString &path, QString *error)
-{
-    const QSize size = chart->exportSize();
-    QSvgGenerator generator;
-    generator.setFileName(path);
-    generator.setSize(size);
-    generator.setViewBox(QRect(QPoint(0, 0), size));
-    generator.setTitle(chart->title());
-    generator.setDescription(QObject::tr("Exported by Parasync"));
-    QPainter painter;
-    if (!painter.begin(&generator)) {
-        if (error)
-            *error = QObject::tr("Could not write %1: check that the folder exists and is writable.").arg(path);
-        return false;
-    }
-    painter.setRenderHint(QPainter::Antialiasing);
-    painter.fillRect(QRect(QPoint(0, 0), size), Qt::white);
-    chart->renderTo(&painter, QRectF(QPointF(0, 0), QSizeF(size)));
-    painter.end();
-    if (!QFileInfo(path).isFile() || QFileInfo(path).size() == 0) {
-        if (error)
-            *error = QObject::tr("Could not write %1.").arg(path);
         return false;
     }
     return true;

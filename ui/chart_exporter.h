@@ -47,6 +47,13 @@ public:
                           const RunSnapshot *snapshot, QStringList *written, QString *error,
                           int formats = AllFormats, const QString &runName = {});
 
+    // Paints `chart` laid out for a box of cell/zoom pixels, scaled by `zoom`
+    // into `cell`: a chart laid out for a small box keeps its text large
+    // relative to its plot, where scaling a full-size export down would
+    // leave unreadable labels. The run report's grid and the mode
+    // comparison's figure draw their panels so.
+    static void paintScaled(QPainter *painter, ExportableChart *chart, const QRectF &cell, double zoom);
+
     // RFC 4180 quoting where needed.
     static QString csvField(const QString &text);
     static CsvTable modeChangeTable(const RunSnapshot &snapshot);

@@ -1,12 +1,18 @@
 #include "ui/chart_setup.h"
 
+#include "ui/models/chart_style.h"
 #include "ui/models/timeline_mapping.h"
 
+#include <QAbstractBarSeries>
+#include <QAbstractSeries>
+#include <QBarSet>
 #include <QChart>
 #include <QLegend>
+#include <QLegendMarker>
 #include <QValueAxis>
 
 #include <algorithm>
+#include <limits>
 
 namespace parasync::ui {
 
@@ -33,6 +39,55 @@ void setRoundRange(QValueAxis *axis, double min, double max, int maxTicks)
     axis->setTickType(QValueAxis::TicksDynamic);
     axis->setTickAnchor(0);
     axis->setTickInterval(step);
+}
+
+void addAxes(QChart *chart, QAbstractAxis *x, QAbstractAxis *y)
+{
+    chart->addAxis(x, Qt::AlignBottom);
+    chart->addAxis(y, Qt::AlignLeft);
+}
+
+void addSeries(QChart *chart, QAbstractSeries *series, QAbstractAxis *x, QAbstractAxis *y)
+{
+    chart->addSeries(series);
+    series->attachAxis(x);
+    series->attachAxis(y);
+}
+
+void hideFromLegend(QChart *chart, QAbstractSeries *series)
+{
+    for (QLegendMarker *marker : chart->legend()->markers(series))
+        marker->setVisible(false);
+}
+
+QBarSet *newBarSet(const QString &label, const QColor &color, const std::vector<double> &values)
+{
+    auto *set = new QBarSet(label);
+    set->setColor(color);
+    set->setBorderColor(Qt::white);
+    QList<qreal> list;
+    for (const double v : values)
+        list.append(v);
+    set->append(list);
+    return set;
+}
+
+int barCount(const QAbstractBarSeries *series)
+{
+    int count = 0;
+    const auto sets = series->barSets();
+    for (const QBarSet *set : sets)
+        count += int(set->count());
+    return count;
+}
+
+std::vector<ChartAnnotations::Annotation> modeChangeLines(const RunSnapshot &snapshot)
+{
+    std::vector<ChartAnnotations::Annotation> lines;
+    for (const auto &change : snapshot.modeChanges)
+        lines.push_back({double(change.globalStep), std::numeric_limits<double>::quiet_NaN(), modeChangeLabel(change),
+                         modeMarkerColor()});
+    return lines;
 }
 
 } // namespace parasync::ui

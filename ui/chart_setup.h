@@ -1,11 +1,23 @@
 #pragma once
 
-// The set-up every QChart of the app shares: its title and legend, and axes
-// with round ticks.
+// The set-up every QChart of the app shares: its title and legend, axes with
+// round ticks, series drawn against their axes, and the labelled lines that
+// mark a run's mode changes. ChartWidget holds the rest of a chart's widget
+// (its view, its placeholder, painting it for the exporter).
+
+#include "ui/chart_annotations.h"
+#include "orchestration/run_state.h"
 
 #include <QString>
 
+#include <vector>
+
+class QAbstractAxis;
+class QAbstractBarSeries;
+class QAbstractSeries;
+class QBarSet;
 class QChart;
+class QColor;
 class QValueAxis;
 
 namespace parasync::ui {
@@ -15,5 +27,19 @@ void styleChart(QChart *chart, const QString &title);
 // Sets the range and round tick values (1, 2, 5 x 10^n apart), anchored at 0,
 // so a step axis reads 0, 5000, 10000 rather than 1, 7496, 14992.
 void setRoundRange(QValueAxis *axis, double min, double max, int maxTicks = 8);
+// Adds `x` at the bottom and `y` on the left.
+void addAxes(QChart *chart, QAbstractAxis *x, QAbstractAxis *y);
+// Adds `series` to `chart`, drawn against `x` and `y`.
+void addSeries(QChart *chart, QAbstractSeries *series, QAbstractAxis *x, QAbstractAxis *y);
+// Leaves `series` out of the legend (a second line of an entry already there).
+void hideFromLegend(QChart *chart, QAbstractSeries *series);
+// A set of bars named `label`, in `color` with white edges so that
+// neighbouring bars stay apart, holding `values`.
+QBarSet *newBarSet(const QString &label, const QColor &color, const std::vector<double> &values);
+// Every bar of `series`, all its sets together.
+int barCount(const QAbstractBarSeries *series);
+// A dashed line at the global step of each of the run's mode changes,
+// labelled "→ sync @ 301", in the mode marker colour.
+std::vector<ChartAnnotations::Annotation> modeChangeLines(const RunSnapshot &snapshot);
 
 } // namespace parasync::ui

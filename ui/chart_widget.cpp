@@ -1,9 +1,12 @@
 #include "ui/chart_widget.h"
 
 #include <QChart>
+#include <QChartView>
 #include <QGraphicsLayout>
 #include <QGraphicsScene>
+#include <QLabel>
 #include <QPainter>
+#include <QVBoxLayout>
 
 namespace parasync::ui {
 
@@ -33,8 +36,36 @@ void ChartWidget::showEvent(QShowEvent *event)
     ensureUpToDate();
 }
 
-void ChartWidget::renderChart(QChart *chart, QPainter *painter, const QRectF &target)
+void ChartWidget::setChartView(QChartView *view, QLabel *placeholder, QLayout *controls)
 {
+    m_chartView = view;
+    m_placeholder = placeholder;
+    view->setRenderHint(QPainter::Antialiasing);
+    auto *layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    if (controls)
+        layout->addLayout(controls);
+    if (placeholder) {
+        placeholder->setAlignment(Qt::AlignCenter);
+        placeholder->setStyleSheet(QStringLiteral("color: gray"));
+        layout->addWidget(placeholder);
+    }
+    layout->addWidget(view, 1);
+    if (placeholder)
+        view->hide();
+}
+
+void ChartWidget::showData(bool hasData)
+{
+    if (m_placeholder)
+        m_placeholder->setVisible(!hasData);
+    m_chartView->setVisible(hasData);
+}
+
+void ChartWidget::renderTo(QPainter *painter, const QRectF &target)
+{
+    ensureUpToDate();
+    QChart *chart = m_chartView->chart();
     const QRectF onScreen = chart->geometry();
     // The chart's layout (axes, legend, plot area) is normally applied on the
     // next event loop pass; activate it now so the export has the new size.

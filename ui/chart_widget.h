@@ -2,13 +2,17 @@
 
 // Base of the app's charts: a widget that rebuilds its series only when it
 // is visible or about to be exported, so that the hidden tabs of a busy run
-// cost nothing, and that paints a QChart onto any device for the exporter.
+// cost nothing. A QChart chart hands it its view (setChartView): the base
+// lays the widget out, shows a grey placeholder line until there is data,
+// and paints the chart onto any device for the exporter.
 
 #include "ui/exportable_chart.h"
 
 #include <QWidget>
 
-class QChart;
+class QChartView;
+class QLabel;
+class QLayout;
 
 namespace parasync::ui {
 
@@ -21,6 +25,10 @@ public:
 
     // Rebuilds now if new data arrived since the last rebuild.
     void ensureUpToDate();
+    // Paints the chart of the view given to setChartView (title, legend,
+    // axes and everything parented to it) into `target` at the target's
+    // size, then gives the chart its on-screen size back.
+    void renderTo(QPainter *painter, const QRectF &target) override;
 
 protected:
     // New data: rebuild at once when visible, otherwise when shown or exported.
@@ -28,13 +36,17 @@ protected:
     virtual void rebuild() = 0;
     void showEvent(QShowEvent *event) override;
 
-    // Paints `chart` (title, legend, axes and everything parented to it)
-    // into `target` at the target's size, then gives the chart its on-screen
-    // size back.
-    static void renderChart(QChart *chart, QPainter *painter, const QRectF &target);
+    // Fills the widget with `view` (antialiased), under `controls` when
+    // given. A `placeholder` (its text says what will show there) stands in
+    // the view's place, centred and grey, until showData(true).
+    void setChartView(QChartView *view, QLabel *placeholder = nullptr, QLayout *controls = nullptr);
+    // The chart when there is something to show, else the placeholder.
+    void showData(bool hasData);
 
 private:
     bool m_dirty = false;
+    QChartView *m_chartView = nullptr;
+    QLabel *m_placeholder = nullptr;
 };
 
 } // namespace parasync::ui

@@ -18,14 +18,12 @@
 #include <QListWidget>
 #include <QLogValueAxis>
 #include <QMessageBox>
-#include <QPainter>
 #include <QPixmap>
 #include <QPushButton>
 #include <QSplitter>
 #include <QStatusBar>
 #include <QToolBar>
 #include <QValueAxis>
-#include <QVBoxLayout>
 
 #include <algorithm>
 #include <limits>
@@ -48,14 +46,10 @@ ComparisonChart::ComparisonChart(Quantity quantity, Axis axis, QWidget *parent)
     m_yAxis->setTitleText(quantity == Quantity::Loss ? tr("loss (log scale)")
                                                      : tr("distance to (2, 10) (log scale)"));
     m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
-    m_chart->addAxis(m_xAxis, Qt::AlignBottom);
-    m_chart->addAxis(m_yAxis, Qt::AlignLeft);
+    addAxes(m_chart, m_xAxis, m_yAxis);
     m_markers = std::make_unique<ChartAnnotations>(m_chart, m_xAxis);
-    m_view->setRenderHint(QPainter::Antialiasing);
     m_view->setRubberBand(QChartView::RectangleRubberBand);
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_view);
+    setChartView(m_view);
 }
 
 ComparisonChart::~ComparisonChart()
@@ -120,9 +114,7 @@ void ComparisonChart::rebuild()
 {
     while (m_lines.size() < m_runs.size()) {
         auto *line = new QLineSeries;
-        m_chart->addSeries(line);
-        line->attachAxis(m_xAxis);
-        line->attachAxis(m_yAxis);
+        addSeries(m_chart, line, m_xAxis, m_yAxis);
         m_lines.push_back(line);
     }
     while (m_lines.size() > m_runs.size()) {
@@ -159,12 +151,6 @@ void ComparisonChart::rebuild()
         m_yAxis->setRange(yMin / 1.5, yMax * 1.5);
     }
     m_markers->setAnnotations(std::move(markers));
-}
-
-void ComparisonChart::renderTo(QPainter *painter, const QRectF &target)
-{
-    ensureUpToDate();
-    renderChart(m_chart, painter, target);
 }
 
 CsvTable ComparisonChart::csv() const

@@ -45,7 +45,6 @@ public:
 
     QString exportName() const override;
     QString title() const override;
-    void renderTo(QPainter *painter, const QRectF &target) override;
     CsvTable csv() const override;
     int modeMarkerCount() const override;
     int pointCount() const override;

@@ -10,7 +10,6 @@
 #include <QLabel>
 #include <QLineSeries>
 #include <QValueAxis>
-#include <QVBoxLayout>
 
 #include <algorithm>
 #include <limits>
@@ -36,36 +35,22 @@ ConvergenceChart::ConvergenceChart(QWidget *parent)
     , m_yAxis(new QValueAxis)
     , m_trueW(new QLineSeries)
     , m_trueB(new QLineSeries)
-    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
     m_xAxis->setTitleText(tr("global step"));
     m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
     m_yAxis->setTitleText(tr("parameter value"));
-    m_chart->addAxis(m_xAxis, Qt::AlignBottom);
-    m_chart->addAxis(m_yAxis, Qt::AlignLeft);
+    addAxes(m_chart, m_xAxis, m_yAxis);
 
     m_trueW->setName(tr("true w = 2"));
     m_trueW->setPen(QPen(parameterColor("w", 0).lighter(140), 1.5, Qt::DashLine));
     m_trueB->setName(tr("true b = 10"));
     m_trueB->setPen(QPen(parameterColor("b", 1).lighter(140), 1.5, Qt::DashLine));
-    for (QLineSeries *series : {m_trueW, m_trueB}) {
-        m_chart->addSeries(series);
-        series->attachAxis(m_xAxis);
-        series->attachAxis(m_yAxis);
-    }
+    for (QLineSeries *series : {m_trueW, m_trueB})
+        addSeries(m_chart, series, m_xAxis, m_yAxis);
     m_markers = std::make_unique<ChartAnnotations>(m_chart, m_xAxis);
-    m_view->setRenderHint(QPainter::Antialiasing);
     m_view->setRubberBand(QChartView::RectangleRubberBand);
-
-    m_placeholder->setAlignment(Qt::AlignCenter);
-    m_placeholder->setText(tr("No parameters yet: the linear model reports w and b with every step."));
-    m_placeholder->setStyleSheet(QStringLiteral("color: gray"));
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_placeholder);
-    layout->addWidget(m_view, 1);
-    m_view->hide();
+    setChartView(m_view, new QLabel(tr("No parameters yet: the linear model reports w and b with every step."), this));
 }
 
 ConvergenceChart::~ConvergenceChart()
@@ -88,9 +73,7 @@ QLineSeries *ConvergenceChart::seriesFor(size_t parameter)
 {
     while (m_parameters.size() <= parameter) {
         auto *series = new QLineSeries;
-        m_chart->addSeries(series);
-        series->attachAxis(m_xAxis);
-        series->attachAxis(m_yAxis);
+        addSeries(m_chart, series, m_xAxis, m_yAxis);
         m_parameters.push_back(series);
     }
     return m_parameters[parameter];
@@ -101,8 +84,7 @@ void ConvergenceChart::rebuild()
     const bool hasData = m_snapshot && !m_snapshot->parameterSeries.empty()
         && std::any_of(m_snapshot->parameterSeries.begin(), m_snapshot->parameterSeries.end(),
                        [](const DecimatedSeries &s) { return !s.isEmpty(); });
-    m_placeholder->setVisible(!hasData);
-    m_view->setVisible(hasData);
+    showData(hasData);
     if (!m_snapshot)
         return;
     const RunSnapshot &snapshot = *m_snapshot;
@@ -142,18 +124,7 @@ void ConvergenceChart::rebuild()
     m_yAxis->setRange(yMin - pad, yMax + pad);
     m_yAxis->applyNiceNumbers();
 
-    std::vector<ChartAnnotations::Annotation> markers;
-    for (const auto &change : snapshot.modeChanges)
-        markers.push_back({double(change.globalStep), std::numeric_limits<double>::quiet_NaN(),
-                           QStringLiteral("\u2192 %1 @ %2").arg(shortModeLabel(change.current)).arg(change.globalStep),
-                           modeMarkerColor()});
-    m_markers->setAnnotations(std::move(markers));
-}
-
-void ConvergenceChart::renderTo(QPainter *painter, const QRectF &target)
-{
-    ensureUpToDate();
-    renderChart(m_chart, painter, target);
+    m_markers->setAnnotations(modeChangeLines(snapshot));
 }
 
 CsvTable ConvergenceChart::csv() const

@@ -12,7 +12,6 @@
 
 class QChart;
 class QChartView;
-class QLabel;
 class QLineSeries;
 class QValueAxis;
 
@@ -32,7 +31,6 @@ public:
 
     QString exportName() const override { return QStringLiteral("parameters"); }
     QString title() const override;
-    void renderTo(QPainter *painter, const QRectF &target) override;
     CsvTable csv() const override;
     int modeMarkerCount() const override;
     int pointCount() const override;
@@ -52,7 +50,6 @@ private:
     QLineSeries *m_trueW;
     QLineSeries *m_trueB;
     std::unique_ptr<ChartAnnotations> m_markers;
-    QLabel *m_placeholder;
 };
 
 } // namespace parasync::ui

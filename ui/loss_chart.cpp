@@ -10,12 +10,10 @@
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
-#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QSlider>
 #include <QValueAxis>
-#include <QVBoxLayout>
 
 #include <algorithm>
 #include <cmath>
@@ -34,7 +32,6 @@ LossChart::LossChart(QWidget *parent)
     , m_logToggle(new QCheckBox(tr("Log scale"), this))
     , m_smoothingSlider(new QSlider(Qt::Horizontal, this))
     , m_smoothingLabel(new QLabel(this))
-    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
     m_xAxis->setTitleText(tr("global step"));
@@ -43,8 +40,7 @@ LossChart::LossChart(QWidget *parent)
     m_logY->setTitleText(tr("loss (mean squared error, log scale)"));
     m_logY->setLabelFormat(QStringLiteral("%.3g"));
     m_logY->setBase(10);
-    m_chart->addAxis(m_xAxis, Qt::AlignBottom);
-    m_chart->addAxis(m_linearY, Qt::AlignLeft);
+    addAxes(m_chart, m_xAxis, m_linearY);
     // The log axis is created once and swapped in; keep it owned meanwhile.
     m_logY->setParent(this);
 
@@ -55,7 +51,6 @@ LossChart::LossChart(QWidget *parent)
 
     m_markers = std::make_unique<ChartAnnotations>(m_chart, m_xAxis);
 
-    m_view->setRenderHint(QPainter::Antialiasing);
     m_view->setRubberBand(QChartView::RectangleRubberBand);
 
     m_smoothingSlider->setRange(0, 99);
@@ -66,10 +61,6 @@ LossChart::LossChart(QWidget *parent)
     connect(m_smoothingSlider, &QSlider::valueChanged, this, [this](int value) { setSmoothing(value / 100.0); });
     connect(m_logToggle, &QCheckBox::toggled, this, &LossChart::setLogScale);
 
-    m_placeholder->setAlignment(Qt::AlignCenter);
-    m_placeholder->setText(tr("No loss yet: start the demo cluster, connect to a cluster or open a run directory."));
-    m_placeholder->setStyleSheet(QStringLiteral("color: gray"));
-
     auto *controls = new QHBoxLayout;
     controls->addWidget(m_logToggle);
     controls->addSpacing(16);
@@ -77,13 +68,11 @@ LossChart::LossChart(QWidget *parent)
     controls->addWidget(m_smoothingSlider, 1);
     controls->addWidget(m_smoothingLabel);
     controls->addStretch(1);
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addLayout(controls);
-    layout->addWidget(m_placeholder);
-    layout->addWidget(m_view, 1);
+    setChartView(m_view,
+                 new QLabel(tr("No loss yet: start the demo cluster, connect to a cluster or open a run directory."),
+                            this),
+                 controls);
     m_smoothingLabel->setText(QString::number(m_smoothing, 'f', 2));
-    m_view->hide();
     // The loss falls over orders of magnitude (MSE ~100 at the start, ~0.1
     // at the end): on a linear axis the interesting part is a flat line.
     setLogScale(true);
@@ -144,9 +133,7 @@ void LossChart::setSmoothing(double smoothing)
 
 void LossChart::attach(QLineSeries *series)
 {
-    m_chart->addSeries(series);
-    series->attachAxis(m_xAxis);
-    series->attachAxis(logScale() ? static_cast<QAbstractAxis *>(m_logY) : m_linearY);
+    addSeries(m_chart, series, m_xAxis, logScale() ? static_cast<QAbstractAxis *>(m_logY) : m_linearY);
 }
 
 LossChart::WorkerSeries &LossChart::seriesFor(int worker)
@@ -177,16 +164,14 @@ LossChart::WorkerSeries &LossChart::seriesFor(int worker)
     attach(m_fullLoss);
     // One legend entry per worker: the smoothed line.
     for (auto &[index, lines] : m_workers)
-        for (QLegendMarker *marker : m_chart->legend()->markers(lines.raw))
-            marker->setVisible(false);
+        hideFromLegend(m_chart, lines.raw);
     return added;
 }
 
 void LossChart::rebuild()
 {
     const bool hasData = m_snapshot && (!m_snapshot->batchLossByWorker.empty() || !m_snapshot->fullLoss.isEmpty());
-    m_placeholder->setVisible(!hasData);
-    m_view->setVisible(hasData);
+    showData(hasData);
     if (!m_snapshot)
         return;
     const RunSnapshot &snapshot = *m_snapshot;
@@ -247,12 +232,7 @@ void LossChart::rebuild()
         }
     }
 
-    std::vector<ChartAnnotations::Annotation> markers;
-    for (const auto &change : snapshot.modeChanges)
-        markers.push_back({double(change.globalStep), std::numeric_limits<double>::quiet_NaN(),
-                           QStringLiteral("\u2192 %1 @ %2").arg(shortModeLabel(change.current)).arg(change.globalStep),
-                           modeMarkerColor()});
-    m_markers->setAnnotations(std::move(markers));
+    m_markers->setAnnotations(modeChangeLines(snapshot));
 }
 
 void LossChart::renderTo(QPainter *painter, const QRectF &target)
@@ -262,7 +242,7 @@ void LossChart::renderTo(QPainter *painter, const QRectF &target)
         // Never rendered on screen: give the chart a size before painting.
         m_chart->resize(target.size());
     }
-    renderChart(m_chart, painter, target);
+    ChartWidget::renderTo(painter, target);
 }
 
 CsvTable LossChart::csv() const

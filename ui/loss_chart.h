@@ -72,7 +72,6 @@ private:
     QCheckBox *m_logToggle;
     QSlider *m_smoothingSlider;
     QLabel *m_smoothingLabel;
-    QLabel *m_placeholder;
 };
 
 } // namespace parasync::ui

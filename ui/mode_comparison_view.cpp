@@ -15,7 +15,6 @@
 #include <QGridLayout>
 #include <QLabel>
 #include <QLegend>
-#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QPainter>
@@ -79,35 +78,12 @@ QString timeToTargetText(const ModeRunSummary &run)
     return run.secondsToTarget ? seconds(*run.secondsToTarget) : QObject::tr("not reached");
 }
 
-// Paints `chart` laid out for a box of cell/zoom pixels, scaled by `zoom`
-// into `cell`, as the run report does: the panel's text keeps its size
-// relative to the whole figure.
-void paintPanel(QPainter *painter, ExportableChart *chart, const QRectF &cell, double zoom)
-{
-    const QSizeF logical = cell.size() / zoom;
-    painter->save();
-    painter->translate(cell.topLeft());
-    painter->scale(zoom, zoom);
-    painter->setClipRect(QRectF(QPointF(0, 0), logical));
-    painter->fillRect(QRectF(QPointF(0, 0), logical), Qt::white);
-    chart->renderTo(painter, QRectF(QPointF(0, 0), logical));
-    painter->restore();
-}
-
 // An empty chart's axes and stray titles say nothing: a grey line instead.
-QLabel *showUntilARunEnds(QLabel *placeholder, const QString &title)
+QLabel *shownOnceARunEnds(const QString &title, QWidget *parent)
 {
-    placeholder->setAlignment(Qt::AlignCenter);
+    auto *placeholder = new QLabel(QObject::tr("%1: shown once the first run has ended").arg(title), parent);
     placeholder->setWordWrap(true);
-    placeholder->setText(QObject::tr("%1: shown once the first run has ended").arg(title));
-    placeholder->setStyleSheet(QStringLiteral("color: gray"));
     return placeholder;
-}
-
-void hideFromLegend(QChart *chart, QAbstractSeries *series)
-{
-    for (QLegendMarker *marker : chart->legend()->markers(series))
-        marker->setVisible(false);
 }
 
 } // namespace
@@ -127,7 +103,6 @@ ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
     , m_xAxis(new QValueAxis)
     , m_yAxis(new QLogValueAxis)
     , m_target(new QLineSeries)
-    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
     m_xAxis->setTitleText(axis == Axis::WallTime ? tr("seconds since the run's first step") : tr("global step"));
@@ -135,20 +110,12 @@ ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
     m_yAxis->setTitleText(tr("chief's full-shard loss (log scale)"));
     m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
     m_yAxis->setBase(10);
-    m_chart->addAxis(m_xAxis, Qt::AlignBottom);
-    m_chart->addAxis(m_yAxis, Qt::AlignLeft);
+    addAxes(m_chart, m_xAxis, m_yAxis);
     QPen targetPen(QColor(0x55, 0x55, 0x55), 1.5, Qt::DashLine);
     m_target->setPen(targetPen);
-    m_chart->addSeries(m_target);
-    m_target->attachAxis(m_xAxis);
-    m_target->attachAxis(m_yAxis);
-    m_view->setRenderHint(QPainter::Antialiasing);
+    addSeries(m_chart, m_target, m_xAxis, m_yAxis);
     m_view->setRubberBand(QChartView::RectangleRubberBand);
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(showUntilARunEnds(m_placeholder, title()));
-    layout->addWidget(m_view, 1);
-    m_view->hide();
+    setChartView(m_view, shownOnceARunEnds(title(), this));
 }
 
 QString ModeLossChart::exportName() const
@@ -170,17 +137,13 @@ void ModeLossChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summ
 void ModeLossChart::rebuild()
 {
     const size_t runs = m_summary ? m_summary->runs.size() : 0;
-    m_placeholder->setVisible(runs == 0);
-    m_view->setVisible(runs > 0);
+    showData(runs > 0);
     while (m_lines.size() < runs) {
         auto *line = new QLineSeries;
         auto *reached = new QScatterSeries;
         reached->setMarkerSize(11);
-        for (QAbstractSeries *series : {static_cast<QAbstractSeries *>(line), static_cast<QAbstractSeries *>(reached)}) {
-            m_chart->addSeries(series);
-            series->attachAxis(m_xAxis);
-            series->attachAxis(m_yAxis);
-        }
+        for (QAbstractSeries *series : {static_cast<QAbstractSeries *>(line), static_cast<QAbstractSeries *>(reached)})
+            addSeries(m_chart, series, m_xAxis, m_yAxis);
         hideFromLegend(m_chart, reached);
         m_lines.push_back(line);
         m_reached.push_back(reached);
@@ -234,12 +197,6 @@ void ModeLossChart::rebuild()
     }
 }
 
-void ModeLossChart::renderTo(QPainter *painter, const QRectF &target)
-{
-    ensureUpToDate();
-    renderChart(m_chart, painter, target);
-}
-
 CsvTable ModeLossChart::csv() const
 {
     CsvTable table;
@@ -274,7 +231,6 @@ ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
     , m_view(new QChartView(m_chart, this))
     , m_categoryAxis(new QBarCategoryAxis)
     , m_valueAxis(new QValueAxis)
-    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
     // The time to the target has one bar per mode: stacked sets, each zero
@@ -283,11 +239,8 @@ ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
         m_bars = new QStackedBarSeries;
     else
         m_bars = new QBarSeries;
-    m_chart->addSeries(m_bars);
-    m_chart->addAxis(m_categoryAxis, Qt::AlignBottom);
-    m_chart->addAxis(m_valueAxis, Qt::AlignLeft);
-    m_bars->attachAxis(m_categoryAxis);
-    m_bars->attachAxis(m_valueAxis);
+    addAxes(m_chart, m_categoryAxis, m_valueAxis);
+    addSeries(m_chart, m_bars, m_categoryAxis, m_valueAxis);
     switch (figure) {
     case Figure::TimeToTarget:
         m_categoryAxis->setTitleText(tr("update mode"));
@@ -309,12 +262,7 @@ ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
         m_bars->setLabelsFormat(QStringLiteral("@value"));
         m_bars->setLabelsPrecision(3);
     }
-    m_view->setRenderHint(QPainter::Antialiasing);
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(showUntilARunEnds(m_placeholder, title()));
-    layout->addWidget(m_view, 1);
-    m_view->hide();
+    setChartView(m_view, shownOnceARunEnds(title(), this));
 }
 
 QString ModeBarChart::exportName() const
@@ -389,35 +337,22 @@ ModeBarChart::Table ModeBarChart::table() const
 void ModeBarChart::rebuild()
 {
     const Table data = table();
-    m_placeholder->setVisible(data.sets.empty());
-    m_view->setVisible(!data.sets.empty());
+    showData(!data.sets.empty());
     m_bars->clear();
     m_categoryAxis->clear();
     m_categoryAxis->append(data.categories);
     double maxValue = 0;
     for (size_t i = 0; i < data.sets.size(); ++i) {
-        auto *set = new QBarSet(data.sets[i].first);
-        set->setColor(runColor(int(i)));
-        set->setBorderColor(Qt::white);
+        QBarSet *set = newBarSet(data.sets[i].first, runColor(int(i)), data.sets[i].second);
         set->setLabelColor(QColor(0x30, 0x30, 0x30));
-        QList<qreal> values;
-        for (const double v : data.sets[i].second) {
-            values.append(v);
-            maxValue = std::max(maxValue, v);
-        }
-        set->append(values);
         m_bars->append(set);
+        for (const double v : data.sets[i].second)
+            maxValue = std::max(maxValue, v);
     }
     if (m_figure == Figure::WorkerWaitFraction)
         setRoundRange(m_valueAxis, 0, std::min(100.0, std::max(5.0, maxValue * 1.15)), 6);
     else
         setRoundRange(m_valueAxis, 0, std::max(1.0, maxValue * 1.15), 6);
-}
-
-void ModeBarChart::renderTo(QPainter *painter, const QRectF &target)
-{
-    ensureUpToDate();
-    renderChart(m_chart, painter, target);
 }
 
 CsvTable ModeBarChart::csv() const
@@ -443,11 +378,7 @@ CsvTable ModeBarChart::csv() const
 
 int ModeBarChart::pointCount() const
 {
-    int count = 0;
-    const auto sets = m_bars->barSets();
-    for (const QBarSet *set : sets)
-        count += int(set->count());
-    return count;
+    return barCount(m_bars);
 }
 
 // ---------------------------------------------------------------------------
@@ -690,7 +621,7 @@ void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
     for (int i = 0; i < cells.size(); ++i) {
         const QRectF cell(margin + (i % 3) * (cellWidth + gap), y + (i / 3) * (cellHeight + gap), cellWidth,
                           cellHeight);
-        paintPanel(painter, cells[i], cell, zoom);
+        ChartExporter::paintScaled(painter, cells[i], cell, zoom);
         painter->setPen(QColor(0xd8, 0xd8, 0xd8));
         painter->drawRect(cell);
     }
@@ -784,28 +715,17 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
 bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written,
                           QString *error)
 {
-    if (!QDir().mkpath(directory)) {
-        if (error)
-            *error = QObject::tr("Could not create the folder %1: check the path and its permissions.").arg(directory);
+    // The figure as the charts are exported; its CSVs are its own.
+    if (!ChartExporter::exportAll({view}, directory, nullptr, written, error,
+                                  ChartExporter::Png | ChartExporter::Svg | ChartExporter::Pdf))
         return false;
-    }
+    if (!view->summary())
+        return true;
     const QDir dir(directory);
     const auto note = [written](const QString &path) {
         if (written)
             written->append(path);
     };
-    const QString base = dir.filePath(view->exportName());
-    if (!ChartExporter::exportPng(view, base + QStringLiteral(".png"), error))
-        return false;
-    note(base + QStringLiteral(".png"));
-    if (!ChartExporter::exportSvg(view, base + QStringLiteral(".svg"), error))
-        return false;
-    note(base + QStringLiteral(".svg"));
-    if (!ChartExporter::exportPdf(view, base + QStringLiteral(".pdf"), error))
-        return false;
-    note(base + QStringLiteral(".pdf"));
-    if (!view->summary())
-        return true;
     const QString table = dir.filePath(QStringLiteral("comparison.csv"));
     if (!ChartExporter::writeCsv(modeComparisonTable(*view->summary()), table, error))
         return false;

@@ -47,7 +47,6 @@ public:
 
     QString exportName() const override;
     QString title() const override;
-    void renderTo(QPainter *painter, const QRectF &target) override;
     CsvTable csv() const override;
     int modeMarkerCount() const override { return 0; } // each run stays in one mode
     int pointCount() const override;
@@ -63,7 +62,6 @@ private:
     QValueAxis *m_xAxis;
     QLogValueAxis *m_yAxis;
     QLineSeries *m_target;
-    QLabel *m_placeholder;
     std::vector<QLineSeries *> m_lines;
     std::vector<QScatterSeries *> m_reached;
 };
@@ -82,7 +80,6 @@ public:
 
     QString exportName() const override;
     QString title() const override;
-    void renderTo(QPainter *painter, const QRectF &target) override;
     CsvTable csv() const override;
     int modeMarkerCount() const override { return 0; }
     int pointCount() const override;
@@ -105,7 +102,6 @@ private:
     QBarCategoryAxis *m_categoryAxis;
     QValueAxis *m_valueAxis;
     QAbstractBarSeries *m_bars = nullptr;
-    QLabel *m_placeholder;
 };
 
 // The numbers of every run as a table, painted (so that it exports as the

@@ -9,11 +9,9 @@
 #include <QChart>
 #include <QChartView>
 #include <QLabel>
-#include <QLegendMarker>
 #include <QLineSeries>
 #include <QScatterSeries>
 #include <QValueAxis>
-#include <QVBoxLayout>
 
 #include <algorithm>
 #include <cmath>
@@ -31,28 +29,20 @@ ParameterPathChart::ParameterPathChart(QWidget *parent)
     , m_start(new QScatterSeries)
     , m_current(new QScatterSeries)
     , m_truth(new QScatterSeries)
-    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
     m_wAxis->setTitleText(tr("w"));
     m_bAxis->setTitleText(tr("b"));
-    m_chart->addAxis(m_wAxis, Qt::AlignBottom);
-    m_chart->addAxis(m_bAxis, Qt::AlignLeft);
+    addAxes(m_chart, m_wAxis, m_bAxis);
 
-    const auto add = [this](QAbstractSeries *series) {
-        m_chart->addSeries(series);
-        series->attachAxis(m_wAxis);
-        series->attachAxis(m_bAxis);
-    };
+    const auto add = [this](QAbstractSeries *series) { addSeries(m_chart, series, m_wAxis, m_bAxis); };
     for (int i = 0; i < kContours; ++i) {
         auto *contour = new QLineSeries;
         contour->setPen(QPen(QColor(0xb0, 0xb0, 0xb0), 1));
         contour->setName(tr("MSE contours"));
         add(contour);
-        if (i > 0) {
-            for (QLegendMarker *marker : m_chart->legend()->markers(contour))
-                marker->setVisible(false);
-        }
+        if (i > 0)
+            hideFromLegend(m_chart, contour);
         m_contours.push_back(contour);
     }
     m_path->setName(tr("(w, b)"));
@@ -74,18 +64,11 @@ ParameterPathChart::ParameterPathChart(QWidget *parent)
     m_truth->replace({QPointF(kTrueW, kTrueB)});
 
     m_markers = std::make_unique<ChartAnnotations>(m_chart, m_wAxis, m_bAxis);
-    m_view->setRenderHint(QPainter::Antialiasing);
     m_view->setRubberBand(QChartView::RectangleRubberBand);
-
-    m_placeholder->setAlignment(Qt::AlignCenter);
-    m_placeholder->setWordWrap(true);
-    m_placeholder->setText(tr("No (w, b) yet. The path over the loss surface is drawn for the linear model."));
-    m_placeholder->setStyleSheet(QStringLiteral("color: gray"));
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_placeholder);
-    layout->addWidget(m_view, 1);
-    m_view->hide();
+    auto *placeholder = new QLabel(tr("No (w, b) yet. The path over the loss surface is drawn for the linear model."),
+                                   this);
+    placeholder->setWordWrap(true);
+    setChartView(m_view, placeholder);
 }
 
 ParameterPathChart::~ParameterPathChart()
@@ -107,8 +90,7 @@ void ParameterPathChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot
 void ParameterPathChart::rebuild()
 {
     const ParameterPath path = m_snapshot ? parameterPath(*m_snapshot) : ParameterPath{};
-    m_placeholder->setVisible(path.isEmpty());
-    m_view->setVisible(!path.isEmpty());
+    showData(!path.isEmpty());
     if (path.isEmpty())
         return;
 
@@ -166,17 +148,9 @@ void ParameterPathChart::rebuild()
         for (size_t i = 0; i < path.steps.size(); ++i)
             if (path.steps[i] <= double(change.globalStep))
                 index = i;
-        markers.push_back({path.w[index], path.b[index],
-                           QStringLiteral("\u2192 %1 @ %2").arg(shortModeLabel(change.current)).arg(change.globalStep),
-                           modeMarkerColor()});
+        markers.push_back({path.w[index], path.b[index], modeChangeLabel(change), modeMarkerColor()});
     }
     m_markers->setAnnotations(std::move(markers));
-}
-
-void ParameterPathChart::renderTo(QPainter *painter, const QRectF &target)
-{
-    ensureUpToDate();
-    renderChart(m_chart, painter, target);
 }
 
 CsvTable ParameterPathChart::csv() const

@@ -12,7 +12,6 @@
 
 class QChart;
 class QChartView;
-class QLabel;
 class QLineSeries;
 class QScatterSeries;
 class QValueAxis;
@@ -34,7 +33,6 @@ public:
     QString exportName() const override { return QStringLiteral("parameter_path"); }
     QString title() const override;
     QSize exportSize() const override { return QSize(900, 800); }
-    void renderTo(QPainter *painter, const QRectF &target) override;
     CsvTable csv() const override;
     int modeMarkerCount() const override;
     int pointCount() const override;
@@ -56,7 +54,6 @@ private:
     QScatterSeries *m_current;
     QScatterSeries *m_truth;
     std::unique_ptr<ChartAnnotations> m_markers;
-    QLabel *m_placeholder;
     std::vector<double> m_levels;
 };
 

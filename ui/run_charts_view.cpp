@@ -4,6 +4,7 @@
 #include "ui/convergence_chart.h"
 #include "ui/loss_chart.h"
 #include "ui/parameter_path_chart.h"
+#include "ui/step_timeline_painter.h"
 #include "ui/step_timeline_view.h"
 #include "ui/worker_stats_view.h"
 
@@ -30,8 +31,8 @@ public:
     {
         m_chart->ensureUpToDate();
         painter->fillRect(target, Qt::white);
-        const TimelineMapping range = m_chart->view()->fittedRange();
-        m_chart->view()->paintTimeline(painter, target, &range);
+        const StepTimelineView *view = m_chart->view();
+        StepTimelinePainter(view->snapshot(), view->lanes()).paint(painter, target, view->fittedRange());
     }
     CsvTable csv() const override { return m_chart->csv(); }
     int modeMarkerCount() const override { return m_chart->modeMarkerCount(); }

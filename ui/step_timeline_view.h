@@ -6,14 +6,16 @@
 // gradients as red crosses and every mode change as a labelled vertical
 // line. Zoom with the wheel, pan by dragging, double-click to fit, and
 // follow the newest step. Custom painted: thousands of ticks per lane are
-// drawn once per pixel column.
+// drawn once per pixel column. The view does the widget's part -- input,
+// following the head, tooltips; StepTimelinePainter draws, and
+// TimelineLanes (ui/models) holds the lanes and their maths.
 
 #include "ui/chart_widget.h"
 #include "orchestration/run_state.h"
+#include "ui/models/timeline_lanes.h"
 #include "ui/models/timeline_mapping.h"
 
 #include <memory>
-#include <vector>
 
 class QCheckBox;
 class QComboBox;
@@ -26,29 +28,26 @@ class StepTimelineView : public QWidget
     Q_OBJECT
 
 public:
-    enum class Axis { GlobalStep, WallTime };
+    using Axis = TimelineAxis;
 
     explicit StepTimelineView(QWidget *parent = nullptr);
 
     void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
+    // What the view shows, for painting it elsewhere (StepTimelinePainter).
+    const RunSnapshot *snapshot() const { return m_snapshot.get(); }
+    const TimelineLanes &lanes() const { return m_lanes; }
 
-    Axis axis() const { return m_axis; }
+    Axis axis() const { return m_lanes.axis(); }
     void setAxis(Axis axis);
     bool followHead() const { return m_follow; }
     void setFollowHead(bool follow);
     void fitAll();
     const TimelineMapping &mapping() const { return m_mapping; }
-
-    // Paints title, legend, lanes, markers and the axis into `rect`; the
-    // widget's paint event and the exporter share it.
-    // `range` overrides the visible range (start/end) when given, e.g. to
-    // export the whole recent window whatever the screen shows.
-    void paintTimeline(QPainter *painter, const QRectF &rect, const TimelineMapping *range = nullptr) const;
     // The range that shows every recent step.
     TimelineMapping fittedRange() const;
 
     int modeMarkerCount() const;
-    int itemCount() const { return int(m_items.size()); }
+    int itemCount() const { return int(m_lanes.items().size()); }
     CsvTable csv() const;
 
     QSize sizeHint() const override { return QSize(900, 360); }
@@ -67,51 +66,16 @@ protected:
     bool event(QEvent *event) override;
 
 private:
-    struct Item
-    {
-        double step = 0;
-        double seconds = 0;
-        double waitStartStep = 0;
-        double waitStartSeconds = 0;
-        int worker = 0;
-        int lane = 0;
-        proto::PushOutcome outcome = proto::APPLIED;
-        proto::WorkerPhase waitReason = proto::WORKER_PHASE_UNSPECIFIED;
-        int64_t waitUs = 0;
-        int64_t staleness = 0;
-        int64_t workerClock = 0;
-    };
-    struct Layout
-    {
-        QRectF title;
-        QRectF legend;
-        QRectF labels; // lane names, left of the plot
-        QRectF plot;
-        QRectF axis;
-        double laneHeight = 0;
-    };
-    Layout layoutFor(const QRectF &rect) const;
-    double valueOf(const Item &item) const { return m_axis == Axis::GlobalStep ? item.step : item.seconds; }
-    double waitStartOf(const Item &item) const
-    {
-        return m_axis == Axis::GlobalStep ? item.waitStartStep : item.waitStartSeconds;
-    }
-    void sortItems();
+    TimelineLayout layout() const;
     void updateMappingGeometry();
     void applyFollow();
     // The span the followed view shows: the user's, widened on the step
     // axis so the head crosses a screen in no less than a few seconds.
     double followedSpan() const;
-    double headValue() const;
-    double firstValue() const;
-    double minimumSpan() const { return m_axis == Axis::GlobalStep ? 10 : 0.01; }
-    const Item *itemAt(const QPointF &pos) const;
-    QString axisLabel(double value) const;
+    double minimumSpan() const { return axis() == Axis::GlobalStep ? 10 : 0.01; }
 
     std::shared_ptr<const RunSnapshot> m_snapshot;
-    std::vector<Item> m_items;     // sorted by the axis value
-    std::vector<int> m_laneWorkers; // worker index of each lane
-    Axis m_axis = Axis::GlobalStep;
+    TimelineLanes m_lanes;
     bool m_follow = true;
     TimelineMapping m_mapping;
     double m_stepSpan = 200;  // remembered per axis when switching

@@ -12,7 +12,6 @@
 #include <QGridLayout>
 #include <QLabel>
 #include <QValueAxis>
-#include <QVBoxLayout>
 
 #include <algorithm>
 
@@ -38,14 +37,10 @@ WorkerBarChart::WorkerBarChart(Figure figure, QWidget *parent)
     , m_categoryAxis(new QBarCategoryAxis)
     , m_valueAxis(new QValueAxis)
     , m_bars(new QBarSeries)
-    , m_placeholder(new QLabel(this))
 {
     styleChart(m_chart, title());
-    m_chart->addSeries(m_bars);
-    m_chart->addAxis(m_categoryAxis, Qt::AlignBottom);
-    m_chart->addAxis(m_valueAxis, Qt::AlignLeft);
-    m_bars->attachAxis(m_categoryAxis);
-    m_bars->attachAxis(m_valueAxis);
+    addAxes(m_chart, m_categoryAxis, m_valueAxis);
+    addSeries(m_chart, m_bars, m_categoryAxis, m_valueAxis);
     switch (m_figure) {
     case Figure::StepsPerSecond:
         m_categoryAxis->setTitleText(tr("worker"));
@@ -66,15 +61,7 @@ WorkerBarChart::WorkerBarChart(Figure figure, QWidget *parent)
         m_valueAxis->setLabelFormat(QStringLiteral("%.0f"));
         break;
     }
-    m_view->setRenderHint(QPainter::Antialiasing);
-    m_placeholder->setAlignment(Qt::AlignCenter);
-    m_placeholder->setText(tr("%1: no workers yet").arg(title()));
-    m_placeholder->setStyleSheet(QStringLiteral("color: gray"));
-    auto *layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(m_placeholder);
-    layout->addWidget(m_view, 1);
-    m_view->hide();
+    setChartView(m_view, new QLabel(tr("%1: no workers yet").arg(title()), this));
 }
 
 QString WorkerBarChart::exportName() const
@@ -227,8 +214,7 @@ WorkerBarChart::Table WorkerBarChart::table() const
 void WorkerBarChart::rebuild()
 {
     const Table data = table();
-    m_placeholder->setVisible(data.sets.empty());
-    m_view->setVisible(!data.sets.empty());
+    showData(!data.sets.empty());
     m_periodSets = data.periodSets;
     if (data.sets.empty())
         return;
@@ -244,7 +230,6 @@ void WorkerBarChart::rebuild()
         m_categoryAxis->clear();
         m_categoryAxis->append(data.categories);
         for (size_t i = 0; i < data.sets.size(); ++i) {
-            auto *set = new QBarSet(data.sets[i].first);
             // Sets before the mode periods are the overall figure (grey) or,
             // in the histogram, one per worker (the worker's colour).
             const size_t overallSets = data.sets.size() - size_t(data.periodSets);
@@ -253,13 +238,7 @@ void WorkerBarChart::rebuild()
             if (i < overallSets)
                 color = histogram && i < m_snapshot->workers.size() ? workerColor(m_snapshot->workers[i].index)
                                                                     : QColor(0x60, 0x7d, 0x8b);
-            set->setColor(color);
-            set->setBorderColor(Qt::white);
-            QList<qreal> values;
-            for (const double v : data.sets[i].second)
-                values.append(v);
-            set->append(values);
-            m_bars->append(set);
+            m_bars->append(newBarSet(data.sets[i].first, color, data.sets[i].second));
         }
     } else {
         for (qsizetype i = 0; i < existing.size(); ++i) {
@@ -286,12 +265,6 @@ void WorkerBarChart::rebuild()
         m_valueAxis->applyNiceNumbers();
 }
 
-void WorkerBarChart::renderTo(QPainter *painter, const QRectF &target)
-{
-    ensureUpToDate();
-    renderChart(m_chart, painter, target);
-}
-
 CsvTable WorkerBarChart::csv() const
 {
     CsvTable result;
@@ -307,11 +280,7 @@ CsvTable WorkerBarChart::csv() const
 
 int WorkerBarChart::pointCount() const
 {
-    int count = 0;
-    const auto sets = m_bars->barSets();
-    for (const QBarSet *set : sets)
-        count += int(set->count());
-    return count;
+    return barCount(m_bars);
 }
 
 WorkerStatsView::WorkerStatsView(QWidget *parent)

@@ -15,7 +15,6 @@ class QBarCategoryAxis;
 class QBarSeries;
 class QChart;
 class QChartView;
-class QLabel;
 class QValueAxis;
 
 namespace parasync::ui {
@@ -34,7 +33,6 @@ public:
     QString exportName() const override;
     QString title() const override;
     QSize exportSize() const override { return QSize(1000, 650); }
-    void renderTo(QPainter *painter, const QRectF &target) override;
     CsvTable csv() const override;
     // One bar set per mode period after the first: each stands for a change.
     int modeMarkerCount() const override { return m_periodSets > 0 ? m_periodSets - 1 : 0; }
@@ -59,7 +57,6 @@ private:
     QBarCategoryAxis *m_categoryAxis;
     QValueAxis *m_valueAxis;
     QBarSeries *m_bars;
-    QLabel *m_placeholder;
     int m_periodSets = 0;
 };
 

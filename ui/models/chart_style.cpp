@@ -1,5 +1,6 @@
 #include "ui/models/chart_style.h"
 
+#include "orchestration/run_state.h"
 
 #include <array>
 #include <cmath>
@@ -63,6 +64,11 @@ QString shortModeLabel(const proto::ModeConfig &mode)
     default:
         return QStringLiteral("?");
     }
+}
+
+QString modeChangeLabel(const ModeMarker &change)
+{
+    return QStringLiteral("\u2192 %1 @ %2").arg(shortModeLabel(change.current)).arg(change.globalStep);
 }
 
 QString workerName(int worker)

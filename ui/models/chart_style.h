@@ -8,6 +8,10 @@
 #include <QColor>
 #include <QString>
 
+namespace parasync {
+struct ModeMarker;
+}
+
 namespace parasync::ui {
 
 QColor workerColor(int worker);
@@ -21,6 +25,8 @@ QColor chiefLossColor();
 
 // "sync r=2", "ssp s=10", "async": short enough for a marker label.
 QString shortModeLabel(const proto::ModeConfig &mode);
+// "→ sync r=2 @ 301": a mode change's marker, on every chart of one run.
+QString modeChangeLabel(const ModeMarker &change);
 QString workerName(int worker); // "worker:1"
 
 } // namespace parasync::ui

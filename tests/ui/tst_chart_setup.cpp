@@ -1,0 +1,230 @@
+// The set-up every chart shares, as a user meets it: an empty chart says
+// in grey what will show there until the run brings data; the loss legend
+// has one entry per worker and the chief's; a mode change is a labelled
+// line at its global step; x runs along the bottom and y up the left; bars
+// keep the colour and values they were given.
+#include "ui/chart_setup.h"
+#include "ui/convergence_chart.h"
+#include "ui/loss_chart.h"
+#include "ui/models/chart_style.h"
+#include "ui/parameter_path_chart.h"
+#include "ui/worker_stats_view.h"
+
+#include <QBarSeries>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QLabel>
+#include <QLegend>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QTest>
+#include <QValueAxis>
+
+#include <cmath>
+#include <memory>
+
+using namespace parasync;
+using namespace parasync::ui;
+
+namespace {
+
+// Two workers on the linear demo for 200 steps, sync from step 101.
+std::shared_ptr<const RunSnapshot> smallRun()
+{
+    auto run = std::make_shared<RunSnapshot>();
+    run->startWallTime = 1000;
+    run->globalStep = 200;
+    run->parameterNames = {"w", "b"};
+    run->parameterSeries.resize(2);
+    for (int64_t step = 1; step <= 200; ++step) {
+        StepRecord record;
+        record.globalStep = step;
+        record.worker = int(step % 2);
+        record.workerClock = step / 2;
+        record.computedFromStep = step - 1;
+        record.wallTime = 1000 + double(step) / 100;
+        const double progress = 1 - std::exp(-double(step) / 50);
+        record.parameters = {float(2 * progress), float(10 * progress)};
+        record.batchLoss = float(100 * (1 - progress) + 0.1);
+        run->recentSteps.push_back(record);
+        run->batchLossByWorker[record.worker].append(double(step), record.batchLoss);
+        run->parameterSeries[0].append(double(step - 1), 2 * progress);
+        run->parameterSeries[1].append(double(step - 1), 10 * progress);
+        if (step % 20 == 0)
+            run->fullLoss.append(double(step), record.batchLoss);
+    }
+    ModeMarker change;
+    change.globalStep = 101;
+    change.wallTime = 1001.01;
+    change.previous.set_mode(proto::ASYNC);
+    change.current.set_mode(proto::SYNC);
+    run->modeChanges.push_back(change);
+    for (int worker = 0; worker < 2; ++worker) {
+        WorkerFigures figures;
+        figures.index = worker;
+        figures.applied = 100;
+        figures.stepsPerSecond = 50;
+        run->workers.push_back(figures);
+    }
+    return run;
+}
+
+enum class Kind { Loss, Parameters, Path, WorkerBars };
+
+std::unique_ptr<ChartWidget> makeChart(Kind kind)
+{
+    switch (kind) {
+    case Kind::Loss:
+        return std::make_unique<LossChart>();
+    case Kind::Parameters:
+        return std::make_unique<ConvergenceChart>();
+    case Kind::Path:
+        return std::make_unique<ParameterPathChart>();
+    case Kind::WorkerBars:
+        return std::make_unique<WorkerBarChart>(WorkerBarChart::Figure::StepsPerSecond);
+    }
+    return {};
+}
+
+void setRun(ChartWidget *chart, Kind kind, std::shared_ptr<const RunSnapshot> run)
+{
+    switch (kind) {
+    case Kind::Loss:
+        static_cast<LossChart *>(chart)->setSnapshot(std::move(run));
+        break;
+    case Kind::Parameters:
+        static_cast<ConvergenceChart *>(chart)->setSnapshot(std::move(run));
+        break;
+    case Kind::Path:
+        static_cast<ParameterPathChart *>(chart)->setSnapshot(std::move(run));
+        break;
+    case Kind::WorkerBars:
+        static_cast<WorkerBarChart *>(chart)->setSnapshot(std::move(run));
+        break;
+    }
+}
+
+// The legend's entries a user sees, sorted.
+QStringList shownInLegend(QChart *chart)
+{
+    QStringList shown;
+    for (QLegendMarker *marker : chart->legend()->markers())
+        if (marker->isVisible())
+            shown << marker->label();
+    shown.sort();
+    return shown;
+}
+
+// The grey line standing in for the chart ("No loss yet: ...").
+QLabel *placeholderOf(QWidget *chart)
+{
+    for (QLabel *label : chart->findChildren<QLabel *>())
+        if (label->text().contains(QStringLiteral("yet")))
+            return label;
+    return nullptr;
+}
+
+} // namespace
+
+Q_DECLARE_METATYPE(Kind)
+
+class TestChartSetup : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void anEmptyChartSaysWhatWillShowThere_data()
+    {
+        QTest::addColumn<Kind>("kind");
+        QTest::newRow("loss") << Kind::Loss;
+        QTest::newRow("w and b") << Kind::Parameters;
+        QTest::newRow("(w, b) path") << Kind::Path;
+        QTest::newRow("worker bars") << Kind::WorkerBars;
+    }
+
+    void anEmptyChartSaysWhatWillShowThere()
+    {
+        QFETCH(Kind, kind);
+        const std::unique_ptr<ChartWidget> chart = makeChart(kind);
+        chart->resize(800, 500);
+        chart->show();
+        QVERIFY(QTest::qWaitForWindowExposed(chart.get()));
+        QLabel *placeholder = placeholderOf(chart.get());
+        QVERIFY(placeholder);
+        auto *view = chart->findChild<QChartView *>();
+        QVERIFY(view);
+        QVERIFY(placeholder->isVisible());
+        QVERIFY(!view->isVisible());
+        QVERIFY(placeholder->alignment() == Qt::AlignCenter);
+        QVERIFY(placeholder->styleSheet().contains(QStringLiteral("gray")));
+
+        setRun(chart.get(), kind, smallRun());
+        QVERIFY(view->isVisible());
+        QVERIFY(!placeholder->isVisible());
+        // The chart takes the room the placeholder had.
+        QTRY_VERIFY(view->height() > chart->height() / 2);
+
+        // A run without data (a new cluster): the placeholder again.
+        setRun(chart.get(), kind, std::make_shared<const RunSnapshot>());
+        QVERIFY(placeholder->isVisible());
+        QVERIFY(!view->isVisible());
+    }
+
+    void theLossLegendHasOneEntryPerWorkerAndTheChiefs()
+    {
+        LossChart chart;
+        chart.resize(800, 500);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        chart.setSnapshot(smallRun());
+        QChart *qchart = chart.findChild<QChartView *>()->chart();
+        // The legend lays its markers out on the next pass of the event loop.
+        QTRY_COMPARE(shownInLegend(qchart),
+                     (QStringList{QStringLiteral("chief full-shard loss"), QStringLiteral("worker:0 batch loss"),
+                                  QStringLiteral("worker:1 batch loss")}));
+        // The faint raw envelopes are drawn, but not listed.
+        QCOMPARE(qchart->series().size(), 5);
+    }
+
+    void aModeChangeIsALabelledLineAtItsStep()
+    {
+        const auto lines = modeChangeLines(*smallRun());
+        QCOMPARE(lines.size(), size_t(1));
+        QCOMPARE(lines[0].x, 101.0);
+        QVERIFY(std::isnan(lines[0].y)); // a vertical line, not a point
+        QCOMPARE(lines[0].label, QStringLiteral("\u2192 sync @ 101"));
+        QCOMPARE(lines[0].color, modeMarkerColor());
+    }
+
+    void xRunsAlongTheBottomAndYUpTheLeft()
+    {
+        QChart chart;
+        auto *x = new QValueAxis;
+        auto *y = new QValueAxis;
+        addAxes(&chart, x, y);
+        QVERIFY(x->alignment() == Qt::AlignBottom);
+        QVERIFY(y->alignment() == Qt::AlignLeft);
+        auto *line = new QLineSeries;
+        addSeries(&chart, line, x, y);
+        QCOMPARE(chart.series().size(), 1);
+        QVERIFY(line->attachedAxes() == (QList<QAbstractAxis *>{x, y}));
+    }
+
+    void barsKeepTheirColourAndValues()
+    {
+        QBarSeries series;
+        QBarSet *set = newBarSet(QStringLiteral("async"), runColor(0), {1.5, 2.5, 4});
+        series.append(set);
+        series.append(newBarSet(QStringLiteral("sync"), runColor(1), {3, 5}));
+        QCOMPARE(set->label(), QStringLiteral("async"));
+        QCOMPARE(set->color(), runColor(0));
+        QCOMPARE(set->borderColor(), QColor(Qt::white)); // neighbouring bars stay apart
+        QCOMPARE(set->count(), 3);
+        QCOMPARE(set->at(2), 4.0);
+        QCOMPARE(barCount(&series), 5);
+    }
+};
+
+QTEST_MAIN(TestChartSetup)
+#include "tst_chart_setup.moc"
