@@ -19,12 +19,12 @@
 //   bench_app_ingest [--quick] --out=FILE
 //   bench_app_ingest --serve-telemetry=PORT   (the feeder)
 
+#include "base/port_holder.h"
 #include "bench_support.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
-#include "ui/main_window.h"
 #include "proto/parasync.grpc.pb.h"
-#include "base/port_holder.h"
+#include "ui/main_window.h"
 #include "wire/rpc.h"
 
 #include <QApplication>
@@ -191,7 +191,8 @@ public:
                     guiObject,
                     [this, sent] {
                         if (m_recording)
-                            m_latencies.push_back(std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
+                            m_latencies.push_back(
+                                std::chrono::duration<double, std::milli>(Clock::now() - sent).count());
                     },
                     Qt::QueuedConnection);
                 std::this_thread::sleep_for(period);
@@ -208,7 +209,7 @@ public:
 
 private:
     std::atomic<bool> m_stop{false};
-    bool m_recording = false; // GUI thread only
+    bool m_recording = false;        // GUI thread only
     std::vector<double> m_latencies; // GUI thread only
     std::thread m_thread;
 };
@@ -320,7 +321,8 @@ void benchMemory(bench::ResultFile &results, bool quick)
             waiting.exec();
         }
         if (ingested < mark) {
-            std::fprintf(stderr, "bench_app_ingest: only %lld events ingested in time\n", static_cast<long long>(ingested));
+            std::fprintf(stderr, "bench_app_ingest: only %lld events ingested in time\n",
+                         static_cast<long long>(ingested));
             break;
         }
         const double seconds = double(timer.elapsed()) / 1000.0;
@@ -328,8 +330,8 @@ void benchMemory(bench::ResultFile &results, bool quick)
         const std::string name = mark >= 10000000 ? "10M steps" : "1M steps";
         auto &s = results.add("app_memory", name, "MiB");
         s.values.push_back(rss);
-        s.extra = QJsonObject{{u"rss_before_window_mib"_s, baseline}, {u"events"_s, double(ingested)},
-                              {u"seconds"_s, seconds}};
+        s.extra = QJsonObject{
+            {u"rss_before_window_mib"_s, baseline}, {u"events"_s, double(ingested)}, {u"seconds"_s, seconds}};
         results.add("app_memory", name + " ingest rate", "events/s").values.push_back(double(ingested) / seconds);
         std::printf("app memory after %lld events: %.1f MiB resident (%.0f events/s ingested)\n",
                     static_cast<long long>(ingested), rss, double(ingested) / seconds);

@@ -21,16 +21,16 @@
 
 #include <QCoreApplication>
 #include <QEventLoop>
-#include <QTimer>
 #include <QThread>
+#include <QTimer>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <future>
+#include <string>
 #include <thread>
 #include <tuple>
-#include <string>
 #include <vector>
 
 namespace {
@@ -42,7 +42,7 @@ using bench::ResultFile;
 
 struct Mode
 {
-    std::string name;  // "async", "sync", "ssp"
+    std::string name; // "async", "sync", "ssp"
     QStringList flags;
 };
 
@@ -251,8 +251,9 @@ void benchAccuracy(ResultFile &results, int repetitions)
             for (const auto &mode : modes()) {
                 const std::string name = mode.name + (straggler ? "/straggler 2ms" : "/equal");
                 // The demo, as scripts/demo.sh runs it, only not stopping at 2,000 steps.
-                BenchCluster cluster(QString::fromStdString("accuracy-" + mode.name + "-" + std::to_string(straggler)),
-                                     1, 2, QStringList{u"--last_step=100000000"_s, u"--display_step=1000000000"_s} + mode.flags);
+                BenchCluster cluster(
+                    QString::fromStdString("accuracy-" + mode.name + "-" + std::to_string(straggler)), 1, 2,
+                    QStringList{u"--last_step=100000000"_s, u"--display_step=1000000000"_s} + mode.flags);
                 std::unique_ptr<AccuracyWatch> watch;
                 // Before the chief starts, i.e. before the first step: slow
                 // worker:1 down and subscribe to the telemetry.
@@ -318,9 +319,9 @@ void benchTelemetry(ResultFile &results, const Timing &timing)
             watcher.disconnectFromCluster();
             const std::string name = attached ? "watcher attached" : "none";
             results.add("telemetry", name, "updates/s").values.push_back(steps);
-            std::printf("telemetry %-16s rep %d: %9.0f updates/s%s\n", name.c_str(), rep + 1, steps,
-                        attached ? qPrintable(QStringLiteral(" (%1 snapshots, %2 events lost)").arg(snapshots).arg(lost))
-                                 : "");
+            std::printf(
+                "telemetry %-16s rep %d: %9.0f updates/s%s\n", name.c_str(), rep + 1, steps,
+                attached ? qPrintable(QStringLiteral(" (%1 snapshots, %2 events lost)").arg(snapshots).arg(lost)) : "");
             std::fflush(stdout);
         }
     }

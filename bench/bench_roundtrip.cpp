@@ -13,12 +13,12 @@
 //   bench_roundtrip [--quick] [Google Benchmark flags]
 //   bench_roundtrip --serve-tcp=PORT | --serve-grpc=PORT   (the baselines' far ends)
 
+#include "base/port_holder.h"
 #include "bench_echo.grpc.pb.h"
 #include "bench_support.h"
 #include "engine/model.h"
 #include "engine/parameter_shard.h"
 #include "proto/parasync.grpc.pb.h"
-#include "base/port_holder.h"
 #include "wire/rpc.h"
 
 #include <benchmark/benchmark.h>
@@ -158,8 +158,7 @@ private:
 class EchoService final : public bench::Echo::Service
 {
 public:
-    grpc::Status PingPong(grpc::ServerContext *,
-                          grpc::ServerReaderWriter<bench::Blob, bench::Blob> *stream) override
+    grpc::Status PingPong(grpc::ServerContext *, grpc::ServerReaderWriter<bench::Blob, bench::Blob> *stream) override
     {
         bench::Blob ping;
         bench::Blob pong;
@@ -442,23 +441,33 @@ void registerBenchmarks(bool quick)
     const auto minTime = [quick](const std::string &label) { return quick ? 0.05 : label == "1000000" ? 2.0 : 0.5; };
     for (const auto &shape : modelShapes()) {
         const auto [request, reply] = g_fixture->bytes.at(shape.label);
-        benchmark::RegisterBenchmark(("tcp/" + shape.label).c_str(), [request, reply](benchmark::State &state) {
-            measure(state, g_fixture->tcpServer->pid(), request, reply,
-                    [&] { return g_fixture->tcp->pingPong(request, reply); });
-        })->UseRealTime()->MinTime(minTime(shape.label));
-        benchmark::RegisterBenchmark(("grpc/" + shape.label).c_str(), [request, reply](benchmark::State &state) {
-            GrpcEchoClient client(g_fixture->grpcAddress);
-            for (int i = 0; i < kWarmUpRoundTrips; ++i)
-                client.pingPong(request, reply);
-            measure(state, g_fixture->grpcServer->pid(), request, reply, [&] { return client.pingPong(request, reply); });
-        })->UseRealTime()->MinTime(minTime(shape.label));
-        benchmark::RegisterBenchmark(("step/" + shape.label).c_str(), [shape, request, reply](
-                                                                         benchmark::State &state) {
-            StepClient client(g_fixture->psAddresses.at(shape.label), shape);
-            for (int i = 0; i < kWarmUpRoundTrips; ++i)
-                client.step();
-            measure(state, g_fixture->psPids.at(shape.label), request, reply, [&] { return client.step(); });
-        })->UseRealTime()->MinTime(minTime(shape.label));
+        benchmark::RegisterBenchmark(("tcp/" + shape.label).c_str(),
+                                     [request, reply](benchmark::State &state) {
+                                         measure(state, g_fixture->tcpServer->pid(), request, reply,
+                                                 [&] { return g_fixture->tcp->pingPong(request, reply); });
+                                     })
+            ->UseRealTime()
+            ->MinTime(minTime(shape.label));
+        benchmark::RegisterBenchmark(("grpc/" + shape.label).c_str(),
+                                     [request, reply](benchmark::State &state) {
+                                         GrpcEchoClient client(g_fixture->grpcAddress);
+                                         for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                                             client.pingPong(request, reply);
+                                         measure(state, g_fixture->grpcServer->pid(), request, reply,
+                                                 [&] { return client.pingPong(request, reply); });
+                                     })
+            ->UseRealTime()
+            ->MinTime(minTime(shape.label));
+        benchmark::RegisterBenchmark(("step/" + shape.label).c_str(),
+                                     [shape, request, reply](benchmark::State &state) {
+                                         StepClient client(g_fixture->psAddresses.at(shape.label), shape);
+                                         for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                                             client.step();
+                                         measure(state, g_fixture->psPids.at(shape.label), request, reply,
+                                                 [&] { return client.step(); });
+                                     })
+            ->UseRealTime()
+            ->MinTime(minTime(shape.label));
     }
 }
 

@@ -1,8 +1,8 @@
 #include "bench_support.h"
 
-#include "wire/cluster_control.h"
 #include "base/error.h"
 #include "base/port_holder.h"
+#include "wire/cluster_control.h"
 
 #include <QCoreApplication>
 #include <QDeadlineTimer>
@@ -120,8 +120,7 @@ BenchCluster::~BenchCluster()
     stop();
 }
 
-bool BenchCluster::start(QString *error, const std::function<void()> &beforeChief,
-                         std::chrono::milliseconds timeout)
+bool BenchCluster::start(QString *error, const std::function<void()> &beforeChief, std::chrono::milliseconds timeout)
 {
     // A free port picked for a task may be taken by another program before
     // the task binds it (this machine is shared): then try new ports.
@@ -171,11 +170,11 @@ bool BenchCluster::startOnce(QString *error, const std::function<void()> &before
     while (!deadline.hasExpired()) {
         try {
             const auto s = status();
-            const bool allTraining = s.initialized() && s.workers_size() == m_workerHosts.size()
-                                     && std::all_of(s.workers().begin(), s.workers().end(), [](const auto &w) {
-                                            return w.phase() != proto::WORKER_PHASE_UNSPECIFIED
-                                                   && w.phase() != proto::WAITING_FOR_CHIEF;
-                                        });
+            const bool allTraining
+                = s.initialized() && s.workers_size() == m_workerHosts.size()
+                  && std::all_of(s.workers().begin(), s.workers().end(), [](const auto &w) {
+                         return w.phase() != proto::WORKER_PHASE_UNSPECIFIED && w.phase() != proto::WAITING_FOR_CHIEF;
+                     });
             if (allTraining)
                 return true;
         } catch (const InputError &) {
@@ -199,11 +198,7 @@ proto::ClusterStatusResponse BenchCluster::status() const
     return getClusterStatus(ps0Address());
 }
 
-ResultFile::ResultFile(QString program, bool quick)
-    : m_program(std::move(program))
-    , m_quick(quick)
-{
-}
+ResultFile::ResultFile(QString program, bool quick) : m_program(std::move(program)), m_quick(quick) {}
 
 Samples &ResultFile::add(std::string group, std::string name, std::string unit)
 {
@@ -236,10 +231,8 @@ bool ResultFile::write(const QString &path) const
             record.insert(u"extra"_s, s.extra);
         results.append(record);
     }
-    const QJsonObject root{{u"program"_s, m_program},
-                           {u"quick"_s, m_quick},
-                           {u"notes"_s, m_notes},
-                           {u"results"_s, results}};
+    const QJsonObject root{
+        {u"program"_s, m_program}, {u"quick"_s, m_quick}, {u"notes"_s, m_notes}, {u"results"_s, results}};
     QFile file(path);
     if (!file.open(QIODevice::WriteOnly | QIODevice::Truncate))
         return false;

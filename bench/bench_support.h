@@ -16,10 +16,10 @@
 #include <QStringList>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
-#include <deque>
 #include <vector>
 
 namespace parasync::bench {
@@ -95,11 +95,11 @@ private:
 // Samples of one figure, in the order measured.
 struct Samples
 {
-    std::string group;   // "throughput", "time_to_accuracy", ...
-    std::string name;    // "async/4 workers"
-    std::string unit;    // "updates/s", "s", "us", "MB"
+    std::string group; // "throughput", "time_to_accuracy", ...
+    std::string name;  // "async/4 workers"
+    std::string unit;  // "updates/s", "s", "us", "MB"
     std::vector<double> values;
-    QJsonObject extra;   // anything a reader needs to interpret it
+    QJsonObject extra; // anything a reader needs to interpret it
 };
 
 // Collects samples and writes {"program", "quick", "results": [...]} to a

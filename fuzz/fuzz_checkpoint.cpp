@@ -3,8 +3,8 @@
 // framing repaired (length and checksum recomputed over the bytes after the
 // header), which is what a checkpoint damaged before it was checksummed, or
 // forged, looks like.
-#include "formats/checkpoint.h"
 #include "base/error.h"
+#include "formats/checkpoint.h"
 
 #include <QByteArray>
 #include <QCryptographicHash>
@@ -31,8 +31,7 @@ std::string framed(const std::string &payload)
     for (int i = 0; i < 8; ++i, length >>= 8)
         bytes.push_back(char(length & 0xff));
     bytes += payload;
-    bytes += QCryptographicHash::hash(QByteArray::fromStdString(payload), QCryptographicHash::Sha256)
-                 .toStdString();
+    bytes += QCryptographicHash::hash(QByteArray::fromStdString(payload), QCryptographicHash::Sha256).toStdString();
     return bytes;
 }
 

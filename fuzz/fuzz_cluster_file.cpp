@@ -3,8 +3,8 @@
 // in file order by a scanner of its own, which must agree with QJsonDocument)
 // and read back the same after writeClusterFile, the way the app saves what
 // it loaded.
-#include "config/cluster_spec.h"
 #include "base/error.h"
+#include "config/cluster_spec.h"
 
 #include <QByteArray>
 #include <QJsonDocument>

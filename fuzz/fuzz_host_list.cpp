@@ -1,8 +1,8 @@
 // parseHostPort and parseHostList (--ps_hosts, --worker_hosts) on arbitrary
 // text. Every address accepted must survive the trip through toString(),
 // which is how cluster files and TF_CONFIG write it back.
-#include "config/cluster_spec.h"
 #include "base/error.h"
+#include "config/cluster_spec.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -1,8 +1,8 @@
 // readIdx (--dataset=mnist:DIR, idx:IMAGES,LABELS) on arbitrary file
 // contents. Input: one byte of shard options, two bytes (little-endian) for
 // the images file's length, the images file, then the labels file.
-#include "engine/dataset.h"
 #include "base/error.h"
+#include "engine/dataset.h"
 #include "memory_file.h"
 
 #include <algorithm>
@@ -24,8 +24,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     try {
         const Dataset set = readIdx(images.path(), labels.path(), shardIndex, numShards);
         const bool ok = set.size() > 0 && set.featureDim() > 0 && set.targets.rows() == set.size()
-            && set.numClasses >= 1 && set.numClasses <= 256 && set.targets.maxCoeff() < float(set.numClasses)
-            && set.features.minCoeff() >= 0.0f && set.features.maxCoeff() <= 1.0f;
+                        && set.numClasses >= 1 && set.numClasses <= 256
+                        && set.targets.maxCoeff() < float(set.numClasses) && set.features.minCoeff() >= 0.0f
+                        && set.features.maxCoeff() <= 1.0f;
         if (!ok) {
             std::fprintf(stderr, "readIdx accepted the files but gave %lld x %lld features, %lld classes (%s)\n",
                          (long long)set.size(), (long long)set.featureDim(), (long long)set.numClasses,

@@ -73,7 +73,7 @@ NodeOptions clusterOptions(uint8_t configuration)
     return options;
 }
 
-template <typename Request>
+template<typename Request>
 std::optional<Request> parsed(const uint8_t *data, size_t size)
 {
     Request request;
@@ -196,8 +196,7 @@ void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
             (void)task.snapshot(&snapshot);
             break;
         }
-        case RequestKind::Count:
-            break;
+        case RequestKind::Count: break;
         }
         // Any request may release a held one (the chief's initialisation, a
         // mode change, another worker's push or death): all settle before
@@ -206,8 +205,7 @@ void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
             settle(task, stream);
             // The answers are not looked at; dropping them keeps memory flat.
             proto::TrainResponse response;
-            while (stream.call && stream.call->receive(&response, 0ms)) {
-            }
+            while (stream.call && stream.call->receive(&response, 0ms)) {}
         }
     }
     // Held pushes are let go, then every stream ends without a goodbye.

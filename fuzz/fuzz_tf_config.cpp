@@ -1,8 +1,8 @@
 // parseTfConfig and parseTfConfigCluster (the TF_CONFIG environment
 // variable) on arbitrary text. An accepted cluster must read back the same
 // from its toJson(), which the app and cluster.json hand to other tasks.
-#include "config/cluster_spec.h"
 #include "base/error.h"
+#include "config/cluster_spec.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -135,16 +135,16 @@ void nodeFlags()
     const std::string workers = "--worker_hosts=127.0.0.1:2223,127.0.0.1:2224";
     write("fuzz_node_flags", "seed-ps.bin", commandLine("", {hosts, workers, "--job_name=ps", "--task_index=0"}));
     write("fuzz_node_flags", "seed-worker-sync.bin",
-          commandLine("", {hosts, workers, "--job_name=worker", "--task_index=1", "--issync=1",
-                           "--replicas_to_aggregate=2", "--learning_rate=0.1", "--optimizer=adam",
-                           "--seed=18446744073709551615"}));
+          commandLine("",
+                      {hosts, workers, "--job_name=worker", "--task_index=1", "--issync=1", "--replicas_to_aggregate=2",
+                       "--learning_rate=0.1", "--optimizer=adam", "--seed=18446744073709551615"}));
     write("fuzz_node_flags", "tf-config-chief.bin",
           commandLine(R"({"cluster": {"chief": ["127.0.0.1:2223"], "ps": ["127.0.0.1:2222"],
                           "worker": ["127.0.0.1:2224"]}, "task": {"type": "worker", "index": 0}})",
                       {"--mode=ssp", "--staleness=3"}));
-    write("fuzz_node_flags", "cluster-file.bin",
-          commandLine("", {"--cluster_file=good.json", "--job_name", "worker", "--task_index", "1",
-                           "--batch_size=20"}));
+    write(
+        "fuzz_node_flags", "cluster-file.bin",
+        commandLine("", {"--cluster_file=good.json", "--job_name", "worker", "--task_index", "1", "--batch_size=20"}));
     write("fuzz_node_flags", "bad-cluster-file.bin", commandLine("", {"--cluster_file=bad.json", "-job_name=ps"}));
     write("fuzz_node_flags", "typo.bin", commandLine("", {hosts, workers, "--job_name=ps", "--lerning_rate=1"}));
     write("fuzz_node_flags", "conflict.bin",

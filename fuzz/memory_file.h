@@ -16,8 +16,7 @@ namespace parasync::fuzz {
 class MemoryFile
 {
 public:
-    MemoryFile(const char *name, const uint8_t *data, size_t size)
-        : m_fd(::memfd_create(name, MFD_CLOEXEC))
+    MemoryFile(const char *name, const uint8_t *data, size_t size) : m_fd(::memfd_create(name, MFD_CLOEXEC))
     {
         if (m_fd < 0)
             std::abort();

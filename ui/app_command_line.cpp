@@ -37,12 +37,13 @@ std::optional<std::string> valueIfSet(const QCommandLineParser &parser, const ch
 
 void declareAppCommandLine(QCommandLineParser &parser)
 {
-    parser.setApplicationDescription(QStringLiteral(
-        "Parasync: start, watch and steer a parameter-server training cluster.\n"
-        "  parasync --demo                      the three-port demo cluster, in the window\n"
-        "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
-        "  parasync --open=RUN_DIR              replay a finished run (its --logdir)\n"
-        "  parasync --headless --compare_modes --export=DIR   async, sync and ssp in turn; runs, figure, CSV into DIR"));
+    parser.setApplicationDescription(
+        QStringLiteral("Parasync: start, watch and steer a parameter-server training cluster.\n"
+                       "  parasync --demo                      the three-port demo cluster, in the window\n"
+                       "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
+                       "  parasync --open=RUN_DIR              replay a finished run (its --logdir)\n"
+                       "  parasync --headless --compare_modes --export=DIR   async, sync and ssp in turn; runs, "
+                       "figure, CSV into DIR"));
     parser.addHelpOption();
     parser.addVersionOption();
     const auto option = [&parser](const char *name, const char *description, const char *valueName = nullptr) {
@@ -55,11 +56,14 @@ void declareAppCommandLine(QCommandLineParser &parser)
     option("headless", "No window: run (or watch, or replay), then export every chart to --export and exit.");
     option("export", "Folder the charts are written to (PNG, SVG, CSV).", "DIR");
     option("connect", "Watch a running cluster by ps:0's address.", "HOST:PORT");
-    option("run_dir", "With --connect: the run directory (--logdir) of that cluster, when this machine can read it; "
-                      "the charts start from its history, then continue live (default: ps:0's own, if readable here).",
+    option("run_dir",
+           "With --connect: the run directory (--logdir) of that cluster, when this machine can read it; "
+           "the charts start from its history, then continue live (default: ps:0's own, if readable here).",
            "RUN_DIR");
-    option("cluster_token_file", "With --connect: a file (mode 0600) holding the cluster's token "
-                                 "(default: $PARASYNC_CLUSTER_TOKEN).", "FILE");
+    option("cluster_token_file",
+           "With --connect: a file (mode 0600) holding the cluster's token "
+           "(default: $PARASYNC_CLUSTER_TOKEN).",
+           "FILE");
     option("tls_ca", "With --connect: the CA that signed the cluster's certificates (PEM); turns TLS on.", "FILE");
     option("tls_cert", "With --connect to a cluster with --tls_mutual: this app's certificate (PEM).", "FILE");
     option("tls_key", "With --connect and --tls_cert: its private key (PEM).", "FILE");
@@ -69,16 +73,20 @@ void declareAppCommandLine(QCommandLineParser &parser)
                             "same seed, data and straggler, and show the runs side by side; headless: print the "
                             "results and write the runs, the figure and comparison.csv into --export.");
     option("compare_seconds", "With --compare_modes: the time limit of each mode's run (default 40).", "SECONDS");
-    option("target_loss", "With --compare_modes: the chief's full-shard loss each run goes to (default: 1.2 x "
-                          "the best loss the linear model can reach on the chief's data).", "LOSS");
+    option("target_loss",
+           "With --compare_modes: the chief's full-shard loss each run goes to (default: 1.2 x "
+           "the best loss the linear model can reach on the chief's data).",
+           "LOSS");
     option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
     option("ps_hosts", "ps addresses for the cluster started, e.g. 127.0.0.1:2222.", "HOSTS");
     option("worker_hosts", "worker addresses for the cluster started, e.g. 127.0.0.1:2223,127.0.0.1:2224.", "HOSTS");
     option("mode", "Update mode to start with: async, sync or ssp.", "MODE");
     option("staleness", "SSP staleness bound.", "N");
     option("replicas_to_aggregate", "Sync: gradients averaged per step (0: all live workers).", "N");
-    option("last_step", "Stop at this global step (the demo: none; headless, it tours the three modes for a "
-                        "minute, or runs a minute in --mode).", "N");
+    option("last_step",
+           "Stop at this global step (the demo: none; headless, it tours the three modes for a "
+           "minute, or runs a minute in --mode).",
+           "N");
     option("learning_rate", "Learning rate.", "LR");
     option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
     option("batch_size", "Samples per worker step.", "N");

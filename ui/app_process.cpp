@@ -27,7 +27,9 @@ void ensureRuntimeDirectory()
     if (!qEnvironmentVariableIsEmpty("XDG_RUNTIME_DIR"))
         return;
     const QByteArray path = QDir::tempPath().toLocal8Bit() + "/runtime-" + QByteArray::number(::getuid());
-    struct stat info {};
+    struct stat info
+    {
+    };
     if (::mkdir(path.constData(), 0700) != 0 && errno != EEXIST)
         return; // Qt will say what it thinks
     if (::lstat(path.constData(), &info) != 0 || !S_ISDIR(info.st_mode) || info.st_uid != ::getuid()
@@ -60,7 +62,8 @@ void quitOnTerminationSignals()
     QObject::connect(notifier, &QSocketNotifier::activated, qApp, [notifier] {
         char byte = 0;
         if (::read(g_signalPipe[0], &byte, 1) == 1)
-            std::fprintf(stderr, "parasync: received %s, stopping the cluster's tasks\n", byte == 2 ? "SIGINT" : "SIGTERM");
+            std::fprintf(stderr, "parasync: received %s, stopping the cluster's tasks\n",
+                         byte == 2 ? "SIGINT" : "SIGTERM");
         notifier->setEnabled(false);
         if (QWidget *window = QApplication::activeWindow())
             window->close();

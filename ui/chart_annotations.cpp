@@ -43,9 +43,9 @@ public:
         } else {
             // Mode changes late in a run sit on nearly the same (w, b):
             // their labels are stacked upwards.
-            m_labelRect = QRectF(QPointF(anchor.x() + 8, anchor.y() - textSize.height() - 4
-                                                              - (m_slot % 4) * (textSize.height() + 2)),
-                                 textSize);
+            m_labelRect = QRectF(
+                QPointF(anchor.x() + 8, anchor.y() - textSize.height() - 4 - (m_slot % 4) * (textSize.height() + 2)),
+                textSize);
         }
     }
 
@@ -114,10 +114,11 @@ ChartAnnotations::~ChartAnnotations() = default; // the items belong to the char
 void ChartAnnotations::setAnnotations(std::vector<Annotation> annotations)
 {
     const bool same = annotations.size() == m_annotations.size()
-        && std::equal(annotations.begin(), annotations.end(), m_annotations.begin(), [](const auto &a, const auto &b) {
-               return a.x == b.x && a.label == b.label && a.color == b.color
-                   && (a.y == b.y || (std::isnan(a.y) && std::isnan(b.y)));
-           });
+                      && std::equal(annotations.begin(), annotations.end(), m_annotations.begin(),
+                                    [](const auto &a, const auto &b) {
+                                        return a.x == b.x && a.label == b.label && a.color == b.color
+                                               && (a.y == b.y || (std::isnan(a.y) && std::isnan(b.y)));
+                                    });
     if (!same) {
         for (QGraphicsItem *item : m_items)
             delete item;

@@ -1,7 +1,7 @@
 #include "ui/chart_exporter.h"
 
-#include "orchestration/chrome_trace.h"
 #include "config/node_options.h"
+#include "orchestration/chrome_trace.h"
 #include "orchestration/run_state.h"
 
 #include <QDateTime>
@@ -98,8 +98,12 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
         ps << QString::fromStdString(host);
     for (const auto &host : snapshot.workerHosts)
         workers << QString::fromStdString(host);
-    cluster.lines << QObject::tr("ps (%1): %2").arg(ps.size()).arg(ps.isEmpty() ? QStringLiteral("–") : ps.join(QStringLiteral(", ")));
-    cluster.lines << QObject::tr("workers (%1): %2").arg(workers.size()).arg(workers.isEmpty() ? QStringLiteral("–") : workers.join(QStringLiteral(", ")));
+    cluster.lines << QObject::tr("ps (%1): %2")
+                         .arg(ps.size())
+                         .arg(ps.isEmpty() ? QStringLiteral("–") : ps.join(QStringLiteral(", ")));
+    cluster.lines << QObject::tr("workers (%1): %2")
+                         .arg(workers.size())
+                         .arg(workers.isEmpty() ? QStringLiteral("–") : workers.join(QStringLiteral(", ")));
     if (!snapshot.signature.model().empty())
         cluster.lines << QObject::tr("model: %1, optimizer %2")
                              .arg(QString::fromStdString(snapshot.signature.model()),
@@ -112,10 +116,12 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
         const QJsonValue value = it.value();
         if (value.isString() && value.toString().isEmpty())
             continue; // unset (e.g. --dataset: the model's default)
-        const QString text = value.isString() ? value.toString()
-                             : value.isBool() ? (value.toBool() ? QStringLiteral("true") : QStringLiteral("false"))
-                             : value.isDouble() ? QString::number(value.toDouble(), 'g', 8)
-                                                : QString::fromUtf8(QJsonDocument(QJsonObject{{it.key(), value}}).toJson(QJsonDocument::Compact));
+        const QString text
+            = value.isString() ? value.toString()
+              : value.isBool() ? (value.toBool() ? QStringLiteral("true") : QStringLiteral("false"))
+              : value.isDouble()
+                  ? QString::number(value.toDouble(), 'g', 8)
+                  : QString::fromUtf8(QJsonDocument(QJsonObject{{it.key(), value}}).toJson(QJsonDocument::Compact));
         flags.lines << QStringLiteral("--%1=%2").arg(it.key(), text);
     }
     if (flags.lines.isEmpty())
@@ -123,12 +129,14 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
     sections.push_back(flags);
 
     ReportSection modes{QObject::tr("Mode changes"), {}};
-    modes.lines << QObject::tr("started in %1").arg(QString::fromStdString(describeMode(
-                       snapshot.modeChanges.empty() ? snapshot.mode : snapshot.modeChanges.front().previous)));
+    modes.lines << QObject::tr("started in %1")
+                       .arg(QString::fromStdString(describeMode(
+                           snapshot.modeChanges.empty() ? snapshot.mode : snapshot.modeChanges.front().previous)));
     constexpr size_t kShownChanges = 8;
     for (size_t i = 0; i < snapshot.modeChanges.size() && i < kShownChanges; ++i) {
         const auto &m = snapshot.modeChanges[i];
-        modes.lines << QObject::tr("step %1: %2").arg(m.globalStep).arg(QString::fromStdString(describeMode(m.current)));
+        modes.lines
+            << QObject::tr("step %1: %2").arg(m.globalStep).arg(QString::fromStdString(describeMode(m.current)));
     }
     if (snapshot.modeChanges.size() > kShownChanges)
         modes.lines << QObject::tr("… and %1 more (mode_changes.csv)").arg(snapshot.modeChanges.size() - kShownChanges);
@@ -140,7 +148,8 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
                          .arg(snapshot.lastStep > 0 ? QObject::tr(" of %1").arg(snapshot.lastStep) : QString())
                          .arg(snapshot.finished ? QObject::tr(", finished") : QString());
     if (!snapshot.fullLoss.isEmpty())
-        figures.lines << QObject::tr("full-shard loss (chief): %1").arg(number(snapshot.fullLoss.buckets().back().last));
+        figures.lines
+            << QObject::tr("full-shard loss (chief): %1").arg(number(snapshot.fullLoss.buckets().back().last));
     QStringList parameters;
     for (size_t i = 0; i < snapshot.parameterNames.size() && i < snapshot.parameterSeries.size(); ++i)
         if (!snapshot.parameterSeries[i].isEmpty())
@@ -229,7 +238,8 @@ bool ChartExporter::exportRunReport(const QList<ExportableChart *> &charts, cons
     titleFont.setBold(true);
     painter.setFont(titleFont);
     painter.setPen(Qt::black);
-    const QString title = QObject::tr("Parasync run report") + (runName.isEmpty() ? QString() : QStringLiteral(" — ") + runName);
+    const QString title
+        = QObject::tr("Parasync run report") + (runName.isEmpty() ? QString() : QStringLiteral(" — ") + runName);
     painter.drawText(QRectF(content.left(), content.top(), content.width(), 22), Qt::AlignLeft | Qt::AlignVCenter,
                      painter.fontMetrics().elidedText(title, Qt::ElideMiddle, int(content.width() - 150)));
     QFont small = painter.font();
@@ -380,11 +390,10 @@ CsvTable ChartExporter::modeChangeTable(const RunSnapshot &snapshot)
     table.header = {QStringLiteral("global_step"), QStringLiteral("seconds_since_start"), QStringLiteral("previous"),
                     QStringLiteral("current"), QStringLiteral("requested_by")};
     for (const auto &marker : snapshot.modeChanges) {
-        table.rows.push_back({QString::number(marker.globalStep),
-                              QString::number(marker.wallTime - snapshot.startWallTime, 'f', 3),
-                              QString::fromStdString(describeMode(marker.previous)),
-                              QString::fromStdString(describeMode(marker.current)),
-                              QString::fromStdString(marker.requestedBy)});
+        table.rows.push_back(
+            {QString::number(marker.globalStep), QString::number(marker.wallTime - snapshot.startWallTime, 'f', 3),
+             QString::fromStdString(describeMode(marker.previous)),
+             QString::fromStdString(describeMode(marker.current)), QString::fromStdString(marker.requestedBy)});
     }
     return table;
 }

@@ -43,9 +43,8 @@ public:
     // the directory), plus, when a snapshot is given, mode_changes.csv,
     // run_report.pdf and trace.json. Appends the
     // paths written to `written`; stops at the first error.
-    static bool exportAll(const QList<ExportableChart *> &charts, const QString &directory,
-                          const RunSnapshot *snapshot, QStringList *written, QString *error,
-                          int formats = AllFormats, const QString &runName = {});
+    static bool exportAll(const QList<ExportableChart *> &charts, const QString &directory, const RunSnapshot *snapshot,
+                          QStringList *written, QString *error, int formats = AllFormats, const QString &runName = {});
 
     // Paints `chart` laid out for a box of cell/zoom pixels, scaled by `zoom`
     // into `cell`: a chart laid out for a small box keeps its text large

@@ -5,8 +5,8 @@
 // mark a run's mode changes. ChartWidget holds the rest of a chart's widget
 // (its view, its placeholder, painting it for the exporter).
 
-#include "ui/chart_annotations.h"
 #include "orchestration/run_state.h"
+#include "ui/chart_annotations.h"
 
 #include <QString>
 

@@ -10,10 +10,7 @@
 
 namespace parasync::ui {
 
-ChartWidget::ChartWidget(QWidget *parent)
-    : QWidget(parent)
-{
-}
+ChartWidget::ChartWidget(QWidget *parent) : QWidget(parent) {}
 
 void ChartWidget::ensureUpToDate()
 {

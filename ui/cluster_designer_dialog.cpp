@@ -1,9 +1,9 @@
 #include "ui/cluster_designer_dialog.h"
 
-#include "config/cluster_plan_file.h"
 #include "base/error.h"
-#include "engine/model.h"
+#include "config/cluster_plan_file.h"
 #include "config/node_options.h"
+#include "engine/model.h"
 #include "engine/optimizer.h"
 #include "ui/tfjob_dialog.h"
 
@@ -297,9 +297,9 @@ void ClusterDesignerDialog::save()
 
 void ClusterDesignerDialog::saveAs()
 {
-    const QString path = QFileDialog::getSaveFileName(this, tr("Save cluster file"),
-                                                      m_filePath.isEmpty() ? QStringLiteral("cluster.json") : m_filePath,
-                                                      tr("Cluster files (*.json)"));
+    const QString path = QFileDialog::getSaveFileName(
+        this, tr("Save cluster file"), m_filePath.isEmpty() ? QStringLiteral("cluster.json") : m_filePath,
+        tr("Cluster files (*.json)"));
     if (!path.isEmpty())
         saveTo(path);
 }

@@ -44,8 +44,8 @@ private:
     void updateModeFields();
 
     QString m_filePath;
-    TrainingOptions m_base; // flags the dialog does not show are kept from here
-    std::vector<RemoteHost> m_hosts; // the file's ssh hosts, kept as they were (not edited here)
+    TrainingOptions m_base;                 // flags the dialog does not show are kept from here
+    std::vector<RemoteHost> m_hosts;        // the file's ssh hosts, kept as they were (not edited here)
     std::map<int, WorkerPace> m_workerPace; // each worker's own pace, kept as it was (not edited here)
     QListWidget *m_ps;
     QListWidget *m_workers;

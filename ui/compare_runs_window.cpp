@@ -43,8 +43,7 @@ ComparisonChart::ComparisonChart(Quantity quantity, Axis axis, QWidget *parent)
     m_xAxis->setTitleText(axis == Axis::GlobalStep ? tr("global step") : tr("wall time (seconds since start)"));
     if (axis == Axis::GlobalStep)
         m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
-    m_yAxis->setTitleText(quantity == Quantity::Loss ? tr("loss (log scale)")
-                                                     : tr("distance to (2, 10) (log scale)"));
+    m_yAxis->setTitleText(quantity == Quantity::Loss ? tr("loss (log scale)") : tr("distance to (2, 10) (log scale)"));
     m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
     addAxes(m_chart, m_xAxis, m_yAxis);
     m_markers = std::make_unique<ChartAnnotations>(m_chart, m_xAxis);
@@ -139,8 +138,8 @@ void ComparisonChart::rebuild()
         m_lines[i]->setPen(QPen(runColor(int(i)), 2));
         m_lines[i]->replace(points);
         for (const auto &change : run.modeChanges) {
-            const double x = m_axis == Axis::GlobalStep ? double(change.globalStep)
-                                                        : change.wallTime - run.startWallTime;
+            const double x
+                = m_axis == Axis::GlobalStep ? double(change.globalStep) : change.wallTime - run.startWallTime;
             markers.push_back({x, std::numeric_limits<double>::quiet_NaN(),
                                QStringLiteral("%1 \u2192 %2").arg(m_runs[i].name, shortModeLabel(change.current)),
                                runColor(int(i)).darker(115)});
@@ -162,8 +161,8 @@ CsvTable ComparisonChart::csv() const
                     QStringLiteral("directory")};
     for (const ComparedRun &run : m_runs)
         for (const QPointF &p : pointsOf(*run.snapshot))
-            table.rows.push_back({run.name, QString::number(p.x(), 'g', 12), QString::number(p.y(), 'g', 8),
-                                  run.directory});
+            table.rows.push_back(
+                {run.name, QString::number(p.x(), 'g', 12), QString::number(p.y(), 'g', 8), run.directory});
     return table;
 }
 
@@ -237,8 +236,8 @@ void CompareRunsWindow::onLoaded(const LoadedRun &run)
     --m_loading;
     if (!run.snapshot) {
         statusBar()->showMessage(run.error);
-        auto *box = new QMessageBox(QMessageBox::Warning, tr("Cannot compare this run"), run.error,
-                                    QMessageBox::Ok, this);
+        auto *box
+            = new QMessageBox(QMessageBox::Warning, tr("Cannot compare this run"), run.error, QMessageBox::Ok, this);
         box->setAttribute(Qt::WA_DeleteOnClose);
         box->open();
     } else {

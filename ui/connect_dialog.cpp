@@ -1,7 +1,7 @@
 #include "ui/connect_dialog.h"
 
-#include "config/cluster_spec.h"
 #include "base/error.h"
+#include "config/cluster_spec.h"
 
 #include <QDialogButtonBox>
 #include <QFileDialog>
@@ -42,8 +42,9 @@ QWidget *withBrowse(QLineEdit *edit, bool directory, QWidget *parent)
     auto *browse = new QToolButton(row);
     browse->setText(QStringLiteral("..."));
     QObject::connect(browse, &QToolButton::clicked, edit, [edit, directory] {
-        const QString chosen = directory ? QFileDialog::getExistingDirectory(edit, QObject::tr("Run directory"), edit->text())
-                                         : QFileDialog::getOpenFileName(edit, QObject::tr("Choose a file"), edit->text());
+        const QString chosen = directory
+                                   ? QFileDialog::getExistingDirectory(edit, QObject::tr("Run directory"), edit->text())
+                                   : QFileDialog::getOpenFileName(edit, QObject::tr("Choose a file"), edit->text());
         if (!chosen.isEmpty())
             edit->setText(chosen);
     });

@@ -82,8 +82,8 @@ QLineSeries *ConvergenceChart::seriesFor(size_t parameter)
 void ConvergenceChart::rebuild()
 {
     const bool hasData = m_snapshot && !m_snapshot->parameterSeries.empty()
-        && std::any_of(m_snapshot->parameterSeries.begin(), m_snapshot->parameterSeries.end(),
-                       [](const DecimatedSeries &s) { return !s.isEmpty(); });
+                         && std::any_of(m_snapshot->parameterSeries.begin(), m_snapshot->parameterSeries.end(),
+                                        [](const DecimatedSeries &s) { return !s.isEmpty(); });
     showData(hasData);
     if (!m_snapshot)
         return;
@@ -93,8 +93,8 @@ void ConvergenceChart::rebuild()
     double yMin = std::numeric_limits<double>::max();
     double yMax = std::numeric_limits<double>::lowest();
     for (size_t i = 0; i < snapshot.parameterSeries.size(); ++i) {
-        const std::string name = i < snapshot.parameterNames.size() ? snapshot.parameterNames[i]
-                                                                     : "p" + std::to_string(i);
+        const std::string name
+            = i < snapshot.parameterNames.size() ? snapshot.parameterNames[i] : "p" + std::to_string(i);
         QLineSeries *series = seriesFor(i);
         series->setName(QString::fromStdString(name));
         series->setPen(QPen(parameterColor(name, i), 2));
@@ -130,14 +130,15 @@ void ConvergenceChart::rebuild()
 CsvTable ConvergenceChart::csv() const
 {
     CsvTable table;
-    table.header = {QStringLiteral("series"), QStringLiteral("global_step"), QStringLiteral("min"),
-                    QStringLiteral("max"), QStringLiteral("mean"), QStringLiteral("last"), QStringLiteral("count")};
+    table.header
+        = {QStringLiteral("series"), QStringLiteral("global_step"), QStringLiteral("min"),  QStringLiteral("max"),
+           QStringLiteral("mean"),   QStringLiteral("last"),        QStringLiteral("count")};
     if (!m_snapshot)
         return table;
     for (size_t i = 0; i < m_snapshot->parameterSeries.size(); ++i) {
         const QString name = i < m_snapshot->parameterNames.size()
-            ? QString::fromStdString(m_snapshot->parameterNames[i])
-            : QStringLiteral("p%1").arg(i);
+                                 ? QString::fromStdString(m_snapshot->parameterNames[i])
+                                 : QStringLiteral("p%1").arg(i);
         for (const auto &bucket : m_snapshot->parameterSeries[i].buckets())
             table.rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
                                   QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),

@@ -4,8 +4,8 @@
 // reference lines and a marker at every mode change: the seeds' "w and b
 // converge" as a picture.
 
-#include "ui/chart_widget.h"
 #include "orchestration/run_state.h"
+#include "ui/chart_widget.h"
 
 #include <memory>
 #include <vector>

@@ -1,10 +1,10 @@
 #include "ui/headless_runner.h"
 
-#include "ui/chart_exporter.h"
-#include "orchestration/cluster_watcher.h"
 #include "base/error.h"
 #include "config/node_options.h"
+#include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
+#include "ui/chart_exporter.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
 
@@ -164,8 +164,9 @@ void HeadlessRunner::onPreflightFinished(bool passed, const QString &report)
     std::fputs(qPrintable(report), stdout);
     std::fflush(stdout);
     if (m_options.preflightOnly) {
-        finishWith(passed ? Success : CouldNotStart,
-                   passed ? tr("Pre-flight: every check passed.") : tr("Pre-flight: some checks failed (see the fixes above)."));
+        finishWith(passed ? Success : CouldNotStart, passed
+                                                         ? tr("Pre-flight: every check passed.")
+                                                         : tr("Pre-flight: some checks failed (see the fixes above)."));
         return;
     }
     if (!passed) {
@@ -208,7 +209,8 @@ void HeadlessRunner::onPortsTaken(const std::vector<PortConflict> &conflicts)
     // The user's own command, on free ports.
     QStringList command;
     for (const QString &argument : QCoreApplication::arguments())
-        if (!argument.startsWith(QStringLiteral("--ps_hosts")) && !argument.startsWith(QStringLiteral("--worker_hosts")))
+        if (!argument.startsWith(QStringLiteral("--ps_hosts"))
+            && !argument.startsWith(QStringLiteral("--worker_hosts")))
             command.append(argument);
     command.append(QStringLiteral("--ps_hosts=") + hostList(free.cluster.ps));
     command.append(QStringLiteral("--worker_hosts=") + hostList(free.cluster.workers));
@@ -236,10 +238,10 @@ void HeadlessRunner::onTaskChanged(int row)
     const TaskInfo &task = m_launcher->tasks()[size_t(row)];
     // One line per change of state (or pid), not per status refresh; the
     // pid once there is one.
-    const QString line = tr("%1 on %2%3: %4")
-                             .arg(QString::fromStdString(task.task.toString()),
-                                  QString::fromStdString(task.address.toString()),
-                                  task.pid > 0 ? tr(" (pid %1)").arg(task.pid) : QString(), stateInWords(task));
+    const QString line
+        = tr("%1 on %2%3: %4")
+              .arg(QString::fromStdString(task.task.toString()), QString::fromStdString(task.address.toString()),
+                   task.pid > 0 ? tr(" (pid %1)").arg(task.pid) : QString(), stateInWords(task));
     // Keyed on the state and pid: a detail that counts (ps:0's "global step
     // 371") changes with every refresh.
     const QString key = taskStateName(task.state) + QString::number(task.pid);
@@ -350,11 +352,11 @@ QString HeadlessRunner::taskFailures() const
         const TaskInfo &task = m_launcher->tasks()[i];
         if (task.state != TaskState::Dead)
             continue;
-        report += tr("  %1 (%2, pid %3): %4\n%5\n")
-                      .arg(QString::fromStdString(task.task.toString()),
-                           QString::fromStdString(task.address.toString()))
-                      .arg(task.pid)
-                      .arg(task.detail, tail(m_launcher->output(int(i)), 6));
+        report
+            += tr("  %1 (%2, pid %3): %4\n%5\n")
+                   .arg(QString::fromStdString(task.task.toString()), QString::fromStdString(task.address.toString()))
+                   .arg(task.pid)
+                   .arg(task.detail, tail(m_launcher->output(int(i)), 6));
     }
     return report;
 }
@@ -364,7 +366,8 @@ void HeadlessRunner::onTimeout()
     if (m_done)
         return;
     const bool watching = m_options.source == HeadlessOptions::Source::Connect;
-    const QString where = m_latest ? tr("at global step %1").arg(m_latest->globalStep) : tr("before any telemetry came");
+    const QString where
+        = m_latest ? tr("at global step %1").arg(m_latest->globalStep) : tr("before any telemetry came");
     // A cluster we only watch is not ours to stop.
     complain(watching ? tr("Timed out after %1 s %2; exporting what there is (the cluster keeps running).")
                             .arg(m_options.timeoutSeconds)
@@ -376,7 +379,8 @@ void HeadlessRunner::onTimeout()
     if (!watching)
         m_launcher->stopAll();
     exportCharts();
-    finishWith(TimedOut, watching ? tr("Raise --timeout to watch longer.") : tr("Raise --timeout or lower --last_step."));
+    finishWith(TimedOut,
+               watching ? tr("Raise --timeout to watch longer.") : tr("Raise --timeout or lower --last_step."));
 }
 
 bool HeadlessRunner::exportCharts()

@@ -8,8 +8,8 @@
 // wrote; finishes with an exit code a script can test.
 
 #include "orchestration/cluster_launcher.h"
-#include "ui/connect_dialog.h"
 #include "orchestration/run_state.h"
+#include "ui/connect_dialog.h"
 
 #include <QElapsedTimer>
 #include <QHash>
@@ -22,7 +22,7 @@
 namespace parasync {
 class ClusterWatcher;
 class LaunchSequence;
-}
+} // namespace parasync
 
 namespace parasync::ui {
 
@@ -32,11 +32,11 @@ struct HeadlessOptions
 {
     enum class Source { Launch, Connect, Open };
     Source source = Source::Launch;
-    ClusterPlan plan;          // Launch; without --logdir, the run directory goes to <export>/run
-    ConnectRequest connect;    // Connect: ps:0's address, its run directory (for the history), token, TLS
-    QString runDirectory;      // Open
-    QString exportDirectory;   // required
-    int timeoutSeconds = 600;  // give up (stop the cluster, export what there is)
+    ClusterPlan plan;         // Launch; without --logdir, the run directory goes to <export>/run
+    ConnectRequest connect;   // Connect: ps:0's address, its run directory (for the history), token, TLS
+    QString runDirectory;     // Open
+    QString exportDirectory;  // required
+    int timeoutSeconds = 600; // give up (stop the cluster, export what there is)
     // Launch: a plan with remote hosts is checked first (PreflightCheck) and
     // not launched when a check fails. preflightOnly: check, print, exit.
     bool skipPreflight = false;
@@ -108,7 +108,7 @@ private:
     int64_t m_printedStep = -1;
     QHash<int, QString> m_taskLines; // per task: the state and pid last printed
     QTimer m_tourTimer;
-    size_t m_tourStop = 0;   // index into m_options.tour of the stop in force
+    size_t m_tourStop = 0; // index into m_options.tour of the stop in force
     bool m_tourStarted = false;
 };
 

@@ -68,10 +68,10 @@ LossChart::LossChart(QWidget *parent)
     controls->addWidget(m_smoothingSlider, 1);
     controls->addWidget(m_smoothingLabel);
     controls->addStretch(1);
-    setChartView(m_view,
-                 new QLabel(tr("No loss yet: start the demo cluster, connect to a cluster or open a run directory."),
-                            this),
-                 controls);
+    setChartView(
+        m_view,
+        new QLabel(tr("No loss yet: start the demo cluster, connect to a cluster or open a run directory."), this),
+        controls);
     m_smoothingLabel->setText(QString::number(m_smoothing, 'f', 2));
     // The loss falls over orders of magnitude (MSE ~100 at the start, ~0.1
     // at the end): on a linear axis the interesting part is a flat line.
@@ -248,9 +248,9 @@ void LossChart::renderTo(QPainter *painter, const QRectF &target)
 CsvTable LossChart::csv() const
 {
     CsvTable table;
-    table.header = {QStringLiteral("series"), QStringLiteral("global_step"), QStringLiteral("min"),
-                    QStringLiteral("max"), QStringLiteral("mean"), QStringLiteral("count"),
-                    QStringLiteral("smoothed")};
+    table.header
+        = {QStringLiteral("series"), QStringLiteral("global_step"), QStringLiteral("min"),     QStringLiteral("max"),
+           QStringLiteral("mean"),   QStringLiteral("count"),       QStringLiteral("smoothed")};
     if (!m_snapshot)
         return table;
     for (const auto &[worker, series] : m_snapshot->batchLossByWorker) {

@@ -5,8 +5,8 @@
 // full-shard loss, with a log-scale toggle, a smoothing slider and a marker
 // at every mode change.
 
-#include "ui/chart_widget.h"
 #include "orchestration/run_state.h"
+#include "ui/chart_widget.h"
 
 #include <map>
 #include <memory>

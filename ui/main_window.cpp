@@ -1,23 +1,23 @@
 #include "ui/main_window.h"
 
-#include "ui/chart_exporter.h"
-#include "ui/cluster_designer_dialog.h"
-#include "ui/tfjob_dialog.h"
+#include "base/error.h"
 #include "config/cluster_plan_file.h"
+#include "config/node_options.h"
 #include "config/plan_from_flags.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
-#include "base/error.h"
-#include "ui/mode_controls.h"
-#include "ui/pace_control.h"
-#include "config/node_options.h"
-#include "ui/preflight_dialog.h"
-#include "ui/process_panel.h"
+#include "ui/chart_exporter.h"
+#include "ui/cluster_designer_dialog.h"
 #include "ui/compare_runs_window.h"
 #include "ui/mode_comparison_window.h"
+#include "ui/mode_controls.h"
+#include "ui/pace_control.h"
+#include "ui/preflight_dialog.h"
+#include "ui/process_panel.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
 #include "ui/run_replay_window.h"
+#include "ui/tfjob_dialog.h"
 
 #include <QAction>
 #include <QApplication>
@@ -36,8 +36,8 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTimer>
-#include <QVBoxLayout>
 #include <QToolBar>
+#include <QVBoxLayout>
 
 namespace parasync::ui {
 
@@ -124,9 +124,9 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     });
     connect(m_charts, &RunChartsView::redrawn, this, &MainWindow::onRedrawn);
     connect(m_modes, &ModeControls::modeRequested, this, [this](const proto::ModeConfig &mode) {
-        statusBar()->showMessage(tr("Asking ps:0 at %1 for %2...")
-                                     .arg(m_watcher->address(), QString::fromStdString(describeMode(mode))),
-                                 5000);
+        statusBar()->showMessage(
+            tr("Asking ps:0 at %1 for %2...").arg(m_watcher->address(), QString::fromStdString(describeMode(mode))),
+            5000);
         m_watcher->setMode(mode);
     });
     connect(m_pace, &PaceControl::paceRequested, this, &MainWindow::setWorkersPace);
@@ -177,9 +177,8 @@ void MainWindow::createActions()
     auto *saveCluster = new QAction(tr("Save cluster file..."), this);
     saveCluster->setObjectName(QStringLiteral("saveClusterFile"));
     saveCluster->setShortcut(QKeySequence::Save);
-    connect(saveCluster, &QAction::triggered, this, [this] {
-        designCluster(m_currentPlan ? *m_currentPlan : demoPlan(), m_currentClusterFile);
-    });
+    connect(saveCluster, &QAction::triggered, this,
+            [this] { designCluster(m_currentPlan ? *m_currentPlan : demoPlan(), m_currentClusterFile); });
 
     auto *connectAction = new QAction(tr("Connect..."), this);
     connectAction->setObjectName(QStringLiteral("connectCluster"));
@@ -242,7 +241,8 @@ void MainWindow::createActions()
     m_exportChartMenu = exportMenu->addMenu(tr("Export one chart"));
     const auto charts = m_charts->charts();
     for (int i = 0; i < charts.size(); ++i)
-        m_exportChartMenu->addAction(charts[i]->title() + QStringLiteral("..."), this, [this, i] { exportOneChart(i); });
+        m_exportChartMenu->addAction(charts[i]->title() + QStringLiteral("..."), this,
+                                     [this, i] { exportOneChart(i); });
 
     toolbar->addAction(m_startDemo);
     toolbar->addAction(newCluster);
@@ -282,14 +282,14 @@ void MainWindow::startDemo()
     constexpr int64_t kMaxAutoLoggedSteps = 200000;
     constexpr int kKeptDemoRuns = 10;
     if (plan.training.logdir.empty() && plan.training.lastStep <= kMaxAutoLoggedSteps) {
-        QDir runs(QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation)
-                  + QStringLiteral("/runs"));
+        QDir runs(QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation) + QStringLiteral("/runs"));
         const QStringList old = runs.entryList({QStringLiteral("demo-*")}, QDir::Dirs, QDir::Name | QDir::Reversed);
         for (qsizetype i = kKeptDemoRuns - 1; i < old.size(); ++i)
             QDir(runs.filePath(old[i])).removeRecursively();
-        plan.training.logdir = runs.filePath(QStringLiteral("demo-")
-                                             + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")))
-                                   .toStdString();
+        plan.training.logdir
+            = runs.filePath(QStringLiteral("demo-")
+                            + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss-zzz")))
+                  .toStdString();
     }
     if (!startCluster(plan))
         return;
@@ -314,8 +314,7 @@ bool MainWindow::startCluster(const ClusterPlan &plan)
     // Runs to the launch, or to where the user said no, through the slots
     // below (their dialogs are modal).
     m_launch->start(plan);
-    return m_launch->stage() == LaunchSequence::Stage::Launched
-           || m_launch->stage() == LaunchSequence::Stage::Watching;
+    return m_launch->stage() == LaunchSequence::Stage::Launched || m_launch->stage() == LaunchSequence::Stage::Watching;
 }
 
 void MainWindow::showPreflight()
@@ -332,7 +331,8 @@ void MainWindow::showPreflight()
     if (preflight.portsRewritten() && !m_currentClusterFile.isEmpty()) {
         try {
             writeClusterFile(m_currentClusterFile.toStdString(), clusterFileFromPlan(plan));
-            statusBar()->showMessage(tr("%1 now uses the free ports the pre-flight found").arg(m_currentClusterFile), 10000);
+            statusBar()->showMessage(tr("%1 now uses the free ports the pre-flight found").arg(m_currentClusterFile),
+                                     10000);
         } catch (const InputError &e) {
             showError(tr("Cannot update the cluster file"), QString::fromStdString(e.what()));
         }
@@ -356,8 +356,8 @@ void MainWindow::askAboutTakenPorts(const std::vector<PortConflict> &conflicts)
                        "port (stop it, e.g. kill <pid>), or the cluster can use free ports instead.")
                         .arg(details),
                     QMessageBox::Cancel, this);
-    QPushButton *useFree = box.addButton(tr("Use free ports (%1)").arg(suggested.join(QStringLiteral(", "))),
-                                         QMessageBox::AcceptRole);
+    QPushButton *useFree
+        = box.addButton(tr("Use free ports (%1)").arg(suggested.join(QStringLiteral(", "))), QMessageBox::AcceptRole);
     box.setDefaultButton(useFree);
     box.exec();
     if (box.clickedButton() != useFree) {
@@ -450,8 +450,8 @@ void MainWindow::setWorkersPace(int computeMs)
                                  8000);
         return;
     }
-    statusBar()->showMessage(tr("Asking %1 workers for %2...").arg(workers.size()).arg(PaceControl::describe(computeMs)),
-                             5000);
+    statusBar()->showMessage(
+        tr("Asking %1 workers for %2...").arg(workers.size()).arg(PaceControl::describe(computeMs)), 5000);
     for (const QString &worker : std::as_const(workers))
         m_watcher->setPace(worker, computeMs);
 }
@@ -558,8 +558,9 @@ void MainWindow::onTaskChanged(int row)
         // Without ps:0 nothing trains: say so, and where to look.
         if (info.task.job == JobName::Ps)
             showError(tr("%1 died").arg(task),
-                      text + tr("\n\nIts log is in the process panel (select the row). Restart it from there, or "
-                                "stop the cluster and start again."));
+                      text
+                          + tr("\n\nIts log is in the process panel (select the row). Restart it from there, or "
+                               "stop the cluster and start again."));
     }
     updateActions();
 }
@@ -705,10 +706,8 @@ void MainWindow::askExportAll()
         showError(tr("Export failed"), error);
         return;
     }
-    statusBar()->showMessage(tr("Wrote %1 files (PNG, SVG, PDF, CSV, run report, trace) into %2")
-                                 .arg(written.size())
-                                 .arg(dir),
-                             15000);
+    statusBar()->showMessage(
+        tr("Wrote %1 files (PNG, SVG, PDF, CSV, run report, trace) into %2").arg(written.size()).arg(dir), 15000);
 }
 
 void MainWindow::askExportReport()
@@ -719,8 +718,8 @@ void MainWindow::askExportReport()
         showError(tr("Nothing to report"), tr("Start, connect to or open a run first."));
         return;
     }
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export the run report"), QStringLiteral("run_report.pdf"),
-                                                      tr("PDF document (*.pdf)"));
+    const QString path = QFileDialog::getSaveFileName(this, tr("Export the run report"),
+                                                      QStringLiteral("run_report.pdf"), tr("PDF document (*.pdf)"));
     if (path.isEmpty())
         return;
     QString error;
@@ -738,8 +737,9 @@ void MainWindow::askExportTrace()
         showError(tr("Nothing to export"), tr("Start, connect to or open a run first."));
         return;
     }
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export the step timeline for chrome://tracing or Perfetto"),
-                                                      QStringLiteral("trace.json"), tr("Chrome trace (*.json)"));
+    const QString path
+        = QFileDialog::getSaveFileName(this, tr("Export the step timeline for chrome://tracing or Perfetto"),
+                                       QStringLiteral("trace.json"), tr("Chrome trace (*.json)"));
     if (path.isEmpty())
         return;
     QString error;

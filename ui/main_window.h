@@ -8,8 +8,8 @@
 // no sockets, no engine locks.
 
 #include "orchestration/cluster_launcher.h"
-#include "ui/connect_dialog.h"
 #include "orchestration/run_state.h"
+#include "ui/connect_dialog.h"
 
 #include <QMainWindow>
 
@@ -22,7 +22,7 @@ class QMenu;
 namespace parasync {
 class ClusterWatcher;
 class LaunchSequence;
-}
+} // namespace parasync
 
 namespace parasync::ui {
 
@@ -135,8 +135,8 @@ private:
     std::optional<ClusterPlan> m_currentPlan;
     QString m_currentClusterFile;
     bool m_connected = false;
-    QString m_runDirectory;        // --logdir of the cluster started here
-    QString m_finalReplay;         // run directory being read to complete the charts
+    QString m_runDirectory; // --logdir of the cluster started here
+    QString m_finalReplay;  // run directory being read to complete the charts
     int64_t m_lastReportedModeStep = 0;
     qint64 m_redrawsAtLastRate = 0;
     qint64 m_rateTimerStart = 0;

@@ -1,9 +1,9 @@
 #include "ui/mode_comparison_view.h"
 
+#include "config/node_options.h"
 #include "ui/chart_exporter.h"
 #include "ui/chart_setup.h"
 #include "ui/models/chart_style.h"
-#include "config/node_options.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSeries>
@@ -20,8 +20,8 @@
 #include <QPainter>
 #include <QScatterSeries>
 #include <QStackedBarSeries>
-#include <QValueAxis>
 #include <QVBoxLayout>
+#include <QValueAxis>
 
 #include <algorithm>
 #include <cmath>
@@ -200,17 +200,18 @@ void ModeLossChart::rebuild()
 CsvTable ModeLossChart::csv() const
 {
     CsvTable table;
-    table.header = {QStringLiteral("mode"),
-                    m_axis == Axis::WallTime ? QStringLiteral("seconds_since_first_step") : QStringLiteral("global_step"),
-                    QStringLiteral("full_loss")};
+    table.header
+        = {QStringLiteral("mode"),
+           m_axis == Axis::WallTime ? QStringLiteral("seconds_since_first_step") : QStringLiteral("global_step"),
+           QStringLiteral("full_loss")};
     if (!m_summary)
         return table;
     for (const ModeRunSummary &run : m_summary->runs)
         for (const LossPoint &p : run.loss)
-            table.rows.push_back({modeRunLabel(run),
-                                  m_axis == Axis::WallTime ? QString::number(p.seconds, 'f', 3)
-                                                           : QString::number(p.globalStep),
-                                  QString::number(p.loss, 'g', 8)});
+            table.rows.push_back(
+                {modeRunLabel(run),
+                 m_axis == Axis::WallTime ? QString::number(p.seconds, 'f', 3) : QString::number(p.globalStep),
+                 QString::number(p.loss, 'g', 8)});
     return table;
 }
 
@@ -268,12 +269,9 @@ ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
 QString ModeBarChart::exportName() const
 {
     switch (m_figure) {
-    case Figure::TimeToTarget:
-        return QStringLiteral("mode_time_to_target");
-    case Figure::WorkerStepsPerSecond:
-        return QStringLiteral("mode_worker_steps_per_second");
-    case Figure::WorkerWaitFraction:
-        return QStringLiteral("mode_worker_wait_fraction");
+    case Figure::TimeToTarget: return QStringLiteral("mode_time_to_target");
+    case Figure::WorkerStepsPerSecond: return QStringLiteral("mode_worker_steps_per_second");
+    case Figure::WorkerWaitFraction: return QStringLiteral("mode_worker_wait_fraction");
     }
     return {};
 }
@@ -284,10 +282,8 @@ QString ModeBarChart::title() const
     case Figure::TimeToTarget:
         return m_summary ? tr("Time to a full loss of %1").arg(lossText(m_summary->targetLoss))
                          : tr("Time to the target loss");
-    case Figure::WorkerStepsPerSecond:
-        return tr("Steps per second by worker");
-    case Figure::WorkerWaitFraction:
-        return tr("Waiting by worker");
+    case Figure::WorkerStepsPerSecond: return tr("Steps per second by worker");
+    case Figure::WorkerWaitFraction: return tr("Waiting by worker");
     }
     return {};
 }
@@ -365,7 +361,8 @@ CsvTable ModeBarChart::csv() const
         return result;
     if (m_figure == Figure::TimeToTarget) {
         for (const ModeRunSummary &run : m_summary->runs)
-            result.rows.push_back({modeRunLabel(run), run.secondsToTarget ? QStringLiteral("yes") : QStringLiteral("no"),
+            result.rows.push_back({modeRunLabel(run),
+                                   run.secondsToTarget ? QStringLiteral("yes") : QStringLiteral("no"),
                                    run.secondsToTarget ? QString::number(*run.secondsToTarget, 'f', 3) : QString()});
         return result;
     }
@@ -383,8 +380,7 @@ int ModeBarChart::pointCount() const
 
 // ---------------------------------------------------------------------------
 
-ModeSummaryTable::ModeSummaryTable(QWidget *parent)
-    : QWidget(parent)
+ModeSummaryTable::ModeSummaryTable(QWidget *parent) : QWidget(parent)
 {
     setMinimumSize(300, 220);
 }
@@ -432,9 +428,7 @@ CsvTable ModeSummaryTable::csv() const
         });
     }
     row(tr("run length"), [](const ModeRunSummary &run) { return seconds(run.seconds); });
-    row(tr("ended"), [](const ModeRunSummary &run) {
-        return run.failure.isEmpty() ? run.stopReason : tr("failed");
-    });
+    row(tr("ended"), [](const ModeRunSummary &run) { return run.failure.isEmpty() ? run.stopReason : tr("failed"); });
     return table;
 }
 
@@ -483,9 +477,9 @@ void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
         if (r % 2 == 0 && r > 0)
             painter->fillRect(QRectF(area.left(), y, area.width(), rowHeight), QColor(0xf3, 0xf3, 0xf3));
         for (int c = 0; c < columns && c < fields.size(); ++c) {
-            const QRectF cell = c == 0 ? QRectF(area.left() + 4, y, firstColumn - 4, rowHeight)
-                                       : QRectF(area.left() + firstColumn + (c - 1) * columnWidth, y, columnWidth,
-                                                rowHeight);
+            const QRectF cell
+                = c == 0 ? QRectF(area.left() + 4, y, firstColumn - 4, rowHeight)
+                         : QRectF(area.left() + firstColumn + (c - 1) * columnWidth, y, columnWidth, rowHeight);
             QFont font = r == 0 || c == 0 ? headFont : cellFont;
             // A long cell ("target reached") gets a smaller font before it is cut.
             const double advance = QFontMetricsF(font, painter->device()).horizontalAdvance(fields[c]);
@@ -712,8 +706,7 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
     return table;
 }
 
-bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written,
-                          QString *error)
+bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written, QString *error)
 {
     // The figure as the charts are exported; its CSVs are its own.
     if (!ChartExporter::exportAll({view}, directory, nullptr, written, error,

@@ -10,8 +10,8 @@
 // (read from the run directories by core's summarizeModeComparison) and does
 // no work of its own.
 
-#include "ui/chart_widget.h"
 #include "orchestration/mode_comparison.h"
+#include "ui/chart_widget.h"
 
 #include <QWidget>
 
@@ -180,8 +180,7 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary);
 // (the figure), comparison.csv and mode_comparison_series.csv (every loss
 // point). Appends the paths to `written`; false with `error` naming the
 // file that could not be written.
-bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written,
-                          QString *error);
+bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written, QString *error);
 
 // Who reached the target first, in words drawn from the data: "ssp s=10
 // reached a full loss of 0.149 first (4.1 s), then async (5.0 s); sync did

@@ -7,7 +7,6 @@
 #include <QSpinBox>
 #include <QToolButton>
 
-
 namespace parasync::ui {
 
 namespace {
@@ -21,7 +20,7 @@ bool satisfies(const proto::ModeConfig &reported, const proto::ModeConfig &reque
         return reported.staleness() == requested.staleness();
     if (requested.mode() == proto::SYNC)
         return requested.replicas_to_aggregate() == 0
-            || reported.replicas_to_aggregate() == requested.replicas_to_aggregate();
+               || reported.replicas_to_aggregate() == requested.replicas_to_aggregate();
     return true;
 }
 } // namespace
@@ -100,14 +99,10 @@ ModeControls::ModeControls(QWidget *parent)
 QToolButton *ModeControls::button(proto::UpdateMode mode) const
 {
     switch (mode) {
-    case proto::ASYNC:
-        return m_async;
-    case proto::SYNC:
-        return m_sync;
-    case proto::SSP:
-        return m_ssp;
-    default:
-        return nullptr;
+    case proto::ASYNC: return m_async;
+    case proto::SYNC: return m_sync;
+    case proto::SSP: return m_ssp;
+    default: return nullptr;
     }
 }
 

@@ -65,8 +65,8 @@ ParameterPathChart::ParameterPathChart(QWidget *parent)
 
     m_markers = std::make_unique<ChartAnnotations>(m_chart, m_wAxis, m_bAxis);
     m_view->setRubberBand(QChartView::RectangleRubberBand);
-    auto *placeholder = new QLabel(tr("No (w, b) yet. The path over the loss surface is drawn for the linear model."),
-                                   this);
+    auto *placeholder
+        = new QLabel(tr("No (w, b) yet. The path over the loss surface is drawn for the linear model."), this);
     placeholder->setWordWrap(true);
     setChartView(m_view, placeholder);
 }

@@ -4,8 +4,8 @@
 // surface MSE(w, b) = (w - 2)^2 / 3 + (b - 10)^2 + 0.33^2, with the point
 // where each mode change happened marked on the path.
 
-#include "ui/chart_widget.h"
 #include "orchestration/run_state.h"
+#include "ui/chart_widget.h"
 
 #include <memory>
 #include <vector>

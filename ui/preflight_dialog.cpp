@@ -15,8 +15,8 @@ namespace parasync::ui {
 
 namespace {
 
-constexpr PreflightItem::Kind kColumns[] = {PreflightItem::Kind::Ssh, PreflightItem::Kind::Node,
-                                            PreflightItem::Kind::Port, PreflightItem::Kind::Reach};
+constexpr PreflightItem::Kind kColumns[]
+    = {PreflightItem::Kind::Ssh, PreflightItem::Kind::Node, PreflightItem::Kind::Port, PreflightItem::Kind::Reach};
 
 QColor outcomeColor(CheckOutcome outcome)
 {
@@ -119,7 +119,8 @@ void PreflightDialog::refresh()
                 if (entry.host != hosts[row] || entry.kind != kColumns[column])
                     continue;
                 ++total;
-                lines << entry.subject + QStringLiteral(": ") + (entry.detail.isEmpty() ? tr("checking\u2026") : entry.detail);
+                lines << entry.subject + QStringLiteral(": ")
+                             + (entry.detail.isEmpty() ? tr("checking\u2026") : entry.detail);
                 if (entry.outcome == CheckOutcome::Failed) {
                     outcome = CheckOutcome::Failed;
                     if (shortText.isEmpty())

@@ -145,7 +145,6 @@ void ProcessPanel::refresh()
         selectRow(selected);
     else if (selected < 0 && m_model->rowCount() > 0)
         selectRow(0); // a log to read from the start: ps:0's
-
 }
 
 int ProcessPanel::selectedRow() const
@@ -164,7 +163,7 @@ void ProcessPanel::updateButtons()
     const ProcessRow *row = m_model->rowAt(selectedRow());
     const bool local = row && row->launcherRow >= 0;
     const bool alive = row && row->state != TaskState::Finished && row->state != TaskState::Stopped
-        && row->state != TaskState::Dead && row->state != TaskState::NotStarted;
+                       && row->state != TaskState::Dead && row->state != TaskState::NotStarted;
     const bool running = local && alive;
     // A task of a watched cluster can be asked to stop through its address.
     m_stop->setEnabled(running || (row && !local && alive && !row->address.isEmpty()));
@@ -173,9 +172,9 @@ void ProcessPanel::updateButtons()
     const bool canSlow = row && row->isWorker && !row->address.isEmpty();
     m_slowDown->setEnabled(canSlow);
     m_delay->setEnabled(canSlow);
-    const QString why = !row ? tr("Select a task first")
-        : !local ? tr("Tasks this app did not start can be asked to stop, not killed or restarted")
-                 : QString();
+    const QString why = !row     ? tr("Select a task first")
+                        : !local ? tr("Tasks this app did not start can be asked to stop, not killed or restarted")
+                                 : QString();
     for (QPushButton *button : {m_stop, m_kill, m_restart})
         button->setStatusTip(why);
 }
@@ -266,10 +265,9 @@ void ProcessPanel::slowDownSelected(int delayMs)
         return;
     // The table shows the delay once the worker confirms it (stragglerChanged).
     m_watcher->setStraggler(row->address, delayMs);
-    Q_EMIT statusMessage(delayMs > 0 ? tr("Asked %1 (%2) to take %3 ms longer per step")
-                                           .arg(row->task, row->address)
-                                           .arg(delayMs)
-                                     : tr("Asked %1 (%2) to run at full speed again").arg(row->task, row->address));
+    Q_EMIT statusMessage(
+        delayMs > 0 ? tr("Asked %1 (%2) to take %3 ms longer per step").arg(row->task, row->address).arg(delayMs)
+                    : tr("Asked %1 (%2) to run at full speed again").arg(row->task, row->address));
     refresh();
 }
 

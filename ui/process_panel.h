@@ -5,8 +5,8 @@
 // for the selected task (buttons and context menu), and the selected task's
 // live log.
 
-#include "ui/models/process_table_model.h"
 #include "orchestration/run_state.h"
+#include "ui/models/process_table_model.h"
 
 #include <QWidget>
 
@@ -22,7 +22,7 @@ class QTableView;
 namespace parasync {
 class ClusterLauncher;
 class ClusterWatcher;
-}
+} // namespace parasync
 
 namespace parasync::ui {
 

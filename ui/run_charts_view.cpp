@@ -20,10 +20,7 @@ namespace {
 class StepTimelineOverview : public ExportableChart
 {
 public:
-    explicit StepTimelineOverview(StepTimelineChart *chart)
-        : m_chart(chart)
-    {
-    }
+    explicit StepTimelineOverview(StepTimelineChart *chart) : m_chart(chart) {}
     QString exportName() const override { return QStringLiteral("step_timeline_overview"); }
     QString title() const override { return QObject::tr("Step interleaving, all recent steps"); }
     QSize exportSize() const override { return QSize(1600, 600); }

@@ -5,8 +5,8 @@
 // newest one is kept and the charts are redrawn at most every ~50 ms (as
 // PlotJuggler batches its redraws), and only the visible tab does the work.
 
-#include "ui/exportable_chart.h"
 #include "orchestration/run_state.h"
+#include "ui/exportable_chart.h"
 
 #include <QTabWidget>
 #include <QTimer>

@@ -7,10 +7,7 @@
 
 namespace parasync::ui {
 
-RunLoader::RunLoader(QObject *parent)
-    : QObject(parent)
-{
-}
+RunLoader::RunLoader(QObject *parent) : QObject(parent) {}
 
 RunLoader::~RunLoader()
 {
@@ -32,7 +29,8 @@ LoadedRun RunLoader::loadNow(const QString &directory)
     } catch (const InputError &error) {
         run.error = QString::fromStdString(error.what());
     } catch (const std::exception &error) {
-        run.error = QObject::tr("Could not read the run directory %1: %2").arg(directory, QString::fromUtf8(error.what()));
+        run.error
+            = QObject::tr("Could not read the run directory %1: %2").arg(directory, QString::fromUtf8(error.what()));
     }
     return run;
 }
@@ -43,7 +41,8 @@ void RunLoader::load(const QString &directory)
         LoadedRun run = loadNow(directory);
         // Queued to this object's thread; dropped if the object is gone
         // (the destructor joins first, so it is not).
-        QMetaObject::invokeMethod(this, [this, run] { Q_EMIT loaded(run); }, Qt::QueuedConnection);
+        QMetaObject::invokeMethod(
+            this, [this, run] { Q_EMIT loaded(run); }, Qt::QueuedConnection);
     });
 }
 

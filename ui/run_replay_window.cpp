@@ -39,8 +39,8 @@ RunReplayWindow::RunReplayWindow(const LoadedRun &run, QWidget *parent)
                           .arg(snapshot.modeChanges.size())
                           .arg(QString::fromStdString(describeMode(snapshot.mode)));
     if (run.info.skippedLines > 0)
-        message += tr("; %1 line(s) skipped (a run stopped mid-write leaves a torn last line)")
-                       .arg(run.info.skippedLines);
+        message
+            += tr("; %1 line(s) skipped (a run stopped mid-write leaves a torn last line)").arg(run.info.skippedLines);
     statusBar()->showMessage(message);
     resize(1400, 850);
 }

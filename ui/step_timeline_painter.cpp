@@ -16,22 +16,14 @@ namespace {
 QString phaseText(const WorkerFigures &worker)
 {
     switch (worker.phase) {
-    case proto::WAITING_FOR_CHIEF:
-        return QObject::tr("waiting for the chief");
-    case proto::TRAINING:
-        return QObject::tr("training");
-    case proto::BLOCKED_BY_SYNC:
-        return QObject::tr("blocked by sync");
-    case proto::BLOCKED_BY_STALENESS:
-        return QObject::tr("blocked by staleness");
-    case proto::FINISHED:
-        return QObject::tr("finished");
-    case proto::DEAD:
-        return QObject::tr("dead");
-    case proto::STOPPED:
-        return QObject::tr("stopped");
-    default:
-        return QObject::tr("not seen yet");
+    case proto::WAITING_FOR_CHIEF: return QObject::tr("waiting for the chief");
+    case proto::TRAINING: return QObject::tr("training");
+    case proto::BLOCKED_BY_SYNC: return QObject::tr("blocked by sync");
+    case proto::BLOCKED_BY_STALENESS: return QObject::tr("blocked by staleness");
+    case proto::FINISHED: return QObject::tr("finished");
+    case proto::DEAD: return QObject::tr("dead");
+    case proto::STOPPED: return QObject::tr("stopped");
+    default: return QObject::tr("not seen yet");
     }
 }
 
@@ -86,7 +78,8 @@ StepTimelinePainter::Fonts StepTimelinePainter::fontsFor(QPainter *painter)
     fonts.base = painter->font();
     // Text as large as on screen (96 dpi) on every device: a PDF or SVG at
     // 72 dpi would otherwise print it at 3/4 the size of the QChart charts'.
-    if (const int dpi = painter->device() ? painter->device()->logicalDpiY() : 0; dpi > 0 && fonts.base.pointSizeF() > 0)
+    if (const int dpi = painter->device() ? painter->device()->logicalDpiY() : 0;
+        dpi > 0 && fonts.base.pointSizeF() > 0)
         fonts.base.setPointSizeF(fonts.base.pointSizeF() * 96.0 / dpi);
     fonts.title = fonts.base;
     fonts.title.setBold(true);
@@ -102,8 +95,8 @@ void StepTimelinePainter::paintTitle(QPainter *painter, const TimelineLayout &la
     painter->setFont(fonts.title);
     painter->setPen(fonts.text);
     const QString titleText = m_lanes.axis() == TimelineAxis::GlobalStep
-        ? tr("Step interleaving: which worker did which global step")
-        : tr("Step interleaving over wall time");
+                                  ? tr("Step interleaving: which worker did which global step")
+                                  : tr("Step interleaving over wall time");
     painter->drawText(layout.title, Qt::AlignCenter, titleText);
 }
 
@@ -160,9 +153,7 @@ double StepTimelinePainter::paintLegend(QPainter *painter, const QRectF &rect, c
             painter->setPen(QPen(workerColor(0), 2));
             painter->drawLine(QPointF(x + 4, ly - 6), QPointF(x + 4, ly + 6));
             break;
-        case Mark::Sync:
-            painter->fillRect(QRectF(x, ly - 6, 18, 12), waitColor(proto::BLOCKED_BY_SYNC));
-            break;
+        case Mark::Sync: painter->fillRect(QRectF(x, ly - 6, 18, 12), waitColor(proto::BLOCKED_BY_SYNC)); break;
         case Mark::Staleness:
             painter->fillRect(QRectF(x, ly - 6, 18, 12), waitColor(proto::BLOCKED_BY_STALENESS));
             break;
@@ -199,8 +190,8 @@ void StepTimelinePainter::paintNotes(QPainter *painter, const TimelineLayout &la
     const double noteRoom = layout.legend.right() - x;
     if (!notes.isEmpty() && noteRoom > 80) {
         painter->setPen(QColor(0x70, 0x70, 0x70));
-        const QString note = painter->fontMetrics().elidedText(notes.join(QStringLiteral(" \u00b7 ")), Qt::ElideRight,
-                                                               int(noteRoom));
+        const QString note
+            = painter->fontMetrics().elidedText(notes.join(QStringLiteral(" \u00b7 ")), Qt::ElideRight, int(noteRoom));
         painter->drawText(QRectF(x, layout.legend.top(), noteRoom, layout.legend.height()),
                           Qt::AlignVCenter | Qt::AlignRight, note);
     }
@@ -309,8 +300,8 @@ void StepTimelinePainter::paintMarkers(QPainter *painter, const TimelineLayout &
         if (!map.isVisible(value))
             continue;
         const double px = map.mapToX(value);
-        const QPointF tri[3] = {QPointF(px, plot.bottom() - 8), QPointF(px - 5, plot.bottom()),
-                                QPointF(px + 5, plot.bottom())};
+        const QPointF tri[3]
+            = {QPointF(px, plot.bottom() - 8), QPointF(px - 5, plot.bottom()), QPointF(px + 5, plot.bottom())};
         painter->drawPolygon(tri, 3);
     }
     painter->setBrush(Qt::NoBrush);

@@ -1,8 +1,8 @@
 #include "ui/step_timeline_view.h"
 
-#include "ui/models/chart_style.h"
 #include "config/node_options.h"
 #include "formats/run_log.h"
+#include "ui/models/chart_style.h"
 #include "ui/step_timeline_painter.h"
 
 #include <QCheckBox>
@@ -33,19 +33,15 @@ QString outcomeText(proto::PushOutcome outcome)
 QString reasonText(proto::WorkerPhase reason)
 {
     switch (reason) {
-    case proto::BLOCKED_BY_SYNC:
-        return QStringLiteral("sync_barrier");
-    case proto::BLOCKED_BY_STALENESS:
-        return QStringLiteral("staleness_bound");
-    default:
-        return QString();
+    case proto::BLOCKED_BY_SYNC: return QStringLiteral("sync_barrier");
+    case proto::BLOCKED_BY_STALENESS: return QStringLiteral("staleness_bound");
+    default: return QString();
     }
 }
 
 } // namespace
 
-StepTimelineView::StepTimelineView(QWidget *parent)
-    : QWidget(parent)
+StepTimelineView::StepTimelineView(QWidget *parent) : QWidget(parent)
 {
     setMouseTracking(false);
     setMinimumHeight(180);
@@ -247,7 +243,7 @@ bool StepTimelineView::event(QEvent *event)
                 text += tr("\nheld %1 ms (%2)")
                             .arg(double(item->waitUs) / 1000.0, 0, 'f', 1)
                             .arg(item->waitReason == proto::BLOCKED_BY_SYNC ? tr("sync barrier")
-                                                                             : tr("staleness bound"));
+                                                                            : tr("staleness bound"));
             QToolTip::showText(help->globalPos(), text, this);
         } else {
             QToolTip::hideText();
@@ -260,9 +256,10 @@ bool StepTimelineView::event(QEvent *event)
 CsvTable StepTimelineView::csv() const
 {
     CsvTable table;
-    table.header = {QStringLiteral("worker"),     QStringLiteral("global_step"), QStringLiteral("seconds_since_start"),
-                    QStringLiteral("worker_clock"), QStringLiteral("staleness"), QStringLiteral("outcome"),
-                    QStringLiteral("wait_us"),    QStringLiteral("wait_reason")};
+    table.header
+        = {QStringLiteral("worker"),       QStringLiteral("global_step"), QStringLiteral("seconds_since_start"),
+           QStringLiteral("worker_clock"), QStringLiteral("staleness"),   QStringLiteral("outcome"),
+           QStringLiteral("wait_us"),      QStringLiteral("wait_reason")};
     if (!m_snapshot)
         return table;
     for (const auto &step : m_snapshot->recentSteps)

@@ -10,8 +10,8 @@
 // following the head, tooltips; StepTimelinePainter draws, and
 // TimelineLanes (ui/models) holds the lanes and their maths.
 
-#include "ui/chart_widget.h"
 #include "orchestration/run_state.h"
+#include "ui/chart_widget.h"
 #include "ui/models/timeline_lanes.h"
 #include "ui/models/timeline_mapping.h"
 
@@ -78,7 +78,7 @@ private:
     TimelineLanes m_lanes;
     bool m_follow = true;
     TimelineMapping m_mapping;
-    double m_stepSpan = 200;  // remembered per axis when switching
+    double m_stepSpan = 200; // remembered per axis when switching
     double m_secondSpan = 2;
     // Until the user zooms, a followed step axis widens with the pace (see
     // followedSpan); after, their zoom holds.

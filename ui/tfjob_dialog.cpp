@@ -45,8 +45,8 @@ TfJobDialog::TfJobDialog(const ClusterPlan &plan, QWidget *parent)
     m_name->setText(QString::fromStdString(defaults.name));
     m_namespace->setPlaceholderText(tr("kubectl's current namespace"));
     m_image->setObjectName(QStringLiteral("tfJobImage"));
-    m_image->setPlaceholderText(tr("the image that holds parasync-node, e.g. registry.example.com/parasync:%1")
-                                    .arg(QLatin1String(version())));
+    m_image->setPlaceholderText(
+        tr("the image that holds parasync-node, e.g. registry.example.com/parasync:%1").arg(QLatin1String(version())));
     m_command->setObjectName(QStringLiteral("tfJobCommand"));
     m_command->setText(QStringLiteral("parasync-node"));
     m_args->setObjectName(QStringLiteral("tfJobArgs"));
@@ -87,9 +87,9 @@ TfJobDialog::TfJobDialog(const ClusterPlan &plan, QWidget *parent)
     form->addRow(QString(), m_chief);
     form->addRow(tr("Token Secret"), m_tokenSecret);
     form->addRow(tr("Port"), m_port);
-    auto *summary = new QLabel(tr("%n ps and %1 workers from the design", nullptr, m_plan.cluster.numPs())
-                                   .arg(m_plan.cluster.numWorkers()),
-                               this);
+    auto *summary = new QLabel(
+        tr("%n ps and %1 workers from the design", nullptr, m_plan.cluster.numPs()).arg(m_plan.cluster.numWorkers()),
+        this);
     auto *left = new QVBoxLayout;
     left->addWidget(summary);
     left->addLayout(form);
@@ -107,7 +107,8 @@ TfJobDialog::TfJobDialog(const ClusterPlan &plan, QWidget *parent)
     m_copy = buttons->addButton(tr("Copy"), QDialogButtonBox::ActionRole);
     buttons->addButton(QDialogButtonBox::Close);
     connect(m_save, &QPushButton::clicked, this, &TfJobDialog::saveAs);
-    connect(m_copy, &QPushButton::clicked, this, [this] { QApplication::clipboard()->setText(m_preview->toPlainText()); });
+    connect(m_copy, &QPushButton::clicked, this,
+            [this] { QApplication::clipboard()->setText(m_preview->toPlainText()); });
     connect(buttons, &QDialogButtonBox::rejected, this, &QDialog::reject);
 
     for (QLineEdit *edit : {m_name, m_namespace, m_image, m_command, m_tokenSecret})

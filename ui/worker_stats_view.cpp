@@ -67,14 +67,10 @@ WorkerBarChart::WorkerBarChart(Figure figure, QWidget *parent)
 QString WorkerBarChart::exportName() const
 {
     switch (m_figure) {
-    case Figure::StepsPerSecond:
-        return QStringLiteral("worker_steps_per_second");
-    case Figure::WaitFraction:
-        return QStringLiteral("worker_wait_fraction");
-    case Figure::DroppedGradients:
-        return QStringLiteral("worker_dropped_gradients");
-    case Figure::StalenessHistogram:
-        return QStringLiteral("staleness_histogram");
+    case Figure::StepsPerSecond: return QStringLiteral("worker_steps_per_second");
+    case Figure::WaitFraction: return QStringLiteral("worker_wait_fraction");
+    case Figure::DroppedGradients: return QStringLiteral("worker_dropped_gradients");
+    case Figure::StalenessHistogram: return QStringLiteral("staleness_histogram");
     }
     return {};
 }
@@ -82,14 +78,10 @@ QString WorkerBarChart::exportName() const
 QString WorkerBarChart::title() const
 {
     switch (m_figure) {
-    case Figure::StepsPerSecond:
-        return tr("Steps per second by worker");
-    case Figure::WaitFraction:
-        return tr("Fraction of time waiting by worker");
-    case Figure::DroppedGradients:
-        return tr("Dropped stale gradients by worker");
-    case Figure::StalenessHistogram:
-        return tr("Staleness of gradients");
+    case Figure::StepsPerSecond: return tr("Steps per second by worker");
+    case Figure::WaitFraction: return tr("Fraction of time waiting by worker");
+    case Figure::DroppedGradients: return tr("Dropped stale gradients by worker");
+    case Figure::StalenessHistogram: return tr("Staleness of gradients");
     }
     return {};
 }
@@ -169,15 +161,9 @@ WorkerBarChart::Table WorkerBarChart::table() const
     std::vector<double> overall;
     for (const auto &worker : snapshot.workers) {
         switch (m_figure) {
-        case Figure::StepsPerSecond:
-            overall.push_back(worker.stepsPerSecond);
-            break;
-        case Figure::WaitFraction:
-            overall.push_back(worker.waitFraction);
-            break;
-        default:
-            overall.push_back(double(worker.dropped));
-            break;
+        case Figure::StepsPerSecond: overall.push_back(worker.stepsPerSecond); break;
+        case Figure::WaitFraction: overall.push_back(worker.waitFraction); break;
+        default: overall.push_back(double(worker.dropped)); break;
         }
     }
     // "Now" means nothing for a finished run, where every rate is 0.
@@ -200,9 +186,7 @@ WorkerBarChart::Table WorkerBarChart::table() const
             case Figure::WaitFraction:
                 values.push_back(figures.busyUs > 0 ? double(figures.waitUs) / double(figures.busyUs) : 0);
                 break;
-            default:
-                values.push_back(double(figures.dropped));
-                break;
+            default: values.push_back(double(figures.dropped)); break;
             }
         }
         result.sets.emplace_back(period.label(), std::move(values));
@@ -283,15 +267,13 @@ int WorkerBarChart::pointCount() const
     return barCount(m_bars);
 }
 
-WorkerStatsView::WorkerStatsView(QWidget *parent)
-    : QWidget(parent)
+WorkerStatsView::WorkerStatsView(QWidget *parent) : QWidget(parent)
 {
     auto *grid = new QGridLayout(this);
     grid->setContentsMargins(0, 0, 0, 0);
-    const WorkerBarChart::Figure figures[] = {WorkerBarChart::Figure::StepsPerSecond,
-                                              WorkerBarChart::Figure::WaitFraction,
-                                              WorkerBarChart::Figure::DroppedGradients,
-                                              WorkerBarChart::Figure::StalenessHistogram};
+    const WorkerBarChart::Figure figures[]
+        = {WorkerBarChart::Figure::StepsPerSecond, WorkerBarChart::Figure::WaitFraction,
+           WorkerBarChart::Figure::DroppedGradients, WorkerBarChart::Figure::StalenessHistogram};
     for (int i = 0; i < 4; ++i) {
         auto *chart = new WorkerBarChart(figures[i], this);
         grid->addWidget(chart, i / 2, i % 2);

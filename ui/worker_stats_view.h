@@ -5,8 +5,8 @@
 // the whole run (or "now") and once per update-mode period, so that the bars
 // of a mode change sit side by side.
 
-#include "ui/chart_widget.h"
 #include "orchestration/run_state.h"
+#include "ui/chart_widget.h"
 
 #include <memory>
 #include <vector>

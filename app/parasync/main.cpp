@@ -108,8 +108,8 @@ int main(int argc, char **argv)
     if (parser.isSet(QStringLiteral("screenshots"))) {
         const QString dir = parser.value(QStringLiteral("screenshots"));
         const int delay = parser.isSet(QStringLiteral("screenshot_delay"))
-            ? parser.value(QStringLiteral("screenshot_delay")).toInt()
-            : 6000;
+                              ? parser.value(QStringLiteral("screenshot_delay")).toInt()
+                              : 6000;
         QTimer::singleShot(delay, &window, [&window, dir] {
             for (const QString &path : window.saveScreenshotsOfEveryWindow(dir))
                 std::printf("wrote %s\n", qPrintable(path));

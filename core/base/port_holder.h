@@ -17,7 +17,7 @@ namespace parasync {
 struct PortHolder
 {
     int64_t pid = 0;
-    std::string command; // its command line, spaces between arguments
+    std::string command;          // its command line, spaces between arguments
     std::string describe() const; // "pid 1234 (parasync-node --job_name=ps ...)"
 };
 

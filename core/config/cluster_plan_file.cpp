@@ -30,9 +30,9 @@ std::string shortestText(float value)
 
 ClusterPlan planFromClusterFile(const ClusterFile &file)
 {
-    std::vector<std::string> args = {"parasync", "--ps_hosts=" + hostList(file.cluster.ps),
-                                     "--worker_hosts=" + hostList(file.cluster.workers), "--job_name=ps",
-                                     "--task_index=0"};
+    std::vector<std::string> args
+        = {"parasync", "--ps_hosts=" + hostList(file.cluster.ps), "--worker_hosts=" + hostList(file.cluster.workers),
+           "--job_name=ps", "--task_index=0"};
     for (const auto &[name, value] : file.training)
         args.push_back("--" + name + "=" + value);
     const NodeOptions options = parseNodeOptions(args, std::string());
@@ -69,9 +69,10 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan)
             // Whole numbers as integers: 'g' would spell --last_step=200000000
             // "2e+08", which the flag parser rightly refuses.
             const double number = value.toDouble();
-            file.training.emplace_back(name, number == std::floor(number) && std::fabs(number) < 9.0e15
-                                                 ? std::to_string(static_cast<long long>(number))
-                                                 : QString::number(number, 'g', QLocale::FloatingPointShortest).toStdString());
+            file.training.emplace_back(
+                name, number == std::floor(number) && std::fabs(number) < 9.0e15
+                          ? std::to_string(static_cast<long long>(number))
+                          : QString::number(number, 'g', QLocale::FloatingPointShortest).toStdString());
         }
     }
     const WorkerPace defaults = plan.training.pace;

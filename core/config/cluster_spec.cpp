@@ -35,15 +35,13 @@ std::string trimmed(const std::string &text)
 
 std::string lowered(std::string text)
 {
-    std::transform(text.begin(), text.end(), text.begin(),
-                   [](unsigned char c) { return char(std::tolower(c)); });
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     return text;
 }
 
 bool isDecimal(const std::string &text)
 {
-    return !text.empty()
-        && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
 bool isIpv4Loopback(const std::string &host)
@@ -142,8 +140,7 @@ QJsonDocument parseJson(const std::string &json, const std::string &origin)
     const QJsonDocument document = QJsonDocument::fromJson(QByteArray::fromStdString(json), &error);
     if (error.error != QJsonParseError::NoError)
         throw InputError(origin + " is not valid JSON: " + ss(error.errorString()) + " at offset "
-                         + std::to_string(error.offset) + " (of " + std::to_string(json.size())
-                         + " bytes)");
+                         + std::to_string(error.offset) + " (of " + std::to_string(json.size()) + " bytes)");
     if (!document.isObject())
         throw InputError(origin + " must be a JSON object ({...})");
     return document;
@@ -174,8 +171,9 @@ struct ParsedCluster
 ParsedCluster parseClusterObject(const QJsonObject &root, const std::string &origin)
 {
     if (!root.contains(QStringLiteral("cluster")))
-        throw InputError(origin + " has no \"cluster\": add \"cluster\": {\"ps\": [\"127.0.0.1:2222\"], "
-                                  "\"worker\": [\"127.0.0.1:2223\", \"127.0.0.1:2224\"]}");
+        throw InputError(origin
+                         + " has no \"cluster\": add \"cluster\": {\"ps\": [\"127.0.0.1:2222\"], "
+                           "\"worker\": [\"127.0.0.1:2223\", \"127.0.0.1:2224\"]}");
     const QJsonValue clusterValue = root.value(QStringLiteral("cluster"));
     if (!clusterValue.isObject())
         throw InputError(origin + ": \"cluster\" must be an object like {\"ps\": [...], \"worker\": [...]}");
@@ -221,10 +219,7 @@ std::string validRange(int count)
 class KeyOrderScanner
 {
 public:
-    explicit KeyOrderScanner(const std::string &text)
-        : m_text(text)
-    {
-    }
+    explicit KeyOrderScanner(const std::string &text) : m_text(text) {}
 
     // Raw JSON string tokens of the keys of root[member], in order.
     std::vector<std::string> keysOfMember(const std::string &member)
@@ -328,8 +323,7 @@ private:
                     break;
             }
         } else {
-            while (m_pos < m_text.size() && m_text[m_pos] != ',' && m_text[m_pos] != '}'
-                   && m_text[m_pos] != ']')
+            while (m_pos < m_text.size() && m_text[m_pos] != ',' && m_text[m_pos] != '}' && m_text[m_pos] != ']')
                 ++m_pos;
         }
     }
@@ -350,15 +344,12 @@ std::string numberText(double value)
 std::string trainingValueText(const QJsonValue &value, const std::string &key, const std::string &origin)
 {
     switch (value.type()) {
-    case QJsonValue::String:
-        return ss(value.toString());
-    case QJsonValue::Double:
-        return numberText(value.toDouble());
-    case QJsonValue::Bool:
-        return value.toBool() ? "true" : "false";
+    case QJsonValue::String: return ss(value.toString());
+    case QJsonValue::Double: return numberText(value.toDouble());
+    case QJsonValue::Bool: return value.toBool() ? "true" : "false";
     default:
-        throw InputError(origin + ": \"training\" \"" + key
-                         + "\" must be a number or a string, like \"" + key + "\": 10");
+        throw InputError(origin + ": \"training\" \"" + key + "\" must be a number or a string, like \"" + key
+                         + "\": 10");
     }
 }
 
@@ -463,8 +454,8 @@ void ClusterSpec::validate() const
         const std::string key = lowered(address.host) + ":" + std::to_string(address.port);
         for (const auto &[otherKey, other] : seen) {
             if (otherKey == key)
-                throw InputError("address " + address.toString() + " is used twice: " + other.toString()
-                                 + " and " + task.toString() + ": give every task its own port");
+                throw InputError("address " + address.toString() + " is used twice: " + other.toString() + " and "
+                                 + task.toString() + ": give every task its own port");
         }
         seen.emplace_back(key, task);
     };
@@ -483,12 +474,11 @@ void ClusterSpec::validateTask(const TaskId &task) const
         throw InputError("--task_index=" + std::to_string(task.index) + " is negative: give 0 for the first "
                          + jobNameString(task.job));
     if (count == 0)
-        throw InputError("--job_name=" + jobNameString(task.job) + " but the cluster has no "
-                         + jobNameString(task.job) + " tasks: add addresses to " + flag);
+        throw InputError("--job_name=" + jobNameString(task.job) + " but the cluster has no " + jobNameString(task.job)
+                         + " tasks: add addresses to " + flag);
     if (task.index >= count)
         throw InputError("--task_index=" + std::to_string(task.index) + " but " + flag + " lists "
-                         + countText(count, isPs ? "ps task" : "worker") + " (" + validRange(count)
-                         + ")");
+                         + countText(count, isPs ? "ps task" : "worker") + " (" + validRange(count) + ")");
 }
 
 std::string ClusterSpec::toJson() const
@@ -507,8 +497,8 @@ std::string ClusterSpec::toJson() const
 
 std::vector<HostPort> parseHostList(const std::string &text, const std::string &flagName)
 {
-    const std::string example = flagName.find("ps") != std::string::npos ? "127.0.0.1:2222"
-                                                                         : "127.0.0.1:2223,127.0.0.1:2224";
+    const std::string example
+        = flagName.find("ps") != std::string::npos ? "127.0.0.1:2222" : "127.0.0.1:2223,127.0.0.1:2224";
     if (trimmed(text).empty())
         throw InputError(flagName + " is empty: give a comma-separated list like " + example);
     std::vector<HostPort> hosts;
@@ -548,8 +538,7 @@ TfConfig parseTfConfig(const std::string &json)
 
     const std::string taskExample = "\"task\": {\"type\": \"worker\", \"index\": 0}";
     if (!root.contains(QStringLiteral("task")))
-        throw InputError("TF_CONFIG has no \"task\": add " + taskExample
-                         + " (or pass --job_name and --task_index)");
+        throw InputError("TF_CONFIG has no \"task\": add " + taskExample + " (or pass --job_name and --task_index)");
     const QJsonValue taskValue = root.value(QStringLiteral("task"));
     if (!taskValue.isObject())
         throw InputError("TF_CONFIG \"task\" must be an object like {\"type\": \"worker\", \"index\": 0}");
@@ -569,30 +558,30 @@ TfConfig parseTfConfig(const std::string &json)
         index = int(number);
     }
 
-    const std::string taskText = "TF_CONFIG task {\"type\": \"" + type + "\", \"index\": "
-                                 + std::to_string(index) + "}";
+    const std::string taskText
+        = "TF_CONFIG task {\"type\": \"" + type + "\", \"index\": " + std::to_string(index) + "}";
     if (type == "ps") {
         if (index >= config.cluster.numPs())
-            throw InputError(taskText + " but its cluster lists "
-                             + countText(config.cluster.numPs(), "ps task") + " ("
+            throw InputError(taskText + " but its cluster lists " + countText(config.cluster.numPs(), "ps task") + " ("
                              + validRange(config.cluster.numPs()) + ")");
         config.task = TaskId{JobName::Ps, index};
     } else if (type == "worker") {
         if (index >= parsed.tfWorkerCount)
-            throw InputError(taskText + " but its cluster lists "
-                             + countText(parsed.tfWorkerCount, "worker")
+            throw InputError(taskText + " but its cluster lists " + countText(parsed.tfWorkerCount, "worker")
                              + (parsed.tfWorkerCount > 0 ? " (" + validRange(parsed.tfWorkerCount) + ")" : ""));
         config.task = TaskId{JobName::Worker, index + (parsed.hasChief ? 1 : 0)};
     } else if (type == "chief") {
         if (!parsed.hasChief)
-            throw InputError(taskText + " but its cluster has no \"chief\" job: add \"chief\": [\"host:port\"] "
-                                        "or use \"type\": \"worker\", \"index\": 0");
+            throw InputError(taskText
+                             + " but its cluster has no \"chief\" job: add \"chief\": [\"host:port\"] "
+                               "or use \"type\": \"worker\", \"index\": 0");
         if (index != 0)
             throw InputError(taskText + ": a cluster has one chief, its index is 0");
         config.task = TaskId{JobName::Worker, 0};
     } else {
-        throw InputError("TF_CONFIG task type \"" + type + "\" is not run by Parasync: use \"ps\", \"worker\" or "
-                                                           "\"chief\"");
+        throw InputError("TF_CONFIG task type \"" + type
+                         + "\" is not run by Parasync: use \"ps\", \"worker\" or "
+                           "\"chief\"");
     }
     return config;
 }
@@ -607,7 +596,8 @@ std::vector<RemoteHost> parseRemoteHosts(const std::string &json, const QJsonObj
     if (!root.contains(QStringLiteral("hosts")))
         return hosts;
     const QJsonValue hostsValue = root.value(QStringLiteral("hosts"));
-    const std::string example = "like {\"10.0.0.2\": {\"user\": \"alice\", \"node\": \"/opt/parasync/bin/parasync-node\"}}";
+    const std::string example
+        = "like {\"10.0.0.2\": {\"user\": \"alice\", \"node\": \"/opt/parasync/bin/parasync-node\"}}";
     if (!hostsValue.isObject())
         throw InputError(origin + ": \"hosts\" must be an object " + example);
     const QJsonObject object = hostsValue.toObject();
@@ -643,8 +633,9 @@ std::vector<RemoteHost> parseRemoteHosts(const std::string &json, const QJsonObj
         if (entry.contains(QStringLiteral("ssh_options"))) {
             const QJsonValue options = entry.value(QStringLiteral("ssh_options"));
             if (!options.isArray())
-                throw InputError(where + ": \"ssh_options\" must be a list of ssh -o options, like "
-                                         "[\"UserKnownHostsFile=/path/known_hosts\"]");
+                throw InputError(where
+                                 + ": \"ssh_options\" must be a list of ssh -o options, like "
+                                   "[\"UserKnownHostsFile=/path/known_hosts\"]");
             for (const QJsonValue &option : options.toArray()) {
                 if (!option.isString() || !option.toString().contains(QLatin1Char('=')))
                     throw InputError(where + ": each of \"ssh_options\" must be a string \"Name=value\"");
@@ -697,11 +688,29 @@ std::string remoteHostsJson(const std::vector<RemoteHost> &hosts)
 const std::vector<std::string> &trainingFlagNames()
 {
     static const std::vector<std::string> names = {
-        "mode",          "issync",    "staleness",  "replicas_to_aggregate", "total_num_replicas",
-        "model",         "dataset",   "samples_per_shard", "optimizer",      "learning_rate",
-        "batch_size",    "last_step", "display_step",      "logdir",         "save_checkpoint_secs",
-        "max_to_keep",   "seed",      "nonfinite_gradients", "hang_timeout_secs", "chief_handover",
-        "compute_ms",    "compute_jitter", "straggler_ms",
+        "mode",
+        "issync",
+        "staleness",
+        "replicas_to_aggregate",
+        "total_num_replicas",
+        "model",
+        "dataset",
+        "samples_per_shard",
+        "optimizer",
+        "learning_rate",
+        "batch_size",
+        "last_step",
+        "display_step",
+        "logdir",
+        "save_checkpoint_secs",
+        "max_to_keep",
+        "seed",
+        "nonfinite_gradients",
+        "hang_timeout_secs",
+        "chief_handover",
+        "compute_ms",
+        "compute_jitter",
+        "straggler_ms",
     };
     return names;
 }
@@ -723,8 +732,9 @@ std::string nameList(const std::vector<std::string> &names)
 }
 
 // "per_worker": {"1": {"compute_ms": 200}}: one worker's pace, by index.
-std::map<int, std::vector<std::pair<std::string, std::string>>>
-parsePerWorker(const QJsonObject &root, const ClusterSpec &cluster, const std::string &origin)
+std::map<int, std::vector<std::pair<std::string, std::string>>> parsePerWorker(const QJsonObject &root,
+                                                                               const ClusterSpec &cluster,
+                                                                               const std::string &origin)
 {
     std::map<int, std::vector<std::pair<std::string, std::string>>> result;
     if (!root.contains(QStringLiteral("per_worker")))
@@ -782,7 +792,8 @@ ClusterFile parseClusterFile(const std::string &json, const std::string &originF
     std::set<std::string> seen;
     for (const std::string &key : KeyOrderScanner(json).keysOfMember("training")) {
         if (std::find(known.begin(), known.end(), key) == known.end()) {
-            throw InputError(origin + ": unknown key \"" + key + "\" in \"training\": known keys are " + nameList(known));
+            throw InputError(origin + ": unknown key \"" + key + "\" in \"training\": known keys are "
+                             + nameList(known));
         }
         if (!seen.insert(key).second)
             throw InputError(origin + ": \"" + key + "\" appears twice in \"training\": keep one");

@@ -85,12 +85,12 @@ ClusterSpec parseTfConfigCluster(const std::string &json);
 // or the user's agent and default keys).
 struct RemoteHost
 {
-    std::string name;         // the host as the cluster's addresses spell it
-    std::string sshHost;      // where ssh connects; empty: `name`
-    std::string user;         // empty: ssh's default (the local user, ~/.ssh/config)
-    uint16_t sshPort = 0;     // 0: ssh's default (22, ~/.ssh/config)
-    std::string node;         // parasync-node there; empty: "parasync-node" on its PATH
-    std::string identityFile; // private key; empty: the agent and ssh's defaults
+    std::string name;                    // the host as the cluster's addresses spell it
+    std::string sshHost;                 // where ssh connects; empty: `name`
+    std::string user;                    // empty: ssh's default (the local user, ~/.ssh/config)
+    uint16_t sshPort = 0;                // 0: ssh's default (22, ~/.ssh/config)
+    std::string node;                    // parasync-node there; empty: "parasync-node" on its PATH
+    std::string identityFile;            // private key; empty: the agent and ssh's defaults
     std::vector<std::string> sshOptions; // extra "-o" options, e.g. "UserKnownHostsFile=/path"
 
     std::string connectHost() const { return sshHost.empty() ? name : sshHost; }

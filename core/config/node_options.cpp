@@ -48,8 +48,8 @@ constexpr FlagInfo kFlags[] = {
      "step (SyncReplicasOptimizer); ssp: async, but no worker more than --staleness steps ahead",
      nullptr},
     {"issync", "0|1", FlagGroup::Mode, "the seeds' switch: 1 is --mode=sync, 0 is async", "unset"},
-    {"staleness", "N", FlagGroup::Mode,
-     "ssp: steps a worker may run ahead of the slowest live worker; 0 is lock-step", nullptr},
+    {"staleness", "N", FlagGroup::Mode, "ssp: steps a worker may run ahead of the slowest live worker; 0 is lock-step",
+     nullptr},
     {"replicas_to_aggregate", "N", FlagGroup::Mode,
      "sync: gradients averaged per step; 0 is the number of live workers", nullptr},
     {"total_num_replicas", "N", FlagGroup::Mode,
@@ -58,8 +58,7 @@ constexpr FlagInfo kFlags[] = {
      nullptr},
     {"model", "NAME", FlagGroup::ModelAndData, "linear (y = w x + b) or softmax", nullptr},
     {"dataset", "SPEC", FlagGroup::ModelAndData,
-     "linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the model's default",
-     "the model's"},
+     "linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the model's default", "the model's"},
     {"samples_per_shard", "N", FlagGroup::ModelAndData, "synthetic data: samples in each worker's shard", nullptr},
     {"optimizer", "NAME", FlagGroup::Training, "sgd, momentum, adagrad or adam (state lives on the ps)", nullptr},
     {"learning_rate", "X", FlagGroup::Training, "the optimizer's learning rate", nullptr},
@@ -68,8 +67,7 @@ constexpr FlagInfo kFlags[] = {
     {"display_step", "N", FlagGroup::Training, "the chief logs the loss over its shard every N steps", nullptr},
     {"seed", "N", FlagGroup::Training, "random seed for initial values and synthetic data", nullptr},
     {"nonfinite_gradients", "reject|apply", FlagGroup::Training,
-     "what ps:0 does with a gradient holding NaN or infinite values; either way it is counted and logged",
-     nullptr},
+     "what ps:0 does with a gradient holding NaN or infinite values; either way it is counted and logged", nullptr},
     {"compute_ms", "N", FlagGroup::Pace,
      "workers: simulated compute time per step in milliseconds (mean of a log-normal), so the cluster trains at "
      "a pace a person can follow; 0 is full speed",
@@ -122,8 +120,8 @@ constexpr FlagInfo kFlags[] = {
      "TLS: the CA certificate (PEM) that signed the other tasks' certificates; peers it did not sign are "
      "refused",
      "none"},
-    {"tls_mutual", "", FlagGroup::Security,
-     "mutual TLS: servers also require a client certificate signed by --tls_ca", nullptr},
+    {"tls_mutual", "", FlagGroup::Security, "mutual TLS: servers also require a client certificate signed by --tls_ca",
+     nullptr},
     {"help", "", FlagGroup::Other, "print this text and exit (also -h)", nullptr},
     {"version", "", FlagGroup::Other, "print the version and exit", nullptr},
 };
@@ -146,8 +144,8 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
 {
     const auto number = [](auto value) { return QJsonValue(double(value)); };
     // Doubles hold integers exactly only up to 2^53; larger seeds stay exact as text.
-    const QJsonValue seed = t.seed <= (uint64_t(1) << 53) ? QJsonValue(double(t.seed))
-                                                          : QJsonValue(qs(std::to_string(t.seed)));
+    const QJsonValue seed
+        = t.seed <= (uint64_t(1) << 53) ? QJsonValue(double(t.seed)) : QJsonValue(qs(std::to_string(t.seed)));
     return {
         {"mode", QJsonValue(qs(updateModeName(t.mode.mode())))},
         {"staleness", number(t.mode.staleness())},
@@ -245,17 +243,14 @@ std::string suggestion(const std::string &unknown)
 struct GivenValue
 {
     std::string value;
-    std::string file; // empty: the command line
+    std::string file;                             // empty: the command line
     std::string section = "\"training\" section"; // where in the file
 };
 
 class TrainingParser
 {
 public:
-    explicit TrainingParser(std::map<std::string, GivenValue> values)
-        : m_values(std::move(values))
-    {
-    }
+    explicit TrainingParser(std::map<std::string, GivenValue> values) : m_values(std::move(values)) {}
 
     bool has(const std::string &name) const { return m_values.count(name) != 0; }
     const std::string &text(const std::string &name) const { return m_values.at(name).value; }
@@ -270,7 +265,7 @@ public:
         return out;
     }
 
-    template <typename Int>
+    template<typename Int>
     void integer(const std::string &name, Int *target, long long minimum,
                  long long maximum = std::numeric_limits<Int>::max()) const
     {
@@ -453,14 +448,14 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
                          + " worker" + (workers == 1 ? "" : "s") + ": a sync step would never complete; give at most "
                          + std::to_string(workers) + " (or 0 for all live workers)");
     if (total > workers)
-        throw InputError(p.shown("total_num_replicas") + " but the cluster has " + std::to_string(workers)
-                         + " worker" + (workers == 1 ? "" : "s") + ": give at most " + std::to_string(workers)
+        throw InputError(p.shown("total_num_replicas") + " but the cluster has " + std::to_string(workers) + " worker"
+                         + (workers == 1 ? "" : "s") + ": give at most " + std::to_string(workers)
                          + " (or 0 for all workers)");
     return t;
 }
 
-constexpr const char *kConnectionFlags[] = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes",
-                                             "heartbeat_ms"};
+constexpr const char *kConnectionFlags[]
+    = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes", "heartbeat_ms"};
 
 ConnectionOptions connectionFromFlags(const TrainingParser &p)
 {
@@ -528,7 +523,8 @@ std::optional<ControlCommand> parseControlCommand(const std::vector<std::string>
     try {
         command.mode = parseUpdateMode(*setMode);
     } catch (const InputError &) {
-        throw InputError("--set_mode=" + *setMode + ": must be async, sync or ssp (semi-synchronous, with --staleness)");
+        throw InputError("--set_mode=" + *setMode
+                         + ": must be async, sync or ssp (semi-synchronous, with --staleness)");
     }
     std::map<std::string, GivenValue> numbers;
     for (const char *name : {"staleness", "replicas_to_aggregate", "total_num_replicas"})
@@ -578,14 +574,10 @@ proto::UpdateMode parseUpdateMode(const std::string &text)
 std::string updateModeName(proto::UpdateMode mode)
 {
     switch (mode) {
-    case proto::ASYNC:
-        return "async";
-    case proto::SYNC:
-        return "sync";
-    case proto::SSP:
-        return "ssp";
-    default:
-        return "unspecified";
+    case proto::ASYNC: return "async";
+    case proto::SYNC: return "sync";
+    case proto::SSP: return "ssp";
+    default: return "unspecified";
     }
 }
 
@@ -598,17 +590,14 @@ std::string describeMode(const proto::ModeConfig &mode)
 {
     switch (mode.mode()) {
     case proto::SYNC: {
-        const std::string replicas = mode.replicas_to_aggregate() > 0
-            ? std::to_string(mode.replicas_to_aggregate())
-            : std::string("all live workers");
-        const std::string total = mode.total_num_replicas() > 0 ? std::to_string(mode.total_num_replicas())
-                                                                : std::string("all workers");
+        const std::string replicas = mode.replicas_to_aggregate() > 0 ? std::to_string(mode.replicas_to_aggregate())
+                                                                      : std::string("all live workers");
+        const std::string total
+            = mode.total_num_replicas() > 0 ? std::to_string(mode.total_num_replicas()) : std::string("all workers");
         return "sync (replicas_to_aggregate=" + replicas + ", total_num_replicas=" + total + ")";
     }
-    case proto::SSP:
-        return "ssp (staleness=" + std::to_string(mode.staleness()) + ")";
-    default:
-        return updateModeName(mode.mode());
+    case proto::SSP: return "ssp (staleness=" + std::to_string(mode.staleness()) + ")";
+    default: return updateModeName(mode.mode());
     }
 }
 
@@ -677,7 +666,8 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     if (isSet("cluster_file")) {
         clusterFilePath = value("cluster_file");
         if (clusterFilePath.empty())
-            throw InputError("--cluster_file is empty: give the path of a cluster file, like --cluster_file=cluster.json");
+            throw InputError(
+                "--cluster_file is empty: give the path of a cluster file, like --cluster_file=cluster.json");
         clusterFile = readClusterFile(clusterFilePath);
     }
     const bool hasTfConfig = tfConfig.find_first_not_of(" \t\r\n") != std::string::npos;
@@ -745,15 +735,15 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
 
 std::string nodeHelpText()
 {
-    std::string text =
-        "Usage: parasync-node --ps_hosts=HOST:PORT,... --worker_hosts=HOST:PORT,... --job_name=ps|worker "
-        "--task_index=N [flags]\n"
-        "\n"
-        "Runs one task (a ps or a worker) of a Parasync parameter-server cluster. Every task gets the same\n"
-        "cluster and training flags plus its own --job_name and --task_index. The three-port demo cluster:\n"
-        "\n";
-    for (const char *task : {"--job_name=ps --task_index=0", "--job_name=worker --task_index=0",
-                             "--job_name=worker --task_index=1"})
+    std::string text
+        = "Usage: parasync-node --ps_hosts=HOST:PORT,... --worker_hosts=HOST:PORT,... --job_name=ps|worker "
+          "--task_index=N [flags]\n"
+          "\n"
+          "Runs one task (a ps or a worker) of a Parasync parameter-server cluster. Every task gets the same\n"
+          "cluster and training flags plus its own --job_name and --task_index. The three-port demo cluster:\n"
+          "\n";
+    for (const char *task :
+         {"--job_name=ps --task_index=0", "--job_name=worker --task_index=0", "--job_name=worker --task_index=1"})
         text += std::string("  parasync-node --ps_hosts=") + kDemoPs + " --worker_hosts=" + kDemoWorkers + " " + task
                 + "\n";
     text += "\n"
@@ -762,10 +752,13 @@ std::string nodeHelpText()
             "section apply unless the same flag is given on the command line.\n";
 
     const std::pair<FlagGroup, const char *> groups[] = {
-        {FlagGroup::Cluster, "Cluster"},   {FlagGroup::Mode, "Update mode"},
-        {FlagGroup::ModelAndData, "Model and data"}, {FlagGroup::Training, "Training"},
+        {FlagGroup::Cluster, "Cluster"},
+        {FlagGroup::Mode, "Update mode"},
+        {FlagGroup::ModelAndData, "Model and data"},
+        {FlagGroup::Training, "Training"},
         {FlagGroup::Pace, "Pace (each worker may have its own: a cluster file's \"per_worker\")"},
-        {FlagGroup::RunDirectory, "Run directory"},  {FlagGroup::Faults, "Faults and limits"},
+        {FlagGroup::RunDirectory, "Run directory"},
+        {FlagGroup::Faults, "Faults and limits"},
         {FlagGroup::Security, "Security"},
         {FlagGroup::Other, "Other"},
     };
@@ -792,8 +785,8 @@ std::string nodeHelpText()
             const std::string defaultValue = defaultText(flag);
             if (!defaultValue.empty())
                 words.push_back("(default: " + defaultValue + ")");
-            text += "  " + left + std::string(width - left.size() + 2, ' ')
-                    + wrapped(words, width + 4, kHelpWidth) + "\n";
+            text += "  " + left + std::string(width - left.size() + 2, ' ') + wrapped(words, width + 4, kHelpWidth)
+                    + "\n";
         }
     }
     text += "\nControl a running cluster through ps:0 (no task is started):\n"

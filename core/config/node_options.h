@@ -32,23 +32,23 @@ constexpr float kMaxComputeJitter = 4.0f;
 // Defaults make the three-port demo converge in seconds at full speed.
 struct TrainingOptions
 {
-    proto::ModeConfig mode;          // --mode --staleness --replicas_to_aggregate --total_num_replicas
-    std::string model = "linear";    // --model
-    std::string dataset;             // --dataset (empty: the model's default)
-    std::string optimizer = "sgd";   // --optimizer
-    float learningRate = 0.05f;      // --learning_rate
-    int batchSize = 10;              // --batch_size
-    int64_t samplesPerShard = 100;   // --samples_per_shard
-    int64_t lastStep = 2000;         // --last_step
-    int64_t displayStep = 100;       // --display_step
-    std::string logdir;              // --logdir (empty: no run directory)
-    int saveCheckpointSecs = 50;     // --save_checkpoint_secs
-    int maxToKeep = 5;               // --max_to_keep
-    uint64_t seed = 1;               // --seed
-    bool applyNonfinite = false;     // --nonfinite_gradients=reject|apply
-    int hangTimeoutSecs = 30;        // --hang_timeout_secs (0: no watchdog)
-    bool chiefHandover = false;      // --chief_handover=1
-    WorkerPace pace;                 // --compute_ms --compute_jitter --straggler_ms
+    proto::ModeConfig mode;        // --mode --staleness --replicas_to_aggregate --total_num_replicas
+    std::string model = "linear";  // --model
+    std::string dataset;           // --dataset (empty: the model's default)
+    std::string optimizer = "sgd"; // --optimizer
+    float learningRate = 0.05f;    // --learning_rate
+    int batchSize = 10;            // --batch_size
+    int64_t samplesPerShard = 100; // --samples_per_shard
+    int64_t lastStep = 2000;       // --last_step
+    int64_t displayStep = 100;     // --display_step
+    std::string logdir;            // --logdir (empty: no run directory)
+    int saveCheckpointSecs = 50;   // --save_checkpoint_secs
+    int maxToKeep = 5;             // --max_to_keep
+    uint64_t seed = 1;             // --seed
+    bool applyNonfinite = false;   // --nonfinite_gradients=reject|apply
+    int hangTimeoutSecs = 30;      // --hang_timeout_secs (0: no watchdog)
+    bool chiefHandover = false;    // --chief_handover=1
+    WorkerPace pace;               // --compute_ms --compute_jitter --straggler_ms
 
     TrainingOptions();
     // The flags as a JSON object (for cluster.json and the app).
@@ -59,12 +59,12 @@ struct TrainingOptions
 // secrets (the cluster token travels apart, see cluster_token.h).
 struct ConnectionOptions
 {
-    std::string tlsCert;             // --tls_cert: this task's certificate (PEM)
-    std::string tlsKey;              // --tls_key: its private key (PEM)
-    std::string tlsCa;               // --tls_ca: the CA that signed every task's certificate
-    bool tlsMutual = false;          // --tls_mutual: servers require a client certificate too
+    std::string tlsCert;                    // --tls_cert: this task's certificate (PEM)
+    std::string tlsKey;                     // --tls_key: its private key (PEM)
+    std::string tlsCa;                      // --tls_ca: the CA that signed every task's certificate
+    bool tlsMutual = false;                 // --tls_mutual: servers require a client certificate too
     int maxMessageBytes = 64 * 1024 * 1024; // --max_message_bytes
-    int heartbeatMs = 1000;          // --heartbeat_ms
+    int heartbeatMs = 1000;                 // --heartbeat_ms
     bool tls() const { return !tlsCert.empty() || !tlsKey.empty() || !tlsCa.empty() || tlsMutual; }
 };
 
@@ -75,11 +75,11 @@ struct NodeOptions
     TaskId task;
     TrainingOptions training;
     ConnectionOptions connection;
-    std::string clusterTokenFile;    // --cluster_token_file
-    bool insecure = false;           // --insecure: non-loopback without a token
-    bool generateToken = false;      // --generate_token: make a token and exit
-    bool help = false;               // --help was given: print helpText() and exit 0
-    bool version = false;            // --version
+    std::string clusterTokenFile; // --cluster_token_file
+    bool insecure = false;        // --insecure: non-loopback without a token
+    bool generateToken = false;   // --generate_token: make a token and exit
+    bool help = false;            // --help was given: print helpText() and exit 0
+    bool version = false;         // --version
 };
 
 // Parses a parasync-node command line (argv[0] included). The cluster comes
@@ -100,9 +100,9 @@ struct ControlCommand
 {
     enum class Action { Status, SetMode };
     Action action = Action::Status;
-    std::string ps0;                  // --ps_hosts' first address
-    ConnectionOptions connection;     // --tls_* --max_message_bytes --heartbeat_ms
-    std::string clusterTokenFile;     // --cluster_token_file (empty: PARASYNC_CLUSTER_TOKEN, if set)
+    std::string ps0;              // --ps_hosts' first address
+    ConnectionOptions connection; // --tls_* --max_message_bytes --heartbeat_ms
+    std::string clusterTokenFile; // --cluster_token_file (empty: PARASYNC_CLUSTER_TOKEN, if set)
     // --set_mode and the numbers given with it; numbers not given keep the
     // values ps:0 has now.
     proto::UpdateMode mode = proto::UPDATE_MODE_UNSPECIFIED;

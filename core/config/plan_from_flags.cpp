@@ -52,9 +52,9 @@ ClusterPlan demoPlanFromEnvironment()
 
 const std::vector<std::string> &appTrainingFlags()
 {
-    static const std::vector<std::string> names = {"mode", "staleness", "replicas_to_aggregate", "last_step",
-                                                   "logdir", "learning_rate", "optimizer", "batch_size",
-                                                   "compute_ms", "compute_jitter", "straggler_ms"};
+    static const std::vector<std::string> names
+        = {"mode",       "staleness",  "replicas_to_aggregate", "last_step",   "logdir", "learning_rate", "optimizer",
+           "batch_size", "compute_ms", "compute_jitter",        "straggler_ms"};
     return names;
 }
 

@@ -48,8 +48,7 @@ void checkShard(int shardIndex, int numShards)
         throw InputError("the number of data shards must be at least 1, got " + std::to_string(numShards));
     if (shardIndex < 0 || shardIndex >= numShards) {
         throw InputError("data shard " + std::to_string(shardIndex) + " does not exist: there are "
-                         + std::to_string(numShards) + " shards, numbered 0 to "
-                         + std::to_string(numShards - 1));
+                         + std::to_string(numShards) + " shards, numbered 0 to " + std::to_string(numShards - 1));
     }
 }
 
@@ -124,10 +123,7 @@ struct IdxFile
     std::vector<uint32_t> dims;
     size_t headerSize = 0;
 
-    const unsigned char *payload() const
-    {
-        return reinterpret_cast<const unsigned char *>(bytes.data()) + headerSize;
-    }
+    const unsigned char *payload() const { return reinterpret_cast<const unsigned char *>(bytes.data()) + headerSize; }
 };
 
 IdxFile readIdxFile(const std::string &path, uint32_t expectedMagic, const std::string &kind)
@@ -279,9 +275,8 @@ Dataset readCsv(const std::string &path, bool classification, int shardIndex, in
                                      + "' must be a whole number 0 or greater");
                 }
                 if (*value >= static_cast<float>(maxClasses)) {
-                    throw InputError(cellAt + "the class index '" + std::string(cells[c])
-                                     + "' is too large (at most " + std::to_string(maxClasses - 1)
-                                     + "); classes are numbered from 0");
+                    throw InputError(cellAt + "the class index '" + std::string(cells[c]) + "' is too large (at most "
+                                     + std::to_string(maxClasses - 1) + "); classes are numbered from 0");
                 }
                 maxClass = std::max(maxClass, static_cast<int64_t>(*value));
             }
@@ -305,10 +300,10 @@ Dataset readCsv(const std::string &path, bool classification, int shardIndex, in
     data.features = all(shard, Eigen::seqN(0, featureCount));
     data.targets = all(shard, Eigen::lastN(1));
     data.numClasses = classification ? maxClass + 1 : 0;
-    data.description = "csv " + path + (header ? " (with header)" : "") + ", " + std::to_string(rows)
-                       + " rows of " + std::to_string(featureCount) + " features"
-                       + (classification ? " and " + std::to_string(data.numClasses) + " classes" : "")
-                       + ", " + shardText(shardIndex, numShards);
+    data.description = "csv " + path + (header ? " (with header)" : "") + ", " + std::to_string(rows) + " rows of "
+                       + std::to_string(featureCount) + " features"
+                       + (classification ? " and " + std::to_string(data.numClasses) + " classes" : "") + ", "
+                       + shardText(shardIndex, numShards);
     return data;
 }
 
@@ -319,8 +314,8 @@ Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, in
     const IdxFile labels = readIdxFile(labelsPath, idxLabelsMagic, "labels");
     const uint32_t count = images.dims[0];
     if (labels.dims[0] != count) {
-        throw InputError("'" + imagesPath + "' has " + std::to_string(count) + " images but '" + labelsPath
-                         + "' has " + std::to_string(labels.dims[0])
+        throw InputError("'" + imagesPath + "' has " + std::to_string(count) + " images but '" + labelsPath + "' has "
+                         + std::to_string(labels.dims[0])
                          + " labels; use the labels file that belongs to these images");
     }
     const auto pixels = static_cast<Eigen::Index>(images.dims[1]) * images.dims[2];

@@ -58,15 +58,12 @@ std::string defaultDatasetFor(const std::string &model);
 
 // Readers, exposed for tests and tools.
 Dataset readCsv(const std::string &path, bool classification, int shardIndex, int numShards);
-Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, int shardIndex,
-                int numShards);
-Dataset makeLinearData(uint64_t seed, int64_t samples, float w = 2.0f, float b = 10.0f,
-                       float noiseStddev = 0.33f);
+Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, int shardIndex, int numShards);
+Dataset makeLinearData(uint64_t seed, int64_t samples, float w = 2.0f, float b = 10.0f, float noiseStddev = 0.33f);
 Dataset makeBlobs(uint64_t seed, int64_t samples, int64_t classes, int64_t dims);
 // Worker shard `shardIndex` of the blobs problem made from `seed`: the class
 // centres depend on `seed` alone, so all shards sample the same problem, while
 // the samples differ per shard. makeBlobs(seed, ...) is shard 0.
-Dataset makeBlobsShard(uint64_t seed, int shardIndex, int64_t samples, int64_t classes,
-                       int64_t dims);
+Dataset makeBlobsShard(uint64_t seed, int shardIndex, int64_t samples, int64_t classes, int64_t dims);
 
 } // namespace parasync

@@ -1,7 +1,7 @@
 #include "engine/model.h"
 
-#include "engine/dataset.h"
 #include "base/error.h"
+#include "engine/dataset.h"
 
 #include <cmath>
 #include <limits>
@@ -40,8 +40,7 @@ Eigen::VectorXf truncatedNormal(Eigen::Index size, float stddev, std::mt19937_64
 class Batch
 {
 public:
-    Batch(const Dataset &data, const std::vector<int64_t> &rows, int64_t featureDim,
-          const std::string &modelName)
+    Batch(const Dataset &data, const std::vector<int64_t> &rows, int64_t featureDim, const std::string &modelName)
         : m_data(data)
     {
         if (data.featureDim() != featureDim) {
@@ -81,8 +80,7 @@ private:
     bool m_gathered = false;
 };
 
-void checkParameters(const Parameters &params, const std::vector<Eigen::Index> &sizes,
-                     const std::string &modelName)
+void checkParameters(const Parameters &params, const std::vector<Eigen::Index> &sizes, const std::string &modelName)
 {
     bool ok = params.size() == sizes.size();
     for (size_t i = 0; ok && i < sizes.size(); ++i)
@@ -94,10 +92,7 @@ void checkParameters(const Parameters &params, const std::vector<Eigen::Index> &
 class LinearRegression final : public Model
 {
 public:
-    explicit LinearRegression(int64_t featureDim)
-        : m_featureDim(featureDim)
-    {
-    }
+    explicit LinearRegression(int64_t featureDim) : m_featureDim(featureDim) {}
 
     std::string name() const override { return "linear"; }
     int64_t featureDim() const override { return m_featureDim; }
@@ -111,8 +106,8 @@ public:
         return {std::move(w), std::move(b)};
     }
 
-    float lossAndGradient(const Parameters &params, const Dataset &data,
-                          const std::vector<int64_t> &rows, Parameters *gradient) const override
+    float lossAndGradient(const Parameters &params, const Dataset &data, const std::vector<int64_t> &rows,
+                          Parameters *gradient) const override
     {
         checkParameters(params, {m_featureDim, 1}, name());
         const Batch batch(data, rows, m_featureDim, name());
@@ -143,11 +138,7 @@ private:
 class SoftmaxRegression final : public Model
 {
 public:
-    SoftmaxRegression(int64_t featureDim, int64_t classes)
-        : m_featureDim(featureDim)
-        , m_classes(classes)
-    {
-    }
+    SoftmaxRegression(int64_t featureDim, int64_t classes) : m_featureDim(featureDim), m_classes(classes) {}
 
     std::string name() const override { return "softmax"; }
     int64_t featureDim() const override { return m_featureDim; }
@@ -161,8 +152,8 @@ public:
         return {std::move(w), std::move(b)};
     }
 
-    float lossAndGradient(const Parameters &params, const Dataset &data,
-                          const std::vector<int64_t> &rows, Parameters *gradient) const override
+    float lossAndGradient(const Parameters &params, const Dataset &data, const std::vector<int64_t> &rows,
+                          Parameters *gradient) const override
     {
         checkParameters(params, {m_featureDim * m_classes, m_classes}, name());
         const Batch batch(data, rows, m_featureDim, name());
@@ -220,16 +211,14 @@ private:
         return logits;
     }
 
-    std::vector<Eigen::Index> classLabels(const Eigen::Ref<const Eigen::VectorXf> &targets,
-                                          const Dataset &data) const
+    std::vector<Eigen::Index> classLabels(const Eigen::Ref<const Eigen::VectorXf> &targets, const Dataset &data) const
     {
         std::vector<Eigen::Index> labels(static_cast<size_t>(targets.size()));
         for (Eigen::Index i = 0; i < targets.size(); ++i) {
             const float t = targets[i];
             if (!(t >= 0.0f && t < static_cast<float>(m_classes)) || t != std::floor(t)) {
-                throw InputError("the data (" + data.description + ") has class index "
-                                 + number(t) + ", but the softmax model has "
-                                 + std::to_string(m_classes) + " classes (0 to "
+                throw InputError("the data (" + data.description + ") has class index " + number(t)
+                                 + ", but the softmax model has " + std::to_string(m_classes) + " classes (0 to "
                                  + std::to_string(m_classes - 1)
                                  + "); targets must be whole class numbers in that range");
             }
@@ -259,8 +248,7 @@ std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, in
     if (name == "linear")
         return std::make_unique<LinearRegression>(featureDim);
     if (outputDim < 2) {
-        throw InputError("the softmax model needs at least 2 classes, the data has "
-                         + std::to_string(outputDim)
+        throw InputError("the softmax model needs at least 2 classes, the data has " + std::to_string(outputDim)
                          + "; use a classification dataset or the linear model");
     }
     return std::make_unique<SoftmaxRegression>(featureDim, outputDim);

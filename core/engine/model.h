@@ -44,8 +44,7 @@ public:
     // Mean loss over the rows `rows` of `data` (all rows when empty), and the
     // gradient of that loss with respect to each variable (same layout as
     // `params`). Linear: mean squared error; softmax: mean cross-entropy.
-    virtual float lossAndGradient(const Parameters &params, const Dataset &data,
-                                  const std::vector<int64_t> &rows,
+    virtual float lossAndGradient(const Parameters &params, const Dataset &data, const std::vector<int64_t> &rows,
                                   Parameters *gradient) const = 0;
 
     // Mean loss over all of `data`.

@@ -24,18 +24,15 @@ Eigen::VectorXf &slot(SlotState &state, const std::string &name, Eigen::Index si
 void checkSizes(const Eigen::Ref<Eigen::VectorXf> &value, const Eigen::Ref<const Eigen::VectorXf> &gradient)
 {
     if (value.size() != gradient.size()) {
-        throw std::invalid_argument("gradient has " + std::to_string(gradient.size())
-                                    + " elements, the variable " + std::to_string(value.size()));
+        throw std::invalid_argument("gradient has " + std::to_string(gradient.size()) + " elements, the variable "
+                                    + std::to_string(value.size()));
     }
 }
 
 class GradientDescent final : public Optimizer
 {
 public:
-    explicit GradientDescent(const OptimizerOptions &options)
-        : m_lr(options.learningRate)
-    {
-    }
+    explicit GradientDescent(const OptimizerOptions &options) : m_lr(options.learningRate) {}
 
     std::string name() const override { return "sgd"; }
     SlotState makeSlots(Eigen::Index) const override { return {}; }
@@ -55,11 +52,7 @@ private:
 class Momentum final : public Optimizer
 {
 public:
-    explicit Momentum(const OptimizerOptions &options)
-        : m_lr(options.learningRate)
-        , m_momentum(options.momentum)
-    {
-    }
+    explicit Momentum(const OptimizerOptions &options) : m_lr(options.learningRate), m_momentum(options.momentum) {}
 
     std::string name() const override { return "momentum"; }
 
@@ -186,8 +179,7 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions &options)
         throw InputError("unknown optimizer '" + options.name + "'; known optimizers: " + list);
     }
     const float lr = options.learningRate;
-    require(std::isfinite(lr) && lr > 0.0f,
-            "the learning rate must be a positive number, got " + number(lr));
+    require(std::isfinite(lr) && lr > 0.0f, "the learning rate must be a positive number, got " + number(lr));
 
     if (options.name == "sgd")
         return std::make_unique<GradientDescent>(options);
@@ -199,14 +191,11 @@ std::unique_ptr<Optimizer> makeOptimizer(const OptimizerOptions &options)
     if (options.name == "adagrad") {
         // A zero accumulator would divide the first update by zero.
         require(std::isfinite(options.initialAccumulator) && options.initialAccumulator > 0.0f,
-                "Adagrad's initial accumulator must be positive, got "
-                    + number(options.initialAccumulator));
+                "Adagrad's initial accumulator must be positive, got " + number(options.initialAccumulator));
         return std::make_unique<Adagrad>(options);
     }
-    require(options.beta1 >= 0.0f && options.beta1 < 1.0f && options.beta2 >= 0.0f
-                && options.beta2 < 1.0f,
-            "Adam's beta1 and beta2 must be in [0, 1), got " + number(options.beta1) + " and "
-                + number(options.beta2));
+    require(options.beta1 >= 0.0f && options.beta1 < 1.0f && options.beta2 >= 0.0f && options.beta2 < 1.0f,
+            "Adam's beta1 and beta2 must be in [0, 1), got " + number(options.beta1) + " and " + number(options.beta2));
     require(std::isfinite(options.epsilon) && options.epsilon >= 0.0f,
             "Adam's epsilon must be a non-negative number, got " + number(options.epsilon));
     return std::make_unique<Adam>(options);

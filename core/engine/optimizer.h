@@ -24,10 +24,10 @@ struct OptimizerOptions
 {
     std::string name = "sgd";
     float learningRate = 0.05f;
-    float momentum = 0.9f;               // momentum
-    float initialAccumulator = 0.1f;     // adagrad, as tf.train.AdagradOptimizer
-    float beta1 = 0.9f, beta2 = 0.999f;  // adam
-    float epsilon = 1e-8f;               // adam
+    float momentum = 0.9f;              // momentum
+    float initialAccumulator = 0.1f;    // adagrad, as tf.train.AdagradOptimizer
+    float beta1 = 0.9f, beta2 = 0.999f; // adam
+    float epsilon = 1e-8f;              // adam
 };
 
 // Applies one gradient to one variable, with TensorFlow 1.x's update rules:

@@ -32,10 +32,7 @@ Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSiz
     return Eigen::Map<const Eigen::VectorXf>(tensor.values().data(), tensor.values_size());
 }
 
-ParameterShard::ParameterShard(std::unique_ptr<Optimizer> optimizer)
-    : m_optimizer(std::move(optimizer))
-{
-}
+ParameterShard::ParameterShard(std::unique_ptr<Optimizer> optimizer) : m_optimizer(std::move(optimizer)) {}
 
 std::vector<int> ParameterShard::variableIndexes(int psIndex, int numPs, int numVariables)
 {

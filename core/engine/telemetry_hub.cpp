@@ -4,8 +4,8 @@
 
 namespace parasync {
 
-bool TelemetryHub::Subscription::next(proto::TelemetryBatch *batch, std::chrono::milliseconds timeout,
-                                      size_t maxEvents, std::chrono::milliseconds linger)
+bool TelemetryHub::Subscription::next(proto::TelemetryBatch *batch, std::chrono::milliseconds timeout, size_t maxEvents,
+                                      std::chrono::milliseconds linger)
 {
     std::unique_lock lock(m_mutex);
     m_wakeAt = std::max<size_t>(1, maxEvents);
@@ -35,8 +35,7 @@ std::shared_ptr<TelemetryHub::Subscription> TelemetryHub::subscribe(size_t capac
 void TelemetryHub::unsubscribe(const std::shared_ptr<Subscription> &subscription)
 {
     std::lock_guard lock(m_mutex);
-    m_subscribers.erase(std::remove(m_subscribers.begin(), m_subscribers.end(), subscription),
-                        m_subscribers.end());
+    m_subscribers.erase(std::remove(m_subscribers.begin(), m_subscribers.end(), subscription), m_subscribers.end());
 }
 
 void TelemetryHub::publish(const proto::TelemetryEvent &event)

@@ -30,8 +30,7 @@ void UpdatePolicy::validate(const proto::ModeConfig &mode, int numWorkers)
     if (mode.mode() != proto::ASYNC && mode.mode() != proto::SYNC && mode.mode() != proto::SSP)
         throw InputError("update mode is not set: use async, sync or ssp");
     if (mode.staleness() < 0)
-        throw InputError("staleness " + std::to_string(mode.staleness())
-                         + " is negative: use 0 (lock-step) or more");
+        throw InputError("staleness " + std::to_string(mode.staleness()) + " is negative: use 0 (lock-step) or more");
     if (mode.replicas_to_aggregate() < 0 || mode.total_num_replicas() < 0)
         throw InputError("replicas_to_aggregate and total_num_replicas must be 0 (automatic) or positive");
     if (mode.replicas_to_aggregate() > numWorkers)
@@ -40,14 +39,13 @@ void UpdatePolicy::validate(const proto::ModeConfig &mode, int numWorkers)
                          + " workers: a sync step could never close");
     if (mode.total_num_replicas() > 0 && mode.replicas_to_aggregate() > mode.total_num_replicas())
         throw InputError("replicas_to_aggregate=" + std::to_string(mode.replicas_to_aggregate())
-                         + " is more than total_num_replicas="
-                         + std::to_string(mode.total_num_replicas()));
+                         + " is more than total_num_replicas=" + std::to_string(mode.total_num_replicas()));
 }
 
 int UpdatePolicy::liveWorkers() const
 {
-    return int(std::count_if(m_workers.begin(), m_workers.end(),
-                             [](const WorkerState &w) { return w.alive && !w.finished; }));
+    return int(
+        std::count_if(m_workers.begin(), m_workers.end(), [](const WorkerState &w) { return w.alive && !w.finished; }));
 }
 
 bool UpdatePolicy::isLive(int worker) const
@@ -188,16 +186,15 @@ Hold UpdatePolicy::hold(int worker) const
     if (w.inPendingStep) {
         std::string missing;
         for (int i = 0; i < int(m_workers.size()); ++i) {
-            const bool contributed = std::any_of(m_pending.begin(), m_pending.end(),
-                                                 [i](const Contribution &c) { return c.worker == i; });
+            const bool contributed
+                = std::any_of(m_pending.begin(), m_pending.end(), [i](const Contribution &c) { return c.worker == i; });
             if (!contributed && isLive(i))
                 missing += (missing.empty() ? "" : ", ") + workerName(i);
         }
-        return {HoldReason::SyncBarrier,
-                "sync step " + std::to_string(m_globalStep + 1) + ": "
-                    + std::to_string(m_pending.size()) + " of "
-                    + std::to_string(replicasToAggregate()) + " gradients"
-                    + (missing.empty() ? std::string() : " (waiting for " + missing + ")")};
+        return {HoldReason::SyncBarrier, "sync step " + std::to_string(m_globalStep + 1) + ": "
+                                             + std::to_string(m_pending.size()) + " of "
+                                             + std::to_string(replicasToAggregate()) + " gradients"
+                                             + (missing.empty() ? std::string() : " (waiting for " + missing + ")")};
     }
     if (m_mode.mode() == proto::SSP) {
         // The worker itself counts towards the minimum, so a lone worker is

@@ -14,8 +14,8 @@ namespace parasync {
 // Why a worker is held after pushing a gradient.
 enum class HoldReason {
     None,
-    SyncBarrier,     // its gradient waits in a sync step that has not closed yet
-    StalenessBound,  // its clock is more than `staleness` ahead of the slowest live worker
+    SyncBarrier,    // its gradient waits in a sync step that has not closed yet
+    StalenessBound, // its clock is more than `staleness` ahead of the slowest live worker
 };
 
 struct Hold

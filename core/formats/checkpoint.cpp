@@ -33,8 +33,7 @@ constexpr char kTmpMarker[] = ".tmp-";
 
 std::string sha256(const char *data, size_t size)
 {
-    return QCryptographicHash::hash(QByteArrayView(data, qsizetype(size)), QCryptographicHash::Sha256)
-        .toStdString();
+    return QCryptographicHash::hash(QByteArrayView(data, qsizetype(size)), QCryptographicHash::Sha256).toStdString();
 }
 
 std::string systemError(int error)
@@ -92,8 +91,8 @@ void writeFileDurably(const std::string &path, const std::string &bytes)
     std::FILE *file = std::fopen(path.c_str(), "wb");
     if (!file)
         throw InputError("cannot write checkpoint '" + path + "': " + systemError(errno));
-    const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size()
-        && std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
+    const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size() && std::fflush(file) == 0
+                         && ::fsync(fileno(file)) == 0;
     const int error = errno;
     const bool closed = std::fclose(file) == 0;
     if (!written || !closed) {
@@ -143,8 +142,7 @@ proto::Checkpoint parseCheckpointBytes(const std::string &bytes, const std::stri
                          + " bytes");
     if (bytes.size() > expected)
         throw InputError(origin + ": " + std::to_string(bytes.size() - expected)
-                         + " unexpected bytes after the checksum (expected " + std::to_string(expected)
-                         + " bytes)");
+                         + " unexpected bytes after the checksum (expected " + std::to_string(expected) + " bytes)");
 
     const char *payload = bytes.data() + kHeaderSize;
     if (sha256(payload, size_t(length)) != bytes.substr(kHeaderSize + size_t(length)))
@@ -187,8 +185,8 @@ std::string CheckpointStore::save(const proto::Checkpoint &checkpoint)
     const std::string path = (fs::path(m_directory) / name).string();
     // In the same directory, so that rename(2) is atomic; the pid keeps two
     // writers (a chief and its accidental twin) off each other's file.
-    const std::string temporary =
-        (fs::path(m_directory) / ("." + name + kTmpMarker + std::to_string(::getpid()))).string();
+    const std::string temporary
+        = (fs::path(m_directory) / ("." + name + kTmpMarker + std::to_string(::getpid()))).string();
 
     writeFileDurably(temporary, bytes);
     if (std::rename(temporary.c_str(), path.c_str()) != 0) {

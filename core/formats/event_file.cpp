@@ -103,8 +103,8 @@ tensorboard::HistogramProto makeHistogram(const std::vector<double> &values)
     for (double v : values) {
         if (!std::isfinite(v))
             continue; // tf.summary.histogram refuses them; one NaN must not hide the rest
-        const size_t bucket = std::min(size_t(std::upper_bound(limits.begin(), limits.end(), v) - limits.begin()),
-                                       limits.size() - 1);
+        const size_t bucket
+            = std::min(size_t(std::upper_bound(limits.begin(), limits.end(), v) - limits.begin()), limits.size() - 1);
         counts[bucket] += 1;
         min = num == 0 ? v : std::min(min, v);
         max = num == 0 ? v : std::max(max, v);
@@ -180,8 +180,8 @@ std::vector<tensorboard::Event> readEventFile(const std::string &path)
     size_t offset = 0;
     const size_t size = size_t(bytes.size());
     while (offset < size) {
-        const std::string where = path + ": record " + std::to_string(events.size() + 1) + " at byte "
-                                  + std::to_string(offset);
+        const std::string where
+            = path + ": record " + std::to_string(events.size() + 1) + " at byte " + std::to_string(offset);
         if (size - offset < kHeaderBytes)
             throw InputError(where + " is cut short (" + std::to_string(size - offset)
                              + " bytes left, a record header needs 12): the file is truncated");
@@ -191,8 +191,8 @@ std::vector<tensorboard::Event> readEventFile(const std::string &path)
             throw InputError(where + ": the length's CRC does not match: not an event file, or a damaged one");
         if (length > size - offset - kHeaderBytes || size - offset - kHeaderBytes - length < kFooterBytes)
             throw InputError(where + " is cut short (it needs " + std::to_string(length + kFooterBytes)
-                             + " bytes after its header, the file has "
-                             + std::to_string(size - offset - kHeaderBytes) + "): the file is truncated");
+                             + " bytes after its header, the file has " + std::to_string(size - offset - kHeaderBytes)
+                             + "): the file is truncated");
         const char *data = header + kHeaderBytes;
         if (uint32_t(readLittleEndian(data + length, 4)) != maskedCrc32c(data, size_t(length)))
             throw InputError(where + ": the data's CRC does not match: the file is damaged");
@@ -200,8 +200,9 @@ std::vector<tensorboard::Event> readEventFile(const std::string &path)
         if (!event.ParseFromArray(data, int(length)))
             throw InputError(where + " holds no valid Event message");
         if (events.empty() && event.file_version().rfind("brain.Event:", 0) != 0)
-            throw InputError(path + " does not start with a file_version event (\"brain.Event:2\"): "
-                                    "not a TensorBoard event file");
+            throw InputError(path
+                             + " does not start with a file_version event (\"brain.Event:2\"): "
+                               "not a TensorBoard event file");
         events.push_back(std::move(event));
         offset += kHeaderBytes + length + kFooterBytes;
     }

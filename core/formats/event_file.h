@@ -63,5 +63,4 @@ std::vector<tensorboard::Event> readEventFile(const std::string &path);
 // The event files in `directory`, oldest first (by the seconds in the name).
 std::vector<std::string> findEventFiles(const std::string &directory);
 
-
 } // namespace parasync

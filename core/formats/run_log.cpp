@@ -27,7 +27,9 @@ void dropTornLastLine(const std::string &path)
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0)
         return; // a new file
-    struct stat st {};
+    struct stat st
+    {
+    };
     off_t end = ::fstat(fd, &st) == 0 ? st.st_size : 0;
     char last = '\n';
     if (end > 0 && (::pread(fd, &last, 1, end - 1) != 1 || last == '\n')) {
@@ -61,7 +63,9 @@ std::FILE *openForAppend(const std::string &path, bool *wasEmpty)
     std::FILE *file = std::fopen(path.c_str(), "ab");
     if (!file)
         throw InputError("cannot write " + path + ": " + std::strerror(errno));
-    struct stat st {};
+    struct stat st
+    {
+    };
     *wasEmpty = ::stat(path.c_str(), &st) == 0 && st.st_size == 0;
     return file;
 }
@@ -131,8 +135,7 @@ std::string quoted(const std::string &text)
 
 std::string modeJson(const proto::ModeConfig &mode)
 {
-    return std::string("{\"mode\":\"") + modeName(mode.mode()) + "\",\"staleness\":"
-           + std::to_string(mode.staleness())
+    return std::string("{\"mode\":\"") + modeName(mode.mode()) + "\",\"staleness\":" + std::to_string(mode.staleness())
            + ",\"replicas_to_aggregate\":" + std::to_string(mode.replicas_to_aggregate())
            + ",\"total_num_replicas\":" + std::to_string(mode.total_num_replicas()) + "}";
 }
@@ -200,8 +203,7 @@ void RunLog::run()
     std::vector<proto::TelemetryEvent> batch;
     std::unique_lock lock(m_mutex);
     for (;;) {
-        m_wake.wait_for(lock, std::chrono::milliseconds(100),
-                        [this] { return !m_queue.empty() || m_stopping; });
+        m_wake.wait_for(lock, std::chrono::milliseconds(100), [this] { return !m_queue.empty() || m_stopping; });
         batch.swap(m_queue);
         const uint64_t seq = m_queuedSeq;
         const bool stopping = m_stopping;
@@ -227,7 +229,8 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
     for (const auto &event : batch) {
         steps += formatStepLogLine(event, m_parameterNames);
         steps += '\n';
-        if (event.has_step() && (event.step().outcome() == proto::APPLIED || event.step().outcome() == proto::AGGREGATED)) {
+        if (event.has_step()
+            && (event.step().outcome() == proto::APPLIED || event.step().outcome() == proto::AGGREGATED)) {
             const auto &s = event.step();
             std::snprintf(buffer, sizeof buffer, "%lld,%.6f,%d,%.9g,", static_cast<long long>(s.global_step()),
                           s.wall_time(), s.worker(), double(s.batch_loss()));
@@ -260,16 +263,15 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
     std::string line;
     if (event.has_step()) {
         const auto &s = event.step();
-        line = "{\"type\":\"step\",\"global_step\":" + std::to_string(s.global_step())
-               + ",\"wall_time\":" + wallClock(s.wall_time()) + ",\"worker\":" + std::to_string(s.worker())
-               + ",\"worker_clock\":" + std::to_string(s.worker_clock())
-               + ",\"computed_from_step\":" + std::to_string(s.computed_from_step())
-               + ",\"staleness\":" + std::to_string(s.staleness()) + ",\"outcome\":\""
-               + outcomeName(s.outcome()) + "\",\"contributions\":" + std::to_string(s.contributions())
+        line = "{\"type\":\"step\",\"global_step\":" + std::to_string(s.global_step()) + ",\"wall_time\":"
+               + wallClock(s.wall_time()) + ",\"worker\":" + std::to_string(s.worker()) + ",\"worker_clock\":"
+               + std::to_string(s.worker_clock()) + ",\"computed_from_step\":" + std::to_string(s.computed_from_step())
+               + ",\"staleness\":" + std::to_string(s.staleness()) + ",\"outcome\":\"" + outcomeName(s.outcome())
+               + "\",\"contributions\":" + std::to_string(s.contributions())
                + ",\"batch_loss\":" + number(s.batch_loss()) + ",\"full_loss\":" + number(s.full_loss())
-               + ",\"compute_us\":" + std::to_string(s.compute_us())
-               + ",\"push_us\":" + std::to_string(s.push_us()) + ",\"wait_us\":" + std::to_string(s.wait_us())
-               + ",\"wait_reason\":\"" + phaseName(s.wait_reason()) + "\"";
+               + ",\"compute_us\":" + std::to_string(s.compute_us()) + ",\"push_us\":" + std::to_string(s.push_us())
+               + ",\"wait_us\":" + std::to_string(s.wait_us()) + ",\"wait_reason\":\"" + phaseName(s.wait_reason())
+               + "\"";
         for (size_t i = 0; i < parameterNames.size() && int(i) < s.parameters_size(); ++i)
             line += ",\"" + parameterNames[i] + "\":" + number(s.parameters(int(i)));
         line += "}";
@@ -277,38 +279,32 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
         const auto &m = event.mode_change();
         line = "{\"type\":\"mode_change\",\"global_step\":" + std::to_string(m.global_step())
                + ",\"wall_time\":" + wallClock(m.wall_time()) + ",\"previous\":" + modeJson(m.previous())
-               + ",\"current\":" + modeJson(m.current()) + ",\"requested_by\":" + quoted(m.requested_by())
-               + "}";
+               + ",\"current\":" + modeJson(m.current()) + ",\"requested_by\":" + quoted(m.requested_by()) + "}";
     } else if (event.has_worker_state()) {
         const auto &w = event.worker_state();
-        line = "{\"type\":\"worker_state\",\"wall_time\":" + wallClock(w.wall_time())
-               + ",\"worker\":" + std::to_string(w.status().worker_index()) + ",\"phase\":\""
-               + phaseName(w.status().phase()) + "\",\"worker_clock\":"
-               + std::to_string(w.status().worker_clock())
-               + ",\"waiting_for\":" + quoted(w.status().waiting_for())
-               + ",\"reason\":" + quoted(w.status().reason()) + "}";
+        line = "{\"type\":\"worker_state\",\"wall_time\":" + wallClock(w.wall_time()) + ",\"worker\":"
+               + std::to_string(w.status().worker_index()) + ",\"phase\":\"" + phaseName(w.status().phase())
+               + "\",\"worker_clock\":" + std::to_string(w.status().worker_clock()) + ",\"waiting_for\":"
+               + quoted(w.status().waiting_for()) + ",\"reason\":" + quoted(w.status().reason()) + "}";
     } else if (event.has_checkpoint()) {
         const auto &c = event.checkpoint();
         line = "{\"type\":\"checkpoint\",\"wall_time\":" + wallClock(c.wall_time())
-               + ",\"global_step\":" + std::to_string(c.global_step()) + ",\"path\":" + quoted(c.path())
-               + "}";
+               + ",\"global_step\":" + std::to_string(c.global_step()) + ",\"path\":" + quoted(c.path()) + "}";
     }
     return line;
 }
 
-void writeRunClusterJson(const std::string &directory, const std::string &clusterJson,
-                         const std::string &trainingJson)
+void writeRunClusterJson(const std::string &directory, const std::string &clusterJson, const std::string &trainingJson)
 {
     if (!QDir().mkpath(QString::fromStdString(directory)))
         throw InputError("cannot create the run directory " + directory
                          + ": check the --logdir path and its permissions");
     QJsonObject root;
     root[QStringLiteral("cluster")] = QJsonDocument::fromJson(QByteArray::fromStdString(clusterJson)).object();
-    root[QStringLiteral("training")] =
-        QJsonDocument::fromJson(QByteArray::fromStdString(trainingJson)).object();
+    root[QStringLiteral("training")] = QJsonDocument::fromJson(QByteArray::fromStdString(trainingJson)).object();
     QSaveFile file(QString::fromStdString(directory + "/" + run_files::kCluster));
-    if (!file.open(QIODevice::WriteOnly)
-        || file.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0 || !file.commit())
+    if (!file.open(QIODevice::WriteOnly) || file.write(QJsonDocument(root).toJson(QJsonDocument::Indented)) < 0
+        || !file.commit())
         throw InputError("cannot write " + directory + "/" + run_files::kCluster + ": "
                          + file.errorString().toStdString());
 }

@@ -76,8 +76,7 @@ private:
 
 // Writes cluster.json: the cluster spec and the run's training flags, in the
 // cluster-file format, so the run can be started again from it.
-void writeRunClusterJson(const std::string &directory, const std::string &clusterJson,
-                         const std::string &trainingJson);
+void writeRunClusterJson(const std::string &directory, const std::string &clusterJson, const std::string &trainingJson);
 
 // The step log's one vocabulary for what happened to a gradient and what a
 // worker was doing ("applied", "dropped_stale", "blocked_by_sync", ...):

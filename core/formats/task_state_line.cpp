@@ -41,8 +41,8 @@ std::optional<TaskStateReport> parseTaskStateLine(std::string_view text)
 {
     // The node's log prefixes "HH:MM:SS.mmm "; a line read over ssh or from
     // a pod's log may carry it or not.
-    static const QRegularExpression form(QStringLiteral(
-        "^(?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?(ps|worker):(\\d{1,9}) state ([a-z]+)(?:: (.*))?$"));
+    static const QRegularExpression form(
+        QStringLiteral("^(?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?(ps|worker):(\\d{1,9}) state ([a-z]+)(?:: (.*))?$"));
     const auto match = form.match(QString::fromUtf8(text.data(), qsizetype(text.size())).trimmed());
     if (!match.hasMatch())
         return std::nullopt;

@@ -2,8 +2,8 @@
 #include "base/version.h"
 
 #include "base/error.h"
-#include "config/node_options.h"
 #include "base/qt_text.h"
+#include "config/node_options.h"
 
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -77,21 +77,22 @@ void validateSettings(const TfJobSettings &settings, int numPs, int numWorkers)
     std::string longest;
     for (const Replica &replica : replicasOf(settings, numPs, numWorkers)) {
         const std::string service = settings.name + "-" + lowered(tfJobReplicaName(replica.type)) + "-"
-            + std::to_string(replica.replicas - 1);
+                                    + std::to_string(replica.replicas - 1);
         if (service.size() > longest.size())
             longest = service;
     }
     if (longest.size() > 63)
-        throw InputError("the TFJob's name \"" + settings.name + "\" is too long: its pods' service names (\""
-                         + longest + "\") must have at most 63 characters");
-    if (!settings.kubernetesNamespace.empty() && (settings.kubernetesNamespace.size() > 63
-                                                  || !matches("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
-                                                              settings.kubernetesNamespace)))
+        throw InputError("the TFJob's name \"" + settings.name + "\" is too long: its pods' service names (\"" + longest
+                         + "\") must have at most 63 characters");
+    if (!settings.kubernetesNamespace.empty()
+        && (settings.kubernetesNamespace.size() > 63
+            || !matches("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", settings.kubernetesNamespace)))
         throw InputError("the namespace \"" + settings.kubernetesNamespace
                          + "\" is not a DNS label: lower-case letters, digits and '-', at most 63 characters");
     if (settings.image.empty())
         throw InputError("the container image is empty: give the image that holds parasync-node, like "
-                         "\"registry.example.com/parasync:" + std::string(version()) + "\"");
+                         "\"registry.example.com/parasync:"
+                         + std::string(version()) + "\"");
     if (matches("\\s", settings.image))
         throw InputError("the container image \"" + settings.image + "\" contains white space");
     if (settings.command.empty() || settings.command.front().empty())
@@ -122,11 +123,10 @@ void validateSettings(const TfJobSettings &settings, int numPs, int numWorkers)
 // the API server sees the wrong type (args must be strings).
 bool readsAsNonString(const std::string &text)
 {
-    return text.empty()
-        || matches("^(?i:y|n|yes|no|true|false|on|off|null|~)$", text)
-        || matches("^[-+]?(\\.[0-9]+|[0-9][0-9_]*(\\.[0-9_]*)?)([eE][-+]?[0-9]+)?$", text)
-        || matches("^[-+]?0[xob][0-9a-fA-F_]+$", text) || matches("^[-+]?\\.(?i:inf|nan)$", text)
-        || matches("^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\\.[0-9_]*)?$", text);
+    return text.empty() || matches("^(?i:y|n|yes|no|true|false|on|off|null|~)$", text)
+           || matches("^[-+]?(\\.[0-9]+|[0-9][0-9_]*(\\.[0-9_]*)?)([eE][-+]?[0-9]+)?$", text)
+           || matches("^[-+]?0[xob][0-9a-fA-F_]+$", text) || matches("^[-+]?\\.(?i:inf|nan)$", text)
+           || matches("^[-+]?[0-9][0-9_]*(:[0-5]?[0-9])+(\\.[0-9_]*)?$", text);
 }
 
 YAML::Emitter &string(YAML::Emitter &out, const std::string &text)
@@ -149,12 +149,9 @@ void stringList(YAML::Emitter &out, const char *key, const std::vector<std::stri
 std::string tfJobReplicaName(TfJobReplica replica)
 {
     switch (replica) {
-    case TfJobReplica::Ps:
-        return "PS";
-    case TfJobReplica::Chief:
-        return "Chief";
-    case TfJobReplica::Worker:
-        return "Worker";
+    case TfJobReplica::Ps: return "PS";
+    case TfJobReplica::Chief: return "Chief";
+    case TfJobReplica::Worker: return "Worker";
     }
     return "Worker";
 }
@@ -172,8 +169,7 @@ std::vector<std::string> tfJobArguments(const ClusterPlan &plan)
     return args;
 }
 
-std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWorkers, TfJobReplica replica,
-                             int index)
+std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWorkers, TfJobReplica replica, int index)
 {
     // As the operator writes it: lower-case job names, one headless service
     // per replica in the job's namespace, "environment": "cloud".
@@ -183,14 +179,15 @@ std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWo
         const std::string type = lowered(tfJobReplicaName(r.type));
         QJsonArray hosts;
         for (int i = 0; i < r.replicas; ++i)
-            hosts.append(qs(settings.name + "-" + type + "-" + std::to_string(i) + "." + ns + ".svc:"
-                            + std::to_string(settings.port)));
+            hosts.append(qs(settings.name + "-" + type + "-" + std::to_string(i) + "." + ns
+                            + ".svc:" + std::to_string(settings.port)));
         cluster.insert(qs(type), hosts);
     }
     const QJsonObject task{{QStringLiteral("type"), qs(lowered(tfJobReplicaName(replica)))},
                            {QStringLiteral("index"), index}};
-    const QJsonObject config{
-        {QStringLiteral("cluster"), cluster}, {QStringLiteral("task"), task}, {QStringLiteral("environment"), QStringLiteral("cloud")}};
+    const QJsonObject config{{QStringLiteral("cluster"), cluster},
+                             {QStringLiteral("task"), task},
+                             {QStringLiteral("environment"), QStringLiteral("cloud")}};
     return QJsonDocument(config).toJson(QJsonDocument::Compact).toStdString();
 }
 

@@ -23,7 +23,7 @@ struct TfJobSettings
     std::string kubernetesNamespace; // metadata.namespace; empty: kubectl's current one
     std::string image;               // the container image that holds parasync-node
     std::vector<std::string> command{"parasync-node"};
-    std::vector<std::string> args;   // tfJobArguments() unless the person edits them
+    std::vector<std::string> args;           // tfJobArguments() unless the person edits them
     std::string restartPolicy = "OnFailure"; // Always, OnFailure, Never or ExitCode
     // worker:0 as TFJob's own Chief replica (TF 2's layout; parasync-node
     // makes TF_CONFIG's "chief" its worker:0) instead of Worker 0.
@@ -46,8 +46,7 @@ std::vector<std::string> tfJobArguments(const ClusterPlan &plan);
 // The TF_CONFIG the training operator sets in the pod of replica `index` of
 // `replica`, for a job of `numPs` ps and `numWorkers` workers (the chief
 // included) laid out as `settings` says.
-std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWorkers, TfJobReplica replica,
-                             int index);
+std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWorkers, TfJobReplica replica, int index);
 
 // The manifest as YAML (emitted by yaml-cpp). Throws InputError naming the
 // setting that is wrong: a name Kubernetes refuses, an empty image, args that

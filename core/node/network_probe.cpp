@@ -70,9 +70,11 @@ bool canConnect(const HostPort &address, int timeoutMs, std::string *why)
         }
         ok = error == 0;
         if (!ok && why)
-            *why = error == ETIMEDOUT ? "timed out after " + std::to_string(timeoutMs / 1000) + " s (a firewall that drops packets, or the host is down)"
-                   : error == ECONNREFUSED ? std::string("connection refused (nothing listens there, or a firewall rejects)")
-                                           : std::string(std::strerror(error));
+            *why = error == ETIMEDOUT ? "timed out after " + std::to_string(timeoutMs / 1000)
+                                            + " s (a firewall that drops packets, or the host is down)"
+                   : error == ECONNREFUSED
+                       ? std::string("connection refused (nothing listens there, or a firewall rejects)")
+                       : std::string(std::strerror(error));
         ::close(fd);
     }
     ::freeaddrinfo(found);

@@ -29,10 +29,7 @@ public:
     CallStatus(Code code, std::string message) : m_code(code), m_message(std::move(message)) {}
 
     static CallStatus invalidArgument(std::string message) { return {Code::InvalidArgument, std::move(message)}; }
-    static CallStatus failedPrecondition(std::string message)
-    {
-        return {Code::FailedPrecondition, std::move(message)};
-    }
+    static CallStatus failedPrecondition(std::string message) { return {Code::FailedPrecondition, std::move(message)}; }
 
     bool ok() const { return m_code == Code::Ok; }
     Code code() const { return m_code; }

@@ -62,8 +62,7 @@ std::string signatureDifference(const proto::ModelSignature &cluster, const prot
     for (int i = 0; i < cluster.variables_size(); ++i) {
         const auto &a = cluster.variables(i);
         const auto &b = worker.variables(i);
-        if (a.name() != b.name()
-            || !std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
+        if (a.name() != b.name() || !std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
             return "variable " + std::to_string(i) + " is '" + b.name() + "' of a different shape than the cluster's '"
                    + a.name() + "'";
     }
@@ -115,7 +114,8 @@ void PsTask::start()
 
     m_log(m_options.task.toString() + " listening on " + m_options.cluster.address(m_options.task).toString()
           + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string()));
-    m_log(taskStateLine({m_options.task, TaskPhase::Waiting, "waiting for the chief worker:0 to initialise the variables"}));
+    m_log(taskStateLine(
+        {m_options.task, TaskPhase::Waiting, "waiting for the chief worker:0 to initialise the variables"}));
 }
 
 void PsTask::requestStop(const std::string &reason)
@@ -143,7 +143,8 @@ int PsTask::run()
             if (isCoordinator())
                 watchForHangLocked();
             // Periodic progress so a ps terminal is never silent for long.
-            if (isCoordinator() && m_initialized && std::chrono::steady_clock::now() - m_lastStatusLog > std::chrono::seconds(10)) {
+            if (isCoordinator() && m_initialized
+                && std::chrono::steady_clock::now() - m_lastStatusLog > std::chrono::seconds(10)) {
                 m_lastStatusLog = std::chrono::steady_clock::now();
                 std::string workers;
                 for (int i = 0; i < int(m_workers.size()); ++i) {
@@ -156,7 +157,8 @@ int PsTask::run()
             }
         }
     }
-    m_log(taskStateLine({m_options.task, m_allWorkersFinished ? TaskPhase::Finished : TaskPhase::Stopped, m_stopReason}));
+    m_log(
+        taskStateLine({m_options.task, m_allWorkersFinished ? TaskPhase::Finished : TaskPhase::Stopped, m_stopReason}));
     if (isCoordinator())
         stopOtherPsTasks(m_options.cluster, m_rpc, m_log);
     if (m_runLog)
@@ -175,7 +177,7 @@ proto::TaskStatusResponse PsTask::taskStatus()
     status.set_task_index(m_options.task.index);
     status.set_pid(::getpid());
     status.set_steps(m_policy ? m_policy->globalStep() : m_updatesApplied);
-    status.set_state(m_finished ? "finished"
+    status.set_state(m_finished      ? "finished"
                      : m_initialized ? "serving"
                                      : "waiting for the chief worker:0 to initialise the variables");
     return status;
@@ -201,9 +203,9 @@ CallStatus PsTask::train(TrainStream &stream)
             if (request.has_join()) {
                 const int index = request.join().worker_index();
                 if (index < 0 || index >= int(m_workers.size()))
-                    return CallStatus::invalidArgument(
-                        "worker index " + std::to_string(index) + " is not in the cluster ("
-                        + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts");
+                    return CallStatus::invalidArgument("worker index " + std::to_string(index)
+                                                       + " is not in the cluster (" + std::to_string(m_workers.size())
+                                                       + " workers): check --task_index and --worker_hosts");
                 if (worker != index) {
                     worker = index;
                     streamId = m_nextStreamId++;
@@ -235,8 +237,8 @@ CallStatus PsTask::train(TrainStream &stream)
     return {};
 }
 
-proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int worker,
-                                       const proto::JoinRequest &join, CallStatus *error)
+proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
+                                        CallStatus *error)
 {
     proto::TrainResponse response;
     auto *out = response.mutable_join();
@@ -328,12 +330,12 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     if (!error.empty())
         return CallStatus::invalidArgument("worker:" + std::to_string(worker) + ": " + error);
     if (push.computed_from_step() > m_policy->globalStep() || push.computed_from_step() < 0)
-        return CallStatus::invalidArgument("worker:" + std::to_string(worker)
-                                           + " pushed a gradient computed from global step "
-                                           + std::to_string(push.computed_from_step()) + ", but the global step is only "
-                                           + std::to_string(m_policy->globalStep())
-                                           + ": a step from the future is refused");
-    const bool finite = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
+        return CallStatus::invalidArgument(
+            "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
+            + std::to_string(push.computed_from_step()) + ", but the global step is only "
+            + std::to_string(m_policy->globalStep()) + ": a step from the future is refused");
+    const bool finite
+        = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
     if (!finite) {
         ++info.nonfinite;
         if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
@@ -448,11 +450,10 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
             // workers ps:0 released together with this one; they come within
             // milliseconds unless one of them died on the way from ps:0 to
             // here. Then apply what came rather than hold everyone forever.
-            const auto deadline = std::chrono::steady_clock::now()
-                                  + std::chrono::milliseconds(2 * m_rpc.heartbeatMs + 1000);
-            const bool complete = m_changed.wait_until(lock, deadline, [&] {
-                return !m_pendingUpdates.contains(update) || m_finished;
-            });
+            const auto deadline
+                = std::chrono::steady_clock::now() + std::chrono::milliseconds(2 * m_rpc.heartbeatMs + 1000);
+            const bool complete = m_changed.wait_until(
+                lock, deadline, [&] { return !m_pendingUpdates.contains(update) || m_finished; });
             if (auto it = m_pendingUpdates.find(update); !complete && it != m_pendingUpdates.end()) {
                 auto &partial = it->second;
                 for (auto &v : partial.sum)
@@ -461,8 +462,8 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
                 ++m_updatesApplied;
                 m_log(m_options.task.toString() + ": update " + std::to_string(update) + " applied with "
                       + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
-                      + " gradients: the others never came (a worker died between ps:0 and "
-                      + m_options.task.toString() + "?)");
+                      + " gradients: the others never came (a worker died between ps:0 and " + m_options.task.toString()
+                      + "?)");
                 m_pendingUpdates.erase(it);
                 m_incompleteUpdates.insert(update);
                 // Remember a bounded number: late arrivals come soon or never.
@@ -521,7 +522,8 @@ void PsTask::checkFinishedLocked()
     std::string neverJoined;
     for (int i = 0; i < int(m_workers.size()); ++i) {
         const auto &info = m_workers[size_t(i)];
-        if (info.everJoined && info.phase != proto::FINISHED && info.phase != proto::DEAD && info.phase != proto::STOPPED)
+        if (info.everJoined && info.phase != proto::FINISHED && info.phase != proto::DEAD
+            && info.phase != proto::STOPPED)
             return;
         if (!info.everJoined)
             neverJoined += (neverJoined.empty() ? "" : ", ") + ("worker:" + std::to_string(i));
@@ -531,8 +533,8 @@ void PsTask::checkFinishedLocked()
         // finish, rather than find no ps and retry forever.
         m_finishDeadline = std::chrono::steady_clock::now() + kLateWorkerGrace;
         m_log("the last step is reached; waiting up to "
-              + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLateWorkerGrace).count())
-              + " s for " + neverJoined + " (never joined) before exiting");
+              + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLateWorkerGrace).count()) + " s for "
+              + neverJoined + " (never joined) before exiting");
         return;
     }
     if (!neverJoined.empty() && std::chrono::steady_clock::now() < *m_finishDeadline)
@@ -590,8 +592,9 @@ std::string PsTask::describeWaitLocked() const
         const std::string name = "worker:" + std::to_string(i);
         if (info.phase == proto::BLOCKED_BY_SYNC || info.phase == proto::BLOCKED_BY_STALENESS) {
             const std::string why = !info.waitingFor.empty() ? info.waitingFor : proto::WorkerPhase_Name(info.phase);
-            held.push_back(name + (info.phase == proto::BLOCKED_BY_SYNC ? " is held in " : " is held by the staleness bound: ")
-                           + why);
+            held.push_back(
+                name + (info.phase == proto::BLOCKED_BY_SYNC ? " is held in " : " is held by the staleness bound: ")
+                + why);
             continue;
         }
         char seconds[32];
@@ -644,8 +647,8 @@ void PsTask::watchForHangLocked()
     if (now - m_lastStallLog >= std::chrono::seconds(timeout)) {
         m_lastStallLog = now;
         m_log("hang watchdog: the global step has not moved from " + std::to_string(step) + " for "
-              + std::to_string(int(stalled)) + " s (mode " + describeMode(m_policy->mode())
-              + "); waiting for " + m_stall.waiting_for());
+              + std::to_string(int(stalled)) + " s (mode " + describeMode(m_policy->mode()) + "); waiting for "
+              + m_stall.waiting_for());
     }
 }
 
@@ -744,8 +747,8 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
     }
     response->set_initialized_now(true);
     response->set_global_step(request.global_step());
-    m_log(m_options.task.toString() + ": variables initialised by the chief (" + request.origin()
-          + ") at global step " + std::to_string(request.global_step()));
+    m_log(m_options.task.toString() + ": variables initialised by the chief (" + request.origin() + ") at global step "
+          + std::to_string(request.global_step()));
     m_log(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));
     m_changed.notify_all();
     return {};

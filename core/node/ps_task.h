@@ -139,7 +139,7 @@ private:
     // sync or ssp step, which woke run() (and had it take m_mutex) each time.
     std::condition_variable m_runWake;
     ParameterShard m_shard;
-    std::optional<UpdatePolicy> m_policy;      // ps:0 only
+    std::optional<UpdatePolicy> m_policy; // ps:0 only
     std::vector<WorkerInfo> m_workers;
     proto::ModelSignature m_signature;
     bool m_initialized = false;

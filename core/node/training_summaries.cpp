@@ -29,8 +29,8 @@ void addScalar(tensorboard::Summary *summary, const std::string &tag, double val
 } // namespace
 
 TrainingSummaries::TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
-                                      const std::vector<Variable> &variables,
-                                     const std::string &ps0Address, const RpcSettings &rpc, Log log)
+                                     const std::vector<Variable> &variables, const std::string &ps0Address,
+                                     const RpcSettings &rpc, Log log)
     : m_writer(logdir)
     , m_everySteps(everySteps > 0 ? everySteps : 100)
     , m_data(data)
@@ -118,8 +118,8 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float ful
     if (total <= kMaxScalarParameters) {
         for (size_t i = 0; i < params.size() && i < m_variables.size(); ++i)
             for (Eigen::Index j = 0; j < params[i].size(); ++j)
-                addScalar(summary, params[i].size() == 1 ? m_variables[i].name
-                                                         : m_variables[i].name + "_" + std::to_string(j),
+                addScalar(summary,
+                          params[i].size() == 1 ? m_variables[i].name : m_variables[i].name + "_" + std::to_string(j),
                           params[i][j]);
     }
     if (m_lastStep >= 0 && now > m_lastWallTime)

@@ -10,8 +10,8 @@
 // "pred" of the model's predictions on the chief's shard (the seeds'
 // tf.summary.histogram('pred', pred)).
 
-#include "formats/event_file.h"
 #include "engine/model.h"
+#include "formats/event_file.h"
 #include "wire/rpc.h"
 
 #include <condition_variable>
@@ -37,8 +37,8 @@ public:
     // staleness. `everySteps` <= 0 means every 100 global steps. `data` and
     // `variables` must outlive this object.
     TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
-                      const std::vector<Variable> &variables, const std::string &ps0Address,
-                      const RpcSettings &rpc, Log log);
+                      const std::vector<Variable> &variables, const std::string &ps0Address, const RpcSettings &rpc,
+                      Log log);
     ~TrainingSummaries(); // cancels the telemetry stream; never blocks long
 
     // Called by the chief after each step with the global step its

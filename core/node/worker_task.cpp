@@ -141,8 +141,9 @@ void WorkerTask::start()
         parameters += p.size();
     const int64_t needed = parameters * int64_t(sizeof(float)) + 4096;
     if (needed > m_rpc.maxMessageBytes)
-        throw InputError("the model has " + std::to_string(parameters) + " parameters, so one step's message takes about "
-                         + std::to_string(needed) + " bytes, but --max_message_bytes=" + std::to_string(m_rpc.maxMessageBytes)
+        throw InputError("the model has " + std::to_string(parameters)
+                         + " parameters, so one step's message takes about " + std::to_string(needed)
+                         + " bytes, but --max_message_bytes=" + std::to_string(m_rpc.maxMessageBytes)
                          + ": give every task --max_message_bytes=" + std::to_string(needed) + " or more");
     const int numPs = m_options.cluster.numPs();
     for (int k = 0; k < numPs; ++k)
@@ -189,8 +190,8 @@ void WorkerTask::start()
     };
     m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
     m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
-    m_server = startTaskServer(m_options.task, m_options.cluster.address(m_options.task), m_rpc,
-                               {m_services.front().get()});
+    m_server
+        = startTaskServer(m_options.task, m_options.cluster.address(m_options.task), m_rpc, {m_services.front().get()});
 
     for (int k = 0; k < numPs; ++k) {
         auto connection = std::make_unique<PsConnection>();
@@ -207,8 +208,8 @@ void WorkerTask::start()
                                             std::move(psChannels), m_stop.get_token(), m_log);
 
     m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
-          + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: "
-          + m_data.description + ", " + std::to_string(m_data.size()) + " samples");
+          + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: " + m_data.description
+          + ", " + std::to_string(m_data.size()) + " samples");
     setState(TaskPhase::Listening, "connecting to the ps tasks");
 }
 
@@ -239,8 +240,8 @@ bool WorkerTask::waitForPs(int ps)
         const auto result = stub->GetTaskStatus(context.get(), {}, &status);
         if (result.ok())
             return true;
-        const std::string what = "cannot reach ps:" + std::to_string(ps) + " at " + m_ps[size_t(ps)]->address
-                                 + ": " + describeRpcError(result);
+        const std::string what = "cannot reach ps:" + std::to_string(ps) + " at " + m_ps[size_t(ps)]->address + ": "
+                                 + describeRpcError(result);
         setState(TaskPhase::Waiting, what);
         if (!backoff.wait(what, m_log, [this] { return stopping(); }))
             return false;
@@ -286,8 +287,8 @@ bool WorkerTask::connectAndJoin()
                 if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION
                     || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
                     throw InputError(status.error_message());
-                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
-                                                 + ps->address + " while joining: " + describeRpcError(status));
+                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
+                                                 + " while joining: " + describeRpcError(status));
                 return connectAndJoin();
             }
             const auto &join_ = response.join();
@@ -414,8 +415,8 @@ bool WorkerTask::step()
             return false;
         const auto &vars = m_variablesOnPs[k];
         for (size_t j = 0; j < vars.size() && int(j) < shardResponse.push().parameters_size(); ++j)
-            m_params[size_t(vars[j])] = fromTensor(shardResponse.push().parameters(int(j)),
-                                                   m_params[size_t(vars[j])].size());
+            m_params[size_t(vars[j])]
+                = fromTensor(shardResponse.push().parameters(int(j)), m_params[size_t(vars[j])].size());
     }
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();
@@ -496,8 +497,8 @@ int WorkerTask::run()
             if (ps->stream) {
                 ps->context->TryCancel();
                 const auto status = ps->stream->Finish();
-                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
-                                                 + ps->address + ": " + describeRpcError(status));
+                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
+                                                 + ": " + describeRpcError(status));
             }
             ps->stream.reset();
             ps->context.reset();
@@ -521,9 +522,9 @@ int WorkerTask::run()
     }
     m_runFinished.notify_all();
     if (finished) {
-        setState(TaskPhase::Finished, "global step " + std::to_string(m_globalStep) + " reached --last_step="
-                                          + std::to_string(m_options.training.lastStep) + " (local steps "
-                                          + std::to_string(m_clock.load()) + ")");
+        setState(TaskPhase::Finished, "global step " + std::to_string(m_globalStep)
+                                          + " reached --last_step=" + std::to_string(m_options.training.lastStep)
+                                          + " (local steps " + std::to_string(m_clock.load()) + ")");
     } else {
         std::string reason;
         {

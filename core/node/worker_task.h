@@ -81,9 +81,9 @@ private:
 
     std::unique_ptr<Model> m_model;
     Dataset m_data;
-    std::vector<Variable> m_variables;            // names and shapes, model order
+    std::vector<Variable> m_variables;             // names and shapes, model order
     std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
-    Parameters m_params;                          // current view, model order
+    Parameters m_params;                           // current view, model order
     int64_t m_globalStep = 0;
     std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
     int64_t m_previousPushUs = 0;

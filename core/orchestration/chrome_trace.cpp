@@ -1,8 +1,8 @@
 #include "orchestration/chrome_trace.h"
 #include "base/version.h"
 
-#include "config/node_options.h"
 #include "base/qt_text.h"
+#include "config/node_options.h"
 #include "formats/run_log.h"
 
 #include <QJsonArray>
@@ -145,27 +145,28 @@ std::string chromeTraceJson(const RunSnapshot &snapshot)
         flush(std::numeric_limits<double>::infinity());
     }
     for (const ModeMarker &m : snapshot.modeChanges) {
-        events.append(QJsonObject{
-            {QStringLiteral("name"), QStringLiteral("mode: %1").arg(qs(describeMode(m.current)))},
-            {QStringLiteral("cat"), QStringLiteral("mode")},
-            {QStringLiteral("ph"), QStringLiteral("i")},
-            {QStringLiteral("s"), QStringLiteral("g")},
-            {QStringLiteral("pid"), 1},
-            {QStringLiteral("tid"), kPsThread},
-            {QStringLiteral("ts"), micros(m.wallTime)},
-            {QStringLiteral("args"), QJsonObject{{QStringLiteral("global_step"), qint64(m.globalStep)},
-                                                 {QStringLiteral("previous"), qs(describeMode(m.previous))},
-                                                 {QStringLiteral("requested_by"), qs(m.requestedBy)}}}});
+        events.append(
+            QJsonObject{{QStringLiteral("name"), QStringLiteral("mode: %1").arg(qs(describeMode(m.current)))},
+                        {QStringLiteral("cat"), QStringLiteral("mode")},
+                        {QStringLiteral("ph"), QStringLiteral("i")},
+                        {QStringLiteral("s"), QStringLiteral("g")},
+                        {QStringLiteral("pid"), 1},
+                        {QStringLiteral("tid"), kPsThread},
+                        {QStringLiteral("ts"), micros(m.wallTime)},
+                        {QStringLiteral("args"), QJsonObject{{QStringLiteral("global_step"), qint64(m.globalStep)},
+                                                             {QStringLiteral("previous"), qs(describeMode(m.previous))},
+                                                             {QStringLiteral("requested_by"), qs(m.requestedBy)}}}});
     }
     for (const auto &[step, wallTime] : snapshot.checkpoints) {
-        events.append(QJsonObject{{QStringLiteral("name"), QStringLiteral("checkpoint")},
-                                  {QStringLiteral("cat"), QStringLiteral("checkpoint")},
-                                  {QStringLiteral("ph"), QStringLiteral("i")},
-                                  {QStringLiteral("s"), QStringLiteral("t")},
-                                  {QStringLiteral("pid"), 1},
-                                  {QStringLiteral("tid"), workerThread(0)},
-                                  {QStringLiteral("ts"), micros(wallTime)},
-                                  {QStringLiteral("args"), QJsonObject{{QStringLiteral("global_step"), qint64(step)}}}});
+        events.append(
+            QJsonObject{{QStringLiteral("name"), QStringLiteral("checkpoint")},
+                        {QStringLiteral("cat"), QStringLiteral("checkpoint")},
+                        {QStringLiteral("ph"), QStringLiteral("i")},
+                        {QStringLiteral("s"), QStringLiteral("t")},
+                        {QStringLiteral("pid"), 1},
+                        {QStringLiteral("tid"), workerThread(0)},
+                        {QStringLiteral("ts"), micros(wallTime)},
+                        {QStringLiteral("args"), QJsonObject{{QStringLiteral("global_step"), qint64(step)}}}});
     }
 
     const QJsonObject trace{

@@ -1,12 +1,12 @@
 #include "orchestration/cluster_launcher.h"
 
-#include "wire/cluster_token.h"
-#include "orchestration/cluster_watcher.h"
-#include "formats/task_state_line.h"
 #include "base/error.h"
 #include "base/port_holder.h"
-#include "orchestration/task_runner.h"
 #include "base/qt_text.h"
+#include "formats/task_state_line.h"
+#include "orchestration/cluster_watcher.h"
+#include "orchestration/task_runner.h"
+#include "wire/cluster_token.h"
 
 #include <QCoreApplication>
 #include <QDeadlineTimer>
@@ -29,8 +29,7 @@ constexpr int kWorkerStartFallbackMs = 3000; // start workers even if a ps never
 constexpr int kWatcherWaitMs = 10000;        // ... and even if the watcher never connects
 constexpr int kStopEscalationMs = 5000;      // stopTask: SIGKILL if SIGTERM did not end it
 constexpr int kStopAllGraceMs = 3000;
-constexpr int kAbandonMs = 4000;             // a remote task's ssh that outlives a KILL by this is ended
-
+constexpr int kAbandonMs = 4000; // a remote task's ssh that outlives a KILL by this is ended
 
 bool isFinal(TaskState state)
 {
@@ -91,21 +90,18 @@ QString taskStateName(TaskState state)
 struct ClusterLauncher::Process
 {
     std::unique_ptr<TaskRunner> runner; // local child or ssh
-    QProcess *process = nullptr; // a child of the launcher; replaced on restart
-    std::deque<QString> lines;   // the last kMaxOutputLines lines of output
-    QString partial;             // output after the last newline
-    QString lastError;           // the last line that reads as an error
+    QProcess *process = nullptr;        // a child of the launcher; replaced on restart
+    std::deque<QString> lines;          // the last kMaxOutputLines lines of output
+    QString partial;                    // output after the last newline
+    QString lastError;                  // the last line that reads as an error
     QString lastLine;
-    bool listening = false;      // a ps task reported a state: it serves its address
+    bool listening = false; // a ps task reported a state: it serves its address
     bool stopRequested = false;
     bool killRequested = false;
     bool restartRequested = false;
 };
 
-ClusterLauncher::ClusterLauncher(QObject *parent)
-    : QObject(parent)
-{
-}
+ClusterLauncher::ClusterLauncher(QObject *parent) : QObject(parent) {}
 
 ClusterLauncher::~ClusterLauncher()
 {
@@ -448,18 +444,10 @@ void ClusterLauncher::interpretLine(int row, const QString &rawLine)
         return;
     const QString detail = withoutRetry(qs(report->detail));
     switch (report->phase) {
-    case TaskPhase::Listening:
-        setState(row, TaskState::Starting, tr("listening; %1").arg(detail));
-        break;
-    case TaskPhase::Waiting:
-        setState(row, TaskState::WaitingFor, detail);
-        break;
-    case TaskPhase::Training:
-        setState(row, TaskState::Training, QString());
-        break;
-    case TaskPhase::Serving:
-        setState(row, TaskState::Serving, detail.section(QLatin1Char(';'), 0, 0));
-        break;
+    case TaskPhase::Listening: setState(row, TaskState::Starting, tr("listening; %1").arg(detail)); break;
+    case TaskPhase::Waiting: setState(row, TaskState::WaitingFor, detail); break;
+    case TaskPhase::Training: setState(row, TaskState::Training, QString()); break;
+    case TaskPhase::Serving: setState(row, TaskState::Serving, detail.section(QLatin1Char(';'), 0, 0)); break;
     case TaskPhase::Finished:
     case TaskPhase::Stopped:
         // The exit code decides between finished and dead; the words stay.
@@ -519,7 +507,7 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
         setState(row, TaskState::Dead, tr("killed (SIGKILL) on request"));
     } else if (p.stopRequested) {
         setState(row, TaskState::Stopped,
-                 crashed ? tr("stopped: did not exit on SIGTERM, killed")
+                 crashed         ? tr("stopped: did not exit on SIGTERM, killed")
                  : exitCode == 0 ? tr("stopped on request")
                                  : tr("stopped on request (exit code %1)").arg(exitCode));
     } else if (crashed) {
@@ -640,7 +628,8 @@ void ClusterLauncher::stopAll()
     const QDeadlineTimer killDeadline(kAbandonMs);
     for (int row = 0; row < int(m_processes.size()); ++row) {
         while (isRunning(row) && !killDeadline.hasExpired())
-            m_processes[size_t(row)]->process->waitForFinished(int(std::min<qint64>(killDeadline.remainingTime(), 100)));
+            m_processes[size_t(row)]->process->waitForFinished(
+                int(std::min<qint64>(killDeadline.remainingTime(), 100)));
     }
     // An ssh connection that no longer answers: ending the client closes the
     // remote side's control channel, which stops the task there (if the host
@@ -687,9 +676,7 @@ void ClusterLauncher::updateFromSnapshot(const RunSnapshot &snapshot)
             state = TaskState::WaitingFor;
             detail = tr("waiting for the chief worker:0 to initialise the variables");
             break;
-        case proto::TRAINING:
-            state = TaskState::Training;
-            break;
+        case proto::TRAINING: state = TaskState::Training; break;
         case proto::BLOCKED_BY_SYNC:
         case proto::BLOCKED_BY_STALENESS:
             state = figures.phase == proto::BLOCKED_BY_SYNC ? TaskState::BlockedBySync : TaskState::BlockedByStaleness;
@@ -704,7 +691,8 @@ void ClusterLauncher::updateFromSnapshot(const RunSnapshot &snapshot)
     }
     if (snapshot.initialized && !snapshot.finished)
         updateFromStatus(TaskId{JobName::Ps, 0}, TaskState::Serving,
-                         tr("global step %1, mode %2").arg(snapshot.globalStep).arg(qs(describeMode(snapshot.mode))), 0);
+                         tr("global step %1, mode %2").arg(snapshot.globalStep).arg(qs(describeMode(snapshot.mode))),
+                         0);
 }
 
 void ClusterLauncher::setStragglerDelay(const TaskId &task, int delayMs)

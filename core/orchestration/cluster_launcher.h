@@ -32,15 +32,15 @@ class TaskRunner;
 // What a task is doing, as the process panel shows it.
 enum class TaskState {
     NotStarted,
-    Starting,            // process started, not listening yet
-    WaitingFor,          // waiting for a ps / the chief (see TaskInfo::detail)
+    Starting,   // process started, not listening yet
+    WaitingFor, // waiting for a ps / the chief (see TaskInfo::detail)
     Training,
     BlockedBySync,
     BlockedByStaleness,
-    Serving,             // a ps that holds variables
-    Finished,            // exited 0
-    Stopped,             // stopped on request
-    Dead,                // crashed, killed, or exited non-zero
+    Serving,  // a ps that holds variables
+    Finished, // exited 0
+    Stopped,  // stopped on request
+    Dead,     // crashed, killed, or exited non-zero
 };
 QString taskStateName(TaskState state);
 
@@ -49,9 +49,9 @@ struct TaskInfo
     TaskId task;
     HostPort address;
     TaskState state = TaskState::NotStarted;
-    QString detail;      // "waiting for the chief worker:0 ...", "exit code 2: ..."
-    qint64 pid = 0;      // on the host the task runs on
-    QString host;        // where it runs: "this machine", "alice@10.0.0.2 (ssh)"
+    QString detail; // "waiting for the chief worker:0 ...", "exit code 2: ..."
+    qint64 pid = 0; // on the host the task runs on
+    QString host;   // where it runs: "this machine", "alice@10.0.0.2 (ssh)"
     int exitCode = 0;
     double stepsPerSecond = 0;
     int stragglerDelayMs = 0;
@@ -62,7 +62,7 @@ struct PortConflict
 {
     TaskId task;
     HostPort address;
-    QString holder;      // "pid 1234 (parasync-node --job_name=ps ...)", or empty
+    QString holder;             // "pid 1234 (parasync-node --job_name=ps ...)", or empty
     uint16_t suggestedPort = 0; // a free port to use instead
 };
 

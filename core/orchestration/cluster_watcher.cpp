@@ -1,12 +1,12 @@
 #include "orchestration/cluster_watcher.h"
 
-#include "wire/cluster_token.h"
 #include "base/error.h"
-#include "wire/rpc.h"
+#include "base/qt_text.h"
 #include "config/node_options.h"
 #include "formats/run_log.h"
 #include "proto/parasync.grpc.pb.h"
-#include "base/qt_text.h"
+#include "wire/cluster_token.h"
+#include "wire/rpc.h"
 
 #include <QDir>
 #include <QFile>
@@ -23,7 +23,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr auto kProbeDeadline = 2000ms;   // a wrong host answers with a timeout, not a long silence
+constexpr auto kProbeDeadline = 2000ms; // a wrong host answers with a timeout, not a long silence
 constexpr auto kControlDeadline = 5000ms;
 
 std::shared_ptr<grpc::ClientContext> sharedContext(const RpcSettings &settings, std::chrono::milliseconds deadline = {})
@@ -37,15 +37,15 @@ std::string describeWatchFailure(const std::string &where, const grpc::Status &s
     if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
         return where + " does not serve the cluster's telemetry: is it ps:0's address, not a worker's?";
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
-        return where + " refused the app: wrong or missing cluster token (give the cluster's token: in "
-                       "Connect, with --cluster_token_file, or in PARASYNC_CLUSTER_TOKEN)";
+        return where
+               + " refused the app: wrong or missing cluster token (give the cluster's token: in "
+                 "Connect, with --cluster_token_file, or in PARASYNC_CLUSTER_TOKEN)";
     return (wasConnected ? "lost " : "cannot reach ") + where + ": " + describeRpcError(status);
 }
 
 } // namespace
 
-ClusterWatcher::ClusterWatcher(QObject *parent)
-    : QObject(parent)
+ClusterWatcher::ClusterWatcher(QObject *parent) : QObject(parent)
 {
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::proto::ModeConfig>();
@@ -183,7 +183,8 @@ void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t gen
         const auto now = std::chrono::steady_clock::now();
         if (!changed)
             return;
-        if (!force && (now - lastPublish < std::chrono::milliseconds(m_intervalMs.load()) || m_queuedSnapshots.load() > 0))
+        if (!force
+            && (now - lastPublish < std::chrono::milliseconds(m_intervalMs.load()) || m_queuedSnapshots.load() > 0))
             return;
         changed = false;
         lastPublish = now;
@@ -263,9 +264,9 @@ void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t gen
                                 state = std::move(fromDisk);
                                 historyStep = state.globalStep();
                                 changed = true;
-                                say(false, "read the run's history from " + directory + ": " + std::to_string(info.records)
-                                               + " records up to global step " + std::to_string(historyStep)
-                                               + "; continuing live");
+                                say(false, "read the run's history from " + directory + ": "
+                                               + std::to_string(info.records) + " records up to global step "
+                                               + std::to_string(historyStep) + "; continuing live");
                             } catch (const InputError &e) {
                                 say(false, std::string("the run's history is not shown: ") + e.what());
                             }
@@ -324,8 +325,7 @@ void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t gen
                 state.setFinished(true);
                 changed = true;
                 publish(true);
-                const std::string message =
-                    "the cluster finished at global step " + std::to_string(state.globalStep());
+                const std::string message = "the cluster finished at global step " + std::to_string(state.globalStep());
                 post(generation, [this, text = qs(message)] {
                     Q_EMIT clusterFinished();
                     Q_EMIT connectionStateChanged(false, text);
@@ -337,7 +337,8 @@ void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t gen
             publish(true);
             failure = describeWatchFailure(where, status, connected);
         }
-        if (!backoff.wait(failure, [&](const std::string &line) { say(false, line); }, [this] { return m_stop.load(); }))
+        if (!backoff.wait(
+                failure, [&](const std::string &line) { say(false, line); }, [this] { return m_stop.load(); }))
             break;
     }
 }
@@ -369,72 +370,76 @@ void ClusterWatcher::setMode(const proto::ModeConfig &mode)
     }
     const std::string address = m_address.toStdString();
     const RpcSettings settings = m_settings;
-    runControlCall(kControlDeadline, [this, address, settings, mode](grpc::ClientContext *context) -> std::function<void()> {
-        auto stub = proto::ClusterControl::NewStub(makeChannel(address, settings));
-        proto::SetModeRequest request;
-        *request.mutable_mode() = mode;
-        request.set_requested_by("parasync app");
-        proto::SetModeResponse response;
-        const grpc::Status status = stub->SetMode(context, request, &response);
-        if (!status.ok()) {
-            const QString message = qs("cannot change the mode on ps:0 at " + address + ": " + describeRpcError(status));
-            return [this, message] { Q_EMIT controlFinished(false, message); };
-        }
-        const QString message = qs("mode " + describeMode(response.mode()) + " from global step "
-                                   + std::to_string(response.global_step()));
-        return [this, response, message] {
-            Q_EMIT modeChanged(response.mode(), qint64(response.global_step()));
-            Q_EMIT controlFinished(true, message);
-        };
-    });
+    runControlCall(kControlDeadline,
+                   [this, address, settings, mode](grpc::ClientContext *context) -> std::function<void()> {
+                       auto stub = proto::ClusterControl::NewStub(makeChannel(address, settings));
+                       proto::SetModeRequest request;
+                       *request.mutable_mode() = mode;
+                       request.set_requested_by("parasync app");
+                       proto::SetModeResponse response;
+                       const grpc::Status status = stub->SetMode(context, request, &response);
+                       if (!status.ok()) {
+                           const QString message
+                               = qs("cannot change the mode on ps:0 at " + address + ": " + describeRpcError(status));
+                           return [this, message] { Q_EMIT controlFinished(false, message); };
+                       }
+                       const QString message = qs("mode " + describeMode(response.mode()) + " from global step "
+                                                  + std::to_string(response.global_step()));
+                       return [this, response, message] {
+                           Q_EMIT modeChanged(response.mode(), qint64(response.global_step()));
+                           Q_EMIT controlFinished(true, message);
+                       };
+                   });
 }
 
 void ClusterWatcher::setStraggler(const QString &workerAddress, int delayMs)
 {
     const std::string address = workerAddress.toStdString();
     const RpcSettings settings = m_settings;
-    runControlCall(kControlDeadline, [this, address, settings, delayMs, workerAddress](grpc::ClientContext *context)
-                                         -> std::function<void()> {
-        auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
-        proto::SetStragglerRequest request;
-        request.set_delay_ms(delayMs);
-        proto::SetStragglerResponse response;
-        const grpc::Status status = stub->SetStraggler(context, request, &response);
-        if (!status.ok()) {
-            const QString message =
-                qs("cannot slow down the worker at " + address + ": " + describeRpcError(status));
-            return [this, message] { Q_EMIT controlFinished(false, message); };
-        }
-        const int now = response.delay_ms();
-        const QString message = now > 0 ? qs("the worker at " + address + " now takes " + std::to_string(now)
-                                             + " ms longer per step")
-                                         : qs("the worker at " + address + " runs at full speed again");
-        return [this, workerAddress, now, message] {
-            Q_EMIT stragglerChanged(workerAddress, now);
-            Q_EMIT controlFinished(true, message);
-        };
-    });
+    runControlCall(
+        kControlDeadline,
+        [this, address, settings, delayMs, workerAddress](grpc::ClientContext *context) -> std::function<void()> {
+            auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+            proto::SetStragglerRequest request;
+            request.set_delay_ms(delayMs);
+            proto::SetStragglerResponse response;
+            const grpc::Status status = stub->SetStraggler(context, request, &response);
+            if (!status.ok()) {
+                const QString message
+                    = qs("cannot slow down the worker at " + address + ": " + describeRpcError(status));
+                return [this, message] { Q_EMIT controlFinished(false, message); };
+            }
+            const int now = response.delay_ms();
+            const QString message
+                = now > 0 ? qs("the worker at " + address + " now takes " + std::to_string(now) + " ms longer per step")
+                          : qs("the worker at " + address + " runs at full speed again");
+            return [this, workerAddress, now, message] {
+                Q_EMIT stragglerChanged(workerAddress, now);
+                Q_EMIT controlFinished(true, message);
+            };
+        });
 }
 
 void ClusterWatcher::setPace(const QString &workerAddress, int computeMs)
 {
     const std::string address = workerAddress.toStdString();
     const RpcSettings settings = m_settings;
-    runControlCall(kControlDeadline, [this, address, settings, computeMs, workerAddress](grpc::ClientContext *context)
-                                         -> std::function<void()> {
-        auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
-        proto::SetPaceRequest request;
-        request.set_compute_ms(computeMs);
-        proto::SetPaceResponse response;
-        const grpc::Status status = stub->SetPace(context, request, &response);
-        if (!status.ok()) {
-            const QString message = qs("cannot change the pace of the worker at " + address + ": "
-                                       + describeRpcError(status));
-            return [this, message] { Q_EMIT controlFinished(false, message); };
-        }
-        const int now = response.compute_ms();
-        return [this, workerAddress, now] { Q_EMIT paceChanged(workerAddress, now); };
-    });
+    runControlCall(
+        kControlDeadline,
+        [this, address, settings, computeMs, workerAddress](grpc::ClientContext *context) -> std::function<void()> {
+            auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+            proto::SetPaceRequest request;
+            request.set_compute_ms(computeMs);
+            proto::SetPaceResponse response;
+            const grpc::Status status = stub->SetPace(context, request, &response);
+            if (!status.ok()) {
+                const QString message
+                    = qs("cannot change the pace of the worker at " + address + ": " + describeRpcError(status));
+                return [this, message] { Q_EMIT controlFinished(false, message); };
+            }
+            const int now = response.compute_ms();
+            return [this, workerAddress, now] { Q_EMIT paceChanged(workerAddress, now); };
+        });
 }
 
 void ClusterWatcher::stopTask(const QString &taskAddress, const QString &reason)
@@ -442,17 +447,18 @@ void ClusterWatcher::stopTask(const QString &taskAddress, const QString &reason)
     const std::string address = taskAddress.toStdString();
     const RpcSettings settings = m_settings;
     const std::string why = reason.isEmpty() ? std::string("stopped from the parasync app") : reason.toStdString();
-    runControlCall(kControlDeadline, [this, address, settings, why](grpc::ClientContext *context) -> std::function<void()> {
-        auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
-        proto::StopRequest request;
-        request.set_reason(why);
-        proto::StopResponse response;
-        const grpc::Status status = stub->Stop(context, request, &response);
-        const QString message = status.ok()
-                                    ? qs("asked the task at " + address + " to stop")
-                                    : qs("cannot stop the task at " + address + ": " + describeRpcError(status));
-        return [this, ok = status.ok(), message] { Q_EMIT controlFinished(ok, message); };
-    });
+    runControlCall(kControlDeadline,
+                   [this, address, settings, why](grpc::ClientContext *context) -> std::function<void()> {
+                       auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+                       proto::StopRequest request;
+                       request.set_reason(why);
+                       proto::StopResponse response;
+                       const grpc::Status status = stub->Stop(context, request, &response);
+                       const QString message
+                           = status.ok() ? qs("asked the task at " + address + " to stop")
+                                         : qs("cannot stop the task at " + address + ": " + describeRpcError(status));
+                       return [this, ok = status.ok(), message] { Q_EMIT controlFinished(ok, message); };
+                   });
 }
 
 void ClusterWatcher::requestStatus()

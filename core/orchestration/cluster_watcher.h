@@ -8,10 +8,10 @@
 // thread too. Qt Core only.
 
 #include "config/cluster_spec.h"
-#include "proto/parasync.pb.h"
-#include "wire/rpc_settings.h"
 #include "orchestration/run_replay.h"
 #include "orchestration/run_state.h"
+#include "proto/parasync.pb.h"
+#include "wire/rpc_settings.h"
 
 #include <QObject>
 #include <QString>

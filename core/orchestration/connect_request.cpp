@@ -7,8 +7,9 @@ namespace parasync {
 RpcSettings ConnectRequest::rpcSettings() const
 {
     RpcSettings settings = rpcSettingsFor(connection, false);
-    settings.clusterToken = !token.trimmed().isEmpty() ? checkClusterToken(token.trimmed().toStdString(), "the pasted token")
-                                                       : resolveClusterToken(tokenFile.trimmed().toStdString());
+    settings.clusterToken = !token.trimmed().isEmpty()
+                                ? checkClusterToken(token.trimmed().toStdString(), "the pasted token")
+                                : resolveClusterToken(tokenFile.trimmed().toStdString());
     return settings;
 }
 

@@ -14,10 +14,10 @@ namespace parasync {
 
 struct ConnectRequest
 {
-    QString address;       // ps:0, host:port
-    QString runDirectory;  // optional: its --logdir, readable here
-    QString tokenFile;     // optional: a 0600 file holding the token
-    QString token;         // optional: the token itself (never saved)
+    QString address;              // ps:0, host:port
+    QString runDirectory;         // optional: its --logdir, readable here
+    QString tokenFile;            // optional: a 0600 file holding the token
+    QString token;                // optional: the token itself (never saved)
     ConnectionOptions connection; // TLS files
 
     // The RPC settings: the token from `token`, else `tokenFile`, else

@@ -20,17 +20,16 @@
 
 namespace parasync {
 
-
 namespace {
 
 proto::ModeConfig modeFromJson(const QJsonObject &object)
 {
     proto::ModeConfig mode;
     const QString name = object.value(QStringLiteral("mode")).toString();
-    mode.set_mode(name == QLatin1String("async") ? proto::ASYNC
+    mode.set_mode(name == QLatin1String("async")  ? proto::ASYNC
                   : name == QLatin1String("sync") ? proto::SYNC
                   : name == QLatin1String("ssp")  ? proto::SSP
-                                                   : proto::UPDATE_MODE_UNSPECIFIED);
+                                                  : proto::UPDATE_MODE_UNSPECIFIED);
     mode.set_staleness(object.value(QStringLiteral("staleness")).toInt());
     mode.set_replicas_to_aggregate(object.value(QStringLiteral("replicas_to_aggregate")).toInt());
     mode.set_total_num_replicas(object.value(QStringLiteral("total_num_replicas")).toInt());
@@ -48,9 +47,9 @@ const std::set<QString> &stepKeys()
 {
     static const std::set<QString> keys = [] {
         std::set<QString> k;
-        for (const char *name : {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step",
-                                 "staleness", "outcome", "contributions", "batch_loss", "full_loss", "compute_us",
-                                 "push_us", "wait_us", "wait_reason"})
+        for (const char *name :
+             {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step", "staleness",
+              "outcome", "contributions", "batch_loss", "full_loss", "compute_us", "push_us", "wait_us", "wait_reason"})
             k.insert(QString::fromLatin1(name));
         return k;
     }();
@@ -212,8 +211,8 @@ void replayMetrics(QFile &file, RunState *state, RunDirectoryInfo *info)
         step.wallTime = timeColumn >= 0 ? number(fields[timeColumn]) : 0;
         step.worker = workerColumn >= 0 ? fields[workerColumn].toInt() : 0;
         step.batchLoss = float(number(fields[lossColumn]));
-        step.fullLoss = fullLossColumn >= 0 ? float(number(fields[fullLossColumn]))
-                                            : std::numeric_limits<float>::quiet_NaN();
+        step.fullLoss
+            = fullLossColumn >= 0 ? float(number(fields[fullLossColumn])) : std::numeric_limits<float>::quiet_NaN();
         step.workerClock = ++clocks[step.worker]; // metrics.csv has no clock: count the worker's rows
         for (int c : parameterColumns)
             step.parameters.push_back(float(number(fields[c])));
@@ -257,8 +256,7 @@ RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *stat
         state->setClusterJson(info.clusterJson);
     QFile &source = haveStepLog ? stepLog : metrics;
     if (!source.open(QIODevice::ReadOnly))
-        throw InputError("cannot read " + source.fileName().toStdString() + ": "
-                         + source.errorString().toStdString());
+        throw InputError("cannot read " + source.fileName().toStdString() + ": " + source.errorString().toStdString());
     if (haveStepLog) {
         replayStepLog(source, state, &info);
     } else {

@@ -20,8 +20,8 @@ namespace parasync {
 struct RunDirectoryInfo
 {
     std::string directory;
-    std::string clusterJson; // contents of cluster.json, or empty
-    int64_t records = 0;     // lines read
+    std::string clusterJson;  // contents of cluster.json, or empty
+    int64_t records = 0;      // lines read
     int64_t skippedLines = 0; // lines that did not parse (a torn last line)
 };
 RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *state);

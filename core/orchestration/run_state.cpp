@@ -1,10 +1,10 @@
 #include "orchestration/run_state.h"
 
 #include "base/error.h"
-#include "formats/event_file.h"
-#include "config/node_options.h"
-#include "formats/run_log.h"
 #include "base/qt_text.h"
+#include "config/node_options.h"
+#include "formats/event_file.h"
+#include "formats/run_log.h"
 
 #include <QDir>
 #include <QFile>
@@ -22,10 +22,10 @@ namespace parasync {
 
 namespace {
 
-constexpr size_t kStalenessBins = 16;  // 0..14, and ">= 15"
+constexpr size_t kStalenessBins = 16; // 0..14, and ">= 15"
 constexpr double kRateWindowSeconds = 2.0;
 constexpr double kRateSampleSeconds = 0.05;
-constexpr int kMaxWorkerIndex = 1 << 16; // guards the workers vector against a corrupt record
+constexpr int kMaxWorkerIndex = 1 << 16;    // guards the workers vector against a corrupt record
 constexpr int64_t kMaxNamedParameters = 16; // as ps:0's metrics.csv columns
 
 void mergeInto(DecimatedSeries::Bucket &into, const DecimatedSeries::Bucket &from)
@@ -43,8 +43,7 @@ void mergeInto(DecimatedSeries::Bucket &into, const DecimatedSeries::Bucket &fro
 // DecimatedSeries
 // ---------------------------------------------------------------------------
 
-DecimatedSeries::DecimatedSeries(size_t capacity)
-    : m_capacity(std::max<size_t>(capacity, 2))
+DecimatedSeries::DecimatedSeries(size_t capacity) : m_capacity(std::max<size_t>(capacity, 2))
 {
     m_buckets.reserve(m_capacity);
 }
@@ -384,8 +383,8 @@ void RunState::setClusterJson(const std::string &json)
         if (!m_snapshot.workerHosts.empty())
             worker(int(m_snapshot.workerHosts.size()) - 1);
     }
-    const QJsonObject training =
-        root.contains(QStringLiteral("training")) ? root.value(QStringLiteral("training")).toObject() : root;
+    const QJsonObject training
+        = root.contains(QStringLiteral("training")) ? root.value(QStringLiteral("training")).toObject() : root;
     if (training.isEmpty())
         return;
     m_snapshot.trainingJson = QJsonDocument(training).toJson(QJsonDocument::Compact).toStdString();

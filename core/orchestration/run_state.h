@@ -31,8 +31,8 @@ class DecimatedSeries
 public:
     struct Bucket
     {
-        double x = 0;      // first x in the bucket (global step or wall time)
-        double last = 0;   // last y that fell in the bucket
+        double x = 0;    // first x in the bucket (global step or wall time)
+        double last = 0; // last y that fell in the bucket
         double min = 0;
         double max = 0;
         double sum = 0;
@@ -65,8 +65,8 @@ struct StepRecord
     double wallTime = 0;
     int worker = 0;
     int64_t workerClock = 0;
-    int64_t staleness = 0;         // -1: unknown (a run replayed from metrics.csv)
-    int64_t computedFromStep = 0;  // the global step `parameters` belong to
+    int64_t staleness = 0;        // -1: unknown (a run replayed from metrics.csv)
+    int64_t computedFromStep = 0; // the global step `parameters` belong to
     float batchLoss = 0;
     float fullLoss = 0; // NaN when not evaluated
     proto::PushOutcome outcome = proto::APPLIED;
@@ -96,9 +96,9 @@ struct WorkerFigures
     int64_t clock = 0;
     int64_t applied = 0;
     int64_t dropped = 0;
-    int64_t nonfinite = 0;         // gradients with NaN/Inf (rejected, or applied and counted)
-    double stepsPerSecond = 0;     // over the last ~2 s of wall time
-    double waitFraction = 0;       // waitUs / (compute + push + wait), whole run
+    int64_t nonfinite = 0;                   // gradients with NaN/Inf (rejected, or applied and counted)
+    double stepsPerSecond = 0;               // over the last ~2 s of wall time
+    double waitFraction = 0;                 // waitUs / (compute + push + wait), whole run
     std::vector<int64_t> stalenessHistogram; // [staleness] -> count; last bin is ">= size-1"
     int64_t pid = 0;
 };
@@ -111,16 +111,16 @@ struct RunSnapshot
     proto::ModeConfig mode;
     int64_t lastStep = 0;
     bool finished = false;
-    int64_t lostEvents = 0; // telemetry the watcher lost because it was slow
+    int64_t lostEvents = 0;                  // telemetry the watcher lost because it was slow
     std::vector<std::string> parameterNames; // "w", "b" when the model is small
     double startWallTime = 0;
 
     // Per worker, by index.
     std::vector<WorkerFigures> workers;
     std::map<int, DecimatedSeries> batchLossByWorker; // x = global step
-    DecimatedSeries fullLoss;                          // chief's full-shard loss, x = global step
-    DecimatedSeries fullLossByTime;                    // x = seconds since start
-    std::vector<DecimatedSeries> parameterSeries;      // one per parameter name, x = global step
+    DecimatedSeries fullLoss;                         // chief's full-shard loss, x = global step
+    DecimatedSeries fullLossByTime;                   // x = seconds since start
+    std::vector<DecimatedSeries> parameterSeries;     // one per parameter name, x = global step
     // The most recent steps in full detail, for the step-interleaving lanes
     // (bounded; older steps are only in the decimated series).
     std::vector<StepRecord> recentSteps;
@@ -132,17 +132,17 @@ struct RunSnapshot
     // straggler delay on a cluster this app did not start).
     std::vector<std::string> psHosts;
     std::vector<std::string> workerHosts;
-    std::string trainingJson;      // the run's training flags (TrainingOptions::toJson format)
+    std::string trainingJson;        // the run's training flags (TrainingOptions::toJson format)
     proto::ModelSignature signature; // empty until the chief initialised the variables
-    bool initialized = false;      // the chief initialised the variables
-    int64_t droppedTotal = 0;      // gradients dropped as stale, all workers
+    bool initialized = false;        // the chief initialised the variables
+    int64_t droppedTotal = 0;        // gradients dropped as stale, all workers
     // ps:0's hang watchdog: seconds the global step has not moved although
     // workers are alive (0: it moves), and whom ps:0 waits for.
     double stallSeconds = 0;
     std::string stallWaitingFor;
-    int actingChief = 0;           // the worker doing the chief's duties
-    int64_t stepEvents = 0;        // step records seen (applied, aggregated and dropped)
-    double lastWallTime = 0;       // wall time of the newest record
+    int actingChief = 0;     // the worker doing the chief's duties
+    int64_t stepEvents = 0;  // step records seen (applied, aggregated and dropped)
+    double lastWallTime = 0; // wall time of the newest record
 };
 
 // Accumulates a run's events. Not thread-safe: one owner (the watcher's

@@ -45,12 +45,11 @@ QString sshProgram()
 QStringList sshArguments(const RemoteHost &host, const QString &remoteCommand)
 {
     QStringList args{QStringLiteral("-T"), // no terminal: stdin is the task's control channel
-                     QStringLiteral("-o"), QStringLiteral("BatchMode=yes"),
-                     QStringLiteral("-o"), QStringLiteral("ConnectTimeout=%1").arg(kSshConnectTimeoutSeconds),
+                     QStringLiteral("-o"), QStringLiteral("BatchMode=yes"), QStringLiteral("-o"),
+                     QStringLiteral("ConnectTimeout=%1").arg(kSshConnectTimeoutSeconds),
                      // A connection that silently died (a cut link) ends within ~15 s.
-                     QStringLiteral("-o"), QStringLiteral("ServerAliveInterval=5"),
-                     QStringLiteral("-o"), QStringLiteral("ServerAliveCountMax=3"),
-                     QStringLiteral("-o"), QStringLiteral("LogLevel=ERROR")};
+                     QStringLiteral("-o"), QStringLiteral("ServerAliveInterval=5"), QStringLiteral("-o"),
+                     QStringLiteral("ServerAliveCountMax=3"), QStringLiteral("-o"), QStringLiteral("LogLevel=ERROR")};
     if (host.sshPort != 0)
         args << QStringLiteral("-p") << QString::number(host.sshPort);
     if (!host.user.empty())
@@ -97,12 +96,14 @@ QString sshFailureAdvice(const QString &sshError, const RemoteHost &host)
 {
     const QString target = describeSshTarget(host);
     const QString e = sshError.toLower();
-    if (e.contains(QLatin1String("could not resolve hostname")) || e.contains(QLatin1String("name or service not known")))
+    if (e.contains(QLatin1String("could not resolve hostname"))
+        || e.contains(QLatin1String("name or service not known")))
         return QStringLiteral("check the host name %1 (DNS, /etc/hosts), or give its address as \"ssh_host\"")
             .arg(qs(host.connectHost()));
     if (e.contains(QLatin1String("permission denied")))
-        return QStringLiteral("install your public key in %1's ~/.ssh/authorized_keys (ssh-copy-id %1), give the key as "
-                              "\"identity_file\", or add it to your ssh-agent; passwords are not used")
+        return QStringLiteral(
+                   "install your public key in %1's ~/.ssh/authorized_keys (ssh-copy-id %1), give the key as "
+                   "\"identity_file\", or add it to your ssh-agent; passwords are not used")
             .arg(target);
     if (e.contains(QLatin1String("host key verification failed")))
         return QStringLiteral("%1's host key is not known here: connect once with `ssh %1` to check and accept it, or "
@@ -113,7 +114,8 @@ QString sshFailureAdvice(const QString &sshError, const RemoteHost &host)
                               "with ssh-keygen -R")
             .arg(target);
     if (e.contains(QLatin1String("connection refused")))
-        return QStringLiteral("no ssh server answers on %1: start sshd there, or give its port as \"port\"").arg(target);
+        return QStringLiteral("no ssh server answers on %1: start sshd there, or give its port as \"port\"")
+            .arg(target);
     if (e.contains(QLatin1String("timed out")) || e.contains(QLatin1String("no route to host"))
         || e.contains(QLatin1String("network is unreachable")))
         return QStringLiteral("%1 does not answer: check that it is up, the address, and that a firewall lets ssh "
@@ -125,7 +127,8 @@ QString sshFailureAdvice(const QString &sshError, const RemoteHost &host)
         command += QStringLiteral(" -p %1").arg(host.sshPort);
     if (!host.identityFile.empty())
         command += QStringLiteral(" -i ") + qs(host.identityFile);
-    command += QLatin1Char(' ') + (host.user.empty() ? QString() : qs(host.user) + QLatin1Char('@')) + qs(host.connectHost());
+    command += QLatin1Char(' ') + (host.user.empty() ? QString() : qs(host.user) + QLatin1Char('@'))
+               + qs(host.connectHost());
     return QStringLiteral("check that `%1 true` works from a terminal without asking anything").arg(command);
 }
 

@@ -1,12 +1,12 @@
 #include "orchestration/task_runner.h"
 
-#include "wire/cluster_token.h"
 #include "orchestration/ssh_command.h"
+#include "wire/cluster_token.h"
 
 #include <QProcessEnvironment>
 
-#include <sys/prctl.h>
 #include <csignal>
+#include <sys/prctl.h>
 
 namespace parasync {
 
@@ -48,10 +48,7 @@ public:
 class SshRunner final : public TaskRunner
 {
 public:
-    explicit SshRunner(RemoteHost host)
-        : m_host(std::move(host))
-    {
-    }
+    explicit SshRunner(RemoteHost host) : m_host(std::move(host)) {}
 
     void start(QProcess &process, const QString &program, const QStringList &arguments,
                const std::string &clusterToken) override
@@ -84,7 +81,8 @@ public:
     TaskExit interpretExit(int exitCode, QProcess::ExitStatus status, const QString &lastLines) const override
     {
         if (status == QProcess::CrashExit) // the ssh client itself was killed
-            return TaskExit{true, exitCode, QStringLiteral("the ssh client to %1 was killed").arg(describeSshTarget(m_host))};
+            return TaskExit{true, exitCode,
+                            QStringLiteral("the ssh client to %1 was killed").arg(describeSshTarget(m_host))};
         if (exitCode == 255 && m_sessionStarted) {
             // The task ran, then ssh gave up on the connection (ServerAlive).
             return TaskExit{false, exitCode,

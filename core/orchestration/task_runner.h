@@ -21,9 +21,9 @@ namespace parasync {
 // task's exit, not the ssh client's).
 struct TaskExit
 {
-    bool crashed = false;  // ended by a signal
-    int code = 0;          // exit code, or the signal's number when crashed
-    QString failure;       // set when the task could not be run at all (ssh failed), with what to try
+    bool crashed = false; // ended by a signal
+    int code = 0;         // exit code, or the signal's number when crashed
+    QString failure;      // set when the task could not be run at all (ssh failed), with what to try
 };
 
 class TaskRunner
@@ -35,7 +35,8 @@ public:
     // task `program arguments`. The token reaches the task through its
     // environment, never a command line. Does not block.
     virtual void start(QProcess &process, const QString &program, const QStringList &arguments,
-                       const std::string &clusterToken) = 0;
+                       const std::string &clusterToken)
+        = 0;
     // A clean stop (SIGTERM to the task) and a hard one (SIGKILL); neither blocks.
     virtual void terminate(QProcess &process) = 0;
     virtual void kill(QProcess &process) = 0;

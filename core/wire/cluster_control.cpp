@@ -38,11 +38,11 @@ proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, cons
 
 std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
 {
-    std::string text = "global step " + std::to_string(status.global_step())
-                       + (status.last_step() > 0 ? " of " + std::to_string(status.last_step()) : std::string(" (no last step)"))
-                       + ", mode " + describeMode(status.mode())
-                       + (status.initialized() ? "" : " (not initialised yet)") + ", "
-                       + std::to_string(status.dropped_total()) + " stale gradients dropped\n";
+    std::string text
+        = "global step " + std::to_string(status.global_step())
+          + (status.last_step() > 0 ? " of " + std::to_string(status.last_step()) : std::string(" (no last step)"))
+          + ", mode " + describeMode(status.mode()) + (status.initialized() ? "" : " (not initialised yet)") + ", "
+          + std::to_string(status.dropped_total()) + " stale gradients dropped\n";
     for (const auto &w : status.workers()) {
         std::string phase = proto::WorkerPhase_Name(w.phase());
         for (auto &c : phase)
@@ -61,8 +61,7 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
                 + " does the chief's duties while worker:0 is dead (--chief_handover=1)\n";
     if (status.stall().seconds() > 0)
         text += "hang watchdog: no progress for " + std::to_string(int(status.stall().seconds())) + " s at global step "
-                + std::to_string(status.stall().global_step()) + "; waiting for " + status.stall().waiting_for()
-                + "\n";
+                + std::to_string(status.stall().global_step()) + "; waiting for " + status.stall().waiting_for() + "\n";
     return text;
 }
 

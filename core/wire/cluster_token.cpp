@@ -18,8 +18,7 @@ namespace {
 
 bool isHexToken(const std::string &token)
 {
-    return token.size() >= 32
-           && token.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+    return token.size() >= 32 && token.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
 }
 
 // Compares without an early exit, so timing does not tell how much matched.
@@ -50,7 +49,9 @@ std::string generateClusterToken()
 
 std::string readClusterTokenFile(const std::string &path)
 {
-    struct stat st {};
+    struct stat st
+    {
+    };
     if (::stat(path.c_str(), &st) != 0)
         throw InputError("cannot read the cluster token file " + path + ": " + std::strerror(errno)
                          + " (make one with: parasync-node --generate_token --cluster_token_file=" + path + ")");
@@ -68,7 +69,8 @@ std::string readClusterTokenFile(const std::string &path)
     if (!isHexToken(token))
         throw InputError("the cluster token file " + path
                          + " does not hold a token (at least 32 hex digits on its first line): make one with "
-                           "parasync-node --generate_token --cluster_token_file=" + path);
+                           "parasync-node --generate_token --cluster_token_file="
+                         + path);
     return token;
 }
 
@@ -78,8 +80,9 @@ std::string checkClusterToken(const std::string &token, const std::string &origi
     const size_t last = token.find_last_not_of(" \t\r\n");
     const std::string trimmed = first == std::string::npos ? std::string() : token.substr(first, last - first + 1);
     if (!isHexToken(trimmed))
-        throw InputError(origin + " is not a cluster token (at least 32 hex digits, as parasync-node --generate_token "
-                                  "prints)");
+        throw InputError(origin
+                         + " is not a cluster token (at least 32 hex digits, as parasync-node --generate_token "
+                           "prints)");
     return trimmed;
 }
 
@@ -104,16 +107,13 @@ std::string resolveClusterToken(const std::string &tokenFile)
     if (!fromEnvironment || !*fromEnvironment)
         return {};
     if (!isHexToken(fromEnvironment))
-        throw InputError(std::string(kTokenEnvironmentVariable)
-                         + " does not hold a token (at least 32 hex digits): make one with parasync-node --generate_token");
+        throw InputError(
+            std::string(kTokenEnvironmentVariable)
+            + " does not hold a token (at least 32 hex digits): make one with parasync-node --generate_token");
     return fromEnvironment;
 }
 
-TokenCheck::TokenCheck(std::string token, Log log)
-    : m_token(std::move(token))
-    , m_log(std::move(log))
-{
-}
+TokenCheck::TokenCheck(std::string token, Log log) : m_token(std::move(token)), m_log(std::move(log)) {}
 
 grpc::Status TokenCheck::check(const grpc::ServerContext &context, const char *method) const
 {
@@ -143,9 +143,9 @@ grpc::Status TokenCheck::check(const grpc::ServerContext &context, const char *m
             ++m_suppressed;
         }
     }
-    return {grpc::StatusCode::UNAUTHENTICATED,
-            std::string(present ? "wrong" : "missing") + " cluster token: give the cluster's token through "
-                + kTokenEnvironmentVariable + " or --cluster_token_file"};
+    return {grpc::StatusCode::UNAUTHENTICATED, std::string(present ? "wrong" : "missing")
+                                                   + " cluster token: give the cluster's token through "
+                                                   + kTokenEnvironmentVariable + " or --cluster_token_file"};
 }
 
 } // namespace parasync

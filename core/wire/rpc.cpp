@@ -189,21 +189,20 @@ std::string describeRpcError(const grpc::Status &status)
         // connection closed during the HTTP/2 set-up.
         if (says("Socket closed") || says("onnection reset") || says("End of TCP stream"))
             return "the connection was closed while setting it up: does the task use TLS (then give --tls_ca) "
-                   "or is another program on that port? (" + message + ")";
+                   "or is another program on that port? ("
+                   + message + ")";
         // HTTP/2 pings unanswered: the TCP connection was made, so the
         // process is there, but it does not run (see the seeds' pitfalls).
         if (says("keepalive watchdog timeout"))
             return "the task accepted the connection but does not answer: stopped (SIGSTOP, a debugger), "
-                   "overloaded or swapping? (" + message + ")";
+                   "overloaded or swapping? ("
+                   + message + ")";
         if (says("failed to connect"))
             return "cannot connect (" + message + ")";
         return "unavailable (" + message + ")";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-        return "timed out (a firewall, a wrong host, or the task is overloaded)";
-    case grpc::StatusCode::UNAUTHENTICATED:
-        return "refused: wrong or missing cluster token";
-    default:
-        return message.empty() ? "error " + std::to_string(int(status.error_code())) : message;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: return "timed out (a firewall, a wrong host, or the task is overloaded)";
+    case grpc::StatusCode::UNAUTHENTICATED: return "refused: wrong or missing cluster token";
+    default: return message.empty() ? "error " + std::to_string(int(status.error_code())) : message;
     }
 }
 

@@ -21,8 +21,7 @@ inline constexpr const char *kTokenMetadataKey = "parasync-cluster-token";
 std::shared_ptr<grpc::Channel> makeChannel(const std::string &address, const RpcSettings &settings);
 
 // A client context carrying the cluster token, with an optional deadline.
-std::unique_ptr<grpc::ClientContext> makeContext(const RpcSettings &settings,
-                                                 std::chrono::milliseconds deadline = {});
+std::unique_ptr<grpc::ClientContext> makeContext(const RpcSettings &settings, std::chrono::milliseconds deadline = {});
 
 // Configures a server builder: listening port, message limits, and no
 // SO_REUSEPORT (gRPC's default would let a second process silently share a

@@ -6,8 +6,7 @@
 
 namespace parasync {
 
-std::string checkServingSecurity(const TaskId &task, const HostPort &address, const RpcSettings &rpc,
-                                 bool insecure)
+std::string checkServingSecurity(const TaskId &task, const HostPort &address, const RpcSettings &rpc, bool insecure)
 {
     // Mutual TLS authenticates every caller as the token does.
     if (address.isLoopback() || !rpc.clusterToken.empty() || rpc.tls.mutual)

@@ -21,8 +21,7 @@ namespace parasync {
 // network is theirs alone) lets it; otherwise throws InputError naming the
 // ways out: a token (--cluster_token_file or PARASYNC_CLUSTER_TOKEN), mutual
 // TLS (--tls_mutual) or --insecure. Pure: reads no file, binds nothing.
-std::string checkServingSecurity(const TaskId &task, const HostPort &address, const RpcSettings &rpc,
-                                 bool insecure);
+std::string checkServingSecurity(const TaskId &task, const HostPort &address, const RpcSettings &rpc, bool insecure);
 
 // What a task serves and calls with: the connection flags' settings (TLS
 // files read, its certificate checked to name the task's address), the

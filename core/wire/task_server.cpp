@@ -66,7 +66,8 @@ grpc::Status TaskControlService::SetPace(grpc::ServerContext *context, const pro
     // !(x >= 0 && x <= max) also refuses NaN.
     if (request->has_compute_jitter()
         && !(request->compute_jitter() >= 0 && request->compute_jitter() <= kMaxComputeJitter))
-        return {grpc::StatusCode::INVALID_ARGUMENT, "compute_jitter must be 0-4 (the step time's coefficient of variation)"};
+        return {grpc::StatusCode::INVALID_ARGUMENT,
+                "compute_jitter must be 0-4 (the step time's coefficient of variation)"};
     *response = m_callbacks.setPace(*request);
     return grpc::Status::OK;
 }
@@ -81,8 +82,7 @@ std::string listenAddress(const HostPort &address)
     return address.host + ":" + std::to_string(address.port);
 }
 
-std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort &address,
-                                              const RpcSettings &settings,
+std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort &address, const RpcSettings &settings,
                                               const std::vector<grpc::Service *> &services)
 {
     grpc::EnableDefaultHealthCheckService(true);

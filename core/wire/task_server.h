@@ -1,8 +1,8 @@
 #pragma once
 
 #include "config/cluster_spec.h"
-#include "wire/cluster_token.h"
 #include "proto/parasync.grpc.pb.h"
+#include "wire/cluster_token.h"
 #include "wire/rpc.h"
 
 #include <functional>
@@ -49,8 +49,7 @@ private:
 // address cannot be bound, naming it and, where /proc tells, the process
 // holding it ("127.0.0.1:2222 (ps:0) is already in use by pid 1234
 // (parasync-node --job_name=ps ...): stop that process or choose another port").
-std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort &address,
-                                              const RpcSettings &settings,
+std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort &address, const RpcSettings &settings,
                                               const std::vector<grpc::Service *> &services);
 
 // The address a task listens on: its cluster host, or 0.0.0.0 when the host is

@@ -32,7 +32,8 @@ std::string readPem(const std::string &path, const char *flag)
 {
     std::ifstream in(path, std::ios::binary);
     if (!in)
-        throw InputError(std::string("--") + flag + "=" + path + ": cannot read it (does it exist, and may this user read it?)");
+        throw InputError(std::string("--") + flag + "=" + path
+                         + ": cannot read it (does it exist, and may this user read it?)");
     std::ostringstream text;
     text << in.rdbuf();
     if (text.str().find("-----BEGIN ") == std::string::npos)
@@ -124,8 +125,8 @@ void checkCertificateNames(const std::string &certPem, const std::string &host, 
     if (!named)
         throw InputError(who + " does not name " + host
                          + " (as an IP or DNS subjectAltName): the other tasks connect to that address and would "
-                           "refuse the handshake; issue the certificate with subjectAltName=IP:" + host
-                         + " or DNS:" + host);
+                           "refuse the handshake; issue the certificate with subjectAltName=IP:"
+                         + host + " or DNS:" + host);
 }
 
 } // namespace parasync

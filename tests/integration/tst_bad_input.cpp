@@ -1,7 +1,7 @@
 // Bad input on the wire and in the data: each gets a clear error, the
 // server keeps serving, and nothing the cluster learned is lost.
-#include "support/cluster_harness.h"
 #include "base/port_holder.h"
+#include "support/cluster_harness.h"
 
 #include <QFile>
 #include <QTcpSocket>
@@ -77,10 +77,14 @@ private Q_SLOTS:
         QTest::addColumn<qint64>("fromStep");
         QTest::addColumn<QList<int>>("sizes");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("unknown task index") << 7 << qint64(0) << QList<int>{1, 1} << QStringLiteral("worker index 7 is not in the cluster");
-        QTest::newRow("gradient of the wrong size") << 1 << qint64(0) << QList<int>{3, 1} << QStringLiteral("has 3 values");
-        QTest::newRow("too few gradient tensors") << 1 << qint64(0) << QList<int>{1} << QStringLiteral("1 gradient tensors");
-        QTest::newRow("a step from the future") << 1 << qint64(1000000000) << QList<int>{1, 1} << QStringLiteral("from the future");
+        QTest::newRow("unknown task index")
+            << 7 << qint64(0) << QList<int>{1, 1} << QStringLiteral("worker index 7 is not in the cluster");
+        QTest::newRow("gradient of the wrong size")
+            << 1 << qint64(0) << QList<int>{3, 1} << QStringLiteral("has 3 values");
+        QTest::newRow("too few gradient tensors")
+            << 1 << qint64(0) << QList<int>{1} << QStringLiteral("1 gradient tensors");
+        QTest::newRow("a step from the future")
+            << 1 << qint64(1000000000) << QList<int>{1, 1} << QStringLiteral("from the future");
     }
 
     void roguePushesAreRefusedAndTheClusterKeepsTraining()
@@ -94,8 +98,8 @@ private Q_SLOTS:
         cluster.startWorker(0);
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
 
-        const auto status = sendOnTrainStream(cluster.psAddress(0),
-                                              {joinAs(worker), push(fromStep, std::vector<int>(sizes.begin(), sizes.end()))});
+        const auto status = sendOnTrainStream(
+            cluster.psAddress(0), {joinAs(worker), push(fromStep, std::vector<int>(sizes.begin(), sizes.end()))});
         QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
         QVERIFY2(QString::fromStdString(status.error_message()).contains(expected), status.error_message().c_str());
 
@@ -110,7 +114,8 @@ private Q_SLOTS:
 
     void oversizedMessagesAreRefusedAndTheTaskKeepsServing()
     {
-        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000"), QStringLiteral("--max_message_bytes=65536")});
+        LocalCluster cluster(1, 2,
+                             {QStringLiteral("--last_step=100000000"), QStringLiteral("--max_message_bytes=65536")});
         cluster.startPs(0);
         cluster.startWorker(0);
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
@@ -118,7 +123,8 @@ private Q_SLOTS:
         // 400 kB of gradient against a 64 kB limit.
         const auto status = sendOnTrainStream(cluster.psAddress(0), {joinAs(1), push(0, {100000, 1})});
         QCOMPARE(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-        QVERIFY2(describeRpcError(status).find("--max_message_bytes") != std::string::npos, status.error_message().c_str());
+        QVERIFY2(describeRpcError(status).find("--max_message_bytes") != std::string::npos,
+                 status.error_message().c_str());
         proto::ClusterStatusResponse before;
         QVERIFY(cluster.clusterStatus(&before));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
@@ -150,7 +156,8 @@ private Q_SLOTS:
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
         for (const QString &address : {cluster.psAddress(0), cluster.workerAddress(0)}) {
             QTcpSocket socket;
-            socket.connectToHost(address.section(QLatin1Char(':'), 0, 0), address.section(QLatin1Char(':'), 1).toUShort());
+            socket.connectToHost(address.section(QLatin1Char(':'), 0, 0),
+                                 address.section(QLatin1Char(':'), 1).toUShort());
             QVERIFY(socket.waitForConnected(5000));
             QByteArray garbage("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
             for (int i = 0; i < 4096; ++i)
@@ -184,11 +191,13 @@ private Q_SLOTS:
         }
         file.write("3e38,-3e38\n");
         file.close();
-        LocalCluster cluster(1, 1, {QStringLiteral("--dataset=csv:") + csv, QStringLiteral("--last_step=1500")}, dir.filePath(QStringLiteral("run")));
+        LocalCluster cluster(1, 1, {QStringLiteral("--dataset=csv:") + csv, QStringLiteral("--last_step=1500")},
+                             dir.filePath(QStringLiteral("run")));
         cluster.startAll();
         QString report;
         QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
-        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("NaN or infinite values")), qPrintable(cluster.ps(0).output()));
+        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("NaN or infinite values")),
+                 qPrintable(cluster.ps(0).output()));
         int rejected = 0;
         for (const auto &r : readStepLog(dir.filePath(QStringLiteral("run"))))
             rejected += r.value(QStringLiteral("outcome")).toString() == QStringLiteral("rejected_nonfinite");

@@ -48,8 +48,8 @@ bool waitForCheckpointWrite(const QString &logdir, std::chrono::milliseconds tim
     timer.start();
     const QDir dir(logdir);
     while (timer.elapsed() < timeout.count()) {
-        const QStringList temporaries = dir.entryList({QStringLiteral(".model.ckpt-*.tmp-*")},
-                                                      QDir::Files | QDir::Hidden);
+        const QStringList temporaries
+            = dir.entryList({QStringLiteral(".model.ckpt-*.tmp-*")}, QDir::Files | QDir::Hidden);
         if (!temporaries.isEmpty())
             return true;
         QTest::qWait(1);
@@ -77,8 +77,8 @@ private Q_SLOTS:
     void theOthersTrainOnWhenTheChiefDiesAndCheckpointsResumeWhenItReturns()
     {
         QTemporaryDir dir;
-        LocalCluster cluster(1, 3, {QStringLiteral("--last_step=100000000"), QStringLiteral("--save_checkpoint_secs=1")},
-                             dir.path());
+        LocalCluster cluster(
+            1, 3, {QStringLiteral("--last_step=100000000"), QStringLiteral("--save_checkpoint_secs=1")}, dir.path());
         cluster.startAll();
         QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("saved checkpoint"), 30s));
 
@@ -87,8 +87,9 @@ private Q_SLOTS:
         proto::ClusterStatusResponse atDeath;
         QVERIFY(cluster.clusterStatus(&atDeath));
         QCOMPARE(atDeath.acting_chief(), 0); // no handover unless asked for
-        QVERIFY2(cluster.waitForStatus([&](const auto &s) { return s.global_step() > atDeath.global_step() + 500; }, 20s),
-                 "the other workers stopped when the chief died");
+        QVERIFY2(
+            cluster.waitForStatus([&](const auto &s) { return s.global_step() > atDeath.global_step() + 500; }, 20s),
+            "the other workers stopped when the chief died");
 
         // Back with the same index: it finds ps:0 holding the variables,
         // carries on from its global step and saves checkpoints again.
@@ -162,8 +163,8 @@ private Q_SLOTS:
             // The chief, while a checkpoint is being written.
             if (waitForCheckpointWrite(dir.path(), 10s)) {
                 cluster.worker(0).kill();
-                const QStringList left = QDir(dir.path()).entryList({QStringLiteral(".model.ckpt-*.tmp-*")},
-                                                                     QDir::Files | QDir::Hidden);
+                const QStringList left
+                    = QDir(dir.path()).entryList({QStringLiteral(".model.ckpt-*.tmp-*")}, QDir::Files | QDir::Hidden);
                 killedMidWrite += !left.isEmpty();
             } else {
                 cluster.worker(0).kill();
@@ -192,7 +193,8 @@ private Q_SLOTS:
                 QCOMPARE(checkpoint.signature().model(), std::string("softmax"));
                 QCOMPARE(checkpoint.shards_size(), 1);
             } catch (const std::exception &e) {
-                QFAIL(qPrintable(QStringLiteral("%1: %2").arg(QString::fromStdString(path), QString::fromUtf8(e.what()))));
+                QFAIL(qPrintable(
+                    QStringLiteral("%1: %2").arg(QString::fromStdString(path), QString::fromUtf8(e.what()))));
             }
         }
         std::vector<std::string> skipped;
@@ -208,7 +210,9 @@ private Q_SLOTS:
             const QByteArray line = steps.readLine();
             QJsonParseError error{};
             QVERIFY2(QJsonDocument::fromJson(line, &error).isObject() && line.endsWith('\n'),
-                     qPrintable(QStringLiteral("steps.jsonl line %1: %2").arg(stepLines + 1).arg(QString::fromUtf8(line.left(200)))));
+                     qPrintable(QStringLiteral("steps.jsonl line %1: %2")
+                                    .arg(stepLines + 1)
+                                    .arg(QString::fromUtf8(line.left(200)))));
             ++stepLines;
         }
         QFile metrics(dir.filePath(QStringLiteral("metrics.csv")));
@@ -221,9 +225,12 @@ private Q_SLOTS:
             bool ok = false;
             line.left(line.indexOf(',')).toLongLong(&ok);
             QVERIFY2(ok && line.count(',') + 1 == columns && line.endsWith('\n'),
-                     qPrintable(QStringLiteral("metrics.csv line %1: %2").arg(metricLines + 1).arg(QString::fromUtf8(line.left(200)))));
+                     qPrintable(QStringLiteral("metrics.csv line %1: %2")
+                                    .arg(metricLines + 1)
+                                    .arg(QString::fromUtf8(line.left(200)))));
         }
-        qInfo("%zu checkpoints load; %d step-log records and %d metrics rows parse", files.size(), stepLines, metricLines);
+        qInfo("%zu checkpoints load; %d step-log records and %d metrics rows parse", files.size(), stepLines,
+              metricLines);
         // Few steps under the sanitizers' Debug builds (a 500,000-parameter
         // model), thousands otherwise: enough that the files were written to.
         QVERIFY(stepLines > 10 && metricLines > 10);

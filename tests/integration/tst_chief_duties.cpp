@@ -59,7 +59,8 @@ private:
 struct Cluster
 {
     QString psHosts = QStringLiteral("--ps_hosts=127.0.0.1:%1").arg(pickFreePort());
-    QString workerHosts = QStringLiteral("--worker_hosts=127.0.0.1:%1,127.0.0.1:%2").arg(pickFreePort()).arg(pickFreePort());
+    QString workerHosts
+        = QStringLiteral("--worker_hosts=127.0.0.1:%1,127.0.0.1:%2").arg(pickFreePort()).arg(pickFreePort());
 
     NodeOptions options(const QString &job, int index, const QStringList &extra = {}) const
     {
@@ -75,8 +76,7 @@ struct Cluster
 class Ps0
 {
 public:
-    explicit Ps0(const Cluster &cluster)
-        : m_task(cluster.options(QStringLiteral("ps"), 0), {}, m_log.sink())
+    explicit Ps0(const Cluster &cluster) : m_task(cluster.options(QStringLiteral("ps"), 0), {}, m_log.sink())
     {
         m_task.start();
         m_thread = std::thread([this] { m_task.run(); });
@@ -97,8 +97,7 @@ private:
 // channels to the ps, and a stop the chief's duties follow.
 struct Worker
 {
-    explicit Worker(NodeOptions options)
-        : options(std::move(options))
+    explicit Worker(NodeOptions options) : options(std::move(options))
     {
         const auto &training = this->options.training;
         DatasetOptions dataOptions;
@@ -108,8 +107,8 @@ struct Worker
         dataOptions.seed = training.seed;
         dataOptions.classification = training.model != "linear";
         data = loadDataset(dataOptions);
-        model = makeModel(training.model, data.featureDim(),
-                          data.numClasses > 0 ? data.numClasses : data.targets.cols());
+        model
+            = makeModel(training.model, data.featureDim(), data.numClasses > 0 ? data.numClasses : data.targets.cols());
         variables = model->initialVariables(training.seed);
         signature.set_model(model->name());
         signature.set_feature_dim(model->featureDim());
@@ -237,10 +236,10 @@ private Q_SLOTS:
         Worker chief(cluster.options(QStringLiteral("worker"), 0));
         QCOMPARE(chief.duties()->initializeVariables(), std::string());
 
-        Worker second(cluster.options(QStringLiteral("worker"), 1,
-                                      {QStringLiteral("--logdir=") + logdir.path(),
-                                       QStringLiteral("--save_checkpoint_secs=1"), QStringLiteral("--chief_handover=1"),
-                                       QStringLiteral("--display_step=10")}));
+        Worker second(
+            cluster.options(QStringLiteral("worker"), 1,
+                            {QStringLiteral("--logdir=") + logdir.path(), QStringLiteral("--save_checkpoint_secs=1"),
+                             QStringLiteral("--chief_handover=1"), QStringLiteral("--display_step=10")}));
         auto duties = second.duties();
         QVERIFY(!duties->held());
         QVERIFY(!duties->evaluatesFullLoss(0));
@@ -269,9 +268,9 @@ private Q_SLOTS:
         QTemporaryDir logdir;
         const Cluster cluster;
         const Ps0 ps(cluster);
-        Worker chief(cluster.options(QStringLiteral("worker"), 0,
-                                     {QStringLiteral("--logdir=") + logdir.path(),
-                                      QStringLiteral("--save_checkpoint_secs=600")}));
+        Worker chief(cluster.options(
+            QStringLiteral("worker"), 0,
+            {QStringLiteral("--logdir=") + logdir.path(), QStringLiteral("--save_checkpoint_secs=600")}));
         auto duties = chief.duties();
         QCOMPARE(duties->initializeVariables(), std::string());
         duties->take(true);

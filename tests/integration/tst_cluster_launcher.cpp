@@ -1,8 +1,8 @@
 // The launcher starts real parasync-node processes on free loopback ports,
 // as the app's "start demo" button does, and must leave none behind.
+#include "base/port_holder.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
-#include "base/port_holder.h"
 
 #include <QRegularExpression>
 #include <QSignalSpy>
@@ -90,12 +90,11 @@ private Q_SLOTS:
         plan.training.lastStep = 500;
         plan.training.logdir = "/tmp/run";
         const QStringList args = plan.arguments(TaskId{JobName::Worker, 1});
-        QCOMPARE(args.mid(0, 4),
-                 (QStringList{QStringLiteral("--ps_hosts=127.0.0.1:2222"),
-                              QStringLiteral("--worker_hosts=127.0.0.1:2223,127.0.0.1:2224"),
-                              QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1")}));
-        for (const char *flag : {"--mode=ssp", "--staleness=3", "--learning_rate=0.1", "--last_step=500",
-                                 "--logdir=/tmp/run"})
+        QCOMPARE(args.mid(0, 4), (QStringList{QStringLiteral("--ps_hosts=127.0.0.1:2222"),
+                                              QStringLiteral("--worker_hosts=127.0.0.1:2223,127.0.0.1:2224"),
+                                              QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1")}));
+        for (const char *flag :
+             {"--mode=ssp", "--staleness=3", "--learning_rate=0.1", "--last_step=500", "--logdir=/tmp/run"})
             QVERIFY2(args.contains(QLatin1String(flag)), flag);
         // Defaults are left out, as a user leaves them out.
         QVERIFY(!args.join(QLatin1Char(' ')).contains(QLatin1String("--batch_size")));
@@ -190,7 +189,8 @@ private Q_SLOTS:
         QCOMPARE(conflicts.size(), size_t(1));
         QCOMPARE(conflicts[0].task, (TaskId{JobName::Ps, 0}));
         QCOMPARE(conflicts[0].address.port, stale.port());
-        QVERIFY2(conflicts[0].holder.contains(QStringLiteral("pid %1").arg(::getpid())), qPrintable(conflicts[0].holder));
+        QVERIFY2(conflicts[0].holder.contains(QStringLiteral("pid %1").arg(::getpid())),
+                 qPrintable(conflicts[0].holder));
         QVERIFY(conflicts[0].suggestedPort != 0);
         QVERIFY(isPortFree("127.0.0.1", conflicts[0].suggestedPort));
 
@@ -319,7 +319,8 @@ private Q_SLOTS:
         QCOMPARE(launcher.nodeBinary(), QStringLiteral("/nonexistent/parasync-node"));
         QString error;
         QVERIFY(!launcher.launch(demoOnFreePorts(100), &error));
-        QVERIFY2(error.contains(QLatin1String("/nonexistent/parasync-node")) && error.contains(QLatin1String("PARASYNC_NODE")),
+        QVERIFY2(error.contains(QLatin1String("/nonexistent/parasync-node"))
+                     && error.contains(QLatin1String("PARASYNC_NODE")),
                  qPrintable(error));
         QVERIFY(launcher.tasks().empty());
     }

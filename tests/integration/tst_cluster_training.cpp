@@ -1,9 +1,9 @@
 // Real clusters: separate parasync-node processes on free loopback ports,
 // started as a user starts them, checked by what they print, what ps:0
 // reports and what the run directory holds.
+#include "base/port_holder.h"
 #include "formats/checkpoint.h"
 #include "support/cluster_harness.h"
-#include "base/port_holder.h"
 #include "wire/rpc.h"
 
 #include <grpcpp/generic/generic_stub.h>
@@ -79,7 +79,8 @@ private Q_SLOTS:
         QVERIFY2(std::abs(w - 2.0) < 0.1 && std::abs(b - 10.0) < 0.1,
                  qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
         // The seeds' output: "step N ... w W b B" lines from the workers.
-        QVERIFY(cluster.worker(0).output().contains(QRegularExpression(QStringLiteral("step \\d+ \\(local \\d+\\) loss"))));
+        QVERIFY(
+            cluster.worker(0).output().contains(QRegularExpression(QStringLiteral("step \\d+ \\(local \\d+\\) loss"))));
         QVERIFY(cluster.ps(0).output().contains(QStringLiteral("all workers finished at global step 2000")));
         // Both workers did steps: the global steps interleave between them.
         std::map<int, int> perWorker;
@@ -108,14 +109,16 @@ private Q_SLOTS:
                 byStep[record.value(QStringLiteral("global_step")).toInteger()].push_back(record);
         // Until worker:1 has joined the chief aggregates alone (sync waits for
         // live workers); from the first full step on, every step has both.
-        auto it = std::find_if(byStep.begin(), byStep.end(), [](const auto &entry) { return entry.second.size() == 2; });
+        auto it
+            = std::find_if(byStep.begin(), byStep.end(), [](const auto &entry) { return entry.second.size() == 2; });
         QVERIFY2(it != byStep.end(), "no sync step aggregated both workers' gradients");
         const qint64 firstFull = it->first;
         QVERIFY2(firstFull < 400, qPrintable(QStringLiteral("first full step %1").arg(firstFull)));
         int fullSteps = 0;
         for (; it != byStep.end(); ++it) {
             const auto &records = it->second;
-            QVERIFY2(records.size() == 2, qPrintable(QStringLiteral("step %1 has %2 gradients").arg(it->first).arg(records.size())));
+            QVERIFY2(records.size() == 2,
+                     qPrintable(QStringLiteral("step %1 has %2 gradients").arg(it->first).arg(records.size())));
             std::set<int> workers;
             for (const auto &r : records) {
                 workers.insert(r.value(QStringLiteral("worker")).toInt());
@@ -203,9 +206,10 @@ private Q_SLOTS:
         const QString w0 = cluster.workerAddress(0);
         const QString w1 = cluster.workerAddress(1);
         QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-        environment.insert(QStringLiteral("TF_CONFIG"),
-                           QStringLiteral(R"({"cluster": {"ps": ["%1"], "worker": ["%2", "%3"]}, "task": {"type": "ps", "index": 0}})")
-                               .arg(psHost, w0, w1));
+        environment.insert(
+            QStringLiteral("TF_CONFIG"),
+            QStringLiteral(R"({"cluster": {"ps": ["%1"], "worker": ["%2", "%3"]}, "task": {"type": "ps", "index": 0}})")
+                .arg(psHost, w0, w1));
         NodeProcess ps(QStringLiteral("ps:0"), {QStringLiteral("--last_step=500")});
         ps.start(environment);
         QVERIFY2(ps.waitForOutput(QStringLiteral("listening on ") + psHost), qPrintable(ps.output()));
@@ -213,16 +217,19 @@ private Q_SLOTS:
         const QString clusterFile = dir.filePath(QStringLiteral("cluster.json"));
         QFile file(clusterFile);
         QVERIFY(file.open(QIODevice::WriteOnly));
-        file.write(QStringLiteral(R"({"cluster": {"ps": ["%1"], "worker": ["%2", "%3"]}, "training": {"last_step": 500}})")
-                       .arg(psHost, w0, w1)
-                       .toUtf8());
+        file.write(
+            QStringLiteral(R"({"cluster": {"ps": ["%1"], "worker": ["%2", "%3"]}, "training": {"last_step": 500}})")
+                .arg(psHost, w0, w1)
+                .toUtf8());
         file.close();
-        NodeProcess chief(QStringLiteral("worker:0"), {QStringLiteral("--cluster_file=") + clusterFile,
-                                                      QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=0")});
+        NodeProcess chief(QStringLiteral("worker:0"),
+                          {QStringLiteral("--cluster_file=") + clusterFile, QStringLiteral("--job_name=worker"),
+                           QStringLiteral("--task_index=0")});
         chief.start();
         NodeProcess other(QStringLiteral("worker:1"),
                           {QStringLiteral("--ps_hosts=") + psHost, QStringLiteral("--worker_hosts=%1,%2").arg(w0, w1),
-                           QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"), QStringLiteral("--last_step=500")});
+                           QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"),
+                           QStringLiteral("--last_step=500")});
         other.start();
         QCOMPARE(chief.waitForExit(), 0);
         QCOMPARE(other.waitForExit(), 0);
@@ -241,10 +248,12 @@ private Q_SLOTS:
         NodeProcess status(QStringLiteral("status"), {ps, QStringLiteral("--status")});
         status.start();
         QCOMPARE(status.waitForExit(), 0);
-        QVERIFY2(status.output().contains(QStringLiteral("mode async")) && status.output().contains(QStringLiteral("worker:1")),
+        QVERIFY2(status.output().contains(QStringLiteral("mode async"))
+                     && status.output().contains(QStringLiteral("worker:1")),
                  qPrintable(status.output()));
 
-        NodeProcess toSsp(QStringLiteral("set_mode"), {ps, QStringLiteral("--set_mode=ssp"), QStringLiteral("--staleness=2")});
+        NodeProcess toSsp(QStringLiteral("set_mode"),
+                          {ps, QStringLiteral("--set_mode=ssp"), QStringLiteral("--staleness=2")});
         toSsp.start();
         QCOMPARE(toSsp.waitForExit(), 0);
         QVERIFY2(toSsp.output().contains(QStringLiteral("mode is now ssp (staleness=2)")), qPrintable(toSsp.output()));
@@ -253,7 +262,8 @@ private Q_SLOTS:
         QCOMPARE(now.mode().mode(), proto::SSP);
         QCOMPARE(now.mode().staleness(), 2);
 
-        NodeProcess refused(QStringLiteral("set_mode"), {ps, QStringLiteral("--set_mode=sync"), QStringLiteral("--replicas_to_aggregate=5")});
+        NodeProcess refused(QStringLiteral("set_mode"),
+                            {ps, QStringLiteral("--set_mode=sync"), QStringLiteral("--replicas_to_aggregate=5")});
         refused.start();
         QCOMPARE(refused.waitForExit(), 2);
         QVERIFY2(refused.output().contains(QStringLiteral("could never close")), qPrintable(refused.output()));
@@ -302,8 +312,10 @@ private Q_SLOTS:
             if (!caughtUp)
                 continue;
             // A worker pushes its (slowest + staleness + 1)-th step, then waits.
-            QVERIFY2(clocks[worker] <= slowest + staleness + 1,
-                     qPrintable(QStringLiteral("worker:%1 clock %2, slowest %3").arg(worker).arg(clocks[worker]).arg(slowest)));
+            QVERIFY2(
+                clocks[worker] <= slowest + staleness + 1,
+                qPrintable(
+                    QStringLiteral("worker:%1 clock %2, slowest %3").arg(worker).arg(clocks[worker]).arg(slowest)));
             ++checked;
         }
         QVERIFY(checked > 1000);
@@ -333,7 +345,8 @@ private Q_SLOTS:
         QCOMPARE(checkpoint.shards(1).variables(0).name(), std::string("b"));
         const double w = checkpoint.shards(0).variables(0).value().values(0);
         const double b = checkpoint.shards(1).variables(0).value().values(0);
-        QVERIFY2(std::abs(w - 2.0) < 0.1 && std::abs(b - 10.0) < 0.1, qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
+        QVERIFY2(std::abs(w - 2.0) < 0.1 && std::abs(b - 10.0) < 0.1,
+                 qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
     }
 
     void softmaxOnTwoPsTasksLearnsTheBlobsWithAdam()
@@ -402,7 +415,8 @@ private Q_SLOTS:
         cluster.startAll();
         QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("restored from model.ckpt-%1.pckpt").arg(savedStep)));
         const QString chief = cluster.worker(0).output();
-        QVERIFY2(chief.contains(QStringLiteral("checkpoint skipped (corrupt): ") + corrupted) && chief.contains(QStringLiteral("checksum")),
+        QVERIFY2(chief.contains(QStringLiteral("checkpoint skipped (corrupt): ") + corrupted)
+                     && chief.contains(QStringLiteral("checksum")),
                  qPrintable(chief));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.initialized() && s.global_step() >= savedStep; }));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > savedStep + 100; }));
@@ -416,7 +430,8 @@ private Q_SLOTS:
         QVERIFY2(output.contains(QStringLiteral("restored from model.ckpt-%1.pckpt) at global step %1").arg(savedStep)),
                  qPrintable(output));
         // Stopped workers say goodbye: ps:0 does not take them for dead.
-        QVERIFY2(output.contains(QStringLiteral("worker:0 left: it was stopped before the last step")), qPrintable(output));
+        QVERIFY2(output.contains(QStringLiteral("worker:0 left: it was stopped before the last step")),
+                 qPrintable(output));
     }
 
     void aWorkerWithAnotherModelIsRefusedWithTheDifference()
@@ -466,10 +481,16 @@ private Q_SLOTS:
         QTest::addColumn<QString>("expected");
         const QString ps = QStringLiteral("--ps_hosts=127.0.0.1:1");
         const QString workers = QStringLiteral("--worker_hosts=127.0.0.1:2,127.0.0.1:3");
-        QTest::newRow("index out of range") << QStringList{ps, workers, QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=2")} << QStringLiteral("task_index");
+        QTest::newRow("index out of range")
+            << QStringList{ps, workers, QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=2")}
+            << QStringLiteral("task_index");
         QTest::newRow("no cluster") << QStringList{QStringLiteral("--job_name=ps")} << QStringLiteral("--ps_hosts");
-        QTest::newRow("bad mode") << QStringList{ps, workers, QStringLiteral("--job_name=ps"), QStringLiteral("--mode=fast")} << QStringLiteral("--mode");
-        QTest::newRow("bad port") << QStringList{QStringLiteral("--ps_hosts=127.0.0.1:99999"), workers, QStringLiteral("--job_name=ps")} << QStringLiteral("99999");
+        QTest::newRow("bad mode") << QStringList{ps, workers, QStringLiteral("--job_name=ps"),
+                                                 QStringLiteral("--mode=fast")}
+                                  << QStringLiteral("--mode");
+        QTest::newRow("bad port") << QStringList{QStringLiteral("--ps_hosts=127.0.0.1:99999"), workers,
+                                                 QStringLiteral("--job_name=ps")}
+                                  << QStringLiteral("99999");
     }
 
     void badFlagsExitWithAnErrorThatSaysWhatToDo()

@@ -1,10 +1,10 @@
 // The watcher against real clusters: parasync-node processes on free
 // loopback ports, watched and steered through ps:0 as the app does.
-#include "support/cluster_harness.h"
-#include "orchestration/cluster_launcher.h"
-#include "wire/cluster_token.h"
-#include "orchestration/cluster_watcher.h"
 #include "base/port_holder.h"
+#include "orchestration/cluster_launcher.h"
+#include "orchestration/cluster_watcher.h"
+#include "support/cluster_harness.h"
+#include "wire/cluster_token.h"
 
 #include <QElapsedTimer>
 #include <QFile>
@@ -86,8 +86,9 @@ private Q_SLOTS:
         // Nothing listens there yet: the watcher says so and keeps trying.
         watcher.connectTo(address);
         QCOMPARE(watcher.address(), address);
-        QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("cannot reach ps:0 at ") + address + QStringLiteral(": connection refused")),
-                                  qPrintable(log.all()), kTimeoutMs);
+        QTRY_VERIFY2_WITH_TIMEOUT(
+            log.said(QStringLiteral("cannot reach ps:0 at ") + address + QStringLiteral(": connection refused")),
+            qPrintable(log.all()), kTimeoutMs);
         QVERIFY(log.said(QStringLiteral("retrying in")));
         QVERIFY(!log.connected);
 
@@ -109,7 +110,8 @@ private Q_SLOTS:
         QCOMPARE(s.workers.at(0).applied + s.workers.at(1).applied, int64_t(3000));
         const double w = s.parameterSeries[0].buckets().back().last;
         const double b = s.parameterSeries[1].buckets().back().last;
-        QVERIFY2(std::abs(w - 2) < 0.2 && std::abs(b - 10) < 0.2, qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
+        QVERIFY2(std::abs(w - 2) < 0.2 && std::abs(b - 10) < 0.2,
+                 qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
         QVERIFY(!s.fullLoss.isEmpty());
         QCOMPARE(s.workers.at(0).phase, proto::FINISHED);
         QVERIFY(log.messages.last().contains(QLatin1String("the cluster finished at global step 3000")));
@@ -131,10 +133,10 @@ private Q_SLOTS:
         watcher->connectTo(cluster.psAddress(0));
 
         // Steps of both workers, and w and b, arrive in snapshots.
-        QTRY_VERIFY2_WITH_TIMEOUT(workersIn(log.latest) == (std::set<int>{0, 1}) && log.latest.parameterSeries.size() == 2
-                                      && log.latest.parameterSeries[0].totalCount() > 0
-                                      && log.latest.batchLossByWorker.size() == 2,
-                                  qPrintable(log.all()), kTimeoutMs);
+        QTRY_VERIFY2_WITH_TIMEOUT(
+            workersIn(log.latest) == (std::set<int>{0, 1}) && log.latest.parameterSeries.size() == 2
+                && log.latest.parameterSeries[0].totalCount() > 0 && log.latest.batchLossByWorker.size() == 2,
+            qPrintable(log.all()), kTimeoutMs);
         QCOMPARE(log.latest.parameterNames, (std::vector<std::string>{"w", "b"}));
         QCOMPARE(log.latest.mode.mode(), proto::ASYNC);
         QCOMPARE(log.latest.workerHosts.size(), size_t(2));
@@ -171,9 +173,8 @@ private Q_SLOTS:
         QCOMPARE(log.latest.modeChanges.back().globalStep, int64_t(changedAt));
         QCOMPARE(log.latest.modeChanges.back().requestedBy, std::string("parasync app"));
         // In sync mode updates are aggregated.
-        QTRY_VERIFY_WITH_TIMEOUT(!log.latest.recentSteps.empty()
-                                     && log.latest.recentSteps.back().outcome != proto::APPLIED,
-                                 kTimeoutMs);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            !log.latest.recentSteps.empty() && log.latest.recentSteps.back().outcome != proto::APPLIED, kTimeoutMs);
 
         watcher->setMode(modeConfig(proto::SSP, 2));
         QTRY_COMPARE_WITH_TIMEOUT(controlFinished.count(), 2, kTimeoutMs);
@@ -264,8 +265,8 @@ private Q_SLOTS:
         WatchLog log(&watcher);
         watcher.setHistory({}, true);
         watcher.connectTo(cluster.psAddress(0));
-        QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("read the run's history from ") + logdir), qPrintable(log.all()),
-                                  kTimeoutMs);
+        QTRY_VERIFY2_WITH_TIMEOUT(log.said(QStringLiteral("read the run's history from ") + logdir),
+                                  qPrintable(log.all()), kTimeoutMs);
         QTRY_VERIFY_WITH_TIMEOUT(log.latest.globalStep > kBeforeWatch, kTimeoutMs);
         QVERIFY(firstStep(log.latest) >= 0 && firstStep(log.latest) < 50);
         const int64_t first = log.latest.globalStep;
@@ -274,7 +275,9 @@ private Q_SLOTS:
         const RunSnapshot &s = log.latest;
         QVERIFY2(std::abs(s.stepEvents + s.lostEvents - s.globalStep) <= 20,
                  qPrintable(QStringLiteral("%1 step events + %2 lost for global step %3")
-                                .arg(s.stepEvents).arg(s.lostEvents).arg(s.globalStep)));
+                                .arg(s.stepEvents)
+                                .arg(s.lostEvents)
+                                .arg(s.globalStep)));
         QVERIFY(log.connected);
     }
 
@@ -308,8 +311,8 @@ private Q_SLOTS:
         ClusterWatcher without;
         WatchLog refused(&without);
         without.connectTo(ps0);
-        QTRY_VERIFY2_WITH_TIMEOUT(refused.said(QStringLiteral("wrong or missing cluster token")), qPrintable(refused.all()),
-                                  kTimeoutMs);
+        QTRY_VERIFY2_WITH_TIMEOUT(refused.said(QStringLiteral("wrong or missing cluster token")),
+                                  qPrintable(refused.all()), kTimeoutMs);
         QVERIFY(!refused.connected);
 
         ClusterWatcher with;

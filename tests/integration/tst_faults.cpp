@@ -1,7 +1,7 @@
 // Dead processes, real signals: a cluster must notice, carry on with who is
 // left, and take the dead back when they return. No task waits silently.
-#include "support/cluster_harness.h"
 #include "proto/parasync.grpc.pb.h"
+#include "support/cluster_harness.h"
 
 #include <grpcpp/server_builder.h>
 
@@ -122,8 +122,9 @@ private Q_SLOTS:
     {
         QFETCH(QString, mode);
         QTemporaryDir dir;
-        LocalCluster cluster(1, 3, {QStringLiteral("--mode=") + mode, QStringLiteral("--staleness=2"),
-                                    QStringLiteral("--last_step=100000000")},
+        LocalCluster cluster(1, 3,
+                             {QStringLiteral("--mode=") + mode, QStringLiteral("--staleness=2"),
+                              QStringLiteral("--last_step=100000000")},
                              dir.path());
         cluster.startAll();
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 200; }));
@@ -147,7 +148,9 @@ private Q_SLOTS:
             const auto steps = contributionsByStep(dir.path(), deadAt + 1);
             QVERIFY(!steps.empty());
             for (const auto &[step, n] : steps)
-                QVERIFY2(n == 2, qPrintable(QStringLiteral("step %1 aggregated %2 gradients with one worker dead").arg(step).arg(n)));
+                QVERIFY2(n == 2,
+                         qPrintable(
+                             QStringLiteral("step %1 aggregated %2 gradients with one worker dead").arg(step).arg(n)));
         }
 
         // Restarted with the same index, it rejoins; sync aggregates all three again.
@@ -173,8 +176,8 @@ private Q_SLOTS:
     void workersRetryAndSayWhomTheyWaitForWhenThePsIsGone()
     {
         QTemporaryDir dir;
-        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000"), QStringLiteral("--save_checkpoint_secs=1")},
-                             dir.path());
+        LocalCluster cluster(
+            1, 2, {QStringLiteral("--last_step=100000000"), QStringLiteral("--save_checkpoint_secs=1")}, dir.path());
         cluster.startAll();
         QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("saved checkpoint"), 30s));
         cluster.ps(0).kill();
@@ -183,13 +186,16 @@ private Q_SLOTS:
         QVERIFY2(cluster.worker(1).waitForOutput(expected, 15s), qPrintable(cluster.worker(1).output()));
         QVERIFY(cluster.worker(0).waitForOutput(expected, 15s));
         // The state line says it first; the back-off's own line follows.
-        QVERIFY2(cluster.worker(1).waitForOutput(QStringLiteral("retrying in"), 10s), qPrintable(cluster.worker(1).output()));
+        QVERIFY2(cluster.worker(1).waitForOutput(QStringLiteral("retrying in"), 10s),
+                 qPrintable(cluster.worker(1).output()));
 
         // The ps comes back empty: the chief restores the newest checkpoint
         // and both workers carry on from its global step.
         cluster.startPs(0);
-        QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("variables initialised (restored from model.ckpt-"), 30s));
-        const auto match = QRegularExpression(QStringLiteral("restored from model\\.ckpt-(\\d+)")).match(cluster.worker(0).output());
+        QVERIFY(
+            cluster.worker(0).waitForOutput(QStringLiteral("variables initialised (restored from model.ckpt-"), 30s));
+        const auto match
+            = QRegularExpression(QStringLiteral("restored from model\\.ckpt-(\\d+)")).match(cluster.worker(0).output());
         QVERIFY(match.hasMatch());
         const qint64 restored = match.captured(1).toLongLong();
         QVERIFY(cluster.waitForStatus([&](const auto &s) {
@@ -207,7 +213,8 @@ private Q_SLOTS:
         auto slow = std::make_unique<UnresponsivePs>(cluster.psAddress(0));
         QVERIFY(slow->listening());
         NodeProcess &chief = cluster.startWorker(0);
-        const QString expected = QStringLiteral("cannot initialise ps:0 at ") + cluster.psAddress(0) + QStringLiteral(": timed out");
+        const QString expected
+            = QStringLiteral("cannot initialise ps:0 at ") + cluster.psAddress(0) + QStringLiteral(": timed out");
         QVERIFY2(chief.waitForOutput(expected, 40s), qPrintable(chief.output()));
         QVERIFY2(chief.waitForOutput(QStringLiteral("retrying in"), 10s), qPrintable(chief.output()));
         QVERIFY2(chief.isRunning(), qPrintable(chief.output()));

@@ -51,8 +51,9 @@ class TestHangs : public QObject
 private Q_SLOTS:
     void theWatchdogSaysWhomPs0WaitsForWhenTheStepStops()
     {
-        LocalCluster cluster(1, 2, {QStringLiteral("--mode=sync"), QStringLiteral("--hang_timeout_secs=1"),
-                                    QStringLiteral("--last_step=100000000")});
+        LocalCluster cluster(1, 2,
+                             {QStringLiteral("--mode=sync"), QStringLiteral("--hang_timeout_secs=1"),
+                              QStringLiteral("--last_step=100000000")});
         cluster.startAll();
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 100; }));
 
@@ -68,17 +69,18 @@ private Q_SLOTS:
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("hang watchdog: the global step has not moved from ")
                                             + QString::number(stalled.stall().global_step())));
         // --status, as a user without the app asks.
-        NodeProcess status(QStringLiteral("status"), {QStringLiteral("--ps_hosts=") + cluster.psAddress(0), QStringLiteral("--status")});
+        NodeProcess status(QStringLiteral("status"),
+                           {QStringLiteral("--ps_hosts=") + cluster.psAddress(0), QStringLiteral("--status")});
         status.start();
         QCOMPARE(status.waitForExit(), 0);
-        QVERIFY2(status.output().contains(QStringLiteral("hang watchdog: no progress for")), qPrintable(status.output()));
+        QVERIFY2(status.output().contains(QStringLiteral("hang watchdog: no progress for")),
+                 qPrintable(status.output()));
 
         // The straggler's step ends: the watchdog says so and clears.
         QVERIFY(setStraggler(cluster.workerAddress(1), 0).ok());
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("hang watchdog: the global step moves again"), 15s));
-        QVERIFY(cluster.waitForStatus([&](const auto &s) {
-            return s.stall().seconds() == 0 && s.global_step() > stalled.global_step() + 100;
-        }));
+        QVERIFY(cluster.waitForStatus(
+            [&](const auto &s) { return s.stall().seconds() == 0 && s.global_step() > stalled.global_step() + 100; }));
         cluster.worker(0).terminate();
         cluster.worker(1).terminate();
         QCOMPARE(cluster.worker(0).waitForExit(), 0);
@@ -102,12 +104,15 @@ private Q_SLOTS:
         proto::ClusterStatusResponse slowed;
         QVERIFY(cluster.clusterStatus(&slowed));
         // Two 7 s steps, then back to speed.
-        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.workers(1).applied() >= slowed.workers(1).applied() + 2; },
-                                      40s));
+        QVERIFY(cluster.waitForStatus(
+            [&](const auto &s) { return s.workers(1).applied() >= slowed.workers(1).applied() + 2; }, 40s));
         QVERIFY(setStraggler(cluster.workerAddress(1), 0).ok());
-        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.workers(1).applied() > slowed.workers(1).applied() + 50; }));
-        QVERIFY2(!cluster.worker(1).output().contains(QStringLiteral("lost ps:0")), qPrintable(cluster.worker(1).output()));
-        QVERIFY2(!cluster.ps(0).output().contains(QStringLiteral("worker:1 is dead")), qPrintable(cluster.ps(0).output()));
+        QVERIFY(cluster.waitForStatus(
+            [&](const auto &s) { return s.workers(1).applied() > slowed.workers(1).applied() + 50; }));
+        QVERIFY2(!cluster.worker(1).output().contains(QStringLiteral("lost ps:0")),
+                 qPrintable(cluster.worker(1).output()));
+        QVERIFY2(!cluster.ps(0).output().contains(QStringLiteral("worker:1 is dead")),
+                 qPrintable(cluster.ps(0).output()));
         for (int i = 0; i < 2; ++i)
             cluster.worker(i).terminate();
         for (int i = 0; i < 2; ++i)
@@ -156,12 +161,12 @@ private Q_SLOTS:
         ps0.reset();
         ps1.reset();
 
-        QVERIFY2(cluster.ps(1).waitForOutput(QStringLiteral("update %1 applied with 1 of its 2 gradients")
-                                                 .arg(decided.push().update()),
-                                             20s),
+        QVERIFY2(cluster.ps(1).waitForOutput(
+                     QStringLiteral("update %1 applied with 1 of its 2 gradients").arg(decided.push().update()), 20s),
                  qPrintable(cluster.ps(1).output()));
-        QVERIFY2(cluster.waitForStatus([&](const auto &s) { return s.global_step() > decided.push().update() + 200; }, 20s),
-                 "the cluster stayed stuck after the contributor died");
+        QVERIFY2(
+            cluster.waitForStatus([&](const auto &s) { return s.global_step() > decided.push().update() + 200; }, 20s),
+            "the cluster stayed stuck after the contributor died");
         cluster.worker(0).terminate();
         QCOMPARE(cluster.worker(0).waitForExit(), 0);
         cluster.ps(0).terminate();
@@ -180,10 +185,12 @@ private Q_SLOTS:
         const QString address = QStringLiteral("127.0.0.1:%1").arg(silent.serverPort());
         LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100")});
         NodeProcess worker(QStringLiteral("worker:0"),
-                           {QStringLiteral("--ps_hosts=") + address, QStringLiteral("--worker_hosts=") + cluster.workerAddress(0),
+                           {QStringLiteral("--ps_hosts=") + address,
+                            QStringLiteral("--worker_hosts=") + cluster.workerAddress(0),
                             QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=0")});
         worker.start();
-        QVERIFY2(worker.waitForOutput(QStringLiteral("cannot reach ps:0 at ") + address + QStringLiteral(": timed out"), 20s),
+        QVERIFY2(worker.waitForOutput(QStringLiteral("cannot reach ps:0 at ") + address + QStringLiteral(": timed out"),
+                                      20s),
                  qPrintable(worker.output()));
         // The state line says it first; the back-off's own line follows.
         QVERIFY2(worker.waitForOutput(QStringLiteral("retrying in"), 10s), qPrintable(worker.output()));

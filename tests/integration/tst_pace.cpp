@@ -3,8 +3,8 @@
 // the demo relies on -- steps take about the time asked, a speed change
 // lands while the cluster trains, a straggler is the worker it was given to
 // -- with real processes and their step log.
-#include "support/cluster_harness.h"
 #include "proto/parasync.grpc.pb.h"
+#include "support/cluster_harness.h"
 
 #include <QFile>
 #include <QTemporaryDir>
@@ -125,10 +125,11 @@ private Q_SLOTS:
                     before.push_back(r.value(QStringLiteral("compute_us")).toDouble() / 1000.0);
             const double slow = median(before);
             const double fast = median(computeMs(dir.path(), worker, changedAt + 10));
-            QVERIFY2(slow >= 500 && slow < 1500, qPrintable(QStringLiteral("worker:%1 median compute %2 ms at 500 ms a step")
-                                                               .arg(worker)
-                                                               .arg(slow)));
-            QVERIFY2(fast < 20, qPrintable(QStringLiteral("worker:%1 median compute %2 ms at full speed").arg(worker).arg(fast)));
+            QVERIFY2(
+                slow >= 500 && slow < 1500,
+                qPrintable(QStringLiteral("worker:%1 median compute %2 ms at 500 ms a step").arg(worker).arg(slow)));
+            QVERIFY2(fast < 20,
+                     qPrintable(QStringLiteral("worker:%1 median compute %2 ms at full speed").arg(worker).arg(fast)));
         }
     }
 
@@ -169,7 +170,8 @@ private Q_SLOTS:
                        .arg(cluster.psAddress(0), cluster.workerAddress(0), cluster.workerAddress(1))
                        .toUtf8());
         file.close();
-        NodeProcess ps(QStringLiteral("ps:0"), {QStringLiteral("--cluster_file=") + path, QStringLiteral("--job_name=ps")});
+        NodeProcess ps(QStringLiteral("ps:0"),
+                       {QStringLiteral("--cluster_file=") + path, QStringLiteral("--job_name=ps")});
         NodeProcess w0(QStringLiteral("worker:0"),
                        {QStringLiteral("--cluster_file=") + path, QStringLiteral("--job_name=worker"),
                         QStringLiteral("--task_index=0")});
@@ -214,11 +216,11 @@ private Q_SLOTS:
             std::optional<float> jitter;
             const char *says;
         };
-        for (const Case &c : {Case{-1, std::nullopt, "compute_ms must be 0-60000 ms"},
-                              Case{60001, std::nullopt, "compute_ms must be 0-60000 ms"},
-                              Case{10, std::nanf(""), "compute_jitter must be 0-4"},
-                              Case{10, -0.5f, "compute_jitter must be 0-4"},
-                              Case{10, 1e9f, "compute_jitter must be 0-4"}}) {
+        for (const Case &c :
+             {Case{-1, std::nullopt, "compute_ms must be 0-60000 ms"},
+              Case{60001, std::nullopt, "compute_ms must be 0-60000 ms"},
+              Case{10, std::nanf(""), "compute_jitter must be 0-4"}, Case{10, -0.5f, "compute_jitter must be 0-4"},
+              Case{10, 1e9f, "compute_jitter must be 0-4"}}) {
             const grpc::Status status = setPace(worker, c.computeMs, c.jitter);
             QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
             QVERIFY2(status.error_message().find(c.says) != std::string::npos, status.error_message().c_str());

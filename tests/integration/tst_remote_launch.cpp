@@ -2,13 +2,13 @@
 // client and a real sshd that this test starts on a free loopback port with
 // keys it generates: the three-task demo, every task over ssh, must train,
 // stop on request and when the launcher goes, and leave no process behind.
-#include "support/cluster_harness.h"
-#include "orchestration/cluster_launcher.h"
-#include "wire/cluster_token.h"
-#include "node/network_probe.h"
 #include "base/port_holder.h"
+#include "node/network_probe.h"
+#include "orchestration/cluster_launcher.h"
 #include "orchestration/ssh_command.h"
+#include "support/cluster_harness.h"
 #include "support/ssh_server.h"
+#include "wire/cluster_token.h"
 
 #include <QDir>
 #include <QFile>
@@ -106,10 +106,7 @@ private Q_SLOTS:
         }
     }
 
-    void cleanupTestCase()
-    {
-        m_server.reset();
-    }
+    void cleanupTestCase() { m_server.reset(); }
 
     void remoteCommandQuotesEveryWord()
     {
@@ -122,7 +119,8 @@ private Q_SLOTS:
         const QStringList args = sshArguments(host, QStringLiteral("true"));
         QVERIFY(args.contains(QStringLiteral("BatchMode=yes")));
         QVERIFY(args.join(QLatin1Char(' ')).contains(QLatin1String("ConnectTimeout=")));
-        QCOMPARE(args.mid(args.size() - 3), (QStringList{QStringLiteral("--"), QStringLiteral("10.0.0.2"), QStringLiteral("true")}));
+        QCOMPARE(args.mid(args.size() - 3),
+                 (QStringList{QStringLiteral("--"), QStringLiteral("10.0.0.2"), QStringLiteral("true")}));
     }
 
     void demoOverSshConverges()
@@ -146,8 +144,9 @@ private Q_SLOTS:
             QCOMPARE(info.exitCode, 0);
         }
         // The remote tasks' output streamed into the launcher, as the process panel shows it.
-        QVERIFY2(launcher.output(launcher.taskRow(TaskId{JobName::Worker, 0})).contains(QLatin1String("joined the cluster")),
-                 qPrintable(describe(launcher)));
+        QVERIFY2(
+            launcher.output(launcher.taskRow(TaskId{JobName::Worker, 0})).contains(QLatin1String("joined the cluster")),
+            qPrintable(describe(launcher)));
         // The wrapper's own line (the remote pid) is the launcher's, not the task's log.
         for (const auto &emitted : output)
             QVERIFY(!emitted.at(1).toString().contains(QLatin1String(kRemotePidPrefix)));
@@ -156,7 +155,8 @@ private Q_SLOTS:
         QVERIFY(!metrics.rows.empty());
         const double w = metrics.rows.back().at(metrics.column(QStringLiteral("w"))).toDouble();
         const double b = metrics.rows.back().at(metrics.column(QStringLiteral("b"))).toDouble();
-        QVERIFY2(std::abs(w - 2.0) < 0.15 && std::abs(b - 10.0) < 0.3, qPrintable(QStringLiteral("w %1 b %2").arg(w).arg(b)));
+        QVERIFY2(std::abs(w - 2.0) < 0.15 && std::abs(b - 10.0) < 0.3,
+                 qPrintable(QStringLiteral("w %1 b %2").arg(w).arg(b)));
     }
 
     void stopEndsTheRemoteTasksAndFreesTheirPorts()
@@ -180,8 +180,9 @@ private Q_SLOTS:
             QVERIFY2(processesWith(QByteArray::fromStdString(token)).isEmpty(), "the token is on a command line");
             for (qint64 pid : pids) {
                 QVERIFY(procFile(pid, "cmdline").contains("parasync-node"));
-                QVERIFY(procFile(pid, "environ").contains(
-                    QByteArray(QByteArray(kTokenEnvironmentVariable) + '=' + QByteArray::fromStdString(token))));
+                QVERIFY(procFile(pid, "environ")
+                            .contains(QByteArray(QByteArray(kTokenEnvironmentVariable) + '='
+                                                 + QByteArray::fromStdString(token))));
             }
 
             // One task stopped from the process panel: SIGTERM reaches it over ssh.
@@ -244,7 +245,8 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("kind");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("host does not resolve") << QStringLiteral("unresolvable") << QStringLiteral("check the host name");
+        QTest::newRow("host does not resolve")
+            << QStringLiteral("unresolvable") << QStringLiteral("check the host name");
         QTest::newRow("key not accepted") << QStringLiteral("wrong key") << QStringLiteral("authorized_keys");
         QTest::newRow("no parasync-node there") << QStringLiteral("missing binary") << QStringLiteral("not found on");
         QTest::newRow("no ssh server") << QStringLiteral("no sshd") << QStringLiteral("no ssh server answers");
@@ -260,7 +262,11 @@ private Q_SLOTS:
         if (kind == QLatin1String("unresolvable"))
             host.sshHost = "no-such-host.invalid";
         else if (kind == QLatin1String("wrong key"))
-            host = [&] { RemoteHost h = m_server->remoteHostWithWrongKey("127.0.0.1"); h.node = host.node; return h; }();
+            host = [&] {
+                RemoteHost h = m_server->remoteHostWithWrongKey("127.0.0.1");
+                h.node = host.node;
+                return h;
+            }();
         else if (kind == QLatin1String("missing binary"))
             host.node = "/nonexistent/parasync-node";
         else

@@ -4,13 +4,13 @@
 // workers over ssh. Cutting one worker's link mid-run must be reported by
 // ps:0 (keepalive) and by the launcher (its ssh session ends), and the
 // cluster must carry on with the other worker. Needs root; skipped otherwise.
-#include "wire/cluster_control.h"
-#include "support/cluster_harness.h"
-#include "orchestration/cluster_launcher.h"
-#include "wire/cluster_token.h"
-#include "support/net_namespace.h"
 #include "base/port_holder.h"
+#include "orchestration/cluster_launcher.h"
+#include "support/cluster_harness.h"
+#include "support/net_namespace.h"
 #include "support/ssh_server.h"
+#include "wire/cluster_control.h"
+#include "wire/cluster_token.h"
 
 #include <QDir>
 #include <QFile>
@@ -100,9 +100,8 @@ private Q_SLOTS:
             }
         };
         const auto phase = [&](int worker) { return status.workers(worker).phase(); };
-        const auto training = [&](int worker) {
-            return phase(worker) == proto::TRAINING || phase(worker) == proto::BLOCKED_BY_SYNC;
-        };
+        const auto training
+            = [&](int worker) { return phase(worker) == proto::TRAINING || phase(worker) == proto::BLOCKED_BY_SYNC; };
         QTRY_VERIFY2_WITH_TIMEOUT(statusNow() && status.workers_size() == 2 && status.global_step() > 50 && training(0)
                                       && training(1),
                                   qPrintable(describe(*launcher)), kTimeoutMs);
@@ -121,8 +120,8 @@ private Q_SLOTS:
         // The launcher's view (the process panel): worker:1's ssh session
         // ends once ssh's keepalive gives up on the dead link.
         const int row = launcher->taskRow(TaskId{JobName::Worker, 1});
-        QTRY_VERIFY2_WITH_TIMEOUT(launcher->tasks()[size_t(row)].state == TaskState::Dead, qPrintable(describe(*launcher)),
-                                  45000);
+        QTRY_VERIFY2_WITH_TIMEOUT(launcher->tasks()[size_t(row)].state == TaskState::Dead,
+                                  qPrintable(describe(*launcher)), 45000);
         qInfo("the launcher on worker:1: %s", qPrintable(launcher->tasks()[size_t(row)].detail));
         QVERIFY(launcher->tasks()[size_t(row)].detail.contains(QLatin1String("lost the ssh connection")));
         QVERIFY(launcher->tasks()[0].state != TaskState::Dead);

@@ -1,9 +1,9 @@
 // Strangers: a cluster with a token refuses every call without it, and the
 // token never shows on a command line.
-#include "support/cluster_harness.h"
-#include "wire/cluster_token.h"
 #include "base/port_holder.h"
+#include "support/cluster_harness.h"
 #include "support/test_certificates.h"
+#include "wire/cluster_token.h"
 
 #include <QDir>
 #include <QFile>
@@ -55,10 +55,12 @@ private Q_SLOTS:
             const auto status = stub->SetMode(context.get(), request, &response);
             QCOMPARE(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
             QVERIFY(QString::fromStdString(status.error_message()).contains(QStringLiteral("cluster token")));
-            auto workerStub = proto::TaskControl::NewStub(makeChannel(cluster.workerAddress(1).toStdString(), stranger));
+            auto workerStub
+                = proto::TaskControl::NewStub(makeChannel(cluster.workerAddress(1).toStdString(), stranger));
             auto workerContext = makeContext(stranger, 5s);
             proto::StopResponse stopped;
-            QCOMPARE(workerStub->Stop(workerContext.get(), {}, &stopped).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+            QCOMPARE(workerStub->Stop(workerContext.get(), {}, &stopped).error_code(),
+                     grpc::StatusCode::UNAUTHENTICATED);
         }
         // The attempts are logged, and nothing changed.
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("refused a call to SetMode from")));
@@ -86,18 +88,22 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const QString path = dir.filePath(QStringLiteral("token"));
-        NodeProcess make(QStringLiteral("generate"), {QStringLiteral("--generate_token"), QStringLiteral("--cluster_token_file=") + path});
+        NodeProcess make(QStringLiteral("generate"),
+                         {QStringLiteral("--generate_token"), QStringLiteral("--cluster_token_file=") + path});
         make.start();
         QCOMPARE(make.waitForExit(), 0);
-        struct stat st {};
+        struct stat st
+        {
+        };
         QCOMPARE(::stat(path.toLocal8Bit().constData(), &st), 0);
         QCOMPARE(int(st.st_mode & 0777), 0600);
         QVERIFY(readClusterTokenFile(path.toStdString()).size() == 64);
 
         ::chmod(path.toLocal8Bit().constData(), 0644);
-        NodeProcess ps(QStringLiteral("ps"), {QStringLiteral("--ps_hosts=127.0.0.1:%1").arg(pickFreePort()),
-                                              QStringLiteral("--worker_hosts=127.0.0.1:%1").arg(pickFreePort()),
-                                              QStringLiteral("--job_name=ps"), QStringLiteral("--cluster_token_file=") + path});
+        NodeProcess ps(QStringLiteral("ps"),
+                       {QStringLiteral("--ps_hosts=127.0.0.1:%1").arg(pickFreePort()),
+                        QStringLiteral("--worker_hosts=127.0.0.1:%1").arg(pickFreePort()),
+                        QStringLiteral("--job_name=ps"), QStringLiteral("--cluster_token_file=") + path});
         ps.start();
         QCOMPARE(ps.waitForExit(), 2);
         QVERIFY2(ps.output().contains(QStringLiteral("chmod 600")), qPrintable(ps.output()));
@@ -117,15 +123,18 @@ private Q_SLOTS:
         const QDir dir(temporary.path());
         QVERIFY(makeCa(dir, QStringLiteral("cluster-ca")) && makeCa(dir, QStringLiteral("other-ca")));
         QVERIFY(makeSigned(dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
-        QVERIFY(makeSigned(dir, QStringLiteral("intruder"), QStringLiteral("other-ca"), QStringLiteral("IP:127.0.0.1")));
+        QVERIFY(
+            makeSigned(dir, QStringLiteral("intruder"), QStringLiteral("other-ca"), QStringLiteral("IP:127.0.0.1")));
 
-        QStringList flags{QStringLiteral("--last_step=100000000"), QStringLiteral("--tls_cert=") + dir.filePath(QStringLiteral("node.pem")),
+        QStringList flags{QStringLiteral("--last_step=100000000"),
+                          QStringLiteral("--tls_cert=") + dir.filePath(QStringLiteral("node.pem")),
                           QStringLiteral("--tls_key=") + dir.filePath(QStringLiteral("node.key")),
                           QStringLiteral("--tls_ca=") + dir.filePath(QStringLiteral("cluster-ca.pem"))};
         if (mutual)
             flags << QStringLiteral("--tls_mutual");
         LocalCluster cluster(1, 2, flags);
-        const RpcSettings member = rpcSettingsFor(tlsFiles(dir, QStringLiteral("cluster-ca"), QStringLiteral("node"), mutual), false);
+        const RpcSettings member
+            = rpcSettingsFor(tlsFiles(dir, QStringLiteral("cluster-ca"), QStringLiteral("node"), mutual), false);
         cluster.setClientTls(member.tls);
         cluster.startAll();
         QVERIFY2(cluster.waitForStatus([](const auto &s) { return s.global_step() > 200; }, 30s),
@@ -135,25 +144,32 @@ private Q_SLOTS:
         const auto wrongCa = statusCall(cluster.psAddress(0),
                                         rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), {}, false), false));
         QVERIFY(!wrongCa.ok());
-        QVERIFY2(describeRpcError(wrongCa).find("TLS handshake refused") != std::string::npos, wrongCa.error_message().c_str());
+        QVERIFY2(describeRpcError(wrongCa).find("TLS handshake refused") != std::string::npos,
+                 wrongCa.error_message().c_str());
         // A plaintext client gets nowhere.
         QVERIFY(!statusCall(cluster.psAddress(0), RpcSettings()).ok());
         if (mutual) {
             // Trusting the right CA is not enough: the server wants a client
             // certificate, and one signed by its CA.
-            const auto anonymous = statusCall(cluster.psAddress(0),
-                                              rpcSettingsFor(tlsFiles(dir, QStringLiteral("cluster-ca"), {}, false), false));
+            const auto anonymous = statusCall(
+                cluster.psAddress(0), rpcSettingsFor(tlsFiles(dir, QStringLiteral("cluster-ca"), {}, false), false));
             QVERIFY2(!anonymous.ok(), "a client without a certificate was served under --tls_mutual");
             RpcSettings intruder;
             intruder.tls = member.tls;
-            intruder.tls.certPem = rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), QStringLiteral("intruder"), false), false).tls.certPem;
-            intruder.tls.keyPem = rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), QStringLiteral("intruder"), false), false).tls.keyPem;
-            QVERIFY2(!statusCall(cluster.psAddress(0), intruder).ok(), "a client certificate from another CA was accepted");
+            intruder.tls.certPem
+                = rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), QStringLiteral("intruder"), false), false)
+                      .tls.certPem;
+            intruder.tls.keyPem
+                = rpcSettingsFor(tlsFiles(dir, QStringLiteral("other-ca"), QStringLiteral("intruder"), false), false)
+                      .tls.keyPem;
+            QVERIFY2(!statusCall(cluster.psAddress(0), intruder).ok(),
+                     "a client certificate from another CA was accepted");
         }
 
         // The CLI, as a user types it, says why.
-        NodeProcess status(QStringLiteral("status"), {QStringLiteral("--ps_hosts=") + cluster.psAddress(0), QStringLiteral("--status"),
-                                                      QStringLiteral("--tls_ca=") + dir.filePath(QStringLiteral("other-ca.pem"))});
+        NodeProcess status(QStringLiteral("status"),
+                           {QStringLiteral("--ps_hosts=") + cluster.psAddress(0), QStringLiteral("--status"),
+                            QStringLiteral("--tls_ca=") + dir.filePath(QStringLiteral("other-ca.pem"))});
         status.start();
         QCOMPARE(status.waitForExit(), 2);
         QVERIFY2(status.output().contains(QStringLiteral("TLS handshake refused")), qPrintable(status.output()));
@@ -176,10 +192,17 @@ private Q_SLOTS:
         QTest::addColumn<QString>("key");
         QTest::addColumn<QString>("ca");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("key of another certificate") << QStringLiteral("node") << QStringLiteral("intruder") << QStringLiteral("cluster-ca") << QStringLiteral("is not the private key of");
-        QTest::newRow("certificate from another CA") << QStringLiteral("intruder") << QStringLiteral("intruder") << QStringLiteral("cluster-ca") << QStringLiteral("does not verify against");
-        QTest::newRow("certificate for another host") << QStringLiteral("elsewhere") << QStringLiteral("elsewhere") << QStringLiteral("cluster-ca") << QStringLiteral("does not name 127.0.0.1");
-        QTest::newRow("missing CA file") << QStringLiteral("node") << QStringLiteral("node") << QStringLiteral("nope") << QStringLiteral("cannot read it");
+        QTest::newRow("key of another certificate")
+            << QStringLiteral("node") << QStringLiteral("intruder") << QStringLiteral("cluster-ca")
+            << QStringLiteral("is not the private key of");
+        QTest::newRow("certificate from another CA")
+            << QStringLiteral("intruder") << QStringLiteral("intruder") << QStringLiteral("cluster-ca")
+            << QStringLiteral("does not verify against");
+        QTest::newRow("certificate for another host")
+            << QStringLiteral("elsewhere") << QStringLiteral("elsewhere") << QStringLiteral("cluster-ca")
+            << QStringLiteral("does not name 127.0.0.1");
+        QTest::newRow("missing CA file") << QStringLiteral("node") << QStringLiteral("node") << QStringLiteral("nope")
+                                         << QStringLiteral("cannot read it");
     }
 
     void tlsMistakesAreReportedAtStart()
@@ -192,13 +215,17 @@ private Q_SLOTS:
         const QDir dir(temporary.path());
         QVERIFY(makeCa(dir, QStringLiteral("cluster-ca")) && makeCa(dir, QStringLiteral("other-ca")));
         QVERIFY(makeSigned(dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
-        QVERIFY(makeSigned(dir, QStringLiteral("intruder"), QStringLiteral("other-ca"), QStringLiteral("IP:127.0.0.1")));
-        QVERIFY(makeSigned(dir, QStringLiteral("elsewhere"), QStringLiteral("cluster-ca"), QStringLiteral("DNS:ps0.example.org")));
+        QVERIFY(
+            makeSigned(dir, QStringLiteral("intruder"), QStringLiteral("other-ca"), QStringLiteral("IP:127.0.0.1")));
+        QVERIFY(makeSigned(dir, QStringLiteral("elsewhere"), QStringLiteral("cluster-ca"),
+                           QStringLiteral("DNS:ps0.example.org")));
         const quint16 port = pickFreePort();
-        NodeProcess ps(QStringLiteral("ps"), {QStringLiteral("--ps_hosts=127.0.0.1:%1").arg(port), QStringLiteral("--worker_hosts=127.0.0.1:1"),
-                                              QStringLiteral("--job_name=ps"), QStringLiteral("--tls_cert=") + dir.filePath(cert + QStringLiteral(".pem")),
-                                              QStringLiteral("--tls_key=") + dir.filePath(key + QStringLiteral(".key")),
-                                              QStringLiteral("--tls_ca=") + dir.filePath(ca + QStringLiteral(".pem"))});
+        NodeProcess ps(QStringLiteral("ps"),
+                       {QStringLiteral("--ps_hosts=127.0.0.1:%1").arg(port),
+                        QStringLiteral("--worker_hosts=127.0.0.1:1"), QStringLiteral("--job_name=ps"),
+                        QStringLiteral("--tls_cert=") + dir.filePath(cert + QStringLiteral(".pem")),
+                        QStringLiteral("--tls_key=") + dir.filePath(key + QStringLiteral(".key")),
+                        QStringLiteral("--tls_ca=") + dir.filePath(ca + QStringLiteral(".pem"))});
         ps.start();
         QCOMPARE(ps.waitForExit(), 2);
         QVERIFY2(ps.output().contains(expected), qPrintable(ps.output()));
@@ -207,11 +234,13 @@ private Q_SLOTS:
     void aNonLoopbackAddressWithoutATokenIsRefused()
     {
         // 192.0.2.1 is TEST-NET-1: never this machine's; nothing is bound or sent.
-        NodeProcess ps(QStringLiteral("ps"), {QStringLiteral("--ps_hosts=192.0.2.1:2222"),
-                                              QStringLiteral("--worker_hosts=127.0.0.1:2223"), QStringLiteral("--job_name=ps")});
+        NodeProcess ps(QStringLiteral("ps"),
+                       {QStringLiteral("--ps_hosts=192.0.2.1:2222"), QStringLiteral("--worker_hosts=127.0.0.1:2223"),
+                        QStringLiteral("--job_name=ps")});
         ps.start();
         QCOMPARE(ps.waitForExit(), 2);
-        QVERIFY2(ps.output().contains(QStringLiteral("not a loopback address")) && ps.output().contains(QStringLiteral("--insecure")),
+        QVERIFY2(ps.output().contains(QStringLiteral("not a loopback address"))
+                     && ps.output().contains(QStringLiteral("--insecure")),
                  qPrintable(ps.output()));
     }
 };

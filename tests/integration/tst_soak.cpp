@@ -57,8 +57,9 @@ private Q_SLOTS:
                                 ? qEnvironmentVariableIntValue("PARASYNC_SOAK_SECS")
                                 : 120;
         QTemporaryDir dir;
-        LocalCluster cluster(1, kWorkers, {QStringLiteral("--last_step=1000000000000"), QStringLiteral("--staleness=4"),
-                                           QStringLiteral("--save_checkpoint_secs=5")},
+        LocalCluster cluster(1, kWorkers,
+                             {QStringLiteral("--last_step=1000000000000"), QStringLiteral("--staleness=4"),
+                              QStringLiteral("--save_checkpoint_secs=5")},
                              dir.path());
         cluster.startAll();
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 1000; }));
@@ -144,8 +145,11 @@ private Q_SLOTS:
         for (const auto &[step, u] : updates) {
             if (synced[step]) {
                 ++syncSteps;
-                QVERIFY2(u.first == u.second, qPrintable(QStringLiteral("sync step %1: %2 gradients recorded, %3 averaged")
-                                                             .arg(step).arg(u.first).arg(u.second)));
+                QVERIFY2(u.first == u.second,
+                         qPrintable(QStringLiteral("sync step %1: %2 gradients recorded, %3 averaged")
+                                        .arg(step)
+                                        .arg(u.first)
+                                        .arg(u.second)));
             } else {
                 QVERIFY2(u.first == 1 && u.second == 1,
                          qPrintable(QStringLiteral("step %1 applied %2 gradients").arg(step).arg(u.first)));
@@ -157,11 +161,13 @@ private Q_SLOTS:
             applied += w.applied();
         QCOMPARE(applied, gradients);
 
-        qInfo("soak: %d s, %d workers, %lld global steps (%lld sync), %lld gradients applied, %d mode switches, %d kills",
-              seconds, kWorkers, lastStep, syncSteps, gradients, modeSwitches, kills);
+        qInfo(
+            "soak: %d s, %d workers, %lld global steps (%lld sync), %lld gradients applied, %d mode switches, %d kills",
+            seconds, kWorkers, lastStep, syncSteps, gradients, modeSwitches, kills);
         for (const auto &[name, pid] : pids) {
             const qint64 growth = end[name] - warm[name];
-            qInfo("soak: %s resident memory %lld kB after warm-up, %lld kB at the end", qPrintable(name), warm[name], end[name]);
+            qInfo("soak: %s resident memory %lld kB after warm-up, %lld kB at the end", qPrintable(name), warm[name],
+                  end[name]);
 #if defined(__SANITIZE_ADDRESS__)
             // AddressSanitizer keeps freed memory in quarantine (up to 256 MB)
             // to catch use after free: resident memory grows by design, and

@@ -2,11 +2,11 @@
 // histogram buckets, a damaged file refused with a clear error, and the event
 // file a real cluster's chief writes, read back by Parasync's reader, by an
 // independent decoder (tests/support/tools/decode_tfevents.py) and by the run replay.
-#include "support/cluster_harness.h"
 #include "base/error.h"
 #include "formats/event_file.h"
 #include "orchestration/run_replay.h"
 #include "orchestration/run_state.h"
+#include "support/cluster_harness.h"
 
 #include <QDir>
 #include <QFile>
@@ -18,8 +18,8 @@
 #include <QTest>
 
 #include <cfloat>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -261,7 +261,8 @@ private Q_SLOTS:
             QSKIP("needs Debian's python3 with python3-crcmod (scripts/setup.sh installs it)");
 
         QProcess decoder;
-        decoder.start(python, {QStringLiteral(PARASYNC_SOURCE_DIR "/tests/support/tools/decode_tfevents.py"), m_eventFile});
+        decoder.start(python,
+                      {QStringLiteral(PARASYNC_SOURCE_DIR "/tests/support/tools/decode_tfevents.py"), m_eventFile});
         QVERIFY(decoder.waitForFinished(60000));
         QVERIFY2(decoder.exitCode() == 0, decoder.readAllStandardError().constData());
         const QJsonArray decoded = QJsonDocument::fromJson(decoder.readAllStandardOutput()).array();
@@ -279,8 +280,8 @@ private Q_SLOTS:
             QCOMPARE(size_t(decodedScalars.size()), values.size());
             for (const auto &[tag, value] : values)
                 QCOMPARE(float(decodedScalars.value(QString::fromStdString(tag)).toDouble()), value);
-            const QJsonObject pred = object.value(QStringLiteral("histograms")).toObject()
-                                         .value(QStringLiteral("pred")).toObject();
+            const QJsonObject pred
+                = object.value(QStringLiteral("histograms")).toObject().value(QStringLiteral("pred")).toObject();
             const auto *histogram = findHistogram(event, "pred");
             QVERIFY(histogram);
             QCOMPARE(pred.value(QStringLiteral("num")).toDouble(), histogram->num());

@@ -2,11 +2,11 @@
 // it has the replicas, roles and args of the design, and the pods it
 // describes train when started the way the training operator starts them,
 // with its TF_CONFIG and nothing else.
-#include "support/cluster_harness.h"
-#include "wire/cluster_token.h"
 #include "base/error.h"
 #include "base/port_holder.h"
 #include "kubeflow/tfjob_manifest.h"
+#include "support/cluster_harness.h"
+#include "wire/cluster_token.h"
 
 #include <QTest>
 
@@ -174,17 +174,37 @@ private Q_SLOTS:
         QTest::addColumn<QString>("field");
         QTest::addColumn<QString>("value");
         QTest::addColumn<QString>("mentioned");
-        QTest::newRow("no image") << "image" << "" << "image is empty";
-        QTest::newRow("upper-case name") << "name" << "Linear_Demo" << "not a DNS label";
+        QTest::newRow("no image") << "image"
+                                  << ""
+                                  << "image is empty";
+        QTest::newRow("upper-case name") << "name"
+                                         << "Linear_Demo"
+                                         << "not a DNS label";
         QTest::newRow("name too long") << "name" << QString(60, QLatin1Char('a')) << "at most 63";
-        QTest::newRow("unknown restart policy") << "restartPolicy" << "Sometimes" << "Sometimes";
-        QTest::newRow("a task flag in args") << "arg" << "--job_name=ps" << "--job_name=ps";
-        QTest::newRow("a cluster flag in args") << "arg" << "--worker_hosts=a:1" << "--worker_hosts";
-        QTest::newRow("a flag parasync-node refuses") << "arg" << "--learning_rate=fast" << "learning_rate";
-        QTest::newRow("a stray word in args") << "arg" << "train" << "train";
-        QTest::newRow("bad secret name") << "tokenSecret" << "My_Token" << "My_Token";
-        QTest::newRow("bad namespace") << "namespace" << "ML" << "namespace";
-        QTest::newRow("no command") << "command" << "" << "command is empty";
+        QTest::newRow("unknown restart policy") << "restartPolicy"
+                                                << "Sometimes"
+                                                << "Sometimes";
+        QTest::newRow("a task flag in args") << "arg"
+                                             << "--job_name=ps"
+                                             << "--job_name=ps";
+        QTest::newRow("a cluster flag in args") << "arg"
+                                                << "--worker_hosts=a:1"
+                                                << "--worker_hosts";
+        QTest::newRow("a flag parasync-node refuses") << "arg"
+                                                      << "--learning_rate=fast"
+                                                      << "learning_rate";
+        QTest::newRow("a stray word in args") << "arg"
+                                              << "train"
+                                              << "train";
+        QTest::newRow("bad secret name") << "tokenSecret"
+                                         << "My_Token"
+                                         << "My_Token";
+        QTest::newRow("bad namespace") << "namespace"
+                                       << "ML"
+                                       << "namespace";
+        QTest::newRow("no command") << "command"
+                                    << ""
+                                    << "command is empty";
     }
 
     void badSettingsAreRefusedByName()
@@ -240,8 +260,8 @@ private Q_SLOTS:
         QVERIFY2(port != 0, "no port free on 127.0.0.2-4");
         const auto host = [&](int pod) { return QStringLiteral("\"%1:%2\"").arg(pods[pod]).arg(port); };
         // Written as the operator's Go code marshals it: sorted keys, lower-case job names.
-        const QString cluster = QStringLiteral("{\"chief\":[%1],\"ps\":[%2],\"worker\":[%3]}")
-                                    .arg(host(1), host(0), host(2));
+        const QString cluster
+            = QStringLiteral("{\"chief\":[%1],\"ps\":[%2],\"worker\":[%3]}").arg(host(1), host(0), host(2));
         const auto tfConfig = [&](const char *type) {
             return QStringLiteral("{\"cluster\":%1,\"task\":{\"type\":\"%2\",\"index\":0},\"environment\":\"cloud\"}")
                 .arg(cluster, QLatin1String(type));

@@ -157,10 +157,10 @@ RpcSettings LocalCluster::rpcSettings() const
 NodeProcess &LocalCluster::startPs(int index, QStringList extraFlags)
 {
     auto &slot = m_ps.at(size_t(index));
-    slot = std::make_unique<NodeProcess>(QStringLiteral("ps:%1").arg(index),
-                                         clusterFlags() + QStringList{QStringLiteral("--job_name=ps"),
-                                                                      QStringLiteral("--task_index=%1").arg(index)}
-                                             + extraFlags);
+    slot = std::make_unique<NodeProcess>(
+        QStringLiteral("ps:%1").arg(index),
+        clusterFlags() + QStringList{QStringLiteral("--job_name=ps"), QStringLiteral("--task_index=%1").arg(index)}
+            + extraFlags);
     slot->start(environment());
     return *slot;
 }
@@ -168,10 +168,10 @@ NodeProcess &LocalCluster::startPs(int index, QStringList extraFlags)
 NodeProcess &LocalCluster::startWorker(int index, QStringList extraFlags)
 {
     auto &slot = m_workers.at(size_t(index));
-    slot = std::make_unique<NodeProcess>(QStringLiteral("worker:%1").arg(index),
-                                         clusterFlags() + QStringList{QStringLiteral("--job_name=worker"),
-                                                                      QStringLiteral("--task_index=%1").arg(index)}
-                                             + extraFlags);
+    slot = std::make_unique<NodeProcess>(
+        QStringLiteral("worker:%1").arg(index),
+        clusterFlags() + QStringList{QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=%1").arg(index)}
+            + extraFlags);
     slot->start(environment());
     return *slot;
 }

@@ -34,7 +34,7 @@ public:
     // Waits for the process to exit; returns its exit code, or -1 on timeout
     // or a crash.
     int waitForExit(std::chrono::milliseconds timeout = std::chrono::seconds(60));
-    void kill(); // SIGKILL, as a crash or `kill -9`
+    void kill();      // SIGKILL, as a crash or `kill -9`
     void terminate(); // SIGTERM
     bool isRunning() const;
     qint64 pid() const;

@@ -28,8 +28,8 @@ bool NetNamespace::run(const QStringList &args, QString *output)
     QProcess process;
     process.setProcessChannelMode(QProcess::MergedChannels);
     process.start(QStringLiteral("ip"), args);
-    const bool ok = process.waitForFinished(10000) && process.exitStatus() == QProcess::NormalExit
-                    && process.exitCode() == 0;
+    const bool ok
+        = process.waitForFinished(10000) && process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0;
     if (output)
         *output = QString::fromUtf8(process.readAll()).trimmed();
     return ok;
@@ -54,7 +54,8 @@ bool NetNamespace::create(QString *whyNot)
         return false;
     };
     if (::geteuid() != 0)
-        return fail(QStringLiteral("network namespaces need root (CAP_NET_ADMIN)"), QStringLiteral("running as uid %1").arg(::geteuid()));
+        return fail(QStringLiteral("network namespaces need root (CAP_NET_ADMIN)"),
+                    QStringLiteral("running as uid %1").arg(::geteuid()));
     QString output;
     if (!run({QStringLiteral("netns"), QStringLiteral("add"), m_name}, &output))
         return fail(QStringLiteral("`ip netns add` failed (iproute2 missing, or no privilege here)"), output);
@@ -69,7 +70,8 @@ bool NetNamespace::create(QString *whyNot)
         {QStringLiteral("-n"), m_name, QStringLiteral("addr"), QStringLiteral("add"), address() + prefix,
          QStringLiteral("dev"), m_nsLink},
         {QStringLiteral("-n"), m_name, QStringLiteral("link"), QStringLiteral("set"), m_nsLink, QStringLiteral("up")},
-        {QStringLiteral("-n"), m_name, QStringLiteral("link"), QStringLiteral("set"), QStringLiteral("lo"), QStringLiteral("up")},
+        {QStringLiteral("-n"), m_name, QStringLiteral("link"), QStringLiteral("set"), QStringLiteral("lo"),
+         QStringLiteral("up")},
     };
     for (const QStringList &step : steps)
         if (!run(step, &output))
@@ -79,7 +81,8 @@ bool NetNamespace::create(QString *whyNot)
 
 bool NetNamespace::setLinkUp(bool up)
 {
-    return run({QStringLiteral("link"), QStringLiteral("set"), m_hostLink, up ? QStringLiteral("up") : QStringLiteral("down")});
+    return run({QStringLiteral("link"), QStringLiteral("set"), m_hostLink,
+                up ? QStringLiteral("up") : QStringLiteral("down")});
 }
 
 bool NetNamespace::addRoute(const QString &route)

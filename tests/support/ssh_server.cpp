@@ -24,8 +24,8 @@ bool run(const QString &program, const QStringList &args, QString *output)
     QProcess process;
     process.setProcessChannelMode(QProcess::MergedChannels);
     process.start(program, args);
-    const bool ok = process.waitForFinished(30000) && process.exitStatus() == QProcess::NormalExit
-                    && process.exitCode() == 0;
+    const bool ok
+        = process.waitForFinished(30000) && process.exitStatus() == QProcess::NormalExit && process.exitCode() == 0;
     if (output)
         *output = QString::fromUtf8(process.readAll());
     return ok;
@@ -61,7 +61,8 @@ QString sshdBinary()
     for (const QString &path : {QStringLiteral("/usr/sbin/sshd"), QStringLiteral("/usr/local/sbin/sshd")})
         if (QFileInfo(path).isExecutable())
             return path;
-    return QStandardPaths::findExecutable(QStringLiteral("sshd"), {QStringLiteral("/usr/sbin"), QStringLiteral("/sbin")});
+    return QStandardPaths::findExecutable(QStringLiteral("sshd"),
+                                          {QStringLiteral("/usr/sbin"), QStringLiteral("/sbin")});
 }
 
 SshServer::SshServer(QString listenAddress, QString netns)
@@ -100,22 +101,26 @@ bool SshServer::start(QString *whyNot)
     };
     const QString sshd = sshdBinary();
     if (sshd.isEmpty())
-        return fail(QStringLiteral("sshd is not installed (Debian: apt-get install openssh-server; scripts/setup.sh does)"));
+        return fail(
+            QStringLiteral("sshd is not installed (Debian: apt-get install openssh-server; scripts/setup.sh does)"));
     const QString keygen = QStandardPaths::findExecutable(QStringLiteral("ssh-keygen"));
     if (keygen.isEmpty() || QStandardPaths::findExecutable(QStringLiteral("ssh")).isEmpty())
-        return fail(QStringLiteral("the OpenSSH client (ssh, ssh-keygen) is not installed: apt-get install openssh-client"));
+        return fail(
+            QStringLiteral("the OpenSSH client (ssh, ssh-keygen) is not installed: apt-get install openssh-client"));
     if (!m_dir.isValid())
         return fail(QStringLiteral("cannot create a temporary directory"));
 
     QString output;
     for (const char *name : {"host_key", "client_key", "wrong_key"}) {
         const QString path = m_dir.filePath(QLatin1String(name));
-        if (!run(keygen, {QStringLiteral("-q"), QStringLiteral("-t"), QStringLiteral("ed25519"), QStringLiteral("-N"),
-                          QString(), QStringLiteral("-C"), QStringLiteral("parasync-test"), QStringLiteral("-f"), path},
+        if (!run(keygen,
+                 {QStringLiteral("-q"), QStringLiteral("-t"), QStringLiteral("ed25519"), QStringLiteral("-N"),
+                  QString(), QStringLiteral("-C"), QStringLiteral("parasync-test"), QStringLiteral("-f"), path},
                  &output))
             return fail(QStringLiteral("ssh-keygen failed: ") + output);
     }
-    writeFile(m_dir.filePath(QStringLiteral("authorized_keys")), readFile(m_dir.filePath(QStringLiteral("client_key.pub"))));
+    writeFile(m_dir.filePath(QStringLiteral("authorized_keys")),
+              readFile(m_dir.filePath(QStringLiteral("client_key.pub"))));
 
     // With privilege separation, sshd run as root wants this directory.
     if (::getuid() == 0)
@@ -126,27 +131,26 @@ bool SshServer::start(QString *whyNot)
     writeFile(m_dir.filePath(QStringLiteral("known_hosts")),
               QStringLiteral("[%1]:%2 ").arg(m_listenAddress).arg(m_port).toUtf8() + hostPublic + '\n');
 
-    const QString config = QStringLiteral(
-        "Port %1\n"
-        "ListenAddress %2\n"
-        "HostKey %3/host_key\n"
-        "AuthorizedKeysFile %3/authorized_keys\n"
-        "PidFile %3/sshd.pid\n"
-        // The temporary directory is not laid out as ~/.ssh is.
-        "StrictModes no\n"
-        "UsePAM no\n"
-        "PasswordAuthentication no\n"
-        "KbdInteractiveAuthentication no\n"
-        "PubkeyAuthentication yes\n"
-        "PermitRootLogin prohibit-password\n"
-        "AllowUsers %4\n"
-        "PrintMotd no\n"
-        // The sanitizer presets' options (TSan's suppressions for the
-        // uninstrumented gRPC, say) reach the tasks started over ssh too.
-        "AcceptEnv TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS\n"
-        "MaxStartups 50\n"
-        "MaxSessions 50\n"
-        "LogLevel VERBOSE\n")
+    const QString config = QStringLiteral("Port %1\n"
+                                          "ListenAddress %2\n"
+                                          "HostKey %3/host_key\n"
+                                          "AuthorizedKeysFile %3/authorized_keys\n"
+                                          "PidFile %3/sshd.pid\n"
+                                          // The temporary directory is not laid out as ~/.ssh is.
+                                          "StrictModes no\n"
+                                          "UsePAM no\n"
+                                          "PasswordAuthentication no\n"
+                                          "KbdInteractiveAuthentication no\n"
+                                          "PubkeyAuthentication yes\n"
+                                          "PermitRootLogin prohibit-password\n"
+                                          "AllowUsers %4\n"
+                                          "PrintMotd no\n"
+                                          // The sanitizer presets' options (TSan's suppressions for the
+                                          // uninstrumented gRPC, say) reach the tasks started over ssh too.
+                                          "AcceptEnv TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS\n"
+                                          "MaxStartups 50\n"
+                                          "MaxSessions 50\n"
+                                          "LogLevel VERBOSE\n")
                                .arg(m_port)
                                .arg(m_listenAddress, m_dir.path(), userName());
     const QString configPath = m_dir.filePath(QStringLiteral("sshd_config"));
@@ -162,7 +166,8 @@ bool SshServer::start(QString *whyNot)
     if (m_netns.isEmpty())
         m_sshd->start(sshd, sshdArgs);
     else
-        m_sshd->start(QStringLiteral("ip"), QStringList{QStringLiteral("netns"), QStringLiteral("exec"), m_netns, sshd} + sshdArgs);
+        m_sshd->start(QStringLiteral("ip"),
+                      QStringList{QStringLiteral("netns"), QStringLiteral("exec"), m_netns, sshd} + sshdArgs);
     if (!m_sshd->waitForStarted(10000))
         return fail(QStringLiteral("cannot start sshd: ") + m_sshd->errorString());
 
@@ -187,7 +192,8 @@ bool SshServer::start(QString *whyNot)
         }
         QThread::msleep(50); // polling a server's start-up; no signal tells it
     }
-    return fail(QStringLiteral("sshd did not listen on %1:%2 within 15 s: %3").arg(m_listenAddress).arg(m_port).arg(log()));
+    return fail(
+        QStringLiteral("sshd did not listen on %1:%2 within 15 s: %3").arg(m_listenAddress).arg(m_port).arg(log()));
 }
 
 RemoteHost SshServer::remoteHost(const std::string &name) const

@@ -24,11 +24,12 @@ bool openssl(const QDir &dir, const QStringList &arguments)
 
 bool makeCa(const QDir &dir, const QString &name)
 {
-    return openssl(dir, {QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"), QStringLiteral("ec"),
-                         QStringLiteral("-pkeyopt"), QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"),
-                         QStringLiteral("-keyout"), name + QStringLiteral(".key"), QStringLiteral("-out"),
-                         name + QStringLiteral(".pem"), QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-subj"),
-                         QStringLiteral("/CN=") + name});
+    return openssl(dir,
+                   {QStringLiteral("req"), QStringLiteral("-x509"), QStringLiteral("-newkey"), QStringLiteral("ec"),
+                    QStringLiteral("-pkeyopt"), QStringLiteral("ec_paramgen_curve:prime256v1"),
+                    QStringLiteral("-nodes"), QStringLiteral("-keyout"), name + QStringLiteral(".key"),
+                    QStringLiteral("-out"), name + QStringLiteral(".pem"), QStringLiteral("-days"), QStringLiteral("2"),
+                    QStringLiteral("-subj"), QStringLiteral("/CN=") + name});
 }
 
 bool makeSigned(const QDir &dir, const QString &name, const QString &ca, const QString &altNames)
@@ -38,14 +39,16 @@ bool makeSigned(const QDir &dir, const QString &name, const QString &ca, const Q
         return false;
     extensions.write("subjectAltName=" + altNames.toUtf8() + "\n");
     extensions.close();
-    return openssl(dir, {QStringLiteral("req"), QStringLiteral("-newkey"), QStringLiteral("ec"), QStringLiteral("-pkeyopt"),
-                         QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"), QStringLiteral("-keyout"),
-                         name + QStringLiteral(".key"), QStringLiteral("-out"), name + QStringLiteral(".csr"),
-                         QStringLiteral("-subj"), QStringLiteral("/CN=") + name})
-           && openssl(dir, {QStringLiteral("x509"), QStringLiteral("-req"), QStringLiteral("-in"), name + QStringLiteral(".csr"),
-                            QStringLiteral("-CA"), ca + QStringLiteral(".pem"), QStringLiteral("-CAkey"), ca + QStringLiteral(".key"),
-                            QStringLiteral("-CAcreateserial"), QStringLiteral("-out"), name + QStringLiteral(".pem"),
-                            QStringLiteral("-days"), QStringLiteral("2"), QStringLiteral("-extfile"), name + QStringLiteral(".ext")});
+    return openssl(dir,
+                   {QStringLiteral("req"), QStringLiteral("-newkey"), QStringLiteral("ec"), QStringLiteral("-pkeyopt"),
+                    QStringLiteral("ec_paramgen_curve:prime256v1"), QStringLiteral("-nodes"), QStringLiteral("-keyout"),
+                    name + QStringLiteral(".key"), QStringLiteral("-out"), name + QStringLiteral(".csr"),
+                    QStringLiteral("-subj"), QStringLiteral("/CN=") + name})
+           && openssl(dir, {QStringLiteral("x509"), QStringLiteral("-req"), QStringLiteral("-in"),
+                            name + QStringLiteral(".csr"), QStringLiteral("-CA"), ca + QStringLiteral(".pem"),
+                            QStringLiteral("-CAkey"), ca + QStringLiteral(".key"), QStringLiteral("-CAcreateserial"),
+                            QStringLiteral("-out"), name + QStringLiteral(".pem"), QStringLiteral("-days"),
+                            QStringLiteral("2"), QStringLiteral("-extfile"), name + QStringLiteral(".ext")});
 }
 
 ConnectionOptions tlsFiles(const QDir &dir, const QString &ca, const QString &identity, bool mutual)

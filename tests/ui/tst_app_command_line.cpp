@@ -43,15 +43,17 @@ private Q_SLOTS:
         declareAppCommandLine(parser);
         const QString help = parser.helpText();
         for (const std::string &name : appTrainingFlags())
-            QVERIFY2(help.contains(QStringLiteral("--%1 <").arg(QString::fromStdString(name))),
-                     qPrintable(QStringLiteral("--%1 is handed on but not declared").arg(QString::fromStdString(name))));
+            QVERIFY2(
+                help.contains(QStringLiteral("--%1 <").arg(QString::fromStdString(name))),
+                qPrintable(QStringLiteral("--%1 is handed on but not declared").arg(QString::fromStdString(name))));
     }
 
     void demoFlagsBecomeThePlan()
     {
         QCommandLineParser parser;
-        QVERIFY(parse(parser, {QStringLiteral("--demo"), QStringLiteral("--mode=sync"), QStringLiteral("--last_step=700"),
-                               QStringLiteral("--ps_hosts=127.0.0.1:6000"), QStringLiteral("--straggler_ms=0")}));
+        QVERIFY(
+            parse(parser, {QStringLiteral("--demo"), QStringLiteral("--mode=sync"), QStringLiteral("--last_step=700"),
+                           QStringLiteral("--ps_hosts=127.0.0.1:6000"), QStringLiteral("--straggler_ms=0")}));
         QVERIFY(wantsCluster(parser));
         const ClusterPlan plan = planFromArguments(parser);
         QCOMPARE(plan.training.mode.mode(), proto::SYNC);
@@ -125,8 +127,9 @@ private Q_SLOTS:
     void aHeadlessRunWithALastStepRunsToIt()
     {
         QCommandLineParser parser;
-        QVERIFY(parse(parser, {QStringLiteral("--headless"), QStringLiteral("--demo"), QStringLiteral("--last_step=300"),
-                               QStringLiteral("--timeout=30"), QStringLiteral("--skip_preflight")}));
+        QVERIFY(
+            parse(parser, {QStringLiteral("--headless"), QStringLiteral("--demo"), QStringLiteral("--last_step=300"),
+                           QStringLiteral("--timeout=30"), QStringLiteral("--skip_preflight")}));
         const HeadlessOptions options = headlessOptionsFromArguments(parser, planFromArguments(parser));
         QVERIFY(options.tour.empty());
         QCOMPARE(options.plan.training.lastStep, int64_t(300));
@@ -173,7 +176,8 @@ private Q_SLOTS:
                            {QStringLiteral("--timeout=") + value, QStringLiteral("whole number")});
         }
         QCommandLineParser parser;
-        QVERIFY(parse(parser, {QStringLiteral("--headless"), QStringLiteral("--demo"), QStringLiteral("--timeout=90")}));
+        QVERIFY(
+            parse(parser, {QStringLiteral("--headless"), QStringLiteral("--demo"), QStringLiteral("--timeout=90")}));
         QCOMPARE(headlessOptionsFromArguments(parser, plan).timeoutSeconds, 90);
     }
 };

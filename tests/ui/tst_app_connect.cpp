@@ -3,8 +3,8 @@
 // dialog takes (a token file, never the token; the TLS files), and every
 // mistake gets a message that says what to do.
 #include "support/cluster_harness.h"
-#include "wire/cluster_token.h"
 #include "support/test_certificates.h"
+#include "wire/cluster_token.h"
 
 #include <QDir>
 #include <QFile>
@@ -38,7 +38,8 @@ AppRun runApp(const QStringList &arguments, int timeoutMs = 180000)
     if (!app.waitForFinished(timeoutMs)) {
         app.kill();
         app.waitForFinished();
-        run.output = QString::fromUtf8(app.readAll()) + QStringLiteral("\n(killed: still running after %1 ms)").arg(timeoutMs);
+        run.output
+            = QString::fromUtf8(app.readAll()) + QStringLiteral("\n(killed: still running after %1 ms)").arg(timeoutMs);
         return run;
     }
     run.output = QString::fromUtf8(app.readAll());
@@ -95,7 +96,8 @@ private Q_SLOTS:
         QVERIFY(m_temporary.isValid());
         m_dir = QDir(m_temporary.path());
         QVERIFY(makeCa(m_dir, QStringLiteral("cluster-ca")));
-        QVERIFY(makeSigned(m_dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
+        QVERIFY(
+            makeSigned(m_dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
         m_token = QString::fromStdString(generateClusterToken());
         m_tokenFile = writeTokenFile(QStringLiteral("cluster.token"), m_token, QFile::ReadOwner | QFile::WriteOwner);
         QVERIFY(!m_tokenFile.isEmpty());
@@ -164,9 +166,9 @@ private Q_SLOTS:
             tokenFile = writeTokenFile(QStringLiteral("wrong.token"), QString::fromStdString(generateClusterToken()),
                                        QFile::ReadOwner | QFile::WriteOwner);
 
-        QStringList arguments{QStringLiteral("--connect=") + cluster->psAddress(0),
-                              QStringLiteral("--cluster_token_file=") + tokenFile,
-                              QStringLiteral("--export=") + file(QStringLiteral("refused")), QStringLiteral("--timeout=3")};
+        QStringList arguments{
+            QStringLiteral("--connect=") + cluster->psAddress(0), QStringLiteral("--cluster_token_file=") + tokenFile,
+            QStringLiteral("--export=") + file(QStringLiteral("refused")), QStringLiteral("--timeout=3")};
         if (!ca.isEmpty())
             arguments << QStringLiteral("--tls_ca=") + ca;
         const AppRun run = runApp(arguments, 60000);

@@ -78,7 +78,9 @@ private Q_SLOTS:
         environment.unset("XDG_RUNTIME_DIR");
         ensureRuntimeDirectory();
         QCOMPARE(qgetenv("XDG_RUNTIME_DIR"), runtimeFolderIn(tmp));
-        struct stat info {};
+        struct stat info
+        {
+        };
         QCOMPARE(::lstat(runtimeFolderIn(tmp).constData(), &info), 0);
         QVERIFY(S_ISDIR(info.st_mode));
         QCOMPARE(info.st_mode & 0777, mode_t(0700));
@@ -118,7 +120,8 @@ private Q_SLOTS:
         QTest::newRow("help") << QStringLiteral("--help") << QByteArray() << true << QByteArray("offscreen");
         QTest::newRow("version") << QStringLiteral("--version") << QByteArray() << true << QByteArray("offscreen");
         // A display is there: Qt picks its platform as ever.
-        QTest::newRow("headless on a display") << QStringLiteral("--headless") << QByteArray(":0") << true << QByteArray();
+        QTest::newRow("headless on a display")
+            << QStringLiteral("--headless") << QByteArray(":0") << true << QByteArray();
         QTest::newRow("the window") << QStringLiteral("--demo") << QByteArray() << false << QByteArray();
     }
 

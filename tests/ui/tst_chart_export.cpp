@@ -202,7 +202,8 @@ private Q_SLOTS:
             // Rendering brings a hidden chart up to date.
             QVERIFY2(ChartExporter::exportPng(chart, dir.filePath(QStringLiteral("x.png")), &error), qPrintable(error));
             QVERIFY2(chart->pointCount() > 0, qPrintable(chart->exportName()));
-            QVERIFY2(chart->modeMarkerCount() >= 1, qPrintable(chart->exportName() + QStringLiteral(" has no mode marker")));
+            QVERIFY2(chart->modeMarkerCount() >= 1,
+                     qPrintable(chart->exportName() + QStringLiteral(" has no mode marker")));
         }
     }
 
@@ -253,9 +254,9 @@ private Q_SLOTS:
         QCOMPARE(loss.first(), (QStringList{QStringLiteral("series"), QStringLiteral("global_step"),
                                             QStringLiteral("min"), QStringLiteral("max"), QStringLiteral("mean"),
                                             QStringLiteral("count"), QStringLiteral("smoothed")}));
-        QCOMPARE(column(loss, 0), (QSet<QString>{QStringLiteral("worker:0 batch loss"),
-                                                 QStringLiteral("worker:1 batch loss"),
-                                                 QStringLiteral("chief full loss")}));
+        QCOMPARE(column(loss, 0),
+                 (QSet<QString>{QStringLiteral("worker:0 batch loss"), QStringLiteral("worker:1 batch loss"),
+                                QStringLiteral("chief full loss")}));
         const auto parameters = readCsv(target + QStringLiteral("/parameters.csv"));
         QCOMPARE(column(parameters, 0), (QSet<QString>{QStringLiteral("w"), QStringLiteral("b")}));
         const auto timeline = readCsv(target + QStringLiteral("/step_timeline.csv"));

@@ -24,10 +24,7 @@ const QColor kFill(0, 0, 255);
 class FramedChart : public ExportableChart
 {
 public:
-    explicit FramedChart(bool overdraw)
-        : m_overdraw(overdraw)
-    {
-    }
+    explicit FramedChart(bool overdraw) : m_overdraw(overdraw) {}
     QString exportName() const override { return QStringLiteral("framed"); }
     QString title() const override { return QStringLiteral("Framed"); }
     QSize exportSize() const override { return QSize(300, 200); }
@@ -108,7 +105,8 @@ private Q_SLOTS:
         // transparent PNG on their own background.
         for (int y = 6; y < image.height() - 6; ++y)
             for (int x = 6; x < image.width() - 6; ++x)
-                QVERIFY2(image.pixelColor(x, y) == QColor(Qt::white), qPrintable(QStringLiteral("%1,%2").arg(x).arg(y)));
+                QVERIFY2(image.pixelColor(x, y) == QColor(Qt::white),
+                         qPrintable(QStringLiteral("%1,%2").arg(x).arg(y)));
     }
 
     void aFileThatCannotBeWrittenSaysWhich_data()
@@ -125,9 +123,9 @@ private Q_SLOTS:
         FramedChart chart(false);
         const QString path = QStringLiteral("/proc/parasync-cannot-be-here/framed.") + format;
         QString error;
-        const bool written = format == QStringLiteral("svg") ? ChartExporter::exportSvg(&chart, path, &error)
-            : format == QStringLiteral("pdf")               ? ChartExporter::exportPdf(&chart, path, &error)
-                                                            : ChartExporter::exportPng(&chart, path, &error);
+        const bool written = format == QStringLiteral("svg")   ? ChartExporter::exportSvg(&chart, path, &error)
+                             : format == QStringLiteral("pdf") ? ChartExporter::exportPdf(&chart, path, &error)
+                                                               : ChartExporter::exportPng(&chart, path, &error);
         QVERIFY(!written);
         QVERIFY2(error.contains(path), qPrintable(error));
     }

@@ -75,14 +75,10 @@ enum class Kind { Loss, Parameters, Path, WorkerBars };
 std::unique_ptr<ChartWidget> makeChart(Kind kind)
 {
     switch (kind) {
-    case Kind::Loss:
-        return std::make_unique<LossChart>();
-    case Kind::Parameters:
-        return std::make_unique<ConvergenceChart>();
-    case Kind::Path:
-        return std::make_unique<ParameterPathChart>();
-    case Kind::WorkerBars:
-        return std::make_unique<WorkerBarChart>(WorkerBarChart::Figure::StepsPerSecond);
+    case Kind::Loss: return std::make_unique<LossChart>();
+    case Kind::Parameters: return std::make_unique<ConvergenceChart>();
+    case Kind::Path: return std::make_unique<ParameterPathChart>();
+    case Kind::WorkerBars: return std::make_unique<WorkerBarChart>(WorkerBarChart::Figure::StepsPerSecond);
     }
     return {};
 }
@@ -90,18 +86,10 @@ std::unique_ptr<ChartWidget> makeChart(Kind kind)
 void setRun(ChartWidget *chart, Kind kind, std::shared_ptr<const RunSnapshot> run)
 {
     switch (kind) {
-    case Kind::Loss:
-        static_cast<LossChart *>(chart)->setSnapshot(std::move(run));
-        break;
-    case Kind::Parameters:
-        static_cast<ConvergenceChart *>(chart)->setSnapshot(std::move(run));
-        break;
-    case Kind::Path:
-        static_cast<ParameterPathChart *>(chart)->setSnapshot(std::move(run));
-        break;
-    case Kind::WorkerBars:
-        static_cast<WorkerBarChart *>(chart)->setSnapshot(std::move(run));
-        break;
+    case Kind::Loss: static_cast<LossChart *>(chart)->setSnapshot(std::move(run)); break;
+    case Kind::Parameters: static_cast<ConvergenceChart *>(chart)->setSnapshot(std::move(run)); break;
+    case Kind::Path: static_cast<ParameterPathChart *>(chart)->setSnapshot(std::move(run)); break;
+    case Kind::WorkerBars: static_cast<WorkerBarChart *>(chart)->setSnapshot(std::move(run)); break;
     }
 }
 

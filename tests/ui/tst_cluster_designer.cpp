@@ -1,10 +1,10 @@
 // Designing a cluster: the dialog's fields become a plan every task accepts,
 // the plan round-trips through a cluster file, and a wrong address is named
 // in the dialog instead of reaching the processes.
-#include "ui/cluster_designer_dialog.h"
+#include "base/error.h"
 #include "config/cluster_plan_file.h"
 #include "config/plan_from_flags.h"
-#include "base/error.h"
+#include "ui/cluster_designer_dialog.h"
 #include "ui/tfjob_dialog.h"
 
 #include <QLabel>
@@ -52,7 +52,8 @@ private Q_SLOTS:
         QCOMPARE(loaded.paceOf(1).stragglerMs, 0);
         // And the launcher's flags for a task carry the same cluster.
         const QStringList args = loaded.arguments(TaskId{JobName::Worker, 2});
-        QVERIFY2(args.join(QLatin1Char(' ')).contains(QStringLiteral("127.0.0.1:2225")), qPrintable(args.join(QLatin1Char(' '))));
+        QVERIFY2(args.join(QLatin1Char(' ')).contains(QStringLiteral("127.0.0.1:2225")),
+                 qPrintable(args.join(QLatin1Char(' '))));
     }
 
     void aWrongAddressIsNamedInTheDialog_data()
@@ -107,7 +108,8 @@ private Q_SLOTS:
         QVERIFY(file.open(QIODevice::ReadOnly));
         const QString yaml = QString::fromUtf8(file.readAll());
         QCOMPARE(yaml, preview->toPlainText());
-        for (const char *text : {"kind: TFJob", "PS:", "Worker:", "replicas: 2", "--mode=sync", "image: registry.example.com/parasync:1"})
+        for (const char *text :
+             {"kind: TFJob", "PS:", "Worker:", "replicas: 2", "--mode=sync", "image: registry.example.com/parasync:1"})
             QVERIFY2(yaml.contains(QLatin1String(text)), qPrintable(yaml));
 
         // Args that would make every pod the same task are refused by name.

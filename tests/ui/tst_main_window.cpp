@@ -3,33 +3,33 @@
 // arrive, slow a worker down, switch the mode and see the buttons follow
 // what ps:0 reports and a marker appear on the charts, export everything,
 // and quit without leaving a process behind.
-#include "ui/chart_exporter.h"
-#include "support/cluster_harness.h"
+#include "base/port_holder.h"
 #include "orchestration/cluster_launcher.h"
-#include "wire/cluster_token.h"
-#include "ui/connect_dialog.h"
 #include "orchestration/cluster_watcher.h"
+#include "support/cluster_harness.h"
+#include "ui/chart_exporter.h"
+#include "ui/connect_dialog.h"
 #include "ui/main_window.h"
 #include "ui/mode_controls.h"
 #include "ui/pace_control.h"
-#include "base/port_holder.h"
 #include "ui/process_panel.h"
 #include "ui/run_charts_view.h"
 #include "ui/step_timeline_view.h"
+#include "wire/cluster_token.h"
 
 #include <QAction>
-#include <QDialogButtonBox>
-#include <QLabel>
-#include <QLineEdit>
-#include <QSettings>
 #include <QApplication>
+#include <QDialogButtonBox>
 #include <QDir>
 #include <QFile>
 #include <QImage>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QSettings>
 #include <QSignalSpy>
 #include <QSlider>
 #include <QStandardPaths>
@@ -42,8 +42,8 @@
 #include <QXmlStreamReader>
 
 #include <cerrno>
-#include <set>
 #include <csignal>
+#include <set>
 
 using namespace parasync;
 using namespace parasync::ui;
@@ -112,9 +112,8 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(latest(*window) && latest(*window)->globalStep > 200, 30000);
         ProcessPanel *panel = window->processes();
         QCOMPARE(panel->model()->rowCount(), 3);
-        QTRY_VERIFY_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->state
-                                     == TaskState::Training,
-                                 20000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->state == TaskState::Training, 20000);
         std::vector<qint64> pids;
         for (const TaskInfo &task : launcher.tasks()) {
             QVERIFY2(task.pid > 0, qPrintable(QString::fromStdString(task.task.toString())));
@@ -132,7 +131,8 @@ private Q_SLOTS:
         for (const auto &call : controls)
             QVERIFY2(call.at(0).toBool(), qPrintable(call.at(1).toString()));
         // The table shows the delay the workers confirmed.
-        QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->stragglerMs, 3, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:1")))->stragglerMs, 3,
+                                  5000);
         QCOMPARE(panel->model()->rowAt(rowOf(panel, QStringLiteral("worker:0")))->stragglerMs, 3);
 
         // The buttons show ps:0's mode, not the click.
@@ -159,7 +159,8 @@ private Q_SLOTS:
             // Rendering brings hidden tabs up to date, as an export does.
             QVERIFY(ChartExporter::exportPng(chart, scratch.filePath(QStringLiteral("c.png")), &error));
             QVERIFY2(chart->pointCount() > 0, qPrintable(chart->exportName()));
-            QVERIFY2(chart->modeMarkerCount() >= 1, qPrintable(chart->exportName() + QStringLiteral(": no mode marker")));
+            QVERIFY2(chart->modeMarkerCount() >= 1,
+                     qPrintable(chart->exportName() + QStringLiteral(": no mode marker")));
         }
 
         // Export all.
@@ -325,8 +326,9 @@ private Q_SLOTS:
     void connectDialogTakesATokenNeverSavesItAndTheWindowShowsAHang()
     {
         const QString token = QString::fromStdString(generateClusterToken());
-        testing::LocalCluster cluster(1, 2, {QStringLiteral("--mode=sync"), QStringLiteral("--hang_timeout_secs=1"),
-                                             QStringLiteral("--last_step=100000000")});
+        testing::LocalCluster cluster(1, 2,
+                                      {QStringLiteral("--mode=sync"), QStringLiteral("--hang_timeout_secs=1"),
+                                       QStringLiteral("--last_step=100000000")});
         cluster.setClusterToken(token);
         cluster.startAll();
         ClusterLauncher launcher;

@@ -1,11 +1,11 @@
 // The pre-flight grid (ui/) over a real check against a real sshd: a row per
 // host, a red cell where a check failed with the fix listed under the grid,
 // and "Use free ports" rewriting the plan until every cell is green.
-#include "support/cluster_harness.h"
 #include "base/port_holder.h"
 #include "orchestration/preflight_check.h"
-#include "ui/preflight_dialog.h"
+#include "support/cluster_harness.h"
 #include "support/ssh_server.h"
+#include "ui/preflight_dialog.h"
 
 #include <QApplication>
 #include <QPushButton>
@@ -13,7 +13,6 @@
 #include <QTableWidget>
 #include <QTest>
 #include <QTextBrowser>
-
 
 #include <memory>
 
@@ -24,7 +23,6 @@ using parasync::ui::PreflightDialog;
 namespace {
 
 constexpr int kTimeoutMs = 60000;
-
 
 } // namespace
 
@@ -59,10 +57,10 @@ private Q_SLOTS:
         QCOMPARE(grid->rowCount(), 1);
         QCOMPARE(grid->verticalHeaderItem(0)->text(), QStringLiteral("127.0.0.1"));
         QCOMPARE(grid->columnCount(), 4);
-        QVERIFY(grid->item(0, 0)->text().startsWith(QStringLiteral("\u2713")));           // SSH
-        QVERIFY(grid->item(0, 2)->text().startsWith(QStringLiteral("\u2717")));           // ports
+        QVERIFY(grid->item(0, 0)->text().startsWith(QStringLiteral("\u2713"))); // SSH
+        QVERIFY(grid->item(0, 2)->text().startsWith(QStringLiteral("\u2717"))); // ports
         QVERIFY(grid->item(0, 2)->text().contains(QLatin1String("taken")));
-        QVERIFY(grid->item(0, 2)->toolTip().contains(QLatin1String("worker:1 port")));    // every port in the tooltip
+        QVERIFY(grid->item(0, 2)->toolTip().contains(QLatin1String("worker:1 port"))); // every port in the tooltip
         const QString problems = dialog.findChild<QTextBrowser *>(QStringLiteral("preflightProblems"))->toPlainText();
         QVERIFY2(problems.contains(QLatin1String("use the free port")), qPrintable(problems));
 

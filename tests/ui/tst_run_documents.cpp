@@ -2,9 +2,9 @@
 // Chrome trace (loadable in Perfetto / chrome://tracing), every chart as a
 // vector PDF, the one-page run report, and `parasync --headless --open` on a
 // --logdir that holds only the chief's TensorBoard event files.
-#include "ui/chart_exporter.h"
-#include "support/cluster_harness.h"
 #include "formats/event_file.h"
+#include "support/cluster_harness.h"
+#include "ui/chart_exporter.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
 
@@ -109,8 +109,8 @@ private Q_SLOTS:
             const QJsonObject e = value.toObject();
             if (e.value(QStringLiteral("ph")).toString() == QStringLiteral("M")
                 && e.value(QStringLiteral("name")).toString() == QStringLiteral("thread_name"))
-                threadNames[e.value(QStringLiteral("tid")).toInt()] =
-                    e.value(QStringLiteral("args")).toObject().value(QStringLiteral("name")).toString();
+                threadNames[e.value(QStringLiteral("tid")).toInt()]
+                    = e.value(QStringLiteral("args")).toObject().value(QStringLiteral("name")).toString();
         }
         QCOMPARE(threadNames.size(), size_t(3));
         QVERIFY(threadNames.begin()->second.startsWith(QStringLiteral("ps:0 (127.0.0.1:")));
@@ -135,12 +135,17 @@ private Q_SLOTS:
 
         bool sawModeChange = false;
         for (int w = 0; w < 2; ++w) {
-            struct Span { QString name; double ts, dur; };
+            struct Span
+            {
+                QString name;
+                double ts, dur;
+            };
             std::vector<Span> spans;
             for (const auto &value : events) {
                 const QJsonObject e = value.toObject();
                 if (e.value(QStringLiteral("ph")).toString() == QStringLiteral("i"))
-                    sawModeChange |= e.value(QStringLiteral("name")).toString().startsWith(QStringLiteral("mode: sync"));
+                    sawModeChange
+                        |= e.value(QStringLiteral("name")).toString().startsWith(QStringLiteral("mode: sync"));
                 if (e.value(QStringLiteral("ph")).toString() != QStringLiteral("X")
                     || e.value(QStringLiteral("tid")).toInt() != workerTid[w])
                     continue;
@@ -171,7 +176,8 @@ private Q_SLOTS:
                     QVERIFY(s.ts >= pushFrom - 0.5 && s.ts + s.dur <= pushTo + 0.5);
                     continue;
                 }
-                QVERIFY2(s.ts >= busyUntil - 0.5, qPrintable(QStringLiteral("%1 at %2 overlaps").arg(s.name).arg(s.ts)));
+                QVERIFY2(s.ts >= busyUntil - 0.5,
+                         qPrintable(QStringLiteral("%1 at %2 overlaps").arg(s.name).arg(s.ts)));
                 busyUntil = s.ts + s.dur;
                 if (s.name == QStringLiteral("push")) {
                     pushFrom = s.ts;
@@ -192,8 +198,10 @@ private Q_SLOTS:
             QVERIFY2(file.open(QIODevice::ReadOnly) && file.read(5) == "%PDF-", qPrintable(path));
             const QString info = poppler(QStringLiteral("pdfinfo"), {path});
             QVERIFY2(info.contains(QRegularExpression(QStringLiteral("Pages:\\s+1\\n"))), qPrintable(info));
-            QVERIFY2(info.contains(QStringLiteral("%1 x %2 pts").arg(chart->exportSize().width()).arg(chart->exportSize().height())),
-                     qPrintable(info));
+            QVERIFY2(
+                info.contains(
+                    QStringLiteral("%1 x %2 pts").arg(chart->exportSize().width()).arg(chart->exportSize().height())),
+                qPrintable(info));
             // Vector: no raster image inside; the title is text.
             const QStringList images = poppler(QStringLiteral("pdfimages"), {QStringLiteral("-list"), path})
                                            .split(QLatin1Char('\n'), Qt::SkipEmptyParts);
@@ -224,24 +232,27 @@ private Q_SLOTS:
               QStringLiteral("Mode changes"), QStringLiteral("Final figures"), QStringLiteral("--last_step=4000"),
               QStringLiteral("started in async"),
               QStringLiteral("step %1: sync").arg(m_run->modeChanges.front().globalStep),
-              QStringLiteral("global step 4000 of 4000, finished"),
-              QString::fromStdString(m_run->psHosts.front()), QString::fromStdString(m_run->workerHosts.back()),
-              QStringLiteral("worker:1:"), QStringLiteral("Loss by global step"), QStringLiteral("Step interleaving")})
+              QStringLiteral("global step 4000 of 4000, finished"), QString::fromStdString(m_run->psHosts.front()),
+              QString::fromStdString(m_run->workerHosts.back()), QStringLiteral("worker:1:"),
+              QStringLiteral("Loss by global step"), QStringLiteral("Step interleaving")})
             QVERIFY2(text.contains(expected), qPrintable(expected + QStringLiteral(" not in: ") + text.left(1500)));
         // The final w and b are the run's: metrics.csv's last row.
         const MetricsTable metrics = readMetrics(m_logdir);
         const QStringList &last = metrics.rows.back();
         const double w = last.at(metrics.column(QStringLiteral("w"))).toDouble();
         const double b = last.at(metrics.column(QStringLiteral("b"))).toDouble();
-        QVERIFY2(text.contains(QStringLiteral("w = %1, b = %2").arg(QString::number(w, 'g', 6), QString::number(b, 'g', 6))),
-                 qPrintable(text.left(1500)));
+        QVERIFY2(
+            text.contains(QStringLiteral("w = %1, b = %2").arg(QString::number(w, 'g', 6), QString::number(b, 'g', 6))),
+            qPrintable(text.left(1500)));
         QVERIFY(std::abs(w - 2) < 0.1 && std::abs(b - 10) < 0.1);
 
         // The charts on the page can be read: their axis titles ("global
         // step" under the timeline, loss and parameter charts) print at 3.5 pt
         // or more, not shrunk with the whole chart into its cell.
-        const QString boxes = poppler(QStringLiteral("pdftotext"), {QStringLiteral("-bbox"), path, QStringLiteral("-")});
-        const QRegularExpression word(QStringLiteral("yMin=\"([0-9.]+)\" xMax=\"[0-9.]+\" yMax=\"([0-9.]+)\">global</word>"));
+        const QString boxes
+            = poppler(QStringLiteral("pdftotext"), {QStringLiteral("-bbox"), path, QStringLiteral("-")});
+        const QRegularExpression word(
+            QStringLiteral("yMin=\"([0-9.]+)\" xMax=\"[0-9.]+\" yMax=\"([0-9.]+)\">global</word>"));
         QList<double> heights;
         for (auto it = word.globalMatch(boxes); it.hasNext();) {
             const auto match = it.next();
@@ -265,8 +276,8 @@ private Q_SLOTS:
         const QString out = m_dir.filePath(QStringLiteral("chief-export"));
         QProcess app;
         app.setProcessChannelMode(QProcess::MergedChannels);
-        app.start(QStringLiteral(PARASYNC_APP),
-                  {QStringLiteral("--headless"), QStringLiteral("--open=") + onlyEvents, QStringLiteral("--export=") + out});
+        app.start(QStringLiteral(PARASYNC_APP), {QStringLiteral("--headless"), QStringLiteral("--open=") + onlyEvents,
+                                                 QStringLiteral("--export=") + out});
         QVERIFY(app.waitForFinished(120000));
         const QString output = QString::fromUtf8(app.readAll());
         QVERIFY2(app.exitStatus() == QProcess::NormalExit && app.exitCode() == 0, qPrintable(output));
@@ -290,12 +301,13 @@ private Q_SLOTS:
         QProcess again;
         again.setProcessChannelMode(QProcess::MergedChannels);
         again.start(QStringLiteral(PARASYNC_APP), {QStringLiteral("--headless"), QStringLiteral("--open=") + onlyEvents,
-                                                    QStringLiteral("--export=") + out + QStringLiteral("-2")});
+                                                   QStringLiteral("--export=") + out + QStringLiteral("-2")});
         QVERIFY(again.waitForFinished(120000));
         const QString complaint = QString::fromUtf8(again.readAll());
         QCOMPARE(again.exitStatus(), QProcess::NormalExit);
         QCOMPARE(again.exitCode(), 2);
-        QVERIFY2(complaint.contains(QStringLiteral("CRC")) && complaint.contains(QStringLiteral("events.out.tfevents.")),
+        QVERIFY2(complaint.contains(QStringLiteral("CRC"))
+                     && complaint.contains(QStringLiteral("events.out.tfevents.")),
                  qPrintable(complaint));
     }
 };

@@ -43,8 +43,7 @@ ui::PreflightDialog *shownPreflight()
 class PreflightAnswer
 {
 public:
-    explicit PreflightAnswer(std::function<bool(ui::PreflightDialog *)> act)
-        : m_act(std::move(act))
+    explicit PreflightAnswer(std::function<bool(ui::PreflightDialog *)> act) : m_act(std::move(act))
     {
         QObject::connect(&m_timer, &QTimer::timeout, &m_timer, [this] {
             ui::PreflightDialog *dialog = shownPreflight();
@@ -119,7 +118,8 @@ private Q_SLOTS:
         const uint16_t psPort = launcher.plan().cluster.ps.front().port;
         QVERIFY(psPort != plan.cluster.ps.front().port);
         QCOMPARE(launcher.plan().cluster.workers, plan.cluster.workers);
-        QVERIFY2(launcher.tasks().front().host.contains(QLatin1String("ssh")), qPrintable(launcher.tasks().front().host));
+        QVERIFY2(launcher.tasks().front().host.contains(QLatin1String("ssh")),
+                 qPrintable(launcher.tasks().front().host));
         QTRY_VERIFY_WITH_TIMEOUT(watcher.address() == QStringLiteral("127.0.0.1:%1").arg(psPort)
                                      && window.charts()->snapshot() && window.charts()->snapshot()->globalStep > 10,
                                  kTimeoutMs);

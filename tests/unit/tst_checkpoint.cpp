@@ -1,5 +1,5 @@
-#include "formats/checkpoint.h"
 #include "base/error.h"
+#include "formats/checkpoint.h"
 #include "support/input_error_checks.h"
 
 #include <QCryptographicHash>
@@ -200,8 +200,8 @@ private Q_SLOTS:
         CheckpointStore store(dir.path().toStdString(), 3);
         for (int64_t step = 100; step <= 600; step += 100)
             store.save(makeCheckpoint(step));
-        QCOMPARE(fileNames(dir.path()), (QStringList{u"model.ckpt-400.pckpt"_s, u"model.ckpt-500.pckpt"_s,
-                                                     u"model.ckpt-600.pckpt"_s}));
+        QCOMPARE(fileNames(dir.path()),
+                 (QStringList{u"model.ckpt-400.pckpt"_s, u"model.ckpt-500.pckpt"_s, u"model.ckpt-600.pckpt"_s}));
 
         QTemporaryDir all;
         CheckpointStore keepAll(all.path().toStdString(), 0);
@@ -267,25 +267,25 @@ private Q_SLOTS:
                                      << QStringLiteral("truncated: 16 of %1 bytes").arg(good.size());
         QTest::newRow("half the magic") << QByteArray("PSYN") << u"truncated: 4 of at least 48 bytes"_s;
         QTest::newRow("text file") << QByteArray("{\"global_step\": 5}") << u"bad magic"_s;
-        QTest::newRow("impossible length") << QByteArray("PSYNCKP1\xff\xff\xff\xff\xff\xff\xff\xff", 16)
-                                           << u"impossible"_s;
+        QTest::newRow("impossible length")
+            << QByteArray("PSYNCKP1\xff\xff\xff\xff\xff\xff\xff\xff", 16) << u"impossible"_s;
 
         // Correct framing and checksum around bytes that are not a Checkpoint.
         const std::string junk = "\xff\xff\xff\xff";
-        const std::string sum =
-            QCryptographicHash::hash(QByteArray::fromStdString(junk), QCryptographicHash::Sha256).toStdString();
+        const std::string sum
+            = QCryptographicHash::hash(QByteArray::fromStdString(junk), QCryptographicHash::Sha256).toStdString();
         std::string framed = "PSYNCKP1";
         framed += char(junk.size());
         framed += std::string(7, '\0');
         framed += junk + sum;
-        QTest::newRow("payload is not a checkpoint") << QByteArray::fromStdString(framed) << u"payload does not parse"_s;
+        QTest::newRow("payload is not a checkpoint")
+            << QByteArray::fromStdString(framed) << u"payload does not parse"_s;
     }
     void framingErrors()
     {
         QFETCH(QByteArray, bytes);
         QFETCH(QString, reason);
-        verifyMentions(inputErrorOf([&] { parseCheckpointBytes(bytes.toStdString(), "ckpt"); }),
-                       {u"ckpt: "_s, reason});
+        verifyMentions(inputErrorOf([&] { parseCheckpointBytes(bytes.toStdString(), "ckpt"); }), {u"ckpt: "_s, reason});
     }
 };
 

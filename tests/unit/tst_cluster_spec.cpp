@@ -1,5 +1,5 @@
-#include "config/cluster_spec.h"
 #include "base/error.h"
+#include "config/cluster_spec.h"
 #include "support/input_error_checks.h"
 
 #include <QFile>
@@ -34,11 +34,16 @@ private Q_SLOTS:
         QTest::addColumn<QString>("host");
         QTest::addColumn<int>("port");
         QTest::addColumn<QString>("canonical");
-        QTest::newRow("ipv4") << "127.0.0.1:2222" << "127.0.0.1" << 2222 << "127.0.0.1:2222";
-        QTest::newRow("name") << "localhost:2223" << "localhost" << 2223 << "localhost:2223";
-        QTest::newRow("ipv6") << "[::1]:2222" << "::1" << 2222 << "[::1]:2222";
-        QTest::newRow("spaces") << "  ps0.example.com:80 " << "ps0.example.com" << 80 << "ps0.example.com:80";
-        QTest::newRow("max port") << "my-host_1:65535" << "my-host_1" << 65535 << "my-host_1:65535";
+        QTest::newRow("ipv4") << "127.0.0.1:2222"
+                              << "127.0.0.1" << 2222 << "127.0.0.1:2222";
+        QTest::newRow("name") << "localhost:2223"
+                              << "localhost" << 2223 << "localhost:2223";
+        QTest::newRow("ipv6") << "[::1]:2222"
+                              << "::1" << 2222 << "[::1]:2222";
+        QTest::newRow("spaces") << "  ps0.example.com:80 "
+                                << "ps0.example.com" << 80 << "ps0.example.com:80";
+        QTest::newRow("max port") << "my-host_1:65535"
+                                  << "my-host_1" << 65535 << "my-host_1:65535";
     }
     void parseHostPortAcceptsNamesIpv4AndBracketedIpv6()
     {
@@ -61,17 +66,21 @@ private Q_SLOTS:
         QTest::newRow("no port") << "127.0.0.1"
                                  << QStringList{QStringLiteral("missing ':port'"), QStringLiteral("127.0.0.1:2222")};
         QTest::newRow("port too big") << "127.0.0.1:99999"
-                                      << QStringList{QStringLiteral("port 99999 in '127.0.0.1:99999' is out of range 1-65535")};
+                                      << QStringList{
+                                             QStringLiteral("port 99999 in '127.0.0.1:99999' is out of range 1-65535")};
         QTest::newRow("port zero") << "h:0" << QStringList{QStringLiteral("out of range 1-65535")};
-        QTest::newRow("port not a number") << "h:abc" << QStringList{QStringLiteral("'abc'"), QStringLiteral("not a number")};
+        QTest::newRow("port not a number")
+            << "h:abc" << QStringList{QStringLiteral("'abc'"), QStringLiteral("not a number")};
         QTest::newRow("no host") << ":2222" << QStringList{QStringLiteral("missing host")};
         QTest::newRow("empty port") << "h:" << QStringList{QStringLiteral("missing port"), QStringLiteral("h:2222")};
-        QTest::newRow("bare ipv6") << "::1:2222" << QStringList{QStringLiteral("brackets"), QStringLiteral("[::1]:2222")};
+        QTest::newRow("bare ipv6") << "::1:2222"
+                                   << QStringList{QStringLiteral("brackets"), QStringLiteral("[::1]:2222")};
         QTest::newRow("unclosed bracket") << "[::1:2222" << QStringList{QStringLiteral("unclosed '['")};
         QTest::newRow("bracket no port") << "[::1]" << QStringList{QStringLiteral("missing ':port'")};
         // Found by fuzz_host_list: accepted, but its toString() "%eth0:9" was refused.
         QTest::newRow("zone without address") << "[%eth0]:9" << QStringList{QStringLiteral("not an IPv6 address")};
-        QTest::newRow("url") << "grpc://127.0.0.1:2222" << QStringList{QStringLiteral("grpc://"), QStringLiteral("host:port")};
+        QTest::newRow("url") << "grpc://127.0.0.1:2222"
+                             << QStringList{QStringLiteral("grpc://"), QStringLiteral("host:port")};
         QTest::newRow("space in host") << "a b:1" << QStringList{QStringLiteral("'a b'"), QStringLiteral("' '")};
     }
     void parseHostPortRejectsWithAdvice()
@@ -119,20 +128,26 @@ private Q_SLOTS:
         QTest::addColumn<QString>("flag");
         QTest::addColumn<QStringList>("words");
         QTest::newRow("empty workers")
-            << "" << "--worker_hosts"
+            << ""
+            << "--worker_hosts"
             << QStringList{QStringLiteral(
                    "--worker_hosts is empty: give a comma-separated list like 127.0.0.1:2223,127.0.0.1:2224")};
-        QTest::newRow("blank ps") << "  " << "--ps_hosts"
-                                  << QStringList{QStringLiteral("--ps_hosts is empty"), QStringLiteral("127.0.0.1:2222")};
-        QTest::newRow("empty entry") << "127.0.0.1:2223,,127.0.0.1:2224" << "--worker_hosts"
+        QTest::newRow("blank ps") << "  "
+                                  << "--ps_hosts"
+                                  << QStringList{QStringLiteral("--ps_hosts is empty"),
+                                                 QStringLiteral("127.0.0.1:2222")};
+        QTest::newRow("empty entry") << "127.0.0.1:2223,,127.0.0.1:2224"
+                                     << "--worker_hosts"
                                      << QStringList{QStringLiteral("--worker_hosts"), QStringLiteral("empty entry"),
                                                     QStringLiteral("extra comma")};
-        QTest::newRow("trailing comma") << "127.0.0.1:2223," << "--worker_hosts"
-                                        << QStringList{QStringLiteral("empty entry")};
-        QTest::newRow("bad port")
-            << "127.0.0.1:99999" << "--ps_hosts"
-            << QStringList{QStringLiteral("port 99999 in '127.0.0.1:99999' (--ps_hosts) is out of range 1-65535")};
-        QTest::newRow("no port") << "127.0.0.1:2223,127.0.0.1" << "--worker_hosts"
+        QTest::newRow("trailing comma") << "127.0.0.1:2223,"
+                                        << "--worker_hosts" << QStringList{QStringLiteral("empty entry")};
+        QTest::newRow("bad port") << "127.0.0.1:99999"
+                                  << "--ps_hosts"
+                                  << QStringList{QStringLiteral(
+                                         "port 99999 in '127.0.0.1:99999' (--ps_hosts) is out of range 1-65535")};
+        QTest::newRow("no port") << "127.0.0.1:2223,127.0.0.1"
+                                 << "--worker_hosts"
                                  << QStringList{QStringLiteral("missing ':port'"), QStringLiteral("(--worker_hosts)")};
     }
     void hostListRejectsNamingTheFlag()
@@ -156,7 +171,8 @@ private Q_SLOTS:
     {
         ClusterSpec noPs;
         noPs.workers = parseHostList("127.0.0.1:2223", "--worker_hosts");
-        verifyMentions(inputErrorOf([&] { noPs.validate(); }), {QStringLiteral("no ps task"), QStringLiteral("--ps_hosts")});
+        verifyMentions(inputErrorOf([&] { noPs.validate(); }),
+                       {QStringLiteral("no ps task"), QStringLiteral("--ps_hosts")});
         ClusterSpec noWorkers;
         noWorkers.ps = parseHostList("127.0.0.1:2222", "--ps_hosts");
         verifyMentions(inputErrorOf([&] { noWorkers.validate(); }),
@@ -202,7 +218,8 @@ private Q_SLOTS:
         QTest::newRow("worker") << "worker" << QStringList{};
         QTest::newRow("chief") << "chief" << QStringList{QStringLiteral("worker:0"), QStringLiteral("--task_index=0")};
         QTest::newRow("empty") << "" << QStringList{QStringLiteral("--job_name is empty")};
-        QTest::newRow("typo") << "wroker" << QStringList{QStringLiteral("--job_name=wroker"), QStringLiteral("ps or worker")};
+        QTest::newRow("typo") << "wroker"
+                              << QStringList{QStringLiteral("--job_name=wroker"), QStringLiteral("ps or worker")};
     }
     void jobNameParsesPsAndWorker()
     {
@@ -219,8 +236,8 @@ private Q_SLOTS:
         const ClusterSpec spec = demoCluster();
         QCOMPARE(QString::fromStdString(spec.toJson()),
                  QStringLiteral(R"({"ps":["127.0.0.1:2222"],"worker":["127.0.0.1:2223","127.0.0.1:2224"]})"));
-        const TfConfig config =
-            parseTfConfig(R"({"cluster": )" + spec.toJson() + R"(, "task": {"type": "ps", "index": 0}})");
+        const TfConfig config
+            = parseTfConfig(R"({"cluster": )" + spec.toJson() + R"(, "task": {"type": "ps", "index": 0}})");
         QCOMPARE(config.cluster, spec);
     }
 
@@ -229,15 +246,17 @@ private Q_SLOTS:
         QTest::addColumn<QString>("json");
         QTest::addColumn<QString>("task");
         QTest::addColumn<int>("workers");
-        const QString cluster =
-            QStringLiteral(R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})");
-        QTest::newRow("worker 1") << u"{"_s + cluster + uR"(, "task": {"type": "worker", "index": 1}})"_s << "worker:1" << 2;
+        const QString cluster = QStringLiteral(
+            R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})");
+        QTest::newRow("worker 1") << u"{"_s + cluster + uR"(, "task": {"type": "worker", "index": 1}})"_s << "worker:1"
+                                  << 2;
         QTest::newRow("ps 0") << u"{"_s + cluster + uR"(, "task": {"type": "ps", "index": 0}})"_s << "ps:0" << 2;
-        QTest::newRow("index defaults to 0") << u"{"_s + cluster + uR"(, "task": {"type": "worker"}})"_s << "worker:0" << 2;
+        QTest::newRow("index defaults to 0")
+            << u"{"_s + cluster + uR"(, "task": {"type": "worker"}})"_s << "worker:0" << 2;
         const QString withChief = QStringLiteral(
             R"("cluster": {"chief": ["127.0.0.1:2225"], "ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})");
-        QTest::newRow("chief is worker 0") << u"{"_s + withChief + uR"(, "task": {"type": "chief", "index": 0}})"_s
-                                           << "worker:0" << 3;
+        QTest::newRow("chief is worker 0")
+            << u"{"_s + withChief + uR"(, "task": {"type": "chief", "index": 0}})"_s << "worker:0" << 3;
         QTest::newRow("workers shift behind the chief")
             << u"{"_s + withChief + uR"(, "task": {"type": "worker", "index": 1}})"_s << "worker:2" << 3;
     }
@@ -260,10 +279,11 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("json");
         QTest::addColumn<QStringList>("words");
-        const QString cluster =
-            QStringLiteral(R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})");
+        const QString cluster = QStringLiteral(
+            R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})");
         QTest::newRow("bad json") << R"({"cluster": {"ps": ["127.0.0.1:2222"],})"
-                                  << QStringList{QStringLiteral("TF_CONFIG is not valid JSON"), QStringLiteral("offset")};
+                                  << QStringList{QStringLiteral("TF_CONFIG is not valid JSON"),
+                                                 QStringLiteral("offset")};
         QTest::newRow("empty") << "" << QStringList{QStringLiteral("TF_CONFIG is empty")};
         QTest::newRow("not an object") << "[1]" << QStringList{QStringLiteral("JSON object")};
         QTest::newRow("no cluster") << R"({"task": {"type": "ps"}})" << QStringList{QStringLiteral("no \"cluster\"")};
@@ -280,13 +300,15 @@ private Q_SLOTS:
                                       << QStringList{QStringLiteral("evaluator"), QStringLiteral("\"chief\"")};
         QTest::newRow("chief without chief job") << u"{"_s + cluster + uR"(, "task": {"type": "chief", "index": 0}})"_s
                                                  << QStringList{QStringLiteral("no \"chief\" job")};
-        QTest::newRow("bad address") << R"({"cluster": {"ps": ["127.0.0.1:99999"], "worker": ["h:1"]}, "task": {"type": "ps"}})"
-                                     << QStringList{QStringLiteral("99999"), QStringLiteral("TF_CONFIG cluster \"ps\"")};
+        QTest::newRow("bad address")
+            << R"({"cluster": {"ps": ["127.0.0.1:99999"], "worker": ["h:1"]}, "task": {"type": "ps"}})"
+            << QStringList{QStringLiteral("99999"), QStringLiteral("TF_CONFIG cluster \"ps\"")};
         QTest::newRow("address used twice")
             << R"({"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2222"]}, "task": {"type": "ps"}})"
             << QStringList{QStringLiteral("used twice")};
-        QTest::newRow("hosts not a list") << R"({"cluster": {"ps": "127.0.0.1:2222", "worker": ["h:1"]}, "task": {"type": "ps"}})"
-                                          << QStringList{QStringLiteral("list of \"host:port\" strings")};
+        QTest::newRow("hosts not a list")
+            << R"({"cluster": {"ps": "127.0.0.1:2222", "worker": ["h:1"]}, "task": {"type": "ps"}})"
+            << QStringList{QStringLiteral("list of \"host:port\" strings")};
     }
     void tfConfigRejectsWithAdvice()
     {
@@ -308,9 +330,13 @@ private Q_SLOTS:
         ClusterFile file;
         file.cluster = demoCluster();
         file.cluster.ps.push_back(parseHostPort("[::1]:2230"));
-        file.training = {{"mode", "sync"},         {"learning_rate", "0.05"}, {"batch_size", "10"},
-                         {"seed", "007"},          {"dataset", "csv:/data/y \"x\".csv"},
-                         {"logdir", ""},           {"staleness", "1e3"}};
+        file.training = {{"mode", "sync"},
+                         {"learning_rate", "0.05"},
+                         {"batch_size", "10"},
+                         {"seed", "007"},
+                         {"dataset", "csv:/data/y \"x\".csv"},
+                         {"logdir", ""},
+                         {"staleness", "1e3"}};
         // In a directory that does not exist yet, as a fresh run directory.
         const std::string path = str(dir.filePath(QStringLiteral("run/cluster.json")));
         writeClusterFile(path, file);
@@ -341,8 +367,8 @@ private Q_SLOTS:
         // Keys of one worker's entry come back as a set: JSON objects keep no order.
         auto flags = read.perWorker.at(1);
         std::sort(flags.begin(), flags.end());
-        QCOMPARE(flags, (std::vector<std::pair<std::string, std::string>>{{"compute_jitter", "0.5"},
-                                                                          {"straggler_ms", "40"}}));
+        QCOMPARE(flags,
+                 (std::vector<std::pair<std::string, std::string>>{{"compute_jitter", "0.5"}, {"straggler_ms", "40"}}));
     }
 
     void clusterFileKeepsTrainingInFileOrder()
@@ -351,8 +377,8 @@ private Q_SLOTS:
             R"({"training": {"seed": 3, "mode": "ssp", "learning_rate": 0.5, "logdir": "r\u00e9sultats"},
                 "cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223"]}})",
             "test");
-        const std::vector<std::pair<std::string, std::string>> expected = {
-            {"seed", "3"}, {"mode", "ssp"}, {"learning_rate", "0.5"}, {"logdir", "r\xc3\xa9sultats"}};
+        const std::vector<std::pair<std::string, std::string>> expected
+            = {{"seed", "3"}, {"mode", "ssp"}, {"learning_rate", "0.5"}, {"logdir", "r\xc3\xa9sultats"}};
         QCOMPARE(file.training, expected);
         QCOMPARE(file.cluster.numWorkers(), 1);
     }
@@ -361,14 +387,16 @@ private Q_SLOTS:
     {
         // Notepad and some editors start UTF-8 files with a byte order mark;
         // "training" used to be silently ignored after one.
-        const std::string json = "\xEF\xBB\xBF" R"({"cluster": )" + demoCluster().toJson()
-                                 + R"(, "training": {"batch_size": 20, "mode": "sync"}})";
+        const std::string json = "\xEF\xBB\xBF"
+                                 R"({"cluster": )"
+                                 + demoCluster().toJson() + R"(, "training": {"batch_size": 20, "mode": "sync"}})";
         const ClusterFile file = parseClusterFile(json, "test");
         const std::vector<std::pair<std::string, std::string>> expected = {{"batch_size", "20"}, {"mode", "sync"}};
         QCOMPARE(file.training, expected);
         verifyMentions(inputErrorOf([&] {
-                           parseClusterFile("\xEF\xBB\xBF" R"({"cluster": )" + demoCluster().toJson()
-                                                + R"(, "training": {"lerning_rate": 0.1}})",
+                           parseClusterFile("\xEF\xBB\xBF"
+                                            R"({"cluster": )"
+                                                + demoCluster().toJson() + R"(, "training": {"lerning_rate": 0.1}})",
                                             "test");
                        }),
                        {QStringLiteral("unknown key \"lerning_rate\"")});
@@ -411,20 +439,22 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("hosts");
         QTest::addColumn<QStringList>("words");
-        QTest::newRow("not an object") << QStringLiteral(R"([])") << QStringList{QStringLiteral("\"hosts\" must be an object")};
+        QTest::newRow("not an object") << QStringLiteral(R"([])")
+                                       << QStringList{QStringLiteral("\"hosts\" must be an object")};
         QTest::newRow("typo") << QStringLiteral(R"({"h": {"usr": "alice"}})")
                               << QStringList{QStringLiteral("unknown key \"usr\""), QStringLiteral("identity_file")};
         QTest::newRow("port") << QStringLiteral(R"({"h": {"port": 70000}})") << QStringList{QStringLiteral("1-65535")};
         QTest::newRow("options") << QStringLiteral(R"({"h": {"ssh_options": ["-oProxyCommand"]}})")
                                  << QStringList{QStringLiteral("Name=value")};
-        QTest::newRow("control character") << QStringLiteral(R"({"h": {"node": "a\nrm -rf ~"}})")
-                                           << QStringList{QStringLiteral("control character")};
+        QTest::newRow("control character")
+            << QStringLiteral(R"({"h": {"node": "a\nrm -rf ~"}})") << QStringList{QStringLiteral("control character")};
     }
     void clusterFileRejectsBadHosts()
     {
         QFETCH(QString, hosts);
         QFETCH(QStringList, words);
-        const std::string json = R"({"cluster": {"ps": ["h:2222"], "worker": ["h:2223"]}, "hosts": )" + str(hosts) + "}";
+        const std::string json
+            = R"({"cluster": {"ps": ["h:2222"], "worker": ["h:2223"]}, "hosts": )" + str(hosts) + "}";
         verifyMentions(inputErrorOf([&] { parseClusterFile(json, "my.json"); }), words);
     }
 
@@ -432,8 +462,8 @@ private Q_SLOTS:
     {
         QTest::addColumn<QString>("json");
         QTest::addColumn<QStringList>("words");
-        const QString cluster =
-            QStringLiteral(R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})");
+        const QString cluster = QStringLiteral(
+            R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})");
         QTest::newRow("typo in training") << u"{"_s + cluster + uR"(, "training": {"lerning_rate": 0.1}})"_s
                                           << QStringList{QStringLiteral("my.json"), QStringLiteral("\"lerning_rate\""),
                                                          QStringLiteral("learning_rate")};
@@ -448,11 +478,12 @@ private Q_SLOTS:
         QTest::newRow("bad json") << u"{"_s + cluster + u", }"_s
                                   << QStringList{QStringLiteral("my.json is not valid JSON"), QStringLiteral("offset")};
         QTest::newRow("no cluster") << R"({"training": {}})" << QStringList{QStringLiteral("no \"cluster\"")};
-        QTest::newRow("per_worker: not a worker") << u"{"_s + cluster + uR"(, "per_worker": {"2": {"compute_ms": 5}}})"_s
-                                                  << QStringList{QStringLiteral("\"per_worker\" \"2\""),
-                                                                 QStringLiteral("indexes 0-1")};
-        QTest::newRow("per_worker: not an index") << u"{"_s + cluster + uR"(, "per_worker": {"w1": {"compute_ms": 5}}})"_s
-                                                  << QStringList{QStringLiteral("keys are worker indexes")};
+        QTest::newRow("per_worker: not a worker")
+            << u"{"_s + cluster + uR"(, "per_worker": {"2": {"compute_ms": 5}}})"_s
+            << QStringList{QStringLiteral("\"per_worker\" \"2\""), QStringLiteral("indexes 0-1")};
+        QTest::newRow("per_worker: not an index")
+            << u"{"_s + cluster + uR"(, "per_worker": {"w1": {"compute_ms": 5}}})"_s
+            << QStringList{QStringLiteral("keys are worker indexes")};
         QTest::newRow("per_worker: a cluster-wide flag")
             << u"{"_s + cluster + uR"(, "per_worker": {"1": {"learning_rate": 0.5}}})"_s
             << QStringList{QStringLiteral("unknown key \"learning_rate\""), QStringLiteral("straggler_ms"),

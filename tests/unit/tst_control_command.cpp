@@ -24,8 +24,8 @@ class TestControlCommand : public QObject
 private Q_SLOTS:
     void aTaskCommandLineIsNoControlCommand()
     {
-        QVERIFY(!parseControlCommand(nodeArguments({kPs, QStringLiteral("--worker_hosts=10.0.0.7:2223"),
-                                           QStringLiteral("--job_name=ps")})));
+        QVERIFY(!parseControlCommand(
+            nodeArguments({kPs, QStringLiteral("--worker_hosts=10.0.0.7:2223"), QStringLiteral("--job_name=ps")})));
         QVERIFY(!parseControlCommand(nodeArguments({QStringLiteral("--help")})));
         // Only the flag itself: a value that merely mentions it is not one.
         QVERIFY(!parseControlCommand(nodeArguments({kPs, QStringLiteral("--logdir=--status")})));
@@ -33,11 +33,11 @@ private Q_SLOTS:
 
     void statusTalksToTheFirstPs()
     {
-        const auto command = parseControlCommand(nodeArguments({kPs, QStringLiteral("--status"),
-                                                       QStringLiteral("--cluster_token_file=/run/token"),
-                                                       QStringLiteral("--heartbeat_ms=500"),
-                                                       // A task's own flags may stay on the line.
-                                                       QStringLiteral("--job_name=worker")}));
+        const auto command = parseControlCommand(
+            nodeArguments({kPs, QStringLiteral("--status"), QStringLiteral("--cluster_token_file=/run/token"),
+                           QStringLiteral("--heartbeat_ms=500"),
+                           // A task's own flags may stay on the line.
+                           QStringLiteral("--job_name=worker")}));
         QVERIFY(command);
         QCOMPARE(command->action, ControlCommand::Action::Status);
         QCOMPARE(command->ps0, std::string("10.0.0.5:2222"));
@@ -47,8 +47,8 @@ private Q_SLOTS:
 
     void setModeKeepsTheNumbersNotGiven()
     {
-        const auto command = parseControlCommand(nodeArguments({kPs, QStringLiteral("--set_mode=SSP"),
-                                                       QStringLiteral("--staleness=2")}));
+        const auto command = parseControlCommand(
+            nodeArguments({kPs, QStringLiteral("--set_mode=SSP"), QStringLiteral("--staleness=2")}));
         QVERIFY(command);
         QCOMPARE(command->action, ControlCommand::Action::SetMode);
         proto::ModeConfig current;
@@ -65,8 +65,9 @@ private Q_SLOTS:
 
     void setModeWinsOverStatus()
     {
-        const auto command = parseControlCommand(nodeArguments({kPs, QStringLiteral("--status"), QStringLiteral("--set_mode=sync"),
-                                                       QStringLiteral("--replicas_to_aggregate=2")}));
+        const auto command
+            = parseControlCommand(nodeArguments({kPs, QStringLiteral("--status"), QStringLiteral("--set_mode=sync"),
+                                                 QStringLiteral("--replicas_to_aggregate=2")}));
         QVERIFY(command);
         QCOMPARE(command->action, ControlCommand::Action::SetMode);
         QCOMPARE(command->modeFrom({}).replicas_to_aggregate(), 2);
@@ -81,18 +82,24 @@ private Q_SLOTS:
         QTest::newRow("empty ps") << QStringList{QStringLiteral("--ps_hosts="), QStringLiteral("--set_mode=sync")}
                                   << QStringList{QStringLiteral("--ps_hosts=HOST:PORT")};
         QTest::newRow("unknown mode") << QStringList{kPs, QStringLiteral("--set_mode=fast")}
-                                      << QStringList{QStringLiteral("--set_mode=fast"), QStringLiteral("async, sync or ssp")};
+                                      << QStringList{QStringLiteral("--set_mode=fast"),
+                                                     QStringLiteral("async, sync or ssp")};
         QTest::newRow("mode not given") << QStringList{kPs, QStringLiteral("--set_mode")}
-                                        << QStringList{QStringLiteral("--set_mode="), QStringLiteral("async, sync or ssp")};
-        QTest::newRow("not a number") << QStringList{kPs, QStringLiteral("--set_mode=ssp"), QStringLiteral("--staleness=two")}
+                                        << QStringList{QStringLiteral("--set_mode="),
+                                                       QStringLiteral("async, sync or ssp")};
+        QTest::newRow("not a number") << QStringList{kPs, QStringLiteral("--set_mode=ssp"),
+                                                     QStringLiteral("--staleness=two")}
                                       << QStringList{QStringLiteral("--staleness=two"), QStringLiteral("whole number")};
-        QTest::newRow("trailing text") << QStringList{kPs, QStringLiteral("--set_mode=ssp"), QStringLiteral("--staleness=3x")}
+        QTest::newRow("trailing text") << QStringList{kPs, QStringLiteral("--set_mode=ssp"),
+                                                      QStringLiteral("--staleness=3x")}
                                        << QStringList{QStringLiteral("--staleness=3x"), QStringLiteral("whole number")};
         QTest::newRow("negative") << QStringList{kPs, QStringLiteral("--set_mode=sync"),
                                                  QStringLiteral("--total_num_replicas=-1")}
-                                  << QStringList{QStringLiteral("--total_num_replicas=-1"), QStringLiteral("at least 0")};
-        QTest::newRow("bad connection flag") << QStringList{kPs, QStringLiteral("--status"), QStringLiteral("--heartbeat_ms=5")}
-                                             << QStringList{QStringLiteral("--heartbeat_ms=5"), QStringLiteral("at least 100")};
+                                  << QStringList{QStringLiteral("--total_num_replicas=-1"),
+                                                 QStringLiteral("at least 0")};
+        QTest::newRow("bad connection flag")
+            << QStringList{kPs, QStringLiteral("--status"), QStringLiteral("--heartbeat_ms=5")}
+            << QStringList{QStringLiteral("--heartbeat_ms=5"), QStringLiteral("at least 100")};
     }
     void mistakesSayWhatToDo()
     {

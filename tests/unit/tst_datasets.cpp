@@ -1,5 +1,5 @@
-#include "engine/dataset.h"
 #include "base/error.h"
+#include "engine/dataset.h"
 
 #include <QDir>
 #include <QFile>
@@ -281,9 +281,8 @@ void TestDatasets::badIdxIsRejectedWithTheReason()
     writeFile(imagesPath, images);
     writeFile(path(QStringLiteral("bad-labels.idx")), labels);
 
-    const QString message = messageOf([&] {
-        readIdx(imagesPath.toStdString(), path(QStringLiteral("bad-labels.idx")).toStdString(), 1, 2);
-    });
+    const QString message = messageOf(
+        [&] { readIdx(imagesPath.toStdString(), path(QStringLiteral("bad-labels.idx")).toStdString(), 1, 2); });
     QVERIFY2(message.contains(messagePart), qPrintable(message));
     QVERIFY2(message.contains(QLatin1String("bad-")), qPrintable(message));
 }
@@ -344,18 +343,18 @@ void TestDatasets::badCsvIsRejectedNamingTheLine_data()
     QTest::addColumn<bool>("classification");
     QTest::addColumn<QString>("messagePart");
 
-    QTest::newRow("wrong column count")
-        << QByteArray("a,b,c,y\n1,2,3,4\n1,2,3\n") << false << QStringLiteral("line 3 has 3 columns, expected 4");
-    QTest::newRow("not a number")
-        << QByteArray("1,2,3\n4,abc,6\n") << false << QStringLiteral("line 2, column 2: 'abc' is not a number");
+    QTest::newRow("wrong column count") << QByteArray("a,b,c,y\n1,2,3,4\n1,2,3\n") << false
+                                        << QStringLiteral("line 3 has 3 columns, expected 4");
+    QTest::newRow("not a number") << QByteArray("1,2,3\n4,abc,6\n") << false
+                                  << QStringLiteral("line 2, column 2: 'abc' is not a number");
     QTest::newRow("line numbers count blank lines")
         << QByteArray("x,y\n\n1,2\n3,4x\n") << false << QStringLiteral("line 4, column 2: '4x' is not a number");
     QTest::newRow("empty cell") << QByteArray("1,2\n,3\n") << false << QStringLiteral("line 2, column 1");
     QTest::newRow("empty cell in the first row")
         << QByteArray("1,,3\n4,5,6\n") << false << QStringLiteral("line 1, column 2: the cell is empty");
     QTest::newRow("not finite") << QByteArray("1,2\ninf,3\n") << false << QStringLiteral("not a finite number");
-    QTest::newRow("negative class")
-        << QByteArray("x,label\n1,0\n2,-1\n") << true << QStringLiteral("line 3, column 2: the class index '-1'");
+    QTest::newRow("negative class") << QByteArray("x,label\n1,0\n2,-1\n") << true
+                                    << QStringLiteral("line 3, column 2: the class index '-1'");
     QTest::newRow("fractional class") << QByteArray("1,0\n2,1.5\n") << true << QStringLiteral("line 2, column 2");
     QTest::newRow("one column") << QByteArray("1\n2\n") << false << QStringLiteral("line 1 has 1 column");
     QTest::newRow("empty file") << QByteArray() << false << QStringLiteral("empty");
@@ -388,8 +387,7 @@ void TestDatasets::loadDatasetParsesSpecs_data()
     QTest::newRow("linear") << QStringLiteral("linear") << false << 100 << 1 << 0;
     QTest::newRow("blobs:K:D") << QStringLiteral("blobs:4:7") << true << 100 << 7 << 4;
     QTest::newRow("mnist:DIR") << QStringLiteral("mnist:$DIR/mnist") << true << 7 << 16 << 3;
-    QTest::newRow("idx:IMAGES,LABELS") << QStringLiteral("idx:$DIR/images.idx,$DIR/labels.idx") << true << 5 << 6
-                                       << 3;
+    QTest::newRow("idx:IMAGES,LABELS") << QStringLiteral("idx:$DIR/images.idx,$DIR/labels.idx") << true << 5 << 6 << 3;
     QTest::newRow("csv:PATH regression") << QStringLiteral("csv:$DIR/regression.csv") << false << 3 << 2 << 0;
     QTest::newRow("csv:PATH classification") << QStringLiteral("csv:$DIR/classes.csv") << true << 3 << 2 << 5;
 }

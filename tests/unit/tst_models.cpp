@@ -1,5 +1,5 @@
-#include "engine/dataset.h"
 #include "base/error.h"
+#include "engine/dataset.h"
 #include "engine/model.h"
 
 #include <QTest>
@@ -73,8 +73,7 @@ void verifyClose(float actual, double expected, double tolerance, const char *wh
 }
 
 // Plain gradient descent over the whole dataset, as the seeds' GradientDescentOptimizer.
-Parameters gradientDescent(const Model &model, Parameters params, const Dataset &data, float learningRate,
-                           int steps)
+Parameters gradientDescent(const Model &model, Parameters params, const Dataset &data, float learningRate, int steps)
 {
     Parameters gradient;
     for (int step = 0; step < steps; ++step) {
@@ -335,8 +334,8 @@ void TestModels::makeModelRejectsBadInput_data()
     QTest::addColumn<int>("outputDim");
     QTest::addColumn<QString>("messagePart");
 
-    QTest::newRow("unknown name lists known models") << QStringLiteral("mlp") << 2 << 10
-                                                     << QStringLiteral("linear, softmax");
+    QTest::newRow("unknown name lists known models")
+        << QStringLiteral("mlp") << 2 << 10 << QStringLiteral("linear, softmax");
     QTest::newRow("linear without features") << QStringLiteral("linear") << 0 << 1 << QStringLiteral("feature");
     QTest::newRow("softmax without features") << QStringLiteral("softmax") << 0 << 3 << QStringLiteral("feature");
     QTest::newRow("softmax with one class") << QStringLiteral("softmax") << 2 << 1 << QStringLiteral("2 classes");

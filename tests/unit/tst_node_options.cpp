@@ -25,8 +25,8 @@ QStringList demo(const QStringList &extra)
     return QStringList{kPs, kWorkers, QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1")} + extra;
 }
 
-const char kTfConfigCluster[] =
-    R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})";
+const char kTfConfigCluster[]
+    = R"("cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]})";
 
 std::string writeFile(const QTemporaryDir &dir, const std::string &json)
 {
@@ -50,14 +50,16 @@ private Q_SLOTS:
         QTest::addColumn<QString>("command");
         QTest::addColumn<QString>("task");
         QTest::addColumn<QString>("secondWorker");
-        const QString demoHosts = QStringLiteral("--ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224");
-        QTest::newRow("demo ps") << demoHosts + u" --job_name=ps --task_index=0"_s << "ps:0" << "127.0.0.1:2224";
+        const QString demoHosts
+            = QStringLiteral("--ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224");
+        QTest::newRow("demo ps") << demoHosts + u" --job_name=ps --task_index=0"_s << "ps:0"
+                                 << "127.0.0.1:2224";
         QTest::newRow("demo chief") << demoHosts + u" --job_name=worker --task_index=0"_s << "worker:0"
                                     << "127.0.0.1:2224";
         QTest::newRow("demo worker 1") << demoHosts + u" --job_name=worker --task_index=1"_s << "worker:1"
                                        << "127.0.0.1:2224";
-        const QString twoMachines =
-            QStringLiteral("--ps_hosts=192.168.139.130:2222 --worker_hosts=192.168.139.130:2224,192.168.139.128:2225");
+        const QString twoMachines = QStringLiteral(
+            "--ps_hosts=192.168.139.130:2222 --worker_hosts=192.168.139.130:2224,192.168.139.128:2225");
         QTest::newRow("seed 001 ps") << twoMachines + u" --job_name=ps --task_index=0"_s << "ps:0"
                                      << "192.168.139.128:2225";
         QTest::newRow("seed 001 worker 1") << twoMachines + u" --job_name=worker --task_index=1"_s << "worker:1"
@@ -65,10 +67,12 @@ private Q_SLOTS:
         QTest::newRow("space-separated values")
             << QStringLiteral("--ps_hosts 127.0.0.1:2222 --worker_hosts 127.0.0.1:2223,127.0.0.1:2224 --job_name "
                               "worker --task_index 1")
-            << "worker:1" << "127.0.0.1:2224";
+            << "worker:1"
+            << "127.0.0.1:2224";
         QTest::newRow("single dash, as TF's flags") << QStringLiteral(
             "-ps_hosts=127.0.0.1:2222 -worker_hosts=127.0.0.1:2223,127.0.0.1:2224 -job_name=ps -task_index=0")
-                                                    << "ps:0" << "127.0.0.1:2224";
+                                                    << "ps:0"
+                                                    << "127.0.0.1:2224";
     }
     void seedCommandsParse()
     {
@@ -112,7 +116,7 @@ private Q_SLOTS:
     void paceFlagsParseAndLastStepZeroTrainsUntilStopped()
     {
         const NodeOptions o = parseNodeOptions(nodeArguments(demo({u"--compute_ms=40"_s, u"--compute_jitter=0.5"_s,
-                                                          u"--straggler_ms=25"_s, u"--last_step=0"_s})),
+                                                                   u"--straggler_ms=25"_s, u"--last_step=0"_s})),
                                                {});
         QCOMPARE(o.training.pace.computeMs, 40);
         QCOMPARE(o.training.pace.computeJitter, 0.5f);
@@ -126,11 +130,12 @@ private Q_SLOTS:
     void everyTrainingFlagParses()
     {
         const NodeOptions o = parseNodeOptions(
-            nodeArguments(demo({u"--mode=sync"_s, u"--staleness=3"_s, u"--replicas_to_aggregate=2"_s,
-                       u"--total_num_replicas=2"_s, u"--model=softmax"_s, u"--dataset=blobs:3:4"_s,
-                       u"--samples_per_shard=50"_s, u"--optimizer=adam"_s, u"--learning_rate=0.001"_s,
-                       u"--batch_size=32"_s, u"--last_step=500"_s, u"--display_step=25"_s, u"--logdir=/tmp/run"_s,
-                       u"--save_checkpoint_secs=0"_s, u"--max_to_keep=0"_s, u"--seed=18446744073709551615"_s})),
+            nodeArguments(
+                demo({u"--mode=sync"_s, u"--staleness=3"_s, u"--replicas_to_aggregate=2"_s, u"--total_num_replicas=2"_s,
+                      u"--model=softmax"_s, u"--dataset=blobs:3:4"_s, u"--samples_per_shard=50"_s,
+                      u"--optimizer=adam"_s, u"--learning_rate=0.001"_s, u"--batch_size=32"_s, u"--last_step=500"_s,
+                      u"--display_step=25"_s, u"--logdir=/tmp/run"_s, u"--save_checkpoint_secs=0"_s,
+                      u"--max_to_keep=0"_s, u"--seed=18446744073709551615"_s})),
             {});
         const TrainingOptions &t = o.training;
         QCOMPARE(t.mode.mode(), proto::SYNC);
@@ -183,15 +188,17 @@ private Q_SLOTS:
         QCOMPARE(parseNodeOptions(nodeArguments({u"--task_index=0"_s}), tf).task.toString(), std::string("worker:0"));
         // TF_CONFIG without "task" serves a task that names itself.
         const std::string clusterOnly = std::string("{") + kTfConfigCluster + "}";
-        QCOMPARE(parseNodeOptions(nodeArguments({u"--job_name=worker"_s, u"--task_index=1"_s}), clusterOnly).task.toString(),
-                 std::string("worker:1"));
+        QCOMPARE(
+            parseNodeOptions(nodeArguments({u"--job_name=worker"_s, u"--task_index=1"_s}), clusterOnly).task.toString(),
+            std::string("worker:1"));
     }
 
     void hostFlagsOverrideTfConfigsCluster()
     {
-        const std::string tf = R"({"cluster": {"ps": ["10.0.0.1:1"], "worker": ["10.0.0.2:1"]}, "task": {"type": "ps"}})";
-        const NodeOptions o =
-            parseNodeOptions(nodeArguments({kPs, kWorkers, u"--job_name=worker"_s, u"--task_index=1"_s}), tf);
+        const std::string tf
+            = R"({"cluster": {"ps": ["10.0.0.1:1"], "worker": ["10.0.0.2:1"]}, "task": {"type": "ps"}})";
+        const NodeOptions o
+            = parseNodeOptions(nodeArguments({kPs, kWorkers, u"--job_name=worker"_s, u"--task_index=1"_s}), tf);
         QCOMPARE(o.cluster.ps[0].toString(), std::string("127.0.0.1:2222"));
         QCOMPARE(o.cluster.numWorkers(), 2);
         // A broken TF_CONFIG does not matter when the command line says everything.
@@ -205,8 +212,9 @@ private Q_SLOTS:
         const std::string path = writeFile(
             dir, std::string("{") + kTfConfigCluster
                      + R"(, "training": {"mode": "ssp", "staleness": 4, "learning_rate": 0.01, "batch_size": 20}})");
-        const NodeOptions o = parseNodeOptions(
-            nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=worker"_s, u"--task_index=1"_s}), {});
+        const NodeOptions o = parseNodeOptions(nodeArguments({QString::fromStdString("--cluster_file=" + path),
+                                                              u"--job_name=worker"_s, u"--task_index=1"_s}),
+                                               {});
         QCOMPARE(o.cluster.numWorkers(), 2);
         QCOMPARE(o.training.mode.mode(), proto::SSP);
         QCOMPARE(o.training.mode.staleness(), 4);
@@ -218,11 +226,12 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         const std::string path = writeFile(
-            dir, R"({"cluster": {"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2223", "10.0.0.3:2224", "10.0.0.4:2225"]},
+            dir,
+            R"({"cluster": {"ps": ["10.0.0.1:2222"], "worker": ["10.0.0.2:2223", "10.0.0.3:2224", "10.0.0.4:2225"]},
                     "training": {"mode": "ssp", "learning_rate": 0.01, "batch_size": 20}})");
         const QString fileFlag = QString::fromStdString("--cluster_file=" + path);
-        const NodeOptions o =
-            parseNodeOptions(nodeArguments(demo({fileFlag, u"--learning_rate=0.2"_s, u"--issync=1"_s})), {});
+        const NodeOptions o
+            = parseNodeOptions(nodeArguments(demo({fileFlag, u"--learning_rate=0.2"_s, u"--issync=1"_s})), {});
         // --ps_hosts/--worker_hosts beat the file's cluster...
         QCOMPARE(o.cluster.numWorkers(), 2);
         QCOMPARE(o.cluster.ps[0].toString(), std::string("127.0.0.1:2222"));
@@ -233,8 +242,10 @@ private Q_SLOTS:
         QCOMPARE(o.training.batchSize, 20);
 
         // The file's cluster beats TF_CONFIG's.
-        const std::string tf = R"({"cluster": {"ps": ["10.9.9.9:1"], "worker": ["10.9.9.8:1"]}, "task": {"type": "ps"}})";
-        const NodeOptions fromFile = parseNodeOptions(nodeArguments({fileFlag, u"--job_name=worker"_s, u"--task_index=2"_s}), tf);
+        const std::string tf
+            = R"({"cluster": {"ps": ["10.9.9.9:1"], "worker": ["10.9.9.8:1"]}, "task": {"type": "ps"}})";
+        const NodeOptions fromFile
+            = parseNodeOptions(nodeArguments({fileFlag, u"--job_name=worker"_s, u"--task_index=2"_s}), tf);
         QCOMPARE(fromFile.cluster.numWorkers(), 3);
         QCOMPARE(fromFile.task.toString(), std::string("worker:2"));
     }
@@ -242,14 +253,15 @@ private Q_SLOTS:
     void badValueInClusterFileNamesTheFile()
     {
         QTemporaryDir dir;
-        const std::string path = writeFile(dir, std::string("{") + kTfConfigCluster + R"(, "training": {"batch_size": 0}})");
+        const std::string path
+            = writeFile(dir, std::string("{") + kTfConfigCluster + R"(, "training": {"batch_size": 0}})");
         const QString message = inputErrorOf([&] {
             parseNodeOptions(nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=ps"_s}), {});
         });
         verifyMentions(message, {u"--batch_size=0"_s, u"must be at least 1"_s, QString::fromStdString(path)});
         // Given on the command line, the file's bad value is never looked at.
         QCOMPARE(parseNodeOptions(nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=ps"_s,
-                                        u"--batch_size=5"_s}),
+                                                 u"--batch_size=5"_s}),
                                   {})
                      .training.batchSize,
                  5);
@@ -258,16 +270,17 @@ private Q_SLOTS:
     void trainingJsonReplaysThroughAClusterFile()
     {
         // What a run directory's cluster.json holds must give back the same flags.
-        const NodeOptions original = parseNodeOptions(
-            nodeArguments(demo({u"--mode=ssp"_s, u"--staleness=2"_s, u"--optimizer=adagrad"_s, u"--learning_rate=0.3"_s,
-                       u"--logdir=runs/a b"_s, u"--seed=42"_s})),
-            {});
-        const std::string json = R"({"cluster": )" + original.cluster.toJson() + R"(, "training": )"
-                                 + original.training.toJson() + "}";
+        const NodeOptions original
+            = parseNodeOptions(nodeArguments(demo({u"--mode=ssp"_s, u"--staleness=2"_s, u"--optimizer=adagrad"_s,
+                                                   u"--learning_rate=0.3"_s, u"--logdir=runs/a b"_s, u"--seed=42"_s})),
+                               {});
+        const std::string json
+            = R"({"cluster": )" + original.cluster.toJson() + R"(, "training": )" + original.training.toJson() + "}";
         QTemporaryDir dir;
         const std::string path = writeFile(dir, json);
-        const NodeOptions replayed = parseNodeOptions(
-            nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=worker"_s, u"--task_index=1"_s}), {});
+        const NodeOptions replayed = parseNodeOptions(nodeArguments({QString::fromStdString("--cluster_file=" + path),
+                                                                     u"--job_name=worker"_s, u"--task_index=1"_s}),
+                                                      {});
         QCOMPARE(replayed.cluster, original.cluster);
         QCOMPARE(replayed.training.toJson(), original.training.toJson());
         QCOMPARE(replayed.training.learningRate, 0.3f);
@@ -276,8 +289,8 @@ private Q_SLOTS:
 
     void trainingJsonNamesEveryFlag()
     {
-        const QJsonObject object =
-            QJsonDocument::fromJson(QByteArray::fromStdString(TrainingOptions().toJson())).object();
+        const QJsonObject object
+            = QJsonDocument::fromJson(QByteArray::fromStdString(TrainingOptions().toJson())).object();
         for (const std::string &name : trainingFlagNames()) {
             if (name != "issync") // a spelling of --mode, not a value of its own
                 QVERIFY2(object.contains(QString::fromStdString(name)), name.c_str());
@@ -292,12 +305,13 @@ private Q_SLOTS:
         const QString help = QString::fromStdString(nodeHelpText());
         QVERIFY(help.startsWith(u"Usage: parasync-node"_s));
         for (const QString &job : {u"--job_name=ps --task_index=0"_s, u"--job_name=worker --task_index=0"_s,
-                                  u"--job_name=worker --task_index=1"_s})
-            QVERIFY(help.contains(u"parasync-node --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 "_s + job));
+                                   u"--job_name=worker --task_index=1"_s})
+            QVERIFY(help.contains(
+                u"parasync-node --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 "_s + job));
         for (const std::string &name : trainingFlagNames())
             QVERIFY2(help.contains(QString::fromStdString("--" + name + "=")), name.c_str());
         for (const QString &flag : {u"--ps_hosts="_s, u"--worker_hosts="_s, u"--job_name="_s, u"--task_index="_s,
-                                   u"--cluster_file="_s, u"--help"_s, u"--version"_s, u"TF_CONFIG"_s})
+                                    u"--cluster_file="_s, u"--help"_s, u"--version"_s, u"TF_CONFIG"_s})
             QVERIFY2(help.contains(flag), qPrintable(flag));
         QVERIFY(help.contains(u"(default: 0.05)"_s));
         QVERIFY(help.contains(u"(default: async)"_s));
@@ -324,39 +338,40 @@ private Q_SLOTS:
                                   << QStringList{u"--issync=2"_s, u"0 (async) or 1 (sync)"_s};
         QTest::newRow("issync=1 with ssp") << demo({u"--issync=1"_s, u"--mode=ssp"_s}) << QString()
                                            << QStringList{u"--issync=1"_s, u"--mode=ssp"_s, u"only one"_s};
-        QTest::newRow("issync=0 with sync") << demo({u"--issync=0"_s, u"--mode=sync"_s}) << QString()
-                                            << QStringList{u"--issync=0"_s, u"--mode=sync"_s};
+        QTest::newRow("issync=0 with sync")
+            << demo({u"--issync=0"_s, u"--mode=sync"_s}) << QString() << QStringList{u"--issync=0"_s, u"--mode=sync"_s};
         QTest::newRow("batch size 0") << demo({u"--batch_size=0"_s}) << QString()
                                       << QStringList{u"--batch_size=0: must be at least 1"_s};
         QTest::newRow("batch size text") << demo({u"--batch_size=ten"_s}) << QString()
                                          << QStringList{u"--batch_size=ten"_s, u"not a whole number"_s};
         QTest::newRow("batch size huge") << demo({u"--batch_size=99999999999"_s}) << QString()
                                          << QStringList{u"--batch_size=99999999999"_s, u"at most"_s};
-        QTest::newRow("negative staleness") << demo({u"--staleness=-1"_s}) << QString()
-                                            << QStringList{u"--staleness=-1: must be at least 0"_s};
-        QTest::newRow("zero learning rate") << demo({u"--learning_rate=0"_s}) << QString()
-                                            << QStringList{u"--learning_rate=0"_s, u"greater than 0"_s};
+        QTest::newRow("negative staleness")
+            << demo({u"--staleness=-1"_s}) << QString() << QStringList{u"--staleness=-1: must be at least 0"_s};
+        QTest::newRow("zero learning rate")
+            << demo({u"--learning_rate=0"_s}) << QString() << QStringList{u"--learning_rate=0"_s, u"greater than 0"_s};
         // Was accepted as > 0, became 0 as a float, and the task refused it at start.
         QTest::newRow("learning rate rounds to 0") << demo({u"--learning_rate=1e-50"_s}) << QString()
                                                    << QStringList{u"--learning_rate=1e-50"_s, u"rounds to 0"_s};
         QTest::newRow("learning rate text") << demo({u"--learning_rate=fast"_s}) << QString()
                                             << QStringList{u"--learning_rate=fast"_s, u"not a number"_s};
-        QTest::newRow("negative compute time") << demo({u"--compute_ms=-5"_s}) << QString()
-                                               << QStringList{u"--compute_ms=-5: must be at least 0"_s};
+        QTest::newRow("negative compute time")
+            << demo({u"--compute_ms=-5"_s}) << QString() << QStringList{u"--compute_ms=-5: must be at least 0"_s};
         QTest::newRow("compute time above a minute") << demo({u"--compute_ms=600000"_s}) << QString()
                                                      << QStringList{u"--compute_ms=600000: must be at most 60000"_s};
         QTest::newRow("jitter NaN") << demo({u"--compute_jitter=nan"_s}) << QString()
                                     << QStringList{u"--compute_jitter=nan"_s, u"must be from 0 to 4"_s};
         QTest::newRow("jitter text") << demo({u"--compute_jitter=lots"_s}) << QString()
                                      << QStringList{u"--compute_jitter=lots"_s, u"not a number"_s};
-        QTest::newRow("negative straggler") << demo({u"--straggler_ms=-1"_s}) << QString()
-                                            << QStringList{u"--straggler_ms=-1: must be at least 0"_s};
-        QTest::newRow("negative last step") << demo({u"--last_step=-1"_s}) << QString()
-                                            << QStringList{u"--last_step=-1: must be at least 0"_s};
+        QTest::newRow("negative straggler")
+            << demo({u"--straggler_ms=-1"_s}) << QString() << QStringList{u"--straggler_ms=-1: must be at least 0"_s};
+        QTest::newRow("negative last step")
+            << demo({u"--last_step=-1"_s}) << QString() << QStringList{u"--last_step=-1: must be at least 0"_s};
         QTest::newRow("negative seed") << demo({u"--seed=-3"_s}) << QString()
                                        << QStringList{u"--seed=-3"_s, u"at least 0"_s};
-        QTest::newRow("unknown optimizer") << demo({u"--optimizer=rmsprop"_s}) << QString()
-                                           << QStringList{u"--optimizer=rmsprop"_s, u"sgd, momentum, adagrad or adam"_s};
+        QTest::newRow("unknown optimizer")
+            << demo({u"--optimizer=rmsprop"_s}) << QString()
+            << QStringList{u"--optimizer=rmsprop"_s, u"sgd, momentum, adagrad or adam"_s};
         QTest::newRow("replicas above total")
             << demo({u"--replicas_to_aggregate=2"_s, u"--total_num_replicas=1"_s}) << QString()
             << QStringList{u"--replicas_to_aggregate=2"_s, u"--total_num_replicas=1"_s};
@@ -365,21 +380,23 @@ private Q_SLOTS:
         QTest::newRow("no cluster")
             << QStringList{u"--job_name=ps"_s} << QString()
             << QStringList{u"no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG"_s};
-        QTest::newRow("no job name") << QStringList{kPs, kWorkers} << QString() << QStringList{u"--job_name is missing"_s};
+        QTest::newRow("no job name") << QStringList{kPs, kWorkers} << QString()
+                                     << QStringList{u"--job_name is missing"_s};
         QTest::newRow("job chief") << QStringList{kPs, kWorkers, u"--job_name=chief"_s} << QString()
                                    << QStringList{u"worker:0"_s};
         QTest::newRow("task index out of range")
             << QStringList{kPs, kWorkers, u"--job_name=worker"_s, u"--task_index=2"_s} << QString()
             << QStringList{u"--task_index=2 but --worker_hosts lists 2 workers (valid: 0-1)"_s};
-        QTest::newRow("negative task index")
-            << QStringList{kPs, kWorkers, u"--job_name=worker"_s, u"--task_index=-1"_s} << QString()
-            << QStringList{u"--task_index=-1"_s, u"at least 0"_s};
+        QTest::newRow("negative task index") << QStringList{kPs, kWorkers, u"--job_name=worker"_s, u"--task_index=-1"_s}
+                                             << QString() << QStringList{u"--task_index=-1"_s, u"at least 0"_s};
         QTest::newRow("empty worker list")
             << QStringList{kPs, u"--worker_hosts="_s, u"--job_name=ps"_s} << QString()
-            << QStringList{u"--worker_hosts is empty: give a comma-separated list like 127.0.0.1:2223,127.0.0.1:2224"_s};
+            << QStringList{
+                   u"--worker_hosts is empty: give a comma-separated list like 127.0.0.1:2223,127.0.0.1:2224"_s};
         QTest::newRow("bad port") << QStringList{u"--ps_hosts=127.0.0.1:99999"_s, kWorkers, u"--job_name=ps"_s}
                                   << QString()
-                                  << QStringList{u"port 99999 in '127.0.0.1:99999' (--ps_hosts) is out of range 1-65535"_s};
+                                  << QStringList{
+                                         u"port 99999 in '127.0.0.1:99999' (--ps_hosts) is out of range 1-65535"_s};
         QTest::newRow("ps hosts alone") << QStringList{kPs, u"--job_name=ps"_s} << QString()
                                         << QStringList{u"--ps_hosts given without --worker_hosts"_s};
         QTest::newRow("address used twice")
@@ -387,13 +404,14 @@ private Q_SLOTS:
             << QStringList{u"address 127.0.0.1:2222 is used twice: ps:0 and worker:0"_s};
         QTest::newRow("stray argument") << demo({u"train"_s}) << QString()
                                         << QStringList{u"unexpected argument 'train'"_s};
-        QTest::newRow("missing cluster file") << QStringList{u"--cluster_file=/nonexistent/c.json"_s, u"--job_name=ps"_s}
-                                              << QString() << QStringList{u"/nonexistent/c.json"_s};
+        QTest::newRow("missing cluster file")
+            << QStringList{u"--cluster_file=/nonexistent/c.json"_s, u"--job_name=ps"_s} << QString()
+            << QStringList{u"/nonexistent/c.json"_s};
         QTest::newRow("bad TF_CONFIG") << QStringList{} << u"{\"cluster\": "_s
                                        << QStringList{u"TF_CONFIG is not valid JSON"_s, u"offset"_s};
-        QTest::newRow("TF_CONFIG without task") << QStringList{}
-                                                << QString::fromLatin1(kTfConfigCluster).prepend(u'{').append(u'}')
-                                                << QStringList{u"no \"task\""_s, u"--job_name"_s};
+        QTest::newRow("TF_CONFIG without task")
+            << QStringList{} << QString::fromLatin1(kTfConfigCluster).prepend(u'{').append(u'}')
+            << QStringList{u"no \"task\""_s, u"--job_name"_s};
     }
     void badInputsSayWhatToDo()
     {

@@ -83,11 +83,10 @@ void TestOptimizers::updatesMatchHandComputedValues()
     const float gradients[] = {0.5f, -1.0f, 2.0f};
     for (int step = 0; step < 3; ++step) {
         opt->apply(value, Eigen::VectorXf::Constant(1, gradients[step]), state);
-        QVERIFY2(std::abs(value[0] - expected[step]) < 5e-6,
-                 qPrintable(QStringLiteral("step %1: got %2, expected %3")
-                                .arg(step + 1)
-                                .arg(double(value[0]), 0, 'g', 9)
-                                .arg(expected[step], 0, 'g', 9)));
+        QVERIFY2(std::abs(value[0] - expected[step]) < 5e-6, qPrintable(QStringLiteral("step %1: got %2, expected %3")
+                                                                            .arg(step + 1)
+                                                                            .arg(double(value[0]), 0, 'g', 9)
+                                                                            .arg(expected[step], 0, 'g', 9)));
     }
     QCOMPARE(state.updateCount, int64_t(3));
 }

@@ -39,7 +39,7 @@ private Q_SLOTS:
     void trainingFlagsApplyToEveryTaskTheWorkersOwnIncluded()
     {
         PlanFlags flags;
-        flags.training = {{"mode", "ssp"},        {"staleness", "3"},  {"last_step", "500"},
+        flags.training = {{"mode", "ssp"},       {"staleness", "3"},  {"last_step", "500"},
                           {"straggler_ms", "0"}, {"compute_ms", "5"}, {"learning_rate", "0.05"}};
         const ClusterPlan plan = planFromFlags(flags);
         QCOMPARE(plan.training.mode.mode(), proto::SSP);

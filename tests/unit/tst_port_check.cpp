@@ -23,10 +23,7 @@ namespace {
 class Socket
 {
 public:
-    Socket()
-        : m_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0))
-    {
-    }
+    Socket() : m_fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {}
     ~Socket() { close(); }
     Socket(const Socket &) = delete;
     Socket &operator=(const Socket &) = delete;

@@ -431,7 +431,8 @@ private Q_SLOTS:
         QTest::addColumn<QString>("message");
         QTest::newRow("unknown worker index")
             << QList<proto::TrainRequest>{joinAs(7)} << CallStatus::Code::InvalidArgument
-            << QStringLiteral("worker index 7 is not in the cluster (2 workers): check --task_index and --worker_hosts");
+            << QStringLiteral(
+                   "worker index 7 is not in the cluster (2 workers): check --task_index and --worker_hosts");
         QTest::newRow("push before join")
             << QList<proto::TrainRequest>{push(0, 1.0f)} << CallStatus::Code::FailedPrecondition
             << QStringLiteral("push before join: send a JoinRequest first");

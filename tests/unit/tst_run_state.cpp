@@ -43,8 +43,7 @@ proto::TelemetryEvent stepEvent(int64_t globalStep, double wallTime, int worker,
     return event;
 }
 
-proto::TelemetryEvent modeChangeEvent(int64_t globalStep, double wallTime, proto::UpdateMode from,
-                                      proto::UpdateMode to)
+proto::TelemetryEvent modeChangeEvent(int64_t globalStep, double wallTime, proto::UpdateMode from, proto::UpdateMode to)
 {
     proto::TelemetryEvent event;
     auto *m = event.mutable_mode_change();
@@ -358,7 +357,8 @@ private Q_SLOTS:
         for (int i = 1; i <= 20; ++i)
             state.apply(stepEvent(i, 1000.0 + i * 0.1, 1, i, 1.f));
         const auto s = state.snapshot();
-        QVERIFY2(std::abs(s.workers[0].stepsPerSecond - 100) < 5, qPrintable(QString::number(s.workers[0].stepsPerSecond)));
+        QVERIFY2(std::abs(s.workers[0].stepsPerSecond - 100) < 5,
+                 qPrintable(QString::number(s.workers[0].stepsPerSecond)));
         QCOMPARE(s.workers[1].stepsPerSecond, 0.0); // its last step is 3 s old
 
         // Then the whole cluster stands still (a sync step waiting for a
@@ -388,9 +388,21 @@ private Q_SLOTS:
         RunState state(1000, 256);
         state.setParameterNames({"w", "b"});
         for (int64_t i = 1; i <= 3'000'000; ++i)
-            state.addStep(StepRecord{i, 1e6 + double(i) * 1e-4, int(i % 2), i / 2, 0, i - 1, 1.f / float(i),
-                                     i % 100 == 0 ? 2.f : kNaN, proto::APPLIED, 1, 10, 10, 0,
-                                     proto::WORKER_PHASE_UNSPECIFIED, {2.f, 10.f}});
+            state.addStep(StepRecord{i,
+                                     1e6 + double(i) * 1e-4,
+                                     int(i % 2),
+                                     i / 2,
+                                     0,
+                                     i - 1,
+                                     1.f / float(i),
+                                     i % 100 == 0 ? 2.f : kNaN,
+                                     proto::APPLIED,
+                                     1,
+                                     10,
+                                     10,
+                                     0,
+                                     proto::WORKER_PHASE_UNSPECIFIED,
+                                     {2.f, 10.f}});
         const auto s = state.snapshot();
         QCOMPARE(s.recentSteps.size(), size_t(1000));
         QCOMPARE(s.recentSteps.back().globalStep, int64_t(3'000'000));
@@ -423,8 +435,8 @@ private Q_SLOTS:
         line(checkpoint);
         line(workerStateEvent(0, proto::FINISHED, "", 100.7));
         // The process was killed while writing the next record.
-        const QByteArray torn = QByteArray::fromStdString(RunLog::formatStepLogLine(
-            stepEvent(41, 100.8, 0, 21, 1.f, kNaN, proto::APPLIED, 0, {2.f, 10.f}), names));
+        const QByteArray torn = QByteArray::fromStdString(
+            RunLog::formatStepLogLine(stepEvent(41, 100.8, 0, 21, 1.f, kNaN, proto::APPLIED, 0, {2.f, 10.f}), names));
         log += torn.left(torn.size() / 2);
         writeText(dir.filePath(QStringLiteral("steps.jsonl")), log);
         writeText(dir.filePath(QStringLiteral("cluster.json")),
@@ -466,7 +478,8 @@ private Q_SLOTS:
         for (int i = 1; i <= 30; ++i)
             csv += QByteArray::number(i) + ',' + QByteArray::number(100.0 + i * 0.01, 'f', 6) + ','
                    + QByteArray::number(i % 2) + ',' + QByteArray::number(30.0 / i) + ','
-                   + (i % 10 == 0 ? QByteArray("0.5") : QByteArray()) + ',' + QByteArray::number(2.0 - 1.0 / i) + ",10\n";
+                   + (i % 10 == 0 ? QByteArray("0.5") : QByteArray()) + ',' + QByteArray::number(2.0 - 1.0 / i)
+                   + ",10\n";
         csv += "31,100.31,1,0.9"; // torn
         writeText(dir.filePath(QStringLiteral("metrics.csv")), csv);
 

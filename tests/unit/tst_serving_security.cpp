@@ -45,7 +45,8 @@ private Q_SLOTS:
     {
         QFETCH(QString, host);
         const HostPort address{host.toStdString(), 2222};
-        const QString message = inputErrorOf([&] { checkServingSecurity(kPs0, address, settings(false, false), false); });
+        const QString message
+            = inputErrorOf([&] { checkServingSecurity(kPs0, address, settings(false, false), false); });
         verifyMentions(message, {QStringLiteral("ps:0"), QString::fromStdString(address.toString()),
                                  QStringLiteral("not a loopback address"), QStringLiteral("--cluster_token_file"),
                                  QStringLiteral("PARASYNC_CLUSTER_TOKEN"), QStringLiteral("--tls_mutual"),
@@ -79,7 +80,8 @@ private Q_SLOTS:
     {
         const HostPort lan{"192.168.1.20", 2222};
         const std::string warning = checkServingSecurity(kPs0, lan, settings(false, false), true);
-        QVERIFY2(warning.find("ps:0 serves 192.168.1.20:2222 without a cluster token (--insecure)") != std::string::npos,
+        QVERIFY2(warning.find("ps:0 serves 192.168.1.20:2222 without a cluster token (--insecure)")
+                     != std::string::npos,
                  warning.c_str());
         // Only where the rule would refuse: --insecure on loopback says nothing.
         QCOMPARE(checkServingSecurity(kPs0, HostPort{"127.0.0.1", 2222}, settings(false, false), true), std::string());

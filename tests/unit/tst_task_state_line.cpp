@@ -41,7 +41,8 @@ private Q_SLOTS:
         // Lines a task prints that once told the launcher its state: now prose.
         QTest::newRow("joined") << QStringLiteral("worker:0 joined the cluster at global step 0");
         QTest::newRow("listening") << QStringLiteral("ps:0 listening on 127.0.0.1:2222, mode async");
-        QTest::newRow("initialised") << QStringLiteral("ps:0: variables initialised by the chief (fresh) at global step 0");
+        QTest::newRow("initialised") << QStringLiteral(
+            "ps:0: variables initialised by the chief (fresh) at global step 0");
         QTest::newRow("unknown phase") << QStringLiteral("worker:0 state dancing: no");
         QTest::newRow("another task's words") << QStringLiteral("chief: worker:0 state training");
         QTest::newRow("no index") << QStringLiteral("worker state training");

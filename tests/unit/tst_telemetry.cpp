@@ -1,8 +1,8 @@
 // Telemetry fan-out and the run directory's step log: a slow subscriber
 // never slows training and is told what it lost; the files are complete up
 // to the last record.
-#include "formats/run_log.h"
 #include "engine/telemetry_hub.h"
+#include "formats/run_log.h"
 
 #include <QFile>
 #include <QJsonDocument>
@@ -149,7 +149,8 @@ private Q_SLOTS:
         const auto steps = lines(dir.filePath(QStringLiteral("steps.jsonl")));
         QCOMPARE(steps.size(), kBurst);
         for (int i : {0, kBurst / 2, kBurst - 1})
-            QCOMPARE(QJsonDocument::fromJson(steps[i].toUtf8()).object().value(QStringLiteral("global_step")).toInt(), i + 1);
+            QCOMPARE(QJsonDocument::fromJson(steps[i].toUtf8()).object().value(QStringLiteral("global_step")).toInt(),
+                     i + 1);
         QCOMPARE(lines(dir.filePath(QStringLiteral("metrics.csv"))).size(), kBurst + 1);
     }
 

@@ -243,7 +243,8 @@ private Q_SLOTS:
         QTest::newRow("unset mode") << 0 << 10 << 0 << 0 << QStringLiteral("async, sync or ssp");
         QTest::newRow("negative staleness") << int(proto::SSP) << -1 << 0 << 0 << QStringLiteral("negative");
         QTest::newRow("more replicas than workers") << int(proto::SYNC) << 0 << 3 << 0 << QStringLiteral("never close");
-        QTest::newRow("replicas above total") << int(proto::SYNC) << 0 << 2 << 1 << QStringLiteral("total_num_replicas");
+        QTest::newRow("replicas above total")
+            << int(proto::SYNC) << 0 << 2 << 1 << QStringLiteral("total_num_replicas");
     }
 
     void badModeNumbersAreRefusedWithAReason()

@@ -26,12 +26,9 @@ QColor runColor(int run)
 QColor waitColor(proto::WorkerPhase reason)
 {
     switch (reason) {
-    case proto::BLOCKED_BY_SYNC:
-        return QColor(0x4e, 0x79, 0xa7, 110); // blue-grey: the barrier
-    case proto::BLOCKED_BY_STALENESS:
-        return QColor(0xf2, 0x8e, 0x2b, 120); // amber: the staleness bound
-    default:
-        return QColor(0x9e, 0x9e, 0x9e, 90);
+    case proto::BLOCKED_BY_SYNC: return QColor(0x4e, 0x79, 0xa7, 110);      // blue-grey: the barrier
+    case proto::BLOCKED_BY_STALENESS: return QColor(0xf2, 0x8e, 0x2b, 120); // amber: the staleness bound
+    default: return QColor(0x9e, 0x9e, 0x9e, 90);
     }
 }
 
@@ -54,15 +51,11 @@ QString shortModeLabel(const proto::ModeConfig &mode)
 {
     switch (mode.mode()) {
     case proto::SYNC:
-        return mode.replicas_to_aggregate() > 0
-            ? QStringLiteral("sync r=%1").arg(mode.replicas_to_aggregate())
-            : QStringLiteral("sync");
-    case proto::SSP:
-        return QStringLiteral("ssp s=%1").arg(mode.staleness());
-    case proto::ASYNC:
-        return QStringLiteral("async");
-    default:
-        return QStringLiteral("?");
+        return mode.replicas_to_aggregate() > 0 ? QStringLiteral("sync r=%1").arg(mode.replicas_to_aggregate())
+                                                : QStringLiteral("sync");
+    case proto::SSP: return QStringLiteral("ssp s=%1").arg(mode.staleness());
+    case proto::ASYNC: return QStringLiteral("async");
+    default: return QStringLiteral("?");
     }
 }
 

@@ -8,22 +8,14 @@ namespace parasync::ui {
 TaskState taskStateFromPhase(proto::WorkerPhase phase)
 {
     switch (phase) {
-    case proto::WAITING_FOR_CHIEF:
-        return TaskState::WaitingFor;
-    case proto::TRAINING:
-        return TaskState::Training;
-    case proto::BLOCKED_BY_SYNC:
-        return TaskState::BlockedBySync;
-    case proto::BLOCKED_BY_STALENESS:
-        return TaskState::BlockedByStaleness;
-    case proto::FINISHED:
-        return TaskState::Finished;
-    case proto::DEAD:
-        return TaskState::Dead;
-    case proto::STOPPED:
-        return TaskState::Stopped;
-    default:
-        return TaskState::Starting;
+    case proto::WAITING_FOR_CHIEF: return TaskState::WaitingFor;
+    case proto::TRAINING: return TaskState::Training;
+    case proto::BLOCKED_BY_SYNC: return TaskState::BlockedBySync;
+    case proto::BLOCKED_BY_STALENESS: return TaskState::BlockedByStaleness;
+    case proto::FINISHED: return TaskState::Finished;
+    case proto::DEAD: return TaskState::Dead;
+    case proto::STOPPED: return TaskState::Stopped;
+    default: return TaskState::Starting;
     }
 }
 
@@ -120,10 +112,7 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
     return rows;
 }
 
-ProcessTableModel::ProcessTableModel(QObject *parent)
-    : QAbstractTableModel(parent)
-{
-}
+ProcessTableModel::ProcessTableModel(QObject *parent) : QAbstractTableModel(parent) {}
 
 void ProcessTableModel::setRows(std::vector<ProcessRow> rows)
 {
@@ -162,19 +151,13 @@ QColor stateColor(TaskState state)
 {
     switch (state) {
     case TaskState::Training:
-    case TaskState::Serving:
-        return QColor(0x2e, 0x7d, 0x32);
-    case TaskState::BlockedBySync:
-        return QColor(0x4e, 0x79, 0xa7);
-    case TaskState::BlockedByStaleness:
-        return QColor(0xe6, 0x7e, 0x22);
-    case TaskState::Dead:
-        return QColor(0xc6, 0x28, 0x28);
+    case TaskState::Serving: return QColor(0x2e, 0x7d, 0x32);
+    case TaskState::BlockedBySync: return QColor(0x4e, 0x79, 0xa7);
+    case TaskState::BlockedByStaleness: return QColor(0xe6, 0x7e, 0x22);
+    case TaskState::Dead: return QColor(0xc6, 0x28, 0x28);
     case TaskState::Starting:
-    case TaskState::WaitingFor:
-        return QColor(0x8d, 0x6e, 0x00);
-    default:
-        return QColor(0x61, 0x61, 0x61);
+    case TaskState::WaitingFor: return QColor(0x8d, 0x6e, 0x00);
+    default: return QColor(0x61, 0x61, 0x61);
     }
 }
 } // namespace
@@ -187,23 +170,17 @@ QVariant ProcessTableModel::data(const QModelIndex &index, int role) const
     switch (role) {
     case Qt::DisplayRole:
         switch (index.column()) {
-        case TaskColumn:
-            return row->task;
+        case TaskColumn: return row->task;
         case AddressColumn:
             if (row->address.isEmpty())
                 return tr("(unknown)");
             // A remote task says so where its address is: its pid is on that host.
             return row->host.endsWith(QLatin1String("(ssh)")) ? row->address + tr(" via ssh") : row->address;
-        case PidColumn:
-            return row->pid > 0 ? QVariant(row->pid) : QVariant(QStringLiteral("\u2013"));
-        case StateColumn:
-            return row->stateText;
-        case StepsPerSecondColumn:
-            return row->isWorker ? QString::number(row->stepsPerSecond, 'f', 1) : QString();
-        case ClockColumn:
-            return row->clock >= 0 ? QVariant(row->clock) : QVariant(QString());
-        case DroppedColumn:
-            return row->isWorker ? QVariant(row->dropped) : QVariant(QString());
+        case PidColumn: return row->pid > 0 ? QVariant(row->pid) : QVariant(QStringLiteral("\u2013"));
+        case StateColumn: return row->stateText;
+        case StepsPerSecondColumn: return row->isWorker ? QString::number(row->stepsPerSecond, 'f', 1) : QString();
+        case ClockColumn: return row->clock >= 0 ? QVariant(row->clock) : QVariant(QString());
+        case DroppedColumn: return row->isWorker ? QVariant(row->dropped) : QVariant(QString());
         case StragglerColumn:
             return row->isWorker ? (row->stragglerMs > 0 ? QStringLiteral("+%1 ms").arg(row->stragglerMs)
                                                          : QStringLiteral("\u2013"))
@@ -227,12 +204,9 @@ QVariant ProcessTableModel::data(const QModelIndex &index, int role) const
             || index.column() == DroppedColumn || index.column() == StragglerColumn)
             return QVariant(Qt::AlignRight | Qt::AlignVCenter);
         break;
-    case TaskStateRole:
-        return int(row->state);
-    case LauncherRowRole:
-        return row->launcherRow;
-    case IsWorkerRole:
-        return row->isWorker;
+    case TaskStateRole: return int(row->state);
+    case LauncherRowRole: return row->launcherRow;
+    case IsWorkerRole: return row->isWorker;
     }
     return {};
 }
@@ -242,22 +216,14 @@ QVariant ProcessTableModel::headerData(int section, Qt::Orientation orientation,
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (section) {
-    case TaskColumn:
-        return tr("Task");
-    case AddressColumn:
-        return tr("Address");
-    case PidColumn:
-        return tr("PID");
-    case StateColumn:
-        return tr("State");
-    case StepsPerSecondColumn:
-        return tr("Steps/s");
-    case ClockColumn:
-        return tr("Clock / step");
-    case DroppedColumn:
-        return tr("Dropped");
-    case StragglerColumn:
-        return tr("Straggler");
+    case TaskColumn: return tr("Task");
+    case AddressColumn: return tr("Address");
+    case PidColumn: return tr("PID");
+    case StateColumn: return tr("State");
+    case StepsPerSecondColumn: return tr("Steps/s");
+    case ClockColumn: return tr("Clock / step");
+    case DroppedColumn: return tr("Dropped");
+    case StragglerColumn: return tr("Straggler");
     }
     return {};
 }

@@ -16,15 +16,15 @@ namespace parasync::ui {
 
 struct ProcessRow
 {
-    QString task;        // "ps:0", "worker:1"
-    QString address;     // "127.0.0.1:2223", or empty when unknown
-    QString host;        // where the launcher runs it: "this machine", "alice@10.0.0.2 (ssh)"; empty when not started here
-    qint64 pid = 0;      // on that host
+    QString task;    // "ps:0", "worker:1"
+    QString address; // "127.0.0.1:2223", or empty when unknown
+    QString host;    // where the launcher runs it: "this machine", "alice@10.0.0.2 (ssh)"; empty when not started here
+    qint64 pid = 0;  // on that host
     TaskState state = TaskState::NotStarted;
-    QString stateText;   // "blocked by staleness: waiting for worker:1 (clock 12)"
+    QString stateText; // "blocked by staleness: waiting for worker:1 (clock 12)"
     double stepsPerSecond = 0;
     int stragglerMs = 0;
-    qint64 clock = -1;   // worker clock, -1 for ps tasks
+    qint64 clock = -1; // worker clock, -1 for ps tasks
     qint64 dropped = 0;
     int launcherRow = -1; // index into ClusterLauncher::tasks(), -1 when not started here
     bool isWorker = false;
@@ -48,8 +48,17 @@ class ProcessTableModel : public QAbstractTableModel
     Q_OBJECT
 
 public:
-    enum Column { TaskColumn, AddressColumn, PidColumn, StateColumn, StepsPerSecondColumn, ClockColumn,
-                  DroppedColumn, StragglerColumn, ColumnCount };
+    enum Column {
+        TaskColumn,
+        AddressColumn,
+        PidColumn,
+        StateColumn,
+        StepsPerSecondColumn,
+        ClockColumn,
+        DroppedColumn,
+        StragglerColumn,
+        ColumnCount
+    };
     enum Role { TaskStateRole = Qt::UserRole + 1, LauncherRowRole, IsWorkerRole };
 
     explicit ProcessTableModel(QObject *parent = nullptr);

@@ -113,8 +113,8 @@ double interpolate(const std::vector<std::pair<double, double>> &pairs, double k
         return 0;
     const auto keyOf = [byFirst](const std::pair<double, double> &p) { return byFirst ? p.first : p.second; };
     const auto valueOf = [byFirst](const std::pair<double, double> &p) { return byFirst ? p.second : p.first; };
-    const auto it = std::lower_bound(pairs.begin(), pairs.end(), key,
-                                     [&](const auto &p, double k) { return keyOf(p) < k; });
+    const auto it
+        = std::lower_bound(pairs.begin(), pairs.end(), key, [&](const auto &p, double k) { return keyOf(p) < k; });
     if (it == pairs.begin())
         return valueOf(pairs.front());
     if (it == pairs.end())
@@ -162,8 +162,8 @@ ParameterPath parameterPath(const RunSnapshot &snapshot, size_t maxPoints)
         if (step.outcome != proto::DROPPED_STALE && step.parameters.size() >= needed)
             recent.push_back(&step);
     // Parameters belong to the step they were read at (computed_from_step).
-    const double recentStart = recent.empty() ? std::numeric_limits<double>::infinity()
-                                              : double(recent.front()->computedFromStep);
+    const double recentStart
+        = recent.empty() ? std::numeric_limits<double>::infinity() : double(recent.front()->computedFromStep);
     if (size_t(std::max(wi, bi)) < snapshot.parameterSeries.size()) {
         const auto &w = snapshot.parameterSeries[size_t(wi)].buckets();
         const auto &b = snapshot.parameterSeries[size_t(bi)].buckets();
@@ -221,8 +221,8 @@ std::vector<ModePeriod> modePeriods(const RunSnapshot &snapshot, int stalenessBi
     };
     periods.resize(changes.size() + 1);
     for (size_t i = 0; i < periods.size(); ++i)
-        periods[i].mode = i == 0 ? (changes.empty() ? snapshot.mode : changes.front()->previous)
-                                 : changes[i - 1]->current;
+        periods[i].mode
+            = i == 0 ? (changes.empty() ? snapshot.mode : changes.front()->previous) : changes[i - 1]->current;
     std::vector<double> firstTime(periods.size(), std::numeric_limits<double>::max());
     std::vector<double> lastTime(periods.size(), std::numeric_limits<double>::lowest());
     std::vector<bool> seen(periods.size(), false);

@@ -7,8 +7,8 @@
 #include "orchestration/run_state.h"
 
 #include <QList>
-#include <QString>
 #include <QPointF>
+#include <QString>
 
 #include <limits>
 #include <map>
@@ -92,10 +92,10 @@ struct ModePeriod
     bool partial = false; // the recent-step window begins after the period began
     struct Worker
     {
-        int64_t steps = 0;   // gradients pushed (applied, aggregated or dropped)
+        int64_t steps = 0; // gradients pushed (applied, aggregated or dropped)
         int64_t dropped = 0;
         int64_t waitUs = 0;
-        int64_t busyUs = 0;  // compute + push + wait
+        int64_t busyUs = 0;             // compute + push + wait
         std::vector<int64_t> staleness; // histogram, last bin is ">= size-1"
     };
     std::map<int, Worker> workers;

@@ -16,8 +16,8 @@ TimelineLayout TimelineLayout::forRect(const QRectF &rect, int lanes)
     const double axisHeight = 40;
     const double labelWidth = 130;
     layout.title = QRectF(rect.left(), rect.top(), rect.width(), titleHeight);
-    layout.legend = QRectF(rect.left() + labelWidth, rect.top() + titleHeight, rect.width() - labelWidth - 10,
-                           legendHeight);
+    layout.legend
+        = QRectF(rect.left() + labelWidth, rect.top() + titleHeight, rect.width() - labelWidth - 10, legendHeight);
     const double top = rect.top() + titleHeight + legendHeight + 4;
     const double bottom = rect.bottom() - axisHeight;
     layout.plot = QRectF(rect.left() + labelWidth, top, std::max(10.0, rect.width() - labelWidth - 16),
@@ -35,10 +35,7 @@ TimelineMapping TimelineLayout::onPlot(TimelineMapping range) const
     return range;
 }
 
-TimelineLanes::TimelineLanes(TimelineAxis axis)
-    : m_axis(axis)
-{
-}
+TimelineLanes::TimelineLanes(TimelineAxis axis) : m_axis(axis) {}
 
 TimelineLanes::TimelineLanes(const RunSnapshot &run, TimelineAxis axis)
     : m_axis(axis)
@@ -62,8 +59,8 @@ TimelineLanes::TimelineLanes(const RunSnapshot &run, TimelineAxis axis)
         // The span in steps: how far the cluster moved while this worker was held.
         item.waitStartStep = step.waitUs > 0 ? std::min(item.step, clock.stepAt(item.waitStartSeconds)) : item.step;
         item.worker = step.worker;
-        item.lane = int(std::lower_bound(m_laneWorkers.begin(), m_laneWorkers.end(), step.worker)
-                        - m_laneWorkers.begin());
+        item.lane
+            = int(std::lower_bound(m_laneWorkers.begin(), m_laneWorkers.end(), step.worker) - m_laneWorkers.begin());
         item.outcome = step.outcome;
         item.waitReason = step.waitReason;
         item.staleness = step.staleness;
@@ -212,8 +209,7 @@ TimelineMarks TimelineLanes::marksIn(const TimelineMapping &range) const
     return marks;
 }
 
-const TimelineItem *TimelineLanes::itemAt(const TimelineLayout &layout, const TimelineMapping &range,
-                                          QPointF pos) const
+const TimelineItem *TimelineLanes::itemAt(const TimelineLayout &layout, const TimelineMapping &range, QPointF pos) const
 {
     if (!layout.plot.contains(pos) || m_laneWorkers.empty())
         return nullptr;

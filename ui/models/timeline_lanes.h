@@ -86,7 +86,7 @@ struct TimelineMarks
     };
     bool dense = false; // bars rather than ticks
     std::vector<Tick> ticks;
-    std::vector<Bar> bars; // lane by lane, left to right
+    std::vector<Bar> bars;   // lane by lane, left to right
     std::vector<Tick> drops; // dropped stale gradients, each one drawn
 };
 
@@ -110,7 +110,7 @@ public:
         return m_axis == TimelineAxis::GlobalStep ? item.waitStartStep : item.waitStartSeconds;
     }
 
-    const std::vector<TimelineItem> &items() const { return m_items; } // by value on the axis
+    const std::vector<TimelineItem> &items() const { return m_items; }    // by value on the axis
     const std::vector<int> &laneWorkers() const { return m_laneWorkers; } // worker index of each lane
     int laneCount() const { return int(m_laneWorkers.size()); }
     bool isEmpty() const { return m_items.empty(); }
