@@ -4,6 +4,7 @@
 #include "config/node_options.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
+#include "orchestration/preflight_check.h"
 #include "ui/chart_exporter.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
@@ -75,8 +76,8 @@ HeadlessRunner::HeadlessRunner(ClusterLauncher *launcher, ClusterWatcher *watche
                            : m_options.skipPreflight ? LaunchSequence::Preflight::Never
                                                      : LaunchSequence::Preflight::RemoteHosts);
     connect(m_launch.get(), &LaunchSequence::preflightStarted, this, [this] {
-        say(tr("Pre-flight check of %1 host(s): ssh, parasync-node, ports, routes to the ps tasks")
-                .arg(m_options.plan.hosts.size()));
+        say(tr("Pre-flight check of %1: ssh, parasync-node, ports, routes to the ps tasks")
+                .arg(PreflightCheck::describeHosts(m_launch->plan())));
     });
     connect(m_launch.get(), &LaunchSequence::preflightFinished, this, &HeadlessRunner::onPreflightFinished);
     connect(m_launch.get(), &LaunchSequence::portsTaken, this, &HeadlessRunner::onPortsTaken);

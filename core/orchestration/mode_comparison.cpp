@@ -1,6 +1,7 @@
 #include "orchestration/mode_comparison.h"
 
 #include "orchestration/cluster_watcher.h"
+#include "orchestration/launch_sequence.h"
 #include "engine/dataset.h"
 #include "base/error.h"
 #include "config/node_options.h"
@@ -334,6 +335,7 @@ ModeComparison::ModeComparison(QObject *parent)
     : QObject(parent)
     , m_launcher(new ClusterLauncher(this))
     , m_watcher(new ClusterWatcher(this))
+    , m_launch(std::make_unique<LaunchSequence>(m_launcher, m_watcher))
 {
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::ModeRunProgress>();
@@ -352,6 +354,16 @@ ModeComparison::ModeComparison(QObject *parent)
         m_launcher->stopAll(); // blocks a few seconds at most
         onAllExited();
     });
+    // Local runs: no pre-flight (a local task says itself what is wrong).
+    // The workers wait for the watcher, so that a run is followed from its
+    // first step.
+    m_launch->setPreflight(LaunchSequence::Preflight::Never);
+    m_launch->setHoldWorkersUntilWatched(true);
+    // Same ports as the plan where free, others where not (a demo running
+    // in the window, the last run's port not yet let go): no one to ask.
+    connect(m_launch.get(), &LaunchSequence::portsTaken, this, [this] { m_launch->useSuggestedPorts(); });
+    connect(m_launch.get(), &LaunchSequence::launched, this, &ModeComparison::onLaunched);
+    connect(m_launch.get(), &LaunchSequence::failed, this, &ModeComparison::onLaunchFailed);
     connect(m_watcher, &ClusterWatcher::snapshotReady, this, &ModeComparison::onSnapshot);
     connect(m_watcher, &ClusterWatcher::clusterFinished, this, &ModeComparison::onClusterFinished);
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &ModeComparison::onTaskChanged);
@@ -362,6 +374,7 @@ ModeComparison::~ModeComparison()
 {
     // Nothing of a run that ends now is reported: the receivers may be
     // going away with this object's owner.
+    disconnect(m_launch.get(), nullptr, this, nullptr);
     disconnect(m_launcher, nullptr, this, nullptr);
     disconnect(m_watcher, nullptr, this, nullptr);
     m_tick.stop();
@@ -453,10 +466,6 @@ void ModeComparison::startNextRun()
     ClusterPlan plan = m_options.plan;
     plan.training.mode = mode;
     plan.training.logdir = directory.toStdString();
-    // Same ports as the plan where free, others where not (a demo running
-    // in the window, the last run's port not yet let go).
-    const std::vector<PortConflict> conflicts = m_launcher->checkPorts(plan);
-    plan = ClusterLauncher::withSuggestedPorts(plan, conflicts);
 
     m_directories << directory;
     m_stopReasons.emplace_back();
@@ -476,21 +485,28 @@ void ModeComparison::startNextRun()
                     .arg(qs(describeMode(mode)))
                     .arg(plan.tasks().size())
                     .arg(QDir::toNativeSeparators(directory)));
-    QString error;
-    m_launcher->holdWorkersUntilWatched(m_watcher);
-    if (!m_launcher->launch(plan, &error)) {
-        // What stops one launch (no binary, a bad plan) stops them all.
-        m_failures.back() = tr("could not start: %1").arg(error);
-        m_stopReasons.back() = tr("not started");
-        Q_EMIT runEnded(m_index, name, m_stopReasons.back(), m_failures.back());
-        Q_EMIT line(tr("%1 could not start: %2").arg(name, error));
-        m_cancelled = true;
-        QTimer::singleShot(0, this, &ModeComparison::startNextRun);
-        return;
-    }
+    // launched or failed follows before this returns: the plan is local,
+    // and taken ports are answered at once.
+    m_launch->start(plan);
+}
+
+void ModeComparison::onLaunched()
+{
+    // The watcher is already pointed at ps:0; the workers start once it follows.
     m_runActive = true;
-    m_watcher->connectTo(qs(plan.cluster.ps.front().toString()));
     m_tick.start();
+}
+
+void ModeComparison::onLaunchFailed(const QString &error)
+{
+    // What stops one launch (no binary, a bad plan) stops them all.
+    const QString name = modeRunName(m_options.modes[size_t(m_index)]);
+    m_failures.back() = tr("could not start: %1").arg(error);
+    m_stopReasons.back() = tr("not started");
+    Q_EMIT runEnded(m_index, name, m_stopReasons.back(), m_failures.back());
+    Q_EMIT line(tr("%1 could not start: %2").arg(name, error));
+    m_cancelled = true;
+    QTimer::singleShot(0, this, &ModeComparison::startNextRun);
 }
 
 void ModeComparison::onSnapshot(const RunSnapshot &snapshot)

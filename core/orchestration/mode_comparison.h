@@ -13,8 +13,10 @@
 //
 // Qt Core only, no widgets: the window and the headless mode both drive it.
 // ModeComparison lives on its owner's thread (which runs an event loop) and
-// never blocks it: processes go through a ClusterLauncher, progress comes
-// from a ClusterWatcher, the summary is read on a thread of its own.
+// never blocks it: each run is started by a LaunchSequence, as the window
+// starts a cluster (so the two cannot drift apart), its processes go through
+// a ClusterLauncher, progress comes from a ClusterWatcher, the summary is
+// read on a thread of its own.
 // summarizeModeRun / summarizeModeComparison are pure functions of the run
 // directories, callable from any thread.
 
@@ -30,6 +32,7 @@
 #include <QTimer>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -37,6 +40,7 @@
 namespace parasync {
 
 class ClusterWatcher;
+class LaunchSequence;
 
 // What a comparison runs, and when a run has seen enough.
 struct ModeComparisonOptions
@@ -178,6 +182,8 @@ Q_SIGNALS:
 
 private:
     void startNextRun();
+    void onLaunched();
+    void onLaunchFailed(const QString &error);
     void onSnapshot(const RunSnapshot &snapshot);
     void onTaskChanged(int row);
     void onClusterFinished();
@@ -192,6 +198,9 @@ private:
 
     ClusterLauncher *m_launcher;
     ClusterWatcher *m_watcher;
+    // Starts each run on the two above (so declared after them); not a
+    // child, so it goes before them, never watching a launcher half gone.
+    std::unique_ptr<LaunchSequence> m_launch;
     ModeComparisonOptions m_options;
     QTimer m_tick;
     QTimer m_grace; // tasks asked to stop (or told the run is over) that have not exited yet

@@ -28,6 +28,31 @@ QString addressList(const std::vector<HostPort> &addresses)
     return list.join(QLatin1Char(','));
 }
 
+struct PlanHost
+{
+    QString name;                       // as the cluster's addresses spell it
+    const RemoteHost *remote = nullptr; // nullptr: this machine
+    std::vector<TaskId> tasks;
+};
+
+// The hosts the check goes through, in task order: the tasks of one name
+// share one, a remote one kept apart from a local one of the same name.
+std::vector<PlanHost> hostsOf(const ClusterPlan &plan)
+{
+    std::vector<PlanHost> hosts;
+    for (const TaskId &task : plan.tasks()) {
+        const QString name = qs(plan.cluster.address(task).host);
+        const RemoteHost *remote = plan.remoteHost(task);
+        auto host = std::find_if(hosts.begin(), hosts.end(), [&](const PlanHost &known) {
+            return known.name == name && (known.remote != nullptr) == (remote != nullptr);
+        });
+        if (host == hosts.end())
+            host = hosts.insert(hosts.end(), PlanHost{name, remote, {}});
+        host->tasks.push_back(task);
+    }
+    return hosts;
+}
+
 } // namespace
 
 QString checkKindName(PreflightItem::Kind kind)
@@ -105,24 +130,15 @@ void PreflightCheck::start(const ClusterPlan &plan)
     m_runs.clear();
     m_running = true;
 
-    for (const TaskId &task : plan.tasks()) {
-        const QString name = qs(plan.cluster.address(task).host);
-        const RemoteHost *remote = plan.remoteHost(task);
-        HostRun *run = nullptr;
-        for (auto &existing : m_runs)
-            if (existing->name == name && existing->remote.has_value() == (remote != nullptr))
-                run = existing.get();
-        if (!run) {
-            auto created = std::make_unique<HostRun>();
-            created->name = name;
-            if (remote)
-                created->remote = *remote;
-            created->nodeProgram = remote ? qs(remote->nodeProgram()) : m_nodeBinary;
-            run = created.get();
-            m_runs.push_back(std::move(created));
-            m_hosts << name;
-        }
-        run->tasks.push_back(task);
+    for (const PlanHost &host : hostsOf(plan)) {
+        auto run = std::make_unique<HostRun>();
+        run->name = host.name;
+        if (host.remote)
+            run->remote = *host.remote;
+        run->nodeProgram = host.remote ? qs(host.remote->nodeProgram()) : m_nodeBinary;
+        run->tasks = host.tasks;
+        m_runs.push_back(std::move(run));
+        m_hosts << host.name;
     }
     // Every check shows as pending at once: the grid's shape is known.
     for (const auto &run : m_runs) {
@@ -156,6 +172,25 @@ void PreflightCheck::start(const ClusterPlan &plan)
         finish();
     });
     startHostChecks();
+}
+
+QString PreflightCheck::describeHosts(const ClusterPlan &plan)
+{
+    bool local = false;
+    QStringList remote;
+    for (const PlanHost &host : hostsOf(plan)) {
+        if (host.remote)
+            remote << host.name;
+        else
+            local = true;
+    }
+    const QString here = tr("this machine");
+    if (remote.isEmpty())
+        return here;
+    const QString there = remote.size() == 1 ? tr("1 remote host (%1)").arg(remote.front())
+                                             : tr("%1 remote hosts (%2)")
+                                                   .arg(QString::number(remote.size()), remote.join(QStringLiteral(", ")));
+    return local ? tr("%1 and %2").arg(here, there) : there;
 }
 
 QProcess *PreflightCheck::runOnHost(int hostIndex, const QStringList &nodeArguments, const QString &script)

@@ -54,6 +54,11 @@ public:
     const std::vector<PreflightItem> &items() const { return m_items; }
     // The hosts of the plan, in task order ("127.0.0.1" for local tasks).
     const QStringList &hosts() const { return m_hosts; }
+    // What a check of `plan` goes through, for a person, before it starts:
+    // "this machine" (every task local), "2 remote hosts (10.0.0.2,
+    // 10.0.0.3)", "this machine and 1 remote host (10.0.0.2)". A "hosts"
+    // entry that no task's address names is not checked, nor counted.
+    static QString describeHosts(const ClusterPlan &plan);
     bool passed() const;       // no failure
     bool hasPortSuggestions() const;
     // The plan with each taken port replaced by the free one found there.

@@ -1,6 +1,8 @@
 // The pre-flight check against real hosts: a real sshd on loopback (and, as
-// root, a network namespace as a second host). A taken port, a missing
-// binary and an unreachable ps must each be reported as such, with a fix.
+// root, a network namespace as a second host), and this machine itself. A
+// taken port -- remote or local -- a missing binary and an unreachable ps
+// must each be reported as such, with a fix; what is checked is named as a
+// person would ("this machine", not "0 hosts").
 #include "support/cluster_harness.h"
 #include "support/net_namespace.h"
 #include "base/port_holder.h"
@@ -55,6 +57,7 @@ class TestPreflight : public QObject
 
 private:
     std::unique_ptr<SshServer> m_server;
+    QString m_noSshd; // why the tests of remote hosts are skipped
 
     RemoteHost loopbackHost() const
     {
@@ -66,18 +69,95 @@ private:
 private Q_SLOTS:
     void initTestCase()
     {
+        // Without sshd only the checks of remote hosts are skipped: this
+        // machine is checked without ssh.
         m_server = std::make_unique<SshServer>();
         QString whyNot;
         if (!m_server->start(&whyNot)) {
             m_server.reset();
-            QSKIP(qPrintable(QStringLiteral("no sshd to test against: ") + whyNot));
+            m_noSshd = QStringLiteral("no sshd to test against: ") + whyNot;
         }
     }
 
     void cleanupTestCase() { m_server.reset(); }
 
+    void whatIsCheckedIsNamed_data()
+    {
+        QTest::addColumn<QStringList>("remoteHosts");
+        QTest::addColumn<QString>("workerHost");
+        QTest::addColumn<QString>("named");
+        QTest::newRow("all local") << QStringList{} << QStringLiteral("127.0.0.1") << QStringLiteral("this machine");
+        // A "hosts" entry that no task's address names is not checked.
+        QTest::newRow("unused hosts entry") << QStringList{QStringLiteral("10.0.0.9")} << QStringLiteral("127.0.0.1")
+                                            << QStringLiteral("this machine");
+        QTest::newRow("workers remote") << QStringList{QStringLiteral("10.0.0.2")} << QStringLiteral("10.0.0.2")
+                                        << QStringLiteral("this machine and 1 remote host (10.0.0.2)");
+    }
+
+    void whatIsCheckedIsNamed()
+    {
+        QFETCH(QStringList, remoteHosts);
+        QFETCH(QString, workerHost);
+        QFETCH(QString, named);
+        ClusterPlan plan = ClusterPlan::demo();
+        for (HostPort &worker : plan.cluster.workers)
+            worker.host = workerHost.toStdString();
+        for (const QString &name : remoteHosts) {
+            RemoteHost host;
+            host.name = name.toStdString();
+            plan.hosts.push_back(host);
+        }
+        QCOMPARE(PreflightCheck::describeHosts(plan), named);
+    }
+
+    void everyHostRemoteIsNamedByItsAddresses()
+    {
+        ClusterPlan plan;
+        plan.cluster.ps = {parseHostPort("10.0.0.1:2222")};
+        plan.cluster.workers = {parseHostPort("10.0.0.2:2223"), parseHostPort("10.0.0.3:2223"),
+                                parseHostPort("10.0.0.2:2224")};
+        for (const char *name : {"10.0.0.1", "10.0.0.2", "10.0.0.3"}) {
+            RemoteHost host;
+            host.name = name;
+            plan.hosts.push_back(host);
+        }
+        QCOMPARE(PreflightCheck::describeHosts(plan), QStringLiteral("3 remote hosts (10.0.0.1, 10.0.0.2, 10.0.0.3)"));
+    }
+
+    void aTakenLocalPortIsReportedWithAFreeOneThatTheRewrittenPlanUses()
+    {
+        // No "hosts": every task runs here, and is checked here, without ssh.
+        const ClusterPlan plan = demoPlan();
+        HeldPort stale(plan.cluster.workers[0].port);
+        QVERIFY(stale.ok());
+        PreflightCheck check;
+        check.setNodeBinary(nodeBinary());
+        QVERIFY(runCheck(check, plan));
+        QVERIFY(!check.passed());
+        QCOMPARE(find(check, PreflightItem::Kind::Ssh, QStringLiteral("this machine"))->outcome, CheckOutcome::Passed);
+        const PreflightItem *port = find(check, PreflightItem::Kind::Port, QStringLiteral("worker:0"));
+        QVERIFY(port);
+        QCOMPARE(port->outcome, CheckOutcome::Failed);
+        QVERIFY2(port->detail.contains(QStringLiteral("pid %1").arg(::getpid())), qPrintable(check.report()));
+        // The same offer as for a remote host's port: a free one here.
+        QVERIFY2(port->suggestedPort != 0 && port->suggestedPort != plan.cluster.workers[0].port,
+                 qPrintable(check.report()));
+        QVERIFY2(port->fix.contains(QStringLiteral("use the free port %1").arg(port->suggestedPort)),
+                 qPrintable(port->fix));
+        QVERIFY(check.report().contains(QStringLiteral("use the free port %1").arg(port->suggestedPort)));
+        QVERIFY(check.hasPortSuggestions());
+
+        const ClusterPlan rewritten = check.planWithFreePorts();
+        QCOMPARE(rewritten.cluster.workers[0].port, port->suggestedPort);
+        QCOMPARE(rewritten.cluster.ps, plan.cluster.ps);
+        QVERIFY(runCheck(check, rewritten));
+        QVERIFY2(check.passed(), qPrintable(check.report()));
+    }
+
     void aGoodPlanPassesEveryCheck()
     {
+        if (!m_server)
+            QSKIP(qPrintable(m_noSshd));
         ClusterPlan plan = demoPlan();
         plan.hosts = {loopbackHost()};
         PreflightCheck check;
@@ -95,6 +175,8 @@ private Q_SLOTS:
 
     void aTakenPortIsReportedWithAFreeOneThatTheRewrittenPlanUses()
     {
+        if (!m_server)
+            QSKIP(qPrintable(m_noSshd));
         ClusterPlan plan = demoPlan();
         plan.hosts = {loopbackHost()};
         HeldPort stale(plan.cluster.workers[1].port);
@@ -121,6 +203,8 @@ private Q_SLOTS:
 
     void aMissingBinaryIsReported()
     {
+        if (!m_server)
+            QSKIP(qPrintable(m_noSshd));
         ClusterPlan plan = demoPlan();
         RemoteHost host = loopbackHost();
         host.node = "/opt/nowhere/parasync-node";
@@ -140,6 +224,8 @@ private Q_SLOTS:
 
     void anUnreachableSshHostIsReported()
     {
+        if (!m_server)
+            QSKIP(qPrintable(m_noSshd));
         ClusterPlan plan = demoPlan();
         RemoteHost host = loopbackHost();
         host.sshPort = pickFreePort(); // no sshd there
@@ -153,6 +239,8 @@ private Q_SLOTS:
 
     void anUnreachablePsIsReported()
     {
+        if (!m_server)
+            QSKIP(qPrintable(m_noSshd));
         // The worker host is a network namespace with its own sshd; ps:0
         // is on this machine at an address the namespace has no route to,
         // as behind a misconfigured router or firewall.

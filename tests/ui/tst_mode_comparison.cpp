@@ -4,7 +4,9 @@
 // directories, the figure and comparison.csv, and the time-to-target order
 // in the CSV is the one the runs' own metrics.csv files show (recomputed
 // here, independently); a task that dies fails its mode and not the others;
-// the window's action runs and its Cancel stops the tasks; bad flags exit 2.
+// a taken port is swapped for a free one without asking; a launch that
+// cannot start ends the comparison saying why; the window's action runs and
+// its Cancel stops the tasks; bad flags exit 2.
 #include "support/cluster_harness.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
@@ -423,6 +425,70 @@ private Q_SLOTS:
         QVERIFY(csv.value(1, QStringLiteral("global_steps_per_s")).toDouble() > 0);
         QVERIFY(QFileInfo(QDir(dir.path()).filePath(QStringLiteral("mode_comparison.png"))).size() > 0);
         QVERIFY(!comparison->launcher()->anyRunning());
+    }
+
+    void aTakenPortIsSwappedForAFreeOneWithoutAskingAndTheRunTrains()
+    {
+        // A demo left running in the window holds the plan's ps port: the
+        // comparison has no one to ask, so its run takes the free port.
+        QTemporaryDir dir;
+        ModeComparisonOptions options = fastComparison(dir.path());
+        options.modes = {comparedModes(3).front()};
+        const uint16_t taken = options.plan.cluster.ps.front().port;
+        testing::HeldPort stale(taken);
+        QVERIFY(stale.ok());
+        ModeComparison comparison;
+        comparison.setNodeBinary(testing::nodeBinary());
+        QSignalSpy ended(&comparison, &ModeComparison::runEnded);
+        QSignalSpy finished(&comparison, &ModeComparison::finished);
+        QString error;
+        QVERIFY2(comparison.start(options, &error), qPrintable(error));
+        QVERIFY(finished.wait(60000));
+
+        QCOMPARE(ended.size(), 1);
+        QCOMPARE(ended.front().at(3).toString(), QString());
+        QCOMPARE(ended.front().at(2).toString(), QStringLiteral("target reached"));
+        const ClusterPlan &launched = comparison.launcher()->plan();
+        QCOMPARE(launched.cluster.ps.size(), size_t(1));
+        QVERIFY(launched.cluster.ps.front().port != 0 && launched.cluster.ps.front().port != taken);
+        QCOMPARE(launched.cluster.workers, options.plan.cluster.workers);
+        const auto summary = finished.front().front().value<ModeComparisonSummary>();
+        QVERIFY(!summary.failed());
+        QCOMPARE(summary.runs.size(), size_t(1));
+        QVERIFY(summary.runs.front().secondsToTarget);
+        QVERIFY(!comparison.launcher()->anyRunning());
+    }
+
+    void aRunThatCannotStartEndsTheComparisonSayingWhy()
+    {
+        QTemporaryDir dir;
+        ModeComparison comparison;
+        comparison.setNodeBinary(QStringLiteral("/nonexistent/parasync-node"));
+        QSignalSpy ended(&comparison, &ModeComparison::runEnded);
+        QSignalSpy lines(&comparison, &ModeComparison::line);
+        QSignalSpy finished(&comparison, &ModeComparison::finished);
+        QString error;
+        QVERIFY2(comparison.start(fastComparison(dir.path()), &error), qPrintable(error));
+        QVERIFY(finished.wait(30000));
+
+        // What stops the first launch would stop the others: they are not tried.
+        QCOMPARE(ended.size(), 1);
+        QCOMPARE(ended.front().at(1).toString(), QStringLiteral("async"));
+        QCOMPARE(ended.front().at(2).toString(), QStringLiteral("not started"));
+        const QString failure = ended.front().at(3).toString();
+        QVERIFY2(failure.startsWith(QStringLiteral("could not start: "))
+                     && failure.contains(QStringLiteral("cannot find the parasync-node program")),
+                 qPrintable(failure));
+        bool said = false;
+        for (const QList<QVariant> &line : std::as_const(lines))
+            said = said || line.front().toString().startsWith(QStringLiteral("async could not start: "));
+        QVERIFY(said);
+        const auto summary = finished.front().front().value<ModeComparisonSummary>();
+        QVERIFY(summary.failed());
+        QCOMPARE(summary.runs.size(), size_t(1));
+        QCOMPARE(summary.runs.front().failure, failure);
+        QVERIFY(!comparison.isRunning());
+        QVERIFY(comparison.launcher()->tasks().empty());
     }
 
     void compareModesActionShowsProgressAndCancelStopsTheTasks()
