@@ -1,8 +1,8 @@
 #include "ui/headless_mode_comparison.h"
 
 #include "base/error.h"
-#include "ui/mode_comparison_view.h"
 #include "config/node_options.h"
+#include "ui/mode_comparison_view.h"
 
 #include <QCommandLineParser>
 #include <QCoreApplication>
@@ -150,11 +150,13 @@ void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) co
         for (const int index : workers) {
             const auto it = std::find_if(run.workers.begin(), run.workers.end(),
                                          [index](const WorkerStepFigures &w) { return w.worker == index; });
-            row << (it == run.workers.end()
-                        ? QStringLiteral("-")
-                        : QStringLiteral("%1, %2 %").arg(it->stepsPerSecond, 0, 'f', 1).arg(100 * it->waitFraction, 0, 'f', 0));
+            row << (it == run.workers.end() ? QStringLiteral("-")
+                                            : QStringLiteral("%1, %2 %")
+                                                  .arg(it->stepsPerSecond, 0, 'f', 1)
+                                                  .arg(100 * it->waitFraction, 0, 'f', 0));
         }
-        row << (run.failure.isEmpty() ? run.stopReason : tr("failed: %1").arg(run.failure.section(QLatin1Char('\n'), 0, 0)));
+        row << (run.failure.isEmpty() ? run.stopReason
+                                      : tr("failed: %1").arg(run.failure.section(QLatin1Char('\n'), 0, 0)));
         rows.push_back(row);
     }
     std::vector<int> widths(size_t(header.size()), 0);

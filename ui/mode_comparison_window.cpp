@@ -1,9 +1,9 @@
 #include "ui/mode_comparison_window.h"
 
-#include "ui/models/chart_style.h"
+#include "config/node_options.h"
 #include "ui/compare_runs_window.h"
 #include "ui/mode_comparison_view.h"
-#include "config/node_options.h"
+#include "ui/models/chart_style.h"
 
 #include <QAction>
 #include <QCloseEvent>
@@ -41,8 +41,8 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
     m_export = toolbar->addAction(tr("Export..."), this, &ModeComparisonWindow::askExport);
     m_export->setObjectName(QStringLiteral("exportModeComparison"));
     m_export->setToolTip(tr("The figure as PNG, SVG and PDF, and its numbers as CSV"));
-    m_compareRuns = toolbar->addAction(tr("Open the runs in Compare runs"), this,
-                                       &ModeComparisonWindow::openInCompareRuns);
+    m_compareRuns
+        = toolbar->addAction(tr("Open the runs in Compare runs"), this, &ModeComparisonWindow::openInCompareRuns);
     m_export->setEnabled(false);
     m_compareRuns->setEnabled(false);
 
@@ -61,7 +61,8 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
     bandLayout->addWidget(m_status, 1);
     bandLayout->addWidget(m_progressBar);
     bandLayout->addWidget(m_cancel);
-    band->setStyleSheet(QStringLiteral("QWidget#modeComparisonBand { background: #eef3f8; border-bottom: 1px solid #c8d4e0; }"));
+    band->setStyleSheet(
+        QStringLiteral("QWidget#modeComparisonBand { background: #eef3f8; border-bottom: 1px solid #c8d4e0; }"));
     band->setObjectName(QStringLiteral("modeComparisonBand"));
 
     auto *central = new QWidget(this);
@@ -73,9 +74,8 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
     setCentralWidget(central);
 
     connect(m_comparison, &ModeComparison::progress, this, &ModeComparisonWindow::onProgress);
-    connect(m_comparison, &ModeComparison::line, this, [this](const QString &line) {
-        statusBar()->showMessage(line.trimmed(), 10000);
-    });
+    connect(m_comparison, &ModeComparison::line, this,
+            [this](const QString &line) { statusBar()->showMessage(line.trimmed(), 10000); });
     connect(m_comparison, &ModeComparison::runEnded, this,
             [this](int, const QString &name, const QString &reason, const QString &failure) {
                 if (!failure.isEmpty())

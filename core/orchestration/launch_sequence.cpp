@@ -125,8 +125,7 @@ void LaunchSequence::onTaskChanged(int row)
     if (m_stage != Stage::Launched || m_watchStarted || row < 0 || size_t(row) >= m_launcher->tasks().size())
         return;
     const TaskInfo &info = m_launcher->tasks()[size_t(row)];
-    if (info.task == TaskId{JobName::Ps, 0} && info.state != TaskState::NotStarted
-        && info.state != TaskState::Starting)
+    if (info.task == TaskId{JobName::Ps, 0} && info.state != TaskState::NotStarted && info.state != TaskState::Starting)
         watchPs0();
 }
 

@@ -1,12 +1,12 @@
 #include "orchestration/mode_comparison.h"
 
+#include "base/error.h"
+#include "base/qt_text.h"
+#include "config/node_options.h"
+#include "engine/dataset.h"
+#include "formats/run_log.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
-#include "engine/dataset.h"
-#include "base/error.h"
-#include "config/node_options.h"
-#include "formats/run_log.h"
-#include "base/qt_text.h"
 
 #include <QDir>
 #include <QFile>
@@ -53,7 +53,7 @@ struct StepLine
     int64_t globalStep = 0;
     double wallTime = 0;
     int worker = 0;
-    bool counted = true;  // applied or aggregated: the global step moved with it
+    bool counted = true; // applied or aggregated: the global step moved with it
     bool dropped = false;
     double fullLoss = kNaN;
     int64_t computeUs = 0, pushUs = 0, waitUs = 0;
@@ -68,10 +68,7 @@ struct WorkerTotals
 class RunAccumulator
 {
 public:
-    explicit RunAccumulator(double target)
-        : m_target(target)
-    {
-    }
+    explicit RunAccumulator(double target) : m_target(target) {}
 
     void add(const StepLine &step)
     {
@@ -548,18 +545,19 @@ void ModeComparison::onTick()
         return;
     if (m_sinceLine.elapsed() >= kLineIntervalMs) {
         m_sinceLine.start();
-        Q_EMIT line(tr("  %1: %2 s, global step %3, full loss %4")
-                        .arg(name)
-                        .arg(seconds, 0, 'f', 0)
-                        .arg(m_globalStep)
-                        .arg(std::isfinite(m_latestLoss) ? QString::number(m_latestLoss, 'g', 4)
-                                                         : tr("not logged yet")));
+        Q_EMIT line(
+            tr("  %1: %2 s, global step %3, full loss %4")
+                .arg(name)
+                .arg(seconds, 0, 'f', 0)
+                .arg(m_globalStep)
+                .arg(std::isfinite(m_latestLoss) ? QString::number(m_latestLoss, 'g', 4) : tr("not logged yet")));
     }
     if (m_sinceFirstStep.isValid() && seconds >= m_options.runSeconds) {
         stopRun(tr("time limit"));
     } else if (!m_sinceFirstStep.isValid() && m_sinceLaunch.elapsed() >= qint64(m_options.startSeconds) * 1000) {
-        stopRun(tr("no step"), tr("no training step within %1 s of the launch; the tasks' output says why")
-                                   .arg(m_options.startSeconds));
+        stopRun(
+            tr("no step"),
+            tr("no training step within %1 s of the launch; the tasks' output says why").arg(m_options.startSeconds));
     }
 }
 
@@ -658,34 +656,34 @@ void ModeComparison::summarize(bool final)
     const uint64_t generation = ++m_summaryGeneration;
     const int runsToCome = final ? 0 : int(m_options.modes.size()) - int(m_directories.size());
     // Step logs of long runs take a while to read: not on the owner's thread.
-    m_summaryThread = std::thread([this, generation, final, runsToCome, directories = m_directories,
-                                   target = m_options.targetLoss, reasons = m_stopReasons, failures = m_failures,
-                                   cancelled = m_cancelled] {
-        ModeComparisonSummary summary = summarizeModeComparison(directories, target);
-        summary.cancelled = cancelled;
-        summary.runsToCome = runsToCome;
-        for (size_t i = 0; i < summary.runs.size() && i < reasons.size(); ++i) {
-            summary.runs[i].stopReason = reasons[i];
-            if (!failures[i].isEmpty())
-                summary.runs[i].failure = failures[i];
-        }
-        QMetaObject::invokeMethod(
-            this,
-            [this, generation, final, summary] {
-                // A newer reader started since: it has (or will) say more.
-                if (generation != m_summaryGeneration)
-                    return;
-                m_summaryThread.join();
-                if (!final) {
-                    Q_EMIT runsSummarized(summary);
-                    return;
-                }
-                m_running = false;
-                m_finishing = false;
-                Q_EMIT finished(summary);
-            },
-            Qt::QueuedConnection);
-    });
+    m_summaryThread
+        = std::thread([this, generation, final, runsToCome, directories = m_directories, target = m_options.targetLoss,
+                       reasons = m_stopReasons, failures = m_failures, cancelled = m_cancelled] {
+              ModeComparisonSummary summary = summarizeModeComparison(directories, target);
+              summary.cancelled = cancelled;
+              summary.runsToCome = runsToCome;
+              for (size_t i = 0; i < summary.runs.size() && i < reasons.size(); ++i) {
+                  summary.runs[i].stopReason = reasons[i];
+                  if (!failures[i].isEmpty())
+                      summary.runs[i].failure = failures[i];
+              }
+              QMetaObject::invokeMethod(
+                  this,
+                  [this, generation, final, summary] {
+                      // A newer reader started since: it has (or will) say more.
+                      if (generation != m_summaryGeneration)
+                          return;
+                      m_summaryThread.join();
+                      if (!final) {
+                          Q_EMIT runsSummarized(summary);
+                          return;
+                      }
+                      m_running = false;
+                      m_finishing = false;
+                      Q_EMIT finished(summary);
+                  },
+                  Qt::QueuedConnection);
+          });
 }
 
 } // namespace parasync

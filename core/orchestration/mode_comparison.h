@@ -21,8 +21,8 @@
 // directories, callable from any thread.
 
 #include "orchestration/cluster_launcher.h"
-#include "proto/parasync.pb.h"
 #include "orchestration/run_state.h"
+#include "proto/parasync.pb.h"
 
 #include <QElapsedTimer>
 #include <QMetaType>
@@ -75,15 +75,15 @@ double defaultTargetLoss(const ClusterPlan &plan);
 // One run's figures, read back from its run directory.
 struct LossPoint
 {
-    double seconds = 0;     // since the run's first step
+    double seconds = 0; // since the run's first step
     int64_t globalStep = 0;
-    double loss = 0;        // the chief's full-shard loss
+    double loss = 0; // the chief's full-shard loss
 };
 
 struct WorkerStepFigures
 {
     int worker = 0;
-    int64_t steps = 0;        // gradients it pushed (applied, aggregated or dropped)
+    int64_t steps = 0; // gradients it pushed (applied, aggregated or dropped)
     int64_t dropped = 0;
     double stepsPerSecond = 0; // steps over the run's duration
     // Wait time / (compute + push + wait) over its step records: the share
@@ -93,7 +93,7 @@ struct WorkerStepFigures
 
 struct ModeRunSummary
 {
-    QString name;      // the run directory's name ("async")
+    QString name; // the run directory's name ("async")
     QString directory;
     proto::ModeConfig mode; // from cluster.json (unspecified when it has none)
     int modeChanges = 0;    // switches recorded in the step log (0 in a clean comparison)
@@ -104,14 +104,14 @@ struct ModeRunSummary
     // below the target; none when it never was.
     std::optional<double> secondsToTarget;
     int64_t globalStepAtTarget = -1;
-    double finalLoss = 0;      // NaN when no full loss was logged
-    int64_t globalSteps = 0;   // global step advance over the run
-    double seconds = 0;        // the run's first step to its last record
+    double finalLoss = 0;    // NaN when no full loss was logged
+    int64_t globalSteps = 0; // global step advance over the run
+    double seconds = 0;      // the run's first step to its last record
     double globalStepsPerSecond = 0;
     std::vector<WorkerStepFigures> workers; // by worker index
     // Filled in by ModeComparison, empty when summarized on their own:
-    QString stopReason;        // "target reached", "time limit", "last step", "cancelled", ...
-    QString failure;           // what went wrong, when the run failed
+    QString stopReason; // "target reached", "time limit", "last step", "cancelled", ...
+    QString failure;    // what went wrong, when the run failed
 };
 
 struct ModeComparisonSummary
@@ -119,8 +119,8 @@ struct ModeComparisonSummary
     double targetLoss = 0;
     std::vector<ModeRunSummary> runs; // in the order run
     bool cancelled = false;
-    int runsToCome = 0;               // modes not run yet (a summary while the comparison runs)
-    bool failed() const;              // a run failed
+    int runsToCome = 0;  // modes not run yet (a summary while the comparison runs)
+    bool failed() const; // a run failed
 };
 
 // Reads one run directory: steps.jsonl (or, without one, metrics.csv, which
@@ -135,12 +135,12 @@ ModeComparisonSummary summarizeModeComparison(const QStringList &directories, do
 // Where a comparison is, about once a second.
 struct ModeRunProgress
 {
-    int index = 0;            // of the run, 0-based
-    int count = 0;            // runs in the comparison
-    QString name;             // "ssp"
+    int index = 0; // of the run, 0-based
+    int count = 0; // runs in the comparison
+    QString name;  // "ssp"
     int64_t globalStep = 0;
-    double seconds = 0;       // since the run's first step (0 before it)
-    double latestLoss = 0;    // NaN before the chief's first evaluation
+    double seconds = 0;    // since the run's first step (0 before it)
+    double latestLoss = 0; // NaN before the chief's first evaluation
 };
 
 class ModeComparison : public QObject
@@ -210,7 +210,7 @@ private:
     int m_index = -1;
     bool m_runActive = false;
     bool m_stopping = false;
-    QStringList m_directories;   // of every run started
+    QStringList m_directories; // of every run started
     std::vector<QString> m_stopReasons;
     std::vector<QString> m_failures;
     QElapsedTimer m_sinceLaunch;

@@ -2,9 +2,9 @@
 
 #include "orchestration/cluster_launcher.h"
 
-#include "orchestration/ssh_command.h"
-#include "base/version.h"
 #include "base/qt_text.h"
+#include "base/version.h"
+#include "orchestration/ssh_command.h"
 
 #include <QRegularExpression>
 #include <QTimer>
@@ -71,14 +71,11 @@ struct PreflightCheck::HostRun
     QString name;                     // as the cluster's addresses spell it
     std::optional<RemoteHost> remote; // empty: this machine
     std::vector<TaskId> tasks;
-    bool usable = false;              // ssh works and parasync-node is there
+    bool usable = false; // ssh works and parasync-node is there
     QString nodeProgram;
 };
 
-PreflightCheck::PreflightCheck(QObject *parent)
-    : QObject(parent)
-{
-}
+PreflightCheck::PreflightCheck(QObject *parent) : QObject(parent) {}
 
 PreflightCheck::~PreflightCheck()
 {
@@ -142,12 +139,13 @@ void PreflightCheck::start(const ClusterPlan &plan)
     }
     // Every check shows as pending at once: the grid's shape is known.
     for (const auto &run : m_runs) {
-        item(PreflightItem::Kind::Ssh, run->name, run->remote ? QStringLiteral("ssh ") + describeSshTarget(*run->remote)
-                                                              : QStringLiteral("this machine"));
+        item(PreflightItem::Kind::Ssh, run->name,
+             run->remote ? QStringLiteral("ssh ") + describeSshTarget(*run->remote) : QStringLiteral("this machine"));
         item(PreflightItem::Kind::Node, run->name, QStringLiteral("parasync-node"));
         for (const TaskId &task : run->tasks) {
-            PreflightItem &port = item(PreflightItem::Kind::Port, run->name,
-                                       QStringLiteral("%1 port %2").arg(qs(task.toString())).arg(plan.cluster.address(task).port));
+            PreflightItem &port
+                = item(PreflightItem::Kind::Port, run->name,
+                       QStringLiteral("%1 port %2").arg(qs(task.toString())).arg(plan.cluster.address(task).port));
             port.task = task;
         }
         for (const TaskId &task : run->tasks) {
@@ -155,8 +153,9 @@ void PreflightCheck::start(const ClusterPlan &plan)
                 continue;
             for (int ps = 0; ps < plan.cluster.numPs(); ++ps) {
                 const TaskId psTask{JobName::Ps, ps};
-                PreflightItem &reach = item(PreflightItem::Kind::Reach, run->name,
-                                            QStringLiteral("%1 at %2").arg(qs(psTask.toString()), qs(plan.cluster.ps[size_t(ps)].toString())));
+                PreflightItem &reach = item(
+                    PreflightItem::Kind::Reach, run->name,
+                    QStringLiteral("%1 at %2").arg(qs(psTask.toString()), qs(plan.cluster.ps[size_t(ps)].toString())));
                 reach.task = psTask;
             }
         }
@@ -187,9 +186,10 @@ QString PreflightCheck::describeHosts(const ClusterPlan &plan)
     const QString here = tr("this machine");
     if (remote.isEmpty())
         return here;
-    const QString there = remote.size() == 1 ? tr("1 remote host (%1)").arg(remote.front())
-                                             : tr("%1 remote hosts (%2)")
-                                                   .arg(QString::number(remote.size()), remote.join(QStringLiteral(", ")));
+    const QString there
+        = remote.size() == 1
+              ? tr("1 remote host (%1)").arg(remote.front())
+              : tr("%1 remote hosts (%2)").arg(QString::number(remote.size()), remote.join(QStringLiteral(", ")));
     return local ? tr("%1 and %2").arg(here, there) : there;
 }
 
@@ -220,24 +220,26 @@ void PreflightCheck::startHostChecks()
         std::vector<HostPort> ports;
         for (const TaskId &task : run.tasks)
             ports.push_back(m_plan.cluster.address(task));
-        const QString script = QStringLiteral(
-            "echo @ssh-ok\n"
-            "if command -v \"$n\" >/dev/null 2>&1; then\n"
-            "  echo \"@version $(\"$n\" --version 2>&1 | head -n 1)\"\n"
-            "  eval \"\\\"\\$n\\\" $a\" 2>&1\n"
-            "else echo \"@node-missing $(hostname 2>/dev/null)\"; fi\n");
+        const QString script = QStringLiteral("echo @ssh-ok\n"
+                                              "if command -v \"$n\" >/dev/null 2>&1; then\n"
+                                              "  echo \"@version $(\"$n\" --version 2>&1 | head -n 1)\"\n"
+                                              "  eval \"\\\"\\$n\\\" $a\" 2>&1\n"
+                                              "else echo \"@node-missing $(hostname 2>/dev/null)\"; fi\n");
         QProcess *process = runOnHost(index, {QStringLiteral("--check_ports=") + addressList(ports)}, script);
-        connect(process, &QProcess::finished, this, [this, process, index, generation](int code, QProcess::ExitStatus status) {
-            process->deleteLater();
-            if (generation == m_generation)
-                onHostChecked(index, QString::fromUtf8(process->readAll()), code, status == QProcess::CrashExit);
-        });
-        connect(process, &QProcess::errorOccurred, this, [this, process, index, generation](QProcess::ProcessError error) {
-            if (error != QProcess::FailedToStart || generation != m_generation)
-                return;
-            process->deleteLater();
-            onHostChecked(index, QStringLiteral("cannot run ssh: ") + process->errorString(), 255, false);
-        });
+        connect(process, &QProcess::finished, this,
+                [this, process, index, generation](int code, QProcess::ExitStatus status) {
+                    process->deleteLater();
+                    if (generation == m_generation)
+                        onHostChecked(index, QString::fromUtf8(process->readAll()), code,
+                                      status == QProcess::CrashExit);
+                });
+        connect(process, &QProcess::errorOccurred, this,
+                [this, process, index, generation](QProcess::ProcessError error) {
+                    if (error != QProcess::FailedToStart || generation != m_generation)
+                        return;
+                    process->deleteLater();
+                    onHostChecked(index, QStringLiteral("cannot run ssh: ") + process->errorString(), 255, false);
+                });
     }
 }
 
@@ -247,13 +249,14 @@ void PreflightCheck::onHostChecked(int hostIndex, const QString &output, int exi
         return;
     HostRun &run = *m_runs[size_t(hostIndex)];
     const QStringList lines = output.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
-    PreflightItem &ssh = item(PreflightItem::Kind::Ssh, run.name,
-                              run.remote ? QStringLiteral("ssh ") + describeSshTarget(*run.remote) : QStringLiteral("this machine"));
+    PreflightItem &ssh
+        = item(PreflightItem::Kind::Ssh, run.name,
+               run.remote ? QStringLiteral("ssh ") + describeSshTarget(*run.remote) : QStringLiteral("this machine"));
     PreflightItem &node = item(PreflightItem::Kind::Node, run.name, QStringLiteral("parasync-node"));
     const auto skipRest = [&](const QString &why) {
         for (auto &entry : m_items)
-            if (entry.host == run.name && entry.outcome == CheckOutcome::Pending && entry.kind != PreflightItem::Kind::Ssh
-                && &entry != &node) {
+            if (entry.host == run.name && entry.outcome == CheckOutcome::Pending
+                && entry.kind != PreflightItem::Kind::Ssh && &entry != &node) {
                 entry.outcome = CheckOutcome::Skipped;
                 entry.detail = why;
             }
@@ -285,14 +288,17 @@ void PreflightCheck::onHostChecked(int hostIndex, const QString &output, int exi
         const QString where = run.remote ? describeSshTarget(*run.remote) : tr("this machine");
         if (missing) {
             fail(node, tr("%1 not found on %2").arg(run.nodeProgram, where),
-                 run.remote ? tr("install parasync-node (%1) on %2, or give its path as \"node\" in the cluster file's "
-                                 "\"hosts\" entry for %3").arg(expected, where, run.name)
-                            : tr("build it (scripts/setup.sh), put it next to the app or on PATH, or set PARASYNC_NODE"));
+                 run.remote
+                     ? tr("install parasync-node (%1) on %2, or give its path as \"node\" in the cluster file's "
+                          "\"hosts\" entry for %3")
+                           .arg(expected, where, run.name)
+                     : tr("build it (scripts/setup.sh), put it next to the app or on PATH, or set PARASYNC_NODE"));
             skipRest(tr("needs parasync-node"));
         } else if (version != expected) {
             fail(node, tr("%1 says \"%2\"; this app is %3").arg(run.nodeProgram, version, expected),
                  tr("install the same build of parasync-node on %1 as this app's (%2): nodes of different "
-                    "versions may not understand each other").arg(where, expected));
+                    "versions may not understand each other")
+                     .arg(where, expected));
             skipRest(tr("needs a matching parasync-node"));
         } else {
             pass(node, tr("%1: %2").arg(run.nodeProgram, version));
@@ -321,13 +327,15 @@ void PreflightCheck::onHostChecked(int hostIndex, const QString &output, int exi
                     fail(port, tr("%1 is taken: %2").arg(match.captured(1), why),
                          why.startsWith(QLatin1String("address in use"))
                              ? (port.suggestedPort != 0
-                                    ? tr("stop the process holding it, or use the free port %1 (\"Use free ports\")").arg(port.suggestedPort)
+                                    ? tr("stop the process holding it, or use the free port %1 (\"Use free ports\")")
+                                          .arg(port.suggestedPort)
                                     : tr("stop the process holding it, or pick another port"))
                              : tr("give %1 an address of %2 itself").arg(qs(task.toString()), where));
                 }
             }
             for (auto &entry : m_items)
-                if (entry.host == run.name && entry.kind == PreflightItem::Kind::Port && entry.outcome == CheckOutcome::Pending) {
+                if (entry.host == run.name && entry.kind == PreflightItem::Kind::Port
+                    && entry.outcome == CheckOutcome::Pending) {
                     entry.outcome = CheckOutcome::Skipped;
                     entry.detail = tr("parasync-node there could not check it");
                 }
@@ -358,7 +366,8 @@ void PreflightCheck::startReachChecks()
                 continue;
             if (!run.usable) {
                 for (auto &entry : m_items)
-                    if (entry.host == run.name && entry.kind == PreflightItem::Kind::Reach && entry.outcome == CheckOutcome::Pending) {
+                    if (entry.host == run.name && entry.kind == PreflightItem::Kind::Reach
+                        && entry.outcome == CheckOutcome::Pending) {
                         entry.outcome = CheckOutcome::Skipped;
                         entry.detail = tr("needs SSH and parasync-node on this host");
                     }
@@ -367,11 +376,13 @@ void PreflightCheck::startReachChecks()
             ++m_pending;
             QProcess *process = runOnHost(index, {QStringLiteral("--probe=") + addressList(m_plan.cluster.ps)},
                                           QStringLiteral("eval \"\\\"\\$n\\\" $a\" 2>&1\n"));
-            connect(process, &QProcess::finished, this, [this, process, index, generation](int code, QProcess::ExitStatus status) {
-                process->deleteLater();
-                if (generation == m_generation)
-                    onReachChecked(index, QString::fromUtf8(process->readAll()), code, status == QProcess::CrashExit);
-            });
+            connect(process, &QProcess::finished, this,
+                    [this, process, index, generation](int code, QProcess::ExitStatus status) {
+                        process->deleteLater();
+                        if (generation == m_generation)
+                            onReachChecked(index, QString::fromUtf8(process->readAll()), code,
+                                           status == QProcess::CrashExit);
+                    });
         }
         Q_EMIT itemsChanged();
         if (m_pending == 0)
@@ -388,7 +399,8 @@ void PreflightCheck::startReachChecks()
                 continue;
             const HostPort &address = m_plan.cluster.address(task);
             for (const auto &entry : m_items)
-                if (entry.kind == PreflightItem::Kind::Port && entry.task == task && entry.outcome == CheckOutcome::Passed)
+                if (entry.kind == PreflightItem::Kind::Port && entry.task == task
+                    && entry.outcome == CheckOutcome::Passed)
                     free.push_back(address);
         }
         if (free.empty())
@@ -450,16 +462,23 @@ void PreflightCheck::onReachChecked(int hostIndex, const QString &output, int ex
             fail(reach, tr("cannot connect to %1: %2").arg(match.captured(1), match.captured(3)),
                  loopbackElsewhere
                      ? tr("ps:%1's address %2 is a loopback address: on %3 it means %3 itself. Give ps:%1 an address "
-                          "the workers can reach").arg(ps).arg(qs(address.toString()), run.name)
+                          "the workers can reach")
+                           .arg(ps)
+                           .arg(qs(address.toString()), run.name)
                      : tr("let %1 reach TCP port %2 on %3: open it in %3's firewall (e.g. `ufw allow %2/tcp`, or "
                           "`iptables -I INPUT -p tcp --dport %2 -j ACCEPT`) and check the route between the hosts")
-                           .arg(run.name).arg(address.port).arg(qs(address.host)));
+                           .arg(run.name)
+                           .arg(address.port)
+                           .arg(qs(address.host)));
         }
     }
     for (auto &entry : m_items)
-        if (entry.host == run.name && entry.kind == PreflightItem::Kind::Reach && entry.outcome == CheckOutcome::Pending)
-            fail(entry, crashed || exitCode != 0 ? tr("the probe failed (exit code %1): %2").arg(exitCode).arg(output.trimmed().right(300))
-                                                 : tr("no answer from the probe"),
+        if (entry.host == run.name && entry.kind == PreflightItem::Kind::Reach
+            && entry.outcome == CheckOutcome::Pending)
+            fail(entry,
+                 crashed || exitCode != 0
+                     ? tr("the probe failed (exit code %1): %2").arg(exitCode).arg(output.trimmed().right(300))
+                     : tr("no answer from the probe"),
                  tr("run the check again"));
     Q_EMIT itemsChanged();
     if (--m_pending == 0)
@@ -487,7 +506,8 @@ bool PreflightCheck::passed() const
 bool PreflightCheck::hasPortSuggestions() const
 {
     return std::any_of(m_items.begin(), m_items.end(), [](const PreflightItem &entry) {
-        return entry.kind == PreflightItem::Kind::Port && entry.outcome == CheckOutcome::Failed && entry.suggestedPort != 0;
+        return entry.kind == PreflightItem::Kind::Port && entry.outcome == CheckOutcome::Failed
+               && entry.suggestedPort != 0;
     });
 }
 
@@ -495,7 +515,8 @@ ClusterPlan PreflightCheck::planWithFreePorts() const
 {
     std::vector<PortConflict> conflicts;
     for (const auto &entry : m_items) {
-        if (entry.kind != PreflightItem::Kind::Port || entry.outcome != CheckOutcome::Failed || entry.suggestedPort == 0)
+        if (entry.kind != PreflightItem::Kind::Port || entry.outcome != CheckOutcome::Failed
+            || entry.suggestedPort == 0)
             continue;
         PortConflict conflict;
         conflict.task = entry.task;
@@ -509,12 +530,12 @@ QString PreflightCheck::report() const
 {
     QString text;
     for (const auto &entry : m_items) {
-        const char *mark = entry.outcome == CheckOutcome::Passed ? "ok  "
-                           : entry.outcome == CheckOutcome::Failed ? "FAIL"
+        const char *mark = entry.outcome == CheckOutcome::Passed    ? "ok  "
+                           : entry.outcome == CheckOutcome::Failed  ? "FAIL"
                            : entry.outcome == CheckOutcome::Skipped ? "skip"
                                                                     : "... ";
-        text += QStringLiteral("%1 %2 %3: %4 -- %5").arg(QLatin1String(mark), entry.host, checkKindName(entry.kind),
-                                                          entry.subject, entry.detail);
+        text += QStringLiteral("%1 %2 %3: %4 -- %5")
+                    .arg(QLatin1String(mark), entry.host, checkKindName(entry.kind), entry.subject, entry.detail);
         if (!entry.fix.isEmpty())
             text += QStringLiteral("\n       fix: ") + entry.fix;
         text += QLatin1Char('\n');

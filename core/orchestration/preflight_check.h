@@ -26,12 +26,12 @@ struct PreflightItem
 {
     enum class Kind { Ssh, Node, Port, Reach };
     Kind kind = Kind::Ssh;
-    QString host;          // the host checked (its name in the cluster's addresses)
-    QString subject;       // "ssh alice@h:22", "parasync-node", "ps:0 port 2222", "ps:0 at h:2222"
+    QString host;    // the host checked (its name in the cluster's addresses)
+    QString subject; // "ssh alice@h:22", "parasync-node", "ps:0 port 2222", "ps:0 at h:2222"
     CheckOutcome outcome = CheckOutcome::Pending;
-    QString detail;        // what was found
-    QString fix;           // what to try, for a failure
-    TaskId task;           // Port, Reach: the task (Reach: the ps task probed)
+    QString detail;             // what was found
+    QString fix;                // what to try, for a failure
+    TaskId task;                // Port, Reach: the task (Reach: the ps task probed)
     uint16_t suggestedPort = 0; // Port: a free port on that host
 };
 QString checkKindName(PreflightItem::Kind kind); // "SSH", "parasync-node", "port free", "reaches ps"
@@ -59,7 +59,7 @@ public:
     // 10.0.0.3)", "this machine and 1 remote host (10.0.0.2)". A "hosts"
     // entry that no task's address names is not checked, nor counted.
     static QString describeHosts(const ClusterPlan &plan);
-    bool passed() const;       // no failure
+    bool passed() const; // no failure
     bool hasPortSuggestions() const;
     // The plan with each taken port replaced by the free one found there.
     ClusterPlan planWithFreePorts() const;

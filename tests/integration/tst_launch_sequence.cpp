@@ -46,16 +46,16 @@ class Trail : public QObject
 public:
     explicit Trail(LaunchSequence &sequence)
     {
-        connect(&sequence, &LaunchSequence::preflightStarted, this, [this] { m_stages << QStringLiteral("preflightStarted"); });
+        connect(&sequence, &LaunchSequence::preflightStarted, this,
+                [this] { m_stages << QStringLiteral("preflightStarted"); });
         connect(&sequence, &LaunchSequence::preflightFinished, this, [this](bool passed, const QString &report) {
             m_stages << (passed ? QStringLiteral("preflightPassed") : QStringLiteral("preflightFailed"));
             m_report = report;
         });
-        connect(&sequence, &LaunchSequence::portsTaken, this,
-                [this](const std::vector<PortConflict> &conflicts) {
-                    m_stages << QStringLiteral("portsTaken");
-                    m_conflicts = conflicts;
-                });
+        connect(&sequence, &LaunchSequence::portsTaken, this, [this](const std::vector<PortConflict> &conflicts) {
+            m_stages << QStringLiteral("portsTaken");
+            m_conflicts = conflicts;
+        });
         connect(&sequence, &LaunchSequence::launched, this, [this](const ClusterPlan &plan) {
             m_stages << QStringLiteral("launched");
             m_launched = plan;
@@ -228,9 +228,9 @@ private Q_SLOTS:
         QCOMPARE(trail.stages().back(), QStringLiteral("launched"));
         QCOMPARE(trail.launched().cluster.workers.back().port, trail.conflicts().front().suggestedPort);
         QTRY_COMPARE_WITH_TIMEOUT(trail.stages().back(), QStringLiteral("watching"), kTimeoutMs);
-        QCOMPARE(trail.stages(), (QStringList{QStringLiteral("preflightStarted"), QStringLiteral("preflightFailed"),
-                                              QStringLiteral("portsTaken"), QStringLiteral("launched"),
-                                              QStringLiteral("watching")}));
+        QCOMPARE(trail.stages(),
+                 (QStringList{QStringLiteral("preflightStarted"), QStringLiteral("preflightFailed"),
+                              QStringLiteral("portsTaken"), QStringLiteral("launched"), QStringLiteral("watching")}));
         launcher.stopAll();
     }
 

@@ -3,16 +3,15 @@
 // taken port -- remote or local -- a missing binary and an unreachable ps
 // must each be reported as such, with a fix; what is checked is named as a
 // person would ("this machine", not "0 hosts").
+#include "base/port_holder.h"
+#include "base/version.h"
+#include "orchestration/preflight_check.h"
 #include "support/cluster_harness.h"
 #include "support/net_namespace.h"
-#include "base/port_holder.h"
-#include "orchestration/preflight_check.h"
 #include "support/ssh_server.h"
-#include "base/version.h"
 
 #include <QSignalSpy>
 #include <QTest>
-
 
 #include <memory>
 
@@ -22,7 +21,6 @@ using namespace parasync::testing;
 namespace {
 
 constexpr int kTimeoutMs = 60000;
-
 
 ClusterPlan demoPlan()
 {
@@ -88,8 +86,8 @@ private Q_SLOTS:
         QTest::addColumn<QString>("named");
         QTest::newRow("all local") << QStringList{} << QStringLiteral("127.0.0.1") << QStringLiteral("this machine");
         // A "hosts" entry that no task's address names is not checked.
-        QTest::newRow("unused hosts entry") << QStringList{QStringLiteral("10.0.0.9")} << QStringLiteral("127.0.0.1")
-                                            << QStringLiteral("this machine");
+        QTest::newRow("unused hosts entry")
+            << QStringList{QStringLiteral("10.0.0.9")} << QStringLiteral("127.0.0.1") << QStringLiteral("this machine");
         QTest::newRow("workers remote") << QStringList{QStringLiteral("10.0.0.2")} << QStringLiteral("10.0.0.2")
                                         << QStringLiteral("this machine and 1 remote host (10.0.0.2)");
     }
@@ -114,8 +112,8 @@ private Q_SLOTS:
     {
         ClusterPlan plan;
         plan.cluster.ps = {parseHostPort("10.0.0.1:2222")};
-        plan.cluster.workers = {parseHostPort("10.0.0.2:2223"), parseHostPort("10.0.0.3:2223"),
-                                parseHostPort("10.0.0.2:2224")};
+        plan.cluster.workers
+            = {parseHostPort("10.0.0.2:2223"), parseHostPort("10.0.0.3:2223"), parseHostPort("10.0.0.2:2224")};
         for (const char *name : {"10.0.0.1", "10.0.0.2", "10.0.0.3"}) {
             RemoteHost host;
             host.name = name;
@@ -216,7 +214,8 @@ private Q_SLOTS:
         QCOMPARE(ssh->outcome, CheckOutcome::Passed);
         const PreflightItem *node = find(check, PreflightItem::Kind::Node, QStringLiteral("parasync-node"));
         QCOMPARE(node->outcome, CheckOutcome::Failed);
-        QVERIFY2(node->detail.contains(QLatin1String("/opt/nowhere/parasync-node not found")), qPrintable(node->detail));
+        QVERIFY2(node->detail.contains(QLatin1String("/opt/nowhere/parasync-node not found")),
+                 qPrintable(node->detail));
         QVERIFY2(node->fix.contains(QLatin1String("install parasync-node")), qPrintable(node->fix));
         // What needs the binary is skipped, not failed a second time.
         QCOMPARE(find(check, PreflightItem::Kind::Port, QStringLiteral("ps:0"))->outcome, CheckOutcome::Skipped);

@@ -7,20 +7,20 @@
 // a taken port is swapped for a free one without asking; a launch that
 // cannot start ends the comparison saying why; the window's action runs and
 // its Cancel stops the tasks; bad flags exit 2.
-#include "support/cluster_harness.h"
+#include "base/error.h"
+#include "base/port_holder.h"
+#include "config/node_options.h"
+#include "formats/run_log.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
-#include "base/error.h"
-#include "ui/headless_mode_comparison.h"
-#include "ui/main_window.h"
 #include "orchestration/mode_comparison.h"
-#include "ui/mode_comparison_view.h"
-#include "ui/mode_comparison_window.h"
-#include "config/node_options.h"
-#include "base/port_holder.h"
-#include "formats/run_log.h"
 #include "orchestration/run_replay.h"
 #include "orchestration/run_state.h"
+#include "support/cluster_harness.h"
+#include "ui/headless_mode_comparison.h"
+#include "ui/main_window.h"
+#include "ui/mode_comparison_view.h"
+#include "ui/mode_comparison_window.h"
 
 #include <QAction>
 #include <QApplication>
@@ -194,7 +194,9 @@ private Q_SLOTS:
         add(change);
         add(stepEvent(4, 1002.0, 0, proto::APPLIED, 0.6f, 8000, 1000, 0));
         add(stepEvent(5, 1004.0, 1, proto::APPLIED, 0.3f, 20000, 0, 20000));
-        log += QByteArray::fromStdString(RunLog::formatStepLogLine(stepEvent(6, 1005.0, 0, proto::APPLIED, 0.2f, 1, 1, 1), {})).left(40);
+        log += QByteArray::fromStdString(
+                   RunLog::formatStepLogLine(stepEvent(6, 1005.0, 0, proto::APPLIED, 0.2f, 1, 1, 1), {}))
+                   .left(40);
         writeFile(dir.filePath(QStringLiteral("steps.jsonl")), log);
 
         const ModeRunSummary run = summarizeModeRun(dir.path(), 0.5);
@@ -267,8 +269,9 @@ private Q_SLOTS:
         summary.runs[0].secondsToTarget = 3.0;
         summary.runs[1].secondsToTarget = 1.5;
         const QString verdict = modeComparisonVerdict(summary);
-        QVERIFY2(verdict.startsWith(QStringLiteral("sync reached a full loss of 0.25 first (1.5 s), then async (3.0 s).")),
-                 qPrintable(verdict));
+        QVERIFY2(
+            verdict.startsWith(QStringLiteral("sync reached a full loss of 0.25 first (1.5 s), then async (3.0 s).")),
+            qPrintable(verdict));
         QVERIFY2(verdict.contains(QStringLiteral("ssp s=4 did not reach it")), qPrintable(verdict));
 
         const CsvTable table = modeComparisonTable(summary);
@@ -345,8 +348,9 @@ private Q_SLOTS:
             QVERIFY2(state.snapshot().globalStep > 0, qPrintable(run));
         }
         // The figure in three formats; the PNG is an image of its size.
-        for (const QString &name : {QStringLiteral("mode_comparison.png"), QStringLiteral("mode_comparison.svg"),
-                                    QStringLiteral("mode_comparison.pdf"), QStringLiteral("mode_comparison_series.csv")})
+        for (const QString &name :
+             {QStringLiteral("mode_comparison.png"), QStringLiteral("mode_comparison.svg"),
+              QStringLiteral("mode_comparison.pdf"), QStringLiteral("mode_comparison_series.csv")})
             QVERIFY2(QFileInfo(out.filePath(name)).size() > 0, qPrintable(name));
         const QImage png(out.filePath(QStringLiteral("mode_comparison.png")));
         QVERIFY(!png.isNull());
@@ -366,8 +370,9 @@ private Q_SLOTS:
             fromMetrics[mode] = timeToTargetFromMetrics(out.filePath(mode), target);
             QCOMPARE(bool(fromCsv[mode]), bool(fromMetrics[mode]));
             if (fromCsv[mode])
-                QVERIFY2(std::abs(*fromCsv[mode] - *fromMetrics[mode]) < 0.002,
-                         qPrintable(QStringLiteral("%1: %2 vs %3").arg(mode).arg(*fromCsv[mode]).arg(*fromMetrics[mode])));
+                QVERIFY2(
+                    std::abs(*fromCsv[mode] - *fromMetrics[mode]) < 0.002,
+                    qPrintable(QStringLiteral("%1: %2 vs %3").arg(mode).arg(*fromCsv[mode]).arg(*fromMetrics[mode])));
             QVERIFY(csv.value(i, QStringLiteral("worker0_steps_per_s")).toDouble() > 0);
             QVERIFY(csv.value(i, QStringLiteral("worker1_steps_per_s")).toDouble() > 0);
         }
