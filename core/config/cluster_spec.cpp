@@ -151,7 +151,7 @@ std::vector<HostPort> hostsOfJob(const QJsonValue &value, const std::string &ori
     if (!value.isArray())
         throw InputError(origin + " must be a list of \"host:port\" strings, like [\"127.0.0.1:2222\"]");
     std::vector<HostPort> hosts;
-    for (const QJsonValue &entry : value.toArray()) {
+    for (const QJsonValue entry : value.toArray()) {
         if (!entry.isString())
             throw InputError(origin + " must be a list of \"host:port\" strings, like [\"127.0.0.1:2222\"]");
         hosts.push_back(parseHostPortIn(ss(entry.toString()), origin));
@@ -636,7 +636,7 @@ std::vector<RemoteHost> parseRemoteHosts(const std::string &json, const QJsonObj
                 throw InputError(where
                                  + ": \"ssh_options\" must be a list of ssh -o options, like "
                                    "[\"UserKnownHostsFile=/path/known_hosts\"]");
-            for (const QJsonValue &option : options.toArray()) {
+            for (const QJsonValue option : options.toArray()) {
                 if (!option.isString() || !option.toString().contains(QLatin1Char('=')))
                     throw InputError(where + ": each of \"ssh_options\" must be a string \"Name=value\"");
                 host.sshOptions.push_back(ss(option.toString()));

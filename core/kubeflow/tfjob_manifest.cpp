@@ -38,7 +38,7 @@ const char *const kClusterFlags[] = {"ps_hosts", "worker_hosts", "job_name", "ta
 
 std::string flagName(const std::string &arg)
 {
-    if (arg.rfind("-", 0) != 0)
+    if (arg.rfind('-', 0) != 0)
         return {};
     const size_t start = arg.find_first_not_of('-');
     if (start == std::string::npos)

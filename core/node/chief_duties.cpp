@@ -74,9 +74,10 @@ std::string ChiefDuties::initializeVariables()
             const int oldPs = std::max(1, ckpt.shards_size());
             for (const auto &shard : ckpt.shards()) {
                 for (int j = 0; j < shard.variables_size(); ++j) {
-                    const size_t index = size_t(shard.ps_index() + j * oldPs);
-                    if (index < states.size())
-                        states[index] = shard.variables(j);
+                    // In 64 bits: a damaged file's ps_index must not overflow into a valid slot.
+                    const int64_t index = int64_t(shard.ps_index()) + int64_t(j) * oldPs;
+                    if (index >= 0 && index < int64_t(states.size()))
+                        states[size_t(index)] = shard.variables(j);
                 }
             }
             for (size_t i = 0; i < states.size(); ++i) {

@@ -53,7 +53,7 @@ TrainingSummaries::~TrainingSummaries()
         m_thread.join();
 }
 
-void TrainingSummaries::watchTelemetry(std::string address, RpcSettings rpc)
+void TrainingSummaries::watchTelemetry(const std::string &address, const RpcSettings &rpc)
 {
     // Only the staleness of other workers' gradients needs ps:0's view; the
     // chief knows everything else itself.

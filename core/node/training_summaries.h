@@ -50,7 +50,7 @@ public:
     const std::string &path() const { return m_writer.path(); }
 
 private:
-    void watchTelemetry(std::string address, RpcSettings rpc);
+    void watchTelemetry(const std::string &address, const RpcSettings &rpc);
 
     EventFileWriter m_writer;
     int64_t m_everySteps;

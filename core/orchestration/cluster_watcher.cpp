@@ -154,8 +154,8 @@ int64_t eventStep(const proto::TelemetryEvent &event)
 
 } // namespace
 
-void ClusterWatcher::run(std::string address, RpcSettings settings, uint64_t generation, std::string historyDirectory,
-                         bool discoverHistory)
+void ClusterWatcher::run(const std::string &address, const RpcSettings &settings, uint64_t generation,
+                         const std::string &historyDirectory, bool discoverHistory)
 {
     // Events up to this global step came from the run directory's history.
     int64_t historyStep = -1;

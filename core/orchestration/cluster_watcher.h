@@ -101,8 +101,10 @@ Q_SIGNALS:
     void statusReceived(const parasync::proto::ClusterStatusResponse &status);
 
 private:
-    void run(std::string address, RpcSettings settings, uint64_t generation, std::string historyDirectory,
-             bool discoverHistory);
+    // The watching thread's body; std::thread holds the copies of its
+    // arguments for as long as it runs.
+    void run(const std::string &address, const RpcSettings &settings, uint64_t generation,
+             const std::string &historyDirectory, bool discoverHistory);
     void stopThread();
     // Runs `call` on a background thread with a context that the destructor
     // can cancel; `call` returns the function to run on the owner's thread.
