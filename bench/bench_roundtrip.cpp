@@ -440,7 +440,9 @@ void registerBenchmarks(bool quick)
     // a few hundred round trips, not a few dozen.
     const auto minTime = [quick](const std::string &label) { return quick ? 0.05 : label == "1000000" ? 2.0 : 0.5; };
     for (const auto &shape : modelShapes()) {
-        const auto [request, reply] = g_fixture->bytes.at(shape.label);
+        // Named, not a structured binding: clang 14 cannot capture those.
+        const size_t request = g_fixture->bytes.at(shape.label).first;
+        const size_t reply = g_fixture->bytes.at(shape.label).second;
         benchmark::RegisterBenchmark(("tcp/" + shape.label).c_str(),
                                      [request, reply](benchmark::State &state) {
                                          measure(state, g_fixture->tcpServer->pid(), request, reply,

@@ -613,8 +613,9 @@ void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
     const double cellHeight = (size.height() - y - margin - gap) / 2;
     const double zoom = cellWidth / 600;
     for (int i = 0; i < cells.size(); ++i) {
-        const QRectF cell(margin + (i % 3) * (cellWidth + gap), y + (i / 3) * (cellHeight + gap), cellWidth,
-                          cellHeight);
+        const int row = i / 3; // three panels a row
+        const int column = i % 3;
+        const QRectF cell(margin + column * (cellWidth + gap), y + row * (cellHeight + gap), cellWidth, cellHeight);
         ChartExporter::paintScaled(painter, cells[i], cell, zoom);
         painter->setPen(QColor(0xd8, 0xd8, 0xd8));
         painter->drawRect(cell);

@@ -69,13 +69,16 @@ ClusterPlan planFromFlags(const PlanFlags &flags)
         file.cluster.ps = parseHostList(*flags.psHosts, "--ps_hosts");
     if (flags.workerHosts)
         file.cluster.workers = parseHostList(*flags.workerHosts, "--worker_hosts");
-    for (const auto &[flag, value] : flags.training) {
+    for (const auto &entry : flags.training) {
+        // Named, not a structured binding: clang 14 cannot capture those.
+        const std::string &flag = entry.first;
+        const std::string &value = entry.second;
         // A flag on the command line is for every task: it replaces the
         // workers' own values too.
         for (auto &[index, workerFlags] : file.perWorker)
-            std::erase_if(workerFlags, [&flag](const auto &entry) { return entry.first == flag; });
+            std::erase_if(workerFlags, [&flag](const auto &other) { return other.first == flag; });
         auto it = std::find_if(file.training.begin(), file.training.end(),
-                               [&flag](const auto &entry) { return entry.first == flag; });
+                               [&flag](const auto &other) { return other.first == flag; });
         if (it == file.training.end())
             file.training.emplace_back(flag, value);
         else
