@@ -34,6 +34,9 @@ public:
     void apply(const Parameters &gradient);
 
     const Parameters &values() const { return m_values; }
+    // Shape and name of variable `i` of the shard, as the chief declared it.
+    const std::vector<int64_t> &shape(int i) const { return m_shapes[size_t(i)]; }
+    const std::string &name(int i) const { return m_names[size_t(i)]; }
     // Copies the values into the repeated Tensor field of a response.
     void copyValuesTo(google::protobuf::RepeatedPtrField<proto::Tensor> *out) const;
 

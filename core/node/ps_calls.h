@@ -22,6 +22,8 @@ public:
         Ok,
         InvalidArgument,    // the request itself is wrong (bad numbers, sizes, index)
         FailedPrecondition, // the request is fine, the cluster is not ready for it
+        AlreadyExists,      // what the request claims (a worker index) is another's
+        RetryLater,         // may succeed when asked again shortly (gRPC ABORTED)
     };
 
     // OK.
@@ -30,6 +32,8 @@ public:
 
     static CallStatus invalidArgument(std::string message) { return {Code::InvalidArgument, std::move(message)}; }
     static CallStatus failedPrecondition(std::string message) { return {Code::FailedPrecondition, std::move(message)}; }
+    static CallStatus alreadyExists(std::string message) { return {Code::AlreadyExists, std::move(message)}; }
+    static CallStatus retryLater(std::string message) { return {Code::RetryLater, std::move(message)}; }
 
     bool ok() const { return m_code == Code::Ok; }
     Code code() const { return m_code; }

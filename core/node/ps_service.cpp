@@ -18,6 +18,8 @@ grpc::Status toGrpc(const CallStatus &status)
     case CallStatus::Code::Ok: return grpc::Status::OK;
     case CallStatus::Code::InvalidArgument: return {grpc::StatusCode::INVALID_ARGUMENT, status.message()};
     case CallStatus::Code::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, status.message()};
+    case CallStatus::Code::AlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, status.message()};
+    case CallStatus::Code::RetryLater: return {grpc::StatusCode::ABORTED, status.message()};
     }
     return {grpc::StatusCode::INTERNAL, status.message()};
 }

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 
 namespace parasync {
 
@@ -69,6 +70,27 @@ std::string signatureDifference(const proto::ModelSignature &cluster, const prot
     if (cluster.optimizer() != worker.optimizer())
         return "it uses optimizer '" + worker.optimizer() + "' but the cluster uses '" + cluster.optimizer() + "'";
     return {};
+}
+
+// "[784, 10]", a scalar "[]".
+template<typename Dims>
+std::string describeShape(const Dims &dims)
+{
+    std::string text = "[";
+    for (auto d : dims)
+        text += (text.size() > 1 ? ", " : "") + std::to_string(d);
+    return text + "]";
+}
+
+// "21:05:03 UTC": when a worker joined, for the refusal of a second claimant.
+std::string clockTime(std::chrono::system_clock::time_point when)
+{
+    const std::time_t t = std::chrono::system_clock::to_time_t(when);
+    std::tm utc{};
+    gmtime_r(&t, &utc);
+    char text[32];
+    std::strftime(text, sizeof text, "%H:%M:%S UTC", &utc);
+    return text;
 }
 
 proto::WorkerPhase holdPhase(HoldReason reason)
@@ -207,9 +229,20 @@ CallStatus PsTask::train(TrainStream &stream)
                                                        + " is not in the cluster (" + std::to_string(m_workers.size())
                                                        + " workers): check --task_index and --worker_hosts");
                 if (worker != index) {
+                    if (const CallStatus claim = claimIndexLocked(lock, index, request.join()); !claim.ok()) {
+                        m_log(claim.message());
+                        return claim;
+                    }
+                    releaseIndex(worker, streamId);
                     worker = index;
                     streamId = m_nextStreamId++;
-                    m_workers[size_t(worker)].streamId = streamId;
+                    auto &info = m_workers[size_t(worker)];
+                    info.streamId = streamId;
+                    info.streamOpen = true;
+                    info.pid = request.join().pid();
+                    info.host = request.join().host();
+                    info.heldSince = std::chrono::system_clock::now();
+                    info.lastSeen = std::chrono::steady_clock::now();
                 }
                 response = joinLocked(lock, worker, request.join(), &error);
             } else if (request.has_push()) {
@@ -234,7 +267,58 @@ CallStatus PsTask::train(TrainStream &stream)
         streamEndedLocked(worker, streamId,
                           "its training stream closed without a goodbye (process killed, or network cut)");
     }
+    releaseIndex(worker, streamId);
     return {};
+}
+
+CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int index, const proto::JoinRequest &join)
+{
+    const WorkerInfo &holder = m_workers[size_t(index)];
+    // The same process opening a new stream (it reconnects after a lost
+    // link) takes its index back; the old stream's end then changes nothing.
+    // A pid of 0 proves nothing: a client that sends none never takes over.
+    const auto sameProcess = [&] { return holder.pid != 0 && holder.pid == join.pid() && holder.host == join.host(); };
+    // A worker killed and started again may join before its old stream's end
+    // has reached this task: give that end a moment to arrive.
+    m_changed.wait_for(lock, kOldStreamGrace, [&] { return !holder.streamOpen || sameProcess(); });
+    if (!holder.streamOpen || sameProcess())
+        return {};
+    const std::string name = "worker:" + std::to_string(index);
+    const std::string who = "pid " + std::to_string(holder.pid) + " on host '" + holder.host + "'";
+    const double quietSeconds
+        = std::chrono::duration<double>(std::chrono::steady_clock::now() - holder.lastSeen).count();
+    // Evidence that the holder lives: ps:0 is holding it at a barrier, or it
+    // spoke a moment ago. Without that evidence its connection may be dead
+    // but not yet noticed (a killed host, a cut link), and the claimant is
+    // told to retry rather than refused for good: keepalive closes a dead
+    // connection within about two --heartbeat_ms, a live holder speaks again
+    // within a step and the next attempt gets the refusal below.
+    const bool held = holder.phase == proto::BLOCKED_BY_SYNC || holder.phase == proto::BLOCKED_BY_STALENESS;
+    char quiet[32];
+    std::snprintf(quiet, sizeof quiet, "%.1f", quietSeconds);
+    if (held || quietSeconds < kHolderHeardRecently) {
+        return CallStatus::alreadyExists(
+            m_options.task.toString() + " refuses a second " + name + " (pid " + std::to_string(join.pid())
+            + " on host '" + join.host() + "'): " + name + " is " + who + ", in the cluster since "
+            + clockTime(holder.heldSince) + ", last heard from " + quiet
+            + " s ago. Two processes cannot share --task_index=" + std::to_string(index)
+            + ": stop one of them, or give this one its own index and address in --worker_hosts");
+    }
+    return CallStatus::retryLater("retry: the old connection of " + name + " (" + who + ", in the cluster since "
+                                  + clockTime(holder.heldSince) + ", silent for " + quiet + " s) is still open; "
+                                  + m_options.task.toString() + " lets the index go once that connection closes");
+}
+
+void PsTask::releaseIndex(int worker, uint64_t streamId)
+{
+    if (worker < 0)
+        return;
+    std::lock_guard lock(m_mutex);
+    auto &info = m_workers[size_t(worker)];
+    if (info.streamId == streamId && info.streamOpen) {
+        info.streamOpen = false;
+        m_changed.notify_all(); // a claimant may be waiting for this index
+    }
 }
 
 proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
@@ -243,7 +327,6 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
     proto::TrainResponse response;
     auto *out = response.mutable_join();
     auto &info = m_workers[size_t(worker)];
-    info.pid = join.pid();
     if (!m_initialized && isCoordinator() && info.phase != proto::WAITING_FOR_CHIEF) {
         info.phase = proto::WAITING_FOR_CHIEF;
         publishWorkerStateLocked(worker);
@@ -299,8 +382,18 @@ Parameters PsTask::parseGradients(const proto::PushRequest &push, std::string *e
         return {};
     }
     for (int i = 0; i < push.gradients_size(); ++i) {
-        if (push.gradients(i).values_size() != values[size_t(i)].size()) {
-            *error = "gradient " + std::to_string(i) + " has " + std::to_string(push.gradients(i).values_size())
+        const proto::Tensor &tensor = push.gradients(i);
+        // The shape first: a [10, 784] gradient for a [784, 10] variable has
+        // the right number of values and would be applied transposed.
+        const std::vector<int64_t> &shape = m_shard.shape(i);
+        if (!std::equal(tensor.shape().begin(), tensor.shape().end(), shape.begin(), shape.end())) {
+            *error = "gradient " + std::to_string(i) + " (for '" + m_shard.name(i) + "') has shape "
+                     + describeShape(tensor.shape()) + ", the variable " + describeShape(shape)
+                     + ": push each gradient in its variable's shape";
+            return {};
+        }
+        if (tensor.values_size() != values[size_t(i)].size()) {
+            *error = "gradient " + std::to_string(i) + " has " + std::to_string(tensor.values_size())
                      + " values, the variable has " + std::to_string(values[size_t(i)].size());
             return {};
         }

@@ -62,9 +62,11 @@ public:
     // ParameterService.Train: one worker's stream of join, push and leave
     // requests, answered in order. Blocks for the stream's life; a push may
     // be held (sync barrier, staleness bound). Ends the stream with
-    // InvalidArgument (index not in the cluster, gradients of the wrong count
-    // or size, a step from the future) or FailedPrecondition (a push before
-    // the join or before the chief initialised, another model).
+    // InvalidArgument (index not in the cluster, gradients of the wrong count,
+    // shape or size, a step from the future), FailedPrecondition (a push
+    // before the join or before the chief initialised, another model),
+    // AlreadyExists (another live process holds the worker index) or
+    // RetryLater (the index's old connection is open but may be dead).
     CallStatus train(TrainStream &stream);
     CallStatus initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response);
     CallStatus snapshot(proto::SnapshotResponse *response);
@@ -94,6 +96,11 @@ private:
         // Which stream is the worker's current one (a restarted worker opens
         // a new stream; the old one's end must not mark it dead).
         uint64_t streamId = 0;
+        // Whether that stream is still open: the index is held, and a second
+        // process claiming it is refused (claimIndexLocked).
+        bool streamOpen = false;
+        std::string host; // as the worker names its host (JoinRequest.host)
+        std::chrono::system_clock::time_point heldSince;
         int64_t nonfinite = 0;
         // Last join or push: the hang watchdog tells a worker that computes
         // slowly (or is frozen) from one that is held by the policy.
@@ -112,6 +119,16 @@ private:
                                proto::PushResponse *response);
     void leaveLocked(int worker, const proto::LeaveRequest &leave);
     void streamEndedLocked(int worker, uint64_t streamId, const std::string &reason);
+    // One identity per index: OK when `index` is free or held by the same
+    // process; AlreadyExists when another live process holds it; RetryLater
+    // when the holder's connection is open but may be dead.
+    // Waits up to kOldStreamGrace for a holder's stream that is closing.
+    CallStatus claimIndexLocked(std::unique_lock<std::mutex> &lock, int index, const proto::JoinRequest &join);
+    // The end of stream `streamId`: frees the index if that stream held it.
+    void releaseIndex(int worker, uint64_t streamId);
+    // A holder heard from this recently (seconds) is live, for claimIndexLocked.
+    static constexpr double kHolderHeardRecently = 2.0;
+    static constexpr std::chrono::milliseconds kOldStreamGrace{1000};
 
     void onDecision(int worker, int64_t computedFromStep, const PushDecision &decision);
     void publishLocked(const proto::TelemetryEvent &event);

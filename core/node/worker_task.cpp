@@ -57,6 +57,9 @@ WorkerTask::WorkerTask(NodeOptions options, RpcSettings rpc, Log log)
     m_computeMs = pace.computeMs;
     m_computeJitter = pace.computeJitter;
     m_stragglerMs = pace.stragglerMs;
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) == 0)
+        m_hostName = host;
 }
 
 WorkerTask::~WorkerTask()
@@ -265,6 +268,7 @@ bool WorkerTask::connectAndJoin()
     }
 
     Backoff waitingForChief(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+    Backoff indexHeld(std::chrono::milliseconds(500), std::chrono::seconds(2));
     for (auto &ps : m_ps) {
         {
             std::lock_guard lock(m_streamMutex);
@@ -279,14 +283,27 @@ bool WorkerTask::connectAndJoin()
             auto *join = request.mutable_join();
             join->set_worker_index(index);
             join->set_pid(::getpid());
+            join->set_host(m_hostName);
             *join->mutable_signature() = modelSignature();
             proto::TrainResponse response;
             if (!ps->stream->Write(request) || !ps->stream->Read(&response)) {
                 const auto status = ps->stream->Finish();
                 ps->stream.reset();
                 if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION
-                    || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
+                    || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
+                    || status.error_code() == grpc::StatusCode::ALREADY_EXISTS)
                     throw InputError(status.error_message());
+                if (status.error_code() == grpc::StatusCode::ABORTED) {
+                    // Our index's old connection is still open on the ps:
+                    // ask again once it may have closed, saying why.
+                    setState(TaskPhase::Waiting, status.error_message());
+                    if (!indexHeld.wait(status.error_message(), m_log, [this] { return stopping(); }))
+                        return false;
+                    std::lock_guard lock(m_streamMutex);
+                    ps->context = makeContext(m_rpc);
+                    ps->stream = ps->parameters->Train(ps->context.get());
+                    continue;
+                }
                 setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
                                                  + " while joining: " + describeRpcError(status));
                 return connectAndJoin();

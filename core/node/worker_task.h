@@ -77,6 +77,9 @@ private:
 
     NodeOptions m_options;
     RpcSettings m_rpc;
+    // This machine's name, sent with the join: with the pid it names the
+    // holder of an index that a second process claims.
+    std::string m_hostName;
     Log m_log;
 
     std::unique_ptr<Model> m_model;

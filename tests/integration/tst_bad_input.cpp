@@ -39,6 +39,7 @@ proto::TrainRequest push(int64_t fromStep, std::vector<int> sizes)
     request.mutable_push()->set_computed_from_step(fromStep);
     for (int size : sizes) {
         auto *gradient = request.mutable_push()->add_gradients();
+        gradient->add_shape(size);
         for (int i = 0; i < size; ++i)
             gradient->add_values(0.5f);
     }
@@ -80,7 +81,7 @@ private Q_SLOTS:
         QTest::newRow("unknown task index")
             << 7 << qint64(0) << QList<int>{1, 1} << QStringLiteral("worker index 7 is not in the cluster");
         QTest::newRow("gradient of the wrong size")
-            << 1 << qint64(0) << QList<int>{3, 1} << QStringLiteral("has 3 values");
+            << 1 << qint64(0) << QList<int>{3, 1} << QStringLiteral("has shape [3], the variable [1]");
         QTest::newRow("too few gradient tensors")
             << 1 << qint64(0) << QList<int>{1} << QStringLiteral("1 gradient tensors");
         QTest::newRow("a step from the future")
@@ -108,6 +109,52 @@ private Q_SLOTS:
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
         cluster.worker(0).terminate();
         QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    // The same --task_index started twice: the second process is refused
+    // with who holds the index, and the first trains on, counted once.
+    void aSecondWorkerWithALiveWorkersIndexIsRefused()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus(
+            [](const auto &s) { return s.global_step() > 10 && s.workers(1).phase() == proto::TRAINING; }));
+        const qint64 holder = cluster.worker(1).pid();
+
+        // Its own address (another port: on the same one it could not even
+        // listen), the cluster's ps and the same index.
+        const QString otherAddress = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+        NodeProcess second(
+            QStringLiteral("worker:1 again"),
+            {QStringLiteral("--ps_hosts=") + cluster.psAddress(0),
+             QStringLiteral("--worker_hosts=") + cluster.workerAddress(0) + QLatin1Char(',') + otherAddress,
+             QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"),
+             QStringLiteral("--last_step=100000000")});
+        second.start();
+        const qint64 claimant = second.pid();
+        QCOMPARE(second.waitForExit(), 2);
+        const QString said = second.output();
+        QVERIFY2(said.contains(QStringLiteral("ps:0 refuses a second worker:1 (pid %1 on host '").arg(claimant))
+                     && said.contains(QStringLiteral("worker:1 is pid %1 on host '").arg(holder))
+                     && said.contains(QStringLiteral("Two processes cannot share --task_index=1")),
+                 qPrintable(said));
+
+        // The first is still worker:1, alive, and still stepping.
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QCOMPARE(before.workers(1).phase(), proto::TRAINING);
+        QCOMPARE(before.workers(1).pid(), holder);
+        QVERIFY(cluster.waitForStatus([&](const auto &s) {
+            return s.workers(1).applied() > before.workers(1).applied() + 20 && s.workers(1).phase() == proto::TRAINING;
+        }));
+        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("refuses a second worker:1")),
+                 qPrintable(cluster.ps(0).output()));
+        for (int i = 0; i < 2; ++i) {
+            cluster.worker(i).terminate();
+            QCOMPARE(cluster.worker(i).waitForExit(), 0);
+        }
         cluster.ps(0).terminate();
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }

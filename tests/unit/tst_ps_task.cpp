@@ -6,6 +6,7 @@
 #include "node/in_process_train_call.h"
 #include "node/ps_task.h"
 
+#include <QDeadlineTimer>
 #include <QTest>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -83,11 +85,35 @@ proto::InitializeRequest chiefInitialization()
     return request;
 }
 
-proto::TrainRequest joinAs(int worker, const std::string &model = "linear")
+// A join from process `pid` on `host` (a real worker sends both).
+proto::TrainRequest joinAs(int worker, const std::string &model = "linear", int64_t pid = 0,
+                           const std::string &host = {})
 {
     proto::TrainRequest request;
     request.mutable_join()->set_worker_index(worker);
+    request.mutable_join()->set_pid(pid);
+    request.mutable_join()->set_host(host);
     *request.mutable_join()->mutable_signature() = linearSignature(model);
+    return request;
+}
+
+proto::TrainRequest joinFrom(int worker, int64_t pid, const std::string &host)
+{
+    return joinAs(worker, "linear", pid, host);
+}
+
+// One gradient tensor of `shape` holding `count` values of `value`.
+proto::TrainRequest pushTensor(const std::vector<int64_t> &shape, int count, float value = 1.0f)
+{
+    proto::TrainRequest request;
+    auto *gradient = request.mutable_push()->add_gradients();
+    for (int64_t d : shape)
+        gradient->add_shape(d);
+    for (int i = 0; i < count; ++i)
+        gradient->add_values(value);
+    auto *b = request.mutable_push()->add_gradients();
+    b->add_shape(1);
+    b->add_values(value);
     return request;
 }
 
@@ -98,6 +124,7 @@ proto::TrainRequest push(int64_t fromStep, float value, const std::vector<int> &
     request.mutable_push()->set_computed_from_step(fromStep);
     for (int size : sizes) {
         auto *gradient = request.mutable_push()->add_gradients();
+        gradient->add_shape(size);
         for (int i = 0; i < size; ++i)
             gradient->add_values(value);
     }
@@ -437,8 +464,18 @@ private Q_SLOTS:
             << QList<proto::TrainRequest>{push(0, 1.0f)} << CallStatus::Code::FailedPrecondition
             << QStringLiteral("push before join: send a JoinRequest first");
         QTest::newRow("gradient of the wrong size")
-            << QList<proto::TrainRequest>{joinAs(1), push(0, 1.0f, {3, 1})} << CallStatus::Code::InvalidArgument
+            << QList<proto::TrainRequest>{joinAs(1), pushTensor({1}, 3)} << CallStatus::Code::InvalidArgument
             << QStringLiteral("worker:1: gradient 0 has 3 values, the variable has 1");
+        // The same number of values in another shape: refused, not applied
+        // as if it were the variable's (a transposed matrix would be).
+        QTest::newRow("gradient of another shape, same size")
+            << QList<proto::TrainRequest>{joinAs(1), pushTensor({1, 1}, 1)} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1: gradient 0 (for 'w') has shape [1, 1], the variable [1]: push each "
+                              "gradient in its variable's shape");
+        QTest::newRow("gradient without a shape")
+            << QList<proto::TrainRequest>{joinAs(1), pushTensor({}, 1)} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1: gradient 0 (for 'w') has shape [], the variable [1]: push each "
+                              "gradient in its variable's shape");
         QTest::newRow("too few gradient tensors")
             << QList<proto::TrainRequest>{joinAs(1), push(0, 1.0f, {1})} << CallStatus::Code::InvalidArgument
             << QStringLiteral("worker:1: the push has 1 gradient tensors but ps:0 holds 2 variables");
@@ -450,6 +487,122 @@ private Q_SLOTS:
             << QList<proto::TrainRequest>{joinAs(1, "softmax")} << CallStatus::Code::FailedPrecondition
             << QStringLiteral("ps:0 refuses worker:1: it trains model 'softmax' but the cluster trains 'linear'. "
                               "Give every task the same --model, --dataset and --optimizer");
+    }
+
+    // One identity per index: a second process that claims a live worker's
+    // index is refused with who holds it, and counts for nothing.
+    void secondProcessClaimingALiveIndexIsRefusedAndNamesTheHolder()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto &first = ps.open();
+        first.send(joinFrom(1, 4242, "alpha"));
+        proto::TrainResponse response;
+        QVERIFY(first.receive(&response, kAnswer));
+        QVERIFY(response.join().ready());
+        first.send(push(0, 1.0f));
+        QVERIFY(first.receive(&response, kAnswer));
+
+        auto &second = ps.open();
+        second.send(joinFrom(1, 777, "beta"));
+        const auto status = second.waitForEnd(kAnswer);
+        QVERIFY(status);
+        QCOMPARE(status->code(), CallStatus::Code::AlreadyExists);
+        const QString message = QString::fromStdString(status->message());
+        QVERIFY2(message.startsWith(QStringLiteral(
+                     "ps:0 refuses a second worker:1 (pid 777 on host 'beta'): worker:1 is pid 4242 on host "
+                     "'alpha', in the cluster since ")),
+                 qPrintable(message));
+        QVERIFY2(message.endsWith(QStringLiteral(" s ago. Two processes cannot share --task_index=1: stop one of "
+                                                 "them, or give this one its own index and address in --worker_hosts")),
+                 qPrintable(message));
+
+        // The second's departure did not mark the first dead; it trains on.
+        QCOMPARE(ps.worker(1).phase(), proto::TRAINING);
+        QCOMPARE(ps.worker(1).pid(), 4242);
+        first.send(push(1, 1.0f));
+        QVERIFY(first.receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+        QCOMPARE(ps.globalStep(), 2);
+    }
+
+    // A worker that reconnects (same process, new stream) takes its index
+    // back, and the end of its old stream does not mark it dead.
+    void sameProcessOnANewStreamKeepsItsIndex()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto &old = ps.open();
+        old.send(joinFrom(1, 4242, "alpha"));
+        proto::TrainResponse response;
+        QVERIFY(old.receive(&response, kAnswer));
+        auto &reconnected = ps.open();
+        reconnected.send(joinFrom(1, 4242, "alpha"));
+        QVERIFY(reconnected.receive(&response, kAnswer));
+        QVERIFY(response.join().ready());
+        old.close();
+        QVERIFY(old.waitForEnd(kAnswer));
+        QCOMPARE(ps.worker(1).phase(), proto::TRAINING);
+        reconnected.send(push(0, 1.0f));
+        QVERIFY(reconnected.receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+    }
+
+    // A killed worker started again may join before its old stream's end
+    // reached the ps: the new process waits for that end and gets the index.
+    void restartedWorkerGetsItsIndexOnceTheOldStreamEnds()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto &killed = ps.open();
+        killed.send(joinFrom(1, 4242, "alpha"));
+        proto::TrainResponse response;
+        QVERIFY(killed.receive(&response, kAnswer));
+        auto &restarted = ps.open();
+        restarted.send(joinFrom(1, 5151, "alpha"));
+        // The ps has read the new join (and waits for the old stream's end).
+        QDeadlineTimer deadline(kAnswer);
+        auto progress = restarted.progress();
+        while (progress.read == 0 && !deadline.hasExpired())
+            progress = restarted.waitForProgress(progress, kAnswer);
+        QCOMPARE(progress.read, uint64_t(1));
+        QCOMPARE(progress.handled, uint64_t(0));
+        killed.close();
+        QVERIFY(restarted.receive(&response, kAnswer));
+        QVERIFY(response.join().ready());
+        QCOMPARE(ps.worker(1).pid(), 5151);
+    }
+
+    // A holder that has been silent a while may be dead with its connection
+    // not yet noticed: the claimant is told to retry, in those words.
+    void claimantOfASilentHoldersIndexIsToldToRetry()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto &silent = ps.open();
+        silent.send(joinFrom(1, 4242, "alpha"));
+        proto::TrainResponse response;
+        QVERIFY(silent.receive(&response, kAnswer));
+        // Claim until the holder has been silent long enough to be in doubt
+        // (PsTask::kHolderHeardRecently); each claim is answered within about
+        // a second.
+        std::optional<CallStatus> status;
+        QDeadlineTimer deadline(20s);
+        do {
+            auto &claimant = ps.open();
+            claimant.send(joinFrom(1, 777, "beta"));
+            status = claimant.waitForEnd(kAnswer);
+            QVERIFY(status);
+        } while (status->code() == CallStatus::Code::AlreadyExists && !deadline.hasExpired());
+        QCOMPARE(status->code(), CallStatus::Code::RetryLater);
+        const QString message = QString::fromStdString(status->message());
+        QVERIFY2(message.startsWith(QStringLiteral("retry: the old connection of worker:1 (pid 4242 on host 'alpha', "
+                                                   "in the cluster since ")),
+                 qPrintable(message));
+        QVERIFY2(
+            message.endsWith(QStringLiteral(" s) is still open; ps:0 lets the index go once that connection closes")),
+            qPrintable(message));
+        QCOMPARE(ps.worker(1).pid(), 4242);
     }
 
     void malformedRequestsEndTheStreamWithTheWireError()
