@@ -51,6 +51,21 @@ void ParameterShard::load(const proto::ShardState &state)
         if (var.update_count() < 0 || var.update_count() > maxUpdateCount)
             throw InputError("variable '" + var.name() + "' has update count " + std::to_string(var.update_count())
                              + ", outside 0 to 2^53: its checkpoint or the chief's state is corrupt");
+        // The shape is what every gradient is checked against and what every
+        // answer carries: it must describe the values it comes with. Counted
+        // with an early exit, since a hostile shape may claim 2^63 elements.
+        int64_t elements = 1;
+        for (const int64_t d : var.value().shape()) {
+            if (d < 0 || (d > 0 && elements > var.value().values_size() / d)) {
+                elements = -1;
+                break;
+            }
+            elements *= d;
+        }
+        if (elements != var.value().values_size())
+            throw InputError("variable '" + var.name() + "' holds " + std::to_string(var.value().values_size())
+                             + " values, which its shape does not describe: its checkpoint or the chief's state is "
+                               "corrupt");
     }
     m_names.clear();
     m_shapes.clear();

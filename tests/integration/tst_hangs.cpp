@@ -149,7 +149,9 @@ private Q_SLOTS:
         // Its gradient for ps:0's variable (w; b lives on ps:1) joins a sync step with worker:0's.
         proto::TrainRequest push;
         push.mutable_push()->set_computed_from_step(joined0.join().global_step());
-        push.mutable_push()->add_gradients()->add_values(0.0f);
+        auto *gradient = push.mutable_push()->add_gradients();
+        gradient->add_shape(1);
+        gradient->add_values(0.0f);
         proto::TrainResponse decided;
         QVERIFY(ps0->exchange(push, &decided));
         QCOMPARE(decided.push().outcome(), proto::AGGREGATED);

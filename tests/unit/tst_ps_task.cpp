@@ -605,6 +605,26 @@ private Q_SLOTS:
         QCOMPARE(ps.worker(1).pid(), 4242);
     }
 
+    // A shard whose shape claims more values than it holds (here 2^62) is
+    // refused before it replaces anything.
+    void anInitializationWhoseShapeDoesNotDescribeItsValuesIsRefused()
+    {
+        PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
+        proto::InitializeRequest request = chiefInitialization();
+        auto *w = request.mutable_shard()->mutable_variables(0)->mutable_value();
+        w->set_shape(0, int64_t(1) << 31);
+        w->add_shape(int64_t(1) << 31);
+        proto::InitializeResponse response;
+        const CallStatus status = task.initialize(request, &response);
+        QCOMPARE(status.code(), CallStatus::Code::InvalidArgument);
+        QCOMPARE(QString::fromStdString(status.message()),
+                 QStringLiteral("variable 'w' holds 1 values, which its shape does not describe: its checkpoint or "
+                                "the chief's state is corrupt"));
+        // Nothing was taken: a good initialisation still lands.
+        QVERIFY(task.initialize(chiefInitialization(), &response).ok());
+        QVERIFY(response.initialized_now());
+    }
+
     void malformedRequestsEndTheStreamWithTheWireError()
     {
         QFETCH(QList<proto::TrainRequest>, requests);
