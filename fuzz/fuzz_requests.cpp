@@ -100,7 +100,8 @@ struct Stream
 // chief, or a push at a sync barrier or the staleness bound. Another stream
 // holding the same worker can fool it; the session then goes on a little
 // early, which costs a replay's exactness, not its meaning.
-bool isHeld(PsTask &task, const Stream &stream, const InProcessTrainCall::Progress &progress)
+bool isHeld(PsTask &task, const Stream &stream, const InProcessTrainCall::Progress &progress,
+            const std::array<Stream, kStreams> &streams)
 {
     if (progress.read == progress.handled || progress.read > stream.sent.size())
         return false;
@@ -108,21 +109,26 @@ bool isHeld(PsTask &task, const Stream &stream, const InProcessTrainCall::Progre
     const auto status = task.clusterStatus();
     if (request.worker < 0 || request.worker >= status.workers_size())
         return false;
+    // A join for an index another open stream holds waits (up to a second)
+    // for that stream's end before ps:0 answers it.
+    const bool indexTaken = std::any_of(streams.begin(), streams.end(), [&](const Stream &other) {
+        return &other != &stream && other.call && !other.call->progress().ended && other.worker == request.worker;
+    });
     const auto phase = status.workers(request.worker).phase();
-    return (request.join && phase == proto::WAITING_FOR_CHIEF)
+    return (request.join && (phase == proto::WAITING_FOR_CHIEF || indexTaken))
            || (request.push && (phase == proto::BLOCKED_BY_SYNC || phase == proto::BLOCKED_BY_STALENESS));
 }
 
 // Waits until ps:0 has handled all that `stream` was sent (`toEnd`: until
 // the stream ended), or holds it.
-void settle(PsTask &task, const Stream &stream, bool toEnd = false)
+void settle(PsTask &task, const Stream &stream, const std::array<Stream, kStreams> &streams, bool toEnd = false)
 {
     if (!stream.call)
         return;
     const auto deadline = std::chrono::steady_clock::now() + kAnswerWait;
     auto progress = stream.call->progress();
     while (!progress.ended && (toEnd || progress.handled < progress.sent)) {
-        if (isHeld(task, stream, progress) || std::chrono::steady_clock::now() > deadline)
+        if (isHeld(task, stream, progress, streams) || std::chrono::steady_clock::now() > deadline)
             return;
         // Polled: the ps says when it answers, not when it starts to hold.
         progress = stream.call->waitForProgress(progress, 1ms);
@@ -172,7 +178,7 @@ void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
             if (!request) {
                 if (stream.call) {
                     stream.call->close();
-                    settle(task, stream, true);
+                    settle(task, stream, streams, true);
                     retire(stream);
                 }
                 break;
@@ -202,7 +208,7 @@ void runSession(const NodeOptions &options, const uint8_t *data, size_t size)
         // mode change, another worker's push or death): all settle before
         // the next, so that a session replays alike.
         for (const auto &stream : streams) {
-            settle(task, stream);
+            settle(task, stream, streams);
             // The answers are not looked at; dropping them keeps memory flat.
             proto::TrainResponse response;
             while (stream.call && stream.call->receive(&response, 0ms)) {}

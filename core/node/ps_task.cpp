@@ -233,7 +233,8 @@ CallStatus PsTask::train(TrainStream &stream)
                         m_log(claim.message());
                         return claim;
                     }
-                    releaseIndex(worker, streamId);
+                    // A stream that joined as another index before gives that one up.
+                    releaseIndexLocked(worker, streamId);
                     worker = index;
                     streamId = m_nextStreamId++;
                     auto &info = m_workers[size_t(worker)];
@@ -280,7 +281,9 @@ CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int inde
     const auto sameProcess = [&] { return holder.pid != 0 && holder.pid == join.pid() && holder.host == join.host(); };
     // A worker killed and started again may join before its old stream's end
     // has reached this task: give that end a moment to arrive.
-    m_changed.wait_for(lock, kOldStreamGrace, [&] { return !holder.streamOpen || sameProcess(); });
+    m_changed.wait_for(lock, kOldStreamGrace, [&] { return !holder.streamOpen || sameProcess() || m_finished; });
+    if (m_finished)
+        return CallStatus::failedPrecondition(m_options.task.toString() + " is stopping: " + m_stopReason);
     if (!holder.streamOpen || sameProcess())
         return {};
     const std::string name = "worker:" + std::to_string(index);
@@ -311,9 +314,14 @@ CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int inde
 
 void PsTask::releaseIndex(int worker, uint64_t streamId)
 {
+    std::lock_guard lock(m_mutex);
+    releaseIndexLocked(worker, streamId);
+}
+
+void PsTask::releaseIndexLocked(int worker, uint64_t streamId)
+{
     if (worker < 0)
         return;
-    std::lock_guard lock(m_mutex);
     auto &info = m_workers[size_t(worker)];
     if (info.streamId == streamId && info.streamOpen) {
         info.streamOpen = false;

@@ -126,6 +126,7 @@ private:
     CallStatus claimIndexLocked(std::unique_lock<std::mutex> &lock, int index, const proto::JoinRequest &join);
     // The end of stream `streamId`: frees the index if that stream held it.
     void releaseIndex(int worker, uint64_t streamId);
+    void releaseIndexLocked(int worker, uint64_t streamId);
     // A holder heard from this recently (seconds) is live, for claimIndexLocked.
     static constexpr double kHolderHeardRecently = 2.0;
     static constexpr std::chrono::milliseconds kOldStreamGrace{1000};

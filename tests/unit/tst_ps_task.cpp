@@ -548,6 +548,27 @@ private Q_SLOTS:
         QCOMPARE(response.push().outcome(), proto::APPLIED);
     }
 
+    // One stream that joins as one index and then as another gives the first
+    // up and takes the second (a hostile client once deadlocked ps:0 so).
+    void aStreamThatChangesItsIndexGivesTheOldOneUp()
+    {
+        Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        QVERIFY(ps.initialized());
+        auto &fickle = ps.open();
+        proto::TrainResponse response;
+        fickle.send(joinFrom(0, 4242, "alpha"));
+        QVERIFY(fickle.receive(&response, kAnswer));
+        fickle.send(joinFrom(1, 4242, "alpha"));
+        QVERIFY(fickle.receive(&response, kAnswer));
+        QVERIFY(response.join().ready());
+        // worker:0's index is free again: another process takes it at once.
+        auto *chief = ps.joined(0);
+        QVERIFY(chief);
+        chief->send(push(0, 1.0f));
+        QVERIFY(chief->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::APPLIED);
+    }
+
     // A killed worker started again may join before its old stream's end
     // reached the ps: the new process waits for that end and gets the index.
     void restartedWorkerGetsItsIndexOnceTheOldStreamEnds()
