@@ -281,15 +281,16 @@ CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int inde
     const auto sameProcess = [&] { return holder.pid != 0 && holder.pid == join.pid() && holder.host == join.host(); };
     // A worker killed and started again may join before its old stream's end
     // has reached this task: give that end a moment to arrive.
-    m_changed.wait_for(lock, kOldStreamGrace, [&] { return !holder.streamOpen || sameProcess() || m_finished; });
+    m_changed.wait_for(lock, m_identityTimings.oldStreamGrace,
+                       [&] { return !holder.streamOpen || sameProcess() || m_finished; });
     if (m_finished)
         return CallStatus::failedPrecondition(m_options.task.toString() + " is stopping: " + m_stopReason);
     if (!holder.streamOpen || sameProcess())
         return {};
     const std::string name = "worker:" + std::to_string(index);
     const std::string who = "pid " + std::to_string(holder.pid) + " on host '" + holder.host + "'";
-    const double quietSeconds
-        = std::chrono::duration<double>(std::chrono::steady_clock::now() - holder.lastSeen).count();
+    const auto quietFor = std::chrono::steady_clock::now() - holder.lastSeen;
+    const double quietSeconds = std::chrono::duration<double>(quietFor).count();
     // Evidence that the holder lives: ps:0 is holding it at a barrier, or it
     // spoke a moment ago. Without that evidence its connection may be dead
     // but not yet noticed (a killed host, a cut link), and the claimant is
@@ -299,7 +300,7 @@ CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int inde
     const bool held = holder.phase == proto::BLOCKED_BY_SYNC || holder.phase == proto::BLOCKED_BY_STALENESS;
     char quiet[32];
     std::snprintf(quiet, sizeof quiet, "%.1f", quietSeconds);
-    if (held || quietSeconds < kHolderHeardRecently) {
+    if (held || quietFor < m_identityTimings.holderHeardRecently) {
         return CallStatus::alreadyExists(
             m_options.task.toString() + " refuses a second " + name + " (pid " + std::to_string(join.pid())
             + " on host '" + join.host() + "'): " + name + " is " + who + ", in the cluster since "

@@ -79,6 +79,21 @@ public:
     // TaskControl.GetTaskStatus.
     proto::TaskStatusResponse taskStatus();
 
+    // How ps:0 decides between two processes that claim one worker index.
+    struct IdentityTimings
+    {
+        // A claimant waits this long for the holder's stream to end: a
+        // killed worker started again may join before its old stream's end
+        // has reached this task.
+        std::chrono::milliseconds oldStreamGrace{1000};
+        // A holder heard from this recently is live: the claimant is refused
+        // rather than told to retry.
+        std::chrono::milliseconds holderHeardRecently{2000};
+    };
+    // Before start() or the first call; tests lengthen the grace so that a
+    // loaded machine cannot outwait it.
+    void setIdentityTimings(IdentityTimings timings) { m_identityTimings = timings; }
+
 private:
     struct WorkerInfo
     {
@@ -122,14 +137,11 @@ private:
     // One identity per index: OK when `index` is free or held by the same
     // process; AlreadyExists when another live process holds it; RetryLater
     // when the holder's connection is open but may be dead.
-    // Waits up to kOldStreamGrace for a holder's stream that is closing.
+    // Waits up to oldStreamGrace for a holder's stream that is closing.
     CallStatus claimIndexLocked(std::unique_lock<std::mutex> &lock, int index, const proto::JoinRequest &join);
     // The end of stream `streamId`: frees the index if that stream held it.
     void releaseIndex(int worker, uint64_t streamId);
     void releaseIndexLocked(int worker, uint64_t streamId);
-    // A holder heard from this recently (seconds) is live, for claimIndexLocked.
-    static constexpr double kHolderHeardRecently = 2.0;
-    static constexpr std::chrono::milliseconds kOldStreamGrace{1000};
 
     void onDecision(int worker, int64_t computedFromStep, const PushDecision &decision);
     void publishLocked(const proto::TelemetryEvent &event);
@@ -148,6 +160,7 @@ private:
     Parameters parseGradients(const proto::PushRequest &push, std::string *error) const;
 
     NodeOptions m_options;
+    IdentityTimings m_identityTimings;
     RpcSettings m_rpc;
     Log m_log;
 

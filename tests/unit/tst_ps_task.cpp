@@ -574,6 +574,9 @@ private Q_SLOTS:
     void restartedWorkerGetsItsIndexOnceTheOldStreamEnds()
     {
         Ps ps(psOptions(modeConfig(proto::ASYNC)));
+        // Longer than any stall of a loaded machine between the checks
+        // below: the default second was outwaited once in CI.
+        ps.task().setIdentityTimings({.oldStreamGrace = 60s, .holderHeardRecently = 2s});
         QVERIFY(ps.initialized());
         auto &killed = ps.open();
         killed.send(joinFrom(1, 4242, "alpha"));
@@ -605,7 +608,7 @@ private Q_SLOTS:
         proto::TrainResponse response;
         QVERIFY(silent.receive(&response, kAnswer));
         // Claim until the holder has been silent long enough to be in doubt
-        // (PsTask::kHolderHeardRecently); each claim is answered within about
+        // (PsTask::IdentityTimings::holderHeardRecently); each claim is answered within about
         // a second.
         std::optional<CallStatus> status;
         QDeadlineTimer deadline(20s);
