@@ -14,6 +14,7 @@
 //   bench_roundtrip --serve-tcp=PORT | --serve-grpc=PORT   (the baselines' far ends)
 
 #include "base/port_holder.h"
+#include "base/step_memory.h"
 #include "bench_echo.grpc.pb.h"
 #include "bench_support.h"
 #include "engine/model.h"
@@ -387,31 +388,39 @@ constexpr int kWarmUpRoundTrips = 5;
 
 Fixture *g_fixture = nullptr;
 
-// CPU time (user + system) process `pid` has used so far, in microseconds;
-// 0 for this process.
-double cpuMicros(qint64 pid)
+// What process `pid` (0: this one) has used so far: CPU time (user +
+// system) in microseconds, and minor page faults -- each a page the process
+// touched for the first time since it was mapped, which is what a buffer
+// allocated afresh every step costs.
+struct ProcessUse
+{
+    double cpuMicros = 0;
+    double minorFaults = 0;
+};
+
+ProcessUse processUse(qint64 pid)
 {
     QFile stat(pid > 0 ? QStringLiteral("/proc/%1/stat").arg(pid) : QStringLiteral("/proc/self/stat"));
     if (!stat.open(QIODevice::ReadOnly))
-        return 0;
+        return {};
     // Fields after the command name (which may hold spaces) start at state (3).
     const QByteArray text = stat.readAll();
     const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
     if (fields.size() < 13)
-        return 0;
-    const double ticks = fields[11].toDouble() + fields[12].toDouble(); // utime, stime
-    return ticks * 1e6 / double(::sysconf(_SC_CLK_TCK));
+        return {};
+    const double ticks = fields[11].toDouble() + fields[12].toDouble();          // utime, stime
+    return {ticks * 1e6 / double(::sysconf(_SC_CLK_TCK)), fields[7].toDouble()}; // minflt
 }
 
 // Times every round trip of the benchmark loop; p50/p99 go into counters,
-// with the CPU time the far end (`serverPid`) and this process spent per
-// round trip: a figure the machine's other load disturbs much less than
-// latency.
+// with the CPU time and the minor page faults the far end (`serverPid`) and
+// this process had per round trip: figures the machine's other load disturbs
+// much less than latency.
 template<typename RoundTrip>
 void measure(benchmark::State &state, qint64 serverPid, size_t request, size_t reply, RoundTrip roundTrip)
 {
-    const double serverCpuBefore = cpuMicros(serverPid);
-    const double clientCpuBefore = cpuMicros(0);
+    const ProcessUse serverBefore = processUse(serverPid);
+    const ProcessUse clientBefore = processUse(0);
     std::vector<double> micros;
     micros.reserve(1 << 16);
     for (auto _ : state) {
@@ -423,8 +432,12 @@ void measure(benchmark::State &state, qint64 serverPid, size_t request, size_t r
         micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     }
     const double iterations = double(std::max<benchmark::IterationCount>(1, state.iterations()));
-    state.counters["server_cpu_us"] = (cpuMicros(serverPid) - serverCpuBefore) / iterations;
-    state.counters["client_cpu_us"] = (cpuMicros(0) - clientCpuBefore) / iterations;
+    const ProcessUse serverAfter = processUse(serverPid);
+    const ProcessUse clientAfter = processUse(0);
+    state.counters["server_cpu_us"] = (serverAfter.cpuMicros - serverBefore.cpuMicros) / iterations;
+    state.counters["client_cpu_us"] = (clientAfter.cpuMicros - clientBefore.cpuMicros) / iterations;
+    state.counters["server_faults"] = (serverAfter.minorFaults - serverBefore.minorFaults) / iterations;
+    state.counters["client_faults"] = (clientAfter.minorFaults - clientBefore.minorFaults) / iterations;
     std::sort(micros.begin(), micros.end());
     auto quantile = [&](double q) { return micros[std::min(micros.size() - 1, size_t(q * double(micros.size())))]; };
     state.counters["p50_us"] = quantile(0.50);
@@ -537,6 +550,10 @@ int runBenchmarks(int argc, char **argv, bool quick)
 
 int main(int argc, char **argv)
 {
+    // As parasync-node does: the worker's side of a step here, and the echo
+    // servers, keep their buffers as the ps does, so the baselines are
+    // measured under the same heap.
+    parasync::keepStepBuffersMapped();
     QCoreApplication app(argc, argv);
     std::vector<char *> args;
     bool quick = false;

@@ -82,6 +82,9 @@ class Report:
         self.targets.append((text, figure, "met" if met else ("missed" if met is not None else "not measured")))
 
 
+ROUNDTRIP_COUNTERS = ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us", "server_faults", "client_faults")
+
+
 def roundtrip_samples(doc):
     """{(kind, size): {"p50_us": [...], "p99_us": [...], "request_bytes": n, "response_bytes": n}}"""
     out = {}
@@ -89,9 +92,8 @@ def roundtrip_samples(doc):
         if b.get("run_type") != "iteration" or b.get("error_occurred"):
             continue
         kind, size = b["run_name"].split("/")[:2]
-        entry = out.setdefault((kind, size), {"p50_us": [], "p99_us": [], "server_cpu_us": [], "client_cpu_us": [],
-                                              "rep": []})
-        for key in ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us"):
+        entry = out.setdefault((kind, size), {key: [] for key in ROUNDTRIP_COUNTERS + ("rep",)})
+        for key in ROUNDTRIP_COUNTERS:
             entry[key].append(b.get(key, float("nan")))
         entry["rep"].append(b.get("repetition_index", 0))
         entry["request_bytes"] = int(b["request_bytes"])
@@ -99,7 +101,7 @@ def roundtrip_samples(doc):
     # Pair repetitions by index so per-repetition ratios compare neighbours in time.
     for entry in out.values():
         order = sorted(range(len(entry["rep"])), key=lambda i: entry["rep"][i])
-        for key in ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us"):
+        for key in ROUNDTRIP_COUNTERS:
             entry[key] = [entry[key][i] for i in order]
     return out
 
@@ -164,6 +166,26 @@ def add_roundtrip(report, doc):
         cpu_rows,
         ["utime + stime of the whole process from /proc over a benchmark run, divided by its round trips: "
          "less disturbed by the machine's other load than latency (10 ms clock ticks, so small figures are coarse)."])
+    fault_rows = []
+    for size, label in sizes:
+        step, tcp, grpc = samples.get(("step", size)), samples.get(("tcp", size)), samples.get(("grpc", size))
+        if not step:
+            continue
+        cells = [label]
+        for s in (tcp, grpc, step):
+            cells.append(fmt_summary(summary(s["server_faults"])) if s else "")
+        for s in (tcp, grpc, step):
+            cells.append(fmt_summary(summary(s["client_faults"])) if s else "")
+        results[size]["ps_faults"] = summary(step["server_faults"])
+        results[size]["worker_faults"] = summary(step["client_faults"])
+        fault_rows.append(cells)
+    report.section(
+        "1–2d. Minor page faults per round trip: the far end and the client process",
+        ["parameters", "TCP server", "gRPC server", "ps", "TCP client", "gRPC client", "worker client"],
+        fault_rows,
+        ["minflt from /proc over a benchmark run, divided by its round trips: each fault is a page touched for "
+         "the first time since it was mapped (~10 µs on these VMs). A buffer mapped afresh every step costs one "
+         "per 4 KiB page; buffers the heap reuses cost none."])
     two, big = results.get("2"), results.get("1000000")
     if two:
         r = two["step/grpc p50"]

@@ -3,6 +3,7 @@
 //   parasync-node --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224 --job_name=ps --task_index=0
 // and the same for --job_name=worker --task_index=0 and 1.
 #include "base/error.h"
+#include "base/step_memory.h"
 #include "base/version.h"
 #include "config/node_options.h"
 #include "node/network_probe.h"
@@ -79,6 +80,7 @@ int runTask(Task &task, const sigset_t &signals)
 
 int main(int argc, char **argv)
 {
+    parasync::keepStepBuffersMapped();
     parasync::prepareGrpcProcess();
     // Block the stop signals in every thread gRPC will start; one thread waits for them.
     sigset_t signals;
