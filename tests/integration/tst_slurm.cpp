@@ -1,0 +1,279 @@
+// Clusters run as jobs of a real Slurm: a one-node slurmctld/slurmd with
+// munge, started by the test (root only, skipped with the reason anywhere
+// else), receives the app's batch scripts through sbatch; parasync-node
+// runs under srun and takes its cluster from the step; the app follows the
+// job with squeue, watches ps:0 with the job's token, relays each task's
+// output, and cancels with scancel, after which nothing of the job is left.
+#include "base/port_holder.h"
+#include "base/version.h"
+#include "config/cluster_plan.h"
+#include "orchestration/cluster_watcher.h"
+#include "orchestration/slurm_job.h"
+#include "orchestration/slurm_preflight.h"
+#include "support/slurm_cluster.h"
+#include "wire/cluster_token.h"
+
+#include <QDir>
+#include <QFile>
+#include <QProcess>
+#include <QSignalSpy>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+#include <memory>
+
+using namespace parasync;
+using namespace parasync::testing;
+using namespace Qt::StringLiterals;
+
+namespace {
+
+QString nodeBinary()
+{
+    return qEnvironmentVariable("PARASYNC_NODE");
+}
+
+// Ports for a job's tasks: a base with `count` free ports above it.
+uint16_t freePortBase(int count)
+{
+    for (int attempt = 0; attempt < 50; ++attempt) {
+        const uint16_t base = pickFreePort();
+        if (base == 0 || int(base) + count > 65535)
+            continue;
+        bool allFree = true;
+        for (int i = 0; i < count && allFree; ++i)
+            allFree = isPortFree("127.0.0.1", uint16_t(base + i));
+        if (allFree)
+            return base;
+    }
+    return 0;
+}
+
+// Processes whose command line holds `needle` (the job's own port base).
+QStringList processesWith(const QString &needle)
+{
+    QStringList found;
+    for (const QString &pid : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
+        bool numeric = false;
+        pid.toInt(&numeric);
+        if (!numeric)
+            continue;
+        QFile file(u"/proc/"_s + pid + u"/cmdline"_s);
+        if (!file.open(QIODevice::ReadOnly))
+            continue;
+        const QString command = QString::fromLocal8Bit(file.readAll()).replace(QChar(u'\0'), QChar(u' '));
+        if (command.contains(needle) && command.contains(u"parasync-node"_s))
+            found << pid + u": "_s + command;
+    }
+    return found;
+}
+
+struct Watched
+{
+    std::shared_ptr<const RunSnapshot> latest;
+    double w() const { return value("w"); }
+    double b() const { return value("b"); }
+    double value(const std::string &name) const
+    {
+        if (!latest)
+            return NAN;
+        for (size_t i = 0; i < latest->parameterNames.size() && i < latest->parameterSeries.size(); ++i)
+            if (latest->parameterNames[i] == name && !latest->parameterSeries[i].isEmpty())
+                return double(latest->parameterSeries[i].buckets().back().last);
+        return NAN;
+    }
+    bool converged() const { return std::abs(w() - 2.0) < 0.15 && std::abs(b() - 10.0) < 0.5; }
+};
+
+} // namespace
+
+class TestSlurm : public QObject
+{
+    Q_OBJECT
+
+private:
+    std::unique_ptr<SlurmCluster> m_slurm;
+    QTemporaryDir m_shared; // the "shared file system": the scripts, the tasks' logs, the run directories
+
+    SlurmSettings settingsFor(const QString &name, uint16_t portBase) const
+    {
+        SlurmSettings settings;
+        settings.jobName = name.toStdString();
+        settings.partition = m_slurm->partition().toStdString();
+        settings.timeLimit = "10:00";
+        settings.portBase = portBase;
+        settings.node = nodeBinary().toStdString();
+        settings.outputDirectory = m_shared.filePath(name).toStdString();
+        settings.expectedVersion = nodeVersionLine();
+        return settings;
+    }
+
+    static ClusterPlan planOf(int numWorkers, const QString &runDirectory)
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.cluster.workers.clear();
+        for (int i = 0; i < numWorkers; ++i)
+            plan.cluster.workers.push_back(HostPort{"127.0.0.1", uint16_t(2223 + i)}); // replaced by the step's
+        plan.training.logdir = runDirectory.toStdString();
+        return plan;
+    }
+
+private Q_SLOTS:
+    void initTestCase()
+    {
+        QVERIFY(m_shared.isValid());
+        m_slurm = std::make_unique<SlurmCluster>();
+        QString whyNot;
+        if (!m_slurm->start(&whyNot)) {
+            m_slurm.reset();
+            QSKIP(qPrintable(u"no Slurm for this test: "_s + whyNot));
+        }
+    }
+
+    void cleanupTestCase()
+    {
+        m_slurm.reset(); // cancels what is left, stops the daemons
+    }
+
+    void preflightFindsThePartitionItsRoomAndTheNode()
+    {
+        SlurmPreflight check;
+        QSignalSpy finished(&check, &SlurmPreflight::finished);
+        check.start(planOf(3, {}), settingsFor(u"preflight"_s, 8888));
+        QVERIFY(finished.wait(60000));
+        QVERIFY2(finished.front().front().toBool(), qPrintable(check.report()));
+        QCOMPARE(check.checks().size(), size_t(3));
+        QVERIFY2(check.report().contains(u"runs "_s + QString::fromStdString(nodeVersionLine())),
+                 qPrintable(check.report()));
+    }
+
+    void preflightSaysWhatToFix_data()
+    {
+        QTest::addColumn<QString>("partition");
+        QTest::addColumn<int>("workers");
+        QTest::addColumn<QString>("node");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("no such partition") << u"gpu"_s << 3 << QString() << u"partition gpu does not exist"_s;
+        QTest::newRow("more tasks than CPUs") << QString() << 8 << QString() << u"need a CPU each"_s;
+        QTest::newRow("no parasync-node there")
+            << QString() << 2 << u"/nonexistent/parasync-node"_s << u"is not on the path of the nodes"_s;
+    }
+    void preflightSaysWhatToFix()
+    {
+        QFETCH(QString, partition);
+        QFETCH(int, workers);
+        QFETCH(QString, node);
+        QFETCH(QString, expected);
+        SlurmSettings settings = settingsFor(u"preflight"_s, 8888);
+        if (!partition.isEmpty())
+            settings.partition = partition.toStdString();
+        if (!node.isEmpty())
+            settings.node = node.toStdString();
+        SlurmPreflight check;
+        QSignalSpy finished(&check, &SlurmPreflight::finished);
+        check.start(planOf(workers, {}), settings);
+        QVERIFY(finished.wait(60000));
+        QVERIFY2(!finished.front().front().toBool(), qPrintable(check.report()));
+        QVERIFY2(check.report().contains(expected), qPrintable(check.report()));
+        QVERIFY2(check.report().contains(u"fix "_s) || expected.contains(u"CPU"_s), qPrintable(check.report()));
+    }
+
+    void demoRunsAsOneJobAndConverges()
+    {
+        const uint16_t portBase = freePortBase(3);
+        QVERIFY(portBase != 0);
+        ClusterPlan plan = planOf(2, m_shared.filePath(u"demo-run"_s));
+        plan.training.lastStep = 1500;
+        const SlurmSettings settings = settingsFor(u"demo"_s, portBase);
+
+        ClusterWatcher watcher;
+        Watched watched;
+        connect(&watcher, &ClusterWatcher::snapshotReady, this,
+                [&watched](const RunSnapshot &s) { watched.latest = std::make_shared<const RunSnapshot>(s); });
+        SlurmJob job;
+        job.setWatcher(&watcher);
+        QStringList states;
+        connect(&job, &SlurmJob::statusChanged, this, [&states](const SlurmJobStatus &s) {
+            if (states.isEmpty() || states.back() != QString::fromStdString(s.state))
+                states << QString::fromStdString(s.state);
+        });
+        QSignalSpy running(&job, &SlurmJob::running);
+        QSignalSpy ended(&job, &SlurmJob::ended);
+        QSignalSpy failed(&job, &SlurmJob::failed);
+        std::map<std::string, QStringList> output; // task -> its lines
+        connect(&job, &SlurmJob::taskOutput, this,
+                [&output](int, const TaskId &task, const QString &line) { output[task.toString()] << line; });
+
+        QStringList jobOutput;
+        connect(&job, &SlurmJob::jobOutput, this, [&jobOutput](const QString &line) { jobOutput << line; });
+        RpcSettings rpc;
+        rpc.clusterToken = generateClusterToken();
+        QString error;
+        QVERIFY2(job.submit(plan, settings, rpc, &error), qPrintable(error));
+        QVERIFY(QFile::exists(job.scriptPath()));
+        QVERIFY2(ended.wait(120000), qPrintable(m_slurm->logs() + job.taskLog(0)));
+        QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
+
+        // What the app showed: the job ran on the node, ps:0 there, training to the end.
+        QVERIFY2(job.status().state == "COMPLETED",
+                 qPrintable(QString::fromStdString(job.status().state) + u"\n"_s + jobOutput.join(u'\n') + u"\n"_s
+                            + job.taskLog(0).right(1500)));
+        QVERIFY2(states.contains(u"RUNNING"_s), qPrintable(states.join(u", "_s)));
+        QCOMPARE(running.size(), 1);
+        QCOMPARE(running.front().front().toString(), u"%1:%2"_s.arg(m_slurm->nodeName()).arg(portBase));
+        QVERIFY2(watched.latest, "the watcher never got telemetry from ps:0");
+        QVERIFY2(watched.converged(), qPrintable(u"w %1, b %2"_s.arg(watched.w()).arg(watched.b())));
+        QCOMPARE(watched.latest->globalStep, int64_t(1500));
+        // Every task's own output, relayed; each finished.
+        for (const char *task : {"ps:0", "worker:0", "worker:1"}) {
+            const QString lines = output[task].join(u'\n');
+            QVERIFY2(lines.contains(QString::fromLatin1(task) + u" state finished"_s), qPrintable(lines));
+        }
+        QVERIFY(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty());
+    }
+
+    void clusterOfThreeWorkersConvergesAndCancelLeavesNothing()
+    {
+        const uint16_t portBase = freePortBase(4);
+        QVERIFY(portBase != 0);
+        ClusterPlan plan = planOf(3, m_shared.filePath(u"cancel-run"_s));
+        plan.training.lastStep = 0; // until stopped
+        plan.training.pace.computeMs = 5;
+        plan.workerPace[2].stragglerMs = 10; // its own pace: srun --multi-prog
+        const SlurmSettings settings = settingsFor(u"cancelled"_s, portBase);
+
+        ClusterWatcher watcher;
+        Watched watched;
+        connect(&watcher, &ClusterWatcher::snapshotReady, this,
+                [&watched](const RunSnapshot &s) { watched.latest = std::make_shared<const RunSnapshot>(s); });
+        SlurmJob job;
+        job.setWatcher(&watcher);
+        QSignalSpy ended(&job, &SlurmJob::ended);
+        RpcSettings rpc;
+        rpc.clusterToken = generateClusterToken();
+        QString error;
+        QVERIFY2(job.submit(plan, settings, rpc, &error), qPrintable(error));
+        QTRY_VERIFY2_WITH_TIMEOUT(
+            watched.converged() && watched.latest->workers.size() == 3,
+            qPrintable(u"w %1, b %2; %3"_s.arg(watched.w()).arg(watched.b()).arg(job.taskLog(1).right(600))), 120000);
+        QVERIFY(!job.isOver());
+        QCOMPARE(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).size(), 4);
+
+        // Stop: scancel, and the job ends with every task gone.
+        job.cancel();
+        QVERIFY2(ended.wait(60000), qPrintable(m_slurm->logs()));
+        QCOMPARE(QString::fromStdString(job.status().state), u"CANCELLED"_s);
+        QVERIFY2(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty(),
+                 qPrintable(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).join(u'\n')));
+        QTRY_VERIFY_WITH_TIMEOUT(m_slurm->idle(), 20000);
+        for (int i = 0; i < 4; ++i)
+            QVERIFY(isPortFree(m_slurm->nodeName().toStdString(), uint16_t(portBase + i)));
+        // The tasks were told to stop, and said so.
+        QVERIFY2(job.taskLog(0).contains(u"SIGTERM"_s) || job.taskLog(0).contains(u"stopp"_s),
+                 qPrintable(job.taskLog(0).right(600)));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestSlurm)
+#include "tst_slurm.moc"
