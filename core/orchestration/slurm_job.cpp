@@ -18,6 +18,7 @@ namespace parasync {
 namespace {
 
 constexpr int kPollMs = 1000;
+constexpr int kFollowMs = 250; // the tasks' logs, and the script's first line with the job's nodes
 constexpr int kMaxTaskLines = 2000;
 // A job both squeue and sacct have never heard of this many polls after
 // sbatch took it: the controller lost it (or accounting is off and its
@@ -110,6 +111,8 @@ SlurmJob::SlurmJob(QObject *parent) : QObject(parent)
 {
     m_poll.setInterval(kPollMs);
     connect(&m_poll, &QTimer::timeout, this, &SlurmJob::poll);
+    m_follow.setInterval(kFollowMs);
+    connect(&m_follow, &QTimer::timeout, this, &SlurmJob::followOutput);
 }
 
 SlurmJob::~SlurmJob()
@@ -159,6 +162,10 @@ bool SlurmJob::submit(const ClusterPlan &plan, const SlurmSettings &settings, co
     m_plan = plan;
     m_settings = settings;
     m_rpc = rpc;
+    // The tasks serve their nodes' names, not loopback: without a token of
+    // the user's, the job gets one of its own, which the watcher uses too.
+    if (m_rpc.clusterToken.empty())
+        m_rpc.clusterToken = generateClusterToken();
     m_jobId.clear();
     m_status = SlurmJobStatus{};
     m_ps0.reset();
@@ -179,8 +186,7 @@ bool SlurmJob::submit(const ClusterPlan &plan, const SlurmSettings &settings, co
     // sbatch hands its environment to the job (its default --export=ALL):
     // the token reaches every task without a command line or a file.
     QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-    if (!rpc.clusterToken.empty())
-        environment.insert(QLatin1String(kTokenEnvironmentVariable), qs(rpc.clusterToken));
+    environment.insert(QLatin1String(kTokenEnvironmentVariable), qs(m_rpc.clusterToken));
     sbatch->setProcessEnvironment(environment);
     sbatch->setWorkingDirectory(qs(settings.outputDirectory));
     connect(sbatch, &QProcess::errorOccurred, this, [this, sbatch](QProcess::ProcessError e) {
@@ -212,6 +218,7 @@ bool SlurmJob::submit(const ClusterPlan &plan, const SlurmSettings &settings, co
             cancel();
         poll();
         m_poll.start();
+        m_follow.start();
     });
     sbatch->start(QStringLiteral("sbatch"), {QStringLiteral("--parsable"), m_scriptPath});
     return true;
@@ -263,7 +270,6 @@ bool SlurmJob::cancelAndWait(int timeoutMs)
 
 void SlurmJob::poll()
 {
-    followOutput();
     if (m_over || m_jobId.isEmpty() || m_query)
         return;
     const QString jobId = m_jobId;
@@ -315,30 +321,38 @@ void SlurmJob::onQueueAnswer(const SlurmJobStatus &answer)
     m_status = answer;
     if (changed)
         Q_EMIT statusChanged(m_status);
-    if (!m_ps0 && answer.state == "RUNNING" && !answer.nodeList.empty()) {
-        try {
-            m_ps0 = slurmPs0Address(answer.nodeList, m_settings.layout(m_plan));
-        } catch (const InputError &e) {
-            Q_EMIT failed(tr("cannot find ps:0 in the job's nodes: %1").arg(qs(e.what())));
-            return;
-        }
-        const QString address = qs(m_ps0->toString());
-        if (m_watcher) {
-            // Watched from its first step: the telemetry is the whole story.
-            m_watcher->setHistory({}, false);
-            m_watcher->connectTo(address, m_rpc);
-        }
-        Q_EMIT running(address);
-    }
+    if (answer.state == "RUNNING" && !answer.nodeList.empty())
+        onNodesKnown(answer.nodeList);
     if (slurmJobIsOver(answer.state))
         finish(answer);
 }
 
+void SlurmJob::onNodesKnown(const std::string &nodeList)
+{
+    if (m_ps0 || m_over)
+        return;
+    try {
+        m_ps0 = slurmPs0Address(nodeList, m_settings.layout(m_plan));
+    } catch (const InputError &e) {
+        Q_EMIT failed(tr("cannot find ps:0 in the job's nodes: %1").arg(qs(e.what())));
+        return;
+    }
+    const QString address = qs(m_ps0->toString());
+    if (m_watcher) {
+        // Watched from its first step: the telemetry is the whole story.
+        m_watcher->setHistory({}, false);
+        m_watcher->connectTo(address, m_rpc);
+    }
+    Q_EMIT running(address);
+}
+
 void SlurmJob::finish(const SlurmJobStatus &status)
 {
+    const bool changed = status.state != m_status.state;
     m_status = status;
     m_over = true;
     m_poll.stop();
+    m_follow.stop();
     followOutput(); // the last lines the tasks wrote
     for (auto &[rank, file] : m_taskFiles)
         if (!file.partial.isEmpty()) {
@@ -347,7 +361,8 @@ void SlurmJob::finish(const SlurmJobStatus &status)
             m_taskLines[rank].append(line);
             Q_EMIT taskOutput(rank, taskOfRank(rank), line);
         }
-    Q_EMIT statusChanged(m_status);
+    if (changed)
+        Q_EMIT statusChanged(m_status);
     Q_EMIT ended(m_status);
 }
 
@@ -355,7 +370,14 @@ void SlurmJob::followOutput()
 {
     if (m_jobId.isEmpty())
         return;
-    readNewLines(m_jobFile, [this](const QString &line) { Q_EMIT jobOutput(line); });
+    readNewLines(m_jobFile, [this](const QString &line) {
+        Q_EMIT jobOutput(line);
+        // The script's first line names the job's nodes as soon as it runs,
+        // before squeue's next poll would.
+        const QString prefix = QStringLiteral("parasync: job %1 runs on ").arg(m_jobId);
+        if (line.startsWith(prefix))
+            onNodesKnown(line.mid(prefix.size()).trimmed().toStdString());
+    });
     for (auto &[rank, file] : m_taskFiles) {
         const int r = rank;
         readNewLines(file, [this, r](const QString &line) {

@@ -56,7 +56,8 @@ public:
     // Writes the batch script into settings.outputDirectory (created if
     // missing) and submits it with sbatch; the token in `rpc` reaches the
     // tasks through sbatch's environment (never a command line), its TLS
-    // files are the watcher's. Returns false with `error` when the script
+    // files are the watcher's; without a token the job gets a new one.
+    // Returns false with `error` when the script
     // cannot be written (InputError's message); sbatch's own refusal comes
     // as failed(). Does not block.
     bool submit(const ClusterPlan &plan, const SlurmSettings &settings, const RpcSettings &rpc, QString *error);
@@ -110,6 +111,8 @@ private:
     };
     void poll();
     void onQueueAnswer(const SlurmJobStatus &status);
+    // The job runs on `nodeList`: ps:0 is found, the watcher pointed at it.
+    void onNodesKnown(const std::string &nodeList);
     void followOutput();
     void readNewLines(FollowedFile &file, const std::function<void(const QString &)> &emitLine);
     void finish(const SlurmJobStatus &status);
@@ -122,7 +125,8 @@ private:
     QString m_scriptPath;
     SlurmJobStatus m_status;
     std::optional<HostPort> m_ps0;
-    QTimer m_poll;
+    QTimer m_poll;              // squeue / sacct
+    QTimer m_follow;            // the output files
     QPointer<QProcess> m_query; // the squeue or sacct in flight
     bool m_over = false;
     bool m_cancelRequested = false;

@@ -165,8 +165,9 @@ std::string slurmBatchScript(const ClusterPlan &plan, const SlurmSettings &setti
       << "# A Parasync cluster as one Slurm job: " << plan.cluster.numPs() << " ps and " << plan.cluster.numWorkers()
       << " worker task(s) in one srun job step, written by parasync " << version() << ".\n"
       << "# Every task takes the cluster and its own task from the step (parasync-node --slurm):\n"
-      << "# ranks 0-" << layout.numPs - 1 << " are the ps tasks, the others the workers (worker:0, the chief, is rank "
-      << layout.numPs << "),\n"
+      << (layout.numPs == 1 ? std::string("# rank 0 is ps:0")
+                            : "# ranks 0-" + std::to_string(layout.numPs - 1) + " are the ps tasks")
+      << ", the others the workers (worker:0, the chief, is rank " << layout.numPs << "),\n"
       << "# each listening on port " << layout.portBase << " plus its local index on its node.\n"
       << "#\n"
       << "# Submit it by hand with a cluster token in the environment (sbatch hands the\n"
@@ -190,6 +191,18 @@ std::string slurmBatchScript(const ClusterPlan &plan, const SlurmSettings &setti
       << "node=" << shellWord(node) << "\n"
       << "out=" << shellWord(out) << "\n"
       << "echo \"parasync: job $SLURM_JOB_ID runs on $SLURM_JOB_NODELIST\"\n";
+    // The nodes' names are not loopback: a task refuses to serve them without
+    // a token, so say it once here rather than once per task.
+    const std::vector<std::string> &common = commands.front();
+    const bool tokenElsewhere = std::any_of(common.begin(), common.end(), [](const std::string &flag) {
+        return flag == "--insecure" || flag == "--tls_mutual" || flag.rfind("--cluster_token_file=", 0) == 0;
+    });
+    if (!tokenElsewhere)
+        s << "if [ -z \"${PARASYNC_CLUSTER_TOKEN:-}\" ]; then\n"
+          << "  echo \"parasync: no cluster token: submit with PARASYNC_CLUSTER_TOKEN set (export "
+             "PARASYNC_CLUSTER_TOKEN=\\$(parasync-node --generate_token); sbatch ...)\"\n"
+          << "  exit 2\n"
+          << "fi\n";
     if (!settings.expectedVersion.empty()) {
         s << "# First the same parasync-node on every node, or nothing starts.\n"
           << "expected=" << shellWord(settings.expectedVersion) << "\n"

@@ -185,6 +185,8 @@ private Q_SLOTS:
         QVERIFY(portBase != 0);
         ClusterPlan plan = planOf(2, m_shared.filePath(u"demo-run"_s));
         plan.training.lastStep = 1500;
+        // A few seconds of training: at full speed it would be over before a watcher could see it.
+        plan.training.pace.computeMs = 5;
         const SlurmSettings settings = settingsFor(u"demo"_s, portBase);
 
         ClusterWatcher watcher;
@@ -272,6 +274,82 @@ private Q_SLOTS:
         // The tasks were told to stop, and said so.
         QVERIFY2(job.taskLog(0).contains(u"SIGTERM"_s) || job.taskLog(0).contains(u"stopp"_s),
                  qPrintable(job.taskLog(0).right(600)));
+    }
+
+    void headlessRunSubmitsFollowsAndExports()
+    {
+        const uint16_t portBase = freePortBase(3);
+        QVERIFY(portBase != 0);
+        const QString exportDir = m_shared.filePath(u"headless-export"_s);
+        QProcess app;
+        app.setProcessChannelMode(QProcess::MergedChannels);
+        app.start(QStringLiteral(PARASYNC_APP),
+                  {u"--headless"_s, u"--slurm"_s, u"--demo"_s, u"--last_step=600"_s, u"--compute_ms=5"_s,
+                   u"--straggler_ms=0"_s, u"--slurm_node="_s + nodeBinary(), u"--slurm_port_base=%1"_s.arg(portBase),
+                   u"--slurm_time=5:00"_s, u"--export="_s + exportDir});
+        QVERIFY(app.waitForFinished(180000));
+        const QString output = QString::fromLocal8Bit(app.readAll());
+        QVERIFY2(app.exitStatus() == QProcess::NormalExit && app.exitCode() == 0, qPrintable(output));
+        for (const QString &said : {u"partition: ok -- debug is UP"_s, u"parasync-node: ok"_s, u"Submitted Slurm job"_s,
+                                    QString(u"RUNNING on "_s + m_slurm->nodeName()),
+                                    u"ps:0 runs at %1:%2"_s.arg(m_slurm->nodeName()).arg(portBase), u"worker:1 | "_s,
+                                    u"COMPLETED"_s, u"ps:0 reports the cluster finished"_s})
+            QVERIFY2(output.contains(said), qPrintable(u"no '%1' in:\n%2"_s.arg(said, output)));
+        QVERIFY(QFile::exists(exportDir + u"/loss.png"_s));
+        QVERIFY(QFile::exists(exportDir + u"/slurm/parasync.sbatch"_s));
+    }
+
+    void savedScriptRunsWhenSubmittedByHand()
+    {
+        const uint16_t portBase = freePortBase(3);
+        QVERIFY(portBase != 0);
+        const QString dir = m_shared.filePath(u"by-hand"_s);
+        const QString script = dir + u"/parasync-demo.sbatch"_s;
+        QProcess app;
+        app.setProcessChannelMode(QProcess::MergedChannels);
+        app.start(QStringLiteral(PARASYNC_APP),
+                  {u"--headless"_s, u"--slurm"_s, u"--demo"_s, u"--last_step=300"_s, u"--compute_ms=0"_s,
+                   u"--slurm_node="_s + nodeBinary(), u"--slurm_port_base=%1"_s.arg(portBase), u"--slurm_dir="_s + dir,
+                   u"--slurm_script="_s + script});
+        QVERIFY(app.waitForFinished(30000));
+        QVERIFY2(app.exitCode() == 0, app.readAll().constData());
+        QVERIFY(QFile::exists(script));
+
+        // Without a token the job says what to do and starts no task.
+        const auto submit = [&](const QByteArray &token) {
+            QProcess sbatch;
+            QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+            environment.remove(u"PARASYNC_CLUSTER_TOKEN"_s);
+            if (!token.isEmpty())
+                environment.insert(u"PARASYNC_CLUSTER_TOKEN"_s, QString::fromLatin1(token));
+            sbatch.setProcessEnvironment(environment);
+            sbatch.start(u"sbatch"_s, {u"--parsable"_s, script});
+            sbatch.waitForFinished(30000);
+            const QString jobId = QString::fromLatin1(sbatch.readAllStandardOutput()).trimmed().section(u';', 0, 0);
+            QString state;
+            for (int i = 0; i < 600; ++i) {
+                state = m_slurm
+                            ->run(u"squeue"_s,
+                                  {u"--noheader"_s, u"--states=all"_s, u"--jobs="_s + jobId, u"--format=%T"_s})
+                            .trimmed();
+                if (state == u"COMPLETED"_s || state == u"FAILED"_s || state == u"CANCELLED"_s)
+                    break;
+                QTest::qWait(200);
+            }
+            QFile out(dir + u"/parasync-"_s + jobId + u".out"_s);
+            out.open(QIODevice::ReadOnly);
+            return std::make_pair(state, QString::fromLocal8Bit(out.readAll()));
+        };
+        const auto [refused, refusal] = submit({});
+        QCOMPARE(refused, u"FAILED"_s);
+        QVERIFY2(refusal.contains(u"no cluster token"_s), qPrintable(refusal));
+        const auto [state, jobOutput] = submit(QByteArray::fromStdString(generateClusterToken()));
+        QVERIFY2(state == u"COMPLETED"_s, qPrintable(state + u"\n"_s + jobOutput));
+        QFile chief(dir + u"/"_s
+                    + QString::fromStdString(
+                        slurmTaskOutputName(jobOutput.section(u"job "_s, 1).section(u' ', 0, 0).toStdString(), 1)));
+        QVERIFY2(chief.open(QIODevice::ReadOnly), qPrintable(chief.fileName()));
+        QVERIFY(chief.readAll().contains("worker:0 state finished"));
     }
 };
 
