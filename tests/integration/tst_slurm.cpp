@@ -50,25 +50,6 @@ uint16_t freePortBase(int count)
     return 0;
 }
 
-// Processes whose command line holds `needle` (the job's own port base).
-QStringList processesWith(const QString &needle)
-{
-    QStringList found;
-    for (const QString &pid : QDir(u"/proc"_s).entryList(QDir::Dirs)) {
-        bool numeric = false;
-        pid.toInt(&numeric);
-        if (!numeric)
-            continue;
-        QFile file(u"/proc/"_s + pid + u"/cmdline"_s);
-        if (!file.open(QIODevice::ReadOnly))
-            continue;
-        const QString command = QString::fromLocal8Bit(file.readAll()).replace(QChar(u'\0'), QChar(u' '));
-        if (command.contains(needle) && command.contains(u"parasync-node"_s))
-            found << pid + u": "_s + command;
-    }
-    return found;
-}
-
 struct Watched
 {
     std::shared_ptr<const RunSnapshot> latest;
@@ -232,7 +213,7 @@ private Q_SLOTS:
             const QString lines = output[task].join(u'\n');
             QVERIFY2(lines.contains(QString::fromLatin1(task) + u" state finished"_s), qPrintable(lines));
         }
-        QVERIFY(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty());
+        QVERIFY(nodeProcessesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty());
     }
 
     void clusterOfThreeWorkersConvergesAndCancelLeavesNothing()
@@ -260,14 +241,14 @@ private Q_SLOTS:
             watched.converged() && watched.latest->workers.size() == 3,
             qPrintable(u"w %1, b %2; %3"_s.arg(watched.w()).arg(watched.b()).arg(job.taskLog(1).right(600))), 120000);
         QVERIFY(!job.isOver());
-        QCOMPARE(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).size(), 4);
+        QCOMPARE(nodeProcessesWith(u"--slurm_port_base=%1"_s.arg(portBase)).size(), 4);
 
         // Stop: scancel, and the job ends with every task gone.
         job.cancel();
         QVERIFY2(ended.wait(60000), qPrintable(m_slurm->logs()));
         QCOMPARE(QString::fromStdString(job.status().state), u"CANCELLED"_s);
-        QVERIFY2(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty(),
-                 qPrintable(processesWith(u"--slurm_port_base=%1"_s.arg(portBase)).join(u'\n')));
+        QVERIFY2(nodeProcessesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty(),
+                 qPrintable(nodeProcessesWith(u"--slurm_port_base=%1"_s.arg(portBase)).join(u'\n')));
         QTRY_VERIFY_WITH_TIMEOUT(m_slurm->idle(), 20000);
         for (int i = 0; i < 4; ++i)
             QVERIFY(isPortFree(m_slurm->nodeName().toStdString(), uint16_t(portBase + i)));

@@ -252,4 +252,25 @@ bool SlurmCluster::idle() const
     return jobsCode == 0 && stepsCode == 0 && jobs.trimmed().isEmpty() && steps.trimmed().isEmpty();
 }
 
+QStringList nodeProcessesWith(const QString &needle)
+{
+    QStringList found;
+    for (const QString &pid : QDir(QStringLiteral("/proc")).entryList(QDir::Dirs)) {
+        bool numeric = false;
+        pid.toInt(&numeric);
+        if (!numeric)
+            continue;
+        QFile file(QStringLiteral("/proc/") + pid + QStringLiteral("/cmdline"));
+        if (!file.open(QIODevice::ReadOnly))
+            continue;
+        const QByteArray raw = file.readAll();
+        // The tasks themselves, not the srun that started them with the same arguments.
+        const QString program = QString::fromLocal8Bit(raw.left(raw.indexOf('\0')));
+        const QString command = QString::fromLocal8Bit(raw).replace(QChar(u'\0'), QChar(u' '));
+        if (command.contains(needle) && program.endsWith(QStringLiteral("parasync-node")))
+            found << pid + QStringLiteral(": ") + command;
+    }
+    return found;
+}
+
 } // namespace parasync::testing

@@ -11,6 +11,7 @@
 
 #include <QProcess>
 #include <QString>
+#include <QStringList>
 #include <QTemporaryDir>
 
 #include <memory>
@@ -49,5 +50,9 @@ private:
     std::vector<std::unique_ptr<QProcess>> m_daemons; // munged, slurmctld, slurmd
     std::vector<QString> m_daemonNames;
 };
+
+// The parasync-node processes on this machine whose command line holds
+// `needle` (a job's own --slurm_port_base=N), as "pid: command line".
+QStringList nodeProcessesWith(const QString &needle);
 
 } // namespace parasync::testing
