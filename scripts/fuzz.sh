@@ -12,7 +12,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 seconds=${PARASYNC_FUZZ_SECONDS:-10}
-targets=(fuzz_host_list fuzz_tf_config fuzz_cluster_file fuzz_checkpoint fuzz_csv fuzz_idx fuzz_node_flags
+targets=(fuzz_host_list fuzz_slurm_environment fuzz_tf_config fuzz_cluster_file fuzz_checkpoint fuzz_csv fuzz_idx fuzz_node_flags
   fuzz_requests fuzz_event_file)
 [ $# -gt 0 ] && targets=("$@")
 

@@ -22,13 +22,15 @@ packages=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
   # the tests, the benchmarks and the Debian package: a display server for
-  # the window's tests, a real sshd for the remote ones, the packaging
-  # tools, the readers the tests check exports with, and the sanitizer
+  # the window's tests, a real sshd for the remote ones, a real one-node
+  # Slurm (slurmctld, slurmd, its client commands) with munge for tst_slurm,
+  # the packaging tools, the readers the tests check exports with, and the sanitizer
   # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh,
   # and clang-format, whose check is a test
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
+  slurm-wlm munge
   dpkg-dev file librsvg2-bin desktop-file-utils appstream
   python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
@@ -36,7 +38,7 @@ packages=(
 # Of those, the ones only the tests need: scripts/demo.sh (which builds just
 # the two programs) does without them.
 test_packages=(
-  libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2
+  libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2 slurm-wlm munge
   dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
 )

@@ -1,9 +1,12 @@
 #include "ui/app_command_line.h"
 
 #include "base/error.h"
+#include "base/version.h"
 #include "config/plan_from_flags.h"
 
 #include <QCommandLineParser>
+#include <QDir>
+#include <QFileInfo>
 
 namespace parasync::ui {
 
@@ -43,7 +46,8 @@ void declareAppCommandLine(QCommandLineParser &parser)
                        "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
                        "  parasync --open=RUN_DIR              replay a finished run (its --logdir)\n"
                        "  parasync --headless --compare_modes --export=DIR   async, sync and ssp in turn; runs, "
-                       "figure, CSV into DIR"));
+                       "figure, CSV into DIR\n"
+                       "  parasync --headless --slurm --cluster_file=FILE --export=DIR   as a job of your Slurm"));
     parser.addHelpOption();
     parser.addVersionOption();
     const auto option = [&parser](const char *name, const char *description, const char *valueName = nullptr) {
@@ -98,6 +102,21 @@ void declareAppCommandLine(QCommandLineParser &parser)
                         "show the results (headless: print them and exit 0 if all passed).");
     option("skip_preflight", "Headless: launch a cluster with remote hosts without checking them first.");
     option("node", "The parasync-node binary to start (default: beside this app, then PATH).", "PATH");
+    option("slurm", "Run the cluster (--demo or --cluster_file) as one job of your Slurm: a batch script submitted "
+                    "with sbatch, followed with squeue, ps:0 watched once it runs, cancelled with scancel on stop.");
+    option("slurm_partition", "With --slurm: the partition (default: the cluster's default one).", "NAME");
+    option("slurm_account", "With --slurm: the account to charge (default: yours).", "NAME");
+    option("slurm_nodes", "With --slurm: the number of nodes (default: as Slurm places the tasks).", "N");
+    option("slurm_time", "With --slurm: the job's time limit, as sbatch --time takes it (default 01:00:00).", "TIME");
+    option("slurm_port_base", "With --slurm: each task listens on this port plus its index on its node (default 8888).",
+           "PORT");
+    option("slurm_node", "With --slurm: parasync-node on the nodes (default: parasync-node on their PATH).", "PATH");
+    option("slurm_dir",
+           "With --slurm: a folder the nodes and this machine share, for the batch script, the tasks' logs and "
+           "the run directory (default: <export>/slurm, else ~/parasync-slurm).",
+           "DIR");
+    option("slurm_script", "With --slurm: only write the batch script to FILE, to submit by hand with sbatch.", "FILE");
+    option("cancel_on_quit", "With --slurm, in the window: quitting the app cancels the job (default: it runs on).");
     option("timeout", "Headless: give up after this many seconds (default 600).", "SECONDS");
     option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
            "DIR");
@@ -133,6 +152,38 @@ ConnectRequest connectRequestFromArguments(const QCommandLineParser &parser)
     return request;
 }
 
+SlurmSettings slurmSettingsFromArguments(const QCommandLineParser &parser)
+{
+    SlurmSettings settings;
+    const auto text = [&parser](const char *name) { return parser.value(QString::fromLatin1(name)); };
+    const auto number = [&](const char *name, int minimum, int maximum, int fallback) {
+        if (!parser.isSet(QString::fromLatin1(name)))
+            return fallback;
+        bool ok = false;
+        const int value = text(name).toInt(&ok);
+        if (!ok || value < minimum || value > maximum)
+            throw InputError("--" + std::string(name) + "=" + text(name).toStdString() + ": give a whole number from "
+                             + std::to_string(minimum) + " to " + std::to_string(maximum));
+        return value;
+    };
+    settings.partition = text("slurm_partition").toStdString();
+    settings.account = text("slurm_account").toStdString();
+    settings.nodes = number("slurm_nodes", 0, 65535, 0);
+    if (parser.isSet(QStringLiteral("slurm_time")))
+        settings.timeLimit = text("slurm_time").toStdString();
+    settings.portBase = uint16_t(number("slurm_port_base", 1, 65535, settings.portBase));
+    settings.node = text("slurm_node").toStdString();
+    QString directory = text("slurm_dir");
+    if (directory.isEmpty())
+        directory = parser.isSet(QStringLiteral("export")) ? QDir(text("export")).filePath(QStringLiteral("slurm"))
+                                                           : QDir::home().filePath(QStringLiteral("parasync-slurm"));
+    // The nodes see the same absolute path on the shared file system.
+    settings.outputDirectory = QFileInfo(directory).absoluteFilePath().toStdString();
+    // The nodes must run this build: the script's first step checks.
+    settings.expectedVersion = nodeVersionLine();
+    return settings;
+}
+
 HeadlessOptions headlessOptionsFromArguments(const QCommandLineParser &parser, const std::optional<ClusterPlan> &plan)
 {
     HeadlessOptions options;
@@ -158,8 +209,18 @@ HeadlessOptions headlessOptionsFromArguments(const QCommandLineParser &parser, c
         options.plan = *plan;
         if (plan->training.lastStep == 0)
             options.tour = demoTour(parser, *plan);
+    } else if (parser.isSet(QStringLiteral("slurm"))) {
+        throw InputError("--slurm runs a cluster: give --demo or --cluster_file=FILE too");
     } else {
         throw InputError("--headless needs --demo, --cluster_file, --connect or --open");
+    }
+    if (parser.isSet(QStringLiteral("slurm")) && options.source == HeadlessOptions::Source::Launch) {
+        options.slurm = slurmSettingsFromArguments(parser);
+        options.slurmTokenFile = parser.value(QStringLiteral("cluster_token_file"));
+        options.slurmScriptOnly = parser.value(QStringLiteral("slurm_script"));
+        if (!options.plan.hosts.empty())
+            throw InputError("--slurm places the tasks on the nodes Slurm gives: a cluster file with \"hosts\" "
+                             "(ssh) cannot also run as a Slurm job; drop one or the other");
     }
     return options;
 }

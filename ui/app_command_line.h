@@ -9,6 +9,7 @@
 
 #include "config/cluster_plan.h"
 #include "orchestration/connect_request.h"
+#include "slurm/slurm_batch_script.h"
 #include "ui/headless_runner.h"
 
 #include <optional>
@@ -30,8 +31,12 @@ ClusterPlan planFromArguments(const QCommandLineParser &parser);
 // file (never the token itself: a command line is visible to every user)
 // and the TLS files. The token otherwise comes from $PARASYNC_CLUSTER_TOKEN.
 ConnectRequest connectRequestFromArguments(const QCommandLineParser &parser);
+// --slurm's job settings: --slurm_partition, --slurm_nodes, ... with the
+// output directory made absolute (the nodes see the same path) and the
+// version the nodes must run. Throws InputError naming the flag to fix.
+SlurmSettings slurmSettingsFromArguments(const QCommandLineParser &parser);
 // --headless: replay --open, else watch --connect, else start `plan` (the
-// cluster wantsCluster asks for). A plan without a last step (the demo)
+// cluster wantsCluster asks for; as a Slurm job with --slurm). A plan without a last step (the demo)
 // gets a tour of the modes, so that the run ends. Throws InputError when
 // there is nothing to run.
 HeadlessOptions headlessOptionsFromArguments(const QCommandLineParser &parser, const std::optional<ClusterPlan> &plan);

@@ -9,6 +9,7 @@
 
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/run_state.h"
+#include "slurm/slurm_batch_script.h"
 #include "ui/connect_dialog.h"
 
 #include <QElapsedTimer>
@@ -18,10 +19,13 @@
 #include <QTimer>
 
 #include <memory>
+#include <optional>
 
 namespace parasync {
 class ClusterWatcher;
 class LaunchSequence;
+class SlurmJob;
+class SlurmPreflight;
 } // namespace parasync
 
 namespace parasync::ui {
@@ -51,6 +55,15 @@ struct HeadlessOptions
         int seconds = 20;
     };
     std::vector<TourStop> tour;
+    // Launch as a job of the user's Slurm instead (--slurm): checked first
+    // (SlurmPreflight) unless skipPreflight, submitted, followed, and
+    // cancelled when the tour ends or the run times out. The token comes
+    // from slurmTokenFile, else $PARASYNC_CLUSTER_TOKEN, else a new one.
+    std::optional<SlurmSettings> slurm;
+    QString slurmTokenFile;
+    // With slurm: only write the batch script to this path, for a person to
+    // submit by hand, and exit.
+    QString slurmScriptOnly;
 };
 
 class HeadlessRunner : public QObject
@@ -90,12 +103,19 @@ private:
     void finishWith(int exitCode, const QString &message);
     bool exportCharts();
     QString taskFailures() const;
+    // The Slurm path: check, submit, follow, end.
+    void startSlurm();
+    void submitSlurmJob();
+    void onSlurmEnded();
 
     ClusterLauncher *m_launcher;
     ClusterWatcher *m_watcher;
     HeadlessOptions m_options;
     std::unique_ptr<RunChartsView> m_charts;
     std::unique_ptr<LaunchSequence> m_launch;
+    std::unique_ptr<SlurmPreflight> m_slurmPreflight;
+    std::unique_ptr<SlurmJob> m_slurmJob;
+    ClusterPlan m_slurmPlan; // the plan submitted, with its run directory
     std::shared_ptr<const RunSnapshot> m_latest;
     QTimer m_progress;
     QTimer m_timeout;

@@ -9,19 +9,25 @@
 
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/run_state.h"
+#include "slurm/slurm_batch_script.h"
 #include "ui/connect_dialog.h"
 
 #include <QMainWindow>
 
+#include <memory>
 #include <optional>
 
 class QAction;
+class QDockWidget;
+class QPlainTextEdit;
 class QLabel;
 class QMenu;
 
 namespace parasync {
 class ClusterWatcher;
 class LaunchSequence;
+class SlurmJob;
+class SlurmPreflight;
 } // namespace parasync
 
 namespace parasync::ui {
@@ -61,6 +67,14 @@ public:
     // The same with a token and TLS files (the Connect dialog's request);
     // remembers the request, except a pasted token.
     void connectToCluster(const ConnectRequest &request);
+    // Runs `plan` as a job of the user's Slurm: the pre-flight check (its
+    // report shown when it fails), then sbatch; the job's state, nodes and
+    // every task's output go to the Slurm job panel, and the charts follow
+    // ps:0 once the job runs. Stop cancels it (scancel); quitting does when
+    // `cancelOnQuit`. Returns at once; false when a job is still running.
+    bool submitToSlurm(const ClusterPlan &plan, const SlurmSettings &settings, bool cancelOnQuit);
+    SlurmJob *slurmJob() const { return m_slurmJob.get(); }
+    QString slurmLog() const;
     void openRunDirectory(const QString &directory);
     void compareRuns(const QStringList &directories);
     void openClusterFile(const QString &path);
@@ -98,6 +112,9 @@ private:
     void showError(const QString &title, const QString &text);
     void designCluster(const ClusterPlan &plan, const QString &path);
     void askConnect();
+    void askRunOnSlurm();
+    void submitSlurmJobNow();
+    void logSlurm(const QString &line);
     void askOpenRun();
     void askCompareRuns();
     void askOpenClusterFile();
@@ -141,6 +158,14 @@ private:
     qint64 m_redrawsAtLastRate = 0;
     qint64 m_rateTimerStart = 0;
     std::vector<TaskState> m_lastStates; // to notice a task dying
+    // A cluster run as a Slurm job (submitToSlurm), and its panel.
+    std::unique_ptr<SlurmPreflight> m_slurmPreflight;
+    std::unique_ptr<SlurmJob> m_slurmJob;
+    ClusterPlan m_slurmPlan;
+    SlurmSettings m_slurmSettings;
+    bool m_slurmCancelOnQuit = false;
+    QDockWidget *m_slurmDock = nullptr;
+    QPlainTextEdit *m_slurmLog = nullptr;
 };
 
 } // namespace parasync::ui

@@ -6,6 +6,7 @@
 #include "base/step_memory.h"
 #include "base/version.h"
 #include "config/node_options.h"
+#include "config/slurm_environment.h"
 #include "node/network_probe.h"
 #include "node/ps_task.h"
 #include "node/worker_task.h"
@@ -101,7 +102,9 @@ int main(int argc, char **argv)
         // The pre-flight's checks of this host's ports and routes (network_probe.h).
         if (parasync::isNetworkCheckCommand(args))
             return parasync::runNetworkCheckCommand(args);
-        const auto options = parasync::parseNodeOptions(args, tfConfig ? tfConfig : "");
+        // Inside a Slurm job step (srun), the step gives the cluster (slurm_environment.h).
+        const auto options
+            = parasync::parseNodeOptions(args, tfConfig ? tfConfig : "", parasync::slurmVariablesFromEnvironment());
         if (options.help) {
             std::fputs(parasync::nodeHelpText().c_str(), stdout);
             return 0;

@@ -85,9 +85,26 @@ int main(int argc, char **argv)
         return code;
     }
 
+    std::optional<SlurmSettings> slurm;
+    if (parser.isSet(QStringLiteral("slurm"))) {
+        try {
+            if (!plan)
+                throw InputError("--slurm runs a cluster: give --demo or --cluster_file=FILE too");
+            slurm = ui::slurmSettingsFromArguments(parser);
+        } catch (const InputError &error) {
+            std::fprintf(stderr, "parasync: %s\n", error.what());
+            return 2;
+        }
+    }
+
     ui::MainWindow window(&launcher, &watcher);
     window.show();
-    if (parser.isSet(QStringLiteral("cluster_file"))) {
+    if (slurm) {
+        // As Cluster -> Run on Slurm... with the flags' settings.
+        QTimer::singleShot(0, &window, [&window, &parser, plan = *plan, settings = *slurm] {
+            window.submitToSlurm(plan, settings, parser.isSet(QStringLiteral("cancel_on_quit")));
+        });
+    } else if (parser.isSet(QStringLiteral("cluster_file"))) {
         // With remote hosts, startCluster shows the pre-flight check first.
         QTimer::singleShot(0, &window, [&window, plan = *plan] { window.startCluster(plan); });
     } else if (plan) {

@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "base/qt_text.h"
+#include "config/slurm_environment.h"
 
 #include <google/protobuf/util/message_differencer.h>
 
@@ -43,6 +44,14 @@ constexpr FlagInfo kFlags[] = {
     {"task_index", "N", FlagGroup::Cluster, "this task's index within its job", "0"},
     {"cluster_file", "PATH", FlagGroup::Cluster,
      "JSON cluster file as the app saves it: {\"cluster\": ..., \"training\": ...}", "none"},
+    {"slurm", "", FlagGroup::Cluster,
+     "take the cluster and this task from the Slurm job step it runs in (srun), as TensorFlow's "
+     "SlurmClusterResolver: the step's nodes, tasks per node and SLURM_PROCID; the first --slurm_num_ps ranks "
+     "are the ps tasks. Implied when SLURM_PROCID is set and no other cluster is given",
+     "off"},
+    {"slurm_num_ps", "N", FlagGroup::Cluster, "Slurm: how many of the step's tasks are ps tasks", "1"},
+    {"slurm_port_base", "PORT", FlagGroup::Cluster,
+     "Slurm: a task listens on this port plus its local index on its node", "8888"},
     {"mode", "async|sync|ssp", FlagGroup::Mode,
      "async: apply each gradient as it arrives; sync: average replicas_to_aggregate gradients per "
      "step (SyncReplicasOptimizer); ssp: async, but no worker more than --staleness steps ahead",
@@ -603,6 +612,12 @@ std::string describeMode(const proto::ModeConfig &mode)
 
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig)
 {
+    return parseNodeOptions(args, tfConfig, SlurmVariables());
+}
+
+NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig,
+                             const SlurmVariables &slurm)
+{
     QCommandLineParser parser;
     // TensorFlow's flags library takes -name=value as well as --name=value.
     parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
@@ -672,11 +687,38 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     }
     const bool hasTfConfig = tfConfig.find_first_not_of(" \t\r\n") != std::string::npos;
     const bool jobGiven = isSet("job_name");
+    // Slurm's step: asked for, or implied inside one when nothing else names the cluster.
+    const bool fromSlurm
+        = isSet("slurm") || (!hasPsHosts && !clusterFile && !hasTfConfig && !jobGiven && insideSlurmTask(slurm));
+    if (fromSlurm) {
+        if (hasPsHosts || jobGiven || isSet("task_index"))
+            throw InputError(std::string(hasPsHosts ? "--ps_hosts/--worker_hosts" : "--job_name/--task_index")
+                             + " given with --slurm: Slurm's job step gives the cluster and every task's place in "
+                               "it (SLURM_PROCID); drop one or the other");
+        SlurmLayout layout;
+        if (isSet("slurm_num_ps")) {
+            const TrainingParser p({{"slurm_num_ps", GivenValue{value("slurm_num_ps"), {}}}});
+            p.integer("slurm_num_ps", &layout.numPs, 1, 65535);
+        }
+        if (isSet("slurm_port_base")) {
+            const TrainingParser p({{"slurm_port_base", GivenValue{value("slurm_port_base"), {}}}});
+            p.integer("slurm_port_base", &layout.portBase, 1, 65535);
+        }
+        const SlurmTask task = slurmTaskFromEnvironment(slurm, layout);
+        result.cluster = task.cluster;
+        result.task = task.task;
+        result.cluster.validate();
+    } else if (isSet("slurm_num_ps") || isSet("slurm_port_base")) {
+        throw InputError(std::string(isSet("slurm_num_ps") ? "--slurm_num_ps" : "--slurm_port_base")
+                         + " only lays out a cluster taken from Slurm: add --slurm (and run under srun), or drop it");
+    }
     std::optional<TfConfig> tf;
-    if (!jobGiven && hasTfConfig)
+    if (!fromSlurm && !jobGiven && hasTfConfig)
         tf = parseTfConfig(tfConfig);
 
-    if (hasPsHosts) {
+    if (fromSlurm) {
+        // Taken from the step above.
+    } else if (hasPsHosts) {
         result.cluster.ps = parseHostList(value("ps_hosts"), "--ps_hosts");
         result.cluster.workers = parseHostList(value("worker_hosts"), "--worker_hosts");
     } else if (clusterFile) {
@@ -686,23 +728,24 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     } else if (hasTfConfig) {
         result.cluster = parseTfConfigCluster(tfConfig);
     } else {
-        throw InputError("no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG "
-                         "(see --help)");
+        throw InputError("no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, set TF_CONFIG, "
+                         "or run under srun in a Slurm job (--slurm) (see --help)");
     }
     result.cluster.validate();
 
-    // The task: --job_name/--task_index, else TF_CONFIG's "task".
-    if (jobGiven)
+    // The task: Slurm's rank, else --job_name/--task_index, else TF_CONFIG's "task".
+    if (fromSlurm) {
+        // Taken from the step above.
+    } else if (jobGiven)
         result.task.job = parseJobName(value("job_name"));
     else if (tf)
         result.task.job = tf->task.job;
     else
         throw InputError("--job_name is missing: give --job_name=ps or --job_name=worker, with --task_index");
-    result.task.index = 0;
-    if (isSet("task_index")) {
+    if (!fromSlurm && isSet("task_index")) {
         const TrainingParser indexParser({{"task_index", GivenValue{value("task_index"), {}}}});
         indexParser.integer("task_index", &result.task.index, 0);
-    } else if (tf && tf->task.job == result.task.job) {
+    } else if (!fromSlurm && tf && tf->task.job == result.task.job) {
         result.task.index = tf->task.index;
     }
     result.cluster.validateTask(result.task);
@@ -748,7 +791,8 @@ std::string nodeHelpText()
                 + "\n";
     text += "\n"
             "The cluster comes from --ps_hosts/--worker_hosts, else --cluster_file, else the TF_CONFIG\n"
-            "environment variable (TensorFlow's JSON). Training values in a cluster file's \"training\"\n"
+            "environment variable (TensorFlow's JSON), else the Slurm job step it runs in (--slurm; under\n"
+            "srun, the first --slurm_num_ps ranks are the ps tasks). Training values in a cluster file's \"training\"\n"
             "section apply unless the same flag is given on the command line.\n";
 
     const std::pair<FlagGroup, const char *> groups[] = {

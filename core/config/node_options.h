@@ -4,6 +4,7 @@
 #include "proto/parasync.pb.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -89,6 +90,14 @@ struct NodeOptions
 // --issync=0|1 (1 = sync, 0 = async unless --mode says otherwise).
 // Throws InputError with a message naming the flag and what to do.
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig);
+// The same inside a Slurm job step: with --slurm, or when `slurm` holds
+// SLURM_PROCID and neither --ps_hosts, --cluster_file, --job_name nor
+// TF_CONFIG names the cluster, the cluster and the task come from `slurm`
+// (slurm_environment.h), laid out by --slurm_num_ps and --slurm_port_base;
+// training flags still come from the command line and a --cluster_file's
+// "training".
+NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig,
+                             const std::map<std::string, std::string> &slurm);
 
 // A command run against a live cluster through ps:0 instead of starting a
 // task, for users without the desktop app:
