@@ -70,7 +70,8 @@ SlurmDialog::SlurmDialog(const ClusterPlan &plan, const SlurmSettings &initial, 
 
     auto *browse = new QPushButton(tr("Browse..."), this);
     connect(browse, &QPushButton::clicked, this, [this] {
-        const QString dir = QFileDialog::getExistingDirectory(this, tr("A folder the nodes share"), m_directory->text());
+        const QString dir
+            = QFileDialog::getExistingDirectory(this, tr("A folder the nodes share"), m_directory->text());
         if (!dir.isEmpty())
             m_directory->setText(dir);
     });

@@ -118,8 +118,7 @@ private Q_SLOTS:
         const QString log = window.slurmLog();
         for (const QString &said :
              {u"partition: ok"_s, u"Submitted Slurm job"_s, QString(u"RUNNING on "_s + m_slurm->nodeName()),
-              u"ps:0 runs at %1:%2"_s.arg(m_slurm->nodeName()).arg(portBase), u"worker:2 | "_s,
-              u"ps:0 | "_s})
+              u"ps:0 runs at %1:%2"_s.arg(m_slurm->nodeName()).arg(portBase), u"worker:2 | "_s, u"ps:0 | "_s})
             QVERIFY2(log.contains(said), qPrintable(u"no '%1' in:\n%2"_s.arg(said, log.right(2000))));
 
         auto *stop = window.findChild<QAction *>(u"stopCluster"_s);
@@ -152,10 +151,10 @@ private Q_SLOTS:
                 jobId = window.slurmJob()->jobId();
                 window.close();
             }
-            const QString state = m_slurm
-                                      ->run(u"squeue"_s, {u"--noheader"_s, u"--states=all"_s, u"--jobs="_s + jobId,
-                                                          u"--format=%T"_s})
-                                      .trimmed();
+            const QString state
+                = m_slurm
+                      ->run(u"squeue"_s, {u"--noheader"_s, u"--states=all"_s, u"--jobs="_s + jobId, u"--format=%T"_s})
+                      .trimmed();
             if (cancelOnQuit) {
                 QCOMPARE(state, u"CANCELLED"_s);
                 QVERIFY(nodeProcessesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty());
