@@ -379,7 +379,8 @@ private Q_SLOTS:
                                                 << QStringList{u"--replicas_to_aggregate=3"_s, u"2 workers"_s};
         QTest::newRow("no cluster")
             << QStringList{u"--job_name=ps"_s} << QString()
-            << QStringList{u"no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG"_s};
+            << QStringList{u"no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, set TF_CONFIG"_s,
+                           u"run under srun in a Slurm job (--slurm)"_s};
         QTest::newRow("no job name") << QStringList{kPs, kWorkers} << QString()
                                      << QStringList{u"--job_name is missing"_s};
         QTest::newRow("job chief") << QStringList{kPs, kWorkers, u"--job_name=chief"_s} << QString()
