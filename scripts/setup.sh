@@ -12,8 +12,9 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 # Every Debian package the build, the tests, the benchmarks and the Debian
-# package use (../shared/tools/check-setup-packages reads this list; CI runs
-# it after the build, so a package missing here fails CI).
+# package use. ../shared/tools/check-setup-packages reads this list (CI runs
+# it after the build, so a package missing here fails CI); it ends the list
+# at the first closing parenthesis, so the comments inside have none.
 packages=(
   # the build: the libraries and tools of both programs
   build-essential cmake ninja-build pkg-config git
@@ -23,7 +24,7 @@ packages=(
   libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
   # the tests, the benchmarks and the Debian package: a display server for
   # the window's tests, a real sshd for the remote ones, a real one-node
-  # Slurm (slurmctld, slurmd, its client commands) with munge for tst_slurm,
+  # Slurm - slurmctld, slurmd, its client commands - with munge for tst_slurm,
   # the packaging tools, the readers the tests check exports with, and the sanitizer
   # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh,
   # and clang-format, whose check is a test
