@@ -240,14 +240,8 @@ void HeadlessRunner::submitSlurmJob()
     connect(m_slurmJob.get(), &SlurmJob::submitted, this, [](const QString &jobId, const QString &script) {
         say(tr("Submitted Slurm job %1 (the batch script: %2)").arg(jobId, script));
     });
-    connect(m_slurmJob.get(), &SlurmJob::statusChanged, this, [this](const SlurmJobStatus &status) {
-        QString line = tr("Slurm job %1: %2").arg(m_slurmJob->jobId(), QString::fromStdString(status.state));
-        if (status.state == "PENDING" && !status.reason.empty() && status.reason != "None")
-            line += tr(" (%1)").arg(QString::fromStdString(status.reason));
-        else if (!status.nodeList.empty())
-            line += tr(" on %1").arg(QString::fromStdString(status.nodeList));
-        say(line);
-    });
+    connect(m_slurmJob.get(), &SlurmJob::statusChanged, this,
+            [this](const SlurmJobStatus &status) { say(QString::fromStdString(describeSlurmJobStatus(status))); });
     connect(m_slurmJob.get(), &SlurmJob::running, this,
             [](const QString &ps0) { say(tr("ps:0 runs at %1: watching it").arg(ps0)); });
     connect(m_slurmJob.get(), &SlurmJob::jobOutput, this,

@@ -533,11 +533,7 @@ void MainWindow::submitSlurmJobNow()
         updateActions();
     });
     connect(m_slurmJob.get(), &SlurmJob::statusChanged, this, [this](const SlurmJobStatus &status) {
-        QString line = tr("Slurm job %1: %2").arg(m_slurmJob->jobId(), QString::fromStdString(status.state));
-        if (status.state == "PENDING" && !status.reason.empty() && status.reason != "None")
-            line += tr(" (%1)").arg(QString::fromStdString(status.reason));
-        else if (!status.nodeList.empty())
-            line += tr(" on %1").arg(QString::fromStdString(status.nodeList));
+        const QString line = QString::fromStdString(describeSlurmJobStatus(status));
         logSlurm(line);
         m_connectionLabel->setText(line);
     });

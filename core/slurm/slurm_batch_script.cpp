@@ -292,6 +292,17 @@ SlurmJobStatus parseSacctOutput(const std::string &output, const std::string &jo
     return status;
 }
 
+std::string describeSlurmJobStatus(const SlurmJobStatus &status)
+{
+    std::string line = "Slurm job " + status.jobId + ": " + status.state;
+    // squeue's reason is "None" once nothing holds the job back.
+    if (status.state == "PENDING" && !status.reason.empty() && status.reason != "None")
+        line += " (" + status.reason + ")";
+    else if (!status.nodeList.empty())
+        line += " on " + status.nodeList;
+    return line;
+}
+
 bool slurmJobIsOver(const std::string &state)
 {
     for (const char *over : {"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",

@@ -81,6 +81,9 @@ SlurmJobStatus parseSqueueOutput(const std::string &output, const std::string &j
 // The sacct fields the parser reads, for `sacct --noheader --parsable2 --allocations --format=...`.
 std::string sacctFormat(); // "JobID,State,NodeList,ExitCode"
 SlurmJobStatus parseSacctOutput(const std::string &output, const std::string &jobId);
+// The job's state in one line, as the window and the headless run show it:
+// "Slurm job 12: PENDING (Resources)", "Slurm job 12: RUNNING on node[1-2]".
+std::string describeSlurmJobStatus(const SlurmJobStatus &status);
 // Whether the job is over and every process of it is gone: COMPLETED,
 // CANCELLED, FAILED, TIMEOUT, ... but not COMPLETING (its nodes still clean up).
 bool slurmJobIsOver(const std::string &state);

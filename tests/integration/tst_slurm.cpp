@@ -34,22 +34,6 @@ QString nodeBinary()
     return qEnvironmentVariable("PARASYNC_NODE");
 }
 
-// Ports for a job's tasks: a base with `count` free ports above it.
-uint16_t freePortBase(int count)
-{
-    for (int attempt = 0; attempt < 50; ++attempt) {
-        const uint16_t base = pickFreePort();
-        if (base == 0 || int(base) + count > 65535)
-            continue;
-        bool allFree = true;
-        for (int i = 0; i < count && allFree; ++i)
-            allFree = isPortFree("127.0.0.1", uint16_t(base + i));
-        if (allFree)
-            return base;
-    }
-    return 0;
-}
-
 struct Watched
 {
     std::shared_ptr<const RunSnapshot> latest;

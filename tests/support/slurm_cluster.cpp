@@ -252,6 +252,21 @@ bool SlurmCluster::idle() const
     return jobsCode == 0 && stepsCode == 0 && jobs.trimmed().isEmpty() && steps.trimmed().isEmpty();
 }
 
+uint16_t freePortBase(int count)
+{
+    for (int attempt = 0; attempt < 50; ++attempt) {
+        const uint16_t base = pickFreePort();
+        if (base == 0 || int(base) + count > 65535)
+            continue;
+        bool allFree = true;
+        for (int i = 0; i < count && allFree; ++i)
+            allFree = isPortFree("127.0.0.1", uint16_t(base + i));
+        if (allFree)
+            return base;
+    }
+    return 0;
+}
+
 QStringList nodeProcessesWith(const QString &needle)
 {
     QStringList found;

@@ -14,6 +14,7 @@
 #include <QStringList>
 #include <QTemporaryDir>
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -50,6 +51,11 @@ private:
     std::vector<std::unique_ptr<QProcess>> m_daemons; // munged, slurmctld, slurmd
     std::vector<QString> m_daemonNames;
 };
+
+// Ports for a job's tasks: a base with `count` free ports from it up, on
+// 127.0.0.1 (the node's tasks listen at the base plus their local index).
+// 0 when none was found.
+uint16_t freePortBase(int count);
 
 // The parasync-node processes on this machine whose command line holds
 // `needle` (a job's own --slurm_port_base=N), as "pid: command line".

@@ -28,19 +28,6 @@ namespace {
 
 constexpr int kTimeoutMs = 120000;
 
-uint16_t freePortBase(int count)
-{
-    for (int attempt = 0; attempt < 50; ++attempt) {
-        const uint16_t base = pickFreePort();
-        bool allFree = base != 0 && int(base) + count <= 65535;
-        for (int i = 0; i < count && allFree; ++i)
-            allFree = isPortFree("127.0.0.1", uint16_t(base + i));
-        if (allFree)
-            return base;
-    }
-    return 0;
-}
-
 double lastValue(const RunSnapshot &snapshot, const std::string &name)
 {
     for (size_t i = 0; i < snapshot.parameterNames.size() && i < snapshot.parameterSeries.size(); ++i)

@@ -143,6 +143,13 @@ private Q_SLOTS:
         QVERIFY(slurmJobIsOver(cancelled.state));
         QVERIFY(!slurmJobIsOver("COMPLETING"));
         QVERIFY(!slurmJobIsOver("RUNNING"));
+
+        // What the person reads of each: why it waits, where it runs.
+        QCOMPARE(describeSlurmJobStatus(pending), std::string("Slurm job 17: PENDING (Resources)"));
+        QCOMPARE(describeSlurmJobStatus(running), std::string("Slurm job 17: RUNNING on node[01-02]"));
+        QCOMPARE(describeSlurmJobStatus(cancelled), std::string("Slurm job 17: CANCELLED on node01"));
+        QCOMPARE(describeSlurmJobStatus(parseSqueueOutput("17|PENDING||None\n", "17")),
+                 std::string("Slurm job 17: PENDING"));
     }
 
     void partitionsAreReadAndTheJobFitsOrNot()
