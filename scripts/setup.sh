@@ -27,7 +27,9 @@ packages=(
   # Slurm - slurmctld, slurmd, its client commands - with munge for tst_slurm,
   # the packaging tools, the readers the tests check exports with, and the sanitizer
   # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh,
-  # and clang-format, whose check is a test
+  # and clang-format, whose check is a test; Debian's Python with gRPC,
+  # protobuf and NumPy for the Python workers, and scikit-learn for the
+  # handwritten digits their tests train on
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
@@ -35,6 +37,7 @@ packages=(
   dpkg-dev file librsvg2-bin desktop-file-utils appstream
   python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
+  python3-grpcio python3-protobuf python3-numpy python3-sklearn
 )
 # Of those, the ones only the tests need: scripts/demo.sh (which builds just
 # the two programs) does without them.
@@ -42,6 +45,7 @@ test_packages=(
   libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2 slurm-wlm munge
   dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
+  python3-grpcio python3-protobuf python3-numpy python3-sklearn
 )
 for p in "${test_packages[@]}"; do
   [[ " ${packages[*]} " == *" $p "* ]] || { echo "scripts/setup.sh: $p is in test_packages but not in packages" >&2; exit 2; }

@@ -1,0 +1,17 @@
+"""Parasync workers in Python: train your own model (NumPy, PyTorch) through
+Parasync's ps tasks, in async, sync or ssp, watched live by the app.
+
+    import parasync
+    cluster, args = parasync.parse_cluster()
+    with parasync.Worker(cluster, signature) as worker:
+        params = worker.join()
+        while not worker.done:
+            grads, loss = compute(params)
+            params = worker.push(grads, loss).parameters
+"""
+
+from parasync.cluster import ClusterConfig, ClusterError, add_arguments, from_arguments, parse_cluster
+from parasync.worker import JoinRefused, Signature, StepResult, Stopped, VariableSpec, Worker
+
+__all__ = ["ClusterConfig", "ClusterError", "JoinRefused", "Signature", "StepResult", "Stopped", "VariableSpec",
+           "Worker", "add_arguments", "from_arguments", "parse_cluster"]

@@ -1,0 +1,213 @@
+"""Which cluster a Python worker joins, and how it talks to it.
+
+The same ways as `parasync-node` takes them, with the same precedence: the
+command line (--ps_hosts/--worker_hosts), else a cluster file as the app saves
+it (--cluster_file), else TF_CONFIG; the task from --job_name/--task_index,
+else TF_CONFIG's "task". The cluster token from --cluster_token_file or
+PARASYNC_CLUSTER_TOKEN; TLS from --tls_cert/--tls_key/--tls_ca.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+import stat
+
+TOKEN_METADATA_KEY = "parasync-cluster-token"
+TOKEN_ENVIRONMENT_VARIABLE = "PARASYNC_CLUSTER_TOKEN"
+
+_HOST_PORT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})$")
+
+
+class ClusterError(ValueError):
+    """The cluster, the task or the security settings cannot be used as given;
+    the message says what to change."""
+
+
+@dataclasses.dataclass
+class ClusterConfig:
+    ps: list  # "host:port" of each ps task
+    workers: list  # "host:port" of each worker task; worker 0 is the chief
+    task_index: int
+    token: str = ""
+    tls_cert: bytes = b""
+    tls_key: bytes = b""
+    tls_ca: bytes = b""
+    heartbeat_ms: int = 1000
+    max_message_bytes: int = 64 << 20
+
+    @property
+    def is_chief(self):
+        return self.task_index == 0
+
+    @property
+    def uses_tls(self):
+        return bool(self.tls_ca)
+
+    def describe(self):
+        return f"worker:{self.task_index} of {len(self.workers)}, ps tasks {','.join(self.ps)}"
+
+
+def add_arguments(parser):
+    """Adds parasync-node's cluster and security flags to an argparse parser."""
+    group = parser.add_argument_group("the cluster (as parasync-node takes it)")
+    group.add_argument("--ps_hosts", help="comma-separated addresses of the ps tasks")
+    group.add_argument("--worker_hosts", help="comma-separated addresses of the worker tasks; worker:0 is the chief")
+    group.add_argument("--job_name", help="this task's job: worker (a Python task is a worker)")
+    group.add_argument("--task_index", type=int, help="this task's index within its job")
+    group.add_argument("--cluster_file", help="JSON cluster file as the app saves it")
+    group.add_argument("--cluster_token_file", help="file (mode 0600) holding the cluster token")
+    group.add_argument("--tls_cert", help="TLS: this task's certificate (PEM)")
+    group.add_argument("--tls_key", help="TLS: the private key of --tls_cert (PEM)")
+    group.add_argument("--tls_ca", help="TLS: the CA certificate (PEM) that signed the ps tasks' certificates")
+    group.add_argument("--heartbeat_ms", type=int, default=1000, help="HTTP/2 keepalive interval (default 1000)")
+    group.add_argument("--max_message_bytes", type=int, default=64 << 20,
+                       help="largest message sent or accepted (default 67108864)")
+    return parser
+
+
+def _hosts(text, origin):
+    if isinstance(text, str):
+        items = [h.strip() for h in text.split(",") if h.strip()]
+    elif isinstance(text, list) and all(isinstance(h, str) for h in text):
+        items = [h.strip() for h in text]
+    else:
+        raise ClusterError(f"{origin} must be a list of \"host:port\" strings")
+    for host in items:
+        match = _HOST_PORT.match(host)
+        if not match or not 0 < int(match.group(2)) < 65536:
+            raise ClusterError(f"{origin}: '{host}' is not host:port (a port from 1 to 65535), like 127.0.0.1:2222")
+    return items
+
+
+def _cluster_object(root, origin):
+    cluster = root.get("cluster") if isinstance(root, dict) else None
+    if not isinstance(cluster, dict):
+        raise ClusterError(f"{origin} has no \"cluster\" object: add \"cluster\": {{\"ps\": [...], \"worker\": [...]}}")
+    unknown = set(cluster) - {"ps", "worker", "chief"}
+    if unknown:
+        raise ClusterError(f"{origin}: \"cluster\" has a job {sorted(unknown)[0]!r} that Parasync does not run: "
+                           "only \"ps\", \"worker\" and \"chief\"")
+    ps = _hosts(cluster.get("ps", []), f"{origin} cluster \"ps\"")
+    chief = _hosts(cluster.get("chief", []), f"{origin} cluster \"chief\"")
+    if len(chief) > 1:
+        raise ClusterError(f"{origin}: \"chief\" lists {len(chief)} addresses; a cluster has one chief")
+    # TF 2 lists the chief as its own job; Parasync's chief is worker:0.
+    workers = chief + _hosts(cluster.get("worker", []), f"{origin} cluster \"worker\"")
+    return ps, workers, bool(chief)
+
+
+def _read_json(text, origin):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ClusterError(f"{origin} is not JSON: {e}") from None
+
+
+def read_token_file(path):
+    """The token in `path`, refusing a file others can read, as parasync-node does."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise ClusterError(f"cannot read the cluster token file {path}: {e.strerror} (make one with: "
+                           f"parasync-node --generate_token --cluster_token_file={path})") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ClusterError(f"the cluster token file {path} can be read by other users "
+                           f"(mode {mode & 0o777:03o}): run chmod 600 {path}")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        token = f.readline().rstrip("\r\n ")
+    if len(token) < 32 or not re.fullmatch(r"[0-9A-Fa-f]+", token):
+        raise ClusterError(f"the cluster token file {path} does not hold a token (at least 32 hex digits on its "
+                           f"first line): make one with parasync-node --generate_token --cluster_token_file={path}")
+    return token
+
+
+def _read_file(path, what):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise ClusterError(f"cannot read {what} {path}: {e.strerror}") from None
+
+
+def from_arguments(args, environ=None):
+    """A ClusterConfig from parsed add_arguments() flags and the environment."""
+    environ = os.environ if environ is None else environ
+    has_chief_job = False
+    tf_task = None
+    if args.ps_hosts or args.worker_hosts:
+        if not (args.ps_hosts and args.worker_hosts):
+            raise ClusterError("give both --ps_hosts and --worker_hosts (or a --cluster_file, or TF_CONFIG)")
+        ps = _hosts(args.ps_hosts, "--ps_hosts")
+        workers = _hosts(args.worker_hosts, "--worker_hosts")
+    elif args.cluster_file:
+        root = _read_json(_read_file(args.cluster_file, "the cluster file"), f"cluster file {args.cluster_file}")
+        ps, workers, has_chief_job = _cluster_object(root, f"cluster file {args.cluster_file}")
+    elif environ.get("TF_CONFIG"):
+        root = _read_json(environ["TF_CONFIG"], "TF_CONFIG")
+        ps, workers, has_chief_job = _cluster_object(root, "TF_CONFIG")
+        tf_task = root.get("task")
+    else:
+        raise ClusterError("no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG")
+    if not ps:
+        raise ClusterError("the cluster has no ps task: a worker needs at least one")
+    if not workers:
+        raise ClusterError("the cluster has no worker task")
+
+    if args.job_name is not None or args.task_index is not None:
+        if args.job_name not in (None, "worker"):
+            raise ClusterError(f"--job_name={args.job_name}: a Python task is a worker; "
+                               "run the ps tasks with parasync-node --job_name=ps")
+        index = 0 if args.task_index is None else args.task_index
+    elif isinstance(tf_task, dict):
+        kind, index = tf_task.get("type"), tf_task.get("index", 0)
+        if not isinstance(index, int) or index < 0:
+            raise ClusterError("TF_CONFIG \"task\" \"index\" must be a whole number of at least 0")
+        if kind == "chief":
+            index = 0
+        elif kind == "worker":
+            index += 1 if has_chief_job else 0
+        else:
+            raise ClusterError(f"TF_CONFIG task type {kind!r}: a Python task is a worker or the chief")
+    else:
+        raise ClusterError("which worker is this? pass --task_index (and --job_name=worker) or TF_CONFIG's \"task\"")
+    if not 0 <= index < len(workers):
+        raise ClusterError(f"worker:{index} does not exist: the cluster lists {len(workers)} workers "
+                           f"(valid: 0-{len(workers) - 1})")
+
+    token = ""
+    if args.cluster_token_file:
+        token = read_token_file(args.cluster_token_file)
+    elif environ.get(TOKEN_ENVIRONMENT_VARIABLE):
+        token = environ[TOKEN_ENVIRONMENT_VARIABLE].strip()
+
+    tls = [args.tls_cert, args.tls_key, args.tls_ca]
+    if any(tls) and not args.tls_ca:
+        raise ClusterError("TLS needs --tls_ca (the CA that signed the ps tasks' certificates)")
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise ClusterError("give --tls_cert and --tls_key together (a certificate and its private key)")
+    if args.heartbeat_ms <= 0:
+        raise ClusterError(f"--heartbeat_ms={args.heartbeat_ms}: give a positive number of milliseconds")
+    if args.max_message_bytes < 1024:
+        raise ClusterError(f"--max_message_bytes={args.max_message_bytes} is too small to hold a step")
+    return ClusterConfig(
+        ps=ps, workers=workers, task_index=index, token=token,
+        tls_cert=_read_file(args.tls_cert, "--tls_cert") if args.tls_cert else b"",
+        tls_key=_read_file(args.tls_key, "--tls_key") if args.tls_key else b"",
+        tls_ca=_read_file(args.tls_ca, "--tls_ca") if args.tls_ca else b"",
+        heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes)
+
+
+def parse_cluster(argv=None, parser=None):
+    """Parses the command line (argv, default sys.argv[1:]) with the cluster
+    flags added to `parser` (or a new one); returns (ClusterConfig, the parsed
+    namespace, which holds the parser's own flags too). Exits 2 with the
+    message on a cluster that cannot be used, as parasync-node does."""
+    parser = parser or argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return from_arguments(args), args
+    except ClusterError as e:
+        parser.exit(2, f"{parser.prog}: {e}\n")

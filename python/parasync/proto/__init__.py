@@ -1,0 +1,1 @@
+"""The protocol modules, generated at build time from core/proto/parasync.proto."""

@@ -1,0 +1,187 @@
+"""NumPy arrays on the training stream, without per-element conversion.
+
+A `Tensor` message is a shape and a packed `repeated float values`: on the
+wire, the values are a length-delimited run of little-endian float32, the
+same bytes as ``array.astype("<f4").tobytes()``. Python's protobuf can only
+fill and read that field one Python float at a time (a million of them per
+step for a 1M-parameter model), so the training stream's messages are
+serialized and parsed here: every field but the tensors goes through
+protobuf's own code; the tensors' values are copied as one block of bytes.
+The result is byte-for-byte what protobuf would write, so the ps cannot tell
+a Python worker from a C++ one.
+"""
+
+import numpy as np
+
+from parasync.proto import parasync_pb2 as pb
+
+_LEN = 2  # wire type of a length-delimited field
+_FLOAT32 = np.dtype("<f4")
+
+
+class WireError(ValueError):
+    """A message that is not valid protobuf of the expected type."""
+
+
+def _varint(value):
+    """The varint bytes of a non-negative int, or of an int64 (two's complement)."""
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _read_varint(buf, pos, end):
+    result = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise WireError("truncated varint")
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise WireError("varint longer than 10 bytes")
+
+
+def _as_int64(value):
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _fields(buf, start, end):
+    """Yields (field number, wire type, field start, value start, value end)."""
+    pos = start
+    while pos < end:
+        field_start = pos
+        key, pos = _read_varint(buf, pos, end)
+        number, wire_type = key >> 3, key & 7
+        if number == 0:
+            raise WireError("field number 0")
+        if wire_type == 0:
+            _, value_end = _read_varint(buf, pos, end)
+        elif wire_type == 1:
+            value_end = pos + 8
+        elif wire_type == _LEN:
+            length, pos = _read_varint(buf, pos, end)
+            value_end = pos + length
+        elif wire_type == 5:
+            value_end = pos + 4
+        else:
+            raise WireError(f"wire type {wire_type} (groups) is not used by parasync.proto")
+        if value_end > end:
+            raise WireError("field runs past the end of its message")
+        yield number, wire_type, field_start, pos, value_end
+        pos = value_end
+
+
+def encode_tensor(array):
+    """The bytes of a `Tensor` message holding `array` (converted to float32)."""
+    values = np.asarray(array, dtype=_FLOAT32, order="C")  # keeps a 0-d scalar 0-d
+    shape = b"".join(_varint(int(d)) for d in values.shape)
+    out = []
+    if shape:
+        out += [b"\x0a", _varint(len(shape)), shape]
+    if values.size:
+        out += [b"\x12", _varint(values.nbytes), values.tobytes()]
+    return b"".join(out)
+
+
+def decode_tensor(buf, start=0, end=None):
+    """The array a `Tensor` message holds (a writable float32 copy, in its shape)."""
+    view = memoryview(buf)
+    end = len(view) if end is None else end
+    shape = []
+    chunks = []
+    for number, wire_type, _, value_start, value_end in _fields(view, start, end):
+        if number == 1 and wire_type == _LEN:  # packed shape
+            pos = value_start
+            while pos < value_end:
+                dim, pos = _read_varint(view, pos, value_end)
+                shape.append(_as_int64(dim))
+        elif number == 1 and wire_type == 0:  # one unpacked dimension
+            shape.append(_as_int64(_read_varint(view, value_start, value_end)[0]))
+        elif number == 2 and wire_type == _LEN:  # packed values
+            if (value_end - value_start) % 4:
+                raise WireError("packed float values whose length is not a multiple of 4")
+            chunks.append(np.frombuffer(view[value_start:value_end], dtype=_FLOAT32))
+        elif number == 2 and wire_type == 5:  # one unpacked value
+            chunks.append(np.frombuffer(view[value_start:value_end], dtype=_FLOAT32))
+    values = np.concatenate(chunks) if chunks else np.zeros(0, dtype=_FLOAT32)
+    values = values.astype(np.float32, copy=True)
+    if any(d < 0 for d in shape):
+        raise WireError(f"tensor shape {shape} has a negative dimension")
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if not shape and values.size != 1:
+        # A shapeless tensor with several values: keep them flat, as sent.
+        return values
+    if count != values.size:
+        raise WireError(f"tensor of shape {shape} holds {values.size} values")
+    return values.reshape(shape)
+
+
+def encode_push(head, gradients):
+    """A `TrainRequest` whose push is `head` (a PushRequest without gradients)
+    with `gradients` (arrays, in the order of the ps task's variables)."""
+    parts = [head.SerializeToString()]
+    for gradient in gradients:
+        tensor = encode_tensor(gradient)
+        parts += [b"\x12", _varint(len(tensor)), tensor]  # PushRequest.gradients = 2
+    push = b"".join(parts)
+    return b"".join([b"\x12", _varint(len(push)), push])  # TrainRequest.push = 2
+
+
+def encode_request(request):
+    """Serializer of the Train stream: bytes pass through (encode_push), a
+    TrainRequest (join, leave) is serialized by protobuf."""
+    if isinstance(request, (bytes, bytearray)):
+        return bytes(request)
+    return request.SerializeToString()
+
+
+class TrainAnswer:
+    """One answer of the Train stream: `kind` is "join" or "push", `message`
+    the JoinResponse or PushResponse without its tensors, `tensors` the
+    parameters it carried as arrays (in the order of the ps task's variables)."""
+
+    __slots__ = ("kind", "message", "tensors")
+
+    def __init__(self, kind, message, tensors):
+        self.kind = kind
+        self.message = message
+        self.tensors = tensors
+
+
+# TrainResponse field -> (kind, message class, its repeated Tensor field).
+_ANSWERS = {1: ("join", pb.JoinResponse, 4), 2: ("push", pb.PushResponse, 6)}
+
+
+def decode_answer(data):
+    """Deserializer of the Train stream: a TrainResponse as a TrainAnswer."""
+    view = memoryview(data)
+    answer = None
+    for number, wire_type, _, start, end in _fields(view, 0, len(view)):
+        if number not in _ANSWERS or wire_type != _LEN:
+            continue  # a field a newer ps sends; protobuf would skip it too
+        kind, message_class, tensor_field = _ANSWERS[number]
+        rest = []
+        tensors = []
+        for inner, inner_type, field_start, value_start, value_end in _fields(view, start, end):
+            if inner == tensor_field and inner_type == _LEN:
+                tensors.append(decode_tensor(view, value_start, value_end))
+            else:
+                rest.append(view[field_start:value_end])
+        answer = TrainAnswer(kind, message_class.FromString(b"".join(rest)), tensors)
+    if answer is None:
+        raise WireError("a Train answer with neither join nor push")
+    return answer

@@ -1,0 +1,448 @@
+"""A Parasync worker in Python: joins the ps tasks, pulls, pushes.
+
+It speaks the same Train stream as parasync-node's workers (see
+core/proto/parasync.proto): one stream per ps task, a Join first, then one
+Push per step, then a Leave. Variable i of the model lives on ps task
+i % num_ps. ps:0's update policy decides what happens to each gradient
+(async, sync, ssp, and switches between them while the cluster trains); the
+other ps tasks apply what ps:0 decided. So a Python worker takes part in
+every mode, is counted, held and dropped exactly as a C++ one.
+
+    cluster, args = parasync.parse_cluster()
+    with parasync.Worker(cluster, signature) as worker:
+        params = worker.join()
+        while not worker.done:
+            grads, loss = compute(params)          # dict of NumPy arrays
+            params = worker.push(grads, loss).parameters
+"""
+
+import dataclasses
+import hmac
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import numpy as np
+
+from parasync import tensors
+from parasync.cluster import TOKEN_METADATA_KEY
+from parasync.proto import parasync_pb2 as pb
+from parasync.proto import parasync_pb2_grpc as pb_grpc
+
+_TRAIN_METHOD = "/parasync.proto.ParameterService/Train"
+# Parameters small enough to travel with every push for the telemetry's w/b
+# view, as parasync-node's workers send them.
+_MAX_VIEWED_PARAMETERS = 16
+_OUTCOMES = {pb.APPLIED: "applied", pb.AGGREGATED: "aggregated", pb.DROPPED_STALE: "dropped_stale",
+             pb.REJECTED_NONFINITE: "rejected_nonfinite", pb.PUSH_OUTCOME_UNSPECIFIED: "none"}
+
+
+class JoinRefused(RuntimeError):
+    """The ps refused this worker (another model, an index held by a live
+    worker, a wrong token); the message says why and what to change."""
+
+
+class Stopped(RuntimeError):
+    """The worker was asked to stop (TaskControl.Stop, the app's Stop)."""
+
+
+@dataclasses.dataclass
+class VariableSpec:
+    name: str
+    shape: tuple
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+
+@dataclasses.dataclass
+class Signature:
+    """What the workers train; ps:0 refuses a worker whose signature differs
+    from the cluster's, and says which field differs. For parasync-node's
+    built-in models it must be what parasync-node declares (see
+    parasync.models); a model of your own declares its own."""
+    model: str
+    variables: list  # of VariableSpec, in declaration order
+    dataset: str = ""
+    feature_dim: int = 0
+    output_dim: int = 0
+    optimizer: str = "sgd"
+
+    def to_proto(self):
+        signature = pb.ModelSignature(model=self.model, dataset=self.dataset, feature_dim=self.feature_dim,
+                                      output_dim=self.output_dim, optimizer=self.optimizer)
+        for v in self.variables:
+            signature.variables.add(name=v.name, shape=list(v.shape))
+        return signature
+
+
+@dataclasses.dataclass
+class StepResult:
+    """What the cluster did with one pushed gradient."""
+    outcome: str  # "applied", "aggregated", "dropped_stale", "rejected_nonfinite", "none" (the run had ended)
+    global_step: int  # after the policy acted: the step of `parameters`
+    staleness: int  # global step when applied minus the step the gradient was computed from
+    contributions: int  # gradients averaged into this update (sync), 1 otherwise
+    waited_s: float  # seconds the policy held this worker (sync barrier, staleness bound)
+    done: bool  # the global step reached the cluster's --last_step
+    parameters: dict  # fresh values, name -> array
+
+
+class _PsStream:
+    """One ps task's Train stream: requests go into a queue that gRPC reads
+    from; answers are read one per request."""
+
+    def __init__(self, index, channel, metadata):
+        self.index = index
+        self._requests = queue.Queue()
+        call = channel.stream_stream(_TRAIN_METHOD, request_serializer=tensors.encode_request,
+                                     response_deserializer=tensors.decode_answer)
+        self._answers = call(iter(self._requests.get, None), metadata=metadata)
+
+    def exchange(self, request):
+        self._requests.put(request)
+        return next(self._answers)
+
+    def close(self, last_request=None):
+        if last_request is not None:
+            self._requests.put(last_request)
+        self._requests.put(None)  # half-close: the ps ends the stream
+        try:
+            for _ in self._answers:
+                pass
+        except grpc.RpcError:
+            pass
+
+    def cancel(self):
+        self._answers.cancel()
+
+
+class _TaskControl(pb_grpc.TaskControlServicer):
+    """The worker's own address serves TaskControl, as every task does: the
+    app asks what it is doing and tells it to stop."""
+
+    def __init__(self, worker):
+        self._worker = worker
+
+    def GetTaskStatus(self, request, context):
+        w = self._worker
+        return pb.TaskStatusResponse(job_name="worker", task_index=w.cluster.task_index, pid=os.getpid(),
+                                     state=w.state, steps=w.clock, version=_version())
+
+    def Stop(self, request, context):
+        self._worker.request_stop(request.reason or "asked to stop")
+        return pb.StopResponse()
+
+    def SetStraggler(self, request, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "a Python worker's pace is its own code's: no straggler delay")
+
+    def SetPace(self, request, context):
+        context.abort(grpc.StatusCode.UNIMPLEMENTED, "a Python worker's pace is its own code's: no simulated pace")
+
+
+class _TokenCheck(grpc.ServerInterceptor):
+    """Refuses calls without the cluster token, as parasync-node's servers do."""
+
+    def __init__(self, token):
+        self._token = token.encode()
+
+        def refuse(request, context):
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "refused: wrong or missing cluster token")
+
+        self._refusal = grpc.unary_unary_rpc_method_handler(refuse)
+
+    def intercept_service(self, continuation, details):
+        given = dict(details.invocation_metadata).get(TOKEN_METADATA_KEY, "")
+        if hmac.compare_digest(given.encode(), self._token):
+            return continuation(details)
+        return self._refusal
+
+
+def _version():
+    try:
+        from parasync import __version__
+        return __version__
+    except ImportError:
+        return ""
+
+
+class Worker:
+    """One worker task of a Parasync cluster (see the module's text)."""
+
+    def __init__(self, cluster, signature, log=None, serve_control=True):
+        self.cluster = cluster
+        self.signature = signature
+        self._log = log or (lambda line: print(time.strftime("%H:%M:%S.") + f"{int(time.time() * 1000) % 1000:03d} "
+                                               + line, file=sys.stderr, flush=True))
+        self._name = f"worker:{cluster.task_index}"
+        num_ps = len(cluster.ps)
+        self._on_ps = [[i for i in range(len(signature.variables)) if i % num_ps == k] for k in range(num_ps)]
+        self._metadata = ((TOKEN_METADATA_KEY, cluster.token),) if cluster.token else ()
+        self._channels = [self._make_channel(address) for address in cluster.ps]
+        self._streams = [None] * num_ps
+        self._stop = threading.Event()
+        self._stop_reason = ""
+        self.state = "listening"
+        self.parameters = {}
+        self.global_step = 0
+        self.done = False
+        self.clock = 0
+        self._last_push_us = 0
+        self._params_at = time.monotonic()
+        self._server = self._serve_control() if serve_control else None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------------
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.close()
+        return False
+
+    def close(self):
+        """Leaves the cluster (finished if the last step was reached) and stops serving."""
+        if any(self._streams):
+            self.leave()
+        if self._server:
+            self._server.stop(grace=0.5)
+            self._server = None
+        for channel in self._channels:
+            channel.close()
+
+    @property
+    def stopping(self):
+        return self._stop.is_set()
+
+    def request_stop(self, reason):
+        self._stop_reason = reason
+        self._stop.set()
+
+    def _set_state(self, phase, detail):
+        # One line at each change of state, in the form core/formats/task_state_line.h
+        # defines: the app's launcher reads a task's state from these lines.
+        self.state = detail
+        self._log(f"{self._name} state {phase}: {detail}")
+
+    def _make_channel(self, address):
+        options = [("grpc.max_receive_message_length", self.cluster.max_message_bytes),
+                   ("grpc.max_send_message_length", self.cluster.max_message_bytes),
+                   ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000),
+                   ("grpc.use_local_subchannel_pool", 1),
+                   ("grpc.keepalive_time_ms", self.cluster.heartbeat_ms),
+                   ("grpc.keepalive_timeout_ms", self.cluster.heartbeat_ms),
+                   ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
+        if self.cluster.uses_tls:
+            credentials = grpc.ssl_channel_credentials(root_certificates=self.cluster.tls_ca,
+                                                       private_key=self.cluster.tls_key or None,
+                                                       certificate_chain=self.cluster.tls_cert or None)
+            return grpc.secure_channel(address, credentials, options)
+        return grpc.insecure_channel(address, options)
+
+    def _serve_control(self):
+        interceptors = [_TokenCheck(self.cluster.token)] if self.cluster.token else []
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), interceptors=interceptors)
+        pb_grpc.add_TaskControlServicer_to_server(_TaskControl(self), server)
+        address = self.cluster.workers[self.cluster.task_index]
+        if self.cluster.uses_tls and self.cluster.tls_cert:
+            credentials = grpc.ssl_server_credentials([(self.cluster.tls_key, self.cluster.tls_cert)])
+            bound = server.add_secure_port(address, credentials)
+        else:
+            bound = server.add_insecure_port(address)
+        if not bound:
+            raise JoinRefused(f"{self._name} cannot listen on {address}: is another task on that port? "
+                              "(each task serves its own address of --worker_hosts)")
+        server.start()
+        self._set_state("listening", f"serving TaskControl at {address}")
+        return server
+
+    # -- joining -----------------------------------------------------------------------------------------------
+
+    def _wait_for_ps(self, k):
+        delay = 0.1
+        while not self.stopping:
+            try:
+                grpc.channel_ready_future(self._channels[k]).result(timeout=1.0)
+                return
+            except grpc.FutureTimeoutError:
+                self._set_state("waiting", f"cannot reach ps:{k} at {self.cluster.ps[k]}: retrying")
+                self._stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+        raise Stopped(self._stop_reason)
+
+    def initialize(self, initial_values, origin="fresh from the chief's initial values"):
+        """The chief's duty for a model it declares: give each ps task its
+        variables. Idempotent: a ps that holds its variables already (another
+        chief was first, or the ps survived a chief restart) keeps them, and
+        join() then returns what it holds."""
+        if not self.cluster.is_chief:
+            raise ValueError(f"{self._name} is not the chief: only worker:0 initialises the variables")
+        values = self._check_values(initial_values, "initial value")
+        stub_signature = self.signature.to_proto()
+        for k in range(len(self.cluster.ps)):
+            self._wait_for_ps(k)
+            request = pb.InitializeRequest(origin=origin, global_step=0, signature=stub_signature)
+            request.shard.ps_index = k
+            for i in self._on_ps[k]:
+                spec = self.signature.variables[i]
+                variable = request.shard.variables.add(name=spec.name)
+                variable.value.ParseFromString(tensors.encode_tensor(values[spec.name]))
+            stub = pb_grpc.ParameterServiceStub(self._channels[k])
+            try:
+                stub.Initialize(request, metadata=self._metadata, timeout=30)
+            except grpc.RpcError as e:
+                raise JoinRefused(f"ps:{k} at {self.cluster.ps[k]} refused the variables: {e.details()}") from None
+
+    def join(self):
+        """Joins every ps task; returns the parameters (name -> array). Waits,
+        saying for what, while a ps is unreachable or the chief has not
+        initialised the variables; raises JoinRefused when a ps refuses."""
+        for k in range(len(self.cluster.ps)):
+            self._wait_for_ps(k)
+        for k in range(len(self.cluster.ps)):
+            self._join_ps(k)
+        self._params_at = time.monotonic()
+        self._set_state("training", f"joined the cluster at global step {self.global_step}")
+        return dict(self.parameters)
+
+    def _join_ps(self, k):
+        request = pb.TrainRequest()
+        join = request.join
+        join.worker_index = self.cluster.task_index
+        join.pid = os.getpid()
+        join.host = socket.gethostname()
+        join.signature.CopyFrom(self.signature.to_proto())
+        delay = 0.2
+        stream = None
+        while True:
+            if self.stopping:
+                if stream:
+                    stream.cancel()
+                raise Stopped(self._stop_reason)
+            # A join that is not ready yet is asked again on the same stream.
+            stream = stream or _PsStream(k, self._channels[k], self._metadata)
+            try:
+                answer = stream.exchange(request)
+            except grpc.RpcError as e:
+                stream = None
+                code = e.code()
+                if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
+                            grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.UNAUTHENTICATED,
+                            grpc.StatusCode.PERMISSION_DENIED):
+                    raise JoinRefused(f"ps:{k} at {self.cluster.ps[k]} refused {self._name}: {e.details()}") from None
+                # ABORTED: our index's old connection is still open on the ps;
+                # anything else: the ps went away. Either way, ask again.
+                self._set_state("waiting", f"joining ps:{k}: {e.details()}")
+                self._stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            message = answer.message
+            if not message.ready:
+                self._set_state("waiting", f"waiting for {message.waiting_for}")
+                # Asked often: a worker that joins late misses the chief's first steps.
+                self._stop.wait(0.05)
+                continue
+            self._streams[k] = stream
+            self._take_parameters(k, answer.tensors)
+            if k == 0:
+                self.global_step = message.global_step
+                self.done = message.last_step > 0 and self.global_step >= message.last_step
+            return
+
+    def _take_parameters(self, k, values):
+        for i, value in zip(self._on_ps[k], values):
+            spec = self.signature.variables[i]
+            self.parameters[spec.name] = value.reshape(spec.shape) if value.size == spec.size else value
+
+    # -- steps -------------------------------------------------------------------------------------------------
+
+    def _check_values(self, values, what):
+        if not isinstance(values, dict):
+            values = {v.name: g for v, g in zip(self.signature.variables, values)}
+        checked = {}
+        for spec in self.signature.variables:
+            if spec.name not in values:
+                raise ValueError(f"no {what} for variable '{spec.name}'")
+            array = np.asarray(values[spec.name], dtype=np.float32)
+            if array.size != spec.size:
+                raise ValueError(f"the {what} of '{spec.name}' has shape {array.shape}, the variable {spec.shape}")
+            checked[spec.name] = array.reshape(spec.shape)
+        unknown = set(values) - set(checked)
+        if unknown:
+            raise ValueError(f"{what}s for variables the model does not declare: {sorted(unknown)}")
+        return checked
+
+    def push(self, gradients, loss, full_loss=float("nan")):
+        """Pushes one step's gradients (name -> array, or a list in declaration
+        order) with the batch loss; returns what the cluster did with them.
+        Blocks while the policy holds the worker (sync barrier, staleness bound).
+        When a ps was lost, rejoins (waiting for it) and returns outcome "none"
+        with the parameters the cluster holds now."""
+        if self.stopping:
+            raise Stopped(self._stop_reason)
+        grads = self._check_values(gradients, "gradient")
+        compute_us = int((time.monotonic() - self._params_at) * 1e6)
+        started = time.monotonic()
+        try:
+            result = self._push(grads, float(loss), float(full_loss), compute_us)
+        except grpc.RpcError as e:
+            self._set_state("waiting", f"reconnecting: lost a ps: {e.details()}")
+            for stream in self._streams:
+                if stream:
+                    stream.cancel()
+            self._streams = [None] * len(self._streams)
+            self.join()
+            return StepResult("none", self.global_step, 0, 0, 0.0, self.done, dict(self.parameters))
+        self._last_push_us = int((time.monotonic() - started) * 1e6) - int(result.waited_s * 1e6)
+        self._params_at = time.monotonic()
+        return result
+
+    def _push(self, grads, loss, full_loss, compute_us):
+        head = pb.PushRequest(computed_from_step=self.global_step, batch_loss=loss, full_loss=full_loss,
+                              compute_us=compute_us, previous_push_us=self._last_push_us)
+        if sum(v.size for v in self.signature.variables) <= _MAX_VIEWED_PARAMETERS:
+            head.parameter_view.extend(
+                float(x) for v in self.signature.variables for x in self.parameters[v.name].ravel())
+        names = [[self.signature.variables[i].name for i in on] for on in self._on_ps]
+
+        # ps:0 first: its update policy decides what happens to the gradient.
+        answer = self._streams[0].exchange(tensors.encode_push(head, [grads[n] for n in names[0]]))
+        decision = answer.message
+        self._take_parameters(0, answer.tensors)
+        counted = decision.outcome in (pb.APPLIED, pb.AGGREGATED)
+        # The other ps tasks apply what ps:0 decided (or just hand out fresh values).
+        for k in range(1, len(self._streams)):
+            shard_head = pb.PushRequest(computed_from_step=self.global_step, update=decision.update)
+            shard_grads = []
+            if counted:
+                shard_head.contributions = decision.contributions
+                shard_grads = [grads[n] for n in names[k]]
+            shard_answer = self._streams[k].exchange(tensors.encode_push(shard_head, shard_grads))
+            self._take_parameters(k, shard_answer.tensors)
+        self.global_step = decision.global_step
+        self.done = decision.done
+        if decision.outcome != pb.PUSH_OUTCOME_UNSPECIFIED:
+            self.clock += 1
+        return StepResult(_OUTCOMES.get(decision.outcome, "none"), decision.global_step, decision.staleness,
+                          decision.contributions, decision.waited_us / 1e6, decision.done, dict(self.parameters))
+
+    def leave(self):
+        """Leaves every ps's stream; finished when the last step was reached."""
+        request = pb.TrainRequest()
+        request.leave.finished = self.done
+        request.leave.worker_clock = self.clock
+        for k, stream in enumerate(self._streams):
+            if stream:
+                stream.close(request)
+            self._streams[k] = None
+        if self.done:
+            self._set_state("finished", f"global step {self.global_step} reached the last step "
+                                        f"(local steps {self.clock})")
+        else:
+            self._set_state("stopped", self._stop_reason or "left the cluster")

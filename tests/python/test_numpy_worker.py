@@ -1,0 +1,110 @@
+"""A NumPy worker and a C++ worker train parasync-node's softmax in one
+cluster: real processes on loopback ports, the Python worker started as a
+user starts python/examples/numpy_softmax.py. The protocol is the protocol,
+whoever speaks it."""
+
+import json
+import os
+import unittest
+
+import node_cluster
+from node_cluster import Cluster, describe, read_metrics
+
+
+class NumpyWorkerTest(unittest.TestCase):
+    def start_softmax_cluster(self, last_step, *mode_flags, python_flags=()):
+        cluster = Cluster(self)
+        data = node_cluster.digits_csv(cluster.dir)
+        self.logdir = os.path.join(cluster.dir, "run")
+        common = ["--model=softmax", f"--dataset=csv:{data}", "--learning_rate=0.05", "--batch_size=50",
+                  f"--last_step={last_step}", "--display_step=20"]
+        cluster.start_node("ps", 0, *common, *mode_flags, f"--logdir={self.logdir}")
+        cluster.start_python_worker(1, "numpy_softmax.py", f"--dataset=csv:{data}", "--batch_size=50",
+                                    "--display_step=50", *python_flags)
+        # The Python worker waits for the chief to initialise the variables;
+        # the chief, at full speed, would finish a short run before Python has
+        # imported NumPy. A millisecond of simulated compute per step keeps
+        # the two at a comparable pace.
+        cluster.wait_for_output("worker:1", "state waiting: waiting for")
+        cluster.start_node("worker", 0, *common, "--compute_ms=1", f"--logdir={self.logdir}")
+        return cluster
+
+    def check_trained_together(self, cluster, last_step):
+        for name in ("worker:1", "worker:0", "ps:0"):
+            self.assertEqual(cluster.wait(name), 0, describe(cluster))
+        rows = read_metrics(self.logdir)
+        by_worker = {w: [r for r in rows if r["worker"] == w] for w in ("0", "1")}
+        # Both workers' gradients went into the model, each a fair share.
+        self.assertGreater(len(by_worker["1"]), last_step // 5, describe(cluster))
+        self.assertGreater(len(by_worker["0"]), last_step // 5, describe(cluster))
+        self.assertEqual(max(int(r["global_step"]) for r in rows), last_step)
+        # And the model learnt: the chief's full-shard loss fell by far (the
+        # median of its last three evaluations: plain SGD on raw pixels spikes).
+        full = [float(r["full_loss"]) for r in rows if r["full_loss"] not in ("", "nan")]
+        self.assertGreater(len(full), 5, describe(cluster))
+        self.assertLess(sorted(full[-3:])[1], full[0] / 3, (full, describe(cluster)))
+        self.assertIn("worker:1 state finished", cluster.output("worker:1"))
+
+    def test_python_and_cpp_workers_train_one_softmax_async(self):
+        cluster = self.start_softmax_cluster(400, "--mode=async")
+        self.check_trained_together(cluster, 400)
+
+    def test_in_sync_each_step_averages_a_python_and_a_cpp_gradient(self):
+        cluster = self.start_softmax_cluster(300, "--mode=sync")
+        self.check_trained_together(cluster, 300)
+        # Sync aggregates over the live workers: the first to join makes
+        # steps of its own until the other joins; from the step after, every
+        # global step averages one gradient of each.
+        joined, workers_of_step = {}, {}
+        with open(os.path.join(self.logdir, "steps.jsonl")) as f:
+            for event in map(json.loads, f):
+                if event["type"] == "worker_state" and event["phase"] == "training":
+                    joined.setdefault(event["worker"], max(workers_of_step, default=0))
+                elif event["type"] == "step":
+                    workers_of_step.setdefault(event["global_step"], []).append(event["worker"])
+        self.assertEqual(sorted(joined), [0, 1], "the step log did not see both workers join")
+        joined_at = max(joined.values())
+        self.assertLess(joined_at, 200, describe(cluster))
+        for step in range(joined_at + 2, 301):
+            self.assertEqual(sorted(workers_of_step[step]), [0, 1], f"global step {step}")
+
+    def test_in_ssp_the_python_worker_is_held_to_the_staleness_bound(self):
+        cluster = self.start_softmax_cluster(300, "--mode=ssp", "--staleness=2")
+        self.check_trained_together(cluster, 300)
+        # The chief trained alone until the Python worker joined, then waited
+        # for it to catch up; from then on neither worker's clock is more
+        # than staleness + 1 (the step just taken) ahead of the other's.
+        clocks, gaps, held = {}, [], 0
+        with open(os.path.join(self.logdir, "steps.jsonl")) as f:
+            for event in map(json.loads, f):
+                if event["type"] != "step":
+                    continue
+                clocks[event["worker"]] = event["worker_clock"]
+                held += event.get("wait_reason") == "blocked_by_staleness"
+                if len(clocks) == 2:
+                    gaps.append(clocks[0] - clocks[1])
+        caught_up = next(i for i, gap in enumerate(gaps) if abs(gap) <= 3)
+        self.assertLessEqual(max(abs(gap) for gap in gaps[caught_up:]), 3, gaps)
+        self.assertGreater(held, 0, "no worker was ever held by the staleness bound")
+
+    def test_a_python_worker_of_another_model_is_refused_and_told_why(self):
+        cluster = self.start_softmax_cluster(100000, "--mode=async", python_flags=("--optimizer=adam",))
+        self.assertEqual(cluster.wait("worker:1", timeout=60), 2, describe(cluster))
+        output = cluster.output("worker:1")
+        self.assertIn("refused worker:1", output)
+        self.assertIn("optimizer 'adam' but the cluster uses 'sgd'", output)
+        # The cluster did not count it: the chief trains on alone.
+        cluster.wait_for_output("worker:0", "step 100 ")
+
+    def test_a_killed_python_worker_costs_the_cluster_nothing_in_sync(self):
+        cluster = self.start_softmax_cluster(600, "--mode=sync")
+        cluster.wait_for_output("worker:1", " (local ")  # it trains: its first loss line
+        cluster.kill("worker:1")
+        # ps:0 sees the stream break, the sync steps go on with the chief alone.
+        self.assertEqual(cluster.wait("worker:0"), 0, describe(cluster))
+        self.assertEqual(cluster.wait("ps:0"), 0, describe(cluster))
+        self.assertEqual(max(int(r["global_step"]) for r in read_metrics(self.logdir)), 600)
+
+
+if __name__ == "__main__":
+    unittest.main()
