@@ -28,8 +28,8 @@ packages=(
   # the packaging tools, the readers the tests check exports with, and the sanitizer
   # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh,
   # and clang-format, whose check is a test; Debian's Python with gRPC,
-  # protobuf and NumPy for the Python workers, and scikit-learn for the
-  # handwritten digits their tests train on
+  # protobuf and NumPy for the Python workers, PyTorch for their torch
+  # helper, and scikit-learn for the handwritten digits their tests train on
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
@@ -37,7 +37,7 @@ packages=(
   dpkg-dev file librsvg2-bin desktop-file-utils appstream
   python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
-  python3-grpcio python3-protobuf python3-numpy python3-sklearn
+  python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
 )
 # Of those, the ones only the tests need: scripts/demo.sh (which builds just
 # the two programs) does without them.
@@ -45,7 +45,7 @@ test_packages=(
   libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2 slurm-wlm munge
   dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
-  python3-grpcio python3-protobuf python3-numpy python3-sklearn
+  python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
 )
 for p in "${test_packages[@]}"; do
   [[ " ${packages[*]} " == *" $p "* ]] || { echo "scripts/setup.sh: $p is in test_packages but not in packages" >&2; exit 2; }

@@ -822,6 +822,13 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
     if (request.global_step() < 0)
         return CallStatus::invalidArgument("global step " + std::to_string(request.global_step())
                                            + " is negative: the chief's checkpoint is damaged");
+    // The ps applies its own --optimizer: a chief that declares another would
+    // train with an optimizer it did not ask for, and no one would notice.
+    if (const std::string &declared = request.signature().optimizer();
+        !declared.empty() && declared != m_options.training.optimizer)
+        return CallStatus::failedPrecondition(m_options.task.toString() + " runs optimizer '"
+                                              + m_options.training.optimizer + "' but the chief declares '" + declared
+                                              + "': give every task the same --optimizer");
     if (m_initialized) {
         response->set_initialized_now(false);
         response->set_global_step(m_policy ? m_policy->globalStep() : m_updatesApplied);

@@ -285,7 +285,9 @@ class Worker:
             raise ValueError(f"{self._name} is not the chief: only worker:0 initialises the variables")
         values = self._check_values(initial_values, "initial value")
         stub_signature = self.signature.to_proto()
-        for k in range(len(self.cluster.ps)):
+        # ps:0 last: its initialisation is what tells the other workers the
+        # variables are ready.
+        for k in reversed(range(len(self.cluster.ps))):
             self._wait_for_ps(k)
             request = pb.InitializeRequest(origin=origin, global_step=0, signature=stub_signature)
             request.shard.ps_index = k
@@ -295,9 +297,14 @@ class Worker:
                 variable.value.ParseFromString(tensors.encode_tensor(values[spec.name]))
             stub = pb_grpc.ParameterServiceStub(self._channels[k])
             try:
-                stub.Initialize(request, metadata=self._metadata, timeout=30)
+                answer = stub.Initialize(request, metadata=self._metadata, timeout=30)
             except grpc.RpcError as e:
                 raise JoinRefused(f"ps:{k} at {self.cluster.ps[k]} refused the variables: {e.details()}") from None
+            if k == 0:
+                self._log(f"chief: variables initialised ({origin}) at global step {answer.global_step}"
+                          if answer.initialized_now else
+                          f"chief: ps:0 already holds the variables at global step {answer.global_step}; "
+                          "continuing from there")
 
     def join(self):
         """Joins every ps task; returns the parameters (name -> array). Waits,

@@ -74,6 +74,12 @@ class Cluster:
     def start_node(self, job, index, *flags):
         return self._start(f"{job}:{index}", [NODE, *self.cluster_flags(job, index), *flags])
 
+    def run_node(self, *flags, timeout=30):
+        """A one-shot parasync-node command (--status, --set_mode): its exit code and output."""
+        done = subprocess.run([NODE, f"--ps_hosts={self.ps_hosts}", *flags], capture_output=True, text=True,
+                              timeout=timeout)
+        return done.returncode, done.stdout + done.stderr
+
     def start_python_worker(self, index, script, *flags):
         python_path = os.environ.get("PYTHONPATH", "")
         return self._start(f"worker:{index}", ["/usr/bin/python3", os.path.join(EXAMPLES, script),
@@ -93,9 +99,11 @@ class Cluster:
             self.test.fail(f"{name} still runs after {timeout} s; its output:\n{self.output(name)[-3000:]}")
 
     def wait_for_output(self, name, text, timeout=60):
+        """Waits until the task printed `text` (a string, or a compiled regular expression)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if text in self.output(name):
+            output = self.output(name)
+            if (text.search(output) if hasattr(text, "search") else text in output):
                 return
             if self.processes[name][0].poll() is not None:
                 break

@@ -1,0 +1,74 @@
+"""Train a `torch.nn.Module` through Parasync's ps tasks.
+
+    net = torch.nn.Sequential(...)
+    with parasync.Worker(cluster, parasync.pytorch.signature(net, "digits-mlp", optimizer="adam")) as worker:
+        trainer = parasync.pytorch.Trainer(worker, net)   # the chief declares, every worker joins
+        while not worker.done:
+            x, y = next_batch()
+            trainer.step(torch.nn.functional.cross_entropy(net(x), y))
+
+The module's trainable parameters are the model's variables, by their names
+in `named_parameters()`. The chief (worker:0) gives the ps tasks its
+module's initial values; every worker then trains on what the ps tasks hold.
+The optimizer runs on the ps (its --optimizer and --learning_rate), so a
+worker's step is: backward, push the gradients, load the fresh parameters.
+Parameters and gradients cross as NumPy views of the tensors' memory
+(CPU, float32); nothing is converted a value at a time.
+"""
+
+import numpy as np
+import torch
+
+from parasync.worker import Signature, VariableSpec
+
+
+def _trainable(module):
+    return [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+
+
+def signature(module, model, optimizer="sgd", dataset=""):
+    """The model a module declares: its trainable parameters, by name and
+    shape. `model` names it for the cluster (ps:0 refuses a worker that
+    declares another); `optimizer` must be the ps tasks' --optimizer."""
+    variables = [VariableSpec(name, tuple(p.shape)) for name, p in _trainable(module)]
+    if not variables:
+        raise ValueError("the module has no trainable parameters")
+    return Signature(model=model, dataset=dataset, optimizer=optimizer, variables=variables)
+
+
+class Trainer:
+    """Keeps a module's parameters those of the cluster (see the module's text)."""
+
+    def __init__(self, worker, module):
+        self.worker = worker
+        self.module = module
+        self._parameters = _trainable(module)
+        declared = [v.name for v in worker.signature.variables]
+        if [name for name, _ in self._parameters] != declared:
+            raise ValueError(f"the module's parameters {[n for n, _ in self._parameters]} are not the "
+                             f"signature's variables {declared}: make the signature from this module")
+        if worker.cluster.is_chief:
+            worker.initialize({name: p.detach().cpu().numpy() for name, p in self._parameters},
+                              origin=f"fresh from the chief's {type(module).__name__}")
+        self.load(worker.join())
+
+    def load(self, values):
+        """Copies parameters (name -> array) into the module."""
+        with torch.no_grad():
+            for name, p in self._parameters:
+                p.copy_(torch.from_numpy(np.asarray(values[name])))
+
+    def gradients(self):
+        """The module's gradients as arrays (zeros for a parameter the loss did not reach)."""
+        return {name: p.grad.detach().cpu().numpy() if p.grad is not None else np.zeros(tuple(p.shape), np.float32)
+                for name, p in self._parameters}
+
+    def step(self, loss):
+        """One worker step for a batch's loss: backward, push, load the
+        cluster's fresh parameters. Returns the worker's StepResult."""
+        for _, p in self._parameters:
+            p.grad = None
+        loss.backward()
+        result = self.worker.push(self.gradients(), float(loss.detach()))
+        self.load(result.parameters)
+        return result

@@ -1,0 +1,80 @@
+"""Two PyTorch workers and a parasync-node ps train a small MLP on the
+handwritten digits (python/examples/torch_digits_mlp.py, started as a user
+starts it) and score it on digits no worker trained on: in async, sync and
+ssp, and in one run whose mode is switched while it trains."""
+
+import json
+import os
+import re
+import unittest
+
+from node_cluster import Cluster, describe
+
+HELD_OUT = re.compile(r"^held-out accuracy ([0-9.]+) at global step (\d+)", re.M)
+
+
+class TorchWorkersTest(unittest.TestCase):
+    def start(self, last_step, *ps_flags, worker_flags=()):
+        cluster = Cluster(self)
+        self.logdir = os.path.join(cluster.dir, "run")
+        cluster.start_node("ps", 0, "--optimizer=adam", "--learning_rate=0.005", f"--last_step={last_step}",
+                           f"--logdir={self.logdir}", *ps_flags)
+        for index in (0, 1):
+            cluster.start_python_worker(index, "torch_digits_mlp.py", "--batch_size=64", *worker_flags)
+        return cluster
+
+    def held_out_accuracy(self, cluster, last_step):
+        for name in ("worker:0", "worker:1", "ps:0"):
+            self.assertEqual(cluster.wait(name, timeout=180), 0, describe(cluster))
+        match = HELD_OUT.search(cluster.output("worker:0"))
+        self.assertIsNotNone(match, describe(cluster))
+        self.assertEqual(int(match.group(2)), last_step)
+        return float(match.group(1))
+
+    def step_events(self):
+        with open(os.path.join(self.logdir, "steps.jsonl")) as f:
+            return [json.loads(line) for line in f]
+
+    def test_async_reaches_95_percent_on_held_out_digits(self):
+        cluster = self.start(1500, "--mode=async")
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 1500), 0.95)
+
+    def test_sync_reaches_95_percent_on_held_out_digits(self):
+        cluster = self.start(1000, "--mode=sync")
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 1000), 0.95)
+        outcomes = {e["outcome"] for e in self.step_events() if e["type"] == "step"}
+        self.assertLessEqual(outcomes, {"aggregated", "dropped_stale"})
+
+    def test_ssp_reaches_95_percent_on_held_out_digits(self):
+        cluster = self.start(1500, "--mode=ssp", "--staleness=2")
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 1500), 0.95)
+
+    def test_switching_modes_while_training_still_reaches_95_percent(self):
+        cluster = self.start(3000, "--mode=async")
+        cluster.wait_for_output("worker:0", re.compile(r"step \d*[3-9]\d\d \("), timeout=120)
+        code, said = cluster.run_node("--set_mode=sync")
+        self.assertEqual(code, 0, said)
+        cluster.wait_for_output("worker:0", re.compile(r"step \d*1[3-9]\d\d \("), timeout=120)
+        code, said = cluster.run_node("--set_mode=ssp", "--staleness=2")
+        self.assertEqual(code, 0, said)
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 3000), 0.95)
+        events = self.step_events()
+        changes = [e for e in events if e["type"] == "mode_change"]
+        self.assertEqual([c["current"]["mode"] for c in changes], ["sync", "ssp"], changes)
+        to_sync, to_ssp = (c["global_step"] for c in changes)
+        # Each update between the switches followed sync; after them, ssp.
+        for e in events:
+            if e["type"] == "step" and to_sync + 1 < e["global_step"] <= to_ssp:
+                self.assertIn(e["outcome"], ("aggregated", "dropped_stale"), e)
+            elif e["type"] == "step" and e["global_step"] > to_ssp + 1:
+                self.assertEqual(e["outcome"], "applied", e)
+
+    def test_a_chief_that_declares_another_optimizer_than_the_ps_runs_is_refused(self):
+        cluster = self.start(1000, "--mode=async", worker_flags=("--optimizer=sgd",))
+        self.assertEqual(cluster.wait("worker:0", timeout=120), 2, describe(cluster))
+        self.assertIn("ps:0 runs optimizer 'adam' but the chief declares 'sgd': give every task the same "
+                      "--optimizer", cluster.output("worker:0"))
+
+
+if __name__ == "__main__":
+    unittest.main()
