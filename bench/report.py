@@ -209,6 +209,48 @@ def add_roundtrip(report, doc):
                       r and r["median"] <= 2)
 
 
+def add_python_step(report, doc, roundtrip):
+    """The Python worker's step (bench/python_step.py) against the C++
+    worker's step/ of bench_roundtrip, both against a real ps in this run."""
+    cpp = roundtrip_samples(roundtrip) if roundtrip else {}
+    by_size = {}
+    for b in doc.get("benchmarks", []):
+        entry = by_size.setdefault(b["size"], {})
+        for key in ("push_p50_us", "push_p99_us", "round_trip_p50_us", "round_trip_p99_us", "faults_per_step"):
+            entry.setdefault(key, []).append(b[key])
+    rows, results = [], {}
+    for size, label in (("7850", "7,850"), ("1000000", "1,000,000")):
+        py = by_size.get(size)
+        if not py:
+            continue
+        step = cpp.get(("step", size))
+        row = {name: summary(py[name]) for name in py}
+        row["cpp_step_p50"] = summary(step["p50_us"]) if step else None
+        # Repetitions of the two programs ran at different times: the ratio
+        # is of medians, its spread that of the per-repetition ratios.
+        row["push/cpp p50"] = ratio(py["push_p50_us"], step["p50_us"]) if step else None
+        row["round_trip/cpp p50"] = ratio(py["round_trip_p50_us"], step["p50_us"]) if step else None
+        results[size] = row
+        rows.append([label, fmt_summary(row["push_p50_us"]), fmt_summary(row["push_p99_us"]),
+                     fmt_summary(row["round_trip_p50_us"]), fmt_summary(row["cpp_step_p50"]),
+                     fmt_ratio(row["push/cpp p50"]), fmt_ratio(row["round_trip/cpp p50"]),
+                     fmt_summary(row["faults_per_step"], 1)])
+    report.data["python_step"] = results
+    report.section(
+        "1–2e. A Python worker's step against the C++ worker's (µs), the same ps and model shapes",
+        ["parameters", "Python push p50", "Python push p99", "Python round trip p50", "C++ step p50",
+         "push/C++ p50", "round trip/C++ p50", "Python faults/step"],
+        rows,
+        ["bench/python_step.py: python/parasync's Worker as worker:0 against `parasync-node --job_name=ps`. "
+         "push is worker.push() whole (gradients encoded, round trip, parameters decoded into NumPy arrays); "
+         "round trip leaves the request's encoding out, as bench_roundtrip's step/ does for the C++ worker."])
+    big = results.get("1000000")
+    if big:
+        r = big["push/cpp p50"]
+        report.target("Python worker's 1,000,000-parameter step ≤ 1.5× the C++ worker's (p50)", fmt_ratio(r),
+                      r and r["median"] <= 1.5)
+
+
 def by_name(doc, group):
     return {r["name"]: r for r in doc.get("results", []) if r["group"] == group}
 
@@ -398,6 +440,9 @@ def main():
     roundtrip = load(os.path.join(args.dir, "roundtrip.json"))
     if roundtrip:
         add_roundtrip(report, roundtrip)
+    python_step = load(os.path.join(args.dir, "python_step.json"))
+    if python_step:
+        add_python_step(report, python_step, roundtrip)
     cluster = load(os.path.join(args.dir, "cluster.json"))
     if cluster:
         add_cluster(report, cluster)

@@ -19,7 +19,7 @@ for arg in "$@"; do
   esac
 done
 
-"$here/scripts/setup.sh" release bench_roundtrip bench_cluster bench_app_ingest parasync-node
+PARASYNC_SETUP_ALL_PACKAGES=1 "$here/scripts/setup.sh" release bench_roundtrip bench_cluster bench_app_ingest parasync-node parasync_python
 build="$here/build/release"
 out=${PARASYNC_BENCH_OUT:-$here/build/bench-run}
 rm -rf "$out"
@@ -42,6 +42,8 @@ fi
 echo "== round trips: raw TCP, raw gRPC, one worker step against a real ps"
 "$build/bench/bench_roundtrip" "${quick_flag[@]}" "${gbench_flags[@]}" \
   --benchmark_counters_tabular=true --benchmark_out="$out/roundtrip.json" --benchmark_out_format=json
+echo "== a Python worker's step (python/parasync) against the same ps"
+PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/python_step.py" "${quick_flag[@]}" --out="$out/python_step.json"
 echo "== clusters of real processes: updates/s, 1 vs 2 ps, time to accuracy, telemetry cost"
 "$build/bench/bench_cluster" "${quick_flag[@]}" --out="$out/cluster.json"
 if [ -x "$build/bench/bench_app_ingest" ]; then

@@ -5,7 +5,7 @@
 # Usage: scripts/setup.sh [cmake preset, default "dev"] [targets...]
 #   no targets: everything, tests included, and the packages the tests use;
 #   targets (scripts/demo.sh builds parasync and parasync-node): only the
-#   packages the build needs.
+#   packages the build needs, unless PARASYNC_SETUP_ALL_PACKAGES=1.
 # scripts/setup.sh --list-packages prints every package it may install.
 set -euo pipefail
 
@@ -60,7 +60,9 @@ preset=${1:-dev}
 shift || true
 targets=("$@")
 wanted=("${packages[@]}")
-if [ ${#targets[@]} -gt 0 ]; then
+# PARASYNC_SETUP_ALL_PACKAGES=1: every package even with targets given, for
+# scripts/bench.sh, whose targets need Google Benchmark and Debian's Python.
+if [ ${#targets[@]} -gt 0 ] && [ "${PARASYNC_SETUP_ALL_PACKAGES:-0}" != 1 ]; then
   wanted=()
   for p in "${packages[@]}"; do
     [[ " ${test_packages[*]} " == *" $p "* ]] || wanted+=("$p")

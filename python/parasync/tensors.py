@@ -85,16 +85,22 @@ def _fields(buf, start, end):
         pos = value_end
 
 
-def encode_tensor(array):
-    """The bytes of a `Tensor` message holding `array` (converted to float32)."""
+def _tensor_parts(array):
+    """The pieces of a `Tensor` message holding `array` (as float32), the
+    values as a view of the array's own memory; and their total length."""
     values = np.asarray(array, dtype=_FLOAT32, order="C")  # keeps a 0-d scalar 0-d
     shape = b"".join(_varint(int(d)) for d in values.shape)
-    out = []
+    parts = []
     if shape:
-        out += [b"\x0a", _varint(len(shape)), shape]
+        parts += [b"\x0a" + _varint(len(shape)) + shape]
     if values.size:
-        out += [b"\x12", _varint(values.nbytes), values.tobytes()]
-    return b"".join(out)
+        parts += [b"\x12" + _varint(values.nbytes), memoryview(values).cast("B")]
+    return parts, sum(len(p) for p in parts)
+
+
+def encode_tensor(array):
+    """The bytes of a `Tensor` message holding `array` (converted to float32)."""
+    return b"".join(_tensor_parts(array)[0])
 
 
 def decode_tensor(buf, start=0, end=None):
@@ -117,8 +123,11 @@ def decode_tensor(buf, start=0, end=None):
             chunks.append(np.frombuffer(view[value_start:value_end], dtype=_FLOAT32))
         elif number == 2 and wire_type == 5:  # one unpacked value
             chunks.append(np.frombuffer(view[value_start:value_end], dtype=_FLOAT32))
-    values = np.concatenate(chunks) if chunks else np.zeros(0, dtype=_FLOAT32)
-    values = values.astype(np.float32, copy=True)
+    # One copy out of the message, into an array the caller may change.
+    if len(chunks) == 1:
+        values = chunks[0].astype(np.float32, copy=True)
+    else:
+        values = np.concatenate(chunks).astype(np.float32, copy=False) if chunks else np.zeros(0, np.float32)
     if any(d < 0 for d in shape):
         raise WireError(f"tensor shape {shape} has a negative dimension")
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
@@ -132,13 +141,20 @@ def decode_tensor(buf, start=0, end=None):
 
 def encode_push(head, gradients):
     """A `TrainRequest` whose push is `head` (a PushRequest without gradients)
-    with `gradients` (arrays, in the order of the ps task's variables)."""
-    parts = [head.SerializeToString()]
+    with `gradients` (arrays, in the order of the ps task's variables).
+    The values are copied once, into the message: its pieces are joined as
+    views of the arrays' memory."""
+    head_bytes = head.SerializeToString()
+    parts = [None, head_bytes]
+    length = len(head_bytes)
     for gradient in gradients:
-        tensor = encode_tensor(gradient)
-        parts += [b"\x12", _varint(len(tensor)), tensor]  # PushRequest.gradients = 2
-    push = b"".join(parts)
-    return b"".join([b"\x12", _varint(len(push)), push])  # TrainRequest.push = 2
+        tensor_parts, tensor_length = _tensor_parts(gradient)
+        key = b"\x12" + _varint(tensor_length)  # PushRequest.gradients = 2
+        parts.append(key)
+        parts += tensor_parts
+        length += len(key) + tensor_length
+    parts[0] = b"\x12" + _varint(length)  # TrainRequest.push = 2
+    return b"".join(parts)
 
 
 def encode_request(request):
