@@ -9,6 +9,7 @@
 #include "orchestration/slurm_job.h"
 #include "orchestration/slurm_preflight.h"
 #include "ui/chart_exporter.h"
+#include "ui/models/chart_style.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
 
@@ -435,6 +436,8 @@ void HeadlessRunner::printProgress()
     QString model;
     if (!m_latest->fullLoss.isEmpty())
         model += tr(", loss %1").arg(double(m_latest->fullLoss.buckets().back().last), 0, 'g', 3);
+    for (const QString &metric : latestMetricTexts(*m_latest))
+        model += QStringLiteral(", ") + metric;
     for (size_t i = 0; i < m_latest->parameterNames.size() && i < m_latest->parameterSeries.size(); ++i)
         if (!m_latest->parameterSeries[i].isEmpty())
             model += QStringLiteral(", %1 %2")
