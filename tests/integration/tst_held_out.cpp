@@ -87,9 +87,9 @@ private Q_SLOTS:
 
         // metrics.csv: the old columns in their order, then one per metric.
         const MetricsTable metrics = readMetrics(dir.path());
-        QCOMPARE(metrics.header.mid(0, 5), (QStringList{QStringLiteral("global_step"), QStringLiteral("wall_time"),
-                                                        QStringLiteral("worker"), QStringLiteral("loss"),
-                                                        QStringLiteral("full_loss")}));
+        QCOMPARE(metrics.header.mid(0, 5),
+                 (QStringList{QStringLiteral("global_step"), QStringLiteral("wall_time"), QStringLiteral("worker"),
+                              QStringLiteral("loss"), QStringLiteral("full_loss")}));
         QCOMPARE(metrics.header.mid(metrics.header.size() - 2),
                  (QStringList{QStringLiteral("heldout_loss"), QStringLiteral("heldout_accuracy")}));
         const int accuracyColumn = metrics.column(QStringLiteral("heldout_accuracy"));
