@@ -402,7 +402,8 @@ private Q_SLOTS:
                                      10,
                                      0,
                                      proto::WORKER_PHASE_UNSPECIFIED,
-                                     {2.f, 10.f}});
+                                     {2.f, 10.f},
+                                     {}});
         const auto s = state.snapshot();
         QCOMPARE(s.recentSteps.size(), size_t(1000));
         QCOMPARE(s.recentSteps.back().globalStep, int64_t(3'000'000));
