@@ -570,11 +570,15 @@ void HeadlessRunner::finishWith(int exitCode, const QString &message)
     m_grace.stop();
     if (!message.isEmpty())
         (exitCode == Success ? say : complain)(message);
-    if (exitCode == Success && m_latest)
-        say(tr("done: global step %1, %2 files in %3")
+    if (exitCode == Success && m_latest) {
+        // The held-out score, where there is one: what the run learnt.
+        const QStringList metrics = latestMetricTexts(*m_latest);
+        say(tr("done: global step %1%2, %3 files in %4")
                 .arg(m_latest->globalStep)
+                .arg(metrics.isEmpty() ? QString() : QStringLiteral(", ") + metrics.join(QStringLiteral(", ")))
                 .arg(m_written.size())
                 .arg(QDir::toNativeSeparators(m_options.exportDirectory)));
+    }
     Q_EMIT finished(exitCode);
 }
 

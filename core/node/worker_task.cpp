@@ -227,8 +227,6 @@ void WorkerTask::loadHeldOutData(const DatasetOptions &training)
                                  ? "--eval_fraction=" + std::string(fraction)
                                  : "--eval_dataset=" + m_options.training.evalDataset;
     Dataset heldOut = parasync::loadHeldOutData(training, m_options.training.evalDataset);
-    if (heldOut.size() == 0)
-        throw InputError(flag + " gives no held-out samples: give a larger held-out set");
     if (heldOut.featureDim() != m_model->featureDim())
         throw InputError(flag + ": the held-out data has " + std::to_string(heldOut.featureDim())
                          + " features per sample, but the model trains on " + std::to_string(m_model->featureDim())

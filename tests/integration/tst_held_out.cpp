@@ -9,6 +9,7 @@
 #include "support/cluster_harness.h"
 
 #include <QFile>
+#include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
@@ -127,6 +128,27 @@ private Q_SLOTS:
         QCOMPARE(replayed.metricNames, (std::vector<std::string>{"heldout_loss", "heldout_accuracy"}));
         QCOMPARE(replayed.metricSeries[1].totalCount(), int64_t(measured));
         QVERIFY(std::abs(replayed.metricSeries[1].buckets().back().last - lastAccuracy) < 1e-6);
+
+#ifdef PARASYNC_APP
+        // The app's headless export: its summary line and the loss chart's table.
+        const QString out = dir.filePath(QStringLiteral("export"));
+        QProcess app;
+        app.setProcessChannelMode(QProcess::MergedChannels);
+        app.start(QStringLiteral(PARASYNC_APP), {QStringLiteral("--headless"), QStringLiteral("--open=") + dir.path(),
+                                                 QStringLiteral("--export=") + out});
+        QVERIFY(app.waitForFinished(120000));
+        const QString said = QString::fromUtf8(app.readAll());
+        QVERIFY2(app.exitStatus() == QProcess::NormalExit && app.exitCode() == 0, qPrintable(said));
+        QVERIFY2(said.contains(QRegularExpression(QStringLiteral("done: global step 600, held-out loss [0-9.]+, "
+                                                                 "held-out accuracy 0\\.[89]"))),
+                 qPrintable(said));
+        QFile loss(out + QStringLiteral("/loss.csv"));
+        QVERIFY(loss.open(QIODevice::ReadOnly));
+        const QString table = QString::fromUtf8(loss.readAll());
+        QCOMPARE(int(table.count(
+                     QRegularExpression(QStringLiteral("^held-out accuracy,"), QRegularExpression::MultilineOption))),
+                 measured);
+#endif
     }
 
     void aLinearClusterWithAnEvalDatasetReportsItsHeldOutLoss()
