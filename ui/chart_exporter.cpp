@@ -3,6 +3,7 @@
 #include "config/node_options.h"
 #include "orchestration/chrome_trace.h"
 #include "orchestration/run_state.h"
+#include "ui/models/chart_style.h"
 
 #include <QDateTime>
 #include <QDir>
@@ -150,6 +151,9 @@ std::vector<ReportSection> reportSections(const RunSnapshot &snapshot)
     if (!snapshot.fullLoss.isEmpty())
         figures.lines
             << QObject::tr("full-shard loss (chief): %1").arg(number(snapshot.fullLoss.buckets().back().last));
+    // The held-out score tells learning from memorising.
+    if (const QStringList metrics = latestMetricTexts(snapshot); !metrics.isEmpty())
+        figures.lines << QObject::tr("reported metrics, newest: %1").arg(metrics.join(QStringLiteral(", ")));
     QStringList parameters;
     for (size_t i = 0; i < snapshot.parameterNames.size() && i < snapshot.parameterSeries.size(); ++i)
         if (!snapshot.parameterSeries[i].isEmpty())

@@ -9,6 +9,7 @@
 #include "orchestration/slurm_job.h"
 #include "orchestration/slurm_preflight.h"
 #include "ui/chart_exporter.h"
+#include "ui/models/chart_style.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
 
@@ -435,6 +436,8 @@ void HeadlessRunner::printProgress()
     QString model;
     if (!m_latest->fullLoss.isEmpty())
         model += tr(", loss %1").arg(double(m_latest->fullLoss.buckets().back().last), 0, 'g', 3);
+    for (const QString &metric : latestMetricTexts(*m_latest))
+        model += QStringLiteral(", ") + metric;
     for (size_t i = 0; i < m_latest->parameterNames.size() && i < m_latest->parameterSeries.size(); ++i)
         if (!m_latest->parameterSeries[i].isEmpty())
             model += QStringLiteral(", %1 %2")
@@ -567,11 +570,15 @@ void HeadlessRunner::finishWith(int exitCode, const QString &message)
     m_grace.stop();
     if (!message.isEmpty())
         (exitCode == Success ? say : complain)(message);
-    if (exitCode == Success && m_latest)
-        say(tr("done: global step %1, %2 files in %3")
+    if (exitCode == Success && m_latest) {
+        // The held-out score, where there is one: what the run learnt.
+        const QStringList metrics = latestMetricTexts(*m_latest);
+        say(tr("done: global step %1%2, %3 files in %4")
                 .arg(m_latest->globalStep)
+                .arg(metrics.isEmpty() ? QString() : QStringLiteral(", ") + metrics.join(QStringLiteral(", ")))
                 .arg(m_written.size())
                 .arg(QDir::toNativeSeparators(m_options.exportDirectory)));
+    }
     Q_EMIT finished(exitCode);
 }
 

@@ -29,6 +29,7 @@ LossChart::LossChart(QWidget *parent)
     , m_linearY(new QValueAxis)
     , m_logY(new QLogValueAxis)
     , m_fullLoss(new QLineSeries)
+    , m_accuracyY(new QValueAxis)
     , m_logToggle(new QCheckBox(tr("Log scale"), this))
     , m_smoothingSlider(new QSlider(Qt::Horizontal, this))
     , m_smoothingLabel(new QLabel(this))
@@ -43,6 +44,11 @@ LossChart::LossChart(QWidget *parent)
     addAxes(m_chart, m_xAxis, m_linearY);
     // The log axis is created once and swapped in; keep it owned meanwhile.
     m_logY->setParent(this);
+
+    m_accuracyY->setTitleText(tr("accuracy"));
+    m_accuracyY->setRange(0, 1);
+    m_accuracyY->setLabelFormat(QStringLiteral("%.1f"));
+    m_accuracyY->setParent(this); // added to the chart with the first accuracy
 
     m_fullLoss->setName(tr("chief full-shard loss"));
     QPen fullPen(chiefLossColor(), 2.5);
@@ -110,7 +116,9 @@ void LossChart::setLogScale(bool on)
     QAbstractAxis *to = on ? static_cast<QAbstractAxis *>(m_logY) : m_linearY;
     if (m_chart->axes(Qt::Vertical).contains(to))
         return;
-    const auto seriesList = m_chart->series();
+    // The accuracy lines keep their own axis.
+    auto seriesList = m_chart->series();
+    seriesList.removeIf([this](QAbstractSeries *series) { return series->attachedAxes().contains(m_accuracyY); });
     for (QAbstractSeries *series : seriesList)
         series->detachAxis(from);
     m_chart->removeAxis(from);
@@ -168,6 +176,27 @@ LossChart::WorkerSeries &LossChart::seriesFor(int worker)
     return added;
 }
 
+QLineSeries *LossChart::metricLine(const std::string &name, size_t index)
+{
+    if (const auto it = m_metrics.find(name); it != m_metrics.end())
+        return it->second;
+    auto *line = new QLineSeries;
+    // A dashed line: measured on other data than the losses it is drawn beside.
+    QPen pen(metricColor(index), 2.5, Qt::DashLine);
+    line->setPen(pen);
+    if (metricAxis(name) == MetricAxis::Accuracy) {
+        line->setName(metricLabel(name) + tr(" (right axis)"));
+        if (!m_chart->axes(Qt::Vertical).contains(m_accuracyY))
+            m_chart->addAxis(m_accuracyY, Qt::AlignRight);
+        addSeries(m_chart, line, m_xAxis, m_accuracyY);
+    } else {
+        line->setName(metricLabel(name));
+        attach(line);
+    }
+    m_metrics.emplace(name, line);
+    return line;
+}
+
 void LossChart::rebuild()
 {
     const bool hasData = m_snapshot && (!m_snapshot->batchLossByWorker.empty() || !m_snapshot->fullLoss.isEmpty());
@@ -217,6 +246,21 @@ void LossChart::rebuild()
     m_fullLoss->setPointsVisible(full.size() <= 40);
     m_fullLoss->replace(full);
 
+    for (size_t i = 0; i < snapshot.metricNames.size() && i < snapshot.metricSeries.size(); ++i) {
+        const std::string &name = snapshot.metricNames[i];
+        const MetricAxis axis = metricAxis(name);
+        if (axis == MetricAxis::None || snapshot.metricSeries[i].isEmpty())
+            continue;
+        QLineSeries *line = metricLine(name, i);
+        QList<QPointF> points = meanPoints(snapshot.metricSeries[i]);
+        if (axis == MetricAxis::Loss) {
+            points = positive(std::move(points));
+            extend(points);
+        }
+        line->setPointsVisible(points.size() <= 40);
+        line->replace(points);
+    }
+
     if (xMin <= xMax) {
         setRoundRange(m_xAxis, xMin, std::max(xMax, xMin + 1));
         if (yMin > yMax) {
@@ -263,10 +307,15 @@ CsvTable LossChart::csv() const
                                   QString::number(bucket.count), QString::number(ema[i], 'g', 8)});
         }
     }
-    for (const auto &bucket : m_snapshot->fullLoss.buckets())
-        table.rows.push_back({QStringLiteral("chief full loss"), QString::number(bucket.x, 'g', 12),
-                              QString::number(bucket.min, 'g', 8), QString::number(bucket.max, 'g', 8),
-                              QString::number(bucket.mean(), 'g', 8), QString::number(bucket.count), QString()});
+    const auto addRows = [&table](const QString &name, const DecimatedSeries &series) {
+        for (const auto &bucket : series.buckets())
+            table.rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
+                                  QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),
+                                  QString::number(bucket.count), QString()});
+    };
+    addRows(QStringLiteral("chief full loss"), m_snapshot->fullLoss);
+    for (size_t i = 0; i < m_snapshot->metricNames.size() && i < m_snapshot->metricSeries.size(); ++i)
+        addRows(metricLabel(m_snapshot->metricNames[i]), m_snapshot->metricSeries[i]);
     return table;
 }
 
@@ -278,6 +327,8 @@ int LossChart::modeMarkerCount() const
 int LossChart::pointCount() const
 {
     int count = int(m_fullLoss->count());
+    for (const auto &[name, line] : m_metrics)
+        count += int(line->count());
     for (const auto &[worker, series] : m_workers)
         count += int(series.raw->count() + series.smoothed->count());
     return count;

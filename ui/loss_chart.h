@@ -1,9 +1,10 @@
 #pragma once
 
 // Loss against the global step: each worker's batch loss (raw min/max
-// envelope, faint, and TensorBoard's debiased EMA, solid) and the chief's
-// full-shard loss, with a log-scale toggle, a smoothing slider and a marker
-// at every mode change.
+// envelope, faint, and TensorBoard's debiased EMA, solid), the chief's
+// full-shard loss and the reported metrics (the held-out loss beside the
+// losses; an accuracy on a 0-1 axis on the right), with a log-scale toggle,
+// a smoothing slider and a marker at every mode change.
 
 #include "orchestration/run_state.h"
 #include "ui/chart_widget.h"
@@ -57,6 +58,7 @@ private:
         QLineSeries *smoothed = nullptr;
     };
     WorkerSeries &seriesFor(int worker);
+    QLineSeries *metricLine(const std::string &name, size_t index);
     void attach(QLineSeries *series);
 
     std::shared_ptr<const RunSnapshot> m_snapshot;
@@ -67,7 +69,9 @@ private:
     QValueAxis *m_linearY;
     QLogValueAxis *m_logY;
     QLineSeries *m_fullLoss;
+    QValueAxis *m_accuracyY; // on the right, shown once an accuracy is reported
     std::map<int, WorkerSeries> m_workers;
+    std::map<std::string, QLineSeries *> m_metrics; // by metric name
     std::unique_ptr<ChartAnnotations> m_markers;
     QCheckBox *m_logToggle;
     QSlider *m_smoothingSlider;

@@ -2,6 +2,8 @@
 
 #include "base/qt_text.h"
 
+#include <QLocale>
+
 #include <charconv>
 
 namespace parasync {
@@ -84,6 +86,10 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("dataset", qs(t.dataset));
     if (t.samplesPerShard != defaults.samplesPerShard)
         flag("samples_per_shard", QString::number(t.samplesPerShard));
+    if (t.evalDataset != defaults.evalDataset)
+        flag("eval_dataset", qs(t.evalDataset));
+    if (t.evalFraction != defaults.evalFraction)
+        flag("eval_fraction", QString::number(t.evalFraction, 'g', QLocale::FloatingPointShortest));
     if (t.optimizer != defaults.optimizer)
         flag("optimizer", qs(t.optimizer));
     if (t.learningRate != defaults.learningRate)

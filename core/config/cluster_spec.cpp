@@ -696,6 +696,8 @@ const std::vector<std::string> &trainingFlagNames()
         "model",
         "dataset",
         "samples_per_shard",
+        "eval_dataset",
+        "eval_fraction",
         "optimizer",
         "learning_rate",
         "batch_size",

@@ -69,6 +69,14 @@ constexpr FlagInfo kFlags[] = {
     {"dataset", "SPEC", FlagGroup::ModelAndData,
      "linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the model's default", "the model's"},
     {"samples_per_shard", "N", FlagGroup::ModelAndData, "synthetic data: samples in each worker's shard", nullptr},
+    {"eval_dataset", "SPEC", FlagGroup::ModelAndData,
+     "held-out data, in the --dataset syntax, that no worker trains on: every --display_step steps the chief "
+     "scores the model on it (held-out loss, and accuracy for softmax)",
+     "none"},
+    {"eval_fraction", "F", FlagGroup::ModelAndData,
+     "hold out this fraction (more than 0, less than 1) of the dataset's rows from every worker's shard, the same "
+     "rows on every worker, for the chief to score the model on as with --eval_dataset",
+     "none"},
     {"optimizer", "NAME", FlagGroup::Training, "sgd, momentum, adagrad or adam (state lives on the ps)", nullptr},
     {"learning_rate", "X", FlagGroup::Training, "the optimizer's learning rate", nullptr},
     {"batch_size", "N", FlagGroup::Training, "samples per step on each worker", nullptr},
@@ -163,6 +171,9 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"model", QJsonValue(qs(t.model))},
         {"dataset", QJsonValue(qs(t.dataset))},
         {"samples_per_shard", number(t.samplesPerShard)},
+        {"eval_dataset", QJsonValue(qs(t.evalDataset))},
+        // Empty when unset, as --dataset: a 0 would read back as a bad fraction.
+        {"eval_fraction", t.evalFraction > 0 ? QJsonValue(t.evalFraction) : QJsonValue(QString())},
         {"optimizer", QJsonValue(qs(t.optimizer))},
         {"learning_rate", QJsonValue(qs(floatText(t.learningRate)).toDouble())},
         {"batch_size", number(t.batchSize)},
@@ -344,6 +355,23 @@ public:
         *target = float(parsed);
     }
 
+    // More than 0 and less than 1; empty (a cluster.json's unset value) leaves it unset.
+    void fraction(const std::string &name, double *target) const
+    {
+        if (!has(name) || text(name).empty())
+            return;
+        const std::string &value = text(name);
+        double parsed = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+        if (ec != std::errc() || end != value.data() + value.size())
+            throw InputError(shown(name) + ": not a number; give e.g. --" + name + "=0.2");
+        // !(in range) also refuses NaN.
+        if (!(parsed > 0 && parsed < 1))
+            throw InputError(shown(name) + ": must be more than 0 and less than 1, e.g. --" + name
+                             + "=0.2 holds out a fifth of the rows");
+        *target = parsed;
+    }
+
     // 0|1, as --issync; a cluster file may say true or false.
     void boolean(const std::string &name, bool *target) const
     {
@@ -425,6 +453,11 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     p.string("model", &t.model, false);
     p.string("dataset", &t.dataset, true);
     p.integer("samples_per_shard", &t.samplesPerShard, 1);
+    p.string("eval_dataset", &t.evalDataset, true);
+    p.fraction("eval_fraction", &t.evalFraction);
+    if (!t.evalDataset.empty() && t.evalFraction > 0)
+        throw InputError(p.shown("eval_dataset") + " and " + p.shown("eval_fraction")
+                         + " both name held-out data: give only one of them");
     p.string("optimizer", &t.optimizer, false);
     if (std::find(std::begin(kOptimizers), std::end(kOptimizers), t.optimizer) == std::end(kOptimizers))
         throw InputError(p.shown("optimizer") + ": must be sgd, momentum, adagrad or adam");

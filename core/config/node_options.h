@@ -40,6 +40,8 @@ struct TrainingOptions
     float learningRate = 0.05f;    // --learning_rate
     int batchSize = 10;            // --batch_size
     int64_t samplesPerShard = 100; // --samples_per_shard
+    std::string evalDataset;       // --eval_dataset (empty: none)
+    double evalFraction = 0;       // --eval_fraction (0: none)
     int64_t lastStep = 2000;       // --last_step
     int64_t displayStep = 100;     // --display_step
     std::string logdir;            // --logdir (empty: no run directory)
@@ -50,6 +52,9 @@ struct TrainingOptions
     int hangTimeoutSecs = 30;      // --hang_timeout_secs (0: no watchdog)
     bool chiefHandover = false;    // --chief_handover=1
     WorkerPace pace;               // --compute_ms --compute_jitter --straggler_ms
+
+    // Whether the chief scores the model on held-out data.
+    bool hasHeldOutData() const { return !evalDataset.empty() || evalFraction > 0; }
 
     TrainingOptions();
     // The flags as a JSON object (for cluster.json and the app).

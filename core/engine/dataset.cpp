@@ -8,7 +8,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -65,6 +67,55 @@ Eigen::Index shardRows(int64_t total, int shardIndex, int numShards, const std::
                          + shardText(shardIndex, numShards) + "; use fewer workers or more data");
     }
     return static_cast<Eigen::Index>((total - shardIndex + numShards - 1) / numShards);
+}
+
+// The rows of a dataset of `total` rows that a task takes, in order; throws
+// InputError when it would take none.
+using RowPick = std::function<std::vector<Eigen::Index>(int64_t total, const std::string &what)>;
+
+std::string fractionText(double fraction)
+{
+    return "--eval_fraction=" + number(fraction);
+}
+
+// A worker's shard: rows shardIndex, shardIndex + numShards, ... less the
+// rows --eval_fraction holds out.
+RowPick shardPick(int shardIndex, int numShards, double evalFraction, uint64_t seed)
+{
+    return [=](int64_t total, const std::string &what) {
+        shardRows(total, shardIndex, numShards, what);
+        std::optional<HeldOutRows> heldOut;
+        if (evalFraction > 0)
+            heldOut.emplace(evalFraction, seed, total);
+        std::vector<Eigen::Index> rows;
+        for (int64_t r = shardIndex; r < total; r += numShards)
+            if (!heldOut || !heldOut->contains(r))
+                rows.push_back(Eigen::Index(r));
+        if (rows.empty())
+            throw InputError(what + " has " + std::to_string(total) + " samples; " + fractionText(evalFraction)
+                             + " holds out all of " + shardText(shardIndex, numShards)
+                             + ": use a smaller fraction, fewer workers or more data");
+        return rows;
+    };
+}
+
+RowPick heldOutPick(double evalFraction, uint64_t seed)
+{
+    return [=](int64_t total, const std::string &) {
+        const HeldOutRows heldOut(evalFraction, seed, total);
+        std::vector<Eigen::Index> rows;
+        for (int64_t r = 0; r < total; ++r)
+            if (heldOut.contains(r))
+                rows.push_back(Eigen::Index(r));
+        return rows;
+    };
+}
+
+std::vector<Eigen::Index> allRows(int64_t total, const std::string &)
+{
+    std::vector<Eigen::Index> rows(static_cast<size_t>(total));
+    std::iota(rows.begin(), rows.end(), Eigen::Index(0));
+    return rows;
 }
 
 std::string missingFileMessage(const fs::path &path)
@@ -213,11 +264,9 @@ std::optional<float> parseNumber(std::string_view text)
     return value;
 }
 
-} // namespace
-
-Dataset readCsv(const std::string &path, bool classification, int shardIndex, int numShards)
+// A CSV file's rows `pick` chooses; `part` says which ("shard 1 of 2").
+Dataset readCsvRows(const std::string &path, bool classification, const RowPick &pick, const std::string &part)
 {
-    checkShard(shardIndex, numShards);
     std::error_code ec;
     if (!fs::exists(path, ec))
         throw InputError(missingFileMessage(path));
@@ -291,9 +340,8 @@ Dataset readCsv(const std::string &path, bool classification, int shardIndex, in
                          + "; a CSV needs rows of numbers, the target in the last column");
     }
 
-    const Eigen::Index shardSize = shardRows(rows, shardIndex, numShards, "'" + path + "'");
+    const std::vector<Eigen::Index> shard = pick(rows, "'" + path + "'");
     const Eigen::Map<const RowMajorMatrixXf> all(values.data(), rows, static_cast<Eigen::Index>(columns));
-    const auto shard = Eigen::seqN(shardIndex, shardSize, numShards);
     const auto featureCount = static_cast<Eigen::Index>(columns - 1);
 
     Dataset data;
@@ -302,14 +350,13 @@ Dataset readCsv(const std::string &path, bool classification, int shardIndex, in
     data.numClasses = classification ? maxClass + 1 : 0;
     data.description = "csv " + path + (header ? " (with header)" : "") + ", " + std::to_string(rows) + " rows of "
                        + std::to_string(featureCount) + " features"
-                       + (classification ? " and " + std::to_string(data.numClasses) + " classes" : "") + ", "
-                       + shardText(shardIndex, numShards);
+                       + (classification ? " and " + std::to_string(data.numClasses) + " classes" : "") + ", " + part;
     return data;
 }
 
-Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, int shardIndex, int numShards)
+Dataset readIdxRows(const std::string &imagesPath, const std::string &labelsPath, const RowPick &pick,
+                    const std::string &part)
 {
-    checkShard(shardIndex, numShards);
     const IdxFile images = readIdxFile(imagesPath, idxImagesMagic, "images");
     const IdxFile labels = readIdxFile(labelsPath, idxLabelsMagic, "labels");
     const uint32_t count = images.dims[0];
@@ -319,8 +366,7 @@ Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, in
                          + " labels; use the labels file that belongs to these images");
     }
     const auto pixels = static_cast<Eigen::Index>(images.dims[1]) * images.dims[2];
-    const Eigen::Index shardSize = shardRows(count, shardIndex, numShards, "'" + imagesPath + "'");
-    const auto rows = Eigen::seqN(shardIndex, shardSize, numShards);
+    const std::vector<Eigen::Index> rows = pick(count, "'" + imagesPath + "'");
 
     const Eigen::Map<const RowMajorBytes> allImages(images.payload(), count, pixels);
     const Eigen::Map<const Eigen::Matrix<unsigned char, Eigen::Dynamic, 1>> allLabels(labels.payload(), count);
@@ -332,8 +378,23 @@ Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, in
     data.numClasses = static_cast<int64_t>(allLabels.maxCoeff()) + 1;
     data.description = "idx " + imagesPath + ", " + std::to_string(count) + " images of "
                        + std::to_string(images.dims[1]) + "x" + std::to_string(images.dims[2]) + ", "
-                       + std::to_string(data.numClasses) + " classes, " + shardText(shardIndex, numShards);
+                       + std::to_string(data.numClasses) + " classes, " + part;
     return data;
+}
+
+} // namespace
+
+Dataset readCsv(const std::string &path, bool classification, int shardIndex, int numShards)
+{
+    checkShard(shardIndex, numShards);
+    return readCsvRows(path, classification, shardPick(shardIndex, numShards, 0, 0), shardText(shardIndex, numShards));
+}
+
+Dataset readIdx(const std::string &imagesPath, const std::string &labelsPath, int shardIndex, int numShards)
+{
+    checkShard(shardIndex, numShards);
+    return readIdxRows(imagesPath, labelsPath, shardPick(shardIndex, numShards, 0, 0),
+                       shardText(shardIndex, numShards));
 }
 
 Dataset makeLinearData(uint64_t seed, int64_t samples, float w, float b, float noiseStddev)
@@ -426,11 +487,19 @@ void checkShardSize(const std::string &spec, int64_t samples, int64_t valuesPerS
 
 } // namespace
 
-Dataset loadDataset(const DatasetOptions &options)
+namespace {
+
+// What a --dataset spec names: a synthetic problem drawn shard by shard
+// (`drawShard`), or files whose rows a task picks (`readRows`).
+struct DatasetSource
 {
-    checkShard(options.shardIndex, options.numShards);
-    const std::string spec = options.spec.empty() ? (options.classification ? "blobs" : "linear") : options.spec;
-    const std::string shard = shardText(options.shardIndex, options.numShards);
+    std::function<Dataset(int shardIndex)> drawShard;
+    std::function<Dataset(const RowPick &pick, const std::string &part)> readRows;
+};
+
+DatasetSource datasetSource(const DatasetOptions &options, const std::string &givenSpec)
+{
+    const std::string spec = givenSpec.empty() ? (options.classification ? "blobs" : "linear") : givenSpec;
     const auto prefixed = [&spec](std::string_view prefix) { return spec.rfind(prefix, 0) == 0; };
     const auto requireSamples = [&options] {
         if (options.samplesPerShard < 1) {
@@ -442,9 +511,10 @@ Dataset loadDataset(const DatasetOptions &options)
     if (spec == "linear") {
         requireSamples();
         checkShardSize(spec, options.samplesPerShard, 2);
-        Dataset data = makeLinearData(shardSeed(options.seed, options.shardIndex), options.samplesPerShard);
-        data.description += ", " + shard;
-        return data;
+        return {[options](int shardIndex) {
+                    return makeLinearData(shardSeed(options.seed, shardIndex), options.samplesPerShard);
+                },
+                {}};
     }
     if (spec == "blobs" || prefixed("blobs:")) {
         requireSamples();
@@ -466,16 +536,19 @@ Dataset loadDataset(const DatasetOptions &options)
         }
         if (dims >= 1 && dims <= 100000)
             checkShardSize(spec, options.samplesPerShard, dims + 1);
-        Dataset data = makeBlobsShard(options.seed, options.shardIndex, options.samplesPerShard, classes, dims);
-        data.description += ", " + shard;
-        return data;
+        return {[options, classes, dims](int shardIndex) {
+                    return makeBlobsShard(options.seed, shardIndex, options.samplesPerShard, classes, dims);
+                },
+                {}};
     }
     if (prefixed("mnist:")) {
         const fs::path dir = spec.substr(6);
         if (dir.empty())
             throw InputError("dataset 'mnist:' needs a directory, e.g. mnist:/data/mnist");
-        return readIdx((dir / "train-images-idx3-ubyte").string(), (dir / "train-labels-idx1-ubyte").string(),
-                       options.shardIndex, options.numShards);
+        return {{}, [dir](const RowPick &pick, const std::string &part) {
+                    return readIdxRows((dir / "train-images-idx3-ubyte").string(),
+                                       (dir / "train-labels-idx1-ubyte").string(), pick, part);
+                }};
     }
     if (prefixed("idx:")) {
         const std::string paths = spec.substr(4);
@@ -483,15 +556,134 @@ Dataset loadDataset(const DatasetOptions &options)
         if (comma == std::string::npos || comma == 0 || comma + 1 == paths.size()) {
             throw InputError("dataset '" + spec + "' needs two files, idx:IMAGES,LABELS");
         }
-        return readIdx(paths.substr(0, comma), paths.substr(comma + 1), options.shardIndex, options.numShards);
+        return {{}, [paths, comma](const RowPick &pick, const std::string &part) {
+                    return readIdxRows(paths.substr(0, comma), paths.substr(comma + 1), pick, part);
+                }};
     }
     if (prefixed("csv:")) {
         if (spec.size() == 4)
             throw InputError("dataset 'csv:' needs a file, e.g. csv:data.csv");
-        return readCsv(spec.substr(4), options.classification, options.shardIndex, options.numShards);
+        return {{},
+                [path = spec.substr(4), classification = options.classification](const RowPick &pick,
+                                                                                 const std::string &part) {
+                    return readCsvRows(path, classification, pick, part);
+                }};
     }
     throw InputError("unknown dataset '" + spec
                      + "'; use one of: linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS, csv:PATH");
+}
+
+// The rows `keep` of `data`, in order.
+Dataset takeRows(const Dataset &data, const std::vector<Eigen::Index> &keep)
+{
+    Dataset part;
+    part.features = data.features(keep, Eigen::all);
+    part.targets = data.targets(keep, Eigen::all);
+    part.numClasses = data.numClasses;
+    part.description = data.description;
+    return part;
+}
+
+// Row i of synthetic shard k is the dataset's row k x samplesPerShard + i.
+std::vector<Eigen::Index> syntheticRows(const HeldOutRows &heldOut, int shardIndex, int64_t samplesPerShard,
+                                        bool wantHeldOut)
+{
+    std::vector<Eigen::Index> rows;
+    for (int64_t i = 0; i < samplesPerShard; ++i)
+        if (heldOut.contains(int64_t(shardIndex) * samplesPerShard + i) == wantHeldOut)
+            rows.push_back(Eigen::Index(i));
+    return rows;
+}
+
+} // namespace
+
+HeldOutRows::HeldOutRows(double fraction, uint64_t seed, int64_t totalRows)
+{
+    if (!(fraction > 0 && fraction < 1))
+        throw InputError(fractionText(fraction)
+                         + ": must be more than 0 and less than 1, e.g. 0.2 to hold out a "
+                           "fifth of the rows");
+    m_count = std::llround(fraction * double(totalRows));
+    if (m_count == 0)
+        throw InputError(fractionText(fraction) + " of " + std::to_string(totalRows)
+                         + " samples holds out none: give a larger fraction or more data");
+    if (m_count >= totalRows)
+        throw InputError(fractionText(fraction) + " of " + std::to_string(totalRows)
+                         + " samples holds out every one, leaving none to train on: give a smaller fraction");
+    // splitmix64: a fixed, well-mixed hash, the same on every host.
+    const auto hash = [](uint64_t x) {
+        x += 0x9e3779b97f4a7c15u;
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+        return x ^ (x >> 31);
+    };
+    const uint64_t salt = hash(seed);
+    std::vector<std::pair<uint64_t, int64_t>> ranked(static_cast<size_t>(totalRows));
+    for (int64_t r = 0; r < totalRows; ++r)
+        ranked[size_t(r)] = {hash(salt ^ uint64_t(r)), r};
+    std::nth_element(ranked.begin(), ranked.begin() + m_count, ranked.end());
+    m_heldOut.assign(size_t(totalRows), false);
+    for (int64_t i = 0; i < m_count; ++i)
+        m_heldOut[size_t(ranked[size_t(i)].second)] = true;
+}
+
+Dataset loadDataset(const DatasetOptions &options)
+{
+    checkShard(options.shardIndex, options.numShards);
+    const DatasetSource source = datasetSource(options, options.spec);
+    const double fraction = options.evalFraction;
+    const std::string part = shardText(options.shardIndex, options.numShards)
+                             + (fraction > 0 ? ", less the rows " + fractionText(fraction) + " holds out" : "");
+    if (source.readRows)
+        return source.readRows(shardPick(options.shardIndex, options.numShards, fraction, options.seed), part);
+    Dataset data = source.drawShard(options.shardIndex);
+    if (fraction > 0) {
+        const HeldOutRows heldOut(fraction, options.seed, options.samplesPerShard * options.numShards);
+        const auto rows = syntheticRows(heldOut, options.shardIndex, options.samplesPerShard, false);
+        if (rows.empty())
+            throw InputError(fractionText(fraction) + " holds out every sample of "
+                             + shardText(options.shardIndex, options.numShards)
+                             + ": use a smaller fraction or a larger --samples_per_shard");
+        data = takeRows(data, rows);
+    }
+    data.description += ", " + part;
+    return data;
+}
+
+Dataset loadHeldOutData(const DatasetOptions &options, const std::string &evalSpec)
+{
+    checkShard(options.shardIndex, options.numShards);
+    if (!evalSpec.empty()) {
+        const DatasetSource source = datasetSource(options, evalSpec);
+        if (source.readRows)
+            return source.readRows(allRows, "all rows held out (--eval_dataset)");
+        // A shard index no worker has: the same problem, samples none trains on.
+        Dataset data = source.drawShard(options.numShards);
+        data.description += ", held out (--eval_dataset): a draw no worker trains on";
+        return data;
+    }
+    const double fraction = options.evalFraction;
+    if (!(fraction > 0))
+        throw InputError("there is no held-out data: give --eval_dataset=SPEC or --eval_fraction=F");
+    const DatasetSource source = datasetSource(options, options.spec);
+    const std::string part = "the rows " + fractionText(fraction) + " holds out";
+    if (source.readRows)
+        return source.readRows(heldOutPick(fraction, options.seed), part);
+    const HeldOutRows heldOut(fraction, options.seed, options.samplesPerShard * options.numShards);
+    Dataset all;
+    for (int k = 0; k < options.numShards; ++k) {
+        const Dataset shard = takeRows(source.drawShard(k), syntheticRows(heldOut, k, options.samplesPerShard, true));
+        if (k == 0) {
+            all = shard;
+            continue;
+        }
+        all.features.conservativeResize(all.size() + shard.size(), Eigen::NoChange);
+        all.features.bottomRows(shard.size()) = shard.features;
+        all.targets.conservativeResize(all.features.rows(), Eigen::NoChange);
+        all.targets.bottomRows(shard.size()) = shard.targets;
+    }
+    all.description += ", " + part;
+    return all;
 }
 
 std::string defaultDatasetFor(const std::string &model)

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace parasync {
 
@@ -46,12 +47,43 @@ struct DatasetOptions
     uint64_t seed = 0;
     // True when the model is a classifier (csv: last column is a class index).
     bool classification = false;
+    // --eval_fraction: this fraction of the dataset's rows is held out of
+    // every worker's shard (HeldOutRows); 0 holds out none.
+    double evalFraction = 0;
+};
+
+// The rows --eval_fraction holds out of training, the same on every worker:
+// the round(fraction x totalRows) rows of smallest hash(seed, row), so the
+// choice is spread over the whole dataset (a file sorted by class loses no
+// class), needs no shared state between workers, and does not depend on the
+// standard library's random number distributions. A dataset's rows are a
+// file's rows in order or, for synthetic data, shard after shard of
+// samplesPerShard rows each. Throws InputError when the fraction is not
+// between 0 and 1, or would hold out no row or every row.
+class HeldOutRows
+{
+public:
+    HeldOutRows(double fraction, uint64_t seed, int64_t totalRows);
+    bool contains(int64_t row) const { return m_heldOut[size_t(row)]; }
+    int64_t count() const { return m_count; }
+
+private:
+    std::vector<bool> m_heldOut;
+    int64_t m_count = 0;
 };
 
 // Loads a worker's shard. Throws InputError naming the file, line or field
 // and what to fix: missing files, bad IDX magic numbers or sizes, CSV rows
 // with the wrong number of columns or non-numeric cells, unknown specs.
+// With options.evalFraction, the shard lacks the held-out rows.
 Dataset loadDataset(const DatasetOptions &options);
+
+// The data the chief scores its parameters on, which no worker trains on:
+// `evalSpec` (--eval_dataset, the --dataset syntax) when given, a file whole
+// or a synthetic draw from a shard no worker has (index options.numShards);
+// else the rows options.evalFraction holds out of options.spec. Throws
+// InputError as loadDataset does, and when there is no held-out data.
+Dataset loadHeldOutData(const DatasetOptions &options, const std::string &evalSpec);
 
 // The default --dataset for a model name.
 std::string defaultDatasetFor(const std::string &model);

@@ -126,6 +126,8 @@ public:
         return residual.squaredNorm() / n;
     }
 
+    bool classifies() const override { return false; }
+
     float accuracy(const Parameters &, const Dataset &) const override
     {
         return std::numeric_limits<float>::quiet_NaN();
@@ -186,6 +188,8 @@ public:
         }
         return static_cast<float>(lossSum / static_cast<double>(n));
     }
+
+    bool classifies() const override { return true; }
 
     float accuracy(const Parameters &params, const Dataset &data) const override
     {
@@ -257,6 +261,20 @@ std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, in
 std::vector<std::string> modelNames()
 {
     return {"linear", "softmax"};
+}
+
+std::vector<std::string> heldOutMetricNames(const Model &model)
+{
+    if (model.classifies())
+        return {"heldout_loss", "heldout_accuracy"};
+    return {"heldout_loss"};
+}
+
+std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const Dataset &heldOut)
+{
+    if (model.classifies())
+        return {model.loss(params, heldOut), model.accuracy(params, heldOut)};
+    return {model.loss(params, heldOut)};
 }
 
 } // namespace parasync

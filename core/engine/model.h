@@ -55,7 +55,16 @@ public:
 
     // Fraction of rows classified correctly (softmax), or NaN (linear).
     virtual float accuracy(const Parameters &params, const Dataset &data) const = 0;
+    // True for a classifier, whose accuracy() is a number.
+    virtual bool classifies() const = 0;
 };
+
+// The metrics a built-in model reports on held-out data (--eval_dataset or
+// --eval_fraction), as ModelSignature.metric_names declares them: the loss,
+// and for a classifier the accuracy.
+std::vector<std::string> heldOutMetricNames(const Model &model);
+// Their values for `params` on `heldOut`, in the same order.
+std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const Dataset &heldOut);
 
 // Makes the model named by --model for data of the given shape. Throws
 // InputError for an unknown name (listing the known ones) or a shape the

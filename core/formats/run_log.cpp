@@ -142,9 +142,11 @@ std::string modeJson(const proto::ModeConfig &mode)
 
 } // namespace
 
-RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterNames)
+RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterNames,
+               std::vector<std::string> metricNames)
     : m_directory(directory)
     , m_parameterNames(std::move(parameterNames))
+    , m_metricNames(std::move(metricNames))
 {
     if (!QDir().mkpath(QString::fromStdString(directory)))
         throw InputError("cannot create the run directory " + directory
@@ -155,6 +157,8 @@ RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterN
     if (empty) {
         std::string header = "global_step,wall_time,worker,loss,full_loss";
         for (const auto &name : m_parameterNames)
+            header += "," + name;
+        for (const auto &name : m_metricNames)
             header += "," + name;
         header += "\n";
         std::fputs(header.c_str(), m_metrics);
@@ -227,7 +231,7 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
     std::string metrics;
     char buffer[128];
     for (const auto &event : batch) {
-        steps += formatStepLogLine(event, m_parameterNames);
+        steps += formatStepLogLine(event, m_parameterNames, m_metricNames);
         steps += '\n';
         if (event.has_step()
             && (event.step().outcome() == proto::APPLIED || event.step().outcome() == proto::AGGREGATED)) {
@@ -239,13 +243,17 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
                 std::snprintf(buffer, sizeof buffer, "%.9g", double(s.full_loss()));
                 metrics += buffer;
             }
-            for (size_t i = 0; i < m_parameterNames.size(); ++i) {
-                metrics += ',';
-                if (int(i) < s.parameters_size()) {
-                    std::snprintf(buffer, sizeof buffer, "%.9g", double(s.parameters(int(i))));
-                    metrics += buffer;
+            const auto cells = [&](const auto &values, size_t count) {
+                for (size_t i = 0; i < count; ++i) {
+                    metrics += ',';
+                    if (int(i) < values.size() && std::isfinite(values[int(i)])) {
+                        std::snprintf(buffer, sizeof buffer, "%.9g", double(values[int(i)]));
+                        metrics += buffer;
+                    }
                 }
-            }
+            };
+            cells(s.parameters(), m_parameterNames.size());
+            cells(s.metrics(), m_metricNames.size());
             metrics += '\n';
         }
     }
@@ -258,7 +266,8 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
 }
 
 std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
-                                      const std::vector<std::string> &parameterNames)
+                                      const std::vector<std::string> &parameterNames,
+                                      const std::vector<std::string> &metricNames)
 {
     std::string line;
     if (event.has_step()) {
@@ -274,6 +283,14 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
                + "\"";
         for (size_t i = 0; i < parameterNames.size() && int(i) < s.parameters_size(); ++i)
             line += ",\"" + parameterNames[i] + "\":" + number(s.parameters(int(i)));
+        // An object of its own, so a metric named like a parameter or a
+        // step field cannot be taken for one.
+        if (s.metrics_size() > 0 && size_t(s.metrics_size()) == metricNames.size()) {
+            std::string values;
+            for (size_t i = 0; i < metricNames.size(); ++i)
+                values += (i ? ",\"" : "\"") + metricNames[i] + "\":" + number(s.metrics(int(i)));
+            line += ",\"metrics\":{" + values + "}";
+        }
         line += "}";
     } else if (event.has_mode_change()) {
         const auto &m = event.mode_change();

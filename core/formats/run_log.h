@@ -24,7 +24,11 @@ inline constexpr const char *kCluster = "cluster.json";
 //                dropped gradient ("type":"step"), mode change, worker state
 //                change and checkpoint;
 //   metrics.csv  global_step,wall_time,worker,loss,full_loss[,w,b] per
-//                applied gradient.
+//                applied gradient, then one column per metric the workers
+//                report (ModelSignature.metric_names: heldout_loss, ...),
+//                empty on rows where none was measured. New columns only
+//                ever come last, so readers of the older columns keep
+//                working.
 // Files are appended to (a restarted run continues them) and flushed after
 // every batch, so `tail -f` follows the run and a killed process leaves every
 // record up to its last complete line. record() only queues: a background
@@ -35,9 +39,12 @@ class RunLog
 {
 public:
     // `parameterNames` become metrics.csv columns (the linear model's w, b);
-    // empty for large models. Throws InputError when the directory or files
-    // cannot be created, naming the path and the system's reason.
-    RunLog(const std::string &directory, std::vector<std::string> parameterNames);
+    // empty for large models. `metricNames` (the signature's metric_names)
+    // become the columns after them and the step log's "metrics" object.
+    // Throws InputError when the directory or files cannot be created,
+    // naming the path and the system's reason.
+    RunLog(const std::string &directory, std::vector<std::string> parameterNames,
+           std::vector<std::string> metricNames = {});
     ~RunLog();
     RunLog(const RunLog &) = delete;
     RunLog &operator=(const RunLog &) = delete;
@@ -51,7 +58,8 @@ public:
 
     // One line of steps.jsonl for an event (exposed for tests and tools).
     static std::string formatStepLogLine(const proto::TelemetryEvent &event,
-                                         const std::vector<std::string> &parameterNames);
+                                         const std::vector<std::string> &parameterNames,
+                                         const std::vector<std::string> &metricNames = {});
 
 private:
     void run();
@@ -59,6 +67,7 @@ private:
 
     std::string m_directory;
     std::vector<std::string> m_parameterNames;
+    std::vector<std::string> m_metricNames;
     std::FILE *m_stepLog = nullptr;
     std::FILE *m_metrics = nullptr;
 

@@ -35,8 +35,10 @@ ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, pro
     const auto &training = m_options.training;
     if (m_options.task.isChief() && !training.logdir.empty()) {
         m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
-        m_summaries = std::make_unique<TrainingSummaries>(training.logdir, training.displayStep, data, m_variables,
-                                                          m_options.cluster.ps.front().toString(), m_rpc, m_log);
+        m_summaries = std::make_unique<TrainingSummaries>(
+            training.logdir, training.displayStep, data, m_variables,
+            std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
+            m_options.cluster.ps.front().toString(), m_rpc, m_log);
     }
 }
 
@@ -135,13 +137,13 @@ bool ChiefDuties::evaluatesFullLoss(int64_t localStep) const
 }
 
 void ChiefDuties::afterStep(const proto::PushResponse &decision, float batchLoss, float fullLoss,
-                            const Parameters &params)
+                            const Parameters &params, const std::vector<float> &metrics)
 {
     if (!m_options.task.isChief())
         take(decision.acting_chief() == m_options.task.index);
     const bool counted = decision.outcome() == proto::APPLIED || decision.outcome() == proto::AGGREGATED;
     if (m_summaries && (counted || decision.done()))
-        m_summaries->afterStep(decision.global_step(), batchLoss, fullLoss, params, decision.done());
+        m_summaries->afterStep(decision.global_step(), batchLoss, fullLoss, params, metrics, decision.done());
 }
 
 void ChiefDuties::saveCheckpoint(bool final)

@@ -68,7 +68,10 @@ public:
     // After each step, with ps:0's answer: follows the handover (ps:0 names
     // the acting chief) and writes worker:0's summaries. Called on run()'s
     // thread; blocks only to hand the duties back.
-    void afterStep(const proto::PushResponse &decision, float batchLoss, float fullLoss, const Parameters &params);
+    // `metrics` are the values of the signature's metric_names measured
+    // this step (empty when none was).
+    void afterStep(const proto::PushResponse &decision, float batchLoss, float fullLoss, const Parameters &params,
+                   const std::vector<float> &metrics);
 
     // At the end of run(): ends the checkpoint thread and, when training
     // `finished` with the duties held, saves the final checkpoint. Blocks.

@@ -7,10 +7,12 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <set>
 
 namespace parasync {
 
@@ -69,6 +71,41 @@ std::string signatureDifference(const proto::ModelSignature &cluster, const prot
     }
     if (cluster.optimizer() != worker.optimizer())
         return "it uses optimizer '" + worker.optimizer() + "' but the cluster uses '" + cluster.optimizer() + "'";
+    if (!std::equal(cluster.metric_names().begin(), cluster.metric_names().end(), worker.metric_names().begin(),
+                    worker.metric_names().end())) {
+        const auto list = [](const auto &names) {
+            std::string text;
+            for (const auto &name : names)
+                text += (text.empty() ? "" : ", ") + name;
+            return text.empty() ? std::string("none") : text;
+        };
+        return "it reports the metrics " + list(worker.metric_names()) + " but the cluster's workers report "
+               + list(cluster.metric_names()) + " (give every worker the same --eval_dataset or --eval_fraction)";
+    }
+    return {};
+}
+
+// Metric names become metrics.csv columns and TensorBoard tags: refuse a
+// name that would break either (a comma, a newline) or repeat one.
+std::string metricNamesProblem(const proto::ModelSignature &signature)
+{
+    constexpr int kMaxMetrics = 32;
+    constexpr size_t kMaxNameLength = 64;
+    if (signature.metric_names_size() > kMaxMetrics)
+        return "the signature declares " + std::to_string(signature.metric_names_size()) + " metric names, more than "
+               + std::to_string(kMaxMetrics) + ": report fewer metrics";
+    std::set<std::string> seen;
+    for (const std::string &name : signature.metric_names()) {
+        const bool valid
+            = !name.empty() && name.size() <= kMaxNameLength && std::all_of(name.begin(), name.end(), [](char c) {
+                  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+              });
+        if (!valid)
+            return "metric name '" + name.substr(0, kMaxNameLength)
+                   + "' is not 1-64 characters of letters, digits, '_', '.' or '-': rename the metric";
+        if (!seen.insert(name).second)
+            return "metric name '" + name + "' is declared twice: declare each metric once";
+    }
     return {};
 }
 
@@ -431,6 +468,12 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     Parameters gradient = parseGradients(push, &error);
     if (!error.empty())
         return CallStatus::invalidArgument("worker:" + std::to_string(worker) + ": " + error);
+    if (push.metrics_size() != 0 && push.metrics_size() != m_signature.metric_names_size())
+        return CallStatus::invalidArgument(
+            "worker:" + std::to_string(worker) + " pushed " + std::to_string(push.metrics_size())
+            + " metric values, but the cluster's signature declares " + std::to_string(m_signature.metric_names_size())
+            + " metric names: send one value per declared name, in their order, or none on a step that measured "
+              "nothing");
     if (push.computed_from_step() > m_policy->globalStep() || push.computed_from_step() < 0)
         return CallStatus::invalidArgument(
             "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
@@ -473,6 +516,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     info.lastPush.set_compute_us(push.compute_us());
     info.lastPush.set_previous_push_us(push.previous_push_us());
     *info.lastPush.mutable_parameter_view() = push.parameter_view();
+    *info.lastPush.mutable_metrics() = push.metrics();
     info.arrival = std::chrono::steady_clock::now();
     info.lastSeen = info.arrival;
     info.phase = proto::TRAINING;
@@ -780,6 +824,7 @@ void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision
         info.previousHoldUs = 0;
     }
     step->mutable_parameters()->CopyFrom(info.lastPush.parameter_view());
+    step->mutable_metrics()->CopyFrom(info.lastPush.metrics());
     publishLocked(event);
 }
 
@@ -834,6 +879,8 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
         response->set_global_step(m_policy ? m_policy->globalStep() : m_updatesApplied);
         return {};
     }
+    if (const std::string problem = metricNamesProblem(request.signature()); !problem.empty())
+        return CallStatus::invalidArgument(problem);
     try {
         m_shard.load(request.shard());
     } catch (const InputError &e) {
@@ -846,7 +893,9 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
         if (!m_options.training.logdir.empty()) {
             m_parameterNames = parameterNames(m_signature);
             try {
-                m_runLog = std::make_unique<RunLog>(m_options.training.logdir, m_parameterNames);
+                m_runLog = std::make_unique<RunLog>(
+                    m_options.training.logdir, m_parameterNames,
+                    std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()));
             } catch (const InputError &e) {
                 m_log(std::string("cannot keep the run's step log: ") + e.what());
             }

@@ -29,12 +29,13 @@ void addScalar(tensorboard::Summary *summary, const std::string &tag, double val
 } // namespace
 
 TrainingSummaries::TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
-                                     const std::vector<Variable> &variables, const std::string &ps0Address,
-                                     const RpcSettings &rpc, Log log)
+                                     const std::vector<Variable> &variables, std::vector<std::string> metricNames,
+                                     const std::string &ps0Address, const RpcSettings &rpc, Log log)
     : m_writer(logdir)
     , m_everySteps(everySteps > 0 ? everySteps : 100)
     , m_data(data)
     , m_variables(variables)
+    , m_metricNames(std::move(metricNames))
     , m_log(std::move(log))
 {
     m_thread = std::thread(&TrainingSummaries::watchTelemetry, this, ps0Address, rpc);
@@ -95,9 +96,21 @@ void TrainingSummaries::watchTelemetry(const std::string &address, const RpcSett
     }
 }
 
-void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params,
-                                  bool last)
+std::string TrainingSummaries::metricTag(const std::string &metricName)
 {
+    std::string tag = metricName;
+    if (const size_t underscore = tag.find('_'); underscore != std::string::npos && underscore > 0)
+        tag[underscore] = '/';
+    return tag;
+}
+
+void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params,
+                                  const std::vector<float> &metrics, bool last)
+{
+    // The chief measures every --display_step of its own steps, summaries
+    // follow the global step: keep the newest measurement for the next one.
+    if (metrics.size() == m_metricNames.size() && !metrics.empty())
+        m_pendingMetrics = metrics;
     if (m_writeFailed || globalStep <= m_lastStep)
         return;
     const bool due = m_lastStep < 0 || globalStep / m_everySteps > m_lastStep / m_everySteps;
@@ -122,6 +135,10 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float ful
                           params[i].size() == 1 ? m_variables[i].name : m_variables[i].name + "_" + std::to_string(j),
                           params[i][j]);
     }
+    for (size_t i = 0; i < m_pendingMetrics.size(); ++i)
+        if (std::isfinite(m_pendingMetrics[i]))
+            addScalar(summary, metricTag(m_metricNames[i]), m_pendingMetrics[i]);
+    m_pendingMetrics.clear();
     if (m_lastStep >= 0 && now > m_lastWallTime)
         addScalar(summary, "updates_per_sec", double(globalStep - m_lastStep) / (now - m_lastWallTime));
     {

@@ -6,7 +6,9 @@
 // chief evaluated its shard), the model's parameters when there are few
 // (w, b), updates_per_sec (global steps per second since the previous
 // summary) and staleness/worker_N (mean staleness of worker N's gradients
-// since the previous summary, from ps:0's telemetry), and the histogram
+// since the previous summary, from ps:0's telemetry), the chief's latest
+// metrics (ModelSignature.metric_names: heldout/loss, heldout/accuracy, the
+// name's first '_' read as TensorBoard's group separator), and the histogram
 // "pred" of the model's predictions on the chief's shard (the seeds'
 // tf.summary.histogram('pred', pred)).
 
@@ -37,15 +39,21 @@ public:
     // staleness. `everySteps` <= 0 means every 100 global steps. `data` and
     // `variables` must outlive this object.
     TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
-                      const std::vector<Variable> &variables, const std::string &ps0Address, const RpcSettings &rpc,
-                      Log log);
+                      const std::vector<Variable> &variables, std::vector<std::string> metricNames,
+                      const std::string &ps0Address, const RpcSettings &rpc, Log log);
     ~TrainingSummaries(); // cancels the telemetry stream; never blocks long
 
     // Called by the chief after each step with the global step its
     // parameters now belong to. Writes a summary when the global step passed
     // a multiple of `everySteps`, or when `last` is set; otherwise costs a
-    // comparison. Not thread-safe: the chief's training thread calls it.
-    void afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params, bool last);
+    // comparison. `metrics` are the values of the metric names measured
+    // this step, or empty; the newest ones go into the next summary. Not
+    // thread-safe: the chief's training thread calls it.
+    void afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params,
+                   const std::vector<float> &metrics, bool last);
+
+    // The TensorBoard tag of a metric: "heldout_loss" -> "heldout/loss".
+    static std::string metricTag(const std::string &metricName);
 
     const std::string &path() const { return m_writer.path(); }
 
@@ -56,6 +64,8 @@ private:
     int64_t m_everySteps;
     const Dataset &m_data;
     const std::vector<Variable> &m_variables;
+    std::vector<std::string> m_metricNames;
+    std::vector<float> m_pendingMetrics; // measured since the last summary
     Log m_log;
     int64_t m_lastStep = -1;
     double m_lastWallTime = 0;

@@ -128,6 +128,7 @@ void WorkerTask::start()
     data.samplesPerShard = training.samplesPerShard;
     data.seed = training.seed;
     data.classification = training.model != "linear";
+    data.evalFraction = training.evalFraction;
     m_data = loadDataset(data);
     if (m_data.size() == 0)
         throw InputError("worker:" + std::to_string(m_options.task.index) + " has no data in its shard of "
@@ -137,6 +138,8 @@ void WorkerTask::start()
     m_variables = m_model->initialVariables(training.seed);
     for (const auto &v : m_variables)
         m_params.push_back(v.value);
+    if (training.hasHeldOutData() && (m_options.task.isChief() || training.chiefHandover))
+        loadHeldOutData(data);
     // A join answer carries every parameter of a shard: refuse a limit too
     // small for the model now, not as a RESOURCE_EXHAUSTED on the first step.
     int64_t parameters = 0;
@@ -216,6 +219,30 @@ void WorkerTask::start()
     setState(TaskPhase::Listening, "connecting to the ps tasks");
 }
 
+void WorkerTask::loadHeldOutData(const DatasetOptions &training)
+{
+    char fraction[32];
+    std::snprintf(fraction, sizeof fraction, "%g", m_options.training.evalFraction);
+    const std::string flag = m_options.training.evalDataset.empty()
+                                 ? "--eval_fraction=" + std::string(fraction)
+                                 : "--eval_dataset=" + m_options.training.evalDataset;
+    Dataset heldOut = parasync::loadHeldOutData(training, m_options.training.evalDataset);
+    if (heldOut.featureDim() != m_model->featureDim())
+        throw InputError(flag + ": the held-out data has " + std::to_string(heldOut.featureDim())
+                         + " features per sample, but the model trains on " + std::to_string(m_model->featureDim())
+                         + " (" + m_data.description + "): give held-out data with the training data's columns");
+    // Scored once now, so a class index the model lacks stops the worker
+    // before it joins rather than on its first evaluation.
+    try {
+        heldOutMetrics(*m_model, m_params, heldOut);
+    } catch (const InputError &e) {
+        throw InputError(flag + ": " + e.what());
+    }
+    m_log("worker:" + std::to_string(m_options.task.index) + ": held-out data (" + flag + "): " + heldOut.description
+          + ", " + std::to_string(heldOut.size()) + " samples");
+    m_heldOut = std::move(heldOut);
+}
+
 proto::ModelSignature WorkerTask::modelSignature() const
 {
     proto::ModelSignature signature;
@@ -229,6 +256,11 @@ proto::ModelSignature WorkerTask::modelSignature() const
         spec->set_name(v.name);
         spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
     }
+    // Declared by every worker given held-out data, whether or not it will
+    // ever measure them, so that all workers' signatures agree.
+    if (m_options.training.hasHeldOutData())
+        for (const std::string &name : heldOutMetricNames(*m_model))
+            signature.add_metric_names(name);
     return signature;
 }
 
@@ -380,7 +412,10 @@ bool WorkerTask::step()
     sleepUnlessStopped(drawComputeTime());
     Parameters gradient;
     const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
-    const float fullLoss = m_chief->evaluatesFullLoss(m_clock) ? m_model->loss(m_params, m_data) : std::nanf("");
+    const bool evaluates = m_chief->evaluatesFullLoss(m_clock);
+    const float fullLoss = evaluates ? m_model->loss(m_params, m_data) : std::nanf("");
+    const std::vector<float> metrics
+        = evaluates && m_heldOut ? heldOutMetrics(*m_model, m_params, *m_heldOut) : std::vector<float>();
     const int64_t computeUs = microsSince(computeStart);
 
     const auto pushStart = Clock::now();
@@ -398,6 +433,7 @@ bool WorkerTask::step()
     push->set_full_loss(fullLoss);
     push->set_compute_us(computeUs);
     push->set_previous_push_us(m_previousPushUs);
+    push->mutable_metrics()->Add(metrics.begin(), metrics.end());
     Eigen::Index total = 0;
     for (const auto &p : m_params)
         total += p.size();
@@ -438,7 +474,7 @@ bool WorkerTask::step()
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();
     m_done = decision.done();
-    m_chief->afterStep(decision, batchLoss, fullLoss, m_params);
+    m_chief->afterStep(decision, batchLoss, fullLoss, m_params, metrics);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;
@@ -459,6 +495,18 @@ bool WorkerTask::step()
         } else {
             std::snprintf(line, sizeof line, " accuracy %.4f", double(m_model->accuracy(m_params, m_data)));
             values += line;
+        }
+        // Beside the training loss, the score on data no worker trains on:
+        // what tells learning from memorising.
+        if (m_heldOut && m_chief->held()) {
+            const std::vector<float> heldOut = heldOutMetrics(*m_model, m_params, *m_heldOut);
+            const std::vector<std::string> names = heldOutMetricNames(*m_model);
+            for (size_t i = 0; i < names.size() && i < heldOut.size(); ++i) {
+                // "heldout_accuracy" -> "held-out accuracy", the log's words.
+                std::snprintf(line, sizeof line, " held-out %s %.4f", names[i].substr(names[i].find('_') + 1).c_str(),
+                              double(heldOut[i]));
+                values += line;
+            }
         }
         std::snprintf(line, sizeof line, "worker:%d step %lld (local %lld) loss %.6f%s%s", m_options.task.index,
                       static_cast<long long>(decision.update()), static_cast<long long>(m_clock.load()),

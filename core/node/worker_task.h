@@ -61,6 +61,8 @@ private:
     bool waitForPs(int ps);
     // What this worker trains, as ps:0 checks it and checkpoints record it.
     proto::ModelSignature modelSignature() const;
+    // Loads m_heldOut and checks it fits the model; throws InputError.
+    void loadHeldOutData(const DatasetOptions &training);
     // One training step; returns false when a stream broke (reconnect).
     bool step();
     void leave(bool finished);
@@ -84,6 +86,9 @@ private:
 
     std::unique_ptr<Model> m_model;
     Dataset m_data;
+    // What the chief scores the model on (--eval_dataset, --eval_fraction):
+    // loaded by the chief, and by every worker that may take over its duties.
+    std::optional<Dataset> m_heldOut;
     std::vector<Variable> m_variables;             // names and shapes, model order
     std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
     Parameters m_params;                           // current view, model order

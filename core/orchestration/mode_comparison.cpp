@@ -247,6 +247,7 @@ double chiefLossFloor(const ClusterPlan &plan)
     options.numShards = std::max(1, plan.cluster.numWorkers());
     options.samplesPerShard = plan.training.samplesPerShard;
     options.seed = plan.training.seed;
+    options.evalFraction = plan.training.evalFraction; // the chief's shard lacks the held-out rows
     Dataset data;
     try {
         data = loadDataset(options);

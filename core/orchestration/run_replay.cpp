@@ -47,25 +47,27 @@ const std::set<QString> &stepKeys()
 {
     static const std::set<QString> keys = [] {
         std::set<QString> k;
-        for (const char *name :
-             {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step", "staleness",
-              "outcome", "contributions", "batch_loss", "full_loss", "compute_us", "push_us", "wait_us", "wait_reason"})
+        for (const char *name : {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step",
+                                 "staleness", "outcome", "contributions", "batch_loss", "full_loss", "compute_us",
+                                 "push_us", "wait_us", "wait_reason", "metrics"})
             k.insert(QString::fromLatin1(name));
         return k;
     }();
     return keys;
 }
 
-// Parameter names of a step record in the order the line has them (the JSON
-// object sorts its keys; "w" must stay before "b").
-std::vector<std::string> parameterNamesOf(const QJsonObject &record, const QByteArray &line)
+// The keys of `object` (skipping `skipped`) in the order `line` has them
+// (a JSON object sorts its keys; "w" must stay before "b"). `from` is where
+// the object starts in the line.
+std::vector<std::string> keysInLineOrder(const QJsonObject &object, const QByteArray &line,
+                                         const std::set<QString> &skipped, qsizetype from = 0)
 {
     std::vector<std::pair<qsizetype, std::string>> found;
-    for (auto it = record.begin(); it != record.end(); ++it) {
-        if (stepKeys().count(it.key()))
+    for (auto it = object.begin(); it != object.end(); ++it) {
+        if (skipped.count(it.key()))
             continue;
         const QByteArray quotedKey = "\"" + it.key().toUtf8() + "\":";
-        found.emplace_back(line.indexOf(quotedKey), it.key().toStdString());
+        found.emplace_back(line.indexOf(quotedKey, from), it.key().toStdString());
     }
     std::sort(found.begin(), found.end());
     std::vector<std::string> names;
@@ -74,7 +76,19 @@ std::vector<std::string> parameterNamesOf(const QJsonObject &record, const QByte
     return names;
 }
 
-StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &parameterNames)
+std::vector<std::string> parameterNamesOf(const QJsonObject &record, const QByteArray &line)
+{
+    return keysInLineOrder(record, line, stepKeys());
+}
+
+// The names of a step record's "metrics" object, in the line's order.
+std::vector<std::string> metricNamesOf(const QJsonObject &record, const QByteArray &line)
+{
+    return keysInLineOrder(record.value(QStringLiteral("metrics")).toObject(), line, {}, line.indexOf("\"metrics\":{"));
+}
+
+StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &parameterNames,
+                        const std::vector<std::string> &metricNames)
 {
     StepRecord step;
     step.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
@@ -93,6 +107,11 @@ StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &pa
     step.waitReason = phaseFromName(ss(o.value(QStringLiteral("wait_reason")).toString()));
     for (const auto &name : parameterNames)
         step.parameters.push_back(floatOrNan(o.value(qs(name))));
+    if (o.contains(QStringLiteral("metrics"))) {
+        const QJsonObject metrics = o.value(QStringLiteral("metrics")).toObject();
+        for (const auto &name : metricNames)
+            step.metrics.push_back(floatOrNan(metrics.value(qs(name))));
+    }
     return step;
 }
 
@@ -100,6 +119,7 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
 {
     bool namesKnown = false;
     std::vector<std::string> names;
+    std::vector<std::string> metricNames;
     std::map<int, proto::WorkerPhase> lastPhase;
     while (!file.atEnd()) {
         const QByteArray line = file.readLine().trimmed();
@@ -120,7 +140,12 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
                 state->setParameterNames(names);
                 namesKnown = true;
             }
-            state->addStep(stepFromJson(o, names));
+            // A step log written before metrics existed has none: no series.
+            if (metricNames.empty() && o.contains(QStringLiteral("metrics"))) {
+                metricNames = metricNamesOf(o, line);
+                state->setMetricNames(metricNames);
+            }
+            state->addStep(stepFromJson(o, names, metricNames));
         } else if (type == QLatin1String("mode_change")) {
             ModeMarker marker;
             marker.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
@@ -161,8 +186,13 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
     state->setFinished(over);
 }
 
-// metrics.csv: global_step,wall_time,worker,loss,full_loss[,w,b]; one row per
-// applied gradient. No staleness, waits or mode changes: it is the fallback.
+// metrics.csv: global_step,wall_time,worker,loss,full_loss[,w,b][,metrics];
+// one row per applied gradient. No staleness, waits or mode changes: it is
+// the fallback. The header does not say which of the last columns are
+// parameters and which metrics (an older file has no metrics): a parameter
+// is on every row, a metric only on the rows that measured it, so a column
+// with an empty cell on a complete row, and every column after it, is a
+// metric.
 void replayMetrics(QFile &file, RunState *state, RunDirectoryInfo *info)
 {
     const QStringList header = QString::fromUtf8(file.readLine().trimmed()).split(QLatin1Char(','));
@@ -175,38 +205,49 @@ void replayMetrics(QFile &file, RunState *state, RunDirectoryInfo *info)
     if (stepColumn < 0 || lossColumn < 0)
         throw InputError(file.fileName().toStdString()
                          + " has no global_step and loss columns: is it a Parasync metrics.csv?");
-    std::vector<int> parameterColumns;
-    std::vector<std::string> names;
-    for (int i = 0; i < int(header.size()); ++i) {
-        if (i == stepColumn || i == timeColumn || i == workerColumn || i == lossColumn || i == fullLossColumn)
+    std::vector<int> valueColumns;
+    for (int i = 0; i < int(header.size()); ++i)
+        if (i != stepColumn && i != timeColumn && i != workerColumn && i != lossColumn && i != fullLossColumn)
+            valueColumns.push_back(i);
+
+    std::vector<QStringList> rows;
+    size_t firstMetric = valueColumns.size();
+    while (!file.atEnd()) {
+        const QByteArray raw = file.readLine();
+        const QString line = QString::fromUtf8(raw.trimmed());
+        if (line.isEmpty())
             continue;
-        parameterColumns.push_back(i);
-        names.push_back(header[i].toStdString());
+        QStringList fields = line.split(QLatin1Char(','));
+        bool stepOk = false;
+        fields.value(stepColumn).toLongLong(&stepOk);
+        // A torn last row has fewer fields (or no newline and a cut number).
+        if (fields.size() != header.size() || !stepOk || (!raw.endsWith('\n') && file.atEnd())) {
+            ++info->skippedLines;
+            continue;
+        }
+        for (size_t i = 0; i < firstMetric; ++i)
+            if (fields[valueColumns[i]].isEmpty())
+                firstMetric = i;
+        rows.push_back(std::move(fields));
     }
-    state->setParameterNames(names);
+    std::vector<std::string> parameterNames;
+    std::vector<std::string> metricNames;
+    for (size_t i = 0; i < valueColumns.size(); ++i)
+        (i < firstMetric ? parameterNames : metricNames).push_back(header[valueColumns[i]].toStdString());
+    state->setParameterNames(parameterNames);
+    state->setMetricNames(metricNames);
+
     const auto number = [](const QString &text) {
         bool ok = false;
         const double value = text.toDouble(&ok);
         return ok ? value : std::numeric_limits<double>::quiet_NaN();
     };
     std::map<int, int64_t> clocks;
-    while (!file.atEnd()) {
-        const QByteArray raw = file.readLine();
-        const QString line = QString::fromUtf8(raw.trimmed());
-        if (line.isEmpty())
-            continue;
-        const QStringList fields = line.split(QLatin1Char(','));
-        bool stepOk = false;
-        const qlonglong globalStep = fields.value(stepColumn).toLongLong(&stepOk);
-        // A torn last row has fewer fields (or no newline and a cut number).
-        if (fields.size() != header.size() || !stepOk || (!raw.endsWith('\n') && file.atEnd())) {
-            ++info->skippedLines;
-            continue;
-        }
+    for (const QStringList &fields : rows) {
         ++info->records;
         StepRecord step;
-        step.globalStep = globalStep;
-        step.computedFromStep = globalStep - 1;
+        step.globalStep = fields[stepColumn].toLongLong();
+        step.computedFromStep = step.globalStep - 1;
         step.staleness = -1;
         step.wallTime = timeColumn >= 0 ? number(fields[timeColumn]) : 0;
         step.worker = workerColumn >= 0 ? fields[workerColumn].toInt() : 0;
@@ -214,8 +255,18 @@ void replayMetrics(QFile &file, RunState *state, RunDirectoryInfo *info)
         step.fullLoss
             = fullLossColumn >= 0 ? float(number(fields[fullLossColumn])) : std::numeric_limits<float>::quiet_NaN();
         step.workerClock = ++clocks[step.worker]; // metrics.csv has no clock: count the worker's rows
-        for (int c : parameterColumns)
-            step.parameters.push_back(float(number(fields[c])));
+        bool measured = false;
+        for (size_t i = 0; i < valueColumns.size(); ++i) {
+            const float value = float(number(fields[valueColumns[i]]));
+            if (i < firstMetric) {
+                step.parameters.push_back(value);
+            } else {
+                step.metrics.push_back(value);
+                measured = measured || !std::isnan(value);
+            }
+        }
+        if (!measured)
+            step.metrics.clear();
         state->addStep(step);
     }
 }
@@ -275,21 +326,36 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
     const auto isParameterTag = [](const std::string &tag) {
         return tag != "loss" && tag != "full_loss" && tag != "updates_per_sec" && tag.find('/') == std::string::npos;
     };
+    // A grouped tag other than the staleness is a metric ("heldout/loss" is
+    // the metric "heldout_loss", as TrainingSummaries::metricTag names it).
+    const auto metricNameOf = [](std::string tag) {
+        if (tag.rfind("staleness/", 0) == 0 || tag.find('/') == std::string::npos)
+            return std::string();
+        tag[tag.find('/')] = '_';
+        return tag;
+    };
     std::vector<std::string> names;
+    std::vector<std::string> metricNames;
     std::vector<tensorboard::Event> summaries;
     for (const std::string &path : findEventFiles(directory)) {
         for (auto &event : readEventFile(path)) {
             ++info->records;
             if (!event.has_summary())
                 continue;
-            for (const auto &value : event.summary().value())
-                if (value.has_simple_value() && isParameterTag(value.tag())
-                    && std::find(names.begin(), names.end(), value.tag()) == names.end())
+            for (const auto &value : event.summary().value()) {
+                if (!value.has_simple_value())
+                    continue;
+                const std::string metric = metricNameOf(value.tag());
+                if (!metric.empty() && std::find(metricNames.begin(), metricNames.end(), metric) == metricNames.end())
+                    metricNames.push_back(metric);
+                if (isParameterTag(value.tag()) && std::find(names.begin(), names.end(), value.tag()) == names.end())
                     names.push_back(value.tag());
+            }
             summaries.push_back(std::move(event));
         }
     }
     state->setParameterNames(names);
+    state->setMetricNames(metricNames);
     int64_t clock = 0;
     for (const auto &event : summaries) {
         StepRecord step;
@@ -302,6 +368,7 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
         step.batchLoss = std::numeric_limits<float>::quiet_NaN();
         step.fullLoss = std::numeric_limits<float>::quiet_NaN();
         step.parameters.assign(names.size(), std::numeric_limits<float>::quiet_NaN());
+        step.metrics.assign(metricNames.size(), std::numeric_limits<float>::quiet_NaN());
         for (const auto &value : event.summary().value()) {
             if (!value.has_simple_value())
                 continue;
@@ -314,7 +381,12 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
                 step.staleness = int64_t(std::lround(value.simple_value()));
             else if (const auto it = std::find(names.begin(), names.end(), tag); it != names.end())
                 step.parameters[size_t(it - names.begin())] = value.simple_value();
+            else if (const auto m = std::find(metricNames.begin(), metricNames.end(), metricNameOf(tag));
+                     m != metricNames.end())
+                step.metrics[size_t(m - metricNames.begin())] = value.simple_value();
         }
+        if (std::all_of(step.metrics.begin(), step.metrics.end(), [](float v) { return std::isnan(v); }))
+            step.metrics.clear();
         if (std::all_of(step.parameters.begin(), step.parameters.end(), [](float v) { return std::isnan(v); }))
             step.parameters.clear();
         state->addStep(step);

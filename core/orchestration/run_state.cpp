@@ -27,6 +27,7 @@ constexpr double kRateWindowSeconds = 2.0;
 constexpr double kRateSampleSeconds = 0.05;
 constexpr int kMaxWorkerIndex = 1 << 16;    // guards the workers vector against a corrupt record
 constexpr int64_t kMaxNamedParameters = 16; // as ps:0's metrics.csv columns
+constexpr size_t kMaxMetrics = 32;          // as ps:0 accepts in a model signature
 
 void mergeInto(DecimatedSeries::Bucket &into, const DecimatedSeries::Bucket &from)
 {
@@ -111,6 +112,7 @@ void RunState::clear()
     m_snapshot.fullLossByTime = DecimatedSeries(m_seriesCapacity);
     m_modeKnown = false;
     m_provisionalNames = false;
+    m_provisionalMetricNames = false;
     m_recent.clear();
     m_rates.clear();
     m_psClock = 0;
@@ -136,6 +138,17 @@ void RunState::setParameterNames(std::vector<std::string> names)
         return;
     m_snapshot.parameterNames = std::move(names);
     m_snapshot.parameterSeries.assign(m_snapshot.parameterNames.size(), DecimatedSeries(m_seriesCapacity));
+}
+
+void RunState::setMetricNames(std::vector<std::string> names)
+{
+    const bool keepSeries = m_provisionalMetricNames && names.size() == m_snapshot.metricSeries.size();
+    m_provisionalMetricNames = false;
+    if (names == m_snapshot.metricNames)
+        return;
+    m_snapshot.metricNames = std::move(names);
+    if (!keepSeries)
+        m_snapshot.metricSeries.assign(m_snapshot.metricNames.size(), DecimatedSeries(m_seriesCapacity));
 }
 
 void RunState::setNamesFromSignature(const proto::ModelSignature &signature)
@@ -185,6 +198,7 @@ void RunState::apply(const proto::TelemetryEvent &event)
         step.waitUs = s.wait_us();
         step.waitReason = s.wait_reason();
         step.parameters.assign(s.parameters().begin(), s.parameters().end());
+        step.metrics.assign(s.metrics().begin(), s.metrics().end());
         addStep(step);
     } else if (event.has_mode_change()) {
         const auto &m = event.mode_change();
@@ -246,6 +260,7 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
         m_snapshot.trainingJson = status.cluster_json();
     if (status.has_signature() && status.signature().variables_size() > 0) {
         m_snapshot.signature = status.signature();
+        setMetricNames({status.signature().metric_names().begin(), status.signature().metric_names().end()});
         if (m_snapshot.parameterNames.empty() || m_provisionalNames)
             setNamesFromSignature(status.signature());
     }
@@ -354,6 +369,19 @@ void RunState::addStep(const StepRecord &step)
     const size_t n = std::min(step.parameters.size(), s.parameterSeries.size());
     for (size_t i = 0; i < n; ++i)
         s.parameterSeries[i].append(double(step.computedFromStep), step.parameters[i]);
+    // Metrics before the signature that names them: kept, as parameters are.
+    if (step.metrics.size() > s.metricSeries.size() && step.metrics.size() <= kMaxMetrics) {
+        std::vector<std::string> names = s.metricNames;
+        for (size_t i = names.size(); i < step.metrics.size(); ++i)
+            names.push_back("metric[" + std::to_string(i) + "]");
+        s.metricNames = std::move(names);
+        s.metricSeries.resize(s.metricNames.size(), DecimatedSeries(m_seriesCapacity));
+        m_provisionalMetricNames = true;
+    }
+    // Measured on the parameters the gradient was computed from, as above.
+    const size_t m = std::min(step.metrics.size(), s.metricSeries.size());
+    for (size_t i = 0; i < m; ++i)
+        s.metricSeries[i].append(double(step.computedFromStep), step.metrics[i]);
 }
 
 void RunState::addModeChange(const ModeMarker &marker)

@@ -76,6 +76,10 @@ struct StepRecord
     int64_t waitUs = 0;
     proto::WorkerPhase waitReason = proto::WORKER_PHASE_UNSPECIFIED;
     std::vector<float> parameters; // w, b for the linear model
+    // The metrics the worker reported with this step (held-out loss, ...),
+    // aligned with RunSnapshot::metricNames; empty when none was measured,
+    // NaN for one that was not.
+    std::vector<float> metrics;
 };
 
 struct ModeMarker
@@ -121,6 +125,11 @@ struct RunSnapshot
     DecimatedSeries fullLoss;                         // chief's full-shard loss, x = global step
     DecimatedSeries fullLossByTime;                   // x = seconds since start
     std::vector<DecimatedSeries> parameterSeries;     // one per parameter name, x = global step
+    // The metrics the workers report, as the model signature names them
+    // ("heldout_loss", "heldout_accuracy"), and one series per name; x =
+    // the global step the measured parameters belong to.
+    std::vector<std::string> metricNames;
+    std::vector<DecimatedSeries> metricSeries;
     // The most recent steps in full detail, for the step-interleaving lanes
     // (bounded; older steps are only in the decimated series).
     std::vector<StepRecord> recentSteps;
@@ -158,6 +167,9 @@ public:
     void addStep(const StepRecord &step);
     void addModeChange(const ModeMarker &marker);
     void setParameterNames(std::vector<std::string> names);
+    // Names the metric series; values that came before under provisional
+    // names ("metric[0]") keep their series when the count matches.
+    void setMetricNames(std::vector<std::string> names);
     // Reads a run's cluster.json ({"cluster": {...}, "training": {...}}) or a
     // bare training-flags object (ClusterStatusResponse.cluster_json): hosts,
     // last step, and the mode in force at the start when none is known yet.
@@ -167,7 +179,7 @@ public:
     // True when steps carry parameter values but no model signature named
     // them yet (they are kept as "param[i]" and renamed once one arrives):
     // the watcher then asks ps:0 for its status.
-    bool wantsSignature() const { return m_provisionalNames; }
+    bool wantsSignature() const { return m_provisionalNames || m_provisionalMetricNames; }
 
     RunSnapshot snapshot() const;
     int64_t globalStep() const { return m_snapshot.globalStep; }
@@ -180,6 +192,7 @@ private:
     RunSnapshot m_snapshot;
     bool m_modeKnown = false;
     bool m_provisionalNames = false;
+    bool m_provisionalMetricNames = false;
     size_t m_recentCapacity;
     size_t m_seriesCapacity;
     std::deque<StepRecord> m_recent;

@@ -65,6 +65,19 @@ grpc::Status sendOnTrainStream(const QString &address, const std::vector<proto::
     return stream->Finish();
 }
 
+// After a refused client: the cluster (ps:0 and worker:0) trains on, then
+// both stop cleanly.
+void trainsOnAndStopsCleanly(LocalCluster &cluster)
+{
+    proto::ClusterStatusResponse before;
+    QVERIFY(cluster.clusterStatus(&before));
+    QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
+    cluster.worker(0).terminate();
+    QCOMPARE(cluster.worker(0).waitForExit(), 0);
+    cluster.ps(0).terminate();
+    QCOMPARE(cluster.ps(0).waitForExit(), 0);
+}
+
 } // namespace
 
 class TestBadInput : public QObject
@@ -104,13 +117,44 @@ private Q_SLOTS:
         QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
         QVERIFY2(QString::fromStdString(status.error_message()).contains(expected), status.error_message().c_str());
 
-        proto::ClusterStatusResponse before;
-        QVERIFY(cluster.clusterStatus(&before));
-        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
-        cluster.worker(0).terminate();
-        QCOMPARE(cluster.worker(0).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        trainsOnAndStopsCleanly(cluster);
+    }
+
+    // A cluster whose workers report the held-out loss: a client that sends
+    // a metrics count other than 0 or the declared one, or declares other
+    // metrics, is refused with what to fix, and training goes on.
+    void roguePushWithTheWrongMetricCountIsRefused()
+    {
+        // Three workers: each rogue client below claims an index of its own.
+        LocalCluster cluster(1, 3, {QStringLiteral("--last_step=100000000"), QStringLiteral("--eval_fraction=0.2")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+        proto::ClusterStatusResponse status;
+        QVERIFY(cluster.clusterStatus(&status));
+        QCOMPARE(status.signature().metric_names_size(), 1);
+        QCOMPARE(status.signature().metric_names(0), std::string("heldout_loss"));
+
+        proto::TrainRequest join = joinAs(1);
+        join.mutable_join()->mutable_signature()->add_metric_names("heldout_loss");
+        proto::TrainRequest threeValues = push(status.global_step(), {1, 1});
+        for (float value : {0.1f, 0.2f, 0.3f})
+            threeValues.mutable_push()->add_metrics(value);
+        const auto refused = sendOnTrainStream(cluster.psAddress(0), {join, threeValues});
+        QCOMPARE(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+        QVERIFY2(QString::fromStdString(refused.error_message())
+                     .contains(QStringLiteral("pushed 3 metric values, but the cluster's signature declares 1 metric "
+                                              "names: send one value per declared name")),
+                 refused.error_message().c_str());
+
+        const auto undeclared = sendOnTrainStream(cluster.psAddress(0), {joinAs(2)});
+        QCOMPARE(undeclared.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+        QVERIFY2(QString::fromStdString(undeclared.error_message())
+                     .contains(QStringLiteral("it reports the metrics none but the cluster's workers report "
+                                              "heldout_loss")),
+                 undeclared.error_message().c_str());
+
+        trainsOnAndStopsCleanly(cluster);
     }
 
     // The same --task_index started twice: the second process is refused

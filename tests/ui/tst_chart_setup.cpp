@@ -175,6 +175,53 @@ private Q_SLOTS:
         QCOMPARE(qchart->series().size(), 5);
     }
 
+    void theLossChartDrawsTheHeldOutScoreBesideTheChiefsLoss()
+    {
+        auto run = std::make_shared<RunSnapshot>(*smallRun());
+        run->metricNames = {"heldout_loss", "heldout_accuracy"};
+        run->metricSeries.resize(2);
+        for (int64_t step = 20; step <= 200; step += 20) {
+            run->metricSeries[0].append(double(step), 0.5 + 10.0 / double(step)); // above the training loss
+            run->metricSeries[1].append(double(step), 0.9 - 2.0 / double(step));
+        }
+        LossChart chart;
+        chart.resize(800, 500);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        chart.setSnapshot(run);
+        QChart *qchart = chart.findChild<QChartView *>()->chart();
+        QTRY_COMPARE(shownInLegend(qchart),
+                     (QStringList{QStringLiteral("chief full-shard loss"),
+                                  QStringLiteral("held-out accuracy (right axis)"), QStringLiteral("held-out loss"),
+                                  QStringLiteral("worker:0 batch loss"), QStringLiteral("worker:1 batch loss")}));
+        QLineSeries *heldOutLoss = nullptr;
+        QLineSeries *accuracy = nullptr;
+        for (QAbstractSeries *series : qchart->series()) {
+            if (series->name() == QStringLiteral("held-out loss"))
+                heldOutLoss = static_cast<QLineSeries *>(series);
+            if (series->name() == QStringLiteral("held-out accuracy (right axis)"))
+                accuracy = static_cast<QLineSeries *>(series);
+        }
+        QVERIFY(heldOutLoss && accuracy);
+        QCOMPARE(heldOutLoss->count(), 10);
+        QCOMPARE(heldOutLoss->at(9), QPointF(200, 0.55));
+        // The accuracy on its own 0-1 axis at the right, whatever the loss axis does.
+        auto *accuracyAxis = qobject_cast<QValueAxis *>(accuracy->attachedAxes().value(1));
+        QVERIFY(accuracyAxis);
+        QVERIFY(accuracyAxis->alignment() == Qt::AlignRight);
+        QCOMPARE(accuracyAxis->max(), 1.0);
+        chart.setLogScale(false);
+        QVERIFY(accuracy->attachedAxes().contains(accuracyAxis));
+        QCOMPARE(accuracy->attachedAxes().size(), 2);
+        QVERIFY(!heldOutLoss->attachedAxes().contains(accuracyAxis));
+        // The export's table has both series.
+        QStringList exported;
+        for (const auto &row : chart.csv().rows)
+            exported << row.first();
+        QCOMPARE(exported.count(QStringLiteral("held-out loss")), 10);
+        QCOMPARE(exported.count(QStringLiteral("held-out accuracy")), 10);
+    }
+
     void aModeChangeIsALabelledLineAtItsStep()
     {
         const auto lines = modeChangeLines(*smallRun());

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 
 using namespace parasync;
 
@@ -120,6 +121,13 @@ private Q_SLOTS:
     void loadDatasetRejectsBadSpecs();
     void hugeSyntheticShardsAreRefusedBeforeAllocating();
     void defaultDatasetMatchesTheModel();
+
+    void evalFractionHoldsOutTheSameRowsFromEveryShard_data();
+    void evalFractionHoldsOutTheSameRowsFromEveryShard();
+    void evalFractionSpreadsOverAClassSortedFile();
+    void evalDatasetIsAFileWholeOrADrawNoWorkerHas();
+    void badHeldOutDataIsRefusedSayingWhatToDo_data();
+    void badHeldOutDataIsRefusedSayingWhatToDo();
 
 private:
     QString path(const QString &name) const { return m_dir.filePath(name); }
@@ -466,6 +474,139 @@ void TestDatasets::hugeSyntheticShardsAreRefusedBeforeAllocating()
     DatasetOptions fits = optionsFor(QStringLiteral("blobs:10:784"));
     fits.samplesPerShard = 1000;
     QCOMPARE(loadDataset(fits).size(), 1000);
+}
+
+namespace {
+
+// A row's values as text, to find it in another set: every row of the
+// datasets below is unique.
+std::vector<std::string> rowKeys(const Dataset &data)
+{
+    std::vector<std::string> keys;
+    for (Eigen::Index r = 0; r < data.size(); ++r) {
+        std::string key;
+        for (Eigen::Index c = 0; c < data.featureDim(); ++c)
+            key += std::to_string(data.features(r, c)) + ",";
+        keys.push_back(key + std::to_string(data.targets(r, 0)));
+    }
+    return keys;
+}
+
+} // namespace
+
+void TestDatasets::evalFractionHoldsOutTheSameRowsFromEveryShard_data()
+{
+    QTest::addColumn<QString>("spec");
+    QTest::addColumn<int>("totalRows"); // the whole dataset: every shard and the held-out rows
+    // 101 rows x,y = i,2i: none equal.
+    QString csv = QStringLiteral("x,y\n");
+    for (int i = 0; i < 101; ++i)
+        csv += QStringLiteral("%1,%2\n").arg(i).arg(2 * i);
+    writeFile(path(QStringLiteral("rows.csv")), csv.toUtf8());
+    QTest::newRow("csv, 3 workers") << QStringLiteral("csv:$DIR/rows.csv") << 101;
+    QTest::newRow("linear, 3 workers of 100") << QStringLiteral("linear") << 300;
+    QTest::newRow("blobs, 3 workers of 100") << QStringLiteral("blobs:3:4") << 300;
+}
+
+void TestDatasets::evalFractionHoldsOutTheSameRowsFromEveryShard()
+{
+    QFETCH(QString, spec);
+    QFETCH(int, totalRows);
+    DatasetOptions options = optionsFor(expand(spec), 0, 3);
+    options.evalFraction = 0.2;
+    options.seed = 7;
+    options.classification = spec.startsWith(QLatin1String("blobs"));
+
+    const Dataset heldOut = loadHeldOutData(options, {});
+    QCOMPARE(heldOut.size(), int64_t(std::llround(0.2 * totalRows)));
+    std::set<std::string> heldOutKeys;
+    for (const auto &key : rowKeys(heldOut))
+        heldOutKeys.insert(key);
+    QCOMPARE(int64_t(heldOutKeys.size()), heldOut.size());
+
+    int64_t trained = 0;
+    for (int shard = 0; shard < 3; ++shard) {
+        options.shardIndex = shard;
+        const Dataset data = loadDataset(options);
+        trained += data.size();
+        for (const auto &key : rowKeys(data))
+            QVERIFY2(!heldOutKeys.count(key),
+                     ("shard " + std::to_string(shard) + " trains on held-out row " + key).c_str());
+        // Every worker computes the same held-out rows on its own.
+        QCOMPARE(rowKeys(loadHeldOutData(options, {})), rowKeys(heldOut));
+    }
+    // Every row is trained on by one worker or held out: none is lost.
+    QCOMPARE(trained + heldOut.size(), int64_t(totalRows));
+}
+
+void TestDatasets::evalFractionSpreadsOverAClassSortedFile()
+{
+    // 50 rows of class 0, then 50 of class 1: a held-out set of one class
+    // would score nothing a user wants to know.
+    QString csv;
+    for (int i = 0; i < 100; ++i)
+        csv += QStringLiteral("%1,%2\n").arg(i).arg(i < 50 ? 0 : 1);
+    writeFile(path(QStringLiteral("sorted.csv")), csv.toUtf8());
+    DatasetOptions options = optionsFor(QStringLiteral("csv:") + path(QStringLiteral("sorted.csv")));
+    options.classification = true;
+    options.evalFraction = 0.2;
+    const Dataset heldOut = loadHeldOutData(options, {});
+    QCOMPARE(heldOut.size(), int64_t(20));
+    const auto ones = (heldOut.targets.array() == 1.0f).count();
+    QVERIFY2(ones >= 4 && ones <= 16, qPrintable(QStringLiteral("%1 of 20 held-out rows are class 1").arg(ones)));
+    QCOMPARE(heldOut.numClasses, int64_t(2));
+}
+
+void TestDatasets::evalDatasetIsAFileWholeOrADrawNoWorkerHas()
+{
+    DatasetOptions options = optionsFor(QStringLiteral("linear"), 1, 2);
+    // A file: every row, whatever this worker's shard.
+    const Dataset file = loadHeldOutData(options, "csv:" + path(QStringLiteral("regression.csv")).toStdString());
+    QCOMPARE(file.size(), int64_t(3));
+    // Synthetic: the same problem, but samples no shard holds.
+    const Dataset drawn = loadHeldOutData(options, "linear");
+    QCOMPARE(drawn.size(), options.samplesPerShard);
+    const auto [slope, intercept] = fitLine(drawn);
+    QVERIFY(std::abs(slope - 2.0) < 0.3 && std::abs(intercept - 10.0) < 0.3);
+    for (int shard = 0; shard < 2; ++shard) {
+        options.shardIndex = shard;
+        QVERIFY(loadDataset(options).features != drawn.features);
+    }
+}
+
+void TestDatasets::badHeldOutDataIsRefusedSayingWhatToDo_data()
+{
+    QTest::addColumn<QString>("spec");
+    QTest::addColumn<double>("fraction");
+    QTest::addColumn<QString>("evalSpec");
+    QTest::addColumn<QString>("expected");
+    QTest::newRow("fraction 0") << QStringLiteral("linear") << 0.0 << QString()
+                                << QStringLiteral("give --eval_dataset=SPEC or --eval_fraction=F");
+    QTest::newRow("fraction 1") << QStringLiteral("linear") << 1.0 << QString()
+                                << QStringLiteral("--eval_fraction=1: must be more than 0 and less than 1");
+    QTest::newRow("too small for the data")
+        << QStringLiteral("csv:$DIR/regression.csv") << 0.1 << QString()
+        << QStringLiteral("--eval_fraction=0.1 of 3 samples holds out none: give a larger fraction or more data");
+    QTest::newRow("holds out every row")
+        << QStringLiteral("csv:$DIR/regression.csv") << 0.9 << QString()
+        << QStringLiteral("holds out every one, leaving none to train on: give a smaller fraction");
+    QTest::newRow("empty eval file") << QStringLiteral("linear") << 0.0 << QStringLiteral("csv:$DIR/header-only.csv")
+                                     << QStringLiteral("the file has a header but no data rows");
+}
+
+void TestDatasets::badHeldOutDataIsRefusedSayingWhatToDo()
+{
+    QFETCH(QString, spec);
+    QFETCH(double, fraction);
+    QFETCH(QString, evalSpec);
+    QFETCH(QString, expected);
+    writeFile(path(QStringLiteral("header-only.csv")), "x,y\n");
+    DatasetOptions options = optionsFor(expand(spec));
+    options.evalFraction = fraction;
+    const QString message = messageOf([&] { loadHeldOutData(options, expand(evalSpec).toStdString()); });
+    QVERIFY2(message.contains(expected), qPrintable(message));
+    if (evalSpec.isEmpty() && fraction > 0) // the workers refuse the same split
+        QVERIFY2(messageOf([&] { loadDataset(options); }).contains(expected), qPrintable(message));
 }
 
 QTEST_GUILESS_MAIN(TestDatasets)

@@ -270,10 +270,10 @@ private Q_SLOTS:
     void trainingJsonReplaysThroughAClusterFile()
     {
         // What a run directory's cluster.json holds must give back the same flags.
-        const NodeOptions original
-            = parseNodeOptions(nodeArguments(demo({u"--mode=ssp"_s, u"--staleness=2"_s, u"--optimizer=adagrad"_s,
-                                                   u"--learning_rate=0.3"_s, u"--logdir=runs/a b"_s, u"--seed=42"_s})),
-                               {});
+        const NodeOptions original = parseNodeOptions(
+            nodeArguments(demo({u"--mode=ssp"_s, u"--staleness=2"_s, u"--optimizer=adagrad"_s, u"--learning_rate=0.3"_s,
+                                u"--logdir=runs/a b"_s, u"--seed=42"_s, u"--eval_fraction=0.25"_s})),
+            {});
         const std::string json
             = R"({"cluster": )" + original.cluster.toJson() + R"(, "training": )" + original.training.toJson() + "}";
         QTemporaryDir dir;
@@ -285,6 +285,7 @@ private Q_SLOTS:
         QCOMPARE(replayed.training.toJson(), original.training.toJson());
         QCOMPARE(replayed.training.learningRate, 0.3f);
         QCOMPARE(replayed.training.logdir, std::string("runs/a b"));
+        QCOMPARE(replayed.training.evalFraction, 0.25);
     }
 
     void trainingJsonNamesEveryFlag()
@@ -346,6 +347,15 @@ private Q_SLOTS:
                                          << QStringList{u"--batch_size=ten"_s, u"not a whole number"_s};
         QTest::newRow("batch size huge") << demo({u"--batch_size=99999999999"_s}) << QString()
                                          << QStringList{u"--batch_size=99999999999"_s, u"at most"_s};
+        QTest::newRow("eval fraction 0") << demo({u"--eval_fraction=0"_s}) << QString()
+                                         << QStringList{u"--eval_fraction=0: must be more than 0 and less than 1"_s};
+        QTest::newRow("eval fraction 1.5") << demo({u"--eval_fraction=1.5"_s}) << QString()
+                                           << QStringList{u"--eval_fraction=1.5: must be more than 0"_s, u"0.2"_s};
+        QTest::newRow("eval fraction text") << demo({u"--eval_fraction=most"_s}) << QString()
+                                            << QStringList{u"--eval_fraction=most"_s, u"not a number"_s};
+        QTest::newRow("both held-out flags")
+            << demo({u"--eval_fraction=0.2"_s, u"--eval_dataset=blobs"_s}) << QString()
+            << QStringList{u"--eval_dataset=blobs"_s, u"--eval_fraction=0.2"_s, u"give only one of them"_s};
         QTest::newRow("negative staleness")
             << demo({u"--staleness=-1"_s}) << QString() << QStringList{u"--staleness=-1: must be at least 0"_s};
         QTest::newRow("zero learning rate")

@@ -483,6 +483,17 @@ private Q_SLOTS:
             << QList<proto::TrainRequest>{joinAs(1), push(1000000000, 1.0f)} << CallStatus::Code::InvalidArgument
             << QStringLiteral("worker:1 pushed a gradient computed from global step 1000000000, but the global step "
                               "is only 0: a step from the future is refused");
+        QTest::newRow("metrics nobody declared")
+            << QList<proto::TrainRequest>{joinAs(1),
+                                          [] {
+                                              proto::TrainRequest request = push(0, 1.0f);
+                                              request.mutable_push()->add_metrics(0.5f);
+                                              return request;
+                                          }()}
+            << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1 pushed 1 metric values, but the cluster's signature declares 0 metric names: "
+                              "send one value per declared name, in their order, or none on a step that measured "
+                              "nothing");
         QTest::newRow("another model")
             << QList<proto::TrainRequest>{joinAs(1, "softmax")} << CallStatus::Code::FailedPrecondition
             << QStringLiteral("ps:0 refuses worker:1: it trains model 'softmax' but the cluster trains 'linear'. "
@@ -644,6 +655,43 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(status.message()),
                  QStringLiteral("variable 'w' holds 1 values, which its shape does not describe: its checkpoint or "
                                 "the chief's state is corrupt"));
+        // Nothing was taken: a good initialisation still lands.
+        QVERIFY(task.initialize(chiefInitialization(), &response).ok());
+        QVERIFY(response.initialized_now());
+    }
+
+    // Metric names become metrics.csv columns and TensorBoard tags: names
+    // that would break either are refused before anything is taken.
+    void metricNamesThatWouldBreakTheRunDirectoryAreRefused_data()
+    {
+        QTest::addColumn<QStringList>("names");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("a comma") << QStringList{QStringLiteral("loss,accuracy")}
+                                 << QStringLiteral("metric name 'loss,accuracy' is not 1-64 characters of letters, "
+                                                   "digits, '_', '.' or '-': rename the metric");
+        QTest::newRow("empty") << QStringList{QString()} << QStringLiteral("metric name '' is not 1-64 characters");
+        QTest::newRow("twice") << QStringList{QStringLiteral("accuracy"), QStringLiteral("accuracy")}
+                               << QStringLiteral("metric name 'accuracy' is declared twice: declare each metric once");
+        QStringList many;
+        for (int i = 0; i < 33; ++i)
+            many << QStringLiteral("m%1").arg(i);
+        QTest::newRow("too many") << many
+                                  << QStringLiteral("the signature declares 33 metric names, more than 32: report "
+                                                    "fewer metrics");
+    }
+
+    void metricNamesThatWouldBreakTheRunDirectoryAreRefused()
+    {
+        QFETCH(QStringList, names);
+        QFETCH(QString, message);
+        PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
+        proto::InitializeRequest request = chiefInitialization();
+        for (const QString &name : names)
+            request.mutable_signature()->add_metric_names(name.toStdString());
+        proto::InitializeResponse response;
+        const CallStatus status = task.initialize(request, &response);
+        QCOMPARE(status.code(), CallStatus::Code::InvalidArgument);
+        QVERIFY2(QString::fromStdString(status.message()).startsWith(message), status.message().c_str());
         // Nothing was taken: a good initialisation still lands.
         QVERIFY(task.initialize(chiefInitialization(), &response).ok());
         QVERIFY(response.initialized_now());

@@ -402,7 +402,8 @@ private Q_SLOTS:
                                      10,
                                      0,
                                      proto::WORKER_PHASE_UNSPECIFIED,
-                                     {2.f, 10.f}});
+                                     {2.f, 10.f},
+                                     {}});
         const auto s = state.snapshot();
         QCOMPARE(s.recentSteps.size(), size_t(1000));
         QCOMPARE(s.recentSteps.back().globalStep, int64_t(3'000'000));
@@ -499,6 +500,80 @@ private Q_SLOTS:
             for (auto count : w.stalenessHistogram)
                 histogram += count;
         QCOMPARE(histogram, int64_t(0));
+    }
+
+    void metricsGetColumnsAfterTheOldOnesAndReplayFromEitherFile()
+    {
+        QTemporaryDir dir;
+        const std::vector<std::string> metricNames{"heldout_loss", "heldout_accuracy"};
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"}, metricNames);
+            for (int i = 1; i <= 30; ++i) {
+                proto::TelemetryEvent event = stepEvent(i, 100.0 + i * 0.01, i % 2, (i + 1) / 2, 30.f / float(i), kNaN,
+                                                        proto::APPLIED, 0, {2.f, 10.f});
+                if (i % 10 == 1) { // the chief measured these steps
+                    event.mutable_step()->add_metrics(1.f / float(i));
+                    event.mutable_step()->add_metrics(0.5f + float(i) / 100.f);
+                }
+                log.record(event);
+            }
+            log.flush();
+        }
+        QFile csv(dir.filePath(QStringLiteral("metrics.csv")));
+        QVERIFY(csv.open(QIODevice::ReadOnly));
+        const QList<QByteArray> lines = csv.readAll().split('\n');
+        // The old columns first, in their order: old readers keep working.
+        QCOMPARE(lines[0], QByteArray("global_step,wall_time,worker,loss,full_loss,w,b,heldout_loss,heldout_accuracy"));
+        QVERIFY2(lines[1].endsWith(",2,10,1,0.50999999"), lines[1].constData());
+        QVERIFY2(lines[2].endsWith(",2,10,,"), lines[2].constData()); // not measured: empty cells
+
+        const auto check = [&](const char *source) {
+            RunState state;
+            replayRunDirectory(dir.path().toStdString(), &state);
+            const auto s = state.snapshot();
+            QVERIFY2(s.parameterNames == (std::vector<std::string>{"w", "b"}), source);
+            QVERIFY2(s.metricNames == metricNames, source);
+            QCOMPARE(s.metricSeries.size(), size_t(2));
+            QCOMPARE(s.metricSeries[0].totalCount(), int64_t(3));
+            QVERIFY2(std::abs(s.metricSeries[1].buckets().back().last - 0.71) < 1e-5, source);
+            QCOMPARE(s.parameterSeries[1].totalCount(), int64_t(30));
+        };
+        check("steps.jsonl");
+        QVERIFY(QFile::remove(dir.filePath(QStringLiteral("steps.jsonl"))));
+        check("metrics.csv");
+    }
+
+    void oldFilesReplayWithoutMetrics()
+    {
+        // A step log and a metrics.csv from before metrics: no metric series.
+        QTemporaryDir dir;
+        writeText(dir.filePath(QStringLiteral("steps.jsonl")),
+                  QByteArray::fromStdString(
+                      RunLog::formatStepLogLine(stepEvent(1, 100.0, 0, 1, 3.f, kNaN, proto::APPLIED, 0, {2.f, 10.f}),
+                                                {"w", "b"})
+                      + "\n"));
+        RunState fromLog;
+        replayRunDirectory(dir.path().toStdString(), &fromLog);
+        QVERIFY(fromLog.snapshot().metricNames.empty());
+        QCOMPARE(fromLog.snapshot().globalStep, int64_t(1));
+    }
+
+    void metricsFollowTheSignaturesNames()
+    {
+        RunState state;
+        proto::TelemetryEvent event = stepEvent(5, 100.0, 0, 5, 1.f);
+        event.mutable_step()->add_metrics(0.4f);
+        state.apply(event); // before the status that names it: kept
+        QCOMPARE(state.snapshot().metricNames, (std::vector<std::string>{"metric[0]"}));
+        QVERIFY(state.wantsSignature());
+        proto::ClusterStatusResponse status;
+        *status.mutable_signature() = linearSignature();
+        status.mutable_signature()->add_metric_names("heldout_loss");
+        state.applyStatus(status);
+        const auto s = state.snapshot();
+        QCOMPARE(s.metricNames, (std::vector<std::string>{"heldout_loss"}));
+        QCOMPARE(s.metricSeries[0].totalCount(), int64_t(1));
+        QCOMPARE(s.metricSeries[0].buckets().back().x, 4.0); // the step the parameters belong to
     }
 
     void emptyDirectoryIsAnErrorNamingIt()

@@ -69,4 +69,44 @@ QString workerName(int worker)
     return QStringLiteral("worker:%1").arg(worker);
 }
 
+QString metricLabel(const std::string &metricName)
+{
+    QString label = QString::fromStdString(metricName);
+    if (label.startsWith(QLatin1String("heldout_")))
+        label.replace(0, 8, QStringLiteral("held-out "));
+    return label.replace(QLatin1Char('_'), QLatin1Char(' '));
+}
+
+MetricAxis metricAxis(const std::string &metricName)
+{
+    const auto endsWith = [&metricName](const std::string &suffix) {
+        return metricName.size() >= suffix.size()
+               && metricName.compare(metricName.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (endsWith("loss"))
+        return MetricAxis::Loss;
+    if (endsWith("accuracy"))
+        return MetricAxis::Accuracy;
+    return MetricAxis::None;
+}
+
+QColor metricColor(size_t metric)
+{
+    // Apart from the workers' colours and the chief's near-black.
+    static const std::array<QColor, 3> colors
+        = {QColor(0xd6, 0x27, 0x28), QColor(0x00, 0x6d, 0x2c), QColor(0x6a, 0x3d, 0x9a)};
+    return colors[metric % colors.size()];
+}
+
+QStringList latestMetricTexts(const RunSnapshot &snapshot)
+{
+    QStringList texts;
+    for (size_t i = 0; i < snapshot.metricNames.size() && i < snapshot.metricSeries.size(); ++i)
+        if (!snapshot.metricSeries[i].isEmpty())
+            texts << QStringLiteral("%1 %2")
+                         .arg(metricLabel(snapshot.metricNames[i]))
+                         .arg(snapshot.metricSeries[i].buckets().back().last, 0, 'g', 3);
+    return texts;
+}
+
 } // namespace parasync::ui

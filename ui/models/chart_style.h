@@ -8,9 +8,14 @@
 #include <QColor>
 #include <QString>
 
+#include <QStringList>
+
+#include <string>
+
 namespace parasync {
 struct ModeMarker;
-}
+struct RunSnapshot;
+} // namespace parasync
 
 namespace parasync::ui {
 
@@ -28,5 +33,16 @@ QString shortModeLabel(const proto::ModeConfig &mode);
 // "→ sync r=2 @ 301": a mode change's marker, on every chart of one run.
 QString modeChangeLabel(const ModeMarker &change);
 QString workerName(int worker); // "worker:1"
+
+// A reported metric (ModelSignature.metric_names) in the charts' words:
+// "heldout_loss" -> "held-out loss", "accuracy" -> "accuracy".
+QString metricLabel(const std::string &metricName);
+// Where the loss chart draws a metric: a loss beside the losses, an accuracy
+// on its own 0-1 axis, anything else not at all (metrics.csv has it).
+enum class MetricAxis { Loss, Accuracy, None };
+MetricAxis metricAxis(const std::string &metricName);
+QColor metricColor(size_t metric);
+// Each reported metric's newest value, "held-out loss 0.47", for summaries.
+QStringList latestMetricTexts(const RunSnapshot &snapshot);
 
 } // namespace parasync::ui
