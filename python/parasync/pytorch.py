@@ -26,14 +26,16 @@ def _trainable(module):
     return [(name, p) for name, p in module.named_parameters() if p.requires_grad]
 
 
-def signature(module, model, optimizer="sgd", dataset=""):
+def signature(module, model, optimizer="sgd", dataset="", metric_names=()):
     """The model a module declares: its trainable parameters, by name and
     shape. `model` names it for the cluster (ps:0 refuses a worker that
-    declares another); `optimizer` must be the ps tasks' --optimizer."""
+    declares another); `optimizer` must be the ps tasks' --optimizer;
+    `metric_names` the metrics step() may report (see Signature)."""
     variables = [VariableSpec(name, tuple(p.shape)) for name, p in _trainable(module)]
     if not variables:
         raise ValueError("the module has no trainable parameters")
-    return Signature(model=model, dataset=dataset, optimizer=optimizer, variables=variables)
+    return Signature(model=model, dataset=dataset, optimizer=optimizer, variables=variables,
+                     metric_names=tuple(metric_names))
 
 
 class Trainer:
@@ -63,12 +65,13 @@ class Trainer:
         return {name: p.grad.detach().cpu().numpy() if p.grad is not None else np.zeros(tuple(p.shape), np.float32)
                 for name, p in self._parameters}
 
-    def step(self, loss):
-        """One worker step for a batch's loss: backward, push, load the
-        cluster's fresh parameters. Returns the worker's StepResult."""
+    def step(self, loss, metrics=None):
+        """One worker step for a batch's loss: backward, push (with the
+        metrics measured before it, name -> value), load the cluster's fresh
+        parameters. Returns the worker's StepResult."""
         for _, p in self._parameters:
             p.grad = None
         loss.backward()
-        result = self.worker.push(self.gradients(), float(loss.detach()))
+        result = self.worker.push(self.gradients(), float(loss.detach()), metrics=metrics)
         self.load(result.parameters)
         return result

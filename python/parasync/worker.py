@@ -75,10 +75,17 @@ class Signature:
     feature_dim: int = 0
     output_dim: int = 0
     optimizer: str = "sgd"
+    # Names of the metrics the workers report with push(metrics=...), e.g.
+    # ("heldout_loss", "heldout_accuracy"): each a metrics.csv column and a
+    # TensorBoard tag; the app draws names ending in "loss" beside the losses
+    # and those ending in "accuracy" on a 0-1 axis. Every worker declares the
+    # same names (ps:0 refuses a worker whose names differ).
+    metric_names: tuple = ()
 
     def to_proto(self):
         signature = pb.ModelSignature(model=self.model, dataset=self.dataset, feature_dim=self.feature_dim,
-                                      output_dim=self.output_dim, optimizer=self.optimizer)
+                                      output_dim=self.output_dim, optimizer=self.optimizer,
+                                      metric_names=list(self.metric_names))
         for v in self.variables:
             signature.variables.add(name=v.name, shape=list(v.shape))
         return signature
@@ -406,27 +413,35 @@ class Worker:
             if spec.name not in values:
                 raise ValueError(f"no {what} for variable '{spec.name}'")
             array = np.asarray(values[spec.name], dtype=np.float32)
-            if array.size != spec.size:
+            # The shape, not just the count: a transposed gradient has the
+            # right number of values in the wrong places.
+            if array.shape != tuple(spec.shape):
                 raise ValueError(f"the {what} of '{spec.name}' has shape {array.shape}, the variable {spec.shape}")
-            checked[spec.name] = array.reshape(spec.shape)
+            checked[spec.name] = array
         unknown = set(values) - set(checked)
         if unknown:
             raise ValueError(f"{what}s for variables the model does not declare: {sorted(unknown)}")
         return checked
 
-    def push(self, gradients, loss, full_loss=float("nan")):
+    def push(self, gradients, loss, full_loss=float("nan"), metrics=None):
         """Pushes one step's gradients (name -> array, or a list in declaration
-        order) with the batch loss; returns what the cluster did with them.
+        order) with the batch loss, and the metrics measured on the parameters
+        they were computed from (name -> value, names the signature declares;
+        those left out are sent as NaN, "not measured"); returns what the
+        cluster did with them.
         Blocks while the policy holds the worker (sync barrier, staleness bound).
         When a ps was lost, rejoins (waiting for it) and returns outcome "none"
         with the parameters the cluster holds now."""
         if self.stopping:
             raise Stopped(self._stop_reason)
         grads = self._check_values(gradients, "gradient")
+        values = self._metric_values(metrics)
+        if not all(self._streams):
+            raise RuntimeError(f"{self._name} has not joined the cluster: call join() first")
         compute_us = int((time.monotonic() - self._params_at) * 1e6)
         started = time.monotonic()
         try:
-            result = self._push(grads, float(loss), float(full_loss), compute_us)
+            result = self._push(grads, float(loss), float(full_loss), values, compute_us)
         except grpc.RpcError as e:
             self._set_state("waiting", f"reconnecting: lost a ps: {e.details()}")
             for stream in self._streams:
@@ -439,9 +454,18 @@ class Worker:
         self._params_at = time.monotonic()
         return result
 
-    def _push(self, grads, loss, full_loss, compute_us):
+    def _metric_values(self, metrics):
+        if not metrics:
+            return []
+        unknown = set(metrics) - set(self.signature.metric_names)
+        if unknown:
+            raise ValueError(f"metrics {sorted(unknown)} are not declared: add them to the signature's "
+                             f"metric_names (it declares {list(self.signature.metric_names)})")
+        return [float(metrics.get(name, float("nan"))) for name in self.signature.metric_names]
+
+    def _push(self, grads, loss, full_loss, metric_values, compute_us):
         head = pb.PushRequest(computed_from_step=self.global_step, batch_loss=loss, full_loss=full_loss,
-                              compute_us=compute_us, previous_push_us=self._last_push_us)
+                              compute_us=compute_us, previous_push_us=self._last_push_us, metrics=metric_values)
         if sum(v.size for v in self.signature.variables) <= _MAX_VIEWED_PARAMETERS:
             head.parameter_view.extend(
                 float(x) for v in self.signature.variables for x in self.parameters[v.name].ravel())
