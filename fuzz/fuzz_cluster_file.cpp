@@ -40,7 +40,9 @@ void checkRoundTrip(const ClusterFile &file)
     try {
         writeClusterFile(g_savedPath, file);
         const ClusterFile again = readClusterFile(g_savedPath);
-        if (!(again.cluster == file.cluster) || again.training != file.training || again.hosts != file.hosts) {
+        if (!(again.cluster == file.cluster) || again.training != file.training || again.hosts != file.hosts
+            || again.workerCommand != file.workerCommand || again.perWorkerCommand != file.perWorkerCommand
+            || again.perWorker != file.perWorker) {
             std::fprintf(stderr, "the cluster file reads back differently after writeClusterFile\n");
             std::abort();
         }

@@ -203,6 +203,8 @@ void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
     m_base = plan.training;
     m_hosts = plan.hosts;
     m_workerPace = plan.workerPace;
+    m_workerCommand = plan.workerCommand;
+    m_workerCommands = plan.workerCommands;
     fillHosts(m_ps, plan.cluster.ps);
     fillHosts(m_workers, plan.cluster.workers);
     const TrainingOptions &t = plan.training;
@@ -242,6 +244,10 @@ bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
         for (const auto &[index, pace] : m_workerPace)
             if (index < plan.cluster.numWorkers())
                 plan.workerPace[index] = pace;
+        plan.workerCommand = m_workerCommand;
+        for (const auto &[index, command] : m_workerCommands)
+            if (index < plan.cluster.numWorkers())
+                plan.workerCommands[index] = command;
         TrainingOptions &t = plan.training;
         t.model = m_model->currentText().toStdString();
         t.dataset = m_dataset->text().trimmed().toStdString();

@@ -47,6 +47,9 @@ private:
     TrainingOptions m_base;                 // flags the dialog does not show are kept from here
     std::vector<RemoteHost> m_hosts;        // the file's ssh hosts, kept as they were (not edited here)
     std::map<int, WorkerPace> m_workerPace; // each worker's own pace, kept as it was (not edited here)
+    // The workers' own commands (Python workers), kept as they were (not edited here).
+    std::vector<std::string> m_workerCommand;
+    std::map<int, std::vector<std::string>> m_workerCommands;
     QListWidget *m_ps;
     QListWidget *m_workers;
     QComboBox *m_model;

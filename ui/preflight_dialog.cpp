@@ -16,7 +16,8 @@ namespace parasync::ui {
 namespace {
 
 constexpr PreflightItem::Kind kColumns[]
-    = {PreflightItem::Kind::Ssh, PreflightItem::Kind::Node, PreflightItem::Kind::Port, PreflightItem::Kind::Reach};
+    = {PreflightItem::Kind::Ssh, PreflightItem::Kind::Node, PreflightItem::Kind::Port, PreflightItem::Kind::Reach,
+       PreflightItem::Kind::Program};
 
 QColor outcomeColor(CheckOutcome outcome)
 {

@@ -43,6 +43,12 @@ WorkerPace ClusterPlan::paceOf(int worker) const
     return it != workerPace.end() ? it->second : training.pace;
 }
 
+const std::vector<std::string> &ClusterPlan::commandOf(int worker) const
+{
+    const auto it = workerCommands.find(worker);
+    return it != workerCommands.end() ? it->second : workerCommand;
+}
+
 std::vector<TaskId> ClusterPlan::tasks() const
 {
     std::vector<TaskId> out;
@@ -53,7 +59,14 @@ std::vector<TaskId> ClusterPlan::tasks() const
     return out;
 }
 
-QStringList ClusterPlan::arguments(const TaskId &task) const
+namespace {
+
+void addFlag(QStringList &args, const char *name, const QString &value)
+{
+    args << QStringLiteral("--") + QLatin1String(name) + QLatin1Char('=') + value;
+}
+
+QStringList clusterArguments(const ClusterSpec &cluster, const TaskId &task)
 {
     const auto hosts = [](const std::vector<HostPort> &list) {
         QStringList out;
@@ -61,16 +74,48 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
             out << qs(address.toString());
         return out.join(QLatin1Char(','));
     };
-    QStringList args{QStringLiteral("--ps_hosts=") + hosts(cluster.ps),
-                     QStringLiteral("--worker_hosts=") + hosts(cluster.workers),
-                     QStringLiteral("--job_name=") + qs(jobNameString(task.job)),
-                     QStringLiteral("--task_index=") + QString::number(task.index)};
+    return {QStringLiteral("--ps_hosts=") + hosts(cluster.ps),
+            QStringLiteral("--worker_hosts=") + hosts(cluster.workers),
+            QStringLiteral("--job_name=") + qs(jobNameString(task.job)),
+            QStringLiteral("--task_index=") + QString::number(task.index)};
+}
+
+// TLS files are paths, safe on a command line (the token is not).
+// --tls_mutual is the serving side's rule, which parasync-node takes and a
+// Python worker does not.
+void addConnectionArguments(QStringList &args, const ConnectionOptions &c, bool withMutual)
+{
+    const ConnectionOptions defaults;
+    if (!c.tlsCert.empty())
+        addFlag(args, "tls_cert", qs(c.tlsCert));
+    if (!c.tlsKey.empty())
+        addFlag(args, "tls_key", qs(c.tlsKey));
+    if (!c.tlsCa.empty())
+        addFlag(args, "tls_ca", qs(c.tlsCa));
+    if (c.tlsMutual && withMutual)
+        args << QStringLiteral("--tls_mutual");
+    if (c.maxMessageBytes != defaults.maxMessageBytes)
+        addFlag(args, "max_message_bytes", QString::number(c.maxMessageBytes));
+    if (c.heartbeatMs != defaults.heartbeatMs)
+        addFlag(args, "heartbeat_ms", QString::number(c.heartbeatMs));
+}
+
+} // namespace
+
+QStringList ClusterPlan::commandArguments(const TaskId &task) const
+{
+    QStringList args = clusterArguments(cluster, task);
+    addConnectionArguments(args, connection, false);
+    return args;
+}
+
+QStringList ClusterPlan::arguments(const TaskId &task) const
+{
+    QStringList args = clusterArguments(cluster, task);
 
     const TrainingOptions defaults;
     const TrainingOptions &t = training;
-    const auto flag = [&args](const char *name, const QString &value) {
-        args << QStringLiteral("--") + QLatin1String(name) + QLatin1Char('=') + value;
-    };
+    const auto flag = [&args](const char *name, const QString &value) { addFlag(args, name, value); };
     // The mode is what people compare runs by: always spelled out.
     if (t.mode.mode() != proto::UPDATE_MODE_UNSPECIFIED)
         flag("mode", qs(updateModeName(t.mode.mode())));
@@ -127,21 +172,7 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
             flag("straggler_ms", QString::number(pace.stragglerMs));
     }
 
-    // TLS files are paths, safe on a command line (the token is not).
-    const ConnectionOptions defaultConnection;
-    const ConnectionOptions &c = connection;
-    if (!c.tlsCert.empty())
-        flag("tls_cert", qs(c.tlsCert));
-    if (!c.tlsKey.empty())
-        flag("tls_key", qs(c.tlsKey));
-    if (!c.tlsCa.empty())
-        flag("tls_ca", qs(c.tlsCa));
-    if (c.tlsMutual)
-        args << QStringLiteral("--tls_mutual");
-    if (c.maxMessageBytes != defaultConnection.maxMessageBytes)
-        flag("max_message_bytes", QString::number(c.maxMessageBytes));
-    if (c.heartbeatMs != defaultConnection.heartbeatMs)
-        flag("heartbeat_ms", QString::number(c.heartbeatMs));
+    addConnectionArguments(args, connection, true);
     return args;
 }
 

@@ -31,11 +31,24 @@ struct ClusterPlan
     // "per_worker"), by worker index.
     std::map<int, WorkerPace> workerPace;
     WorkerPace paceOf(int worker) const;
+    // Workers that run a program of their own (a Python worker) instead of
+    // parasync-node: the cluster file's "worker_command", and by worker
+    // index its "per_worker" ones, which take precedence. Empty: parasync-node.
+    std::vector<std::string> workerCommand;
+    std::map<int, std::vector<std::string>> workerCommands;
+    // The command worker `worker` runs: program first. Empty for parasync-node.
+    const std::vector<std::string> &commandOf(int worker) const;
+    bool hasWorkerCommands() const { return !workerCommand.empty() || !workerCommands.empty(); }
     // The three-port demo: ps 127.0.0.1:2222, workers :2223 and :2224.
     static ClusterPlan demo();
     // Flags for one task, as a user would type them: the cluster, the task,
     // --mode, and every training flag that differs from its default.
+    // Not for a worker with a command of its own: see commandArguments.
     QStringList arguments(const TaskId &task) const;
+    // What the app adds to a worker's own command: the cluster, the task and
+    // the connection flags a Python worker takes (parasync/cluster.py), and
+    // no training flag -- those are the ps tasks' (and its script's own).
+    QStringList commandArguments(const TaskId &task) const;
     // Every task of the plan: ps tasks first, then workers, by index.
     std::vector<TaskId> tasks() const;
 };

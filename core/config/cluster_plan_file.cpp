@@ -40,6 +40,8 @@ ClusterPlan planFromClusterFile(const ClusterFile &file)
     plan.cluster = options.cluster;
     plan.training = options.training;
     plan.hosts = file.hosts;
+    plan.workerCommand = file.workerCommand;
+    plan.workerCommands = file.perWorkerCommand;
     // Each worker's own pace, parsed as that worker's node would.
     for (const auto &[index, flags] : file.perWorker) {
         std::vector<std::string> workerArgs = args;
@@ -59,6 +61,8 @@ ClusterFile clusterFileFromPlan(const ClusterPlan &plan)
     ClusterFile file;
     file.cluster = plan.cluster;
     file.hosts = plan.hosts;
+    file.workerCommand = plan.workerCommand;
+    file.perWorkerCommand = plan.workerCommands;
     const QJsonObject training = QJsonDocument::fromJson(QByteArray::fromStdString(plan.training.toJson())).object();
     // In the order of parasync-node --help, as a person would write them.
     for (const std::string &name : trainingFlagNames()) {

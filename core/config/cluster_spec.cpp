@@ -733,20 +733,57 @@ std::string nameList(const std::vector<std::string> &names)
     return list;
 }
 
-// "per_worker": {"1": {"compute_ms": 200}}: one worker's pace, by index.
-std::map<int, std::vector<std::pair<std::string, std::string>>> parsePerWorker(const QJsonObject &root,
-                                                                               const ClusterSpec &cluster,
-                                                                               const std::string &origin)
+// "worker_command": ["/usr/bin/python3", "train.py", "--batch_size=64"]. The
+// app appends the cluster and task flags to it, so a command that gives them
+// itself would contradict them (and each worker needs its own --task_index).
+std::vector<std::string> parseWorkerCommand(const QJsonValue &value, const std::string &where)
 {
-    std::map<int, std::vector<std::pair<std::string, std::string>>> result;
+    const std::string example = "like [\"/usr/bin/python3\", \"train.py\", \"--batch_size=64\"]";
+    if (!value.isArray())
+        throw InputError(where + " must be a list of strings, the program and then its arguments, " + example);
+    std::vector<std::string> command;
+    for (const QJsonValue word : value.toArray()) {
+        if (!word.isString())
+            throw InputError(where + " must hold only strings, the program and then its arguments, " + example);
+        command.push_back(ss(word.toString()));
+    }
+    if (command.empty() || command.front().empty())
+        throw InputError(where + " names no program: give the program first, then its arguments, " + example
+                         + " (or leave it out for parasync-node)");
+    for (const std::string &word : command) {
+        // As for "hosts": over ssh the command becomes a shell command line.
+        for (char c : word)
+            if (static_cast<unsigned char>(c) < 0x20)
+                throw InputError(where + " holds a control character: remove it");
+        for (const std::string flag : {"--ps_hosts", "--worker_hosts", "--job_name", "--task_index", "--cluster_file"})
+            if (word == flag || word.rfind(flag + "=", 0) == 0)
+                throw InputError(where + " gives " + flag
+                                 + ": leave it out, the app adds the cluster and task flags to each worker's command");
+    }
+    return command;
+}
+
+std::string commandJson(const std::vector<std::string> &command)
+{
+    std::string list;
+    for (const std::string &word : command)
+        list += (list.empty() ? "" : ", ") + jsonString(word);
+    return "[" + list + "]";
+}
+
+// "per_worker": {"1": {"compute_ms": 200, "worker_command": [...]}}: one
+// worker's pace and command, by index.
+void parsePerWorker(const QJsonObject &root, const std::string &origin, ClusterFile &file)
+{
     if (!root.contains(QStringLiteral("per_worker")))
-        return result;
+        return;
     const std::string example = "like {\"1\": {\"straggler_ms\": 150}}";
     const QJsonValue value = root.value(QStringLiteral("per_worker"));
     if (!value.isObject())
         throw InputError(origin + ": \"per_worker\" must be an object " + example);
     const QJsonObject object = value.toObject();
     const auto &known = perWorkerFlagNames();
+    const ClusterSpec &cluster = file.cluster;
     for (const QString &indexText : object.keys()) {
         const std::string where = origin + ": \"per_worker\" \"" + ss(indexText) + "\"";
         bool ok = false;
@@ -759,16 +796,22 @@ std::map<int, std::vector<std::pair<std::string, std::string>>> parsePerWorker(c
         const QJsonValue entry = object.value(indexText);
         if (!entry.isObject())
             throw InputError(where + " must be an object " + example);
-        auto &flags = result[index];
+        auto &flags = file.perWorker[index];
         const QJsonObject flagObject = entry.toObject();
         for (const QString &key : flagObject.keys()) {
+            if (key == QLatin1String("worker_command")) {
+                file.perWorkerCommand[index] = parseWorkerCommand(flagObject.value(key), where + " \"worker_command\"");
+                continue;
+            }
             if (std::find(known.begin(), known.end(), ss(key)) == known.end())
                 throw InputError(where + " has an unknown key \"" + ss(key) + "\": a worker's own keys are "
-                                 + nameList(known) + " (the rest goes in \"training\", for every task)");
+                                 + nameList(known)
+                                 + " and worker_command (the rest goes in \"training\", for every task)");
             flags.emplace_back(ss(key), trainingValueText(flagObject.value(key), ss(key), origin));
         }
+        if (flags.empty())
+            file.perWorker.erase(index);
     }
-    return result;
 }
 
 } // namespace
@@ -781,7 +824,10 @@ ClusterFile parseClusterFile(const std::string &json, const std::string &originF
     file.cluster = parseClusterObject(root, origin).spec;
     file.cluster.validate();
     file.hosts = parseRemoteHosts(json, root, origin);
-    file.perWorker = parsePerWorker(root, file.cluster, origin);
+    parsePerWorker(root, origin, file);
+    if (root.contains(QStringLiteral("worker_command")))
+        file.workerCommand
+            = parseWorkerCommand(root.value(QStringLiteral("worker_command")), origin + ": \"worker_command\"");
 
     if (!root.contains(QStringLiteral("training")))
         return file;
@@ -833,15 +879,26 @@ void writeClusterFile(const std::string &path, const ClusterFile &file)
         }
         text += "    }";
     }
-    if (!file.perWorker.empty()) {
+    if (!file.workerCommand.empty())
+        text += ",\n    \"worker_command\": " + commandJson(file.workerCommand);
+    // A worker's pace flags and its command share its "per_worker" entry.
+    std::set<int> ownEntries;
+    for (const auto &entry : file.perWorker)
+        ownEntries.insert(entry.first);
+    for (const auto &entry : file.perWorkerCommand)
+        ownEntries.insert(entry.first);
+    if (!ownEntries.empty()) {
         text += ",\n    \"per_worker\": {\n";
         size_t n = 0;
-        for (const auto &[index, flags] : file.perWorker) {
+        for (const int index : ownEntries) {
             std::string body;
-            for (const auto &[key, value] : flags)
-                body += (body.empty() ? "" : ", ") + jsonString(key) + ": " + trainingValueJson(value);
+            if (const auto flags = file.perWorker.find(index); flags != file.perWorker.end())
+                for (const auto &[key, value] : flags->second)
+                    body += (body.empty() ? "" : ", ") + jsonString(key) + ": " + trainingValueJson(value);
+            if (const auto command = file.perWorkerCommand.find(index); command != file.perWorkerCommand.end())
+                body += (body.empty() ? "" : ", ") + std::string("\"worker_command\": ") + commandJson(command->second);
             text += "        \"" + std::to_string(index) + "\": {" + body + "}"
-                    + (++n < file.perWorker.size() ? ",\n" : "\n");
+                    + (++n < ownEntries.size() ? ",\n" : "\n");
         }
         text += "    }";
     }

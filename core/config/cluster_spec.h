@@ -110,6 +110,11 @@ struct RemoteHost
 // "training" holds flag names without dashes and their values; it may be
 // absent. Unknown keys in "training" are InputErrors (a typo must not be
 // silently ignored).
+// "worker_command" (optional), e.g. ["/usr/bin/python3", "train.py",
+// "--batch_size=64"]: the program and arguments the workers run instead of
+// parasync-node -- a Python worker -- to which the app adds the cluster,
+// task and connection flags. A worker's own in "per_worker" overrides it.
+// parasync-node ignores it, as it ignores "hosts".
 struct ClusterFile
 {
     ClusterSpec cluster;
@@ -119,12 +124,17 @@ struct ClusterFile
     // "per_worker": {"1": {"straggler_ms": 150}}: pace flags (perWorkerFlagNames)
     // for one worker, over "training"'s. Worker index -> flag name -> text.
     std::map<int, std::vector<std::pair<std::string, std::string>>> perWorker;
+    // "worker_command": program and arguments; empty: the workers run parasync-node.
+    std::vector<std::string> workerCommand;
+    // "per_worker": {"1": {"worker_command": [...]}}: one worker's own command.
+    std::map<int, std::vector<std::string>> perWorkerCommand;
 };
 ClusterFile readClusterFile(const std::string &path);
 // The keys "training" may hold: the training flags' names without dashes, in
 // --help order (node_options.cpp parses their values).
 const std::vector<std::string> &trainingFlagNames();
-// The keys a worker's entry in "per_worker" may hold: the pace flags.
+// The keys a worker's entry in "per_worker" may hold: the pace flags (and
+// "worker_command", which is not a flag).
 const std::vector<std::string> &perWorkerFlagNames();
 ClusterFile parseClusterFile(const std::string &json, const std::string &originForErrors);
 void writeClusterFile(const std::string &path, const ClusterFile &file);

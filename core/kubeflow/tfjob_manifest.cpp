@@ -194,6 +194,13 @@ std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWo
 std::string tfJobManifest(const ClusterPlan &plan, const TfJobSettings &settings)
 {
     plan.cluster.validate();
+    // Every pod runs settings.command with the training args; a worker's own
+    // command names programs and paths of this machine, not of the image.
+    if (plan.hasWorkerCommands())
+        throw InputError("the cluster's workers run a command of their own (\"worker_command\" in the cluster file), "
+                         "but the TFJob runs parasync-node in every pod: remove \"worker_command\" to export it, or "
+                         "after exporting give the Worker replicas a container command of your image (a Python "
+                         "worker takes its cluster and task from TF_CONFIG, as parasync-node does)");
     const int numPs = plan.cluster.numPs();
     const int numWorkers = plan.cluster.numWorkers();
     validateSettings(settings, numPs, numWorkers);

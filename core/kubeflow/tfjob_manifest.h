@@ -51,7 +51,8 @@ std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWo
 // The manifest as YAML (emitted by yaml-cpp). Throws InputError naming the
 // setting that is wrong: a name Kubernetes refuses, an empty image, args that
 // give a cluster or task flag (they would make every pod the same task), or
-// args parasync-node itself refuses under the TF_CONFIG a pod gets.
+// args parasync-node itself refuses under the TF_CONFIG a pod gets, or
+// workers with a command of their own (ClusterPlan::workerCommand).
 std::string tfJobManifest(const ClusterPlan &plan, const TfJobSettings &settings);
 
 } // namespace parasync

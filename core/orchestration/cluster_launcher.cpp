@@ -49,6 +49,29 @@ bool isExecutable(const QString &path)
     return info.isFile() && info.isExecutable();
 }
 
+// Where a program of a worker command is: a path (relative ones from this
+// process's working directory, as QProcess starts it) or a name on PATH.
+// Empty when it is not there to run.
+QString resolveProgram(const QString &program)
+{
+    if (program.contains(QLatin1Char('/')))
+        return isExecutable(program) ? program : QString();
+    return QStandardPaths::findExecutable(program);
+}
+
+// The Python package `parasync` for workers this app starts: in a build tree
+// it is assembled in build/<preset>/python, beside app/parasync/ (target
+// parasync_python), and not on python3's path; installed, it is in Debian's
+// dist-packages, where python3 finds it unaided. Empty when not in a build tree.
+QString buildTreePythonPackageParent()
+{
+    if (!QCoreApplication::instance())
+        return {};
+    const QDir candidate(QCoreApplication::applicationDirPath() + QStringLiteral("/../../python"));
+    return QFileInfo::exists(candidate.filePath(QStringLiteral("parasync/__init__.py"))) ? candidate.canonicalPath()
+                                                                                         : QString();
+}
+
 // "03:24:23.442 worker:0 joined ..." -> "worker:0 joined ...".
 QString withoutTimestamp(const QString &line)
 {
@@ -193,14 +216,24 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
     } catch (const InputError &e) {
         return fail(tr("the cluster spec is not valid: %1").arg(qs(e.what())));
     }
-    bool anyLocal = false;
-    for (const auto &task : plan.tasks())
-        anyLocal = anyLocal || !plan.remoteHost(task);
+    bool anyLocalNode = false;
+    for (const auto &task : plan.tasks()) {
+        if (plan.remoteHost(task))
+            continue; // the pre-flight check looks there
+        if (task.job == JobName::Ps || plan.commandOf(task.index).empty()) {
+            anyLocalNode = true;
+            continue;
+        }
+        const QString program = qs(plan.commandOf(task.index).front());
+        if (resolveProgram(program).isEmpty())
+            return fail(tr("cannot run %1's command: %2 is not there to run: %3")
+                            .arg(qs(task.toString()), program, workerProgramMissingAdvice(program)));
+    }
     const QString binary = nodeBinary();
     const QString resolved = QFileInfo(binary).isAbsolute() || binary.contains(QLatin1Char('/'))
                                  ? binary
                                  : QStandardPaths::findExecutable(binary);
-    if (anyLocal && (resolved.isEmpty() || !isExecutable(resolved)))
+    if (anyLocalNode && (resolved.isEmpty() || !isExecutable(resolved)))
         return fail(tr("cannot find the parasync-node program (looked for %1): install it next to this app, "
                        "put it on PATH, or set PARASYNC_NODE to its path")
                         .arg(binary));
@@ -348,7 +381,39 @@ void ClusterLauncher::startTask(int row)
     info.exitCode = 0;
     info.stepsPerSecond = 0;
     setState(row, TaskState::Starting, tr("starting"));
-    p.runner->start(*process, p.runner->program(nodeBinary()), m_plan.arguments(info.task), m_clusterToken);
+    p.runner->start(*process, taskCommand(row), m_clusterToken);
+}
+
+TaskCommand ClusterLauncher::taskCommand(int row) const
+{
+    const TaskId &task = m_infos[size_t(row)].task;
+    const TaskRunner &runner = *m_processes[size_t(row)]->runner;
+    TaskCommand command;
+    const std::vector<std::string> &own
+        = task.job == JobName::Worker ? m_plan.commandOf(task.index) : std::vector<std::string>();
+    if (own.empty()) {
+        command.program = runner.program(nodeBinary());
+        command.arguments = m_plan.arguments(task);
+        command.whenMissing = runner.isRemote() ? tr("install parasync-node there, or give its path as \"node\" in "
+                                                     "the cluster file's \"hosts\" entry")
+                                                : tr("install it next to this app, put it on PATH, or set "
+                                                     "PARASYNC_NODE to its path");
+        return command;
+    }
+    // The command as given, then the cluster: a Python worker takes no
+    // training flag (the ps tasks own those), and over ssh it runs on the
+    // host as written, relative paths from the login's home.
+    command.program = qs(own.front());
+    for (size_t i = 1; i < own.size(); ++i)
+        command.arguments << qs(own[i]);
+    command.arguments << m_plan.commandArguments(task);
+    command.whenMissing = workerProgramMissingAdvice(command.program);
+    if (const QString package = buildTreePythonPackageParent(); !package.isEmpty()) {
+        const QString inherited = qEnvironmentVariable("PYTHONPATH");
+        command.localEnvironment.emplace_back(QStringLiteral("PYTHONPATH"),
+                                              inherited.isEmpty() ? package : package + QLatin1Char(':') + inherited);
+    }
+    return command;
 }
 
 bool ClusterLauncher::isRunning(int row) const
@@ -430,8 +495,10 @@ void ClusterLauncher::interpretLine(int row, const QString &rawLine)
     if (line.isEmpty())
         return;
     p.lastLine = line;
-    // parasync-node prints its fatal errors as "parasync-node: ...".
-    if (line.startsWith(QLatin1String("parasync-node:")) || line.contains(QLatin1String("error")))
+    // parasync-node prints its fatal errors as "parasync-node: ...", the
+    // remote wrapper (ssh_command.cpp) its own as "parasync-remote: ...".
+    if (line.startsWith(QLatin1String("parasync-node:")) || line.startsWith(QLatin1String("parasync-remote:"))
+        || line.contains(QLatin1String("error")))
         p.lastError = line;
 
     TaskInfo &info = m_infos[size_t(row)];
@@ -539,11 +606,13 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
 void ClusterLauncher::onFailedToStart(int row)
 {
     Process &p = *m_processes[size_t(row)];
+    const TaskCommand command = taskCommand(row);
     setState(row, TaskState::Dead,
              tr("cannot start %1: %2")
-                 .arg(p.runner->isRemote() ? QStringLiteral("ssh (the OpenSSH client; install openssh-client)")
-                                           : nodeBinary(),
-                      p.process ? p.process->errorString() : QString()));
+                     .arg(p.runner->isRemote() ? QStringLiteral("ssh (the OpenSSH client; install openssh-client)")
+                                               : command.program,
+                          p.process ? p.process->errorString() : QString())
+                 + (p.runner->isRemote() ? QString() : QStringLiteral(": ") + command.whenMissing));
     emitAllExitedIfDone();
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 
-// Starts and stops the tasks of a cluster as real parasync-node processes --
-// children of this process, or on remote hosts through ssh (a task whose
-// host has an entry in ClusterPlan::hosts; see task_runner.h) -- and tracks
-// each one: state, pid, output. Qt Core only (QProcess); lives on the GUI
+// Starts and stops the tasks of a cluster as real processes -- parasync-node,
+// or for a worker the plan's worker command (a Python worker) -- children of
+// this process, or on remote hosts through ssh (a task whose host has an
+// entry in ClusterPlan::hosts; see task_runner.h) -- and tracks each one:
+// state, pid, output. Qt Core only (QProcess); lives on the GUI
 // thread or the headless main thread, and never blocks it. Quitting
 // (destroying the launcher) stops every process it started, remote ones
 // included: no orphans left holding ports.
@@ -28,6 +29,7 @@ namespace parasync {
 
 class ClusterWatcher;
 class TaskRunner;
+struct TaskCommand;
 
 // What a task is doing, as the process panel shows it.
 enum class TaskState {
@@ -98,8 +100,10 @@ public:
     // listens (or after a few seconds, so they say themselves what they wait
     // for), non-chief workers before the chief so that all take part from the
     // first step. Returns false and sets `error` when a port is taken (see
-    // checkPorts), the spec is invalid, the binary is missing, or tasks of an
-    // earlier launch are still running. Does not block. Remote tasks are
+    // checkPorts), the spec is invalid, the binary (or the program of a local
+    // worker's command) is missing, or tasks of an earlier launch are still
+    // running. A worker with a command of its own gets PYTHONPATH to this
+    // build tree's Python package when the app runs from one. Does not block. Remote tasks are
     // started through ssh; what goes wrong there (ssh cannot log in, the
     // binary is missing there) ends that task Dead with what to try.
     bool launch(const ClusterPlan &plan, QString *error);
@@ -144,6 +148,8 @@ Q_SIGNALS:
 private:
     struct Process;
     void startTask(int row);
+    // parasync-node with the plan's flags, or the worker's own command.
+    TaskCommand taskCommand(int row) const;
     void startPendingWorkers();
     void updatePendingWorkers(); // starts the held workers once ps tasks listen and a watcher follows
     void onOutput(int row);

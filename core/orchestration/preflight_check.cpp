@@ -5,6 +5,7 @@
 #include "base/qt_text.h"
 #include "base/version.h"
 #include "orchestration/ssh_command.h"
+#include "orchestration/task_runner.h"
 
 #include <QRegularExpression>
 #include <QTimer>
@@ -62,6 +63,7 @@ QString checkKindName(PreflightItem::Kind kind)
     case PreflightItem::Kind::Node: return QStringLiteral("parasync-node");
     case PreflightItem::Kind::Port: return QStringLiteral("port free");
     case PreflightItem::Kind::Reach: return QStringLiteral("reaches ps");
+    case PreflightItem::Kind::Program: return QStringLiteral("worker command");
     }
     return {};
 }
@@ -73,6 +75,7 @@ struct PreflightCheck::HostRun
     std::vector<TaskId> tasks;
     bool usable = false; // ssh works and parasync-node is there
     QString nodeProgram;
+    QStringList workerPrograms; // the programs of its workers' own commands, each once
 };
 
 PreflightCheck::PreflightCheck(QObject *parent) : QObject(parent) {}
@@ -134,6 +137,10 @@ void PreflightCheck::start(const ClusterPlan &plan)
             run->remote = *host.remote;
         run->nodeProgram = host.remote ? qs(host.remote->nodeProgram()) : m_nodeBinary;
         run->tasks = host.tasks;
+        for (const TaskId &task : host.tasks)
+            if (task.job == JobName::Worker && !plan.commandOf(task.index).empty()
+                && !run->workerPrograms.contains(qs(plan.commandOf(task.index).front())))
+                run->workerPrograms << qs(plan.commandOf(task.index).front());
         m_runs.push_back(std::move(run));
         m_hosts << host.name;
     }
@@ -142,6 +149,8 @@ void PreflightCheck::start(const ClusterPlan &plan)
         item(PreflightItem::Kind::Ssh, run->name,
              run->remote ? QStringLiteral("ssh ") + describeSshTarget(*run->remote) : QStringLiteral("this machine"));
         item(PreflightItem::Kind::Node, run->name, QStringLiteral("parasync-node"));
+        for (const QString &program : run->workerPrograms)
+            item(PreflightItem::Kind::Program, run->name, program);
         for (const TaskId &task : run->tasks) {
             PreflightItem &port
                 = item(PreflightItem::Kind::Port, run->name,
@@ -220,11 +229,18 @@ void PreflightCheck::startHostChecks()
         std::vector<HostPort> ports;
         for (const TaskId &task : run.tasks)
             ports.push_back(m_plan.cluster.address(task));
-        const QString script = QStringLiteral("echo @ssh-ok\n"
-                                              "if command -v \"$n\" >/dev/null 2>&1; then\n"
-                                              "  echo \"@version $(\"$n\" --version 2>&1 | head -n 1)\"\n"
-                                              "  eval \"\\\"\\$n\\\" $a\" 2>&1\n"
-                                              "else echo \"@node-missing $(hostname 2>/dev/null)\"; fi\n");
+        // Each worker program is looked up as the launcher's runner does
+        // (command -v, from the same working directory) and answered by index.
+        QString programs;
+        for (int i = 0; i < int(run.workerPrograms.size()); ++i)
+            programs += QStringLiteral("if command -v %1 >/dev/null 2>&1; then echo @program-found %2; "
+                                       "else echo @program-missing %2; fi\n")
+                            .arg(shellQuote(run.workerPrograms[i]), QString::number(i));
+        const QString script = QStringLiteral("echo @ssh-ok\n") + programs
+                               + QStringLiteral("if command -v \"$n\" >/dev/null 2>&1; then\n"
+                                                "  echo \"@version $(\"$n\" --version 2>&1 | head -n 1)\"\n"
+                                                "  eval \"\\\"\\$n\\\" $a\" 2>&1\n"
+                                                "else echo \"@node-missing $(hostname 2>/dev/null)\"; fi\n");
         QProcess *process = runOnHost(index, {QStringLiteral("--check_ports=") + addressList(ports)}, script);
         connect(process, &QProcess::finished, this,
                 [this, process, index, generation](int code, QProcess::ExitStatus status) {
@@ -276,6 +292,7 @@ void PreflightCheck::onHostChecked(int hostIndex, const QString &output, int exi
         skipRest(tr("needs SSH"));
     } else {
         pass(ssh, run.remote ? tr("logged in without a password") : tr("tasks run here as child processes"));
+        checkWorkerPrograms(run, lines);
         const QString expected = qs(nodeVersionLine());
         QString version;
         bool missing = crashed;
@@ -344,6 +361,21 @@ void PreflightCheck::onHostChecked(int hostIndex, const QString &output, int exi
     Q_EMIT itemsChanged();
     if (--m_pending == 0)
         startReachChecks();
+}
+
+void PreflightCheck::checkWorkerPrograms(const HostRun &run, const QStringList &lines)
+{
+    const QString where = run.remote ? describeSshTarget(*run.remote) : tr("this machine");
+    for (int i = 0; i < int(run.workerPrograms.size()); ++i) {
+        const QString &program = run.workerPrograms[i];
+        PreflightItem &entry = item(PreflightItem::Kind::Program, run.name, program);
+        if (lines.contains(QStringLiteral("@program-found %1").arg(i)))
+            pass(entry, tr("%1 is there").arg(program));
+        else if (lines.contains(QStringLiteral("@program-missing %1").arg(i)))
+            fail(entry, tr("%1 not found on %2").arg(program, where), workerProgramMissingAdvice(program));
+        else
+            fail(entry, tr("the host's shell did not say"), tr("check that %1 has a POSIX shell").arg(where));
+    }
 }
 
 void PreflightCheck::startReachChecks()

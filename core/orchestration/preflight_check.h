@@ -3,7 +3,8 @@
 // The check before a launch: for every host of a cluster plan, is it
 // reachable over ssh, is parasync-node there and of this build's version and
 // protocol, is each task's port free there, and can each worker host reach
-// every ps address (the seeds' firewall pitfall). Every failure comes with
+// every ps address (the seeds' firewall pitfall), and is the program of each
+// worker command (a Python worker's interpreter) there. Every failure comes with
 // the fix to try; taken ports come with a free one, and planWithFreePorts()
 // rewrites the plan to use them. Runs the checks as processes (ssh for
 // remote hosts, the local parasync-node here) so the caller's thread never
@@ -24,17 +25,18 @@ enum class CheckOutcome { Pending, Passed, Failed, Skipped };
 
 struct PreflightItem
 {
-    enum class Kind { Ssh, Node, Port, Reach };
+    enum class Kind { Ssh, Node, Port, Reach, Program };
     Kind kind = Kind::Ssh;
     QString host;    // the host checked (its name in the cluster's addresses)
-    QString subject; // "ssh alice@h:22", "parasync-node", "ps:0 port 2222", "ps:0 at h:2222"
+    QString subject; // "ssh alice@h:22", "parasync-node", "ps:0 port 2222", "ps:0 at h:2222", "/usr/bin/python3"
     CheckOutcome outcome = CheckOutcome::Pending;
     QString detail;             // what was found
     QString fix;                // what to try, for a failure
     TaskId task;                // Port, Reach: the task (Reach: the ps task probed)
     uint16_t suggestedPort = 0; // Port: a free port on that host
 };
-QString checkKindName(PreflightItem::Kind kind); // "SSH", "parasync-node", "port free", "reaches ps"
+// "SSH", "parasync-node", "port free", "reaches ps", "worker command"
+QString checkKindName(PreflightItem::Kind kind);
 
 class PreflightCheck : public QObject
 {
@@ -74,6 +76,7 @@ private:
     struct HostRun;
     void startHostChecks();
     void onHostChecked(int hostIndex, const QString &output, int exitCode, bool crashed);
+    void checkWorkerPrograms(const HostRun &run, const QStringList &lines);
     void startReachChecks();
     void onReachChecked(int hostIndex, const QString &output, int exitCode, bool crashed);
     void finish();

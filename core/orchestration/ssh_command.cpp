@@ -8,7 +8,7 @@ namespace parasync {
 
 namespace {
 
-// Run by the remote user's shell as `sh -c SCRIPT parasync-task PROGRAM ARGS...`.
+// Run by the remote user's shell as `sh -c SCRIPT parasync-task WHEN-MISSING PROGRAM ARGS...`.
 // POSIX sh (dash) only. Background jobs of a non-interactive shell get
 // /dev/null as stdin, hence the control channel's copy on fd 3. `setsid` from
 // a non-leader does not fork, so $! is the session's (and group's) leader.
@@ -19,7 +19,8 @@ if [ -n "$t" ]; then PARASYNC_CLUSTER_TOKEN=$t; export PARASYNC_CLUSTER_TOKEN; f
 t=
 h=$(hostname 2>/dev/null || echo this host)
 command -v setsid >/dev/null 2>&1 || { echo "parasync-remote: setsid is missing on $h: install util-linux there" >&2; exit 125; }
-command -v "$1" >/dev/null 2>&1 || { echo "parasync-node: $1 not found on $h: install parasync-node there, or give its path as \"node\" in the cluster file's \"hosts\" entry" >&2; exit 127; }
+command -v "$2" >/dev/null 2>&1 || { echo "parasync-remote: $2 not found on $h: $1" >&2; exit 127; }
+shift
 exec 3<&0
 setsid "$@" </dev/null 2>&1 &
 p=$!
@@ -83,10 +84,10 @@ QString shellQuote(const QString &word)
     return QLatin1Char('\'') + quoted + QLatin1Char('\'');
 }
 
-QString remoteTaskCommand(const QString &program, const QStringList &arguments)
+QString remoteTaskCommand(const QString &program, const QStringList &arguments, const QString &whenMissing)
 {
     QStringList words{QStringLiteral("exec sh -c"), shellQuote(QLatin1String(kRemoteTaskScript)),
-                      QStringLiteral("parasync-task"), shellQuote(program)};
+                      QStringLiteral("parasync-task"), shellQuote(whenMissing), shellQuote(program)};
     for (const QString &argument : arguments)
         words << shellQuote(argument);
     return words.join(QLatin1Char(' '));

@@ -36,8 +36,9 @@ QString shellQuote(const QString &word);
 // to that whole group. When stdin closes -- the app quit or died, or its ssh
 // connection went -- it stops the group (SIGTERM, SIGKILL 5 s later), so a
 // remote task never outlives the session that started it. Exits with the
-// task's exit code (128 + N when a signal N ended it).
-QString remoteTaskCommand(const QString &program, const QStringList &arguments);
+// task's exit code (128 + N when a signal N ended it). When `program` is not
+// there it says so, followed by `whenMissing` (what to do), and exits 127.
+QString remoteTaskCommand(const QString &program, const QStringList &arguments, const QString &whenMissing);
 
 // The line remoteTaskCommand prints with the task's remote pid (= its pgid).
 inline constexpr const char *kRemotePidPrefix = "parasync-remote: pid ";

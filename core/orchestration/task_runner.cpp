@@ -3,6 +3,7 @@
 #include "orchestration/ssh_command.h"
 #include "wire/cluster_token.h"
 
+#include <QObject>
 #include <QProcessEnvironment>
 
 #include <csignal>
@@ -13,6 +14,16 @@ namespace parasync {
 TaskExit TaskRunner::interpretExit(int exitCode, QProcess::ExitStatus status, const QString &) const
 {
     return TaskExit{status == QProcess::CrashExit, exitCode, {}};
+}
+
+QString workerProgramMissingAdvice(const QString &program)
+{
+    return QObject::tr("install it, or give its full path as the first word of \"worker_command\" in the cluster "
+                       "file (%1)")
+        .arg(program.contains(QLatin1Char('/'))
+                 ? QObject::tr("a relative path starts from the app's working directory, or over ssh from the "
+                               "login's home")
+                 : QObject::tr("a bare name is looked up on PATH"));
 }
 
 QString TaskRunner::where() const
@@ -26,18 +37,20 @@ namespace {
 class LocalRunner final : public TaskRunner
 {
 public:
-    void start(QProcess &process, const QString &program, const QStringList &arguments,
-               const std::string &clusterToken) override
+    void start(QProcess &process, const TaskCommand &command, const std::string &clusterToken) override
     {
         // Should the app itself die (a crash, kill -9), its tasks are told to
         // stop cleanly rather than left holding their ports.
         process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
-        if (!clusterToken.empty()) {
+        if (!clusterToken.empty() || !command.localEnvironment.empty()) {
             QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
-            environment.insert(QLatin1String(kTokenEnvironmentVariable), QString::fromStdString(clusterToken));
+            for (const auto &[name, value] : command.localEnvironment)
+                environment.insert(name, value);
+            if (!clusterToken.empty())
+                environment.insert(QLatin1String(kTokenEnvironmentVariable), QString::fromStdString(clusterToken));
             process.setProcessEnvironment(environment);
         }
-        process.start(program, arguments);
+        process.start(command.program, command.arguments);
     }
     void terminate(QProcess &process) override { process.terminate(); }
     void kill(QProcess &process) override { process.kill(); }
@@ -50,14 +63,14 @@ class SshRunner final : public TaskRunner
 public:
     explicit SshRunner(RemoteHost host) : m_host(std::move(host)) {}
 
-    void start(QProcess &process, const QString &program, const QStringList &arguments,
-               const std::string &clusterToken) override
+    void start(QProcess &process, const TaskCommand &command, const std::string &clusterToken) override
     {
         m_sessionStarted = false;
         // The ssh client dies with the app; its closed channel then stops
         // the remote task (see remoteTaskCommand).
         process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
-        process.start(sshProgram(), sshArguments(m_host, remoteTaskCommand(program, arguments)));
+        process.start(sshProgram(),
+                      sshArguments(m_host, remoteTaskCommand(command.program, command.arguments, command.whenMissing)));
         // The first line the remote side reads: the token, or an empty line.
         // Written before ssh even connects; the pipe keeps it.
         process.write(QByteArray::fromStdString(clusterToken) + '\n');

@@ -14,6 +14,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace parasync {
 
@@ -26,17 +28,35 @@ struct TaskExit
     QString failure;      // set when the task could not be run at all (ssh failed), with what to try
 };
 
+// What a task runs: parasync-node with its flags, or a worker's own command
+// (a Python worker: the cluster file's "worker_command") with the cluster
+// flags after its own arguments.
+struct TaskCommand
+{
+    QString program;
+    QStringList arguments;
+    // What to do when `program` is not found where the task runs: where its
+    // path comes from ("give its path as \"node\" in ...").
+    QString whenMissing;
+    // Variables besides the token for a task on this machine (PYTHONPATH to
+    // this build's Python package); a remote host's paths are its own, so
+    // the ssh runner leaves them out.
+    std::vector<std::pair<QString, QString>> localEnvironment;
+};
+
+// What to do when the program of a worker command (`program`, its first
+// word) is not there to run: for messages of the launcher and the pre-flight.
+QString workerProgramMissingAdvice(const QString &program);
+
 class TaskRunner
 {
 public:
     virtual ~TaskRunner() = default;
 
     // Starts `process` (not yet started, output channels merged) for the
-    // task `program arguments`. The token reaches the task through its
-    // environment, never a command line. Does not block.
-    virtual void start(QProcess &process, const QString &program, const QStringList &arguments,
-                       const std::string &clusterToken)
-        = 0;
+    // task `command`. The token reaches the task through its environment,
+    // never a command line. Does not block.
+    virtual void start(QProcess &process, const TaskCommand &command, const std::string &clusterToken) = 0;
     // A clean stop (SIGTERM to the task) and a hard one (SIGKILL); neither blocks.
     virtual void terminate(QProcess &process) = 0;
     virtual void kill(QProcess &process) = 0;

@@ -119,6 +119,13 @@ std::vector<std::string> slurmNodeArguments(const ClusterPlan &plan, const TaskI
 std::string slurmBatchScript(const ClusterPlan &plan, const SlurmSettings &settings)
 {
     plan.cluster.validate();
+    // One srun step runs one program on every rank, parasync-node --slurm,
+    // which takes its task from the rank; a worker of its own would need a
+    // heterogeneous step and its own way to read Slurm's environment.
+    if (plan.hasWorkerCommands())
+        throw InputError("the cluster's workers run a command of their own (\"worker_command\" in the cluster file), "
+                         "but a Slurm job runs parasync-node for every task: remove \"worker_command\" to run this "
+                         "cluster on Slurm, or start its workers from the app (locally or over ssh)");
     if (settings.outputDirectory.empty())
         throw InputError("no output directory for the Slurm job: give a folder on a file system the nodes share "
                          "with this machine (the tasks' logs go there)");

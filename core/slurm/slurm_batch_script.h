@@ -56,7 +56,8 @@ std::vector<std::string> slurmNodeArguments(const ClusterPlan &plan, const TaskI
 
 // The batch script. Throws InputError naming the setting to fix: no output
 // directory, a job name or partition Slurm would refuse, a time limit that
-// is not Slurm's, a port base that leaves no room for the tasks.
+// is not Slurm's, a port base that leaves no room for the tasks, workers
+// with a command of their own (the script runs parasync-node everywhere).
 std::string slurmBatchScript(const ClusterPlan &plan, const SlurmSettings &settings);
 
 // --- what Slurm's commands print -------------------------------------------

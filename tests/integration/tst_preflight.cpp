@@ -1,6 +1,7 @@
 // The pre-flight check against real hosts: a real sshd on loopback (and, as
 // root, a network namespace as a second host), and this machine itself. A
-// taken port -- remote or local -- a missing binary and an unreachable ps
+// taken port -- remote or local -- a missing binary, a worker command's
+// missing program and an unreachable ps
 // must each be reported as such, with a fix; what is checked is named as a
 // person would ("this machine", not "0 hosts").
 #include "base/port_holder.h"
@@ -219,6 +220,32 @@ private Q_SLOTS:
         QVERIFY2(node->fix.contains(QLatin1String("install parasync-node")), qPrintable(node->fix));
         // What needs the binary is skipped, not failed a second time.
         QCOMPARE(find(check, PreflightItem::Kind::Port, QStringLiteral("ps:0"))->outcome, CheckOutcome::Skipped);
+    }
+
+    void aWorkerCommandsProgramIsLookedForOnItsHost()
+    {
+        if (!m_server)
+            QSKIP(qPrintable(m_noSshd));
+        ClusterPlan plan = demoPlan();
+        plan.hosts = {loopbackHost()};
+        plan.workerCommand = {"/bin/sh", "worker.sh"};
+        plan.workerCommands[1] = {"/opt/nowhere/python3", "train.py"};
+        PreflightCheck check;
+        QVERIFY(runCheck(check, plan));
+        QVERIFY(!check.passed());
+        const PreflightItem *there = find(check, PreflightItem::Kind::Program, QStringLiteral("/bin/sh"));
+        QVERIFY(there);
+        QCOMPARE(there->outcome, CheckOutcome::Passed);
+        const PreflightItem *missing
+            = find(check, PreflightItem::Kind::Program, QStringLiteral("/opt/nowhere/python3"));
+        QVERIFY(missing);
+        QCOMPARE(missing->outcome, CheckOutcome::Failed);
+        QVERIFY2(missing->detail.contains(QLatin1String("not found on")), qPrintable(check.report()));
+        QVERIFY2(missing->fix.contains(QLatin1String("first word of \"worker_command\"")), qPrintable(check.report()));
+        // The rest of the host's checks do not depend on it.
+        QCOMPARE(find(check, PreflightItem::Kind::Node, QStringLiteral("parasync-node"))->outcome,
+                 CheckOutcome::Passed);
+        QCOMPARE(find(check, PreflightItem::Kind::Port, QStringLiteral("worker:1"))->outcome, CheckOutcome::Passed);
     }
 
     void anUnreachableSshHostIsReported()

@@ -2,6 +2,8 @@
 // client and a real sshd that this test starts on a free loopback port with
 // keys it generates: the three-task demo, every task over ssh, must train,
 // stop on request and when the launcher goes, and leave no process behind.
+// Workers with a command of their own (Python) run over ssh as written, get
+// the cluster token from the wrapper, and a program missing there is named.
 #include "base/port_holder.h"
 #include "node/network_probe.h"
 #include "orchestration/cluster_launcher.h"
@@ -12,6 +14,7 @@
 
 #include <QDir>
 #include <QFile>
+#include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTest>
@@ -239,6 +242,55 @@ private Q_SLOTS:
         QTRY_VERIFY2_WITH_TIMEOUT(!processExists(workerPid), "the remote task outlived its ssh session", 10000);
         QTRY_COMPARE_WITH_TIMEOUT(launcher.tasks()[size_t(row)].state, TaskState::Dead, 10000);
         QVERIFY2(launcher.tasks()[size_t(row)].detail.contains(QLatin1String("ssh")), qPrintable(describe(launcher)));
+    }
+
+    void pythonWorkersOverSshTrainWithTheToken()
+    {
+        QProcess probe;
+        probe.start(QStringLiteral("/usr/bin/python3"),
+                    {QStringLiteral("-c"), QStringLiteral("import torch, sklearn")});
+        if (!probe.waitForFinished(60000) || probe.exitCode() != 0)
+            QSKIP("needs Debian's python3-torch and python3-sklearn (scripts/setup.sh installs them)");
+        QTemporaryDir dir;
+        ClusterPlan plan = demoOverSsh(*m_server, 300, dir.filePath(QStringLiteral("run")));
+        plan.training.optimizer = "adam";
+        plan.training.learningRate = 0.005f;
+        // A remote host gets no PYTHONPATH from the app: the command says it.
+        plan.workerCommand = {"env", "PYTHONPATH=" PARASYNC_PYTHON_DIR, "/usr/bin/python3",
+                              PARASYNC_SOURCE_DIR "/python/examples/torch_digits_mlp.py", "--batch_size=64"};
+        ClusterLauncher launcher;
+        launcher.setClusterToken(generateClusterToken());
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        QTRY_VERIFY2_WITH_TIMEOUT(allExited.count() == 1, qPrintable(describe(launcher)), 3 * kTimeoutMs);
+        for (const auto &info : launcher.tasks()) {
+            QVERIFY2(info.state == TaskState::Finished && info.exitCode == 0, qPrintable(describe(launcher)));
+            QVERIFY2(info.host.contains(QLatin1String("(ssh)")), qPrintable(info.host));
+        }
+        // The chief is the Python script: it scores its MLP at the last step.
+        QVERIFY2(
+            launcher.output(launcher.taskRow(TaskId{JobName::Worker, 0})).contains(QLatin1String("held-out accuracy")),
+            qPrintable(describe(launcher)));
+    }
+
+    void aWorkerProgramMissingOverSshIsNamed()
+    {
+        QTemporaryDir dir;
+        ClusterPlan plan = demoOverSsh(*m_server, 100, dir.filePath(QStringLiteral("run")));
+        plan.workerCommands[1] = {"/nonexistent/python3", "train.py"};
+        ClusterLauncher launcher;
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        const int row = launcher.taskRow(TaskId{JobName::Worker, 1});
+        QTRY_VERIFY2_WITH_TIMEOUT(launcher.tasks()[size_t(row)].state == TaskState::Dead,
+                                  qPrintable(describe(launcher)), kTimeoutMs);
+        const QString detail = launcher.tasks()[size_t(row)].detail;
+        for (const QString &said :
+             {QStringLiteral("/nonexistent/python3 not found on"), QStringLiteral("first word of \"worker_command\"")})
+            QVERIFY2(detail.contains(said), qPrintable(describe(launcher)));
+        launcher.stopAll();
     }
 
     void sshFailuresSayWhatToDo_data()

@@ -205,6 +205,9 @@ private Q_SLOTS:
         QTest::newRow("no command") << "command"
                                     << ""
                                     << "command is empty";
+        QTest::newRow("workers with a command of their own") << "worker_command"
+                                                             << "/usr/bin/python3"
+                                                             << "remove \"worker_command\" to export it";
     }
 
     void badSettingsAreRefusedByName()
@@ -212,7 +215,7 @@ private Q_SLOTS:
         QFETCH(QString, field);
         QFETCH(QString, value);
         QFETCH(QString, mentioned);
-        const ClusterPlan design = plan(1, 2);
+        ClusterPlan design = plan(1, 2);
         TfJobSettings settings = settingsFor(design);
         const std::string text = value.toStdString();
         if (field == QLatin1String("image"))
@@ -229,6 +232,8 @@ private Q_SLOTS:
             settings.kubernetesNamespace = text;
         else if (field == QLatin1String("command"))
             settings.command.clear();
+        else if (field == QLatin1String("worker_command"))
+            design.workerCommand = {text, "train.py"};
         try {
             tfJobManifest(design, settings);
             QFAIL("the manifest was written");

@@ -35,6 +35,9 @@ private Q_SLOTS:
         plan.training.pace.computeMs = 40;
         plan.workerPace[2] = plan.training.pace;
         plan.workerPace[2].stragglerMs = 60; // the designer does not show it, and keeps it
+        // Nor the workers' own commands, which it keeps as well.
+        plan.workerCommand = {"/usr/bin/python3", "train.py", "--batch_size=64"};
+        plan.workerCommands[0] = {"./chief.sh"};
         ClusterDesignerDialog dialog(plan);
 
         QTemporaryDir dir;
@@ -50,6 +53,8 @@ private Q_SLOTS:
         QCOMPARE(loaded.training.pace.computeMs, 40);
         QCOMPARE(loaded.paceOf(2).stragglerMs, 60);
         QCOMPARE(loaded.paceOf(1).stragglerMs, 0);
+        QCOMPARE(loaded.commandOf(1), plan.workerCommand);
+        QCOMPARE(loaded.commandOf(0), std::vector<std::string>{"./chief.sh"});
         // And the launcher's flags for a task carry the same cluster.
         const QStringList args = loaded.arguments(TaskId{JobName::Worker, 2});
         QVERIFY2(args.join(QLatin1Char(' ')).contains(QStringLiteral("127.0.0.1:2225")),

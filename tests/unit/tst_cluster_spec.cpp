@@ -371,6 +371,35 @@ private Q_SLOTS:
                  (std::vector<std::pair<std::string, std::string>>{{"compute_jitter", "0.5"}, {"straggler_ms", "40"}}));
     }
 
+    void clusterFileWorkerCommandsRoundTrip()
+    {
+        const ClusterFile file = parseClusterFile(
+            R"({"cluster": {"ps": ["127.0.0.1:2222"], "worker": ["127.0.0.1:2223", "127.0.0.1:2224"]},
+                "worker_command": ["/usr/bin/python3", "python/examples/torch_digits_mlp.py", "--batch_size=64"],
+                "per_worker": {"1": {"straggler_ms": 40, "worker_command": ["env", "A=b c", "./w\u00e9"]}}})",
+            "test");
+        QCOMPARE(
+            file.workerCommand,
+            (std::vector<std::string>{"/usr/bin/python3", "python/examples/torch_digits_mlp.py", "--batch_size=64"}));
+        QCOMPARE(file.perWorkerCommand.at(1), (std::vector<std::string>{"env", "A=b c", "./w\xc3\xa9"}));
+        QCOMPARE(file.perWorker.at(1), (std::vector<std::pair<std::string, std::string>>{{"straggler_ms", "40"}}));
+
+        QTemporaryDir dir;
+        const std::string path = str(dir.filePath(QStringLiteral("cluster.json")));
+        writeClusterFile(path, file);
+        const ClusterFile read = readClusterFile(path);
+        QCOMPARE(read.workerCommand, file.workerCommand);
+        QCOMPARE(read.perWorkerCommand, file.perWorkerCommand);
+        QCOMPARE(read.perWorker, file.perWorker);
+
+        // A worker with only a command of its own keeps no empty pace entry.
+        const ClusterFile onlyCommand = parseClusterFile(
+            R"({"cluster": {"ps": ["h:1"], "worker": ["h:2"]}, "per_worker": {"0": {"worker_command": ["w"]}}})",
+            "test");
+        QVERIFY(onlyCommand.perWorker.empty());
+        QCOMPARE(onlyCommand.perWorkerCommand.at(0), std::vector<std::string>{"w"});
+    }
+
     void clusterFileKeepsTrainingInFileOrder()
     {
         const ClusterFile file = parseClusterFile(
@@ -487,9 +516,30 @@ private Q_SLOTS:
         QTest::newRow("per_worker: a cluster-wide flag")
             << u"{"_s + cluster + uR"(, "per_worker": {"1": {"learning_rate": 0.5}}})"_s
             << QStringList{QStringLiteral("unknown key \"learning_rate\""), QStringLiteral("straggler_ms"),
-                           QStringLiteral("goes in \"training\"")};
+                           QStringLiteral("worker_command"), QStringLiteral("goes in \"training\"")};
         QTest::newRow("per_worker: not an object") << u"{"_s + cluster + uR"(, "per_worker": [1]})"_s
                                                    << QStringList{QStringLiteral("\"per_worker\" must be an object")};
+        QTest::newRow("worker_command: a string")
+            << u"{"_s + cluster + uR"(, "worker_command": "python3 train.py"})"_s
+            << QStringList{QStringLiteral("\"worker_command\" must be a list of strings"),
+                           QStringLiteral("[\"/usr/bin/python3\", \"train.py\"")};
+        QTest::newRow("worker_command: a number in it")
+            << u"{"_s + cluster + uR"(, "worker_command": ["python3", 64]})"_s
+            << QStringList{QStringLiteral("\"worker_command\" must hold only strings")};
+        QTest::newRow("worker_command: empty")
+            << u"{"_s + cluster + uR"(, "worker_command": []})"_s
+            << QStringList{QStringLiteral("names no program"), QStringLiteral("leave it out for parasync-node")};
+        QTest::newRow("worker_command: empty program") << u"{"_s + cluster + uR"(, "worker_command": ["", "x.py"]})"_s
+                                                       << QStringList{QStringLiteral("names no program")};
+        QTest::newRow("worker_command: a cluster flag")
+            << u"{"_s + cluster + uR"(, "worker_command": ["python3", "w.py", "--task_index=1"]})"_s
+            << QStringList{QStringLiteral("gives --task_index"), QStringLiteral("the app adds")};
+        QTest::newRow("worker_command: a control character")
+            << u"{"_s + cluster + uR"(, "worker_command": ["python3", "a\nrm -rf ~"]})"_s
+            << QStringList{QStringLiteral("control character")};
+        QTest::newRow("per_worker: bad worker_command")
+            << u"{"_s + cluster + uR"(, "per_worker": {"1": {"worker_command": "w.py"}}})"_s
+            << QStringList{QStringLiteral("\"per_worker\" \"1\" \"worker_command\" must be a list")};
         QTest::newRow("empty workers") << R"({"cluster": {"ps": ["127.0.0.1:2222"], "worker": []}})"
                                        << QStringList{QStringLiteral("no worker task")};
     }

@@ -222,6 +222,23 @@ private Q_SLOTS:
         QCOMPARE(o.training.batchSize, 20);
     }
 
+    void aPsTaskIgnoresTheWorkersCommand()
+    {
+        // The app starts Python workers from the same file; ps:0 reads it for
+        // the cluster and training flags and leaves the command to the app.
+        QTemporaryDir dir;
+        const std::string path
+            = writeFile(dir, std::string("{") + kTfConfigCluster
+                                 + R"(, "worker_command": ["/usr/bin/python3", "train.py", "--batch_size=64"],
+                          "per_worker": {"1": {"worker_command": ["./other"], "straggler_ms": 30}},
+                          "training": {"optimizer": "adam"}})");
+        const NodeOptions o = parseNodeOptions(
+            nodeArguments({QString::fromStdString("--cluster_file=" + path), u"--job_name=ps"_s}), {});
+        QCOMPARE(o.task.toString(), std::string("ps:0"));
+        QCOMPARE(o.training.optimizer, std::string("adam"));
+        QCOMPARE(o.training.batchSize, TrainingOptions().batchSize);
+    }
+
     void commandLineBeatsClusterFile()
     {
         QTemporaryDir dir;

@@ -94,6 +94,38 @@ private Q_SLOTS:
         QCOMPARE(plan.paceOf(1).stragglerMs, 0);
     }
 
+    void aWorkerCommandGetsTheClusterAndConnectionFlagsOnly()
+    {
+        ClusterPlan designed = ClusterPlan::demo();
+        designed.training.optimizer = "adam";
+        designed.training.learningRate = 0.005f;
+        designed.workerCommand = {"/usr/bin/python3", "train.py", "--batch_size=64"};
+        designed.workerCommands[1] = {"./own_worker"};
+        designed.connection.tlsCa = "/etc/ca.pem";
+        designed.connection.tlsMutual = true;
+        designed.connection.heartbeatMs = 500;
+        QTemporaryDir dir;
+        const std::string path = dir.filePath(QStringLiteral("cluster.json")).toStdString();
+        writeClusterFile(path, clusterFileFromPlan(designed));
+
+        PlanFlags flags;
+        flags.clusterFile = path;
+        ClusterPlan plan = planFromFlags(flags);
+        QCOMPARE(plan.commandOf(0), designed.workerCommand);
+        QCOMPARE(plan.commandOf(1), std::vector<std::string>{"./own_worker"});
+        QVERIFY(plan.hasWorkerCommands());
+        plan.connection = designed.connection; // the app's flags, not the file's
+        const QStringList worker = plan.commandArguments(TaskId{JobName::Worker, 1});
+        QCOMPARE(worker, (QStringList{QStringLiteral("--ps_hosts=127.0.0.1:2222"),
+                                      QStringLiteral("--worker_hosts=127.0.0.1:2223,127.0.0.1:2224"),
+                                      QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"),
+                                      QStringLiteral("--tls_ca=/etc/ca.pem"), QStringLiteral("--heartbeat_ms=500")}));
+        // The ps tasks still get the training flags (and the serving rule).
+        const QStringList ps = plan.arguments(TaskId{JobName::Ps, 0});
+        QVERIFY2(ps.contains(QStringLiteral("--optimizer=adam")) && ps.contains(QStringLiteral("--tls_mutual")),
+                 qPrintable(ps.join(u' ')));
+    }
+
     void aWrongFlagIsRefusedByName_data()
     {
         QTest::addColumn<QString>("flag");

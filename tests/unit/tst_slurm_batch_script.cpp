@@ -120,6 +120,14 @@ private Q_SLOTS:
         verifyMentions(inputErrorOf([&] { slurmBatchScript(oneByThree(), s); }), {expected});
     }
 
+    void workersWithTheirOwnCommandAreRefused()
+    {
+        ClusterPlan plan = oneByThree();
+        plan.workerCommands[2] = {"/usr/bin/python3", "train.py"};
+        verifyMentions(inputErrorOf([&] { slurmBatchScript(plan, settings()); }),
+                       {u"\"worker_command\""_s, u"runs parasync-node for every task"_s, u"remove"_s});
+    }
+
     void sbatchJobIdsAreRead()
     {
         QCOMPARE(parseSbatchJobId("4242\n").value_or(""), std::string("4242"));
