@@ -37,8 +37,9 @@ LossChart::LossChart(QWidget *parent)
     styleChart(m_chart, title());
     m_xAxis->setTitleText(tr("global step"));
     m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
-    m_linearY->setTitleText(tr("loss (mean squared error)"));
-    m_logY->setTitleText(tr("loss (mean squared error, log scale)"));
+    // Until a signature names the model: the demo's linear model.
+    m_linearY->setTitleText(lossAxisTitle("linear", false));
+    m_logY->setTitleText(lossAxisTitle("linear", true));
     m_logY->setLabelFormat(QStringLiteral("%.3g"));
     m_logY->setBase(10);
     addAxes(m_chart, m_xAxis, m_linearY);
@@ -205,6 +206,10 @@ void LossChart::rebuild()
         return;
     const RunSnapshot &snapshot = *m_snapshot;
     const bool log = logScale();
+    if (!snapshot.signature.model().empty()) {
+        m_linearY->setTitleText(lossAxisTitle(snapshot.signature.model(), false));
+        m_logY->setTitleText(lossAxisTitle(snapshot.signature.model(), true));
+    }
     double xMin = std::numeric_limits<double>::max();
     double xMax = std::numeric_limits<double>::lowest();
     double yMin = std::numeric_limits<double>::max();

@@ -222,6 +222,47 @@ private Q_SLOTS:
         QCOMPARE(exported.count(QStringLiteral("held-out accuracy")), 10);
     }
 
+    // The loss axis says which loss it is: the demo's squared error, the
+    // softmax's cross-entropy, and for a model a worker declared (a Python
+    // worker's MLP) just "loss": the app cannot know what it measures.
+    void theLossAxisNamesTheModelsLoss_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("linearTitle");
+        QTest::addColumn<QString>("logTitle");
+        QTest::newRow("linear") << QStringLiteral("linear") << QStringLiteral("loss (mean squared error)")
+                                << QStringLiteral("loss (mean squared error, log scale)");
+        QTest::newRow("softmax") << QStringLiteral("softmax") << QStringLiteral("loss (cross-entropy)")
+                                 << QStringLiteral("loss (cross-entropy, log scale)");
+        QTest::newRow("declared by a worker")
+            << QStringLiteral("digits-mlp-32") << QStringLiteral("loss") << QStringLiteral("loss (log scale)");
+    }
+
+    void theLossAxisNamesTheModelsLoss()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, linearTitle);
+        QFETCH(QString, logTitle);
+        auto run = std::make_shared<RunSnapshot>(*smallRun());
+        run->signature.set_model(model.toStdString());
+        LossChart chart;
+        chart.resize(800, 500);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        chart.setSnapshot(run);
+        QChart *qchart = chart.findChild<QChartView *>()->chart();
+        const auto lossAxisTitle = [qchart] {
+            for (const QAbstractAxis *axis : qchart->axes(Qt::Vertical))
+                if (axis->alignment() == Qt::AlignLeft)
+                    return axis->titleText();
+            return QString();
+        };
+        for (const bool log : {false, true}) {
+            chart.setLogScale(log);
+            QTRY_COMPARE(lossAxisTitle(), log ? logTitle : linearTitle);
+        }
+    }
+
     void aModeChangeIsALabelledLineAtItsStep()
     {
         const auto lines = modeChangeLines(*smallRun());

@@ -2,6 +2,8 @@
 
 #include "orchestration/run_state.h"
 
+#include <QObject>
+
 #include <array>
 #include <cmath>
 
@@ -67,6 +69,18 @@ QString modeChangeLabel(const ModeMarker &change)
 QString workerName(int worker)
 {
     return QStringLiteral("worker:%1").arg(worker);
+}
+
+QString lossAxisTitle(const std::string &model, bool logScale)
+{
+    QString what;
+    if (model == "linear")
+        what = QObject::tr("mean squared error");
+    else if (model == "softmax")
+        what = QObject::tr("cross-entropy");
+    if (logScale)
+        what += what.isEmpty() ? QObject::tr("log scale") : QObject::tr(", log scale");
+    return what.isEmpty() ? QObject::tr("loss") : QObject::tr("loss (%1)").arg(what);
 }
 
 QString metricLabel(const std::string &metricName)

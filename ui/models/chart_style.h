@@ -34,6 +34,11 @@ QString shortModeLabel(const proto::ModeConfig &mode);
 QString modeChangeLabel(const ModeMarker &change);
 QString workerName(int worker); // "worker:1"
 
+// The loss axis's title for a model (ModelSignature.model): "loss (mean
+// squared error)" for linear, "loss (cross-entropy)" for softmax, plain
+// "loss" for a model a worker declared, whose loss the app cannot know.
+QString lossAxisTitle(const std::string &model, bool logScale);
+
 // A reported metric (ModelSignature.metric_names) in the charts' words:
 // "heldout_loss" -> "held-out loss", "accuracy" -> "accuracy".
 QString metricLabel(const std::string &metricName);
