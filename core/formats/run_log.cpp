@@ -3,9 +3,11 @@
 #include "base/error.h"
 
 #include <QDir>
+#include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSaveFile>
+#include <google/protobuf/util/json_util.h>
 
 #include <cerrno>
 #include <cmath>
@@ -324,6 +326,37 @@ void writeRunClusterJson(const std::string &directory, const std::string &cluste
         || !file.commit())
         throw InputError("cannot write " + directory + "/" + run_files::kCluster + ": "
                          + file.errorString().toStdString());
+}
+
+void writeRunModelJson(const std::string &directory, const proto::ModelSignature &signature)
+{
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    std::string json;
+    if (!google::protobuf::util::MessageToJsonString(signature, &json, options).ok())
+        throw InputError("cannot describe the model signature as JSON");
+    QSaveFile file(QString::fromStdString(directory + "/" + run_files::kModel));
+    if (!file.open(QIODevice::WriteOnly) || file.write(json.data(), qint64(json.size())) < 0 || !file.commit())
+        throw InputError("cannot write " + directory + "/" + run_files::kModel + ": "
+                         + file.errorString().toStdString());
+}
+
+bool readRunModelJson(const std::string &directory, proto::ModelSignature *signature)
+{
+    QFile file(QString::fromStdString(directory + "/" + run_files::kModel));
+    if (!file.open(QIODevice::ReadOnly))
+        return false;
+    const QByteArray json = file.readAll();
+    google::protobuf::util::JsonParseOptions options;
+    options.ignore_unknown_fields = true; // a newer Parasync's fields
+    proto::ModelSignature parsed;
+    if (!google::protobuf::util::JsonStringToMessage(std::string(json.constData(), size_t(json.size())), &parsed,
+                                                     options)
+             .ok())
+        return false;
+    *signature = std::move(parsed);
+    return true;
 }
 
 const char *outcomeName(proto::PushOutcome outcome)

@@ -17,6 +17,7 @@ namespace run_files {
 inline constexpr const char *kStepLog = "steps.jsonl";
 inline constexpr const char *kMetrics = "metrics.csv";
 inline constexpr const char *kCluster = "cluster.json";
+inline constexpr const char *kModel = "model.json";
 } // namespace run_files
 
 // Writes ps:0's record of a run into the run directory:
@@ -86,6 +87,15 @@ private:
 // Writes cluster.json: the cluster spec and the run's training flags, in the
 // cluster-file format, so the run can be started again from it.
 void writeRunClusterJson(const std::string &directory, const std::string &clusterJson, const std::string &trainingJson);
+
+// Writes model.json: the model signature the chief initialised the ps tasks
+// with (its model, variables, optimizer, metric names), as protobuf's JSON
+// mapping. cluster.json has the ps's own flags, which say nothing of a model
+// a worker declared (a Python worker's MLP): a replay learns it here.
+void writeRunModelJson(const std::string &directory, const proto::ModelSignature &signature);
+// The signature in a run directory's model.json; false when there is none or
+// it does not parse (a run from before the file existed, a damaged file).
+bool readRunModelJson(const std::string &directory, proto::ModelSignature *signature);
 
 // The step log's one vocabulary for what happened to a gradient and what a
 // worker was doing ("applied", "dropped_stale", "blocked_by_sync", ...):

@@ -899,6 +899,11 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
             } catch (const InputError &e) {
                 m_log(std::string("cannot keep the run's step log: ") + e.what());
             }
+            try {
+                writeRunModelJson(m_options.training.logdir, m_signature);
+            } catch (const InputError &e) {
+                m_log(std::string("cannot record the model in the run directory: ") + e.what());
+            }
         }
     } else {
         m_updatesApplied = request.global_step();

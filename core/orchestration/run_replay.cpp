@@ -305,6 +305,8 @@ RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *stat
     state->clear();
     if (!info.clusterJson.empty())
         state->setClusterJson(info.clusterJson);
+    if (proto::ModelSignature signature; readRunModelJson(directory, &signature))
+        state->setSignature(signature);
     QFile &source = haveStepLog ? stepLog : metrics;
     if (!source.open(QIODevice::ReadOnly))
         throw InputError("cannot read " + source.fileName().toStdString() + ": " + source.errorString().toStdString());

@@ -151,6 +151,16 @@ void RunState::setMetricNames(std::vector<std::string> names)
         m_snapshot.metricSeries.assign(m_snapshot.metricNames.size(), DecimatedSeries(m_seriesCapacity));
 }
 
+void RunState::setSignature(const proto::ModelSignature &signature)
+{
+    if (signature.variables_size() == 0)
+        return; // not initialised yet
+    m_snapshot.signature = signature;
+    setMetricNames({signature.metric_names().begin(), signature.metric_names().end()});
+    if (m_snapshot.parameterNames.empty() || m_provisionalNames)
+        setNamesFromSignature(signature);
+}
+
 void RunState::setNamesFromSignature(const proto::ModelSignature &signature)
 {
     // The same names ps:0 gives metrics.csv's columns: a size-1 variable by
@@ -258,12 +268,8 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
     m_snapshot.workerHosts.assign(status.worker_hosts().begin(), status.worker_hosts().end());
     if (!status.cluster_json().empty())
         m_snapshot.trainingJson = status.cluster_json();
-    if (status.has_signature() && status.signature().variables_size() > 0) {
-        m_snapshot.signature = status.signature();
-        setMetricNames({status.signature().metric_names().begin(), status.signature().metric_names().end()});
-        if (m_snapshot.parameterNames.empty() || m_provisionalNames)
-            setNamesFromSignature(status.signature());
-    }
+    if (status.has_signature())
+        setSignature(status.signature());
     for (const auto &w : status.workers()) {
         WorkerFigures &figures = worker(w.worker_index());
         figures.phase = w.phase();

@@ -175,6 +175,9 @@ public:
     // last step, and the mode in force at the start when none is known yet.
     // Ignores text that does not parse.
     void setClusterJson(const std::string &json);
+    // The model the chief declared (ps:0's status, a run's model.json): its
+    // variables name the parameters, its metric names the metric series.
+    void setSignature(const proto::ModelSignature &signature);
     void setFinished(bool finished) { m_snapshot.finished = finished; }
     // True when steps carry parameter values but no model signature named
     // them yet (they are kept as "param[i]" and renamed once one arrives):

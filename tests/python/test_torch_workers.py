@@ -44,6 +44,12 @@ class TorchWorkersTest(unittest.TestCase):
         self.assertGreaterEqual(len(scores), 5, scores)
         self.assertLess(scores[0], 0.5, scores)
         self.assertGreaterEqual(max(scores[-3:]), 0.9, scores)
+        # The run directory names the model the Python chief declared.
+        with open(os.path.join(self.logdir, "model.json")) as f:
+            model = json.load(f)
+        self.assertEqual(model["model"], "digits-mlp-32")
+        self.assertEqual(model["metric_names"], ["heldout_loss", "heldout_accuracy"])
+        self.assertEqual([v["name"] for v in model["variables"]], ["0.weight", "0.bias", "2.weight", "2.bias"])
 
     def test_sync_reaches_95_percent_on_held_out_digits(self):
         cluster = self.start(1000, "--mode=sync")

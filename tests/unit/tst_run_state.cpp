@@ -543,6 +543,45 @@ private Q_SLOTS:
         check("metrics.csv");
     }
 
+    // A model a worker declared (a Python worker's MLP) is nowhere in
+    // cluster.json: ps:0 writes model.json, and a replay names the model,
+    // its variables and its metrics from it; damaged or absent, the replay
+    // goes on without.
+    void aReplayLearnsTheDeclaredModelFromModelJson()
+    {
+        QTemporaryDir dir;
+        proto::ModelSignature signature;
+        signature.set_model("digits-mlp-32");
+        signature.set_optimizer("adam");
+        auto *w = signature.add_variables();
+        w->set_name("0.weight");
+        w->add_shape(32);
+        w->add_shape(64);
+        signature.add_metric_names("heldout_loss");
+        signature.add_metric_names("heldout_accuracy");
+        writeRunModelJson(dir.path().toStdString(), signature);
+        QByteArray log;
+        for (int i = 1; i <= 3; ++i)
+            log += QByteArray::fromStdString(RunLog::formatStepLogLine(
+                       stepEvent(i, 100.0 + i, 0, i, 2.f / float(i), kNaN, proto::APPLIED, 0, {}), {}))
+                   + '\n';
+        writeText(dir.filePath(QStringLiteral("steps.jsonl")), log);
+
+        RunState state;
+        replayRunDirectory(dir.path().toStdString(), &state);
+        auto s = state.snapshot();
+        QCOMPARE(s.signature.model(), std::string("digits-mlp-32"));
+        QCOMPARE(s.signature.variables(0).shape_size(), 2);
+        QCOMPARE(s.metricNames, (std::vector<std::string>{"heldout_loss", "heldout_accuracy"}));
+        QCOMPARE(s.globalStep, int64_t(3));
+
+        writeText(dir.filePath(QStringLiteral("model.json")), "{\"model\": ");
+        replayRunDirectory(dir.path().toStdString(), &state);
+        s = state.snapshot();
+        QVERIFY(s.signature.model().empty());
+        QCOMPARE(s.globalStep, int64_t(3));
+    }
+
     void oldFilesReplayWithoutMetrics()
     {
         // A step log and a metrics.csv from before metrics: no metric series.
