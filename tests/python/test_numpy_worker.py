@@ -17,7 +17,7 @@ class NumpyWorkerTest(unittest.TestCase):
         data = node_cluster.digits_csv(cluster.dir)
         self.logdir = os.path.join(cluster.dir, "run")
         common = ["--model=softmax", f"--dataset=csv:{data}", "--learning_rate=0.05", "--batch_size=50",
-                  f"--last_step={last_step}", "--display_step=20"]
+                  f"--last_step={last_step}", "--display_step=10"]
         cluster.start_node("ps", 0, *common, *mode_flags, f"--logdir={self.logdir}")
         cluster.start_python_worker(1, "numpy_softmax.py", f"--dataset=csv:{data}", "--batch_size=50",
                                     "--display_step=50", *python_flags)
@@ -41,7 +41,7 @@ class NumpyWorkerTest(unittest.TestCase):
         # And the model learnt: the chief's full-shard loss fell by far (the
         # median of its last three evaluations: plain SGD on raw pixels spikes).
         full = [float(r["full_loss"]) for r in rows if r["full_loss"] not in ("", "nan")]
-        self.assertGreater(len(full), 5, describe(cluster))
+        self.assertGreaterEqual(len(full), 4, describe(cluster))  # every 10 of its at least 80 steps
         self.assertLess(sorted(full[-3:])[1], full[0] / 3, (full, describe(cluster)))
         self.assertIn("worker:1 state finished", cluster.output("worker:1"))
 

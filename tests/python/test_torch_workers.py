@@ -39,10 +39,11 @@ class TorchWorkersTest(unittest.TestCase):
         cluster = self.start(1500, "--mode=async")
         self.assertGreaterEqual(self.held_out_accuracy(cluster, 1500), 0.95)
         # The chief's held-out score reached ps:0 as named metrics: the step
-        # log's metrics.csv has it from chance (one digit in ten) upwards.
-        scores = [float(r["heldout_accuracy"]) for r in read_metrics(self.logdir) if r.get("heldout_accuracy")]
-        self.assertGreaterEqual(len(scores), 5, scores)
-        self.assertLess(scores[0], 0.5, scores)
+        # log's metrics.csv has one per 100 of the chief's steps, its own.
+        scored = [r for r in read_metrics(self.logdir) if r.get("heldout_accuracy")]
+        scores = [float(r["heldout_accuracy"]) for r in scored]
+        self.assertGreaterEqual(len(scores), 4, scores)
+        self.assertEqual({r["worker"] for r in scored}, {"0"})
         self.assertGreaterEqual(max(scores[-3:]), 0.9, scores)
         # The run directory names the model the Python chief declared.
         with open(os.path.join(self.logdir, "model.json")) as f:

@@ -101,12 +101,14 @@ private Q_SLOTS:
         QVERIFY(window.submitToSlurm(oneByThree(u"window"_s), settingsFor(u"window"_s, portBase), false));
         QTRY_VERIFY2_WITH_TIMEOUT(converged(window), qPrintable(window.slurmLog().right(1500)), kTimeoutMs);
 
-        // The Slurm panel told the story: checked, submitted, running on the node, ps:0 found, each task's output.
-        const QString log = window.slurmLog();
+        // The Slurm panel told the story: checked, submitted, running on the node, ps:0 found, each task's output
+        // (relayed from the tasks' log files as they grow: it may trail the telemetry, so it is waited for).
         for (const QString &said :
              {u"partition: ok"_s, u"Submitted Slurm job"_s, QString(u"RUNNING on "_s + m_slurm->nodeName()),
               u"ps:0 runs at %1:%2"_s.arg(m_slurm->nodeName()).arg(portBase), u"worker:2 | "_s, u"ps:0 | "_s})
-            QVERIFY2(log.contains(said), qPrintable(u"no '%1' in:\n%2"_s.arg(said, log.right(2000))));
+            QTRY_VERIFY2_WITH_TIMEOUT(window.slurmLog().contains(said),
+                                      qPrintable(u"no '%1' in:\n%2"_s.arg(said, window.slurmLog().right(2000))),
+                                      kTimeoutMs);
 
         auto *stop = window.findChild<QAction *>(u"stopCluster"_s);
         QVERIFY(stop);
