@@ -56,8 +56,13 @@ void addSeries(QChart *chart, QAbstractSeries *series, QAbstractAxis *x, QAbstra
 
 void hideFromLegend(QChart *chart, QAbstractSeries *series)
 {
+    showInLegendWhenDrawn(chart, series, false);
+}
+
+void showInLegendWhenDrawn(QChart *chart, QAbstractSeries *series, bool drawn)
+{
     for (QLegendMarker *marker : chart->legend()->markers(series))
-        marker->setVisible(false);
+        marker->setVisible(drawn);
 }
 
 QBarSet *newBarSet(const QString &label, const QColor &color, const std::vector<double> &values)
@@ -88,6 +93,23 @@ std::vector<ChartAnnotations::Annotation> modeChangeLines(const RunSnapshot &sna
         lines.push_back({double(change.globalStep), std::numeric_limits<double>::quiet_NaN(), modeChangeLabel(change),
                          modeMarkerColor()});
     return lines;
+}
+
+CsvTable bucketTable(const QString &seriesColumn)
+{
+    CsvTable table;
+    table.header
+        = {seriesColumn,           QStringLiteral("global_step"), QStringLiteral("min"),  QStringLiteral("max"),
+           QStringLiteral("mean"), QStringLiteral("last"),        QStringLiteral("count")};
+    return table;
+}
+
+void appendBucketRows(CsvTable *table, const QString &name, const DecimatedSeries &series)
+{
+    for (const auto &bucket : series.buckets())
+        table->rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
+                               QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),
+                               QString::number(bucket.last, 'g', 8), QString::number(bucket.count)});
 }
 
 } // namespace parasync::ui

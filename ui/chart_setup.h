@@ -7,6 +7,7 @@
 
 #include "orchestration/run_state.h"
 #include "ui/chart_annotations.h"
+#include "ui/exportable_chart.h"
 
 #include <QString>
 
@@ -33,11 +34,18 @@ void addAxes(QChart *chart, QAbstractAxis *x, QAbstractAxis *y);
 void addSeries(QChart *chart, QAbstractSeries *series, QAbstractAxis *x, QAbstractAxis *y);
 // Leaves `series` out of the legend (a second line of an entry already there).
 void hideFromLegend(QChart *chart, QAbstractSeries *series);
+// Shows `series` in the legend only while it has points to show.
+void showInLegendWhenDrawn(QChart *chart, QAbstractSeries *series, bool drawn);
 // A set of bars named `label`, in `color` with white edges so that
 // neighbouring bars stay apart, holding `values`.
 QBarSet *newBarSet(const QString &label, const QColor &color, const std::vector<double> &values);
 // Every bar of `series`, all its sets together.
 int barCount(const QAbstractBarSeries *series);
+// An empty CSV table for bucketed series: `seriesColumn` (what names a row's
+// series), global_step, min, max, mean, last, count.
+CsvTable bucketTable(const QString &seriesColumn);
+// One row per bucket of `series`, named `name`, in bucketTable's columns.
+void appendBucketRows(CsvTable *table, const QString &name, const DecimatedSeries &series);
 // A dashed line at the global step of each of the run's mode changes,
 // labelled "→ sync @ 301", in the mode marker colour.
 std::vector<ChartAnnotations::Annotation> modeChangeLines(const RunSnapshot &snapshot);

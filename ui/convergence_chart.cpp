@@ -129,20 +129,14 @@ void ConvergenceChart::rebuild()
 
 CsvTable ConvergenceChart::csv() const
 {
-    CsvTable table;
-    table.header
-        = {QStringLiteral("series"), QStringLiteral("global_step"), QStringLiteral("min"),  QStringLiteral("max"),
-           QStringLiteral("mean"),   QStringLiteral("last"),        QStringLiteral("count")};
+    CsvTable table = bucketTable(QStringLiteral("series"));
     if (!m_snapshot)
         return table;
     for (size_t i = 0; i < m_snapshot->parameterSeries.size(); ++i) {
         const QString name = i < m_snapshot->parameterNames.size()
                                  ? QString::fromStdString(m_snapshot->parameterNames[i])
                                  : QStringLiteral("p%1").arg(i);
-        for (const auto &bucket : m_snapshot->parameterSeries[i].buckets())
-            table.rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
-                                  QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),
-                                  QString::number(bucket.last, 'g', 8), QString::number(bucket.count)});
+        appendBucketRows(&table, name, m_snapshot->parameterSeries[i]);
     }
     return table;
 }

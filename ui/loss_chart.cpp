@@ -250,6 +250,8 @@ void LossChart::rebuild()
     // Dots help while evaluations are few; later they would hide the line.
     m_fullLoss->setPointsVisible(full.size() <= 40);
     m_fullLoss->replace(full);
+    // A Python chief need not measure its whole shard: no line, no entry.
+    showInLegendWhenDrawn(m_chart, m_fullLoss, !full.isEmpty());
 
     for (size_t i = 0; i < snapshot.metricNames.size() && i < snapshot.metricSeries.size(); ++i) {
         const std::string &name = snapshot.metricNames[i];

@@ -3,13 +3,16 @@
 #include "ui/chart_exporter.h"
 #include "ui/convergence_chart.h"
 #include "ui/loss_chart.h"
+#include "ui/models/series_math.h"
 #include "ui/parameter_path_chart.h"
 #include "ui/step_timeline_painter.h"
 #include "ui/step_timeline_view.h"
+#include "ui/variable_summary_chart.h"
 #include "ui/worker_stats_view.h"
 
 #include <QPainter>
 #include <QSplitter>
+#include <QStackedWidget>
 
 namespace parasync::ui {
 
@@ -47,19 +50,31 @@ RunChartsView::RunChartsView(QWidget *parent)
     , m_loss(new LossChart(this))
     , m_convergence(new ConvergenceChart(this))
     , m_path(new ParameterPathChart(this))
+    , m_variables{new VariableSummaryChart(VariableSummaryChart::Figure::Norm, this),
+                  new VariableSummaryChart(VariableSummaryChart::Figure::DistanceFromStart, this),
+                  new VariableSummaryChart(VariableSummaryChart::Figure::UpdatePerStep, this)}
+    , m_parameters(new QStackedWidget(this))
     , m_stats(new WorkerStatsView(this))
     , m_timelineOverview(std::make_unique<StepTimelineOverview>(m_timeline))
 {
     setDocumentMode(true);
     addTab(m_timeline, tr("Step interleaving"));
     addTab(m_loss, tr("Loss"));
-    auto *parameters = new QSplitter(Qt::Horizontal, this);
-    parameters->addWidget(m_convergence);
-    parameters->addWidget(m_path);
-    parameters->setStretchFactor(0, 1);
-    parameters->setStretchFactor(1, 1);
-    parameters->setSizes({800, 650});
-    addTab(parameters, tr("w and b"));
+    auto *values = new QSplitter(Qt::Horizontal, this);
+    values->addWidget(m_convergence);
+    values->addWidget(m_path);
+    values->setStretchFactor(0, 1);
+    values->setStretchFactor(1, 1);
+    values->setSizes({800, 650});
+    m_values = values;
+    // The three figures stacked, so one variable's lines line up by step.
+    auto *movement = new QSplitter(Qt::Vertical, this);
+    for (VariableSummaryChart *chart : m_variables)
+        movement->addWidget(chart);
+    m_movement = movement;
+    m_parameters->addWidget(m_values);
+    m_parameters->addWidget(m_movement);
+    addTab(m_parameters, tr("w and b"));
     addTab(m_stats, tr("Workers"));
 
     m_redraw.setSingleShot(true);
@@ -105,13 +120,34 @@ void RunChartsView::redraw()
     m_loss->setSnapshot(m_latest);
     m_convergence->setSnapshot(m_latest);
     m_path->setSnapshot(m_latest);
+    for (VariableSummaryChart *chart : m_variables)
+        chart->setSnapshot(m_latest);
+    if (m_latest)
+        showParametersOf(*m_latest);
     m_stats->setSnapshot(m_latest);
     Q_EMIT redrawn();
 }
 
+bool RunChartsView::showsParameterValues() const
+{
+    return m_parameters->currentWidget() == m_values;
+}
+
+void RunChartsView::showParametersOf(const RunSnapshot &snapshot)
+{
+    const bool values = drawsParameterValues(snapshot);
+    m_parameters->setCurrentWidget(values ? m_values : m_movement);
+    setTabText(indexOf(m_parameters), values ? tr("w and b") : tr("Parameters"));
+}
+
 QList<ExportableChart *> RunChartsView::charts() const
 {
-    QList<ExportableChart *> list = {m_timeline, m_timelineOverview.get(), m_loss, m_convergence, m_path};
+    QList<ExportableChart *> list = {m_timeline, m_timelineOverview.get(), m_loss};
+    if (showsParameterValues())
+        list << m_convergence << m_path;
+    else
+        for (VariableSummaryChart *chart : m_variables)
+            list << chart;
     for (WorkerBarChart *chart : m_stats->charts())
         list.append(chart);
     return list;

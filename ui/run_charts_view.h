@@ -11,12 +11,17 @@
 #include <QTabWidget>
 #include <QTimer>
 
+#include <array>
+
+class QStackedWidget;
+
 #include <memory>
 
 namespace parasync::ui {
 
 class ConvergenceChart;
 class LossChart;
+class VariableSummaryChart;
 class ParameterPathChart;
 class StepTimelineChart;
 class WorkerStatsView;
@@ -43,7 +48,9 @@ public:
     // status bar's refresh rate).
     qint64 redrawCount() const { return m_redraws; }
 
-    // Every exportable chart, in the order "Export all" writes them.
+    // Every exportable chart of this run's model, in the order "Export all"
+    // writes them: w and b for the linear demo, the variable summaries for
+    // a model with more parameters.
     QList<ExportableChart *> charts() const;
     // Writes each chart in every format into `directory` (see ChartExporter);
     // `runName` heads the run report.
@@ -53,6 +60,9 @@ public:
     LossChart *loss() const { return m_loss; }
     ConvergenceChart *convergence() const { return m_convergence; }
     ParameterPathChart *parameterPath() const { return m_path; }
+    const std::array<VariableSummaryChart *, 3> &variableSummaries() const { return m_variables; }
+    // The parameters tab shows w and b (true) or the variable summaries.
+    bool showsParameterValues() const;
     WorkerStatsView *workerStats() const { return m_stats; }
 
 Q_SIGNALS:
@@ -60,6 +70,8 @@ Q_SIGNALS:
 
 private:
     void redraw();
+    // Shows w and b or the variable summaries, as the run's model asks.
+    void showParametersOf(const RunSnapshot &snapshot);
 
     std::shared_ptr<const RunSnapshot> m_latest;
     bool m_pending = false;
@@ -69,6 +81,10 @@ private:
     LossChart *m_loss;
     ConvergenceChart *m_convergence;
     ParameterPathChart *m_path;
+    std::array<VariableSummaryChart *, 3> m_variables;
+    QStackedWidget *m_parameters;
+    QWidget *m_values;   // w and b: their values and their path
+    QWidget *m_movement; // the variable summaries
     WorkerStatsView *m_stats;
     std::unique_ptr<ExportableChart> m_timelineOverview;
 };

@@ -145,10 +145,11 @@ std::string modeJson(const proto::ModeConfig &mode)
 } // namespace
 
 RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterNames,
-               std::vector<std::string> metricNames)
+               std::vector<std::string> metricNames, std::vector<std::string> variableNames)
     : m_directory(directory)
     , m_parameterNames(std::move(parameterNames))
     , m_metricNames(std::move(metricNames))
+    , m_variableNames(std::move(variableNames))
 {
     if (!QDir().mkpath(QString::fromStdString(directory)))
         throw InputError("cannot create the run directory " + directory
@@ -233,7 +234,7 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
     std::string metrics;
     char buffer[128];
     for (const auto &event : batch) {
-        steps += formatStepLogLine(event, m_parameterNames, m_metricNames);
+        steps += formatStepLogLine(event, m_parameterNames, m_metricNames, m_variableNames);
         steps += '\n';
         if (event.has_step()
             && (event.step().outcome() == proto::APPLIED || event.step().outcome() == proto::AGGREGATED)) {
@@ -269,7 +270,8 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
 
 std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
                                       const std::vector<std::string> &parameterNames,
-                                      const std::vector<std::string> &metricNames)
+                                      const std::vector<std::string> &metricNames,
+                                      const std::vector<std::string> &variableNames)
 {
     std::string line;
     if (event.has_step()) {
@@ -292,6 +294,16 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
             for (size_t i = 0; i < metricNames.size(); ++i)
                 values += (i ? ",\"" : "\"") + metricNames[i] + "\":" + number(s.metrics(int(i)));
             line += ",\"metrics\":{" + values + "}";
+        }
+        if (s.variable_summaries_size() > 0 && size_t(s.variable_summaries_size()) == variableNames.size()) {
+            std::string values;
+            for (size_t i = 0; i < variableNames.size(); ++i) {
+                const auto &v = s.variable_summaries(int(i));
+                values += (i ? ",\"" : "\"") + variableNames[i] + "\":{\"norm\":" + number(v.norm())
+                          + ",\"distance_from_start\":" + number(v.distance_from_start())
+                          + ",\"update_per_step\":" + number(v.update_per_step()) + "}";
+            }
+            line += ",\"variables\":{" + values + "}";
         }
         line += "}";
     } else if (event.has_mode_change()) {

@@ -42,10 +42,12 @@ public:
     // `parameterNames` become metrics.csv columns (the linear model's w, b);
     // empty for large models. `metricNames` (the signature's metric_names)
     // become the columns after them and the step log's "metrics" object.
+    // `variableNames` (the signature's variables) name the step log's
+    // "variables" object, where the chief's variable summaries go.
     // Throws InputError when the directory or files cannot be created,
     // naming the path and the system's reason.
     RunLog(const std::string &directory, std::vector<std::string> parameterNames,
-           std::vector<std::string> metricNames = {});
+           std::vector<std::string> metricNames = {}, std::vector<std::string> variableNames = {});
     ~RunLog();
     RunLog(const RunLog &) = delete;
     RunLog &operator=(const RunLog &) = delete;
@@ -60,7 +62,8 @@ public:
     // One line of steps.jsonl for an event (exposed for tests and tools).
     static std::string formatStepLogLine(const proto::TelemetryEvent &event,
                                          const std::vector<std::string> &parameterNames,
-                                         const std::vector<std::string> &metricNames = {});
+                                         const std::vector<std::string> &metricNames = {},
+                                         const std::vector<std::string> &variableNames = {});
 
 private:
     void run();
@@ -69,6 +72,7 @@ private:
     std::string m_directory;
     std::vector<std::string> m_parameterNames;
     std::vector<std::string> m_metricNames;
+    std::vector<std::string> m_variableNames;
     std::FILE *m_stepLog = nullptr;
     std::FILE *m_metrics = nullptr;
 

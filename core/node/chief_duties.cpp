@@ -136,14 +136,19 @@ bool ChiefDuties::evaluatesFullLoss(int64_t localStep) const
     return held() && display > 0 && localStep % display == 0;
 }
 
-void ChiefDuties::afterStep(const proto::PushResponse &decision, float batchLoss, float fullLoss,
-                            const Parameters &params, const std::vector<float> &metrics)
+std::vector<VariableSummary> ChiefDuties::summarizeVariables(const Parameters &params, int64_t globalStep)
+{
+    return m_trajectory.measure(params, globalStep);
+}
+
+void ChiefDuties::afterStep(const proto::PushResponse &decision, float batchLoss, const ChiefMeasurement &measured,
+                            const Parameters &params)
 {
     if (!m_options.task.isChief())
         take(decision.acting_chief() == m_options.task.index);
     const bool counted = decision.outcome() == proto::APPLIED || decision.outcome() == proto::AGGREGATED;
     if (m_summaries && (counted || decision.done()))
-        m_summaries->afterStep(decision.global_step(), batchLoss, fullLoss, params, metrics, decision.done());
+        m_summaries->afterStep(decision.global_step(), batchLoss, measured, params, decision.done());
 }
 
 void ChiefDuties::saveCheckpoint(bool final)

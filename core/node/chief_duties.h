@@ -11,6 +11,7 @@
 
 #include "config/node_options.h"
 #include "engine/model.h"
+#include "node/chief_measurement.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/rpc.h"
 
@@ -64,14 +65,16 @@ public:
     // Whether the push of the step at `localStep` carries the loss over the
     // whole shard: every --display_step local steps while the duties are held.
     bool evaluatesFullLoss(int64_t localStep) const;
+    // The variables' norms, distances from the start (the first call) and
+    // update sizes, for the push of a step that evaluates; `params` belong
+    // to `globalStep`.
+    std::vector<VariableSummary> summarizeVariables(const Parameters &params, int64_t globalStep);
 
     // After each step, with ps:0's answer: follows the handover (ps:0 names
     // the acting chief) and writes worker:0's summaries. Called on run()'s
     // thread; blocks only to hand the duties back.
-    // `metrics` are the values of the signature's metric_names measured
-    // this step (empty when none was).
-    void afterStep(const proto::PushResponse &decision, float batchLoss, float fullLoss, const Parameters &params,
-                   const std::vector<float> &metrics);
+    void afterStep(const proto::PushResponse &decision, float batchLoss, const ChiefMeasurement &measured,
+                   const Parameters &params);
 
     // At the end of run(): ends the checkpoint thread and, when training
     // `finished` with the duties held, saves the final checkpoint. Blocks.
@@ -93,6 +96,7 @@ private:
 
     std::unique_ptr<CheckpointStore> m_checkpoints;
     std::unique_ptr<TrainingSummaries> m_summaries; // worker:0's TensorBoard event file
+    VariableTrajectory m_trajectory;
 
     std::atomic<bool> m_held{false};
     std::mutex m_checkpointMutex; // one checkpoint at a time

@@ -85,10 +85,27 @@ std::string signatureDifference(const proto::ModelSignature &cluster, const prot
     return {};
 }
 
-// Metric names become metrics.csv columns and TensorBoard tags: refuse a
-// name that would break either (a comma, a newline) or repeat one.
-std::string metricNamesProblem(const proto::ModelSignature &signature)
+// Variable and metric names become keys of the step log's JSON, metrics.csv
+// columns and TensorBoard tags: refuse a name that would break one of them (a
+// quote, a comma, a newline) or repeats another.
+std::string signatureNamesProblem(const proto::ModelSignature &signature)
 {
+    constexpr size_t kMaxVariableNameLength = 128;
+    std::set<std::string> variables;
+    for (const auto &variable : signature.variables()) {
+        const std::string &name = variable.name();
+        const bool valid = !name.empty() && name.size() <= kMaxVariableNameLength
+                           && std::all_of(name.begin(), name.end(), [](char c) {
+                                  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-'
+                                         || c == '/' || c == ':';
+                              });
+        if (!valid)
+            return "variable name '" + name.substr(0, kMaxVariableNameLength)
+                   + "' is not 1-128 characters of letters, digits, '_', '.', '-', '/' or ':': rename the variable";
+        if (!variables.insert(name).second)
+            return "variable name '" + name + "' is declared twice: give each variable its own name";
+    }
+
     constexpr int kMaxMetrics = 32;
     constexpr size_t kMaxNameLength = 64;
     if (signature.metric_names_size() > kMaxMetrics)
@@ -474,6 +491,19 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
             + " metric values, but the cluster's signature declares " + std::to_string(m_signature.metric_names_size())
             + " metric names: send one value per declared name, in their order, or none on a step that measured "
               "nothing");
+    if (push.parameter_view_size() != 0 && size_t(push.parameter_view_size()) != m_parameterNames.size())
+        return CallStatus::invalidArgument("worker:" + std::to_string(worker) + " sent "
+                                           + std::to_string(push.parameter_view_size())
+                                           + " parameter values for the telemetry, but the model has "
+                                           + (m_parameterNames.empty() ? std::string("too many to show them")
+                                                                       : std::to_string(m_parameterNames.size()))
+                                           + ": send every value of a model of at most 16, or none");
+    if (push.variable_summaries_size() != 0 && push.variable_summaries_size() != m_signature.variables_size())
+        return CallStatus::invalidArgument(
+            "worker:" + std::to_string(worker) + " pushed " + std::to_string(push.variable_summaries_size())
+            + " variable summaries, but the cluster's signature declares "
+            + std::to_string(m_signature.variables_size())
+            + " variables: send one per variable, in their order, or none on a step that measured nothing");
     if (push.computed_from_step() > m_policy->globalStep() || push.computed_from_step() < 0)
         return CallStatus::invalidArgument(
             "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
@@ -517,6 +547,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     info.lastPush.set_previous_push_us(push.previous_push_us());
     *info.lastPush.mutable_parameter_view() = push.parameter_view();
     *info.lastPush.mutable_metrics() = push.metrics();
+    *info.lastPush.mutable_variable_summaries() = push.variable_summaries();
     info.arrival = std::chrono::steady_clock::now();
     info.lastSeen = info.arrival;
     info.phase = proto::TRAINING;
@@ -825,6 +856,7 @@ void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision
     }
     step->mutable_parameters()->CopyFrom(info.lastPush.parameter_view());
     step->mutable_metrics()->CopyFrom(info.lastPush.metrics());
+    step->mutable_variable_summaries()->CopyFrom(info.lastPush.variable_summaries());
     publishLocked(event);
 }
 
@@ -879,7 +911,7 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
         response->set_global_step(m_policy ? m_policy->globalStep() : m_updatesApplied);
         return {};
     }
-    if (const std::string problem = metricNamesProblem(request.signature()); !problem.empty())
+    if (const std::string problem = signatureNamesProblem(request.signature()); !problem.empty())
         return CallStatus::invalidArgument(problem);
     try {
         m_shard.load(request.shard());
@@ -887,15 +919,19 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
         return CallStatus::invalidArgument(e.what());
     }
     m_signature = request.signature();
+    m_parameterNames = parameterNames(m_signature);
     m_initialized = true;
     if (m_policy) {
         m_policy->setGlobalStep(request.global_step());
         if (!m_options.training.logdir.empty()) {
-            m_parameterNames = parameterNames(m_signature);
             try {
+                std::vector<std::string> variableNames;
+                for (const auto &variable : m_signature.variables())
+                    variableNames.push_back(variable.name());
                 m_runLog = std::make_unique<RunLog>(
                     m_options.training.logdir, m_parameterNames,
-                    std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()));
+                    std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
+                    std::move(variableNames));
             } catch (const InputError &e) {
                 m_log(std::string("cannot keep the run's step log: ") + e.what());
             }

@@ -104,13 +104,16 @@ std::string TrainingSummaries::metricTag(const std::string &metricName)
     return tag;
 }
 
-void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params,
-                                  const std::vector<float> &metrics, bool last)
+void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, const ChiefMeasurement &measured,
+                                  const Parameters &params, bool last)
 {
     // The chief measures every --display_step of its own steps, summaries
     // follow the global step: keep the newest measurement for the next one.
-    if (metrics.size() == m_metricNames.size() && !metrics.empty())
-        m_pendingMetrics = metrics;
+    if (measured.metrics.size() == m_metricNames.size() && !measured.metrics.empty())
+        m_pendingMetrics = measured.metrics;
+    if (measured.variables.size() == m_variables.size() && !measured.variables.empty())
+        m_pendingVariables = measured.variables;
+    const float fullLoss = measured.fullLoss;
     if (m_writeFailed || globalStep <= m_lastStep)
         return;
     const bool due = m_lastStep < 0 || globalStep / m_everySteps > m_lastStep / m_everySteps;
@@ -139,6 +142,16 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, float ful
         if (std::isfinite(m_pendingMetrics[i]))
             addScalar(summary, metricTag(m_metricNames[i]), m_pendingMetrics[i]);
     m_pendingMetrics.clear();
+    // Grouped by variable, so TensorBoard's tag filter shows one variable's
+    // three curves together.
+    for (size_t i = 0; i < m_pendingVariables.size(); ++i) {
+        const std::string prefix = "variables/" + m_variables[i].name + "/";
+        addScalar(summary, prefix + "norm", m_pendingVariables[i].norm);
+        addScalar(summary, prefix + "distance_from_start", m_pendingVariables[i].distanceFromStart);
+        if (std::isfinite(m_pendingVariables[i].updatePerStep))
+            addScalar(summary, prefix + "update_per_step", m_pendingVariables[i].updatePerStep);
+    }
+    m_pendingVariables.clear();
     if (m_lastStep >= 0 && now > m_lastWallTime)
         addScalar(summary, "updates_per_sec", double(globalStep - m_lastStep) / (now - m_lastWallTime));
     {

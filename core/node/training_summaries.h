@@ -14,6 +14,7 @@
 
 #include "engine/model.h"
 #include "formats/event_file.h"
+#include "node/chief_measurement.h"
 #include "wire/rpc.h"
 
 #include <condition_variable>
@@ -46,11 +47,11 @@ public:
     // Called by the chief after each step with the global step its
     // parameters now belong to. Writes a summary when the global step passed
     // a multiple of `everySteps`, or when `last` is set; otherwise costs a
-    // comparison. `metrics` are the values of the metric names measured
-    // this step, or empty; the newest ones go into the next summary. Not
-    // thread-safe: the chief's training thread calls it.
-    void afterStep(int64_t globalStep, float batchLoss, float fullLoss, const Parameters &params,
-                   const std::vector<float> &metrics, bool last);
+    // comparison. What the chief `measured` this step (metrics, variable
+    // summaries) goes into the next summary written. Not thread-safe: the
+    // chief's training thread calls it.
+    void afterStep(int64_t globalStep, float batchLoss, const ChiefMeasurement &measured, const Parameters &params,
+                   bool last);
 
     // The TensorBoard tag of a metric: "heldout_loss" -> "heldout/loss".
     static std::string metricTag(const std::string &metricName);
@@ -66,6 +67,7 @@ private:
     const std::vector<Variable> &m_variables;
     std::vector<std::string> m_metricNames;
     std::vector<float> m_pendingMetrics; // measured since the last summary
+    std::vector<VariableSummary> m_pendingVariables;
     Log m_log;
     int64_t m_lastStep = -1;
     double m_lastWallTime = 0;

@@ -413,9 +413,13 @@ bool WorkerTask::step()
     Parameters gradient;
     const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
     const bool evaluates = m_chief->evaluatesFullLoss(m_clock);
-    const float fullLoss = evaluates ? m_model->loss(m_params, m_data) : std::nanf("");
-    const std::vector<float> metrics
-        = evaluates && m_heldOut ? heldOutMetrics(*m_model, m_params, *m_heldOut) : std::vector<float>();
+    ChiefMeasurement measured;
+    if (evaluates) {
+        measured.fullLoss = m_model->loss(m_params, m_data);
+        if (m_heldOut)
+            measured.metrics = heldOutMetrics(*m_model, m_params, *m_heldOut);
+        measured.variables = m_chief->summarizeVariables(m_params, m_globalStep);
+    }
     const int64_t computeUs = microsSince(computeStart);
 
     const auto pushStart = Clock::now();
@@ -430,10 +434,16 @@ bool WorkerTask::step()
     auto *push = request.mutable_push();
     push->set_computed_from_step(m_globalStep);
     push->set_batch_loss(batchLoss);
-    push->set_full_loss(fullLoss);
+    push->set_full_loss(measured.fullLoss);
     push->set_compute_us(computeUs);
     push->set_previous_push_us(m_previousPushUs);
-    push->mutable_metrics()->Add(metrics.begin(), metrics.end());
+    push->mutable_metrics()->Add(measured.metrics.begin(), measured.metrics.end());
+    for (const VariableSummary &v : measured.variables) {
+        auto *summary = push->add_variable_summaries();
+        summary->set_norm(v.norm);
+        summary->set_distance_from_start(v.distanceFromStart);
+        summary->set_update_per_step(v.updatePerStep);
+    }
     Eigen::Index total = 0;
     for (const auto &p : m_params)
         total += p.size();
@@ -474,7 +484,7 @@ bool WorkerTask::step()
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();
     m_done = decision.done();
-    m_chief->afterStep(decision, batchLoss, fullLoss, m_params, metrics);
+    m_chief->afterStep(decision, batchLoss, measured, m_params);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;

@@ -49,7 +49,7 @@ const std::set<QString> &stepKeys()
         std::set<QString> k;
         for (const char *name : {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step",
                                  "staleness", "outcome", "contributions", "batch_loss", "full_loss", "compute_us",
-                                 "push_us", "wait_us", "wait_reason", "metrics"})
+                                 "push_us", "wait_us", "wait_reason", "metrics", "variables"})
             k.insert(QString::fromLatin1(name));
         return k;
     }();
@@ -87,8 +87,16 @@ std::vector<std::string> metricNamesOf(const QJsonObject &record, const QByteArr
     return keysInLineOrder(record.value(QStringLiteral("metrics")).toObject(), line, {}, line.indexOf("\"metrics\":{"));
 }
 
+// The names of a step record's "variables" object, in the line's order (a
+// variable's own keys come after its name, so they cannot come first).
+std::vector<std::string> variableNamesOf(const QJsonObject &record, const QByteArray &line)
+{
+    return keysInLineOrder(record.value(QStringLiteral("variables")).toObject(), line, {},
+                           line.indexOf("\"variables\":{"));
+}
+
 StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &parameterNames,
-                        const std::vector<std::string> &metricNames)
+                        const std::vector<std::string> &metricNames, const std::vector<std::string> &variableNames)
 {
     StepRecord step;
     step.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
@@ -112,6 +120,15 @@ StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &pa
         for (const auto &name : metricNames)
             step.metrics.push_back(floatOrNan(metrics.value(qs(name))));
     }
+    if (o.contains(QStringLiteral("variables"))) {
+        const QJsonObject variables = o.value(QStringLiteral("variables")).toObject();
+        for (const auto &name : variableNames) {
+            const QJsonObject v = variables.value(qs(name)).toObject();
+            step.variables.push_back({floatOrNan(v.value(QStringLiteral("norm"))),
+                                      floatOrNan(v.value(QStringLiteral("distance_from_start"))),
+                                      floatOrNan(v.value(QStringLiteral("update_per_step")))});
+        }
+    }
     return step;
 }
 
@@ -120,6 +137,7 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
     bool namesKnown = false;
     std::vector<std::string> names;
     std::vector<std::string> metricNames;
+    std::vector<std::string> variableNames;
     std::map<int, proto::WorkerPhase> lastPhase;
     while (!file.atEnd()) {
         const QByteArray line = file.readLine().trimmed();
@@ -145,7 +163,12 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
                 metricNames = metricNamesOf(o, line);
                 state->setMetricNames(metricNames);
             }
-            state->addStep(stepFromJson(o, names, metricNames));
+            // Only the chief's measuring steps carry variable summaries.
+            if (variableNames.empty() && o.contains(QStringLiteral("variables"))) {
+                variableNames = variableNamesOf(o, line);
+                state->setVariableNames(variableNames);
+            }
+            state->addStep(stepFromJson(o, names, metricNames, variableNames));
         } else if (type == QLatin1String("mode_change")) {
             ModeMarker marker;
             marker.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
@@ -328,16 +351,26 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
     const auto isParameterTag = [](const std::string &tag) {
         return tag != "loss" && tag != "full_loss" && tag != "updates_per_sec" && tag.find('/') == std::string::npos;
     };
-    // A grouped tag other than the staleness is a metric ("heldout/loss" is
-    // the metric "heldout_loss", as TrainingSummaries::metricTag names it).
-    const auto metricNameOf = [](std::string tag) {
-        if (tag.rfind("staleness/", 0) == 0 || tag.find('/') == std::string::npos)
+    // "variables/<name>/norm", ".../distance_from_start", ".../update_per_step":
+    // one variable's summaries (a name may hold '/' itself: "hidden/w").
+    static const std::string kVariables = "variables/";
+    const auto isVariableTag = [](const std::string &tag) { return tag.rfind(kVariables, 0) == 0; };
+    const auto variableNameOf = [](const std::string &tag) {
+        const size_t last = tag.rfind('/');
+        return last > kVariables.size() ? tag.substr(kVariables.size(), last - kVariables.size()) : std::string();
+    };
+    // A grouped tag other than the staleness and the variables is a metric
+    // ("heldout/loss" is the metric "heldout_loss", as
+    // TrainingSummaries::metricTag names it).
+    const auto metricNameOf = [&](std::string tag) {
+        if (tag.rfind("staleness/", 0) == 0 || isVariableTag(tag) || tag.find('/') == std::string::npos)
             return std::string();
         tag[tag.find('/')] = '_';
         return tag;
     };
     std::vector<std::string> names;
     std::vector<std::string> metricNames;
+    std::vector<std::string> variableNames;
     std::vector<tensorboard::Event> summaries;
     for (const std::string &path : findEventFiles(directory)) {
         for (auto &event : readEventFile(path)) {
@@ -352,12 +385,17 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
                     metricNames.push_back(metric);
                 if (isParameterTag(value.tag()) && std::find(names.begin(), names.end(), value.tag()) == names.end())
                     names.push_back(value.tag());
+                const std::string variable = isVariableTag(value.tag()) ? variableNameOf(value.tag()) : "";
+                if (!variable.empty()
+                    && std::find(variableNames.begin(), variableNames.end(), variable) == variableNames.end())
+                    variableNames.push_back(variable);
             }
             summaries.push_back(std::move(event));
         }
     }
     state->setParameterNames(names);
     state->setMetricNames(metricNames);
+    state->setVariableNames(variableNames);
     int64_t clock = 0;
     for (const auto &event : summaries) {
         StepRecord step;
@@ -371,11 +409,27 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
         step.fullLoss = std::numeric_limits<float>::quiet_NaN();
         step.parameters.assign(names.size(), std::numeric_limits<float>::quiet_NaN());
         step.metrics.assign(metricNames.size(), std::numeric_limits<float>::quiet_NaN());
+        constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+        step.variables.assign(variableNames.size(), VariableSummary{kNaN, kNaN, kNaN});
+        bool measuredVariables = false;
         for (const auto &value : event.summary().value()) {
             if (!value.has_simple_value())
                 continue;
             const std::string &tag = value.tag();
-            if (tag == "loss")
+            if (isVariableTag(tag)) {
+                const auto v = std::find(variableNames.begin(), variableNames.end(), variableNameOf(tag));
+                if (v == variableNames.end())
+                    continue;
+                VariableSummary &summary = step.variables[size_t(v - variableNames.begin())];
+                const std::string stat = tag.substr(tag.rfind('/') + 1);
+                if (stat == "norm")
+                    summary.norm = value.simple_value();
+                else if (stat == "distance_from_start")
+                    summary.distanceFromStart = value.simple_value();
+                else if (stat == "update_per_step")
+                    summary.updatePerStep = value.simple_value();
+                measuredVariables = true;
+            } else if (tag == "loss")
                 step.batchLoss = value.simple_value();
             else if (tag == "full_loss")
                 step.fullLoss = value.simple_value();
@@ -391,6 +445,8 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
             step.metrics.clear();
         if (std::all_of(step.parameters.begin(), step.parameters.end(), [](float v) { return std::isnan(v); }))
             step.parameters.clear();
+        if (!measuredVariables)
+            step.variables.clear();
         state->addStep(step);
     }
 }

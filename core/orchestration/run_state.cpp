@@ -28,6 +28,9 @@ constexpr double kRateSampleSeconds = 0.05;
 constexpr int kMaxWorkerIndex = 1 << 16;    // guards the workers vector against a corrupt record
 constexpr int64_t kMaxNamedParameters = 16; // as ps:0's metrics.csv columns
 constexpr size_t kMaxMetrics = 32;          // as ps:0 accepts in a model signature
+// Series sets kept for variables named by no signature yet: a bound on what
+// a stranger's step events can make the app allocate.
+constexpr size_t kMaxVariables = 256;
 
 void mergeInto(DecimatedSeries::Bucket &into, const DecimatedSeries::Bucket &from)
 {
@@ -113,6 +116,7 @@ void RunState::clear()
     m_modeKnown = false;
     m_provisionalNames = false;
     m_provisionalMetricNames = false;
+    m_provisionalVariableNames = false;
     m_recent.clear();
     m_rates.clear();
     m_psClock = 0;
@@ -151,12 +155,27 @@ void RunState::setMetricNames(std::vector<std::string> names)
         m_snapshot.metricSeries.assign(m_snapshot.metricNames.size(), DecimatedSeries(m_seriesCapacity));
 }
 
+void RunState::setVariableNames(std::vector<std::string> names)
+{
+    const bool keepSeries = m_provisionalVariableNames && names.size() == m_snapshot.variableSeries.size();
+    m_provisionalVariableNames = false;
+    if (names == m_snapshot.variableNames)
+        return;
+    m_snapshot.variableNames = std::move(names);
+    if (!keepSeries)
+        m_snapshot.variableSeries.assign(m_snapshot.variableNames.size(), VariableSeries(m_seriesCapacity));
+}
+
 void RunState::setSignature(const proto::ModelSignature &signature)
 {
     if (signature.variables_size() == 0)
         return; // not initialised yet
     m_snapshot.signature = signature;
     setMetricNames({signature.metric_names().begin(), signature.metric_names().end()});
+    std::vector<std::string> variableNames;
+    for (const auto &variable : signature.variables())
+        variableNames.push_back(variable.name());
+    setVariableNames(std::move(variableNames));
     if (m_snapshot.parameterNames.empty() || m_provisionalNames)
         setNamesFromSignature(signature);
 }
@@ -209,6 +228,8 @@ void RunState::apply(const proto::TelemetryEvent &event)
         step.waitReason = s.wait_reason();
         step.parameters.assign(s.parameters().begin(), s.parameters().end());
         step.metrics.assign(s.metrics().begin(), s.metrics().end());
+        for (const auto &v : s.variable_summaries())
+            step.variables.push_back({v.norm(), v.distance_from_start(), v.update_per_step()});
         addStep(step);
     } else if (event.has_mode_change()) {
         const auto &m = event.mode_change();
@@ -388,6 +409,22 @@ void RunState::addStep(const StepRecord &step)
     const size_t m = std::min(step.metrics.size(), s.metricSeries.size());
     for (size_t i = 0; i < m; ++i)
         s.metricSeries[i].append(double(step.computedFromStep), step.metrics[i]);
+    // Variable summaries before the signature that names them: kept too.
+    if (step.variables.size() > s.variableSeries.size() && step.variables.size() <= kMaxVariables) {
+        std::vector<std::string> names = s.variableNames;
+        for (size_t i = names.size(); i < step.variables.size(); ++i)
+            names.push_back("variable[" + std::to_string(i) + "]");
+        s.variableNames = std::move(names);
+        s.variableSeries.resize(s.variableNames.size(), VariableSeries(m_seriesCapacity));
+        m_provisionalVariableNames = true;
+    }
+    const double at = double(step.computedFromStep);
+    const size_t v = std::min(step.variables.size(), s.variableSeries.size());
+    for (size_t i = 0; i < v; ++i) {
+        s.variableSeries[i].norm.append(at, step.variables[i].norm);
+        s.variableSeries[i].distanceFromStart.append(at, step.variables[i].distanceFromStart);
+        s.variableSeries[i].updatePerStep.append(at, step.variables[i].updatePerStep); // NaN at the first: skipped
+    }
 }
 
 void RunState::addModeChange(const ModeMarker &marker)

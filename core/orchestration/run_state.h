@@ -5,6 +5,7 @@
 // records of a run directory's step log; hands out value snapshots that any
 // thread may keep. No widgets, no sockets.
 
+#include "base/variable_summary.h"
 #include "proto/parasync.pb.h"
 
 #include <QMetaType>
@@ -80,6 +81,25 @@ struct StepRecord
     // aligned with RunSnapshot::metricNames; empty when none was measured,
     // NaN for one that was not.
     std::vector<float> metrics;
+    // The chief's summary of every variable (norm, distance from the start,
+    // update per step), aligned with RunSnapshot::variableNames; empty on
+    // steps that measured nothing.
+    std::vector<VariableSummary> variables;
+};
+
+// One variable's summaries over the run, x = the global step the measured
+// parameters belong to.
+struct VariableSeries
+{
+    explicit VariableSeries(size_t capacity = 2048)
+        : norm(capacity)
+        , distanceFromStart(capacity)
+        , updatePerStep(capacity)
+    {
+    }
+    DecimatedSeries norm;
+    DecimatedSeries distanceFromStart;
+    DecimatedSeries updatePerStep;
 };
 
 struct ModeMarker
@@ -130,6 +150,11 @@ struct RunSnapshot
     // the global step the measured parameters belong to.
     std::vector<std::string> metricNames;
     std::vector<DecimatedSeries> metricSeries;
+    // How each variable moves, for models with more parameters than the
+    // parameterSeries show: the signature's variable names, one series set
+    // per name.
+    std::vector<std::string> variableNames;
+    std::vector<VariableSeries> variableSeries;
     // The most recent steps in full detail, for the step-interleaving lanes
     // (bounded; older steps are only in the decimated series).
     std::vector<StepRecord> recentSteps;
@@ -170,6 +195,8 @@ public:
     // Names the metric series; values that came before under provisional
     // names ("metric[0]") keep their series when the count matches.
     void setMetricNames(std::vector<std::string> names);
+    // Names the variable summary series, the same way.
+    void setVariableNames(std::vector<std::string> names);
     // Reads a run's cluster.json ({"cluster": {...}, "training": {...}}) or a
     // bare training-flags object (ClusterStatusResponse.cluster_json): hosts,
     // last step, and the mode in force at the start when none is known yet.
@@ -182,7 +209,7 @@ public:
     // True when steps carry parameter values but no model signature named
     // them yet (they are kept as "param[i]" and renamed once one arrives):
     // the watcher then asks ps:0 for its status.
-    bool wantsSignature() const { return m_provisionalNames || m_provisionalMetricNames; }
+    bool wantsSignature() const { return m_provisionalNames || m_provisionalMetricNames || m_provisionalVariableNames; }
 
     RunSnapshot snapshot() const;
     int64_t globalStep() const { return m_snapshot.globalStep; }
@@ -196,6 +223,7 @@ private:
     bool m_modeKnown = false;
     bool m_provisionalNames = false;
     bool m_provisionalMetricNames = false;
+    bool m_provisionalVariableNames = false;
     size_t m_recentCapacity;
     size_t m_seriesCapacity;
     std::deque<StepRecord> m_recent;

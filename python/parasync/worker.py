@@ -20,6 +20,7 @@ import ctypes
 import ctypes.util
 import dataclasses
 import hmac
+import math
 import os
 import queue
 import socket
@@ -197,6 +198,39 @@ def _version():
         return ""
 
 
+class _Trajectory:
+    """How the variables move, as the chief measures it on the parameters a
+    gradient was computed from (parasync-node's engine/variable_trajectory.h):
+    per variable its norm, its distance from the values of the first
+    measurement, and its change per global step since the previous one."""
+
+    def __init__(self):
+        self._start = None
+        self._previous = None
+        self._previous_step = None
+
+    @property
+    def started(self):
+        return self._start is not None
+
+    def measure(self, values, global_step):
+        """values: flat float32 arrays in declaration order."""
+        if self._start is None or [v.size for v in values] != [v.size for v in self._start]:
+            self._start = [v.copy() for v in values]
+            self._previous = self._start
+            self._previous_step = None
+        # A sync chief may measure twice at one global step: count at least one.
+        steps = None if self._previous_step is None else max(global_step - self._previous_step, 1)
+        summaries = [pb.VariableSummary(norm=float(np.linalg.norm(v)),
+                                        distance_from_start=float(np.linalg.norm(v - start)),
+                                        update_per_step=float(np.linalg.norm(v - previous)) / steps
+                                        if steps else float("nan"))
+                     for v, start, previous in zip(values, self._start, self._previous)]
+        self._previous = [v.copy() for v in values]
+        self._previous_step = global_step
+        return summaries
+
+
 class Worker:
     """One worker task of a Parasync cluster (see the module's text)."""
 
@@ -220,6 +254,7 @@ class Worker:
         self.clock = 0
         self._last_push_us = 0
         self._params_at = time.monotonic()
+        self._trajectory = _Trajectory()
         if sum(v.size for v in signature.variables) >= 1 << 16:
             _keep_step_buffers_mapped()
         self._server = self._serve_control() if serve_control else None
@@ -466,6 +501,12 @@ class Worker:
     def _push(self, grads, loss, full_loss, metric_values, compute_us):
         head = pb.PushRequest(computed_from_step=self.global_step, batch_loss=loss, full_loss=full_loss,
                               compute_us=compute_us, previous_push_us=self._last_push_us, metrics=metric_values)
+        # The chief measures how the variables move whenever it measures
+        # anything, and on its first push (the start), as parasync-node's does.
+        if self.cluster.is_chief and (metric_values or math.isfinite(full_loss) or not self._trajectory.started):
+            head.variable_summaries.extend(self._trajectory.measure(
+                [np.asarray(self.parameters[v.name], dtype=np.float32).ravel() for v in self.signature.variables],
+                self.global_step))
         if sum(v.size for v in self.signature.variables) <= _MAX_VIEWED_PARAMETERS:
             head.parameter_view.extend(
                 float(x) for v in self.signature.variables for x in self.parameters[v.name].ravel())

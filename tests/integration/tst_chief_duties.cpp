@@ -245,7 +245,7 @@ private Q_SLOTS:
         QVERIFY(!duties->evaluatesFullLoss(0));
 
         // ps:0 names worker:1 the acting chief.
-        duties->afterStep(applied(5, 1), 0.5f, 0.4f, {}, {});
+        duties->afterStep(applied(5, 1), 0.5f, ChiefMeasurement{}, {});
         QVERIFY(duties->held());
         QVERIFY(second.log.contains(QStringLiteral("worker:1: the chief worker:0 is dead; taking over its duties")));
         QVERIFY(duties->evaluatesFullLoss(20));
@@ -253,7 +253,7 @@ private Q_SLOTS:
         QTRY_VERIFY2_WITH_TIMEOUT(checkpointsIn(logdir) >= 1, qPrintable(second.log.all()), 15000);
 
         // worker:0 is back.
-        duties->afterStep(applied(6, 0), 0.5f, 0.4f, {}, {});
+        duties->afterStep(applied(6, 0), 0.5f, ChiefMeasurement{}, {});
         QVERIFY(!duties->held());
         QVERIFY(second.log.contains(QStringLiteral("worker:1: the chief is back")));
         QVERIFY(!duties->evaluatesFullLoss(20));

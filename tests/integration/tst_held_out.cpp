@@ -9,6 +9,8 @@
 #include "support/cluster_harness.h"
 
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -16,6 +18,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 using namespace parasync;
 using namespace parasync::testing;
@@ -119,14 +122,42 @@ private Q_SLOTS:
         QCOMPARE(files.size(), size_t(1));
         double tensorboardAccuracy = -1;
         int heldOutLosses = 0;
+        std::set<std::string> tensorboardTags;
         for (const auto &event : readEventFile(files.front()))
             for (const auto &value : event.summary().value()) {
+                tensorboardTags.insert(value.tag());
                 if (value.tag() == "heldout/accuracy")
                     tensorboardAccuracy = value.simple_value();
                 heldOutLosses += value.tag() == "heldout/loss";
             }
         QVERIFY2(heldOutLosses >= 4, qPrintable(QString::number(heldOutLosses)));
         QVERIFY2(tensorboardAccuracy > 0.8, qPrintable(QString::number(tensorboardAccuracy)));
+        QVERIFY(tensorboardTags.count("variables/W/norm") && tensorboardTags.count("variables/b/distance_from_start")
+                && tensorboardTags.count("variables/W/update_per_step"));
+
+        // The step log: how W and b moved, on the chief's measuring steps.
+        QFile stepLog(dir.filePath(QStringLiteral("steps.jsonl")));
+        QVERIFY(stepLog.open(QIODevice::ReadOnly));
+        int summarized = 0;
+        double lastDistance = -1;
+        double lastUpdate = -1;
+        while (!stepLog.atEnd()) {
+            const QJsonObject record = QJsonDocument::fromJson(stepLog.readLine()).object();
+            if (!record.contains(QStringLiteral("variables")))
+                continue;
+            ++summarized;
+            QCOMPARE(record.value(QStringLiteral("worker")).toInt(), 0); // the chief measures
+            const QJsonObject w
+                = record.value(QStringLiteral("variables")).toObject().value(QStringLiteral("W")).toObject();
+            QVERIFY(w.value(QStringLiteral("norm")).toDouble() > 0);
+            lastDistance = w.value(QStringLiteral("distance_from_start")).toDouble();
+            lastUpdate = w.value(QStringLiteral("update_per_step")).toDouble(-1);
+        }
+        // Every applied measuring step has them, as it has the held-out score.
+        QVERIFY2(summarized >= measured, qPrintable(QStringLiteral("%1 < %2").arg(summarized).arg(measured)));
+        // W left its start (truncated normal, stddev 0.01) and still moved at the end.
+        QVERIFY2(lastDistance > 0.1, qPrintable(QString::number(lastDistance)));
+        QVERIFY2(lastUpdate > 0, qPrintable(QString::number(lastUpdate)));
 
         // The run replayed as the app opens it: a series per metric.
         RunState state;
@@ -135,6 +166,9 @@ private Q_SLOTS:
         QCOMPARE(replayed.metricNames, (std::vector<std::string>{"heldout_loss", "heldout_accuracy"}));
         QCOMPARE(replayed.metricSeries[1].totalCount(), int64_t(measured));
         QVERIFY(std::abs(replayed.metricSeries[1].buckets().back().last - lastAccuracy) < 1e-6);
+        QCOMPARE(replayed.variableNames, (std::vector<std::string>{"W", "b"}));
+        QCOMPARE(replayed.variableSeries[0].distanceFromStart.totalCount(), int64_t(summarized));
+        QVERIFY(std::abs(replayed.variableSeries[0].distanceFromStart.buckets().back().last - lastDistance) < 1e-5);
 
 #ifdef PARASYNC_APP
         // The app's headless export: its summary line and the loss chart's table.
@@ -155,6 +189,16 @@ private Q_SLOTS:
         QCOMPARE(int(table.count(
                      QRegularExpression(QStringLiteral("^held-out accuracy,"), QRegularExpression::MultilineOption))),
                  measured);
+        // A softmax has no w and b to draw against their true values: the
+        // parameters tab exports how W and b moved instead.
+        QVERIFY(!QFile::exists(out + QStringLiteral("/parameters.png")));
+        for (const char *name : {"variable_norms", "variable_distance_from_start", "variable_updates"}) {
+            QFile chart(out + QLatin1Char('/') + QLatin1String(name) + QStringLiteral(".csv"));
+            QVERIFY2(chart.open(QIODevice::ReadOnly), name);
+            const QString rows = QString::fromUtf8(chart.readAll());
+            QVERIFY2(rows.contains(QStringLiteral("\nW,")) && rows.contains(QStringLiteral("\nb,")), qPrintable(rows));
+            QVERIFY(QFile::exists(out + QLatin1Char('/') + QLatin1String(name) + QStringLiteral(".png")));
+        }
 #endif
     }
 

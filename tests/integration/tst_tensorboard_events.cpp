@@ -304,6 +304,11 @@ private Q_SLOTS:
         QCOMPARE(snapshot.globalStep, int64_t(10000));
         QCOMPARE(snapshot.parameterNames, (std::vector<std::string>{"w", "b"}));
         QCOMPARE(int(snapshot.parameterSeries.size()), 2);
+        // The chief's variable summaries ("variables/w/norm", ...) are the
+        // variables' series, not metrics.
+        QCOMPARE(snapshot.variableNames, (std::vector<std::string>{"w", "b"}));
+        QVERIFY(snapshot.variableSeries[0].norm.totalCount() > 0);
+        QVERIFY(snapshot.metricNames.empty());
         QVERIFY(snapshot.batchLossByWorker.count(0));
         QCOMPARE(snapshot.batchLossByWorker.at(0).totalCount(), int64_t(events.size()) - 1);
 

@@ -51,6 +51,16 @@ class TorchWorkersTest(unittest.TestCase):
         self.assertEqual(model["model"], "digits-mlp-32")
         self.assertEqual(model["metric_names"], ["heldout_loss", "heldout_accuracy"])
         self.assertEqual([v["name"] for v in model["variables"]], ["0.weight", "0.bias", "2.weight", "2.bias"])
+        # How each tensor moved, as the Python chief measured it: in the step
+        # log, on the chief's measuring steps; the first layer left its start.
+        summarized = [e for e in self.step_events() if e["type"] == "step" and "variables" in e]
+        self.assertGreaterEqual(len(summarized), 4)
+        self.assertEqual({e["worker"] for e in summarized}, {0})
+        last = summarized[-1]["variables"]
+        self.assertEqual(list(last), ["0.weight", "0.bias", "2.weight", "2.bias"])
+        self.assertGreater(last["0.weight"]["norm"], 0)
+        self.assertGreater(last["0.weight"]["distance_from_start"], 0.1)
+        self.assertGreater(last["0.weight"]["update_per_step"], 0)
 
     def test_sync_reaches_95_percent_on_held_out_digits(self):
         cluster = self.start(1000, "--mode=sync")

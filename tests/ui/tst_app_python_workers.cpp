@@ -131,6 +131,12 @@ private Q_SLOTS:
         QVERIFY2(series.contains(u"worker:0 batch loss"_s) && series.contains(u"worker:1 batch loss"_s),
                  qPrintable(QStringList(series.begin(), series.end()).join(u", "_s)));
         QVERIFY(rows >= 20);
+        // An MLP has no w and b: the parameters tab exports how its tensors moved.
+        QVERIFY(!QFile::exists(QDir(exportDir).filePath(u"parameters.png"_s)));
+        QFile norms(QDir(exportDir).filePath(u"variable_norms.csv"_s));
+        QVERIFY(norms.open(QIODevice::ReadOnly));
+        const QString normRows = QString::fromUtf8(norms.readAll());
+        QVERIFY2(normRows.contains(u"\n0.weight,"_s) && normRows.contains(u"\n2.bias,"_s), qPrintable(normRows));
     }
 
     void aWorkerProgramThatIsNotThereIsRefusedBeforeTheLaunch()

@@ -203,6 +203,28 @@ private Q_SLOTS:
         snapshot.parameterNames = {"softmax/W"};
         QVERIFY(parameterPath(snapshot).isEmpty()); // only the linear model has a (w, b) plane
     }
+
+    // The parameters tab draws w and b for the demo, and how the variables
+    // move for a model with more parameters.
+    void theParametersTabFollowsTheModel()
+    {
+        RunSnapshot demo;
+        QVERIFY(drawsParameterValues(demo)); // nothing known yet: the demo's tab
+        demo.parameterNames = {"w", "b"};
+        demo.variableNames = {"w", "b"};
+        QVERIFY(drawsParameterValues(demo));
+        RunSnapshot mlp;
+        mlp.variableNames = {"0.weight", "0.bias", "2.weight", "2.bias"};
+        QVERIFY(!drawsParameterValues(mlp));
+        // A small softmax has named values too, but no w and b to draw.
+        RunSnapshot softmax;
+        softmax.parameterNames = {"W[0]", "W[1]", "b[0]", "b[1]"};
+        softmax.variableNames = {"W", "b"};
+        QVERIFY(!drawsParameterValues(softmax));
+        // Its metrics.csv alone names no variables: the values are all there is.
+        softmax.variableNames.clear();
+        QVERIFY(drawsParameterValues(softmax));
+    }
 };
 
 QTEST_GUILESS_MAIN(TestSeriesMath)

@@ -1,6 +1,7 @@
 #include "base/error.h"
 #include "engine/dataset.h"
 #include "engine/model.h"
+#include "engine/variable_trajectory.h"
 
 #include <QTest>
 
@@ -104,6 +105,7 @@ private Q_SLOTS:
     void makeModelRejectsBadInput_data();
     void makeModelRejectsBadInput();
     void dataOfTheWrongShapeIsRejected();
+    void variableTrajectoryMeasuresNormDistanceAndUpdatePerStep();
 };
 
 void TestModels::gradientMatchesFiniteDifferences_data()
@@ -362,6 +364,44 @@ void TestModels::dataOfTheWrongShapeIsRejected()
     QVERIFY_THROWS_EXCEPTION(InputError, m->loss(params, makeBlobs(1, 10, 3, 4)));
     // Class 4 with a 3-class model.
     QVERIFY_THROWS_EXCEPTION(InputError, m->loss(params, makeBlobs(1, 10, 5, 2)));
+}
+
+void TestModels::variableTrajectoryMeasuresNormDistanceAndUpdatePerStep()
+{
+    VariableTrajectory trajectory;
+    QVERIFY(!trajectory.started());
+    Parameters params{Eigen::VectorXf::Constant(4, 1.f), Eigen::VectorXf::Constant(1, 3.f)};
+
+    // The first measurement is the start: no distance yet, no update to size.
+    auto first = trajectory.measure(params, 100);
+    QVERIFY(trajectory.started());
+    QCOMPARE(first.size(), size_t(2));
+    QCOMPARE(first[0].norm, 2.f); // sqrt(4 * 1^2)
+    QCOMPARE(first[1].norm, 3.f);
+    QCOMPARE(first[0].distanceFromStart, 0.f);
+    QVERIFY(std::isnan(first[0].updatePerStep));
+
+    // Ten global steps later W moved by 0.5 in each of its 4 values.
+    params[0].array() += 0.5f;
+    auto second = trajectory.measure(params, 110);
+    QCOMPARE(second[0].norm, 3.f);              // sqrt(4 * 1.5^2)
+    QCOMPARE(second[0].distanceFromStart, 1.f); // sqrt(4 * 0.5^2)
+    QCOMPARE(second[0].updatePerStep, 0.1f);    // 1.0 over 10 steps
+    QCOMPARE(second[1].distanceFromStart, 0.f);
+    QCOMPARE(second[1].updatePerStep, 0.f);
+
+    // Measured again at the same global step (a sync chief whose gradient
+    // was only aggregated): the change counts over one step, never 1/0.
+    params[1][0] = 5.f;
+    auto third = trajectory.measure(params, 110);
+    QCOMPARE(third[1].updatePerStep, 2.f);
+    QCOMPARE(third[0].distanceFromStart, 1.f); // still from the first values
+
+    // Another model's parameters start a new trajectory.
+    auto other = trajectory.measure({Eigen::VectorXf::Constant(2, 1.f)}, 200);
+    QCOMPARE(other.size(), size_t(1));
+    QCOMPARE(other[0].distanceFromStart, 0.f);
+    QVERIFY(std::isnan(other[0].updatePerStep));
 }
 
 QTEST_GUILESS_MAIN(TestModels)

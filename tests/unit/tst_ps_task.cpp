@@ -494,6 +494,29 @@ private Q_SLOTS:
             << QStringLiteral("worker:1 pushed 1 metric values, but the cluster's signature declares 0 metric names: "
                               "send one value per declared name, in their order, or none on a step that measured "
                               "nothing");
+        QTest::newRow("variable summaries of another count")
+            << QList<proto::TrainRequest>{joinAs(1),
+                                          [] {
+                                              proto::TrainRequest request = push(0, 1.0f);
+                                              request.mutable_push()->add_variable_summaries()->set_norm(1.0f);
+                                              return request;
+                                          }()}
+            << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1 pushed 1 variable summaries, but the cluster's signature declares 2 "
+                              "variables: send one per variable, in their order, or none on a step that measured "
+                              "nothing");
+        // w and b are two values: three would shift every chart's series.
+        QTest::newRow("parameter values of another count")
+            << QList<proto::TrainRequest>{joinAs(1),
+                                          [] {
+                                              proto::TrainRequest request = push(0, 1.0f);
+                                              for (int i = 0; i < 3; ++i)
+                                                  request.mutable_push()->add_parameter_view(1.0f);
+                                              return request;
+                                          }()}
+            << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1 sent 3 parameter values for the telemetry, but the model has 2: send every "
+                              "value of a model of at most 16, or none");
         QTest::newRow("another model")
             << QList<proto::TrainRequest>{joinAs(1, "softmax")} << CallStatus::Code::FailedPrecondition
             << QStringLiteral("ps:0 refuses worker:1: it trains model 'softmax' but the cluster trains 'linear'. "
@@ -678,6 +701,42 @@ private Q_SLOTS:
         QTest::newRow("too many") << many
                                   << QStringLiteral("the signature declares 33 metric names, more than 32: report "
                                                     "fewer metrics");
+    }
+
+    // Variable names become step-log keys and TensorBoard tags too.
+    void variableNamesThatWouldBreakTheRunDirectoryAreRefused_data()
+    {
+        QTest::addColumn<QStringList>("names");
+        QTest::addColumn<QString>("message");
+        QTest::newRow("a quote") << QStringList{QStringLiteral("w\""), QStringLiteral("b")}
+                                 << QStringLiteral("variable name 'w\"' is not 1-128 characters of letters, digits, "
+                                                   "'_', '.', '-', '/' or ':': rename the variable");
+        QTest::newRow("empty") << QStringList{QString(), QStringLiteral("b")}
+                               << QStringLiteral("variable name '' is not 1-128 characters");
+        QTest::newRow("too long") << QStringList{QString(129, QLatin1Char('w')), QStringLiteral("b")}
+                                  << QStringLiteral("variable name '") + QString(128, QLatin1Char('w'))
+                                         + QStringLiteral("' is not 1-128 characters");
+        QTest::newRow("twice") << QStringList{QStringLiteral("layer/0"), QStringLiteral("layer/0")}
+                               << QStringLiteral("variable name 'layer/0' is declared twice: give each variable "
+                                                 "its own name");
+    }
+
+    void variableNamesThatWouldBreakTheRunDirectoryAreRefused()
+    {
+        QFETCH(QStringList, names);
+        QFETCH(QString, message);
+        PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
+        proto::InitializeRequest request = chiefInitialization();
+        for (int i = 0; i < names.size(); ++i) {
+            request.mutable_signature()->mutable_variables(i)->set_name(names[i].toStdString());
+            request.mutable_shard()->mutable_variables(i)->set_name(names[i].toStdString());
+        }
+        proto::InitializeResponse response;
+        const CallStatus status = task.initialize(request, &response);
+        QCOMPARE(status.code(), CallStatus::Code::InvalidArgument);
+        QVERIFY2(QString::fromStdString(status.message()).startsWith(message), status.message().c_str());
+        QVERIFY(task.initialize(chiefInitialization(), &response).ok());
+        QVERIFY(response.initialized_now());
     }
 
     void metricNamesThatWouldBreakTheRunDirectoryAreRefused()

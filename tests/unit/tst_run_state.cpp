@@ -403,6 +403,7 @@ private Q_SLOTS:
                                      0,
                                      proto::WORKER_PHASE_UNSPECIFIED,
                                      {2.f, 10.f},
+                                     {},
                                      {}});
         const auto s = state.snapshot();
         QCOMPARE(s.recentSteps.size(), size_t(1000));
@@ -613,6 +614,64 @@ private Q_SLOTS:
         QCOMPARE(s.metricNames, (std::vector<std::string>{"heldout_loss"}));
         QCOMPARE(s.metricSeries[0].totalCount(), int64_t(1));
         QCOMPARE(s.metricSeries[0].buckets().back().x, 4.0); // the step the parameters belong to
+    }
+
+    // A model too large for w and b: the chief's variable summaries become
+    // one series set per variable, named by the signature (kept under
+    // provisional names until it arrives), and survive the step log.
+    void variableSummariesFollowTheSignatureAndReplayFromTheStepLog()
+    {
+        const auto measured = [](int64_t step, float norm, float distance, float update) {
+            proto::TelemetryEvent event = stepEvent(step, 100.0 + double(step), 0, step, 1.f);
+            for (int v = 0; v < 2; ++v) {
+                auto *summary = event.mutable_step()->add_variable_summaries();
+                summary->set_norm(norm * float(v + 1));
+                summary->set_distance_from_start(distance * float(v + 1));
+                summary->set_update_per_step(update);
+            }
+            return event;
+        };
+        std::vector<proto::TelemetryEvent> events{measured(1, 1.f, 0.f, kNaN), stepEvent(2, 101.5, 1, 1, 1.f),
+                                                  measured(11, 2.f, 0.5f, 0.05f), measured(21, 3.f, 1.f, 0.01f)};
+        RunState state;
+        state.apply(events[0]);
+        QCOMPARE(state.snapshot().variableNames, (std::vector<std::string>{"variable[0]", "variable[1]"}));
+        QVERIFY(state.wantsSignature());
+        proto::ModelSignature signature;
+        signature.set_model("digits-mlp-32");
+        for (const char *name : {"hidden/w:0", "0.bias"}) {
+            auto *variable = signature.add_variables();
+            variable->set_name(name);
+            variable->add_shape(32);
+        }
+        state.setSignature(signature);
+        for (size_t i = 1; i < events.size(); ++i)
+            state.apply(events[i]);
+        RunSnapshot s = state.snapshot();
+        const std::vector<std::string> names{"hidden/w:0", "0.bias"};
+        QCOMPARE(s.variableNames, names);
+        QVERIFY(!state.wantsSignature());
+        // Three measurements, the one before the signature included; the
+        // first update is NaN (nothing before it) and not a point.
+        QCOMPARE(s.variableSeries[1].norm.totalCount(), int64_t(3));
+        QCOMPARE(s.variableSeries[1].norm.buckets().back().last, 6.0);
+        QCOMPARE(s.variableSeries[1].distanceFromStart.buckets().back().x, 20.0); // the step measured on
+        QCOMPARE(s.variableSeries[0].updatePerStep.totalCount(), int64_t(2));
+
+        QTemporaryDir dir;
+        QByteArray log;
+        for (const auto &event : events)
+            log += QByteArray::fromStdString(RunLog::formatStepLogLine(event, {}, {}, names)) + '\n';
+        QVERIFY(log.contains("\"variables\":{\"hidden/w:0\":{\"norm\":3,\"distance_from_start\":1,"
+                             "\"update_per_step\":0.00999999978}"));
+        writeText(dir.filePath(QStringLiteral("steps.jsonl")), log);
+        RunState replayed;
+        replayRunDirectory(dir.path().toStdString(), &replayed);
+        s = replayed.snapshot();
+        QCOMPARE(s.variableNames, names);
+        QCOMPARE(s.variableSeries[1].norm.totalCount(), int64_t(3));
+        QCOMPARE(s.variableSeries[1].norm.buckets().back().last, 6.0);
+        QCOMPARE(s.variableSeries[0].updatePerStep.totalCount(), int64_t(2));
     }
 
     void emptyDirectoryIsAnErrorNamingIt()

@@ -146,6 +146,11 @@ int parameterIndex(const RunSnapshot &snapshot, const char *name)
     return -1;
 }
 
+bool drawsParameterValues(const RunSnapshot &snapshot)
+{
+    return snapshot.variableNames.empty() || (parameterIndex(snapshot, "w") >= 0 && parameterIndex(snapshot, "b") >= 0);
+}
+
 ParameterPath parameterPath(const RunSnapshot &snapshot, size_t maxPoints)
 {
     ParameterPath path;

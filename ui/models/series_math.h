@@ -76,6 +76,12 @@ struct ParameterPath
 ParameterPath parameterPath(const RunSnapshot &snapshot, size_t maxPoints = 3000);
 // The index of "w" / "b" in snapshot.parameterNames, or -1.
 int parameterIndex(const RunSnapshot &snapshot, const char *name);
+// Whether the parameters tab draws the values of w and b (the linear model's
+// view, with its true values and loss surface); any other model's tab shows
+// how each variable moves (norm, distance from the start, update size). A run
+// that has named no variables yet (or whose files predate the summaries)
+// keeps the values, whatever they are called.
+bool drawsParameterValues(const RunSnapshot &snapshot);
 
 } // namespace parasync::ui
 
