@@ -41,6 +41,7 @@
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QStatusBar>
+#include <QTabWidget>
 #include <QTimer>
 #include <QToolBar>
 #include <QVBoxLayout>
@@ -949,9 +950,21 @@ QStringList MainWindow::saveScreenshotsOfEveryWindow(const QString &directory)
     for (QWidget *top : QApplication::topLevelWidgets()) {
         if (top == this || !top->isVisible())
             continue;
-        const QString path = directory + QStringLiteral("/other_window_%1.png").arg(n++);
-        if (top->grab().save(path))
-            written.append(path);
+        // A run window shows one tab at a time: take each, as for this window.
+        auto *tabs = top->findChild<QTabWidget *>();
+        const int tabCount = tabs ? tabs->count() : 1;
+        for (int i = 0; i < tabCount; ++i) {
+            QString name;
+            if (tabs) {
+                tabs->setCurrentIndex(i);
+                QApplication::processEvents();
+                name = QLatin1Char('_') + tabs->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('_'));
+            }
+            const QString path = directory + QStringLiteral("/other_window_%1%2.png").arg(n).arg(name);
+            if (top->grab().save(path))
+                written.append(path);
+        }
+        ++n;
         top->close();
     }
     return written + own;

@@ -40,10 +40,10 @@ VariableSummaryChart::VariableSummaryChart(Figure figure, QWidget *parent)
         m_logY = new QLogValueAxis;
         m_logY->setBase(10);
         m_logY->setLabelFormat(QStringLiteral("%.1e"));
-        m_logY->setTitleText(tr("L2 norm of the change per step (log scale)"));
+        m_logY->setTitleText(tr("L2 norm (log)"));
     } else {
         m_linearY = new QValueAxis;
-        m_linearY->setTitleText(figure == Figure::Norm ? tr("L2 norm") : tr("L2 distance from the start"));
+        m_linearY->setTitleText(figure == Figure::Norm ? tr("L2 norm") : tr("L2 distance"));
     }
     addAxes(m_chart, m_xAxis, yAxis());
     m_markers = std::make_unique<ChartAnnotations>(m_chart, m_xAxis);
@@ -66,12 +66,9 @@ QAbstractAxis *VariableSummaryChart::yAxis() const
 QString VariableSummaryChart::exportName() const
 {
     switch (m_figure) {
-    case Figure::Norm:
-        return QStringLiteral("variable_norms");
-    case Figure::DistanceFromStart:
-        return QStringLiteral("variable_distance_from_start");
-    case Figure::UpdatePerStep:
-        return QStringLiteral("variable_updates");
+    case Figure::Norm: return QStringLiteral("variable_norms");
+    case Figure::DistanceFromStart: return QStringLiteral("variable_distance_from_start");
+    case Figure::UpdatePerStep: return QStringLiteral("variable_updates");
     }
     return {};
 }
@@ -79,12 +76,9 @@ QString VariableSummaryChart::exportName() const
 QString VariableSummaryChart::title() const
 {
     switch (m_figure) {
-    case Figure::Norm:
-        return tr("Variable norms by global step");
-    case Figure::DistanceFromStart:
-        return tr("Distance from the start by global step");
-    case Figure::UpdatePerStep:
-        return tr("Update size per global step");
+    case Figure::Norm: return tr("Variable norms by global step");
+    case Figure::DistanceFromStart: return tr("Distance from the start by global step");
+    case Figure::UpdatePerStep: return tr("Update per global step (L2 norm of the change)");
     }
     return {};
 }
@@ -92,12 +86,9 @@ QString VariableSummaryChart::title() const
 const DecimatedSeries &VariableSummaryChart::seriesOf(const VariableSeries &variable) const
 {
     switch (m_figure) {
-    case Figure::Norm:
-        return variable.norm;
-    case Figure::DistanceFromStart:
-        return variable.distanceFromStart;
-    case Figure::UpdatePerStep:
-        break;
+    case Figure::Norm: return variable.norm;
+    case Figure::DistanceFromStart: return variable.distanceFromStart;
+    case Figure::UpdatePerStep: break;
     }
     return variable.updatePerStep;
 }

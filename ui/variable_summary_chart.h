@@ -29,8 +29,7 @@ class VariableSummaryChart : public ChartWidget
     Q_OBJECT
 
 public:
-    enum class Figure
-    {
+    enum class Figure {
         Norm,
         DistanceFromStart,
         UpdatePerStep,

@@ -13,8 +13,8 @@ namespace parasync {
 
 struct ChiefMeasurement
 {
-    float fullLoss = std::nanf(""); // over the chief's whole training shard
-    std::vector<float> metrics;     // the signature's metric_names, in order
+    float fullLoss = std::nanf("");         // over the chief's whole training shard
+    std::vector<float> metrics;             // the signature's metric_names, in order
     std::vector<VariableSummary> variables; // one per variable, in declaration order
 };
 
