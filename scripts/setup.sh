@@ -28,7 +28,8 @@ packages=(
   # the packaging tools, the readers the tests check exports with, and the sanitizer
   # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh,
   # and clang-format, whose check is a test; Debian's Python with gRPC,
-  # protobuf and NumPy for the Python workers, PyTorch for their torch
+  # protobuf, NumPy and crcmod - the CRC of their TensorBoard files - for
+  # the Python workers, PyTorch for their torch
   # helper, and scikit-learn for the handwritten digits their tests train on
   libgtest-dev libbenchmark-dev
   xvfb xauth

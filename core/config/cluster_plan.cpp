@@ -105,6 +105,17 @@ void addConnectionArguments(QStringList &args, const ConnectionOptions &c, bool 
 QStringList ClusterPlan::commandArguments(const TaskId &task) const
 {
     QStringList args = clusterArguments(cluster, task);
+    // The chief keeps the run's checkpoints beside what ps:0 writes, and
+    // restores from them, as parasync-node's chief does.
+    const TrainingOptions defaults;
+    if (task.job == JobName::Worker && task.index == 0) {
+        if (training.logdir != defaults.logdir)
+            addFlag(args, "logdir", qs(training.logdir));
+        if (training.saveCheckpointSecs != defaults.saveCheckpointSecs)
+            addFlag(args, "save_checkpoint_secs", QString::number(training.saveCheckpointSecs));
+        if (training.maxToKeep != defaults.maxToKeep)
+            addFlag(args, "max_to_keep", QString::number(training.maxToKeep));
+    }
     addConnectionArguments(args, connection, false);
     return args;
 }

@@ -46,8 +46,10 @@ struct ClusterPlan
     // Not for a worker with a command of its own: see commandArguments.
     QStringList arguments(const TaskId &task) const;
     // What the app adds to a worker's own command: the cluster, the task and
-    // the connection flags a Python worker takes (parasync/cluster.py), and
-    // no training flag -- those are the ps tasks' (and its script's own).
+    // the connection flags a Python worker takes (parasync/cluster.py), the
+    // chief's run-directory flags (--logdir, --save_checkpoint_secs,
+    // --max_to_keep: its checkpoints), and no training flag -- those are the
+    // ps tasks' (and its script's own).
     QStringList commandArguments(const TaskId &task) const;
     // Every task of the plan: ps tasks first, then workers, by index.
     std::vector<TaskId> tasks() const;

@@ -8,6 +8,10 @@ Parasync's ps tasks, in async, sync or ssp, watched live by the app.
         while not worker.done:
             grads, loss = compute(params)
             params = worker.push(grads, loss).parameters
+
+With --logdir the chief (worker:0) keeps checkpoints there in parasync-node's
+format and restores from them (parasync.checkpoints), and writes TensorBoard
+event files (parasync.summaries).
 """
 
 from parasync.cluster import ClusterConfig, ClusterError, add_arguments, from_arguments, parse_cluster

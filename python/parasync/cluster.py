@@ -36,6 +36,11 @@ class ClusterConfig:
     tls_ca: bytes = b""
     heartbeat_ms: int = 1000
     max_message_bytes: int = 64 << 20
+    # The run directory, where the chief keeps its checkpoints and restores
+    # from (empty: none), as parasync-node's --logdir.
+    logdir: str = ""
+    save_checkpoint_secs: int = 50  # also one at the end; 0: only at the end
+    max_to_keep: int = 5  # newest checkpoints kept; 0 keeps all
 
     @property
     def is_chief(self):
@@ -64,6 +69,13 @@ def add_arguments(parser):
     group.add_argument("--heartbeat_ms", type=int, default=1000, help="HTTP/2 keepalive interval (default 1000)")
     group.add_argument("--max_message_bytes", type=int, default=64 << 20,
                        help="largest message sent or accepted (default 67108864)")
+    group = parser.add_argument_group("the run directory (as parasync-node takes it)")
+    group.add_argument("--logdir", default="",
+                       help="run directory: the chief saves its checkpoints there and restores from the newest")
+    group.add_argument("--save_checkpoint_secs", type=int, default=50,
+                       help="the chief saves a checkpoint every N seconds and at the end; 0 is only at the end "
+                            "(default 50)")
+    group.add_argument("--max_to_keep", type=int, default=5, help="newest checkpoints kept; 0 keeps all (default 5)")
     return parser
 
 
@@ -191,12 +203,17 @@ def from_arguments(args, environ=None):
         raise ClusterError(f"--heartbeat_ms={args.heartbeat_ms}: give a positive number of milliseconds")
     if args.max_message_bytes < 1024:
         raise ClusterError(f"--max_message_bytes={args.max_message_bytes} is too small to hold a step")
+    if args.save_checkpoint_secs < 0:
+        raise ClusterError(f"--save_checkpoint_secs={args.save_checkpoint_secs}: give 0 (only at the end) or more")
+    if args.max_to_keep < 0:
+        raise ClusterError(f"--max_to_keep={args.max_to_keep}: give 0 (keep all) or more")
     return ClusterConfig(
         ps=ps, workers=workers, task_index=index, token=token,
         tls_cert=_read_file(args.tls_cert, "--tls_cert") if args.tls_cert else b"",
         tls_key=_read_file(args.tls_key, "--tls_key") if args.tls_key else b"",
         tls_ca=_read_file(args.tls_ca, "--tls_ca") if args.tls_ca else b"",
-        heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes)
+        heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes, logdir=args.logdir,
+        save_checkpoint_secs=args.save_checkpoint_secs, max_to_keep=args.max_to_keep)
 
 
 def parse_cluster(argv=None, parser=None):

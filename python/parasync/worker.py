@@ -33,7 +33,9 @@ import grpc
 import numpy as np
 
 from parasync import tensors
+from parasync.checkpoints import CheckpointError, CheckpointStore
 from parasync.cluster import TOKEN_METADATA_KEY
+from parasync.summaries import ChiefSummaries
 from parasync.proto import parasync_pb2 as pb
 from parasync.proto import parasync_pb2_grpc as pb_grpc
 
@@ -255,6 +257,16 @@ class Worker:
         self._last_push_us = 0
         self._params_at = time.monotonic()
         self._trajectory = _Trajectory()
+        # The chief's checkpoints (with --logdir): every save_checkpoint_secs
+        # from a thread of their own, and one when the run is done.
+        self._checkpoints = CheckpointStore(cluster.logdir, cluster.max_to_keep) \
+            if cluster.is_chief and cluster.logdir else None
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_thread = None
+        self._initializes = False  # this chief gave the ps tasks their variables
+        # Its TensorBoard event files, beside the checkpoints.
+        self._summaries = ChiefSummaries(cluster.logdir, signature, self._log) \
+            if cluster.is_chief and cluster.logdir else None
         if sum(v.size for v in signature.variables) >= 1 << 16:
             _keep_step_buffers_mapped()
         self._server = self._serve_control() if serve_control else None
@@ -269,9 +281,16 @@ class Worker:
         return False
 
     def close(self):
-        """Leaves the cluster (finished if the last step was reached) and stops serving."""
+        """Saves the chief's final checkpoint (if the run is done), leaves the
+        cluster (finished if the last step was reached) and stops serving."""
+        self._end_checkpoint_thread()
+        if self._checkpoints and self.done and any(self._streams):
+            self.save_checkpoint(final=True)
         if any(self._streams):
             self.leave()
+        if self._summaries:
+            self._summaries.close()
+            self._summaries = None
         if self._server:
             self._server.stop(grace=0.5)
             self._server = None
@@ -285,6 +304,99 @@ class Worker:
     def request_stop(self, reason):
         self._stop_reason = reason
         self._stop.set()
+
+    # -- the chief's checkpoints -------------------------------------------------------------------------------
+
+    def save_checkpoint(self, final=False):
+        """The chief's duty with --logdir: every ps task's variables and
+        optimizer slots at one global step, into the run directory as
+        parasync-node's chief writes them; ps:0 records it in the step log.
+        Returns the path, or None (said why) when a ps could not be read or
+        the file not written: training goes on either way."""
+        if not self._checkpoints:
+            raise ValueError(f"{self._name} keeps no checkpoints: only the chief does, and only with --logdir")
+        with self._checkpoint_lock:
+            checkpoint = pb.Checkpoint(wall_time=time.time())
+            checkpoint.signature.CopyFrom(self.signature.to_proto())
+            shards = []
+            # ps:0 last, so the recorded global step counts every update the
+            # other shards' values already contain.
+            for k in reversed(range(len(self.cluster.ps))):
+                try:
+                    snapshot = pb_grpc.ParameterServiceStub(self._channels[k]).Snapshot(
+                        pb.SnapshotRequest(), metadata=self._metadata, timeout=10)
+                except grpc.RpcError as e:
+                    self._log(f"checkpoint skipped: cannot read ps:{k}: {e.details()}")
+                    return None
+                shards.append(snapshot.shard)
+                if k == 0:
+                    checkpoint.global_step = snapshot.global_step
+                    checkpoint.mode.CopyFrom(snapshot.mode)
+            checkpoint.shards.extend(sorted(shards, key=lambda shard: shard.ps_index))
+            try:
+                path = self._checkpoints.save(checkpoint)
+            except CheckpointError as e:
+                self._log(f"chief: checkpoint not saved: {e}")
+                return None
+            self._log(f"chief: saved checkpoint {path} at global step {checkpoint.global_step}")
+            report = pb.ReportCheckpointRequest(final=final)
+            report.checkpoint.wall_time = checkpoint.wall_time
+            report.checkpoint.global_step = checkpoint.global_step
+            report.checkpoint.path = os.path.basename(path)
+            try:
+                pb_grpc.TelemetryStub(self._channels[0]).ReportCheckpoint(report, metadata=self._metadata, timeout=5)
+            except grpc.RpcError:
+                pass  # the file is saved; only the step log's line is missing
+            return path
+
+    def _checkpoint_loop(self):
+        while not self._checkpoint_stop.wait(self.cluster.save_checkpoint_secs):
+            self.save_checkpoint()
+
+    def _start_checkpoint_thread(self):
+        if not self._checkpoints or self.cluster.save_checkpoint_secs <= 0 or self._checkpoint_thread:
+            return
+        self._checkpoint_stop = threading.Event()
+        self._checkpoint_thread = threading.Thread(target=self._checkpoint_loop, name="checkpoints", daemon=True)
+        self._checkpoint_thread.start()
+
+    def _end_checkpoint_thread(self):
+        if self._checkpoint_thread:
+            self._checkpoint_stop.set()
+            self._checkpoint_thread.join()
+            self._checkpoint_thread = None
+
+    def _restore(self):
+        """(VariableStates in declaration order, global step, origin) from the
+        newest valid checkpoint of --logdir, or None when there is none.
+        Raises JoinRefused when it holds another model."""
+        skipped = []
+        found = self._checkpoints.newest_valid(skipped)
+        for reason in skipped:
+            self._log(f"checkpoint skipped (corrupt): {reason}")
+        if not found:
+            return None
+        path, checkpoint = found
+        specs = self.signature.variables
+        saved = checkpoint.signature
+        if saved.model != self.signature.model or [v.name for v in saved.variables] != [v.name for v in specs]:
+            raise JoinRefused(f"{path} was saved by model '{saved.model}' with variables "
+                              f"{[v.name for v in saved.variables]}; this worker trains '{self.signature.model}' "
+                              f"with {[v.name for v in specs]}: use another --logdir or the same model")
+        # Variable i was on ps i % (the saving run's ps count): re-sharded by
+        # declaration order, so a run may go on with another number of ps tasks.
+        states = [None] * len(specs)
+        old_ps = max(1, len(checkpoint.shards))
+        for shard in checkpoint.shards:
+            for j, state in enumerate(shard.variables):
+                index = shard.ps_index + j * old_ps
+                if 0 <= index < len(states):
+                    states[index] = state
+        for spec, state in zip(specs, states):
+            if state is None or list(state.value.shape) != list(spec.shape):
+                raise JoinRefused(f"{path}: variable '{spec.name}' is missing or has another shape than the "
+                                  f"model's {list(spec.shape)}: use another --logdir")
+        return states, checkpoint.global_step, "restored from " + os.path.basename(path)
 
     def _set_state(self, phase, detail):
         # One line at each change of state, in the form core/formats/task_state_line.h
@@ -349,23 +461,35 @@ class Worker:
 
     def initialize(self, initial_values, origin="fresh from the chief's initial values"):
         """The chief's duty for a model it declares: give each ps task its
-        variables. Idempotent: a ps that holds its variables already (another
-        chief was first, or the ps survived a chief restart) keeps them, and
-        join() then returns what it holds."""
+        variables -- from the newest valid checkpoint of --logdir when there
+        is one (values, optimizer slots and global step), else
+        `initial_values`. Idempotent: a ps that holds its variables already
+        (another chief was first, or the ps survived a chief restart) keeps
+        them, and join() then returns what it holds. With --logdir, starts
+        saving checkpoints."""
         if not self.cluster.is_chief:
             raise ValueError(f"{self._name} is not the chief: only worker:0 initialises the variables")
-        values = self._check_values(initial_values, "initial value")
+        self._initialize_ps(self._check_values(initial_values, "initial value"), 0, origin)
+        self._initializes = True
+
+    def _initialize_ps(self, values, global_step, origin):
+        restored = self._restore() if self._checkpoints else None
+        if restored:
+            states, global_step, origin = restored
+        else:
+            states = []
+            for spec in self.signature.variables:
+                state = pb.VariableState(name=spec.name)
+                state.value.ParseFromString(tensors.encode_tensor(values[spec.name]))
+                states.append(state)
         stub_signature = self.signature.to_proto()
         # ps:0 last: its initialisation is what tells the other workers the
         # variables are ready.
         for k in reversed(range(len(self.cluster.ps))):
             self._wait_for_ps(k)
-            request = pb.InitializeRequest(origin=origin, global_step=0, signature=stub_signature)
+            request = pb.InitializeRequest(origin=origin, global_step=global_step, signature=stub_signature)
             request.shard.ps_index = k
-            for i in self._on_ps[k]:
-                spec = self.signature.variables[i]
-                variable = request.shard.variables.add(name=spec.name)
-                variable.value.ParseFromString(tensors.encode_tensor(values[spec.name]))
+            request.shard.variables.extend(states[i] for i in self._on_ps[k])
             stub = pb_grpc.ParameterServiceStub(self._channels[k])
             try:
                 answer = stub.Initialize(request, metadata=self._metadata, timeout=30)
@@ -376,6 +500,7 @@ class Worker:
                           if answer.initialized_now else
                           f"chief: ps:0 already holds the variables at global step {answer.global_step}; "
                           "continuing from there")
+        self._start_checkpoint_thread()
 
     def join(self):
         """Joins every ps task; returns the parameters (name -> array). Waits,
@@ -483,6 +608,12 @@ class Worker:
                 if stream:
                     stream.cancel()
             self._streams = [None] * len(self._streams)
+            if self._initializes:
+                # A ps that restarted holds nothing until the chief gives it
+                # the variables again: from the newest checkpoint, else the
+                # chief's own last values (a ps that kept them keeps them).
+                self._initialize_ps(dict(self.parameters), self.global_step,
+                                    f"the chief's parameters at global step {self.global_step}")
             self.join()
             return StepResult("none", self.global_step, 0, 0, 0.0, self.done, dict(self.parameters))
         self._last_push_us = int((time.monotonic() - started) * 1e6) - int(result.waited_s * 1e6)
@@ -530,6 +661,12 @@ class Worker:
         self.done = decision.done
         if decision.outcome != pb.PUSH_OUTCOME_UNSPECIFIED:
             self.clock += 1
+        # After a step the chief measured, and after the last: what
+        # parasync-node's chief writes for TensorBoard.
+        measured = bool(head.variable_summaries) or bool(metric_values) or math.isfinite(full_loss)
+        if self._summaries and ((counted and measured) or decision.done):
+            self._summaries.after_step(decision.global_step, loss, full_loss, metric_values,
+                                       head.variable_summaries)
         return StepResult(_OUTCOMES.get(decision.outcome, "none"), decision.global_step, decision.staleness,
                           decision.contributions, decision.waited_us / 1e6, decision.done, dict(self.parameters))
 

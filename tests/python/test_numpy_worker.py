@@ -9,6 +9,7 @@ import unittest
 
 import node_cluster
 from node_cluster import Cluster, describe, read_metrics
+from parasync import checkpoints
 
 
 class NumpyWorkerTest(unittest.TestCase):
@@ -48,6 +49,18 @@ class NumpyWorkerTest(unittest.TestCase):
     def test_python_and_cpp_workers_train_one_softmax_async(self):
         cluster = self.start_softmax_cluster(400, "--mode=async")
         self.check_trained_together(cluster, 400)
+        # parasync-node's chief wrote its final checkpoint in the format a
+        # Python chief reads and writes; a damaged copy is refused, saying how.
+        path, saved = checkpoints.CheckpointStore(self.logdir).newest_valid()
+        self.assertEqual((os.path.basename(path), saved.global_step), ("model.ckpt-400.pckpt", 400))
+        self.assertEqual(saved.signature.model, "softmax")
+        with open(path, "rb") as f:
+            data = f.read()
+        flipped = data[:40] + bytes([data[40] ^ 1]) + data[41:]
+        for damaged, reason in ((flipped, "checksum mismatch"), (data[:-5], "truncated"),
+                                (b"PSYNCKP0" + data[8:], "bad magic")):
+            with self.assertRaisesRegex(checkpoints.CheckpointError, reason):
+                checkpoints.parse(damaged, path)
 
     def test_in_sync_each_step_averages_a_python_and_a_cpp_gradient(self):
         cluster = self.start_softmax_cluster(300, "--mode=sync")

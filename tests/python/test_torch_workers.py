@@ -6,22 +6,29 @@ ssp, and in one run whose mode is switched while it trains."""
 import json
 import os
 import re
+import subprocess
 import unittest
 
 from node_cluster import Cluster, describe, read_metrics
+from parasync import checkpoints
 
+DECODER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "tools", "decode_tfevents.py")
 HELD_OUT = re.compile(r"^held-out accuracy ([0-9.]+) at global step (\d+)", re.M)
 
 
 class TorchWorkersTest(unittest.TestCase):
-    def start(self, last_step, *ps_flags, worker_flags=()):
-        cluster = Cluster(self)
+    def start(self, last_step, *ps_flags, worker_flags=(), cluster=None, chief_checkpoints=False):
+        cluster = cluster or Cluster(self)
         self.logdir = os.path.join(cluster.dir, "run")
+        self.start_ps(cluster, last_step, *ps_flags)
+        for index in (0, 1):
+            own = (f"--logdir={self.logdir}",) if chief_checkpoints and index == 0 else ()
+            cluster.start_python_worker(index, "torch_digits_mlp.py", "--batch_size=64", *worker_flags, *own)
+        return cluster
+
+    def start_ps(self, cluster, last_step, *ps_flags):
         cluster.start_node("ps", 0, "--optimizer=adam", "--learning_rate=0.005", f"--last_step={last_step}",
                            f"--logdir={self.logdir}", *ps_flags)
-        for index in (0, 1):
-            cluster.start_python_worker(index, "torch_digits_mlp.py", "--batch_size=64", *worker_flags)
-        return cluster
 
     def held_out_accuracy(self, cluster, last_step):
         for name in ("worker:0", "worker:1", "ps:0"):
@@ -91,6 +98,73 @@ class TorchWorkersTest(unittest.TestCase):
                 self.assertIn(e["outcome"], ("aggregated", "dropped_stale"), e)
             elif e["type"] == "step" and e["global_step"] > to_ssp + 1:
                 self.assertEqual(e["outcome"], "applied", e)
+
+    def test_the_python_chief_checkpoints_and_a_new_run_restores_from_them(self):
+        cluster = self.start(600, "--mode=async", chief_checkpoints=True)
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 600), 0.9)
+        # The final checkpoint, in parasync-node's format: every variable
+        # with Adam's slots, and ps:0's step log records it.
+        path = os.path.join(self.logdir, "model.ckpt-600.pckpt")
+        self.assertTrue(os.path.exists(path), describe(cluster))
+        saved = checkpoints.read(path)
+        self.assertEqual(saved.global_step, 600)
+        self.assertEqual(saved.signature.model, "digits-mlp-32")
+        self.assertEqual([v.name for v in saved.shards[0].variables], ["0.weight", "0.bias", "2.weight", "2.bias"])
+        self.assertEqual(set(saved.shards[0].variables[0].slots), {"m", "v"})
+        self.assertGreater(saved.shards[0].variables[0].update_count, 0)
+        recorded = [e for e in self.step_events() if e["type"] == "checkpoint"]
+        self.assertIn("model.ckpt-600.pckpt", [e["path"] for e in recorded], recorded)
+
+        # The chief's TensorBoard event file, as an independent decoder
+        # (TFRecord framing, masked CRC-32C, TensorFlow's field numbers) reads it.
+        files = [f for f in os.listdir(self.logdir) if f.startswith("events.out.tfevents.")]
+        self.assertEqual(len(files), 1, files)
+        decoded = subprocess.run(["/usr/bin/python3", DECODER, os.path.join(self.logdir, files[0])],
+                                 capture_output=True, text=True)
+        self.assertEqual(decoded.returncode, 0, decoded.stderr)
+        events = json.loads(decoded.stdout)
+        self.assertEqual(events[0].get("file_version"), "brain.Event:2")
+        scored = [e for e in events[1:] if "heldout/accuracy" in e.get("scalars", {})]
+        self.assertGreaterEqual(len(scored), 3, events)  # every 100 of the chief's ~300 steps, and its first
+        self.assertGreaterEqual(scored[-1]["scalars"]["heldout/accuracy"], 0.8)
+        for tag in ("loss", "heldout/loss", "variables/0.weight/norm", "variables/2.bias/distance_from_start",
+                    "variables/0.weight/update_per_step", "updates_per_sec"):
+            self.assertIn(tag, scored[-1]["scalars"], scored[-1])
+        self.assertEqual(events[-1]["step"], 600)  # and one at the last step
+
+        # parasync-node's chief reads the file: it names the model in it.
+        cluster.start_node("ps", 0, "--last_step=700")
+        cluster.start_node("worker", 0, f"--logdir={self.logdir}", "--last_step=700")
+        self.assertEqual(cluster.wait("worker:0", timeout=60), 2, describe(cluster))
+        self.assertIn("model.ckpt-600.pckpt was saved by a 'digits-mlp-32' model; this cluster trains 'linear'",
+                      cluster.output("worker:0"))
+        cluster.kill("ps:0")
+        cluster.wait("ps:0")
+
+        # A new run on the same directory goes on from step 600, Adam's
+        # moments and all, and ends at its own last step.
+        self.start(900, "--mode=async", cluster=cluster, chief_checkpoints=True)
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 900), 0.95)
+        self.assertIn("chief: variables initialised (restored from model.ckpt-600.pckpt) at global step 600",
+                      cluster.output("worker:0"))
+        self.assertTrue(os.path.exists(os.path.join(self.logdir, "model.ckpt-900.pckpt")))
+
+    def test_a_ps_killed_mid_run_gets_its_variables_again_from_the_python_chief(self):
+        cluster = self.start(1500, "--mode=async", worker_flags=("--save_checkpoint_secs=1",), chief_checkpoints=True)
+        cluster.wait_for_output("worker:0", re.compile(r"chief: saved checkpoint .*model\.ckpt-([1-9]\d*)\.pckpt"),
+                                timeout=120)
+        cluster.kill("ps:0")
+        cluster.wait("ps:0")
+        self.start_ps(cluster, 1500, "--mode=async")
+        # Both workers waited for the new ps; the chief gave it the newest
+        # checkpoint, and the run finished with the model still learning.
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 1500), 0.95)
+        restored = re.search(r"chief: variables initialised \(restored from model\.ckpt-(\d+)\.pckpt\) at global "
+                             r"step (\d+)", cluster.output("worker:0"))
+        self.assertIsNotNone(restored, describe(cluster))
+        self.assertEqual(restored.group(1), restored.group(2))
+        self.assertGreater(int(restored.group(2)), 0)
+        self.assertIn("worker:1 state finished", cluster.output("worker:1"))
 
     def test_a_chief_that_declares_another_optimizer_than_the_ps_runs_is_refused(self):
         cluster = self.start(1000, "--mode=async", worker_flags=("--optimizer=sgd",))

@@ -120,6 +120,15 @@ private Q_SLOTS:
                                       QStringLiteral("--worker_hosts=127.0.0.1:2223,127.0.0.1:2224"),
                                       QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=1"),
                                       QStringLiteral("--tls_ca=/etc/ca.pem"), QStringLiteral("--heartbeat_ms=500")}));
+        // The chief's command also gets the run directory: its checkpoints.
+        plan.training.logdir = "/runs/mlp";
+        plan.training.saveCheckpointSecs = 30;
+        const QStringList chief = plan.commandArguments(TaskId{JobName::Worker, 0});
+        QVERIFY2(chief.contains(QStringLiteral("--logdir=/runs/mlp"))
+                     && chief.contains(QStringLiteral("--save_checkpoint_secs=30"))
+                     && !chief.contains(QStringLiteral("--optimizer=adam")),
+                 qPrintable(chief.join(u' ')));
+        QVERIFY(!plan.commandArguments(TaskId{JobName::Worker, 1}).join(u' ').contains(QStringLiteral("--logdir")));
         // The ps tasks still get the training flags (and the serving rule).
         const QStringList ps = plan.arguments(TaskId{JobName::Ps, 0});
         QVERIFY2(ps.contains(QStringLiteral("--optimizer=adam")) && ps.contains(QStringLiteral("--tls_mutual")),
