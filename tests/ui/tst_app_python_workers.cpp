@@ -113,6 +113,9 @@ private Q_SLOTS:
         QVERIFY2(metrics.open(QIODevice::ReadOnly), qPrintable(metrics.fileName()));
         const QStringList columns = QString::fromUtf8(metrics.readLine()).trimmed().split(u',');
         QVERIFY2(columns.contains(u"loss"_s) && !columns.contains(u"w"_s), qPrintable(columns.join(u',')));
+        // The app gave the Python chief the run directory: its final checkpoint is there.
+        QVERIFY2(QFile::exists(QDir(runDirectory.captured(1)).filePath(u"model.ckpt-1500.pckpt"_s)),
+                 qPrintable(QDir(runDirectory.captured(1)).entryList().join(u", "_s)));
 
         for (const QString &name : {u"loss.png"_s, u"loss.csv"_s, u"loss.svg"_s})
             QVERIFY2(QFile::exists(QDir(exportDir).filePath(name)), qPrintable(name));
