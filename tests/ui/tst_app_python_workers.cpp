@@ -131,7 +131,9 @@ private Q_SLOTS:
             series.insert(line.section(u',', 0, 0));
             ++rows;
         }
-        QVERIFY2(series.contains(u"worker:0 batch loss"_s) && series.contains(u"worker:1 batch loss"_s),
+        // Both workers' losses, and the held-out score the Python chief reported.
+        QVERIFY2(series.contains(u"worker:0 batch loss"_s) && series.contains(u"worker:1 batch loss"_s)
+                     && series.contains(u"held-out loss"_s) && series.contains(u"held-out accuracy"_s),
                  qPrintable(QStringList(series.begin(), series.end()).join(u", "_s)));
         QVERIFY(rows >= 20);
         // An MLP has no w and b: the parameters tab exports how its tensors moved.
