@@ -13,6 +13,7 @@
 //   bench_roundtrip [--quick] [Google Benchmark flags]
 //   bench_roundtrip --serve-tcp=PORT | --serve-grpc=PORT   (the baselines' far ends)
 
+#include "alloc_counter.h"
 #include "base/port_holder.h"
 #include "base/step_memory.h"
 #include "bench_echo.grpc.pb.h"
@@ -375,11 +376,10 @@ struct Fixture
 {
     std::unique_ptr<bench::ChildProcess> tcpServer;
     std::unique_ptr<bench::ChildProcess> grpcServer;
-    std::vector<std::unique_ptr<bench::ChildProcess>> psTasks;
+    std::map<std::string, std::unique_ptr<bench::ChildProcess>> psTasks;
     std::unique_ptr<TcpClient> tcp;
     std::string grpcAddress;
     std::map<std::string, std::string> psAddresses;
-    std::map<std::string, qint64> psPids;
     // Per model size: the step's request and response bytes.
     std::map<std::string, std::pair<size_t, size_t>> bytes;
 };
@@ -413,14 +413,18 @@ ProcessUse processUse(qint64 pid)
 }
 
 // Times every round trip of the benchmark loop; p50/p99 go into counters,
-// with the CPU time and the minor page faults the far end (`serverPid`) and
-// this process had per round trip: figures the machine's other load disturbs
-// much less than latency.
+// with the CPU time, the minor page faults and the heap allocations the far
+// end (`server`) and this process had per round trip: figures the machine's
+// other load disturbs much less than latency.
 template<typename RoundTrip>
-void measure(benchmark::State &state, qint64 serverPid, size_t request, size_t reply, RoundTrip roundTrip)
+void measure(benchmark::State &state, const bench::ChildProcess &server, size_t request, size_t reply,
+             RoundTrip roundTrip)
 {
+    const qint64 serverPid = server.pid();
     const ProcessUse serverBefore = processUse(serverPid);
     const ProcessUse clientBefore = processUse(0);
+    const bench::AllocCounts serverAllocsBefore = server.allocations();
+    const bench::AllocCounts clientAllocsBefore = parasync_alloc_counts();
     std::vector<double> micros;
     micros.reserve(1 << 16);
     for (auto _ : state) {
@@ -432,8 +436,18 @@ void measure(benchmark::State &state, qint64 serverPid, size_t request, size_t r
         micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
     }
     const double iterations = double(std::max<benchmark::IterationCount>(1, state.iterations()));
+    const bench::AllocCounts clientAllocsAfter = parasync_alloc_counts();
+    const bench::AllocCounts serverAllocsAfter = server.allocations();
     const ProcessUse serverAfter = processUse(serverPid);
     const ProcessUse clientAfter = processUse(0);
+    // The counters include the timing loop's own bookkeeping (none: `micros`
+    // is reserved up front) and, on the server, its other threads' work.
+    state.counters["server_allocs"] = double(serverAllocsAfter.calls - serverAllocsBefore.calls) / iterations;
+    state.counters["client_allocs"] = double(clientAllocsAfter.calls - clientAllocsBefore.calls) / iterations;
+    state.counters["server_large_allocs"]
+        = double(serverAllocsAfter.largeCalls - serverAllocsBefore.largeCalls) / iterations;
+    state.counters["client_large_allocs"]
+        = double(clientAllocsAfter.largeCalls - clientAllocsBefore.largeCalls) / iterations;
     state.counters["server_cpu_us"] = (serverAfter.cpuMicros - serverBefore.cpuMicros) / iterations;
     state.counters["client_cpu_us"] = (clientAfter.cpuMicros - clientBefore.cpuMicros) / iterations;
     state.counters["server_faults"] = (serverAfter.minorFaults - serverBefore.minorFaults) / iterations;
@@ -458,7 +472,7 @@ void registerBenchmarks(bool quick)
         const size_t reply = g_fixture->bytes.at(shape.label).second;
         benchmark::RegisterBenchmark(("tcp/" + shape.label).c_str(),
                                      [request, reply](benchmark::State &state) {
-                                         measure(state, g_fixture->tcpServer->pid(), request, reply,
+                                         measure(state, *g_fixture->tcpServer, request, reply,
                                                  [&] { return g_fixture->tcp->pingPong(request, reply); });
                                      })
             ->UseRealTime()
@@ -468,7 +482,7 @@ void registerBenchmarks(bool quick)
                                          GrpcEchoClient client(g_fixture->grpcAddress);
                                          for (int i = 0; i < kWarmUpRoundTrips; ++i)
                                              client.pingPong(request, reply);
-                                         measure(state, g_fixture->grpcServer->pid(), request, reply,
+                                         measure(state, *g_fixture->grpcServer, request, reply,
                                                  [&] { return client.pingPong(request, reply); });
                                      })
             ->UseRealTime()
@@ -478,7 +492,7 @@ void registerBenchmarks(bool quick)
                                          StepClient client(g_fixture->psAddresses.at(shape.label), shape);
                                          for (int i = 0; i < kWarmUpRoundTrips; ++i)
                                              client.step();
-                                         measure(state, g_fixture->psPids.at(shape.label), request, reply,
+                                         measure(state, *g_fixture->psTasks.at(shape.label), request, reply,
                                                  [&] { return client.step(); });
                                      })
             ->UseRealTime()
@@ -495,10 +509,12 @@ int runBenchmarks(int argc, char **argv, bool quick)
     const uint16_t tcpPort = pickFreePort();
     fixture.tcpServer = std::make_unique<bench::ChildProcess>(
         self, QStringList{u"--serve-tcp="_s + QString::number(tcpPort)}, u"roundtrip-tcp-echo"_s);
+    fixture.tcpServer->countAllocations();
     fixture.tcpServer->start();
     const uint16_t grpcPort = pickFreePort();
     fixture.grpcServer = std::make_unique<bench::ChildProcess>(
         self, QStringList{u"--serve-grpc="_s + QString::number(grpcPort)}, u"roundtrip-grpc-echo"_s);
+    fixture.grpcServer->countAllocations();
     fixture.grpcServer->start();
     if (!fixture.tcpServer->waitForLog(u"listening"_s) || !fixture.grpcServer->waitForLog(u"listening"_s)) {
         std::fprintf(stderr, "bench_roundtrip: the echo servers did not start; logs in %s\n",
@@ -518,6 +534,7 @@ int runBenchmarks(int argc, char **argv, bool quick)
                         u"--task_index=0"_s, u"--mode=async"_s, u"--model="_s + QString::fromStdString(shape.model),
                         u"--dataset="_s + QString::fromStdString(shape.dataset), u"--last_step=1000000000000"_s},
             u"roundtrip-ps-"_s + QString::fromStdString(shape.label));
+        ps->countAllocations();
         ps->start();
         if (!ps->waitForLog(u"listening on"_s)) {
             std::fprintf(stderr, "bench_roundtrip: the ps did not start; see %s\n", qPrintable(ps->logPath()));
@@ -532,8 +549,7 @@ int runBenchmarks(int argc, char **argv, bool quick)
             fixture.bytes[shape.label] = {client.requestBytes(), client.responseBytes()};
         }
         fixture.psAddresses[shape.label] = psAddress.toStdString();
-        fixture.psPids[shape.label] = ps->pid();
-        fixture.psTasks.push_back(std::move(ps));
+        fixture.psTasks[shape.label] = std::move(ps);
     }
 
     benchmark::Initialize(&argc, argv);

@@ -57,9 +57,26 @@ ChildProcess::~ChildProcess()
     stop();
 }
 
+void ChildProcess::countAllocations()
+{
+    m_allocCountsPath = m_logPath + u".alloc"_s;
+}
+
+AllocCounts ChildProcess::allocations() const
+{
+    return m_allocCountsPath.isEmpty() ? AllocCounts{} : readAllocCounts(qPrintable(m_allocCountsPath));
+}
+
 void ChildProcess::start()
 {
     m_process = std::make_unique<QProcess>();
+    if (!m_allocCountsPath.isEmpty()) {
+        QFile::remove(m_allocCountsPath); // the counters start at zero
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(u"LD_PRELOAD"_s, QStringLiteral(PARASYNC_ALLOC_COUNTER));
+        environment.insert(u"PARASYNC_ALLOC_COUNTS"_s, m_allocCountsPath);
+        m_process->setProcessEnvironment(environment);
+    }
     m_process->setProcessChannelMode(QProcess::MergedChannels);
     m_process->setStandardOutputFile(m_logPath, QIODevice::Truncate);
     m_process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });

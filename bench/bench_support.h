@@ -6,6 +6,7 @@
 // written as JSON for bench/report.py, which takes medians, spreads and
 // ratios. No timing is judged here.
 
+#include "alloc_counter.h"
 #include "proto/parasync.pb.h"
 #include "wire/rpc.h"
 
@@ -43,6 +44,11 @@ public:
     ChildProcess(const ChildProcess &) = delete;
     ChildProcess &operator=(const ChildProcess &) = delete;
 
+    // Counts the child's heap allocations from its start (alloc_counter.h:
+    // the counting library preloaded); call before start().
+    void countAllocations();
+    // Its allocations so far; zeros unless countAllocations() was called.
+    AllocCounts allocations() const;
     void start();
     // Waits until the log contains `text`; false on timeout or exit.
     bool waitForLog(const QString &text, std::chrono::milliseconds timeout = std::chrono::seconds(30));
@@ -56,6 +62,7 @@ private:
     QString m_program;
     QStringList m_arguments;
     QString m_logPath;
+    QString m_allocCountsPath;
     std::unique_ptr<QProcess> m_process;
 };
 

@@ -82,7 +82,8 @@ class Report:
         self.targets.append((text, figure, "met" if met else ("missed" if met is not None else "not measured")))
 
 
-ROUNDTRIP_COUNTERS = ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us", "server_faults", "client_faults")
+ROUNDTRIP_COUNTERS = ("p50_us", "p99_us", "server_cpu_us", "client_cpu_us", "server_faults", "client_faults",
+                      "server_allocs", "client_allocs", "server_large_allocs", "client_large_allocs")
 
 
 def roundtrip_samples(doc):
@@ -186,6 +187,30 @@ def add_roundtrip(report, doc):
         ["minflt from /proc over a benchmark run, divided by its round trips: each fault is a page touched for "
          "the first time since it was mapped (~10 µs on these VMs). A buffer mapped afresh every step costs one "
          "per 4 KiB page; buffers the heap reuses cost none."])
+    alloc_rows = []
+    for size, label in sizes:
+        step, grpc = samples.get(("step", size)), samples.get(("grpc", size))
+        if not step or not grpc:
+            continue
+        cells = [label]
+        for key in ("server_allocs", "server_large_allocs", "client_allocs", "client_large_allocs"):
+            for s in (grpc, step):
+                cells.append(fmt_summary(summary(s[key]), 1))
+        for side in ("server", "client"):
+            results[size][("ps" if side == "server" else "worker") + "_allocs"] = summary(step[side + "_allocs"])
+            results[size][("ps" if side == "server" else "worker") + "_large_allocs"] = \
+                summary(step[side + "_large_allocs"])
+        alloc_rows.append(cells)
+    if alloc_rows:
+        report.section(
+            "1–2f. Heap allocations per round trip: the bare gRPC echo against the step, far end and client",
+            ["parameters", "gRPC server", "ps", "gRPC server ≥64 KiB", "ps ≥64 KiB", "gRPC client", "worker client",
+             "gRPC client ≥64 KiB", "worker client ≥64 KiB"],
+            alloc_rows,
+            ["malloc, calloc, realloc and the aligned allocators, counted by bench/alloc_counter (preloaded into the "
+             "echo server and the ps, linked into this program) over a benchmark run, divided by its round trips; "
+             "≥64 KiB: calls of at least 64 KiB, the size of a tensor of 16,384 floats. The bare echo shows what "
+             "gRPC allocates on its own for the same bytes; the difference is the step's."])
     two, big = results.get("2"), results.get("1000000")
     if two:
         r = two["step/grpc p50"]
