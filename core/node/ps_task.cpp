@@ -271,8 +271,16 @@ CallStatus PsTask::train(TrainStream &stream)
     uint64_t streamId = 0;
     bool left = false;
     proto::TrainRequest request;
+    // One response for the stream's life. Clearing the whole message would
+    // delete the PushResponse in its oneof; clearing only that keeps its
+    // parameter tensors' storage, so a step reuses the last step's instead of
+    // allocating its own (bench_roundtrip's table 1-2f counts them).
+    proto::TrainResponse response;
     while (stream.read(&request)) {
-        proto::TrainResponse response;
+        if (response.has_push())
+            response.mutable_push()->Clear();
+        else
+            response.Clear();
         CallStatus error;
         {
             std::unique_lock lock(m_mutex);
