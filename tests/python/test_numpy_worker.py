@@ -4,6 +4,7 @@ user starts python/examples/numpy_softmax.py. The protocol is the protocol,
 whoever speaks it."""
 
 import json
+import math
 import os
 import unittest
 
@@ -39,11 +40,14 @@ class NumpyWorkerTest(unittest.TestCase):
         self.assertGreater(len(by_worker["1"]), last_step // 5, describe(cluster))
         self.assertGreater(len(by_worker["0"]), last_step // 5, describe(cluster))
         self.assertEqual(max(int(r["global_step"]) for r in rows), last_step)
-        # And the model learnt: the chief's full-shard loss fell by far (the
-        # median of its last three evaluations: plain SGD on raw pixels spikes).
+        # And the model learnt: the chief's full-shard loss ended far below
+        # an untrained softmax's ln 10 = 2.30 (the median of its last five
+        # evaluations: plain SGD on raw pixels spikes). Not against its own
+        # first evaluation: the chief may join after the Python worker has
+        # trained for dozens of steps, when the loss has already fallen.
         full = [float(r["full_loss"]) for r in rows if r["full_loss"] not in ("", "nan")]
-        self.assertGreaterEqual(len(full), 4, describe(cluster))  # every 10 of its at least 80 steps
-        self.assertLess(sorted(full[-3:])[1], full[0] / 3, (full, describe(cluster)))
+        self.assertGreaterEqual(len(full), 5, describe(cluster))  # every 10 of its at least 80 steps
+        self.assertLess(sorted(full[-5:])[2], math.log(10) / 3, (full, describe(cluster)))
         self.assertIn("worker:1 state finished", cluster.output("worker:1"))
 
     def test_python_and_cpp_workers_train_one_softmax_async(self):
