@@ -164,6 +164,8 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("max_to_keep", QString::number(t.maxToKeep));
     if (t.seed != defaults.seed)
         flag("seed", QString::number(t.seed));
+    if (t.minSliceBytes != defaults.minSliceBytes)
+        flag("min_slice_bytes", QString::number(t.minSliceBytes));
     if (t.applyNonfinite != defaults.applyNonfinite)
         flag("nonfinite_gradients", t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"));
     if (t.hangTimeoutSecs != defaults.hangTimeoutSecs)

@@ -707,6 +707,7 @@ const std::vector<std::string> &trainingFlagNames()
         "save_checkpoint_secs",
         "max_to_keep",
         "seed",
+        "min_slice_bytes",
         "nonfinite_gradients",
         "hang_timeout_secs",
         "chief_handover",

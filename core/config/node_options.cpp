@@ -83,6 +83,10 @@ constexpr FlagInfo kFlags[] = {
     {"last_step", "N", FlagGroup::Training, "stop when the global step reaches N; 0 trains until stopped", nullptr},
     {"display_step", "N", FlagGroup::Training, "the chief logs the loss over its shard every N steps", nullptr},
     {"seed", "N", FlagGroup::Training, "random seed for initial values and synthetic data", nullptr},
+    {"min_slice_bytes", "B", FlagGroup::Training,
+     "partition a variable larger than this over the ps tasks along its rows, at most one slice per ps task and "
+     "each at least B bytes (TensorFlow's min_max_variable_partitioner); 0 keeps every variable whole",
+     nullptr},
     {"nonfinite_gradients", "reject|apply", FlagGroup::Training,
      "what ps:0 does with a gradient holding NaN or infinite values; either way it is counted and logged", nullptr},
     {"compute_ms", "N", FlagGroup::Pace,
@@ -183,6 +187,7 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"save_checkpoint_secs", number(t.saveCheckpointSecs)},
         {"max_to_keep", number(t.maxToKeep)},
         {"seed", seed},
+        {"min_slice_bytes", number(t.minSliceBytes)},
         {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
         {"hang_timeout_secs", number(t.hangTimeoutSecs)},
         {"chief_handover", QJsonValue(t.chiefHandover ? 1 : 0)},
@@ -469,6 +474,7 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     p.integer("save_checkpoint_secs", &t.saveCheckpointSecs, 0);
     p.integer("max_to_keep", &t.maxToKeep, 0);
     p.unsignedInteger("seed", &t.seed);
+    p.integer("min_slice_bytes", &t.minSliceBytes, 0);
     std::string nonfinite = t.applyNonfinite ? "apply" : "reject";
     p.string("nonfinite_gradients", &nonfinite, false);
     if (nonfinite != "reject" && nonfinite != "apply")

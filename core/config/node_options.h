@@ -33,25 +33,26 @@ constexpr float kMaxComputeJitter = 4.0f;
 // Defaults make the three-port demo converge in seconds at full speed.
 struct TrainingOptions
 {
-    proto::ModeConfig mode;        // --mode --staleness --replicas_to_aggregate --total_num_replicas
-    std::string model = "linear";  // --model
-    std::string dataset;           // --dataset (empty: the model's default)
-    std::string optimizer = "sgd"; // --optimizer
-    float learningRate = 0.05f;    // --learning_rate
-    int batchSize = 10;            // --batch_size
-    int64_t samplesPerShard = 100; // --samples_per_shard
-    std::string evalDataset;       // --eval_dataset (empty: none)
-    double evalFraction = 0;       // --eval_fraction (0: none)
-    int64_t lastStep = 2000;       // --last_step
-    int64_t displayStep = 100;     // --display_step
-    std::string logdir;            // --logdir (empty: no run directory)
-    int saveCheckpointSecs = 50;   // --save_checkpoint_secs
-    int maxToKeep = 5;             // --max_to_keep
-    uint64_t seed = 1;             // --seed
-    bool applyNonfinite = false;   // --nonfinite_gradients=reject|apply
-    int hangTimeoutSecs = 30;      // --hang_timeout_secs (0: no watchdog)
-    bool chiefHandover = false;    // --chief_handover=1
-    WorkerPace pace;               // --compute_ms --compute_jitter --straggler_ms
+    proto::ModeConfig mode;         // --mode --staleness --replicas_to_aggregate --total_num_replicas
+    std::string model = "linear";   // --model
+    std::string dataset;            // --dataset (empty: the model's default)
+    std::string optimizer = "sgd";  // --optimizer
+    float learningRate = 0.05f;     // --learning_rate
+    int batchSize = 10;             // --batch_size
+    int64_t samplesPerShard = 100;  // --samples_per_shard
+    int64_t minSliceBytes = 262144; // --min_slice_bytes (0: variables stay whole)
+    std::string evalDataset;        // --eval_dataset (empty: none)
+    double evalFraction = 0;        // --eval_fraction (0: none)
+    int64_t lastStep = 2000;        // --last_step
+    int64_t displayStep = 100;      // --display_step
+    std::string logdir;             // --logdir (empty: no run directory)
+    int saveCheckpointSecs = 50;    // --save_checkpoint_secs
+    int maxToKeep = 5;              // --max_to_keep
+    uint64_t seed = 1;              // --seed
+    bool applyNonfinite = false;    // --nonfinite_gradients=reject|apply
+    int hangTimeoutSecs = 30;       // --hang_timeout_secs (0: no watchdog)
+    bool chiefHandover = false;     // --chief_handover=1
+    WorkerPace pace;                // --compute_ms --compute_jitter --straggler_ms
 
     // Whether the chief scores the model on held-out data.
     bool hasHeldOutData() const { return !evalDataset.empty() || evalFraction > 0; }

@@ -19,8 +19,8 @@ struct Variable
     Eigen::VectorXf value;
 };
 
-// The model's parameters, in declaration order. Variable i lives on ps task
-// i % num_ps (as tf.train.replica_device_setter places them).
+// The model's parameters, in declaration order. Which ps task holds which
+// variable, or which slice of it, is the VariablePlacement's to say.
 using Parameters = std::vector<Eigen::VectorXf>;
 
 // A model is stateless maths: parameters come from the ps, data from the

@@ -8,13 +8,18 @@ namespace parasync {
 
 void toTensor(const Eigen::VectorXf &values, const std::vector<int64_t> &shape, proto::Tensor *out)
 {
+    toTensor(values.data(), values.size(), shape, out);
+}
+
+void toTensor(const float *values, int64_t count, const std::vector<int64_t> &shape, proto::Tensor *out)
+{
     out->mutable_shape()->Assign(shape.begin(), shape.end());
     auto *data = out->mutable_values();
     // Reserve + Add copies once; Resize would first zero-fill every value
     // (megabytes per step for a large model, on the worker and the ps alike).
     data->Clear();
-    data->Reserve(int(values.size()));
-    data->Add(values.data(), values.data() + values.size());
+    data->Reserve(int(count));
+    data->Add(values, values + count);
 }
 
 bool allFinite(const Eigen::VectorXf &values)
@@ -33,14 +38,6 @@ Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSiz
 }
 
 ParameterShard::ParameterShard(std::unique_ptr<Optimizer> optimizer) : m_optimizer(std::move(optimizer)) {}
-
-std::vector<int> ParameterShard::variableIndexes(int psIndex, int numPs, int numVariables)
-{
-    std::vector<int> indexes;
-    for (int i = psIndex; i < numVariables; i += numPs)
-        indexes.push_back(i);
-    return indexes;
-}
 
 void ParameterShard::load(const proto::ShardState &state)
 {

@@ -10,17 +10,14 @@
 
 namespace parasync {
 
-// The variables one ps task holds, with their optimizer slots: variables i,
-// i + num_ps, i + 2 num_ps, ... of the model (replica_device_setter's
-// round-robin). Not thread-safe: the ps service guards it.
+// The variables one ps task holds, with their optimizer slots: whole
+// variables and slices of partitioned ones, as the model's VariablePlacement
+// gives this task (variable_placement.h). Not thread-safe: the ps service
+// guards it.
 class ParameterShard
 {
 public:
     explicit ParameterShard(std::unique_ptr<Optimizer> optimizer);
-
-    // Indexes (into the model's variable list) of the variables ps task
-    // `psIndex` of `numPs` holds.
-    static std::vector<int> variableIndexes(int psIndex, int numPs, int numVariables);
 
     // Replaces the variables and slots (chief initialisation or restore).
     // Missing slots are created fresh.
@@ -57,6 +54,8 @@ bool allFinite(const Eigen::VectorXf &values);
 // Eigen <-> proto tensors. fromTensor throws InputError when the size does
 // not match `expectedSize` (>= 0).
 void toTensor(const Eigen::VectorXf &values, const std::vector<int64_t> &shape, proto::Tensor *out);
+// The same for `count` values from `values` (a slice of a variable).
+void toTensor(const float *values, int64_t count, const std::vector<int64_t> &shape, proto::Tensor *out);
 Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSize = -1);
 
 } // namespace parasync

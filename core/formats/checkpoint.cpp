@@ -119,6 +119,26 @@ std::string serializeCheckpoint(const proto::Checkpoint &checkpoint)
     return bytes;
 }
 
+std::vector<proto::VariableState> checkpointVariables(const proto::Checkpoint &checkpoint)
+{
+    if (checkpoint.variables_size() > 0 || checkpoint.shards_size() == 0)
+        return {checkpoint.variables().begin(), checkpoint.variables().end()};
+    const int numShards = checkpoint.shards_size();
+    std::vector<proto::VariableState> variables;
+    for (const auto &shard : checkpoint.shards()) {
+        for (int j = 0; j < shard.variables_size(); ++j) {
+            // In 64 bits: a damaged file's ps_index must not overflow into a valid slot.
+            const int64_t index = int64_t(shard.ps_index()) + int64_t(j) * numShards;
+            if (index < 0 || index >= int64_t(checkpoint.signature().variables_size()))
+                continue;
+            if (size_t(index) >= variables.size())
+                variables.resize(size_t(index) + 1);
+            variables[size_t(index)] = shard.variables(j);
+        }
+    }
+    return variables;
+}
+
 proto::Checkpoint parseCheckpointBytes(const std::string &bytes, const std::string &originForErrors)
 {
     const std::string origin = originForErrors.empty() ? std::string("checkpoint") : originForErrors;

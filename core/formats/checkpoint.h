@@ -46,6 +46,11 @@ private:
     int m_maxToKeep;
 };
 
+// The checkpoint's variables whole, in the signature's order: its
+// `variables`, or -- from a checkpoint written before variables could be
+// partitioned -- its `shards` taken apart (variable i on shard i % shards).
+std::vector<proto::VariableState> checkpointVariables(const proto::Checkpoint &checkpoint);
+
 // Reads and verifies one checkpoint file. Throws InputError saying what is
 // wrong ("bad magic", "truncated: 120 of 530 bytes", "checksum mismatch").
 proto::Checkpoint readCheckpointFile(const std::string &path);

@@ -13,14 +13,13 @@
 namespace parasync {
 
 ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
-                         const std::vector<Variable> &variables, std::vector<std::vector<int>> variablesOnPs,
-                         const Dataset &data, std::vector<std::shared_ptr<grpc::Channel>> psChannels,
-                         std::stop_token stop, Log log)
+                         const std::vector<Variable> &variables, VariablePlacement placement, const Dataset &data,
+                         std::vector<std::shared_ptr<grpc::Channel>> psChannels, std::stop_token stop, Log log)
     : m_options(options)
     , m_rpc(rpc)
     , m_signature(std::move(signature))
     , m_variables(variables)
-    , m_variablesOnPs(std::move(variablesOnPs))
+    , m_placement(std::move(placement))
     , m_log(std::move(log))
     , m_onStop(std::move(stop), [this] {
         {
@@ -72,16 +71,11 @@ std::string ChiefDuties::initializeVariables()
                 throw InputError(found->path + " was saved by a '" + ckpt.signature().model()
                                  + "' model; this cluster trains '" + m_signature.model()
                                  + "': use another --logdir or the same --model");
-            // Re-shard by model order so a run may restart with another number of ps tasks.
-            const int oldPs = std::max(1, ckpt.shards_size());
-            for (const auto &shard : ckpt.shards()) {
-                for (int j = 0; j < shard.variables_size(); ++j) {
-                    // In 64 bits: a damaged file's ps_index must not overflow into a valid slot.
-                    const int64_t index = int64_t(shard.ps_index()) + int64_t(j) * oldPs;
-                    if (index >= 0 && index < int64_t(states.size()))
-                        states[size_t(index)] = shard.variables(j);
-                }
-            }
+            // Whole variables, cut again below for this cluster's ps tasks
+            // and partitioning.
+            std::vector<proto::VariableState> saved = checkpointVariables(ckpt);
+            saved.resize(states.size());
+            states = std::move(saved);
             for (size_t i = 0; i < states.size(); ++i) {
                 if (states[i].value().values_size() != m_variables[i].value.size())
                     throw InputError(found->path + ": variable '" + m_variables[i].name
@@ -98,6 +92,7 @@ std::string ChiefDuties::initializeVariables()
         }
     }
 
+    std::vector<proto::ShardState> shards = m_placement.split(states);
     // ps:0 last: its initialisation is what tells the other workers the
     // variables are ready.
     for (int k = numPs - 1; k >= 0; --k) {
@@ -105,9 +100,7 @@ std::string ChiefDuties::initializeVariables()
         request.set_global_step(globalStep);
         request.set_origin(origin);
         *request.mutable_signature() = m_signature;
-        request.mutable_shard()->set_ps_index(k);
-        for (int index : m_variablesOnPs[size_t(k)])
-            *request.mutable_shard()->add_variables() = states[size_t(index)];
+        *request.mutable_shard() = std::move(shards[size_t(k)]);
         auto context = makeContext(m_rpc, std::chrono::seconds(10));
         proto::InitializeResponse response;
         const auto status = m_ps[size_t(k)]->Initialize(context.get(), request, &response);
@@ -161,6 +154,7 @@ void ChiefDuties::saveCheckpoint(bool final)
     *checkpoint.mutable_signature() = m_signature;
     // ps:0 last, so the recorded global step counts every update the other
     // shards' values already contain.
+    std::vector<proto::ShardState> shards(m_ps.size());
     for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
         auto context = makeContext(m_rpc, std::chrono::seconds(10));
         proto::SnapshotResponse snapshot;
@@ -169,14 +163,20 @@ void ChiefDuties::saveCheckpoint(bool final)
             m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + describeRpcError(status));
             return;
         }
-        *checkpoint.add_shards() = snapshot.shard();
+        shards[size_t(k)] = std::move(*snapshot.mutable_shard());
         if (k == 0) {
             checkpoint.set_global_step(snapshot.global_step());
             *checkpoint.mutable_mode() = snapshot.mode();
         }
     }
-    std::sort(checkpoint.mutable_shards()->begin(), checkpoint.mutable_shards()->end(),
-              [](const auto &a, const auto &b) { return a.ps_index() < b.ps_index(); });
+    try {
+        // Whole variables: a run restores into any number of ps tasks.
+        for (auto &variable : m_placement.join(shards))
+            *checkpoint.add_variables() = std::move(variable);
+    } catch (const InputError &e) {
+        m_log(std::string("checkpoint skipped: the ps tasks do not hold this cluster's variables: ") + e.what());
+        return;
+    }
     try {
         const std::string path = m_checkpoints->save(checkpoint);
         m_log("chief: saved checkpoint " + path + " at global step " + std::to_string(checkpoint.global_step()));

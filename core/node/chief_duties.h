@@ -11,6 +11,7 @@
 
 #include "config/node_options.h"
 #include "engine/model.h"
+#include "engine/variable_placement.h"
 #include "node/chief_measurement.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/rpc.h"
@@ -44,13 +45,14 @@ public:
     // worker:0 with a --logdir opens its checkpoints and event file here
     // (InputError when it cannot).
     ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
-                const std::vector<Variable> &variables, std::vector<std::vector<int>> variablesOnPs,
-                const Dataset &data, std::vector<std::shared_ptr<grpc::Channel>> psChannels, std::stop_token stop,
-                Log log);
+                const std::vector<Variable> &variables, VariablePlacement placement, const Dataset &data,
+                std::vector<std::shared_ptr<grpc::Channel>> psChannels, std::stop_token stop, Log log);
     // Ends the checkpoint thread; may block while a checkpoint is written.
     ~ChiefDuties();
 
-    // Hands every ps its variables, fresh or from the newest checkpoint.
+    // Hands every ps its variables (whole or its slices of them, as the
+    // placement says), fresh or from the newest checkpoint -- whatever the
+    // number of ps tasks and the partitioning it was saved with.
     // Returns why it could not, for a ps that did not answer (then retry),
     // or empty when done; throws InputError when a ps refused them or the
     // newest checkpoint belongs to another model. Blocks up to 10 s per ps.
@@ -90,7 +92,7 @@ private:
     RpcSettings m_rpc;
     proto::ModelSignature m_signature;
     const std::vector<Variable> &m_variables;
-    std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
+    VariablePlacement m_placement; // the signature's, for the cluster's ps tasks
     std::vector<std::unique_ptr<proto::ParameterService::Stub>> m_ps;
     Log m_log;
 

@@ -2,6 +2,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/variable_placement.h"
 #include "formats/task_state_line.h"
 #include "node/ps_service.h"
 
@@ -68,6 +69,18 @@ std::string signatureDifference(const proto::ModelSignature &cluster, const prot
         if (a.name() != b.name() || !std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
             return "variable " + std::to_string(i) + " is '" + b.name() + "' of a different shape than the cluster's '"
                    + a.name() + "'";
+        if (!std::equal(a.slice_rows().begin(), a.slice_rows().end(), b.slice_rows().begin(), b.slice_rows().end())) {
+            const auto slices = [](const auto &rows) {
+                if (rows.empty())
+                    return std::string("keeps it whole");
+                std::string text;
+                for (const int64_t r : rows)
+                    text += (text.empty() ? "" : ", ") + std::to_string(r);
+                return "splits it into " + std::to_string(rows.size()) + " slices (rows " + text + ")";
+            };
+            return "variable '" + b.name() + "': it " + slices(b.slice_rows()) + " but the cluster "
+                   + slices(a.slice_rows()) + " (give every worker the same --min_slice_bytes)";
+        }
     }
     if (cluster.optimizer() != worker.optimizer())
         return "it uses optimizer '" + worker.optimizer() + "' but the cluster uses '" + cluster.optimizer() + "'";
@@ -134,6 +147,35 @@ std::string describeShape(const Dims &dims)
     for (auto d : dims)
         text += (text.size() > 1 ? ", " : "") + std::to_string(d);
     return text + "]";
+}
+
+// Says how the shard the chief sent differs from the pieces the signature's
+// placement gives this ps task, in words; empty when it holds exactly them.
+std::string shardPlacementProblem(const std::vector<VariableSlice> &expected, const proto::ShardState &shard,
+                                  const std::string &task)
+{
+    const auto names = [&expected] {
+        std::string text;
+        for (const VariableSlice &slice : expected)
+            text += (text.empty() ? "'" : ", '") + slice.name + "'";
+        return text.empty() ? std::string("nothing") : text;
+    };
+    if (shard.variables_size() != int(expected.size()))
+        return "the chief sent " + task + " " + std::to_string(shard.variables_size())
+               + " variables, but its signature places " + names() + " here: give every task the same --ps_hosts";
+    for (size_t j = 0; j < expected.size(); ++j) {
+        const VariableSlice &slice = expected[j];
+        const auto &variable = shard.variables(int(j));
+        const auto &shape = variable.value().shape();
+        if (variable.name() != slice.name)
+            return "the chief sent " + task + " '" + variable.name() + "' as its variable " + std::to_string(j)
+                   + ", but its signature places '" + slice.name + "' there: give every task the same --ps_hosts";
+        if (!std::equal(shape.begin(), shape.end(), slice.shape.begin(), slice.shape.end()))
+            return "the chief sent " + task + " '" + variable.name() + "' of shape " + describeShape(shape)
+                   + ", but its signature declares " + describeShape(slice.shape)
+                   + ": its checkpoint or the chief's state is corrupt";
+    }
+    return {};
 }
 
 // "21:05:03 UTC": when a worker joined, for the refusal of a second claimant.
@@ -921,7 +963,15 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
     }
     if (const std::string problem = signatureNamesProblem(request.signature()); !problem.empty())
         return CallStatus::invalidArgument(problem);
+    std::string holds;
     try {
+        const VariablePlacement placement
+            = VariablePlacement::fromSignature(request.signature(), m_options.cluster.numPs());
+        holds = placement.describe(m_options.task.index);
+        if (const std::string problem
+            = shardPlacementProblem(placement.on(m_options.task.index), request.shard(), m_options.task.toString());
+            !problem.empty())
+            return CallStatus::invalidArgument(problem);
         m_shard.load(request.shard());
     } catch (const InputError &e) {
         return CallStatus::invalidArgument(e.what());
@@ -955,7 +1005,7 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
     response->set_initialized_now(true);
     response->set_global_step(request.global_step());
     m_log(m_options.task.toString() + ": variables initialised by the chief (" + request.origin() + ") at global step "
-          + std::to_string(request.global_step()));
+          + std::to_string(request.global_step()) + "; holds " + (holds.empty() ? std::string("nothing") : holds));
     m_log(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));
     m_changed.notify_all();
     return {};

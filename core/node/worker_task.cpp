@@ -152,8 +152,12 @@ void WorkerTask::start()
                          + " bytes, but --max_message_bytes=" + std::to_string(m_rpc.maxMessageBytes)
                          + ": give every task --max_message_bytes=" + std::to_string(needed) + " or more");
     const int numPs = m_options.cluster.numPs();
+    m_signature = modelSignature();
+    m_placement = VariablePlacement::fromSignature(m_signature, numPs);
     for (int k = 0; k < numPs; ++k)
-        m_variablesOnPs.push_back(ParameterShard::variableIndexes(k, numPs, int(m_variables.size())));
+        if (!m_placement.on(k).empty())
+            m_log("worker:" + std::to_string(m_options.task.index) + ": ps:" + std::to_string(k) + " holds "
+                  + m_placement.describe(k));
     m_order.resize(size_t(m_data.size()));
     std::iota(m_order.begin(), m_order.end(), 0);
     std::shuffle(m_order.begin(), m_order.end(), m_rng);
@@ -210,7 +214,7 @@ void WorkerTask::start()
     std::vector<std::shared_ptr<grpc::Channel>> psChannels;
     for (const auto &ps : m_ps)
         psChannels.push_back(ps->channel);
-    m_chief = std::make_unique<ChiefDuties>(m_options, m_rpc, modelSignature(), m_variables, m_variablesOnPs, m_data,
+    m_chief = std::make_unique<ChiefDuties>(m_options, m_rpc, m_signature, m_variables, m_placement, m_data,
                                             std::move(psChannels), m_stop.get_token(), m_log);
 
     m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
@@ -261,7 +265,27 @@ proto::ModelSignature WorkerTask::modelSignature() const
     if (m_options.training.hasHeldOutData())
         for (const std::string &name : heldOutMetricNames(*m_model))
             signature.add_metric_names(name);
+    VariablePlacement::partition(&signature, m_options.cluster.numPs(), m_options.training.minSliceBytes);
     return signature;
+}
+
+void WorkerTask::readParameters(int ps, const google::protobuf::RepeatedPtrField<proto::Tensor> &parameters)
+{
+    const std::vector<VariableSlice> &slices = m_placement.on(ps);
+    if (parameters.size() != int(slices.size()))
+        throw InputError("ps:" + std::to_string(ps) + " answered with " + std::to_string(parameters.size())
+                         + " tensors, but it holds " + std::to_string(slices.size())
+                         + " variables and slices: give every task the same cluster");
+    for (size_t j = 0; j < slices.size(); ++j) {
+        const VariableSlice &slice = slices[j];
+        const proto::Tensor &tensor = parameters[int(j)];
+        if (tensor.values_size() != slice.size)
+            throw InputError("ps:" + std::to_string(ps) + " answered with " + std::to_string(tensor.values_size())
+                             + " values for '" + slice.name + "', which has " + std::to_string(slice.size));
+        // Into the slice's own rows: no new vector per step.
+        m_params[size_t(slice.variable)].segment(slice.offset, slice.size)
+            = Eigen::Map<const Eigen::VectorXf>(tensor.values().data(), slice.size);
+    }
 }
 
 bool WorkerTask::waitForPs(int ps)
@@ -316,7 +340,7 @@ bool WorkerTask::connectAndJoin()
             join->set_worker_index(index);
             join->set_pid(::getpid());
             join->set_host(m_hostName);
-            *join->mutable_signature() = modelSignature();
+            *join->mutable_signature() = m_signature;
             proto::TrainResponse response;
             if (!ps->stream->Write(request) || !ps->stream->Read(&response)) {
                 const auto status = ps->stream->Finish();
@@ -348,9 +372,7 @@ bool WorkerTask::connectAndJoin()
                     return false;
                 continue;
             }
-            const auto &vars = m_variablesOnPs[size_t(ps->index)];
-            for (size_t j = 0; j < vars.size() && int(j) < join_.parameters_size(); ++j)
-                m_params[size_t(vars[j])] = fromTensor(join_.parameters(int(j)), m_params[size_t(vars[j])].size());
+            readParameters(ps->index, join_.parameters());
             if (ps->index == 0) {
                 m_globalStep = join_.global_step();
                 m_done = join_.last_step() > 0 && m_globalStep >= join_.last_step();
@@ -424,9 +446,9 @@ bool WorkerTask::step()
 
     const auto pushStart = Clock::now();
     auto makePush = [&](int ps, proto::PushRequest *push) {
-        const auto &vars = m_variablesOnPs[size_t(ps)];
-        for (int index : vars)
-            toTensor(gradient[size_t(index)], m_variables[size_t(index)].shape, push->add_gradients());
+        for (const VariableSlice &slice : m_placement.on(ps))
+            toTensor(gradient[size_t(slice.variable)].data() + slice.offset, slice.size, slice.shape,
+                     push->add_gradients());
     };
 
     // ps:0 first: its update policy decides what happens to the gradient.
@@ -457,12 +479,11 @@ bool WorkerTask::step()
     if (!ps0.stream->Write(request) || !ps0.stream->Read(&response))
         return false;
     const auto &decision = response.push();
-    for (size_t j = 0; j < m_variablesOnPs[0].size() && int(j) < decision.parameters_size(); ++j) {
-        const int index = m_variablesOnPs[0][j];
-        m_params[size_t(index)] = fromTensor(decision.parameters(int(j)), m_params[size_t(index)].size());
-    }
+    readParameters(0, decision.parameters());
 
-    // The other ps tasks apply what ps:0 decided (or just hand out fresh values).
+    // The other ps tasks apply what ps:0 decided (or just hand out fresh
+    // values): every push is sent before any answer is read, so the ps tasks
+    // work on their slices at the same time.
     const bool counted = decision.outcome() == proto::APPLIED || decision.outcome() == proto::AGGREGATED;
     for (size_t k = 1; k < m_ps.size(); ++k) {
         proto::TrainRequest shardRequest;
@@ -473,13 +494,14 @@ bool WorkerTask::step()
             shardPush->set_contributions(decision.contributions());
             makePush(int(k), shardPush);
         }
-        proto::TrainResponse shardResponse;
-        if (!m_ps[k]->stream->Write(shardRequest) || !m_ps[k]->stream->Read(&shardResponse))
+        if (!m_ps[k]->stream->Write(shardRequest))
             return false;
-        const auto &vars = m_variablesOnPs[k];
-        for (size_t j = 0; j < vars.size() && int(j) < shardResponse.push().parameters_size(); ++j)
-            m_params[size_t(vars[j])]
-                = fromTensor(shardResponse.push().parameters(int(j)), m_params[size_t(vars[j])].size());
+    }
+    for (size_t k = 1; k < m_ps.size(); ++k) {
+        proto::TrainResponse shardResponse;
+        if (!m_ps[k]->stream->Read(&shardResponse))
+            return false;
+        readParameters(int(k), shardResponse.push().parameters());
     }
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();

@@ -3,6 +3,7 @@
 #include "config/node_options.h"
 #include "engine/dataset.h"
 #include "engine/model.h"
+#include "engine/variable_placement.h"
 #include "formats/task_state_line.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/cluster_token.h"
@@ -59,8 +60,12 @@ private:
     // Returns false when stopping.
     bool connectAndJoin();
     bool waitForPs(int ps);
-    // What this worker trains, as ps:0 checks it and checkpoints record it.
+    // What this worker trains, as ps:0 checks it and checkpoints record it:
+    // the model's variables, partitioned over the cluster's ps tasks.
     proto::ModelSignature modelSignature() const;
+    // Copies the pieces of the variables ps task `ps` answered with into
+    // m_params; throws InputError when one has another size than its slice.
+    void readParameters(int ps, const google::protobuf::RepeatedPtrField<proto::Tensor> &parameters);
     // Loads m_heldOut and checks it fits the model; throws InputError.
     void loadHeldOutData(const DatasetOptions &training);
     // One training step; returns false when a stream broke (reconnect).
@@ -89,9 +94,10 @@ private:
     // What the chief scores the model on (--eval_dataset, --eval_fraction):
     // loaded by the chief, and by every worker that may take over its duties.
     std::optional<Dataset> m_heldOut;
-    std::vector<Variable> m_variables;             // names and shapes, model order
-    std::vector<std::vector<int>> m_variablesOnPs; // ps -> model variable indexes
-    Parameters m_params;                           // current view, model order
+    std::vector<Variable> m_variables; // names and shapes, model order
+    proto::ModelSignature m_signature; // made once in start()
+    VariablePlacement m_placement;     // which ps task holds which piece
+    Parameters m_params;               // current view, model order
     int64_t m_globalStep = 0;
     std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
     int64_t m_previousPushUs = 0;

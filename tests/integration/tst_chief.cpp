@@ -191,7 +191,7 @@ private Q_SLOTS:
             try {
                 const auto checkpoint = readCheckpointFile(path);
                 QCOMPARE(checkpoint.signature().model(), std::string("softmax"));
-                QCOMPARE(checkpoint.shards_size(), 1);
+                QCOMPARE(checkpoint.variables_size(), 2); // W and b, whole
             } catch (const std::exception &e) {
                 QFAIL(qPrintable(
                     QStringLiteral("%1: %2").arg(QString::fromStdString(path), QString::fromUtf8(e.what()))));

@@ -124,9 +124,9 @@ struct Worker
 
     std::unique_ptr<ChiefDuties> duties()
     {
-        const std::vector<std::vector<int>> onPs{ParameterShard::variableIndexes(0, 1, int(variables.size()))};
-        return std::make_unique<ChiefDuties>(options, RpcSettings{}, signature, variables, onPs, data,
-                                             std::vector{channel}, stop.get_token(), log.sink());
+        return std::make_unique<ChiefDuties>(options, RpcSettings{}, signature, variables,
+                                             VariablePlacement::fromSignature(signature, 1), data, std::vector{channel},
+                                             stop.get_token(), log.sink());
     }
 
     // The values ps:0 holds now, in model order.

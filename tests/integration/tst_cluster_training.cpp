@@ -336,15 +336,18 @@ private Q_SLOTS:
         CheckpointStore store(dir.path().toStdString());
         const auto newest = store.newestValid();
         QVERIFY(newest);
-        const auto &checkpoint = newest->checkpoint;
-        QCOMPARE(checkpoint.shards_size(), 2);
         // replica_device_setter: variable 0 (w) on ps:0, variable 1 (b) on ps:1.
-        QCOMPARE(checkpoint.shards(0).ps_index(), 0);
-        QCOMPARE(checkpoint.shards(0).variables_size(), 1);
-        QCOMPARE(checkpoint.shards(0).variables(0).name(), std::string("w"));
-        QCOMPARE(checkpoint.shards(1).variables(0).name(), std::string("b"));
-        const double w = checkpoint.shards(0).variables(0).value().values(0);
-        const double b = checkpoint.shards(1).variables(0).value().values(0);
+        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("at global step 0; holds w (4 bytes)\n")),
+                 qPrintable(cluster.ps(0).output()));
+        QVERIFY2(cluster.ps(1).output().contains(QStringLiteral("at global step 0; holds b (4 bytes)\n")),
+                 qPrintable(cluster.ps(1).output()));
+        // The checkpoint holds them whole, in the model's order.
+        const auto &checkpoint = newest->checkpoint;
+        QCOMPARE(checkpoint.variables_size(), 2);
+        QCOMPARE(checkpoint.variables(0).name(), std::string("w"));
+        QCOMPARE(checkpoint.variables(1).name(), std::string("b"));
+        const double w = checkpoint.variables(0).value().values(0);
+        const double b = checkpoint.variables(1).value().values(0);
         QVERIFY2(std::abs(w - 2.0) < 0.1 && std::abs(b - 10.0) < 0.1,
                  qPrintable(QStringLiteral("w=%1 b=%2").arg(w).arg(b)));
     }
@@ -370,14 +373,17 @@ private Q_SLOTS:
             last = it.next().captured(1).toDouble();
         QVERIFY2(printed > 0, qPrintable(cluster.worker(0).output()));
         QVERIFY2(last > 0.9, qPrintable(QStringLiteral("final accuracy %1").arg(last)));
-        // W lives on ps:0 and b on ps:1, each with Adam's moments beside it.
+        // W lives on ps:0 and b on ps:1 (too small to partition), each with
+        // Adam's moments beside it, which the checkpoint keeps.
+        QVERIFY(cluster.ps(0).output().contains(QStringLiteral("holds W (60 bytes)\n")));
+        QVERIFY(cluster.ps(1).output().contains(QStringLiteral("holds b (20 bytes)\n")));
         CheckpointStore store(dir.path().toStdString());
         const auto newest = store.newestValid();
         QVERIFY(newest);
-        QCOMPARE(newest->checkpoint.shards(0).variables(0).name(), std::string("W"));
-        QCOMPARE(newest->checkpoint.shards(1).variables(0).name(), std::string("b"));
-        QVERIFY(newest->checkpoint.shards(1).variables(0).slots().contains("m"));
-        QVERIFY(newest->checkpoint.shards(1).variables(0).update_count() > 0);
+        QCOMPARE(newest->checkpoint.variables(0).name(), std::string("W"));
+        QCOMPARE(newest->checkpoint.variables(1).name(), std::string("b"));
+        QVERIFY(newest->checkpoint.variables(1).slots().contains("m"));
+        QVERIFY(newest->checkpoint.variables(1).update_count() > 0);
     }
 
     void killedClusterRestartsFromItsNewestValidCheckpoint()

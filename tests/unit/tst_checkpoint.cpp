@@ -77,6 +77,40 @@ class TestCheckpoint : public QObject
     Q_OBJECT
 
 private Q_SLOTS:
+    // Checkpoints before partitioned variables held one shard per ps task
+    // (variable i on shard i % shards); they restore as whole variables in
+    // the model's order, as the new ones hold them.
+    void olderCheckpointsShardsReadAsWholeVariables()
+    {
+        proto::Checkpoint old;
+        for (const char *name : {"w", "b", "c"})
+            old.mutable_signature()->add_variables()->set_name(name);
+        for (int k = 0; k < 2; ++k)
+            old.add_shards()->set_ps_index(k);
+        old.mutable_shards(0)->add_variables()->set_name("w");
+        old.mutable_shards(1)->add_variables()->set_name("b");
+        old.mutable_shards(0)->add_variables()->set_name("c");
+        std::vector<std::string> names;
+        for (const auto &variable : checkpointVariables(old))
+            names.push_back(variable.name());
+        QCOMPARE(names, (std::vector<std::string>{"w", "b", "c"}));
+        // A damaged shard index lands nowhere rather than on another
+        // variable's place: "b" is missing (and the chief refuses the file).
+        old.mutable_shards(1)->set_ps_index(-2147483647);
+        names.clear();
+        for (const auto &variable : checkpointVariables(old))
+            names.push_back(variable.name());
+        QCOMPARE(names, (std::vector<std::string>{"w", "", "c"}));
+
+        proto::Checkpoint current;
+        for (const char *name : {"W", "b"})
+            current.add_variables()->set_name(name);
+        names.clear();
+        for (const auto &variable : checkpointVariables(current))
+            names.push_back(variable.name());
+        QCOMPARE(names, (std::vector<std::string>{"W", "b"}));
+    }
+
     void framingIsMagicLengthPayloadChecksum()
     {
         const proto::Checkpoint checkpoint = makeCheckpoint(200);

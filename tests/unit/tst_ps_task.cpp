@@ -676,11 +676,90 @@ private Q_SLOTS:
         const CallStatus status = task.initialize(request, &response);
         QCOMPARE(status.code(), CallStatus::Code::InvalidArgument);
         QCOMPARE(QString::fromStdString(status.message()),
-                 QStringLiteral("variable 'w' holds 1 values, which its shape does not describe: its checkpoint or "
-                                "the chief's state is corrupt"));
+                 QStringLiteral("the chief sent ps:0 'w' of shape [2147483648, 2147483648], but its signature "
+                                "declares [1]: its checkpoint or the chief's state is corrupt"));
+        // Declared so in the signature too, the values still do not fit it.
+        proto::InitializeRequest both = request;
+        both.mutable_signature()->mutable_variables(0)->set_shape(0, int64_t(1) << 31);
+        both.mutable_signature()->mutable_variables(0)->add_shape(int64_t(1) << 31);
+        const CallStatus refused = task.initialize(both, &response);
+        QCOMPARE(refused.code(), CallStatus::Code::InvalidArgument);
+        QVERIFY2(QString::fromStdString(refused.message()).contains(QStringLiteral("claims more than 2^31 values")),
+                 refused.message().c_str());
         // Nothing was taken: a good initialisation still lands.
         QVERIFY(task.initialize(chiefInitialization(), &response).ok());
         QVERIFY(response.initialized_now());
+    }
+
+    // ps:1 of two, with W [4, 2] split into two slices: the chief must send
+    // it exactly W/part_1 (the placement's), and ps:0 refuses a worker that
+    // splits W otherwise, naming the flag to align.
+    void aShardThePlacementDoesNotGiveThisTaskIsRefused()
+    {
+        NodeOptions options = psOptions(modeConfig(proto::ASYNC));
+        options.cluster.ps.push_back(parseHostPort("127.0.0.1:12225"));
+        options.task.index = 1;
+        PsTask task(options, RpcSettings{}, [](const std::string &) {});
+        proto::InitializeRequest request;
+        request.set_origin("fresh");
+        auto *w = request.mutable_signature()->add_variables();
+        w->set_name("W");
+        w->add_shape(4);
+        w->add_shape(2);
+        w->add_slice_rows(2);
+        w->add_slice_rows(2);
+        const auto addPiece = [&request](const char *name, std::vector<int64_t> shape) {
+            auto *piece = request.mutable_shard()->add_variables();
+            piece->set_name(name);
+            int64_t size = 1;
+            for (const int64_t d : shape)
+                size *= d;
+            piece->mutable_value()->mutable_shape()->Assign(shape.begin(), shape.end());
+            piece->mutable_value()->mutable_values()->Resize(int(size), 0.5f);
+        };
+        addPiece("W", {4, 2}); // whole, as a chief that did not partition sends it
+        proto::InitializeResponse response;
+        CallStatus status = task.initialize(request, &response);
+        QCOMPARE(status.code(), CallStatus::Code::InvalidArgument);
+        QCOMPARE(QString::fromStdString(status.message()),
+                 QStringLiteral("the chief sent ps:1 'W' as its variable 0, but its signature places 'W/part_1' "
+                                "there: give every task the same --ps_hosts"));
+        request.mutable_shard()->clear_variables();
+        addPiece("W/part_1", {2, 2});
+        QVERIFY(task.initialize(request, &response).ok());
+        QVERIFY(response.initialized_now());
+    }
+
+    void aWorkerThatSplitsTheVariablesOtherwiseIsRefused()
+    {
+        PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
+        proto::InitializeResponse initialized;
+        QVERIFY(task.initialize(chiefInitialization(), &initialized).ok());
+        InProcessTrainCall call(task);
+        proto::TrainRequest join = joinAs(1);
+        auto *w = join.mutable_join()->mutable_signature()->mutable_variables(0);
+        w->set_shape(0, 2);
+        const auto refusedWith = [&call, &join] {
+            call.send(join);
+            const auto status = call.waitForEnd(kAnswer);
+            return status ? QString::fromStdString(status->message()) : QStringLiteral("(no answer)");
+        };
+        QVERIFY(refusedWith().contains(QStringLiteral("of a different shape")));
+        // The cluster's shape, split as the cluster does not (worker:0 now:
+        // worker:1's refused call is not closed until it goes).
+        join.mutable_join()->set_worker_index(0);
+        w->set_shape(0, 1);
+        w->add_slice_rows(1);
+        w->add_slice_rows(0);
+        InProcessTrainCall again(task);
+        again.send(join);
+        const auto status = again.waitForEnd(kAnswer);
+        QVERIFY(status);
+        QCOMPARE(status->code(), CallStatus::Code::FailedPrecondition);
+        QVERIFY2(QString::fromStdString(status->message())
+                     .contains(QStringLiteral("variable 'w': it splits it into 2 slices (rows 1, 0) but the "
+                                              "cluster keeps it whole (give every worker the same --min_slice_bytes)")),
+                 status->message().c_str());
     }
 
     // Metric names become metrics.csv columns and TensorBoard tags: names
