@@ -108,6 +108,10 @@ QStringList ClusterPlan::commandArguments(const TaskId &task) const
     // The chief keeps the run's checkpoints beside what ps:0 writes, and
     // restores from them, as parasync-node's chief does.
     const TrainingOptions defaults;
+    // Part of the model's signature: every worker splits its variables the
+    // same way, or ps:0 refuses it.
+    if (task.job == JobName::Worker && training.minSliceBytes != defaults.minSliceBytes)
+        addFlag(args, "min_slice_bytes", QString::number(training.minSliceBytes));
     if (task.job == JobName::Worker && task.index == 0) {
         if (training.logdir != defaults.logdir)
             addFlag(args, "logdir", qs(training.logdir));

@@ -48,8 +48,9 @@ struct ClusterPlan
     // What the app adds to a worker's own command: the cluster, the task and
     // the connection flags a Python worker takes (parasync/cluster.py), the
     // chief's run-directory flags (--logdir, --save_checkpoint_secs,
-    // --max_to_keep: its checkpoints), and no training flag -- those are the
-    // ps tasks' (and its script's own).
+    // --max_to_keep: its checkpoints), --min_slice_bytes when not the
+    // default (part of the model's signature), and no other training flag --
+    // those are the ps tasks' (and its script's own).
     QStringList commandArguments(const TaskId &task) const;
     // Every task of the plan: ps tasks first, then workers, by index.
     std::vector<TaskId> tasks() const;

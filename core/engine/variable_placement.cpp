@@ -103,16 +103,15 @@ VariablePlacement VariablePlacement::fromSignature(const proto::ModelSignature &
             throw InputError(variableText(signature, i)
                              + " declares a single slice: leave slice_rows empty for a whole variable");
         if (int64_t(placement.m_slices.size()) + parts > kMaxSlices)
-            throw InputError(variableText(signature, i) + " declares " + std::to_string(parts)
-                             + " slices, more than " + std::to_string(kMaxSlices)
-                             + " pieces in all: partition into fewer, larger slices");
+            throw InputError(variableText(signature, i) + " declares " + std::to_string(parts) + " slices, more than "
+                             + std::to_string(kMaxSlices) + " pieces in all: partition into fewer, larger slices");
         int64_t firstRow = 0;
         for (int k = 0; k < parts; ++k) {
             const int64_t sliceRows = spec.slice_rows(k);
             if (sliceRows < 1 || sliceRows > rows - firstRow)
                 throw InputError(variableText(signature, i) + " declares slice " + std::to_string(k) + " of "
-                                 + std::to_string(sliceRows) + " rows, but its " + std::to_string(rows)
-                                 + " rows leave " + std::to_string(rows - firstRow)
+                                 + std::to_string(sliceRows) + " rows, but its " + std::to_string(rows) + " rows leave "
+                                 + std::to_string(rows - firstRow)
                                  + ": each slice needs at least one row and together they cover dimension 0");
             VariableSlice slice;
             slice.variable = i;

@@ -77,7 +77,10 @@ std::string ChiefDuties::initializeVariables()
             saved.resize(states.size());
             states = std::move(saved);
             for (size_t i = 0; i < states.size(); ++i) {
-                if (states[i].value().values_size() != m_variables[i].value.size())
+                const auto &shape = states[i].value().shape();
+                if (states[i].value().values_size() != m_variables[i].value.size()
+                    || !std::equal(shape.begin(), shape.end(), m_variables[i].shape.begin(),
+                                   m_variables[i].shape.end()))
                     throw InputError(found->path + ": variable '" + m_variables[i].name
                                      + "' has a different shape than the model's: use another --logdir");
             }

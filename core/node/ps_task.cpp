@@ -49,26 +49,32 @@ std::vector<std::string> parameterNames(const proto::ModelSignature &signature)
     return names;
 }
 
-// Says which field of two signatures differs, in words.
-std::string signatureDifference(const proto::ModelSignature &cluster, const proto::ModelSignature &worker)
+// Which field of two signatures differs, in words, and what aligns them.
+struct SignatureDifference
+{
+    std::string what; // empty: none
+    std::string fix = "Give every task the same --model, --dataset and --optimizer";
+};
+
+SignatureDifference signatureDifference(const proto::ModelSignature &cluster, const proto::ModelSignature &worker)
 {
     if (cluster.model() != worker.model())
-        return "it trains model '" + worker.model() + "' but the cluster trains '" + cluster.model() + "'";
+        return {"it trains model '" + worker.model() + "' but the cluster trains '" + cluster.model() + "'"};
     if (cluster.feature_dim() != worker.feature_dim())
-        return "its data has " + std::to_string(worker.feature_dim()) + " features but the cluster's has "
-               + std::to_string(cluster.feature_dim());
+        return {"its data has " + std::to_string(worker.feature_dim()) + " features but the cluster's has "
+                + std::to_string(cluster.feature_dim())};
     if (cluster.output_dim() != worker.output_dim())
-        return "its model has " + std::to_string(worker.output_dim()) + " outputs/classes but the cluster's has "
-               + std::to_string(cluster.output_dim());
+        return {"its model has " + std::to_string(worker.output_dim()) + " outputs/classes but the cluster's has "
+                + std::to_string(cluster.output_dim())};
     if (cluster.variables_size() != worker.variables_size())
-        return "its model has " + std::to_string(worker.variables_size()) + " variables but the cluster's has "
-               + std::to_string(cluster.variables_size());
+        return {"its model has " + std::to_string(worker.variables_size()) + " variables but the cluster's has "
+                + std::to_string(cluster.variables_size())};
     for (int i = 0; i < cluster.variables_size(); ++i) {
         const auto &a = cluster.variables(i);
         const auto &b = worker.variables(i);
         if (a.name() != b.name() || !std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()))
-            return "variable " + std::to_string(i) + " is '" + b.name() + "' of a different shape than the cluster's '"
-                   + a.name() + "'";
+            return {"variable " + std::to_string(i) + " is '" + b.name() + "' of a different shape than the cluster's '"
+                    + a.name() + "'"};
         if (!std::equal(a.slice_rows().begin(), a.slice_rows().end(), b.slice_rows().begin(), b.slice_rows().end())) {
             const auto slices = [](const auto &rows) {
                 if (rows.empty())
@@ -78,12 +84,13 @@ std::string signatureDifference(const proto::ModelSignature &cluster, const prot
                     text += (text.empty() ? "" : ", ") + std::to_string(r);
                 return "splits it into " + std::to_string(rows.size()) + " slices (rows " + text + ")";
             };
-            return "variable '" + b.name() + "': it " + slices(b.slice_rows()) + " but the cluster "
-                   + slices(a.slice_rows()) + " (give every worker the same --min_slice_bytes)";
+            return {"variable '" + b.name() + "': it " + slices(b.slice_rows()) + " but the cluster "
+                        + slices(a.slice_rows()),
+                    "Give every worker the same --min_slice_bytes"};
         }
     }
     if (cluster.optimizer() != worker.optimizer())
-        return "it uses optimizer '" + worker.optimizer() + "' but the cluster uses '" + cluster.optimizer() + "'";
+        return {"it uses optimizer '" + worker.optimizer() + "' but the cluster uses '" + cluster.optimizer() + "'"};
     if (!std::equal(cluster.metric_names().begin(), cluster.metric_names().end(), worker.metric_names().begin(),
                     worker.metric_names().end())) {
         const auto list = [](const auto &names) {
@@ -92,8 +99,9 @@ std::string signatureDifference(const proto::ModelSignature &cluster, const prot
                 text += (text.empty() ? "" : ", ") + name;
             return text.empty() ? std::string("none") : text;
         };
-        return "it reports the metrics " + list(worker.metric_names()) + " but the cluster's workers report "
-               + list(cluster.metric_names()) + " (give every worker the same --eval_dataset or --eval_fraction)";
+        return {"it reports the metrics " + list(worker.metric_names()) + " but the cluster's workers report "
+                    + list(cluster.metric_names()),
+                "Give every worker the same --eval_dataset or --eval_fraction"};
     }
     return {};
 }
@@ -454,10 +462,9 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
                              + " to initialise the variables");
         return response;
     }
-    if (const auto difference = signatureDifference(m_signature, join.signature()); !difference.empty()) {
+    if (const auto difference = signatureDifference(m_signature, join.signature()); !difference.what.empty()) {
         *error = CallStatus::failedPrecondition(m_options.task.toString() + " refuses worker:" + std::to_string(worker)
-                                                + ": " + difference
-                                                + ". Give every task the same --model, --dataset and --optimizer");
+                                                + ": " + difference.what + ". " + difference.fix);
         m_log(error->message());
         return response;
     }

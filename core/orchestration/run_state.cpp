@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/qt_text.h"
 #include "config/node_options.h"
+#include "engine/variable_placement.h"
 #include "formats/event_file.h"
 #include "formats/run_log.h"
 
@@ -508,6 +509,21 @@ RunSnapshot RunState::snapshot() const
         figures.stepsPerSecond = span > 0 ? double(rate.latestClock - base.second) / span : 0;
     }
     return out;
+}
+
+std::vector<std::string> variablesHeldByPs(const proto::ModelSignature &signature, int numPs)
+{
+    if (signature.variables_size() == 0 || numPs < 1)
+        return {};
+    try {
+        const VariablePlacement placement = VariablePlacement::fromSignature(signature, numPs);
+        std::vector<std::string> held;
+        for (int k = 0; k < numPs; ++k)
+            held.push_back(placement.describe(k));
+        return held;
+    } catch (const InputError &) {
+        return {}; // ps:0 refuses such a signature; nothing to show
+    }
 }
 
 } // namespace parasync

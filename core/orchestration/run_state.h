@@ -179,6 +179,12 @@ struct RunSnapshot
     double lastWallTime = 0; // wall time of the newest record
 };
 
+// What each of `numPs` ps tasks holds of the model `signature` declares, in
+// words ("W rows 0-391 of 784 (15.3 KiB), b (40 bytes)"), by ps index: where
+// each slice of a partitioned variable lives. Empty when the signature
+// declares no variables yet or a placement that cannot be read.
+std::vector<std::string> variablesHeldByPs(const proto::ModelSignature &signature, int numPs);
+
 // Accumulates a run's events. Not thread-safe: one owner (the watcher's
 // thread, or the replay code) feeds it and takes snapshots.
 class RunState

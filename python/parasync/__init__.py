@@ -11,7 +11,9 @@ Parasync's ps tasks, in async, sync or ssp, watched live by the app.
 
 With --logdir the chief (worker:0) keeps checkpoints there in parasync-node's
 format and restores from them (parasync.checkpoints), and writes TensorBoard
-event files (parasync.summaries).
+event files (parasync.summaries). Variables larger than --min_slice_bytes are
+partitioned over the ps tasks as parasync-node partitions them
+(parasync.placement); the arrays a worker pushes and gets back stay whole.
 """
 
 from parasync.cluster import ClusterConfig, ClusterError, add_arguments, from_arguments, parse_cluster

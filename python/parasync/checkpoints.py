@@ -8,6 +8,12 @@ restores (core/formats/checkpoint.h), so a run may go on under either:
 A checkpoint is written to a temporary file in the same directory, flushed,
 fsync'ed and renamed, so a reader sees the old set of files or the new one,
 never half a file. One writer per directory (the chief).
+
+It holds every variable whole (`Checkpoint.variables`, in the signature's
+order), however the saving run partitioned and placed them, so a run
+restores it into any number of ps tasks. Checkpoints written before
+partitioned variables hold per-ps shards instead (`Checkpoint.shards`,
+variable i on ps task i % len(shards)); whole_variables() reads both.
 """
 
 import hashlib
@@ -57,6 +63,24 @@ def parse(data, origin="checkpoint"):
     except Exception:  # protobuf's DecodeError; the message says no more than this
         raise CheckpointError(f"{origin}: payload does not parse (corrupt, or from an incompatible version)") from None
     return checkpoint
+
+
+def whole_variables(checkpoint):
+    """The variables a Checkpoint holds, whole (VariableState messages), in
+    its signature's order: from `variables` when it has them, else from the
+    older per-ps `shards`. A variable the file lacks is None."""
+    count = len(checkpoint.signature.variables)
+    if checkpoint.variables:
+        states = list(checkpoint.variables[:count])
+        return states + [None] * (count - len(states))
+    states = [None] * count
+    old_ps = max(1, len(checkpoint.shards))
+    for shard in checkpoint.shards:
+        for j, state in enumerate(shard.variables):
+            index = shard.ps_index + j * old_ps
+            if 0 <= index < count:
+                states[index] = state
+    return states
 
 
 def read(path):

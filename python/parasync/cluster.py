@@ -4,7 +4,10 @@ The same ways as `parasync-node` takes them, with the same precedence: the
 command line (--ps_hosts/--worker_hosts), else a cluster file as the app saves
 it (--cluster_file), else TF_CONFIG; the task from --job_name/--task_index,
 else TF_CONFIG's "task". The cluster token from --cluster_token_file or
-PARASYNC_CLUSTER_TOKEN; TLS from --tls_cert/--tls_key/--tls_ca.
+PARASYNC_CLUSTER_TOKEN; TLS from --tls_cert/--tls_key/--tls_ca. The
+variables' partitioning from --min_slice_bytes, else the cluster file's
+"training" "min_slice_bytes": it is part of the signature, so every worker
+of a cluster must be given the same.
 """
 
 import argparse
@@ -13,6 +16,8 @@ import json
 import os
 import re
 import stat
+
+from parasync.placement import DEFAULT_MIN_SLICE_BYTES
 
 TOKEN_METADATA_KEY = "parasync-cluster-token"
 TOKEN_ENVIRONMENT_VARIABLE = "PARASYNC_CLUSTER_TOKEN"
@@ -41,6 +46,9 @@ class ClusterConfig:
     logdir: str = ""
     save_checkpoint_secs: int = 50  # also one at the end; 0: only at the end
     max_to_keep: int = 5  # newest checkpoints kept; 0 keeps all
+    # A variable larger than this is partitioned over the ps tasks along its
+    # rows (parasync.placement); 0 keeps every variable whole.
+    min_slice_bytes: int = DEFAULT_MIN_SLICE_BYTES
 
     @property
     def is_chief(self):
@@ -76,6 +84,12 @@ def add_arguments(parser):
                        help="the chief saves a checkpoint every N seconds and at the end; 0 is only at the end "
                             "(default 50)")
     group.add_argument("--max_to_keep", type=int, default=5, help="newest checkpoints kept; 0 keeps all (default 5)")
+    group = parser.add_argument_group("the variables (as parasync-node takes them)")
+    group.add_argument("--min_slice_bytes", type=int, default=None,
+                       help="partition a variable larger than this over the ps tasks along its rows, at most one "
+                            "slice per ps task and each at least this many bytes (TensorFlow's "
+                            "min_max_variable_partitioner); 0 keeps every variable whole. Give every worker the "
+                            f"same (default {DEFAULT_MIN_SLICE_BYTES})")
     return parser
 
 
@@ -117,6 +131,24 @@ def _read_json(text, origin):
         raise ClusterError(f"{origin} is not JSON: {e}") from None
 
 
+def _training_min_slice_bytes(root, origin):
+    """The "training" "min_slice_bytes" of a cluster file, or None."""
+    training = root.get("training") if isinstance(root, dict) else None
+    if not isinstance(training, dict) or "min_slice_bytes" not in training:
+        return None
+    value = training["min_slice_bytes"]
+    shown = f"--min_slice_bytes={value} (from the \"training\" of {origin})"
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        value = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ClusterError(f"{shown}: not a whole number; give e.g. \"min_slice_bytes\": {DEFAULT_MIN_SLICE_BYTES}")
+    if value < 0:
+        raise ClusterError(f"{shown}: must be at least 0 (0 keeps every variable whole)")
+    return value
+
+
 def read_token_file(path):
     """The token in `path`, refusing a file others can read, as parasync-node does."""
     try:
@@ -148,6 +180,7 @@ def from_arguments(args, environ=None):
     environ = os.environ if environ is None else environ
     has_chief_job = False
     tf_task = None
+    file_min_slice_bytes = None
     if args.ps_hosts or args.worker_hosts:
         if not (args.ps_hosts and args.worker_hosts):
             raise ClusterError("give both --ps_hosts and --worker_hosts (or a --cluster_file, or TF_CONFIG)")
@@ -156,6 +189,7 @@ def from_arguments(args, environ=None):
     elif args.cluster_file:
         root = _read_json(_read_file(args.cluster_file, "the cluster file"), f"cluster file {args.cluster_file}")
         ps, workers, has_chief_job = _cluster_object(root, f"cluster file {args.cluster_file}")
+        file_min_slice_bytes = _training_min_slice_bytes(root, f"cluster file '{args.cluster_file}'")
     elif environ.get("TF_CONFIG"):
         root = _read_json(environ["TF_CONFIG"], "TF_CONFIG")
         ps, workers, has_chief_job = _cluster_object(root, "TF_CONFIG")
@@ -207,13 +241,21 @@ def from_arguments(args, environ=None):
         raise ClusterError(f"--save_checkpoint_secs={args.save_checkpoint_secs}: give 0 (only at the end) or more")
     if args.max_to_keep < 0:
         raise ClusterError(f"--max_to_keep={args.max_to_keep}: give 0 (keep all) or more")
+    # The command line over the cluster file, as parasync-node takes it.
+    min_slice_bytes = getattr(args, "min_slice_bytes", None)
+    if min_slice_bytes is None:
+        min_slice_bytes = DEFAULT_MIN_SLICE_BYTES if file_min_slice_bytes is None else file_min_slice_bytes
+    elif min_slice_bytes < 0:
+        raise ClusterError(f"--min_slice_bytes={min_slice_bytes}: give 0 (every variable whole) or a number of "
+                           f"bytes (default {DEFAULT_MIN_SLICE_BYTES})")
     return ClusterConfig(
         ps=ps, workers=workers, task_index=index, token=token,
         tls_cert=_read_file(args.tls_cert, "--tls_cert") if args.tls_cert else b"",
         tls_key=_read_file(args.tls_key, "--tls_key") if args.tls_key else b"",
         tls_ca=_read_file(args.tls_ca, "--tls_ca") if args.tls_ca else b"",
         heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes, logdir=args.logdir,
-        save_checkpoint_secs=args.save_checkpoint_secs, max_to_keep=args.max_to_keep)
+        save_checkpoint_secs=args.save_checkpoint_secs, max_to_keep=args.max_to_keep,
+        min_slice_bytes=min_slice_bytes)
 
 
 def parse_cluster(argv=None, parser=None):

@@ -103,8 +103,10 @@ def encode_tensor(array):
     return b"".join(_tensor_parts(array)[0])
 
 
-def decode_tensor(buf, start=0, end=None):
-    """The array a `Tensor` message holds (a writable float32 copy, in its shape)."""
+def decode_tensor(buf, start=0, end=None, copy=True):
+    """The array a `Tensor` message holds, in its shape: a writable float32
+    copy, or with copy=False a read-only view of `buf`'s bytes where the
+    values are one packed run (for a caller that copies them where they go)."""
     view = memoryview(buf)
     end = len(view) if end is None else end
     shape = []
@@ -125,7 +127,7 @@ def decode_tensor(buf, start=0, end=None):
             chunks.append(np.frombuffer(view[value_start:value_end], dtype=_FLOAT32))
     # One copy out of the message, into an array the caller may change.
     if len(chunks) == 1:
-        values = chunks[0].astype(np.float32, copy=True)
+        values = chunks[0].astype(np.float32, copy=copy)
     else:
         values = np.concatenate(chunks).astype(np.float32, copy=False) if chunks else np.zeros(0, np.float32)
     if any(d < 0 for d in shape):
@@ -168,7 +170,8 @@ def encode_request(request):
 class TrainAnswer:
     """One answer of the Train stream: `kind` is "join" or "push", `message`
     the JoinResponse or PushResponse without its tensors, `tensors` the
-    parameters it carried as arrays (in the order of the ps task's variables)."""
+    parameters it carried as arrays (in the order of the ps task's variable
+    list; read-only views of the answer's bytes when decoded with copy=False)."""
 
     __slots__ = ("kind", "message", "tensors")
 
@@ -182,8 +185,9 @@ class TrainAnswer:
 _ANSWERS = {1: ("join", pb.JoinResponse, 4), 2: ("push", pb.PushResponse, 6)}
 
 
-def decode_answer(data):
-    """Deserializer of the Train stream: a TrainResponse as a TrainAnswer."""
+def decode_answer(data, copy=True):
+    """Deserializer of the Train stream: a TrainResponse as a TrainAnswer
+    (its tensors copies, or with copy=False views of `data`: see decode_tensor)."""
     view = memoryview(data)
     answer = None
     for number, wire_type, _, start, end in _fields(view, 0, len(view)):
@@ -194,7 +198,7 @@ def decode_answer(data):
         tensors = []
         for inner, inner_type, field_start, value_start, value_end in _fields(view, start, end):
             if inner == tensor_field and inner_type == _LEN:
-                tensors.append(decode_tensor(view, value_start, value_end))
+                tensors.append(decode_tensor(view, value_start, value_end, copy))
             else:
                 rest.append(view[field_start:value_end])
         answer = TrainAnswer(kind, message_class.FromString(b"".join(rest)), tensors)

@@ -2,11 +2,16 @@
 
 It speaks the same Train stream as parasync-node's workers (see
 core/proto/parasync.proto): one stream per ps task, a Join first, then one
-Push per step, then a Leave. Variable i of the model lives on ps task
-i % num_ps. ps:0's update policy decides what happens to each gradient
-(async, sync, ssp, and switches between them while the cluster trains); the
-other ps tasks apply what ps:0 decided. So a Python worker takes part in
-every mode, is counted, held and dropped exactly as a C++ one.
+Push per step, then a Leave. The variables are placed as parasync-node
+places them (parasync.placement): a variable larger than --min_slice_bytes
+is partitioned along its rows over the ps tasks, and the pieces -- every
+variable's slices, a whole variable as one -- go round-robin, the j-th on ps
+task j % num_ps. The worker splits each gradient into its slices and joins
+the slices of each parameter: the arrays you push and get back are whole
+variables either way. ps:0's update policy decides what happens to each
+gradient (async, sync, ssp, and switches between them while the cluster
+trains); the other ps tasks apply what ps:0 decided. So a Python worker
+takes part in every mode, is counted, held and dropped exactly as a C++ one.
 
     cluster, args = parasync.parse_cluster()
     with parasync.Worker(cluster, signature) as worker:
@@ -19,6 +24,7 @@ every mode, is counted, held and dropped exactly as a C++ one.
 import ctypes
 import ctypes.util
 import dataclasses
+import functools
 import hmac
 import math
 import os
@@ -32,8 +38,8 @@ from concurrent import futures
 import grpc
 import numpy as np
 
-from parasync import tensors
-from parasync.checkpoints import CheckpointError, CheckpointStore
+from parasync import placement, tensors
+from parasync.checkpoints import CheckpointError, CheckpointStore, whole_variables
 from parasync.cluster import TOKEN_METADATA_KEY
 from parasync.summaries import ChiefSummaries
 from parasync.proto import parasync_pb2 as pb
@@ -60,6 +66,11 @@ class Stopped(RuntimeError):
 class VariableSpec:
     name: str
     shape: tuple
+    # How the variable is partitioned over the ps tasks: the rows of each
+    # slice along dimension 0, empty when whole. The Worker decides it from
+    # --min_slice_bytes (parasync.placement.partition), as every worker of
+    # the cluster does; what a signature you make holds here is replaced.
+    slice_rows: tuple = ()
 
     @property
     def size(self):
@@ -90,7 +101,7 @@ class Signature:
                                       output_dim=self.output_dim, optimizer=self.optimizer,
                                       metric_names=list(self.metric_names))
         for v in self.variables:
-            signature.variables.add(name=v.name, shape=list(v.shape))
+            signature.variables.add(name=v.name, shape=list(v.shape), slice_rows=list(v.slice_rows))
         return signature
 
 
@@ -113,8 +124,10 @@ class _PsStream:
     def __init__(self, index, channel, metadata):
         self.index = index
         self._requests = queue.Queue()
+        # The answers' parameters stay views of the message until
+        # Placement.join copies them into their variables: one copy each.
         call = channel.stream_stream(_TRAIN_METHOD, request_serializer=tensors.encode_request,
-                                     response_deserializer=tensors.decode_answer)
+                                     response_deserializer=functools.partial(tensors.decode_answer, copy=False))
         self._answers = call(iter(self._requests.get, None), metadata=metadata)
 
     def exchange(self, request):
@@ -237,13 +250,20 @@ class Worker:
     """One worker task of a Parasync cluster (see the module's text)."""
 
     def __init__(self, cluster, signature, log=None, serve_control=True):
+        """Raises parasync.placement.PlacementError (a ValueError) for a
+        signature whose variables cannot be placed (a negative dimension)."""
         self.cluster = cluster
-        self.signature = signature
+        num_ps = len(cluster.ps)
+        # The signature as the cluster sees it: partitioned by the rule every
+        # worker applies, so ps:0 finds it equal to the chief's.
+        self.signature = placement.partition(signature, num_ps, cluster.min_slice_bytes)
+        self.placement = placement.Placement.from_signature(self.signature, num_ps)
         self._log = log or (lambda line: print(time.strftime("%H:%M:%S.") + f"{int(time.time() * 1000) % 1000:03d} "
                                                + line, file=sys.stderr, flush=True))
         self._name = f"worker:{cluster.task_index}"
-        num_ps = len(cluster.ps)
-        self._on_ps = [[i for i in range(len(signature.variables)) if i % num_ps == k] for k in range(num_ps)]
+        if self.placement.partitioned:
+            self._log(f"{self._name}: variables partitioned (--min_slice_bytes={cluster.min_slice_bytes}): "
+                      + "; ".join(f"ps:{k} holds {self.placement.describe(k) or 'nothing'}" for k in range(num_ps)))
         self._metadata = ((TOKEN_METADATA_KEY, cluster.token),) if cluster.token else ()
         self._channels = [self._make_channel(address) for address in cluster.ps]
         self._streams = [None] * num_ps
@@ -308,9 +328,10 @@ class Worker:
     # -- the chief's checkpoints -------------------------------------------------------------------------------
 
     def save_checkpoint(self, final=False):
-        """The chief's duty with --logdir: every ps task's variables and
-        optimizer slots at one global step, into the run directory as
-        parasync-node's chief writes them; ps:0 records it in the step log.
+        """The chief's duty with --logdir: every variable, whole (its slices
+        joined, with their optimizer slots), at one global step, into the run
+        directory as parasync-node's chief writes them, so a run restores it
+        into any number of ps tasks; ps:0 records it in the step log.
         Returns the path, or None (said why) when a ps could not be read or
         the file not written: training goes on either way."""
         if not self._checkpoints:
@@ -318,7 +339,7 @@ class Worker:
         with self._checkpoint_lock:
             checkpoint = pb.Checkpoint(wall_time=time.time())
             checkpoint.signature.CopyFrom(self.signature.to_proto())
-            shards = []
+            shards = [None] * len(self.cluster.ps)
             # ps:0 last, so the recorded global step counts every update the
             # other shards' values already contain.
             for k in reversed(range(len(self.cluster.ps))):
@@ -328,11 +349,15 @@ class Worker:
                 except grpc.RpcError as e:
                     self._log(f"checkpoint skipped: cannot read ps:{k}: {e.details()}")
                     return None
-                shards.append(snapshot.shard)
+                shards[k] = snapshot.shard.variables
                 if k == 0:
                     checkpoint.global_step = snapshot.global_step
                     checkpoint.mode.CopyFrom(snapshot.mode)
-            checkpoint.shards.extend(sorted(shards, key=lambda shard: shard.ps_index))
+            try:
+                checkpoint.variables.extend(self.placement.join_states(shards))
+            except placement.PlacementError as e:
+                self._log(f"checkpoint skipped: {e}")
+                return None
             try:
                 path = self._checkpoints.save(checkpoint)
             except CheckpointError as e:
@@ -367,9 +392,9 @@ class Worker:
             self._checkpoint_thread = None
 
     def _restore(self):
-        """(VariableStates in declaration order, global step, origin) from the
-        newest valid checkpoint of --logdir, or None when there is none.
-        Raises JoinRefused when it holds another model."""
+        """(whole VariableStates in declaration order, global step, origin)
+        from the newest valid checkpoint of --logdir, or None when there is
+        none. Raises JoinRefused when it holds another model."""
         skipped = []
         found = self._checkpoints.newest_valid(skipped)
         for reason in skipped:
@@ -383,15 +408,9 @@ class Worker:
             raise JoinRefused(f"{path} was saved by model '{saved.model}' with variables "
                               f"{[v.name for v in saved.variables]}; this worker trains '{self.signature.model}' "
                               f"with {[v.name for v in specs]}: use another --logdir or the same model")
-        # Variable i was on ps i % (the saving run's ps count): re-sharded by
-        # declaration order, so a run may go on with another number of ps tasks.
-        states = [None] * len(specs)
-        old_ps = max(1, len(checkpoint.shards))
-        for shard in checkpoint.shards:
-            for j, state in enumerate(shard.variables):
-                index = shard.ps_index + j * old_ps
-                if 0 <= index < len(states):
-                    states[index] = state
+        # Whole variables, however the saving run placed them: split again
+        # for this run's ps tasks and partitioning.
+        states = whole_variables(checkpoint)
         for spec, state in zip(specs, states):
             if state is None or list(state.value.shape) != list(spec.shape):
                 raise JoinRefused(f"{path}: variable '{spec.name}' is missing or has another shape than the "
@@ -476,12 +495,14 @@ class Worker:
         restored = self._restore() if self._checkpoints else None
         if restored:
             states, global_step, origin = restored
+            shards = self.placement.split_states(states)
         else:
-            states = []
-            for spec in self.signature.variables:
-                state = pb.VariableState(name=spec.name)
-                state.value.ParseFromString(tensors.encode_tensor(values[spec.name]))
-                states.append(state)
+            arrays = self.placement.split([values[spec.name] for spec in self.signature.variables])
+            shards = [[pb.VariableState(name=piece.name) for piece in self.placement.on(k)]
+                      for k in range(len(self.cluster.ps))]
+            for k, pieces in enumerate(arrays):
+                for state, array in zip(shards[k], pieces):
+                    state.value.ParseFromString(tensors.encode_tensor(array))
         stub_signature = self.signature.to_proto()
         # ps:0 last: its initialisation is what tells the other workers the
         # variables are ready.
@@ -489,7 +510,7 @@ class Worker:
             self._wait_for_ps(k)
             request = pb.InitializeRequest(origin=origin, global_step=global_step, signature=stub_signature)
             request.shard.ps_index = k
-            request.shard.variables.extend(states[i] for i in self._on_ps[k])
+            request.shard.variables.extend(shards[k])
             stub = pb_grpc.ParameterServiceStub(self._channels[k])
             try:
                 answer = stub.Initialize(request, metadata=self._metadata, timeout=30)
@@ -508,13 +529,13 @@ class Worker:
         initialised the variables; raises JoinRefused when a ps refuses."""
         for k in range(len(self.cluster.ps)):
             self._wait_for_ps(k)
-        for k in range(len(self.cluster.ps)):
-            self._join_ps(k)
+        self._take_parameters([self._join_ps(k) for k in range(len(self.cluster.ps))])
         self._params_at = time.monotonic()
         self._set_state("training", f"joined the cluster at global step {self.global_step}")
         return dict(self.parameters)
 
     def _join_ps(self, k):
+        """Joins ps task k; returns the parameters it answered with."""
         request = pb.TrainRequest()
         join = request.join
         join.worker_index = self.cluster.task_index
@@ -552,16 +573,16 @@ class Worker:
                 self._stop.wait(0.05)
                 continue
             self._streams[k] = stream
-            self._take_parameters(k, answer.tensors)
             if k == 0:
                 self.global_step = message.global_step
                 self.done = message.last_step > 0 and self.global_step >= message.last_step
-            return
+            return answer.tensors
 
-    def _take_parameters(self, k, values):
-        for i, value in zip(self._on_ps[k], values):
-            spec = self.signature.variables[i]
-            self.parameters[spec.name] = value.reshape(spec.shape) if value.size == spec.size else value
+    def _take_parameters(self, pieces):
+        """pieces: per ps task, the arrays it answered with (views of its
+        answer), in the order of its variable list."""
+        variables = self.placement.join(pieces)
+        self.parameters = {spec.name: value for spec, value in zip(self.signature.variables, variables)}
 
     # -- steps -------------------------------------------------------------------------------------------------
 
@@ -641,12 +662,13 @@ class Worker:
         if sum(v.size for v in self.signature.variables) <= _MAX_VIEWED_PARAMETERS:
             head.parameter_view.extend(
                 float(x) for v in self.signature.variables for x in self.parameters[v.name].ravel())
-        names = [[self.signature.variables[i].name for i in on] for on in self._on_ps]
+        # Each ps task's pieces: whole gradients, and views of the slices' rows.
+        pieces = self.placement.split([grads[v.name] for v in self.signature.variables])
 
         # ps:0 first: its update policy decides what happens to the gradient.
-        answer = self._streams[0].exchange(tensors.encode_push(head, [grads[n] for n in names[0]]))
+        answer = self._streams[0].exchange(tensors.encode_push(head, pieces[0]))
         decision = answer.message
-        self._take_parameters(0, answer.tensors)
+        answers = [answer.tensors]
         counted = decision.outcome in (pb.APPLIED, pb.AGGREGATED)
         # The other ps tasks apply what ps:0 decided (or just hand out fresh values).
         for k in range(1, len(self._streams)):
@@ -654,9 +676,9 @@ class Worker:
             shard_grads = []
             if counted:
                 shard_head.contributions = decision.contributions
-                shard_grads = [grads[n] for n in names[k]]
-            shard_answer = self._streams[k].exchange(tensors.encode_push(shard_head, shard_grads))
-            self._take_parameters(k, shard_answer.tensors)
+                shard_grads = pieces[k]
+            answers.append(self._streams[k].exchange(tensors.encode_push(shard_head, shard_grads)).tensors)
+        self._take_parameters(answers)
         self.global_step = decision.global_step
         self.done = decision.done
         if decision.outcome != pb.PUSH_OUTCOME_UNSPECIFIED:

@@ -167,9 +167,9 @@ private Q_SLOTS:
         QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
         // Every sync step's gradient went to both halves of W (ps:1 applies
         // what ps:0 aggregated), and the workers print the accuracy.
-        const auto matches = QRegularExpression(QStringLiteral("accuracy (\\d\\.\\d+)"))
-                                 .globalMatch(cluster.worker(0).output() + cluster.worker(1).output()
-                                              + cluster.worker(2).output());
+        const auto matches
+            = QRegularExpression(QStringLiteral("accuracy (\\d\\.\\d+)"))
+                  .globalMatch(cluster.worker(0).output() + cluster.worker(1).output() + cluster.worker(2).output());
         double last = 0;
         for (auto it = matches; it.hasNext();)
             last = it.next().captured(1).toDouble();

@@ -5,6 +5,7 @@ starts them, with deadlines instead of sleeps."""
 import csv
 import gzip
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -58,6 +59,8 @@ class Cluster:
         self.ps_hosts = ",".join(f"127.0.0.1:{p}" for p in ports[:num_ps])
         self.worker_hosts = ",".join(f"127.0.0.1:{p}" for p in ports[num_ps:])
         self.processes = {}
+        # Cleanups run last-in first-out: the processes go before their folder.
+        test.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
         test.addCleanup(self.kill_all)
 
     def cluster_flags(self, job, index):

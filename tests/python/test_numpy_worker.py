@@ -14,13 +14,17 @@ from parasync import checkpoints
 
 
 class NumpyWorkerTest(unittest.TestCase):
-    def start_softmax_cluster(self, last_step, *mode_flags, python_flags=()):
-        cluster = Cluster(self)
+    def start_softmax_cluster(self, last_step, *mode_flags, python_flags=(), node_flags=(), num_ps=1, logdir=None):
+        """ps:0 (and ps:1.. given the same flags), the NumPy worker:1, then
+        the C++ chief worker:0; node_flags go to every parasync-node task."""
+        cluster = Cluster(self, num_ps=num_ps)
         data = node_cluster.digits_csv(cluster.dir)
-        self.logdir = os.path.join(cluster.dir, "run")
+        self.logdir = logdir or os.path.join(cluster.dir, "run")
         common = ["--model=softmax", f"--dataset=csv:{data}", "--learning_rate=0.05", "--batch_size=50",
-                  f"--last_step={last_step}", "--display_step=10"]
+                  f"--last_step={last_step}", "--display_step=10", *node_flags]
         cluster.start_node("ps", 0, *common, *mode_flags, f"--logdir={self.logdir}")
+        for k in range(1, num_ps):
+            cluster.start_node("ps", k, *common, *mode_flags)
         cluster.start_python_worker(1, "numpy_softmax.py", f"--dataset=csv:{data}", "--batch_size=50",
                                     "--display_step=50", *python_flags)
         # The Python worker waits for the chief to initialise the variables;
@@ -103,6 +107,57 @@ class NumpyWorkerTest(unittest.TestCase):
         caught_up = next(i for i, gap in enumerate(gaps) if abs(gap) <= 3)
         self.assertLessEqual(max(abs(gap) for gap in gaps[caught_up:]), 3, gaps)
         self.assertGreater(held, 0, "no worker was ever held by the staleness bound")
+
+    def test_a_softmax_split_over_two_ps_tasks_trains_and_restores_into_one(self):
+        # The digits' W is 64 x 10, 2,560 bytes: two slices at 1 KiB, one per ps task.
+        split = "--min_slice_bytes=1024"
+        cluster = self.start_softmax_cluster(400, "--mode=async", python_flags=(split,), node_flags=(split,), num_ps=2)
+        self.check_trained_together(cluster, 400)
+        # The NumPy worker and the C++ chief placed the slices alike.
+        self.assertIn("variables partitioned (--min_slice_bytes=1024): ps:0 holds W rows 0-31 of 64 (1.2 KiB), "
+                      "b (40 bytes); ps:1 holds W rows 32-63 of 64 (1.2 KiB)", cluster.output("worker:1"))
+        for k, holds in enumerate(("W rows 0-31 of 64 (1.2 KiB), b (40 bytes)", "W rows 32-63 of 64 (1.2 KiB)")):
+            self.assertIn(f"worker:0: ps:{k} holds {holds}\n", cluster.output("worker:0"))
+        # The chief's checkpoint holds every variable whole, however it was split.
+        _, saved = checkpoints.CheckpointStore(self.logdir).newest_valid()
+        self.assertEqual(saved.global_step, 400)
+        self.assertEqual([list(v.slice_rows) for v in saved.signature.variables], [[32, 32], []])
+        self.assertEqual([(v.name, list(v.value.shape)) for v in saved.variables], [("W", [64, 10]), ("b", [10])])
+        self.assertEqual(len(saved.shards), 0)
+
+        # A run on one ps task restores it whole and goes on from step 400
+        # with the trained model: its first steps' losses are already far
+        # below an untrained softmax's ln 10 (a fresh start's first ten
+        # batches lose 2 to 40 here: raw pixels, plain SGD).
+        logdir = self.logdir
+        cluster = self.start_softmax_cluster(600, "--mode=async", python_flags=(split,), node_flags=(split,),
+                                             logdir=logdir)
+        for name in ("worker:1", "worker:0", "ps:0"):
+            self.assertEqual(cluster.wait(name), 0, describe(cluster))
+        self.assertIn("variables initialised (restored from model.ckpt-400.pckpt) at global step 400",
+                      cluster.output("worker:0"))
+        self.assertNotIn("variables partitioned", cluster.output("worker:1"))
+        rows = sorted((r for r in read_metrics(logdir) if int(r["global_step"]) > 400),
+                      key=lambda r: int(r["global_step"]))
+        self.assertEqual(int(rows[0]["global_step"]), 401, describe(cluster))
+        self.assertEqual(max(int(r["global_step"]) for r in rows), 600)
+        self.assertGreater(len([r for r in rows if r["worker"] == "1"]), 200 // 5, describe(cluster))
+        first = sorted(float(r["loss"]) for r in rows[:10])
+        self.assertLess(first[5], math.log(10) / 3, (first, describe(cluster)))
+        full = [float(r["full_loss"]) for r in rows if r["full_loss"] not in ("", "nan")]
+        self.assertGreaterEqual(len(full), 3, describe(cluster))
+        self.assertLess(sorted(full[:3])[1], math.log(10) / 3, (full, describe(cluster)))
+        self.assertIn("worker:1 state finished", cluster.output("worker:1"))
+        self.assertEqual(checkpoints.CheckpointStore(logdir).newest_valid()[1].global_step, 600)
+
+    def test_a_python_worker_that_splits_differently_is_refused_and_told_why(self):
+        cluster = self.start_softmax_cluster(100000, "--mode=async", python_flags=("--min_slice_bytes=0",),
+                                             node_flags=("--min_slice_bytes=1024",), num_ps=2)
+        self.assertEqual(cluster.wait("worker:1", timeout=60), 2, describe(cluster))
+        output = cluster.output("worker:1")
+        self.assertIn("refuses worker:1: variable 'W': it keeps it whole but the cluster splits it into 2 slices "
+                      "(rows 32, 32). Give every worker the same --min_slice_bytes", output)
+        cluster.wait_for_output("worker:0", "step 100 ")
 
     def test_a_python_worker_of_another_model_is_refused_and_told_why(self):
         cluster = self.start_softmax_cluster(100000, "--mode=async", python_flags=("--optimizer=adam",))

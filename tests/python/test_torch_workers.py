@@ -109,9 +109,9 @@ class TorchWorkersTest(unittest.TestCase):
         saved = checkpoints.read(path)
         self.assertEqual(saved.global_step, 600)
         self.assertEqual(saved.signature.model, "digits-mlp-32")
-        self.assertEqual([v.name for v in saved.shards[0].variables], ["0.weight", "0.bias", "2.weight", "2.bias"])
-        self.assertEqual(set(saved.shards[0].variables[0].slots), {"m", "v"})
-        self.assertGreater(saved.shards[0].variables[0].update_count, 0)
+        self.assertEqual([v.name for v in saved.variables], ["0.weight", "0.bias", "2.weight", "2.bias"])
+        self.assertEqual(set(saved.variables[0].slots), {"m", "v"})
+        self.assertGreater(saved.variables[0].update_count, 0)
         recorded = [e for e in self.step_events() if e["type"] == "checkpoint"]
         self.assertIn("model.ckpt-600.pckpt", [e["path"] for e in recorded], recorded)
 
@@ -149,16 +149,63 @@ class TorchWorkersTest(unittest.TestCase):
                       cluster.output("worker:0"))
         self.assertTrue(os.path.exists(os.path.join(self.logdir, "model.ckpt-900.pckpt")))
 
+    def test_a_model_split_over_two_ps_tasks_is_checkpointed_whole_and_restored_into_one(self):
+        # 0.weight (32 x 64, 8 KiB) is split in two at 1 KiB; the other
+        # three are smaller than two slices and stay whole.
+        split = "--min_slice_bytes=1024"
+        cluster = Cluster(self, num_ps=2)
+        self.logdir = os.path.join(cluster.dir, "run")
+        self.start_ps(cluster, 600, "--mode=async", split)
+        cluster.start_node("ps", 1, "--optimizer=adam", "--learning_rate=0.005", "--last_step=600", "--mode=async",
+                           split)
+        for index in (0, 1):
+            own = (f"--logdir={self.logdir}",) if index == 0 else ()
+            cluster.start_python_worker(index, "torch_digits_mlp.py", "--batch_size=64", split, *own)
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 600), 0.9)
+        self.assertIn("ps:0 holds 0.weight rows 0-15 of 32 (4.0 KiB), 0.bias (128 bytes), 2.bias (40 bytes); "
+                      "ps:1 holds 0.weight rows 16-31 of 32 (4.0 KiB), 2.weight (1.2 KiB)", cluster.output("worker:0"))
+        # The Python chief's checkpoint: every variable whole, Adam's moments
+        # of the split one joined as its values are.
+        saved = checkpoints.read(os.path.join(self.logdir, "model.ckpt-600.pckpt"))
+        self.assertEqual([(v.name, list(v.value.shape)) for v in saved.variables],
+                         [("0.weight", [32, 64]), ("0.bias", [32]), ("2.weight", [10, 32]), ("2.bias", [10])])
+        self.assertEqual([sorted(v.slots) for v in saved.variables], [["m", "v"]] * 4)
+        self.assertEqual([list(v.slots["v"].shape) for v in saved.variables], [[32, 64], [32], [10, 32], [10]])
+        self.assertGreater(saved.variables[0].update_count, 0)
+        self.assertEqual(len(saved.shards), 0)
+
+        # A run on one ps task restores the whole model from it and goes on
+        # from step 600, Adam's moments and all.
+        again = Cluster(self, num_ps=1)
+        self.start_ps(again, 900, "--mode=async", split)
+        for index in (0, 1):
+            own = (f"--logdir={self.logdir}",) if index == 0 else ()
+            again.start_python_worker(index, "torch_digits_mlp.py", "--batch_size=64", split, *own)
+        self.assertGreaterEqual(self.held_out_accuracy(again, 900), 0.95)
+        self.assertIn("chief: variables initialised (restored from model.ckpt-600.pckpt) at global step 600",
+                      again.output("worker:0"))
+        self.assertNotIn("variables partitioned", again.output("worker:0"))
+        # Its first held-out score is the trained model's (a fresh one scores 0.1).
+        scores = [float(r["heldout_accuracy"]) for r in read_metrics(self.logdir)
+                  if r.get("heldout_accuracy") and int(r["global_step"]) > 600]
+        self.assertGreaterEqual(scores[0], 0.9, scores)
+
     def test_a_ps_killed_mid_run_gets_its_variables_again_from_the_python_chief(self):
-        cluster = self.start(1500, "--mode=async", worker_flags=("--save_checkpoint_secs=1",), chief_checkpoints=True)
-        cluster.wait_for_output("worker:0", re.compile(r"chief: saved checkpoint .*model\.ckpt-([1-9]\d*)\.pckpt"),
-                                timeout=120)
+        # Long enough that a checkpoint every second comes before the end:
+        # unloaded, the two workers make 1,500 steps in about a second.
+        last_step = 6000
+        cluster = self.start(last_step, "--mode=async", worker_flags=("--save_checkpoint_secs=1",),
+                             chief_checkpoints=True)
+        saved = re.compile(r"chief: saved checkpoint .*model\.ckpt-([1-9]\d*)\.pckpt")
+        cluster.wait_for_output("worker:0", saved, timeout=120)
+        self.assertLess(int(saved.search(cluster.output("worker:0")).group(1)), last_step,
+                        "the run ended before its first periodic checkpoint: make it longer")
         cluster.kill("ps:0")
         cluster.wait("ps:0")
-        self.start_ps(cluster, 1500, "--mode=async")
+        self.start_ps(cluster, last_step, "--mode=async")
         # Both workers waited for the new ps; the chief gave it the newest
         # checkpoint, and the run finished with the model still learning.
-        self.assertGreaterEqual(self.held_out_accuracy(cluster, 1500), 0.95)
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, last_step), 0.95)
         restored = re.search(r"chief: variables initialised \(restored from model\.ckpt-(\d+)\.pckpt\) at global "
                              r"step (\d+)", cluster.output("worker:0"))
         self.assertIsNotNone(restored, describe(cluster))

@@ -129,6 +129,13 @@ private Q_SLOTS:
                      && !chief.contains(QStringLiteral("--optimizer=adam")),
                  qPrintable(chief.join(u' ')));
         QVERIFY(!plan.commandArguments(TaskId{JobName::Worker, 1}).join(u' ').contains(QStringLiteral("--logdir")));
+        // How variables are partitioned is part of the model's signature:
+        // every worker's command gets it, or ps:0 would refuse a Python
+        // worker that splits otherwise than the chief.
+        plan.training.minSliceBytes = 1024;
+        QVERIFY(plan.commandArguments(TaskId{JobName::Worker, 1}).contains(QStringLiteral("--min_slice_bytes=1024")));
+        QVERIFY(plan.commandArguments(TaskId{JobName::Worker, 0}).contains(QStringLiteral("--min_slice_bytes=1024")));
+        QVERIFY(!plan.commandArguments(TaskId{JobName::Ps, 0}).contains(QStringLiteral("--min_slice_bytes=1024")));
         // The ps tasks still get the training flags (and the serving rule).
         const QStringList ps = plan.arguments(TaskId{JobName::Ps, 0});
         QVERIFY2(ps.contains(QStringLiteral("--optimizer=adam")) && ps.contains(QStringLiteral("--tls_mutual")),

@@ -75,8 +75,7 @@ private Q_SLOTS:
             << 3 << qint64(262144) << std::vector<int64_t>{33334, 33333, 33333};
         QTest::newRow("4 ps") << 4 << qint64(262144) << std::vector<int64_t>{25000, 25000, 25000, 25000};
         // 4 MB / 1.5 MB: two slices of at least 1.5 MB, not four smaller ones.
-        QTest::newRow("slices at least min_slice_bytes")
-            << 4 << qint64(1500000) << std::vector<int64_t>{50000, 50000};
+        QTest::newRow("slices at least min_slice_bytes") << 4 << qint64(1500000) << std::vector<int64_t>{50000, 50000};
         QTest::newRow("one ps: whole") << 1 << qint64(262144) << std::vector<int64_t>{};
         QTest::newRow("0 keeps it whole") << 4 << qint64(0) << std::vector<int64_t>{};
         QTest::newRow("smaller than two slices: whole") << 4 << qint64(3000000) << std::vector<int64_t>{};
@@ -141,23 +140,22 @@ private Q_SLOTS:
         QTest::addColumn<std::vector<int64_t>>("shape");
         QTest::addColumn<std::vector<int64_t>>("rows");
         QTest::addColumn<QString>("expected");
-        QTest::newRow("rows short of dimension 0")
-            << std::vector<int64_t>{10, 2} << std::vector<int64_t>{4, 5} << QStringLiteral("9 rows in all, but it has 10");
+        QTest::newRow("rows short of dimension 0") << std::vector<int64_t>{10, 2} << std::vector<int64_t>{4, 5}
+                                                   << QStringLiteral("9 rows in all, but it has 10");
         QTest::newRow("rows beyond dimension 0")
             << std::vector<int64_t>{10, 2} << std::vector<int64_t>{8, 8} << QStringLiteral("rows leave 2");
         QTest::newRow("an empty slice") << std::vector<int64_t>{10, 2} << std::vector<int64_t>{10, 0}
                                         << QStringLiteral("at least one row");
-        QTest::newRow("a negative slice") << std::vector<int64_t>{10, 2} << std::vector<int64_t>{12, -2}
-                                          << QStringLiteral("rows leave 10");
+        QTest::newRow("a negative slice")
+            << std::vector<int64_t>{10, 2} << std::vector<int64_t>{12, -2} << QStringLiteral("rows leave 10");
         QTest::newRow("one slice") << std::vector<int64_t>{10, 2} << std::vector<int64_t>{10}
                                    << QStringLiteral("single slice");
-        QTest::newRow("a scalar with slices") << std::vector<int64_t>{} << std::vector<int64_t>{1, 1}
-                                              << QStringLiteral("is a scalar");
-        QTest::newRow("a negative dimension") << std::vector<int64_t>{10, -2} << std::vector<int64_t>{}
-                                              << QStringLiteral("negative dimension -2");
-        QTest::newRow("2^40 x 2^40 values")
-            << std::vector<int64_t>{int64_t(1) << 40, int64_t(1) << 40} << std::vector<int64_t>{}
-            << QStringLiteral("more than 2^31 values");
+        QTest::newRow("a scalar with slices")
+            << std::vector<int64_t>{} << std::vector<int64_t>{1, 1} << QStringLiteral("is a scalar");
+        QTest::newRow("a negative dimension")
+            << std::vector<int64_t>{10, -2} << std::vector<int64_t>{} << QStringLiteral("negative dimension -2");
+        QTest::newRow("2^40 x 2^40 values") << std::vector<int64_t>{int64_t(1) << 40, int64_t(1) << 40}
+                                            << std::vector<int64_t>{} << QStringLiteral("more than 2^31 values");
         QTest::newRow("more slices than allowed")
             << std::vector<int64_t>{5000} << std::vector<int64_t>(5000, 1) << QStringLiteral("more than 4096");
     }

@@ -3,6 +3,8 @@
 #include <QBrush>
 #include <QColor>
 
+#include <algorithm>
+
 namespace parasync::ui {
 
 TaskState taskStateFromPhase(proto::WorkerPhase phase)
@@ -47,6 +49,20 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
         return it != stragglers.end() ? it->second : 0;
     };
 
+    // Where the variables live: known once the chief declared them.
+    const auto held = [snapshot, &tasks] {
+        if (!snapshot)
+            return std::vector<std::string>();
+        int numPs = int(snapshot->psHosts.size());
+        if (!tasks.empty())
+            numPs = int(std::count_if(tasks.begin(), tasks.end(),
+                                      [](const TaskInfo &info) { return info.task.job == JobName::Ps; }));
+        return variablesHeldByPs(snapshot->signature, numPs);
+    }();
+    const auto holdsOf = [&held](int ps) {
+        return ps >= 0 && size_t(ps) < held.size() ? QString::fromStdString(held[size_t(ps)]) : QString();
+    };
+
     if (!tasks.empty()) {
         for (size_t i = 0; i < tasks.size(); ++i) {
             const TaskInfo &info = tasks[i];
@@ -68,8 +84,10 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
                     if (row.stepsPerSecond == 0)
                         row.stepsPerSecond = figures->stepsPerSecond;
                 }
-            } else if (snapshot && info.task.index == 0) {
-                row.clock = snapshot->globalStep; // ps:0 keeps the global step
+            } else {
+                row.holds = holdsOf(info.task.index);
+                if (snapshot && info.task.index == 0)
+                    row.clock = snapshot->globalStep; // ps:0 keeps the global step
             }
             rows.push_back(std::move(row));
         }
@@ -83,6 +101,7 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
         ps.task = QStringLiteral("ps:%1").arg(i);
         ps.address = i < snapshot->psHosts.size() ? QString::fromStdString(snapshot->psHosts[i]) : psAddress;
         ps.state = snapshot->finished ? TaskState::Finished : TaskState::Serving;
+        ps.holds = holdsOf(int(i));
         if (i == 0) {
             ps.stateText = taskStateName(ps.state) + QStringLiteral(" (global step %1)").arg(snapshot->globalStep);
             ps.clock = snapshot->globalStep;
@@ -185,6 +204,7 @@ QVariant ProcessTableModel::data(const QModelIndex &index, int role) const
             return row->isWorker ? (row->stragglerMs > 0 ? QStringLiteral("+%1 ms").arg(row->stragglerMs)
                                                          : QStringLiteral("\u2013"))
                                  : QString();
+        case VariablesColumn: return row->holds;
         }
         break;
     case Qt::ForegroundRole:
@@ -198,6 +218,10 @@ QVariant ProcessTableModel::data(const QModelIndex &index, int role) const
             return tr("runs on %1").arg(row->host);
         if (index.column() == ClockColumn)
             return row->isWorker ? tr("steps this worker finished") : tr("the global step (kept on ps:0)");
+        if (index.column() == VariablesColumn && !row->holds.isEmpty())
+            return tr("%1 holds %2. Variables larger than --min_slice_bytes are split by rows over the ps "
+                      "tasks; the pieces are placed round-robin.")
+                .arg(row->task, row->holds);
         break;
     case Qt::TextAlignmentRole:
         if (index.column() == PidColumn || index.column() == StepsPerSecondColumn || index.column() == ClockColumn
@@ -224,6 +248,7 @@ QVariant ProcessTableModel::headerData(int section, Qt::Orientation orientation,
     case ClockColumn: return tr("Clock / step");
     case DroppedColumn: return tr("Dropped");
     case StragglerColumn: return tr("Straggler");
+    case VariablesColumn: return tr("Variables");
     }
     return {};
 }

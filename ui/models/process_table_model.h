@@ -26,6 +26,7 @@ struct ProcessRow
     int stragglerMs = 0;
     qint64 clock = -1; // worker clock, -1 for ps tasks
     qint64 dropped = 0;
+    QString holds;        // ps tasks: which variables and slices it holds, in words
     int launcherRow = -1; // index into ClusterLauncher::tasks(), -1 when not started here
     bool isWorker = false;
 
@@ -57,6 +58,7 @@ public:
         ClockColumn,
         DroppedColumn,
         StragglerColumn,
+        VariablesColumn,
         ColumnCount
     };
     enum Role { TaskStateRole = Qt::UserRole + 1, LauncherRowRole, IsWorkerRole };

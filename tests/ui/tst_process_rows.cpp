@@ -1,0 +1,90 @@
+// The process panel's rows without a window: for a cluster watched from
+// afar (ps:0's status names the tasks) and one this app launched, each ps
+// row says which variables, or which slices of them, that ps task holds.
+#include "ui/models/process_table_model.h"
+
+#include <QTest>
+
+using namespace parasync;
+using namespace parasync::ui;
+
+namespace {
+
+// The 784-feature softmax as a chief with two ps tasks declares it, W split
+// in two by --min_slice_bytes.
+RunSnapshot partitionedSoftmax()
+{
+    RunSnapshot snapshot;
+    snapshot.psHosts = {"127.0.0.1:2222", "127.0.0.1:2225"};
+    snapshot.workerHosts = {"127.0.0.1:2223"};
+    auto *w = snapshot.signature.add_variables();
+    w->set_name("W");
+    w->add_shape(784);
+    w->add_shape(10);
+    w->add_slice_rows(392);
+    w->add_slice_rows(392);
+    auto *b = snapshot.signature.add_variables();
+    b->set_name("b");
+    b->add_shape(10);
+    return snapshot;
+}
+
+QString holdsOf(const std::vector<ProcessRow> &rows, const QString &task)
+{
+    for (const auto &row : rows)
+        if (row.task == task)
+            return row.holds;
+    return QStringLiteral("(no row for %1)").arg(task);
+}
+
+} // namespace
+
+class TestProcessRows : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void watchedPsRowsSayWhichSlicesTheyHold()
+    {
+        const RunSnapshot snapshot = partitionedSoftmax();
+        const auto rows = buildProcessRows({}, &snapshot, {}, {});
+        QCOMPARE(holdsOf(rows, QStringLiteral("ps:0")), QStringLiteral("W rows 0-391 of 784 (15.3 KiB), b (40 bytes)"));
+        QCOMPARE(holdsOf(rows, QStringLiteral("ps:1")), QStringLiteral("W rows 392-783 of 784 (15.3 KiB)"));
+        QCOMPARE(holdsOf(rows, QStringLiteral("worker:0")), QStringLiteral("(no row for worker:0)"));
+
+        ProcessTableModel model;
+        model.setRows(rows);
+        QCOMPARE(model.headerData(ProcessTableModel::VariablesColumn, Qt::Horizontal).toString(),
+                 QStringLiteral("Variables"));
+        QCOMPARE(model.data(model.index(1, ProcessTableModel::VariablesColumn)).toString(),
+                 QStringLiteral("W rows 392-783 of 784 (15.3 KiB)"));
+        QVERIFY(model.data(model.index(1, ProcessTableModel::VariablesColumn), Qt::ToolTipRole)
+                    .toString()
+                    .contains(QStringLiteral("--min_slice_bytes")));
+    }
+
+    void launchedPsRowsCountTheLaunchersPsTasks()
+    {
+        // Three ps tasks launched here; ps:0's status has not named them yet.
+        RunSnapshot snapshot = partitionedSoftmax();
+        snapshot.psHosts.clear();
+        auto *w = snapshot.signature.mutable_variables(0);
+        w->clear_slice_rows();
+        for (const int rows : {262, 261, 261})
+            w->add_slice_rows(rows);
+        std::vector<TaskInfo> tasks;
+        for (int k = 0; k < 3; ++k)
+            tasks.push_back(TaskInfo{TaskId{JobName::Ps, k}, {}, TaskState::Serving, {}, 0, {}, 0, 0, 0});
+        tasks.push_back(TaskInfo{TaskId{JobName::Worker, 0}, {}, TaskState::Training, {}, 0, {}, 0, 0, 0});
+        const auto rows = buildProcessRows(tasks, &snapshot, {}, {});
+        QCOMPARE(holdsOf(rows, QStringLiteral("ps:2")), QStringLiteral("W rows 523-783 of 784 (10.2 KiB)"));
+        QCOMPARE(holdsOf(rows, QStringLiteral("worker:0")), QString());
+
+        // Before the chief declared the model, nothing is claimed.
+        const RunSnapshot empty;
+        QCOMPARE(holdsOf(buildProcessRows(tasks, &empty, {}, {}), QStringLiteral("ps:0")), QString());
+    }
+};
+
+QTEST_APPLESS_MAIN(TestProcessRows)
+#include "tst_process_rows.moc"
