@@ -214,6 +214,9 @@ void LossChart::rebuild()
     double xMax = std::numeric_limits<double>::lowest();
     double yMin = std::numeric_limits<double>::max();
     double yMax = std::numeric_limits<double>::lowest();
+    // The x range spans every point, also those a log axis cannot draw: a
+    // loss that reached exactly 0 (a separable dataset) must not freeze the
+    // axis at the last step whose loss was positive.
     const auto extend = [&](const QList<QPointF> &points) {
         for (const QPointF &p : points) {
             xMin = std::min(xMin, p.x());
@@ -234,19 +237,21 @@ void LossChart::rebuild()
 
     for (const auto &[worker, series] : snapshot.batchLossByWorker) {
         WorkerSeries &lines = seriesFor(worker);
-        const QList<QPointF> raw = positive(envelopePoints(series));
+        const QList<QPointF> all = envelopePoints(series);
+        extend(all);
+        const QList<QPointF> raw = positive(all);
         const std::vector<double> ema = debiasedEma(series.buckets(), m_smoothing);
         QList<QPointF> smooth;
         smooth.reserve(qsizetype(ema.size()));
         for (size_t i = 0; i < ema.size(); ++i)
             smooth.append(QPointF(series.buckets()[i].x, ema[i]));
         smooth = positive(std::move(smooth));
-        extend(raw);
         lines.raw->replace(raw);
         lines.smoothed->replace(smooth);
     }
-    const QList<QPointF> full = positive(meanPoints(snapshot.fullLoss));
-    extend(full);
+    const QList<QPointF> allFull = meanPoints(snapshot.fullLoss);
+    extend(allFull);
+    const QList<QPointF> full = positive(allFull);
     // Dots help while evaluations are few; later they would hide the line.
     m_fullLoss->setPointsVisible(full.size() <= 40);
     m_fullLoss->replace(full);
@@ -261,8 +266,8 @@ void LossChart::rebuild()
         QLineSeries *line = metricLine(name, i);
         QList<QPointF> points = meanPoints(snapshot.metricSeries[i]);
         if (axis == MetricAxis::Loss) {
-            points = positive(std::move(points));
             extend(points);
+            points = positive(std::move(points));
         }
         line->setPointsVisible(points.size() <= 40);
         line->replace(points);

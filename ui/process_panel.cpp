@@ -42,6 +42,11 @@ ProcessPanel::ProcessPanel(ClusterLauncher *launcher, ClusterWatcher *watcher, Q
     m_table->verticalHeader()->setDefaultSectionSize(22);
     m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
     m_table->horizontalHeader()->setSectionResizeMode(ProcessTableModel::StateColumn, QHeaderView::Stretch);
+    // What a ps holds can be long ("W rows 0-49999 of 100000 (1.9 MiB), ..."):
+    // a column of its own width, elided, with the whole text in its tooltip,
+    // so that it never widens the window beyond the screen.
+    m_table->horizontalHeader()->setSectionResizeMode(ProcessTableModel::VariablesColumn, QHeaderView::Interactive);
+    m_table->setColumnWidth(ProcessTableModel::VariablesColumn, 260);
     m_table->setContextMenuPolicy(Qt::CustomContextMenu);
     m_table->setWordWrap(false);
 

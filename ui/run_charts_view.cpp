@@ -67,10 +67,17 @@ RunChartsView::RunChartsView(QWidget *parent)
     values->setStretchFactor(1, 1);
     values->setSizes({800, 650});
     m_values = values;
-    // The three figures stacked, so one variable's lines line up by step.
-    auto *movement = new QSplitter(Qt::Vertical, this);
-    for (VariableSummaryChart *chart : m_variables)
+    // The three figures side by side, over the same steps. Stacked, they had
+    // a third of the tab's height each, too little for Qt Charts to print
+    // the step labels (it elides them to "...") once the process panel
+    // lists a few tasks.
+    auto *movement = new QSplitter(Qt::Horizontal, this);
+    for (VariableSummaryChart *chart : m_variables) {
+        // A chart's own minimum (title, legend, axes) would make the three
+        // wider than a 1600-pixel screen.
+        chart->setMinimumWidth(320);
         movement->addWidget(chart);
+    }
     m_movement = movement;
     m_parameters->addWidget(m_values);
     m_parameters->addWidget(m_movement);

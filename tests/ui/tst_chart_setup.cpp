@@ -175,6 +175,25 @@ private Q_SLOTS:
         QCOMPARE(qchart->series().size(), 5);
     }
 
+    // Blobs a softmax separates perfectly: the batch loss reaches exactly 0
+    // by step 10. The log axis cannot draw 0, but the x axis still runs to
+    // the run's last step (it stopped at step 9, the last positive loss).
+    void aLossThatReachesZeroDoesNotFreezeTheStepAxis()
+    {
+        auto run = std::make_shared<RunSnapshot>();
+        for (int64_t step = 1; step <= 300; ++step)
+            run->batchLossByWorker[0].append(double(step), step < 10 ? 2.0 / double(step) : 0.0);
+        LossChart chart;
+        chart.resize(800, 500);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        chart.setSnapshot(run);
+        QChart *qchart = chart.findChild<QChartView *>()->chart();
+        auto *x = qobject_cast<QValueAxis *>(qchart->axes(Qt::Horizontal).value(0));
+        QVERIFY(x);
+        QVERIFY2(x->max() >= 300, qPrintable(QString::number(x->max())));
+    }
+
     void theLossChartDrawsTheHeldOutScoreBesideTheChiefsLoss()
     {
         auto run = std::make_shared<RunSnapshot>(*smallRun());
