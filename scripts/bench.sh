@@ -46,6 +46,9 @@ echo "== a Python worker's step (python/parasync) against the same ps"
 PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/python_step.py" "${quick_flag[@]}" --out="$out/python_step.json"
 echo "== clusters of real processes: updates/s, 1 vs 2 ps, time to accuracy, telemetry cost"
 "$build/bench/bench_cluster" "${quick_flag[@]}" --out="$out/cluster.json"
+echo "== partitioned variables in a shaped network: 1M parameters, 4 workers, 1 / 2 / 4 ps hosts"
+PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "${quick_flag[@]}" \
+  --node="$PARASYNC_NODE" --out="$out/partition_scaling.json"
 if [ -x "$build/bench/bench_app_ingest" ]; then
   # Separate processes, so the memory figure is the app's alone.
   echo "== the app's ingest: GUI event-loop latency with the demo at full speed"
