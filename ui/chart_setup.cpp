@@ -9,9 +9,11 @@
 #include <QChart>
 #include <QLegend>
 #include <QLegendMarker>
+#include <QLogValueAxis>
 #include <QValueAxis>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace parasync::ui {
@@ -39,6 +41,14 @@ void setRoundRange(QValueAxis *axis, double min, double max, int maxTicks)
     axis->setTickType(QValueAxis::TicksDynamic);
     axis->setTickAnchor(0);
     axis->setTickInterval(step);
+}
+
+void setLogRange(QLogValueAxis *axis, double min, double max, int maxTicks)
+{
+    axis->setRange(min, max);
+    const double decades = min > 0 && max > min ? std::log10(max / min) : 1;
+    const double decadesPerTick = std::max(1.0, std::ceil(decades / std::max(1, maxTicks)));
+    axis->setBase(std::pow(10.0, decadesPerTick));
 }
 
 void addAxes(QChart *chart, QAbstractAxis *x, QAbstractAxis *y)

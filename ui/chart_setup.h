@@ -18,6 +18,7 @@ class QAbstractBarSeries;
 class QAbstractSeries;
 class QBarSet;
 class QChart;
+class QLogValueAxis;
 class QColor;
 class QValueAxis;
 
@@ -28,6 +29,10 @@ void styleChart(QChart *chart, const QString &title);
 // Sets the range and round tick values (1, 2, 5 x 10^n apart), anchored at 0,
 // so a step axis reads 0, 5000, 10000 rather than 1, 7496, 14992.
 void setRoundRange(QValueAxis *axis, double min, double max, int maxTicks = 8);
+// Sets the range and a tick for every decade -- or every 10^k decades when
+// there would be more than `maxTicks`, as in a run whose loss grew from 1 to
+// 1e38: forty one-decade labels crowd into ellipses.
+void setLogRange(QLogValueAxis *axis, double min, double max, int maxTicks = 10);
 // Adds `x` at the bottom and `y` on the left.
 void addAxes(QChart *chart, QAbstractAxis *x, QAbstractAxis *y);
 // Adds `series` to `chart`, drawn against `x` and `y`.

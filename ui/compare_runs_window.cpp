@@ -147,7 +147,7 @@ void ComparisonChart::rebuild()
     }
     if (xMin <= xMax) {
         setRoundRange(m_xAxis, xMin, std::max(xMax, xMin + (m_axis == Axis::GlobalStep ? 1 : 0.01)));
-        m_yAxis->setRange(yMin / 1.5, yMax * 1.5);
+        setLogRange(m_yAxis, yMin / 1.5, yMax * 1.5);
     }
     m_markers->setAnnotations(std::move(markers));
 }

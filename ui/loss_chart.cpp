@@ -171,9 +171,15 @@ LossChart::WorkerSeries &LossChart::seriesFor(int worker)
     }
     m_chart->removeSeries(m_fullLoss);
     attach(m_fullLoss);
-    // One legend entry per worker: the smoothed line.
-    for (auto &[index, lines] : m_workers)
+    // One legend entry per worker: the smoothed line. With many workers the
+    // entries would be a row of unnamed squares: none then (the colours are
+    // the step timeline's).
+    constexpr size_t kMostWorkersInLegend = 12;
+    for (auto &[index, lines] : m_workers) {
         hideFromLegend(m_chart, lines.raw);
+        if (m_workers.size() > kMostWorkersInLegend)
+            hideFromLegend(m_chart, lines.smoothed);
+    }
     return added;
 }
 
@@ -280,7 +286,7 @@ void LossChart::rebuild()
             yMax = 1;
         }
         if (log) {
-            m_logY->setRange(yMin / 1.5, yMax * 1.5);
+            setLogRange(m_logY, yMin / 1.5, yMax * 1.5);
         } else {
             const double pad = std::max((yMax - yMin) * 0.05, 1e-6);
             m_linearY->setRange(std::max(0.0, yMin - pad), yMax + pad);

@@ -193,7 +193,7 @@ void ModeLossChart::rebuild()
     if (yMax > 0) {
         yMin = std::min(yMin, target);
         yMax = std::max(yMax, target);
-        m_yAxis->setRange(yMin / 1.5, yMax * 1.5);
+        setLogRange(m_yAxis, yMin / 1.5, yMax * 1.5);
     }
 }
 

@@ -13,20 +13,6 @@ namespace parasync::ui {
 
 namespace {
 
-QString phaseText(const WorkerFigures &worker)
-{
-    switch (worker.phase) {
-    case proto::WAITING_FOR_CHIEF: return QObject::tr("waiting for the chief");
-    case proto::TRAINING: return QObject::tr("training");
-    case proto::BLOCKED_BY_SYNC: return QObject::tr("blocked by sync");
-    case proto::BLOCKED_BY_STALENESS: return QObject::tr("blocked by staleness");
-    case proto::FINISHED: return QObject::tr("finished");
-    case proto::DEAD: return QObject::tr("dead");
-    case proto::STOPPED: return QObject::tr("stopped");
-    default: return QObject::tr("not seen yet");
-    }
-}
-
 void drawCross(QPainter *painter, QPointF centre, double size)
 {
     painter->drawLine(centre + QPointF(-size, -size), centre + QPointF(size, size));
@@ -43,9 +29,14 @@ StepTimelinePainter::StepTimelinePainter(const RunSnapshot *snapshot, const Time
 
 void StepTimelinePainter::paint(QPainter *painter, const QRectF &rect, const TimelineMapping &range) const
 {
+    paint(painter, TimelineLayout::forRect(rect, m_lanes.laneCount()), range);
+}
+
+void StepTimelinePainter::paint(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &range) const
+{
+    const QRectF &rect = layout.bounds;
     painter->save();
     painter->setRenderHint(QPainter::Antialiasing, false);
-    const TimelineLayout layout = TimelineLayout::forRect(rect, m_lanes.laneCount());
     const TimelineMapping map = layout.onPlot(range);
     const Fonts fonts = fontsFor(painter);
 
@@ -203,21 +194,21 @@ void StepTimelinePainter::paintLanes(QPainter *painter, const TimelineLayout &la
     painter->fillRect(plot, QColor(0xfa, 0xfa, 0xfa));
     painter->setFont(fonts.base);
     const std::vector<int> &workers = m_lanes.laneWorkers();
-    for (size_t lane = 0; lane < workers.size(); ++lane) {
-        const double top = layout.laneTop(int(lane));
+    const int stride = layout.labelStride(QFontMetricsF(fonts.base, painter->device()).height());
+    if (stride > 1) {
+        paintLaneGroups(painter, layout, fonts, stride);
+        return;
+    }
+    for (int lane = layout.firstLane; lane < layout.firstLane + layout.visibleLanes; ++lane) {
+        const double top = layout.laneTop(lane);
         const QRectF laneRect(plot.left(), top, plot.width(), layout.laneHeight);
         if (lane % 2 == 1)
             painter->fillRect(laneRect, QColor(0xf0, 0xf0, 0xf0));
-        const int worker = workers[lane];
+        const int worker = workers[size_t(lane)];
         QRectF label(layout.labels.left() + 6, top, layout.labels.width() - 10, layout.laneHeight);
         painter->setPen(workerColor(worker).darker(120));
         painter->setFont(fonts.base);
-        QString state;
-        if (m_snapshot) {
-            for (const auto &figures : m_snapshot->workers)
-                if (figures.index == worker)
-                    state = phaseText(figures) + QStringLiteral(" \u00b7 clock %1").arg(figures.clock);
-        }
+        const QString state = laneState(worker);
         if (layout.laneHeight >= 34 && !state.isEmpty()) {
             painter->drawText(label.adjusted(0, 0, 0, -layout.laneHeight / 2), Qt::AlignBottom | Qt::AlignLeft,
                               workerName(worker));
@@ -230,11 +221,56 @@ void StepTimelinePainter::paintLanes(QPainter *painter, const TimelineLayout &la
     }
 }
 
+void StepTimelinePainter::paintLaneGroups(QPainter *painter, const TimelineLayout &layout, const Fonts &fonts,
+                                          int stride) const
+{
+    // Lanes too thin for a name each: neighbouring lanes share a band and
+    // one name ("worker:8-15"), the bands shaded alternately, so that every
+    // lane is still drawn (a straggler's lane thins out within its band)
+    // and the names stay readable. The tooltip names a single lane.
+    const std::vector<int> &workers = m_lanes.laneWorkers();
+    const int shownEnd = layout.firstLane + layout.visibleLanes;
+    painter->save();
+    painter->setClipRect(layout.labels.united(layout.plot));
+    for (int first = layout.firstLane / stride * stride; first < shownEnd; first += stride) {
+        const int last = std::min(first + stride, layout.lanes) - 1;
+        const double top = std::max(layout.laneTop(first), layout.plot.top());
+        const double bottom = std::min(layout.laneTop(last + 1), layout.plot.bottom());
+        if ((first / stride) % 2 == 1)
+            painter->fillRect(QRectF(layout.plot.left(), top, layout.plot.width(), bottom - top),
+                              QColor(0xf0, 0xf0, 0xf0));
+        painter->setPen(QColor(0xdc, 0xdc, 0xdc));
+        painter->drawLine(QPointF(layout.labels.left() + 4, top), QPointF(layout.labels.right() - 4, top));
+        const QString name
+            = first == last
+                  ? workerName(workers[size_t(first)])
+                  : QStringLiteral("%1\u2013%2").arg(workerName(workers[size_t(first)])).arg(workers[size_t(last)]);
+        painter->setPen(fonts.text);
+        painter->setFont(fonts.base);
+        painter->drawText(QRectF(layout.labels.left() + 6, top, layout.labels.width() - 10, bottom - top),
+                          Qt::AlignVCenter | Qt::AlignLeft, name);
+    }
+    painter->restore();
+}
+
+QString StepTimelinePainter::laneState(int worker) const
+{
+    if (!m_snapshot)
+        return {};
+    for (const auto &figures : m_snapshot->workers)
+        if (figures.index == worker)
+            return workerPhaseText(figures.phase) + QStringLiteral(" \u00b7 clock %1").arg(figures.clock);
+    return {};
+}
+
 void StepTimelinePainter::paintSpans(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map) const
 {
+    const double inset = std::min(2.0, layout.laneHeight * 0.15);
     for (const TimelineSpan &span : m_lanes.spansIn(map)) {
+        if (!layout.showsLane(span.lane))
+            continue;
         const double top = layout.laneTop(span.lane);
-        painter->fillRect(QRectF(span.x0, top + 2, std::max(1.0, span.x1 - span.x0), layout.laneHeight - 4),
+        painter->fillRect(QRectF(span.x0, top + inset, std::max(1.0, span.x1 - span.x0), layout.laneHeight - 2 * inset),
                           waitColor(span.reason));
     }
 }
@@ -243,15 +279,20 @@ void StepTimelinePainter::paintUpdates(QPainter *painter, const TimelineLayout &
                                        const TimelineMapping &map) const
 {
     const TimelineMarks marks = m_lanes.marksIn(map);
-    const double tickInset = std::max(2.0, layout.laneHeight * 0.18);
+    // Thin lanes (many workers) keep most of their height for the mark.
+    const double tickInset = std::max(layout.laneHeight >= 12 ? 2.0 : 0.5, layout.laneHeight * 0.18);
     const double tickWidth = std::clamp(map.width / std::max(map.span(), 1e-9) * 0.6, 1.0, 3.0);
     for (const TimelineMarks::Tick &tick : marks.ticks) {
+        if (!layout.showsLane(tick.lane))
+            continue;
         const double top = layout.laneTop(tick.lane);
         painter->setPen(QPen(workerColor(tick.worker), tickWidth));
         painter->drawLine(QPointF(tick.x, top + tickInset), QPointF(tick.x, top + layout.laneHeight - tickInset));
     }
     const double full = layout.laneHeight - 2 * tickInset;
     for (const TimelineMarks::Bar &bar : marks.bars) {
+        if (!layout.showsLane(bar.lane))
+            continue;
         const double bottom = layout.laneTop(bar.lane + 1) - tickInset;
         painter->setPen(QPen(workerColor(m_lanes.laneWorkers()[size_t(bar.lane)]), 1));
         painter->drawLine(QPointF(bar.x, bottom), QPointF(bar.x, bottom - std::max(1.0, bar.share * full)));
@@ -261,7 +302,8 @@ void StepTimelinePainter::paintUpdates(QPainter *painter, const TimelineLayout &
     painter->setPen(QPen(droppedColor(), 2));
     const double crossSize = std::clamp(layout.laneHeight * 0.15, 3.0, 6.0);
     for (const TimelineMarks::Tick &drop : marks.drops)
-        drawCross(painter, QPointF(drop.x, layout.laneTop(drop.lane) + layout.laneHeight / 2), crossSize);
+        if (layout.showsLane(drop.lane))
+            drawCross(painter, QPointF(drop.x, layout.laneTop(drop.lane) + layout.laneHeight / 2), crossSize);
 }
 
 void StepTimelinePainter::paintMarkers(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map,

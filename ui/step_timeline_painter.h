@@ -27,8 +27,11 @@ public:
     StepTimelinePainter(const RunSnapshot *snapshot, const TimelineLanes &lanes);
 
     // Paints into `rect`, from range.start to range.end (the range's pixel
-    // extent is set to the plot's here).
+    // extent is set to the plot's here), every lane: an export shows the
+    // whole cluster.
     void paint(QPainter *painter, const QRectF &rect, const TimelineMapping &range) const;
+    // Paints the lanes `layout` shows (a scrolled view shows some of them).
+    void paint(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &range) const;
 
 private:
     struct Fonts
@@ -44,6 +47,9 @@ private:
     double paintLegend(QPainter *painter, const QRectF &rect, const TimelineLayout &layout, const Fonts &fonts) const;
     void paintNotes(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map, double x) const;
     void paintLanes(QPainter *painter, const TimelineLayout &layout, const Fonts &fonts) const;
+    void paintLaneGroups(QPainter *painter, const TimelineLayout &layout, const Fonts &fonts, int stride) const;
+    // "training · clock 12" for a worker the run lists; empty otherwise.
+    QString laneState(int worker) const;
     void paintSpans(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map) const;
     void paintUpdates(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map) const;
     void paintMarkers(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map,

@@ -13,6 +13,7 @@
 #include <QMouseEvent>
 #include <QPainter>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <QWheelEvent>
@@ -56,12 +57,14 @@ void StepTimelineView::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
     m_snapshot = std::move(snapshot);
     if (!m_snapshot) {
         m_lanes = TimelineLanes(m_lanes.axis());
+        announceLaneScroll();
         update();
         return;
     }
     m_lanes = TimelineLanes(*m_snapshot, m_lanes.axis());
     if (m_follow)
         applyFollow();
+    announceLaneScroll();
     update();
 }
 
@@ -141,7 +144,30 @@ void StepTimelineView::fitAll()
 
 TimelineLayout StepTimelineView::layout() const
 {
-    return TimelineLayout::forRect(QRectF(rect()), m_lanes.laneCount());
+    return TimelineLayout::forRect(QRectF(rect()), m_lanes.laneCount(), kMinLaneHeight, m_firstLane);
+}
+
+void StepTimelineView::setFirstLane(int lane)
+{
+    const int clamped = std::clamp(lane, 0, lastFirstLane());
+    if (clamped == m_firstLane)
+        return;
+    m_firstLane = clamped;
+    announceLaneScroll();
+    update();
+}
+
+void StepTimelineView::announceLaneScroll()
+{
+    // A run that gains or loses workers, or a resize, moves the bounds; the
+    // remembered first lane is clamped to them rather than lost.
+    const TimelineLayout shown = layout();
+    m_firstLane = shown.firstLane;
+    const std::tuple<int, int, int> scroll{shown.firstLane, shown.lastFirstLane(), shown.visibleLanes};
+    if (scroll == m_announcedLaneScroll)
+        return;
+    m_announcedLaneScroll = scroll;
+    Q_EMIT laneScrollChanged(shown.firstLane, shown.lastFirstLane(), shown.visibleLanes);
 }
 
 void StepTimelineView::updateMappingGeometry()
@@ -153,6 +179,7 @@ void StepTimelineView::resizeEvent(QResizeEvent *event)
 {
     QWidget::resizeEvent(event);
     updateMappingGeometry();
+    announceLaneScroll();
 }
 
 int StepTimelineView::modeMarkerCount() const
@@ -164,7 +191,7 @@ void StepTimelineView::paintEvent(QPaintEvent *)
 {
     QPainter painter(this);
     painter.fillRect(rect(), palette().base());
-    StepTimelinePainter(m_snapshot.get(), m_lanes).paint(&painter, QRectF(rect()), m_mapping);
+    StepTimelinePainter(m_snapshot.get(), m_lanes).paint(&painter, layout(), m_mapping);
 }
 
 void StepTimelineView::wheelEvent(QWheelEvent *event)
@@ -172,6 +199,17 @@ void StepTimelineView::wheelEvent(QWheelEvent *event)
     const double degrees = event->angleDelta().y() / 8.0;
     if (degrees == 0) {
         event->ignore();
+        return;
+    }
+    if (event->modifiers() & Qt::ShiftModifier) {
+        // Shift+wheel scrolls the lanes, three a notch, as a list scrolls.
+        const int lanes = -int(std::lround(degrees / 15.0 * 3));
+        if (lastFirstLane() == 0) {
+            event->ignore();
+            return;
+        }
+        setFirstLane(m_firstLane + (lanes != 0 ? lanes : (degrees > 0 ? -1 : 1)));
+        event->accept();
         return;
     }
     const double factor = std::pow(1.25, degrees / 15.0);
@@ -232,7 +270,11 @@ bool StepTimelineView::event(QEvent *event)
 {
     if (event->type() == QEvent::ToolTip) {
         auto *help = static_cast<QHelpEvent *>(event);
-        if (const TimelineItem *item = m_lanes.itemAt(layout(), m_mapping, help->pos())) {
+        const TimelineLayout shown = layout();
+        if (const int lane = shown.laneAt(help->pos().y()); lane >= 0 && shown.labels.contains(help->pos())) {
+            // Names are shared by several lanes when lanes are thin: hovering names the one.
+            QToolTip::showText(help->globalPos(), laneToolTip(m_lanes.laneWorkers()[size_t(lane)]), this);
+        } else if (const TimelineItem *item = m_lanes.itemAt(layout(), m_mapping, help->pos())) {
             QString text = tr("%1: global step %2, worker clock %3, staleness %4, %5")
                                .arg(workerName(item->worker))
                                .arg(qint64(item->step))
@@ -251,6 +293,25 @@ bool StepTimelineView::event(QEvent *event)
         return true;
     }
     return QWidget::event(event);
+}
+
+QString StepTimelineView::laneToolTip(int worker) const
+{
+    QString text = workerName(worker);
+    if (!m_snapshot)
+        return text;
+    for (const WorkerFigures &figures : m_snapshot->workers) {
+        if (figures.index != worker)
+            continue;
+        text += tr(": %1, clock %2, %3 applied, %4 dropped")
+                    .arg(workerPhaseText(figures.phase))
+                    .arg(figures.clock)
+                    .arg(figures.applied)
+                    .arg(figures.dropped);
+        if (figures.stepsPerSecond > 0)
+            text += tr(", %1 steps/s").arg(figures.stepsPerSecond, 0, 'f', 1);
+    }
+    return text;
 }
 
 CsvTable StepTimelineView::csv() const
@@ -273,6 +334,7 @@ CsvTable StepTimelineView::csv() const
 StepTimelineChart::StepTimelineChart(QWidget *parent)
     : ChartWidget(parent)
     , m_view(new StepTimelineView(this))
+    , m_laneScroll(new QScrollBar(Qt::Vertical, this))
     , m_axisChoice(new QComboBox(this))
     , m_follow(new QCheckBox(tr("Follow the newest step"), this))
 {
@@ -284,6 +346,21 @@ StepTimelineChart::StepTimelineChart(QWidget *parent)
     auto *fit = new QPushButton(tr("Fit all"), this);
     fit->setToolTip(tr("Show every recent step (double-click the timeline does the same)"));
     auto *hint = new QLabel(tr("Wheel: zoom \u00b7 drag: pan \u00b7 hover a tick for details"), this);
+    // Shown only while the lanes do not all fit (many workers, a small window).
+    m_laneScroll->setObjectName(QStringLiteral("timelineLaneScroll"));
+    m_laneScroll->setToolTip(tr("More workers than fit: scroll the lanes (or Shift+wheel over the timeline)"));
+    m_laneScroll->hide();
+    connect(m_view, &StepTimelineView::laneScrollChanged, this, [this, hint](int first, int last, int visible) {
+        const QSignalBlocker blocker(m_laneScroll);
+        m_laneScroll->setRange(0, last);
+        m_laneScroll->setPageStep(visible);
+        m_laneScroll->setValue(first);
+        m_laneScroll->setVisible(last > 0);
+        hint->setText(last > 0 ? tr("Wheel: zoom \u00b7 Shift+wheel: scroll lanes \u00b7 drag: pan \u00b7 hover a tick "
+                                    "for details")
+                               : tr("Wheel: zoom \u00b7 drag: pan \u00b7 hover a tick for details"));
+    });
+    connect(m_laneScroll, &QScrollBar::valueChanged, m_view, &StepTimelineView::setFirstLane);
     hint->setStyleSheet(QStringLiteral("color: gray"));
     connect(m_axisChoice, &QComboBox::currentIndexChanged, this, [this](int index) {
         m_view->setAxis(index == 0 ? StepTimelineView::Axis::GlobalStep : StepTimelineView::Axis::WallTime);
@@ -302,7 +379,11 @@ StepTimelineChart::StepTimelineChart(QWidget *parent)
     auto *layout = new QVBoxLayout(this);
     layout->setContentsMargins(0, 0, 0, 0);
     layout->addLayout(controls);
-    layout->addWidget(m_view, 1);
+    auto *lanes = new QHBoxLayout;
+    lanes->setSpacing(0);
+    lanes->addWidget(m_view, 1);
+    lanes->addWidget(m_laneScroll);
+    layout->addLayout(lanes, 1);
 }
 
 QString StepTimelineChart::title() const

@@ -16,10 +16,12 @@
 #include "ui/models/timeline_mapping.h"
 
 #include <memory>
+#include <tuple>
 
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QScrollBar;
 
 namespace parasync::ui {
 
@@ -46,6 +48,12 @@ public:
     // The range that shows every recent step.
     TimelineMapping fittedRange() const;
 
+    // Lanes scroll when they do not all fit at their minimum height.
+    int firstLane() const { return layout().firstLane; }
+    int visibleLanes() const { return layout().visibleLanes; }
+    int lastFirstLane() const { return layout().lastFirstLane(); }
+    void setFirstLane(int lane);
+
     int modeMarkerCount() const;
     int itemCount() const { return int(m_lanes.items().size()); }
     CsvTable csv() const;
@@ -54,6 +62,8 @@ public:
 
 Q_SIGNALS:
     void followHeadChanged(bool follow);
+    // The lanes scrolled to, or how many can be: for a scroll bar.
+    void laneScrollChanged(int firstLane, int lastFirstLane, int visibleLanes);
 
 protected:
     void paintEvent(QPaintEvent *event) override;
@@ -66,8 +76,14 @@ protected:
     bool event(QEvent *event) override;
 
 private:
+    // Below this a lane's tick is hard to see and its colour to tell.
+    static constexpr double kMinLaneHeight = 6;
+
     TimelineLayout layout() const;
     void updateMappingGeometry();
+    void announceLaneScroll();
+    // The hover text of a lane's name: its phase, clock and counts.
+    QString laneToolTip(int worker) const;
     void applyFollow();
     // The span the followed view shows: the user's, widened on the step
     // axis so the head crosses a screen in no less than a few seconds.
@@ -85,6 +101,8 @@ private:
     bool m_autoSpan = true;
     bool m_dragging = false;
     double m_dragLastX = 0;
+    int m_firstLane = 0;
+    std::tuple<int, int, int> m_announcedLaneScroll{-1, -1, -1};
 };
 
 // The timeline with its controls (axis, follow, fit), as a chart the
@@ -113,6 +131,7 @@ protected:
 private:
     std::shared_ptr<const RunSnapshot> m_snapshot;
     StepTimelineView *m_view;
+    QScrollBar *m_laneScroll;
     QComboBox *m_axisChoice;
     QCheckBox *m_follow;
 };

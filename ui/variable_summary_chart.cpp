@@ -146,7 +146,7 @@ void VariableSummaryChart::rebuild()
         return;
     setRoundRange(m_xAxis, xMin, std::max(xMax, xMin + 1));
     if (m_logY) {
-        m_logY->setRange(std::pow(10.0, std::floor(std::log10(yMin))), std::pow(10.0, std::ceil(std::log10(yMax))));
+        setLogRange(m_logY, std::pow(10.0, std::floor(std::log10(yMin))), std::pow(10.0, std::ceil(std::log10(yMax))));
     } else {
         const double pad = std::max((yMax - yMin) * 0.05, 1e-3);
         m_linearY->setRange(std::max(0.0, yMin - pad), yMax + pad);

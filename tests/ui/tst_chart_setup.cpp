@@ -18,6 +18,7 @@
 #include <QLegend>
 #include <QLegendMarker>
 #include <QLineSeries>
+#include <QLogValueAxis>
 #include <QTest>
 #include <QValueAxis>
 
@@ -192,6 +193,33 @@ private Q_SLOTS:
         auto *x = qobject_cast<QValueAxis *>(qchart->axes(Qt::Horizontal).value(0));
         QVERIFY(x);
         QVERIFY2(x->max() >= 300, qPrintable(QString::number(x->max())));
+    }
+
+    void aDivergingLossKeepsReadableLogTicks()
+    {
+        // 64 async workers at too high a learning rate: the loss grows from
+        // about 1 to 1e38 before it overflows. A tick per decade would be
+        // forty labels crowded into ellipses.
+        auto run = std::make_shared<RunSnapshot>();
+        for (int64_t step = 1; step <= 380; ++step)
+            run->batchLossByWorker[0].append(double(step), std::pow(10.0, double(step) / 10.0));
+        LossChart chart;
+        chart.resize(800, 500);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        chart.setSnapshot(run);
+        QChart *qchart = chart.findChild<QChartView *>()->chart();
+        auto *y = qobject_cast<QLogValueAxis *>(qchart->axes(Qt::Vertical).value(0));
+        QVERIFY(y);
+        QVERIFY2(y->max() >= 1e38, qPrintable(QString::number(y->max())));
+        QVERIFY2(y->tickCount() <= 11,
+                 qPrintable(QStringLiteral("%1 ticks, base %2").arg(y->tickCount()).arg(y->base())));
+        // A loss within a few decades keeps a tick per decade.
+        auto small = std::make_shared<RunSnapshot>();
+        for (int64_t step = 1; step <= 100; ++step)
+            small->batchLossByWorker[0].append(double(step), 10.0 / double(step));
+        chart.setSnapshot(small);
+        QCOMPARE(y->base(), 10.0);
     }
 
     void theLossChartDrawsTheHeldOutScoreBesideTheChiefsLoss()

@@ -84,6 +84,37 @@ private Q_SLOTS:
         const RunSnapshot empty;
         QCOMPARE(holdsOf(buildProcessRows(tasks, &empty, {}, {}), QStringLiteral("ps:0")), QString());
     }
+
+    void aWorkerPushingNaNSaysSoBesideItsState()
+    {
+        // 64 async workers at the demo's learning rate diverge: the loss
+        // overflows and ps:0 rejects every gradient while the workers still
+        // train. The panel must not read as if all were well.
+        RunSnapshot snapshot;
+        WorkerFigures diverged;
+        diverged.index = 0;
+        diverged.phase = proto::TRAINING;
+        diverged.nonfinite = 1234;
+        WorkerFigures healthy;
+        healthy.index = 1;
+        healthy.phase = proto::TRAINING;
+        snapshot.workers = {diverged, healthy};
+        const auto stateOf = [](const std::vector<ProcessRow> &rows, const QString &task) {
+            for (const auto &row : rows)
+                if (row.task == task)
+                    return row.stateText;
+            return QString();
+        };
+        const auto watched = buildProcessRows({}, &snapshot, {}, {});
+        QCOMPARE(stateOf(watched, QStringLiteral("worker:0")),
+                 QStringLiteral("training \u00b7 1234 gradients with NaN or infinite values"));
+        QCOMPARE(stateOf(watched, QStringLiteral("worker:1")), QStringLiteral("training"));
+        // The same for a cluster this app launched.
+        const std::vector<TaskInfo> tasks{
+            TaskInfo{TaskId{JobName::Worker, 0}, {}, TaskState::Training, {}, 0, {}, 0, 0, 0}};
+        QCOMPARE(stateOf(buildProcessRows(tasks, &snapshot, {}, {}), QStringLiteral("worker:0")),
+                 QStringLiteral("training \u00b7 1234 gradients with NaN or infinite values"));
+    }
 };
 
 QTEST_APPLESS_MAIN(TestProcessRows)

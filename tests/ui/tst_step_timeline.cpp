@@ -4,6 +4,7 @@
 // scrolling past dozens of screens a second; a user's zoom overrides both.
 #include "ui/step_timeline_view.h"
 
+#include <QScrollBar>
 #include <QTest>
 #include <QWheelEvent>
 
@@ -14,13 +15,13 @@ using namespace parasync::ui;
 
 namespace {
 
-// `count` applied steps alternating between two workers, `perSecond` of
+// `count` applied steps round-robin over the workers (two unless told), `perSecond` of
 // them a second of wall time.
-std::shared_ptr<const RunSnapshot> run(int count, double perSecond)
+std::shared_ptr<const RunSnapshot> run(int count, double perSecond, int workers = 2)
 {
     auto snapshot = std::make_shared<RunSnapshot>();
     snapshot->startWallTime = 1000;
-    for (int w = 0; w < 2; ++w) {
+    for (int w = 0; w < workers; ++w) {
         WorkerFigures figures;
         figures.index = w;
         snapshot->workers.push_back(figures);
@@ -29,8 +30,8 @@ std::shared_ptr<const RunSnapshot> run(int count, double perSecond)
         StepRecord step;
         step.globalStep = i;
         step.wallTime = 1000 + i / perSecond;
-        step.worker = i % 2;
-        step.workerClock = i / 2;
+        step.worker = i % workers;
+        step.workerClock = i / workers;
         snapshot->recentSteps.push_back(step);
     }
     snapshot->globalStep = count;
@@ -81,6 +82,44 @@ private Q_SLOTS:
         view.setSnapshot(run(24000, 8000));
         QCOMPARE(view.mapping().span(), zoomed);
         QVERIFY(view.mapping().isVisible(24000));
+    }
+
+    void sixtyFourWorkersScrollWhenTheyDoNotFit()
+    {
+        StepTimelineChart chart;
+        chart.resize(1000, 320);
+        chart.setSnapshot(run(2000, 40, 64));
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        StepTimelineView *view = chart.view();
+        auto *scroll = chart.findChild<QScrollBar *>(QStringLiteral("timelineLaneScroll"));
+        QVERIFY(scroll);
+        // Not every lane fits at a height a tick can be seen in: a scroll bar over the rest.
+        QTRY_VERIFY(view->lastFirstLane() > 0);
+        QVERIFY(view->visibleLanes() < 64);
+        QVERIFY(scroll->isVisible());
+        QCOMPARE(scroll->maximum(), view->lastFirstLane());
+        QCOMPARE(scroll->pageStep(), view->visibleLanes());
+        // The bar scrolls the lanes; Shift+wheel does too, three lanes a notch.
+        scroll->setValue(10);
+        QCOMPARE(view->firstLane(), 10);
+        QWheelEvent down(QPointF(500, 150), view->mapToGlobal(QPointF(500, 150)), QPoint(), QPoint(0, -120),
+                         Qt::NoButton, Qt::ShiftModifier, Qt::NoScrollPhase, false);
+        const double span = view->mapping().span();
+        QCoreApplication::sendEvent(view, &down);
+        QCOMPARE(view->firstLane(), 13);
+        QCOMPARE(scroll->value(), 13);
+        QCOMPARE(view->mapping().span(), span); // it scrolled rather than zoomed
+        // Scrolled to the end, then more workers join: the view keeps its place.
+        scroll->setValue(scroll->maximum());
+        const int last = view->firstLane();
+        chart.setSnapshot(run(2000, 40, 80));
+        QTRY_COMPARE(scroll->maximum(), view->lastFirstLane());
+        QCOMPARE(view->firstLane(), last);
+        // A window tall enough for every lane: no scroll bar, from the first lane.
+        chart.resize(1000, 1400);
+        QTRY_VERIFY(!scroll->isVisible());
+        QCOMPARE(view->firstLane(), 0);
     }
 };
 

@@ -43,6 +43,22 @@ RunSnapshot alternating(int count)
     return run;
 }
 
+// Steps 1..count, a tenth of a second apart, round-robin over `workers`.
+RunSnapshot roundRobin(int workers, int count)
+{
+    RunSnapshot run;
+    run.startWallTime = kStart;
+    for (int w = 0; w < workers; ++w) {
+        WorkerFigures figures;
+        figures.index = w;
+        run.workers.push_back(figures);
+    }
+    for (int i = 1; i <= count; ++i)
+        run.recentSteps.push_back(step(i, i * 0.1, i % workers));
+    run.globalStep = count;
+    return run;
+}
+
 TimelineMapping range(double start, double end)
 {
     TimelineMapping map;
@@ -232,6 +248,58 @@ private Q_SLOTS:
         TimelineLanes byTime = lanes;
         byTime.setAxis(TimelineAxis::WallTime);
         QVERIFY(!byTime.marksIn(layout.onPlot(range(0, 400))).dense);
+    }
+
+    void manyWorkersScrollInLanesATickCanBeSeenIn()
+    {
+        // 64 workers in a window 300 px high: 6 px lanes, as many as fit, scrolled to.
+        const QRectF box(0, 0, 1000, 300);
+        const TimelineLayout top = TimelineLayout::forRect(box, 64, 6);
+        QVERIFY(top.laneHeight >= 6);
+        QCOMPARE(top.visibleLanes, int(top.plot.height() / 6));
+        QVERIFY(top.visibleLanes < 64);
+        QCOMPARE(top.firstLane, 0);
+        QCOMPARE(top.lastFirstLane(), 64 - top.visibleLanes);
+        QCOMPARE(top.laneTop(top.visibleLanes), top.plot.bottom()); // the shown lanes fill the plot
+        QCOMPARE(top.laneAt(top.plot.top() + 1), 0);
+        QCOMPARE(top.laneAt(top.plot.bottom() + 1), -1);
+        // Scrolled past the end: the last lane sits at the bottom.
+        const TimelineLayout bottom = TimelineLayout::forRect(box, 64, 6, 1000);
+        QCOMPARE(bottom.firstLane, bottom.lastFirstLane());
+        QVERIFY(bottom.showsLane(63) && !bottom.showsLane(bottom.firstLane - 1));
+        QCOMPARE(bottom.laneAt(bottom.plot.bottom() - 1), 63);
+        // An export (no minimum) draws every lane, however thin.
+        const TimelineLayout all = TimelineLayout::forRect(box, 64);
+        QCOMPARE(all.visibleLanes, 64);
+        QVERIFY(all.showsLane(0) && all.showsLane(63));
+        // Few workers: every lane fits and nothing scrolls.
+        QCOMPARE(TimelineLayout::forRect(box, 4, 6, 3).firstLane, 0);
+    }
+
+    void thinLanesShareTheirNames()
+    {
+        // A name 15 px tall: a lane each while lanes are that tall, else 2, 4, 8 lanes a name.
+        QCOMPARE(TimelineLayout::forRect(QRectF(0, 0, 1000, 400), 4).labelStride(15), 1);
+        const TimelineLayout many = TimelineLayout::forRect(QRectF(0, 0, 1000, 500), 64, 6);
+        QVERIFY(many.laneHeight >= 6 && many.laneHeight < 7.5);
+        QCOMPARE(many.labelStride(15), 4);
+        QVERIFY(many.labelStride(15) * many.laneHeight >= 15);
+        // Never more lanes a name than there are lanes.
+        QCOMPARE(TimelineLayout::forRect(QRectF(0, 0, 1000, 100), 3).labelStride(500), 4);
+    }
+
+    void hoverInAScrolledViewNamesTheScrolledToWorker()
+    {
+        const TimelineLanes lanes(roundRobin(64, 640), TimelineAxis::GlobalStep);
+        const TimelineLayout layout = TimelineLayout::forRect(QRectF(0, 0, 1130, 300), lanes.laneCount(), 6, 20);
+        QCOMPARE(layout.firstLane, 20);
+        const TimelineMapping map = layout.onPlot(range(0, 200)); // 5 px a step
+        // The top row is lane 20: worker:20, whose updates are steps 20, 84, 148.
+        const double row = layout.plot.top() + layout.laneHeight / 2;
+        const TimelineItem *item = lanes.itemAt(layout, map, QPointF(map.mapToX(84), row));
+        QVERIFY(item);
+        QCOMPARE(item->worker, 20);
+        QCOMPARE(item->step, 84.0);
     }
 
     void stepsInTheLastSecondsFollowThePace()

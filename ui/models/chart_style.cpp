@@ -71,6 +71,20 @@ QString workerName(int worker)
     return QStringLiteral("worker:%1").arg(worker);
 }
 
+QString workerPhaseText(proto::WorkerPhase phase)
+{
+    switch (phase) {
+    case proto::WAITING_FOR_CHIEF: return QObject::tr("waiting for the chief");
+    case proto::TRAINING: return QObject::tr("training");
+    case proto::BLOCKED_BY_SYNC: return QObject::tr("blocked by sync");
+    case proto::BLOCKED_BY_STALENESS: return QObject::tr("blocked by staleness");
+    case proto::FINISHED: return QObject::tr("finished");
+    case proto::DEAD: return QObject::tr("dead");
+    case proto::STOPPED: return QObject::tr("stopped");
+    default: return QObject::tr("not seen yet");
+    }
+}
+
 QString lossAxisTitle(const std::string &model, bool logScale)
 {
     QString what;

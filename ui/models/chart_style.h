@@ -33,6 +33,8 @@ QString shortModeLabel(const proto::ModeConfig &mode);
 // "→ sync r=2 @ 301": a mode change's marker, on every chart of one run.
 QString modeChangeLabel(const ModeMarker &change);
 QString workerName(int worker); // "worker:1"
+// "blocked by sync", "training": a worker's phase in the charts' words.
+QString workerPhaseText(proto::WorkerPhase phase);
 
 // The loss axis's title for a model (ModelSignature.model): "loss (mean
 // squared error)" for linear, "loss (cross-entropy)" for softmax, plain

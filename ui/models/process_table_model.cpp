@@ -7,6 +7,22 @@
 
 namespace parasync::ui {
 
+namespace {
+
+// A worker whose gradients are NaN or infinite (a diverged model, bad data)
+// may look like it trains while ps:0 rejects every update it pushes: say so
+// beside its state. ps:0's log says whether they were rejected or applied.
+QString nonfiniteNote(const WorkerFigures &figures)
+{
+    if (figures.nonfinite <= 0)
+        return {};
+    return figures.nonfinite == 1
+               ? QObject::tr(" \u00b7 1 gradient with NaN or infinite values")
+               : QObject::tr(" \u00b7 %1 gradients with NaN or infinite values").arg(figures.nonfinite);
+}
+
+} // namespace
+
 TaskState taskStateFromPhase(proto::WorkerPhase phase)
 {
     switch (phase) {
@@ -81,6 +97,7 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
                 if (const WorkerFigures *figures = figuresOf(info.task.index)) {
                     row.clock = figures->clock;
                     row.dropped = figures->dropped;
+                    row.stateText += nonfiniteNote(*figures);
                     if (row.stepsPerSecond == 0)
                         row.stepsPerSecond = figures->stepsPerSecond;
                 }
@@ -120,7 +137,7 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
         QString detail = QString::fromStdString(figures.phase == proto::DEAD ? figures.reason : figures.waitingFor);
         if (!detail.isEmpty() && figures.phase != proto::DEAD)
             detail = QObject::tr("waiting for %1").arg(detail);
-        row.stateText = describeTaskState(row.state, detail);
+        row.stateText = describeTaskState(row.state, detail) + nonfiniteNote(figures);
         row.stepsPerSecond = figures.stepsPerSecond;
         row.clock = figures.clock;
         row.dropped = figures.dropped;

@@ -8,9 +8,10 @@
 
 namespace parasync::ui {
 
-TimelineLayout TimelineLayout::forRect(const QRectF &rect, int lanes)
+TimelineLayout TimelineLayout::forRect(const QRectF &rect, int lanes, double minLaneHeight, int firstLane)
 {
     TimelineLayout layout;
+    layout.bounds = rect;
     const double titleHeight = 26;
     const double legendHeight = 20;
     const double axisHeight = 40;
@@ -24,8 +25,32 @@ TimelineLayout TimelineLayout::forRect(const QRectF &rect, int lanes)
                          std::max(10.0, bottom - top));
     layout.labels = QRectF(rect.left(), top, labelWidth, layout.plot.height());
     layout.axis = QRectF(layout.plot.left(), bottom, layout.plot.width(), axisHeight);
+    layout.lanes = std::max(0, lanes);
     layout.laneHeight = layout.plot.height() / std::max(1, lanes);
+    layout.visibleLanes = layout.lanes;
+    if (minLaneHeight > 0 && layout.laneHeight < minLaneHeight) {
+        // As many whole lanes as fit, stretched to fill the plot.
+        layout.visibleLanes = std::max(1, int(layout.plot.height() / minLaneHeight));
+        layout.laneHeight = layout.plot.height() / layout.visibleLanes;
+    }
+    layout.firstLane = std::clamp(firstLane, 0, layout.lastFirstLane());
     return layout;
+}
+
+int TimelineLayout::laneAt(double y) const
+{
+    if (laneHeight <= 0 || y < plot.top() || y >= plot.bottom())
+        return -1;
+    const int lane = firstLane + int((y - plot.top()) / laneHeight);
+    return lane < lanes ? lane : -1;
+}
+
+int TimelineLayout::labelStride(double textHeight) const
+{
+    int stride = 1;
+    while (double(stride) * laneHeight < textHeight && stride < lanes)
+        stride *= 2;
+    return stride;
 }
 
 TimelineMapping TimelineLayout::onPlot(TimelineMapping range) const
@@ -211,9 +236,9 @@ TimelineMarks TimelineLanes::marksIn(const TimelineMapping &range) const
 
 const TimelineItem *TimelineLanes::itemAt(const TimelineLayout &layout, const TimelineMapping &range, QPointF pos) const
 {
-    if (!layout.plot.contains(pos) || m_laneWorkers.empty())
+    const int lane = layout.laneAt(pos.y());
+    if (!layout.plot.contains(pos) || lane < 0)
         return nullptr;
-    const int lane = int((pos.y() - layout.plot.top()) / layout.laneHeight);
     const TimelineMapping map = layout.onPlot(range);
     const double value = map.mapFromX(pos.x());
     const double tolerance = map.span() / map.width * 4;

@@ -14,6 +14,7 @@
 #include <QPointF>
 #include <QRectF>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -40,18 +41,35 @@ struct TimelineItem
 
 // Where the parts of the timeline sit in a rectangle: the title across the
 // top, the legend under it, the lane names left of the plot, the axis under
-// it; the lanes share the plot's height.
+// it; the lanes share the plot's height. With a minimum lane height, lanes
+// that do not fit are scrolled to: the plot shows `visibleLanes` of them from
+// `firstLane` (64 workers in a small window stay lanes a tick can be seen in,
+// rather than sub-pixel slivers).
 struct TimelineLayout
 {
+    QRectF bounds; // the whole rectangle
     QRectF title;
     QRectF legend;
     QRectF labels; // lane names, left of the plot
     QRectF plot;
     QRectF axis;
     double laneHeight = 0;
+    int lanes = 0;
+    int firstLane = 0;
+    int visibleLanes = 0;
 
-    static TimelineLayout forRect(const QRectF &rect, int lanes);
-    double laneTop(int lane) const { return plot.top() + double(lane) * laneHeight; }
+    // `firstLane` is clamped so that the last lane is at the plot's bottom at most.
+    static TimelineLayout forRect(const QRectF &rect, int lanes, double minLaneHeight = 0, int firstLane = 0);
+    double laneTop(int lane) const { return plot.top() + double(lane - firstLane) * laneHeight; }
+    bool showsLane(int lane) const { return lane >= firstLane && lane < firstLane + visibleLanes; }
+    // The lane shown at pixel row `y`; -1 above, below or between no lanes.
+    int laneAt(double y) const;
+    // The first lane that may be scrolled to, to show the last lane.
+    int lastFirstLane() const { return std::max(0, lanes - visibleLanes); }
+    // How many neighbouring lanes share one name so that names `textHeight`
+    // tall do not overlap: 1 while each lane is tall enough, else a power of
+    // two (workers 0-7, 8-15, ... as cluster sizes usually go).
+    int labelStride(double textHeight) const;
     // `range` with its pixel extent set to the plot's.
     TimelineMapping onPlot(TimelineMapping range) const;
 };
