@@ -6,13 +6,17 @@
 //                |b-10| < 0.05 per mode, workers equal and with worker:1
 //                slowed by 2 ms per step (TaskControl.SetStraggler);
 //   telemetry    updates/s of one cluster with the app's ClusterWatcher
-//                attached against none, in alternating windows.
+//                attached against none, in alternating windows;
+//   many         1 ps + 8, 16, 32, 64 workers (issue 13), demo model at a
+//                tenth of its learning rate, async, sync and ssp: rates, and
+//                ps:0's CPU time per gradient, its resident memory and its
+//                context switches per gradient.
 // Repetitions are interleaved (every configuration once, then again) so that
 // the load of this shared machine drifts over all of them alike. Raw samples
 // go to the JSON file; bench/report.py makes the table.
 //
-//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry] [--workers=1,2,4,8]
-//                 [--repetitions=N] --out=FILE
+//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,many] [--workers=1,2,4,8]
+//                 [--many=8,16,32,64] [--repetitions=N] --out=FILE
 
 #include "bench_support.h"
 #include "orchestration/cluster_watcher.h"
@@ -20,6 +24,7 @@
 #include "wire/rpc.h"
 
 #include <QCoreApplication>
+#include <QElapsedTimer>
 #include <QEventLoop>
 #include <QThread>
 #include <QTimer>
@@ -77,7 +82,9 @@ struct Counts
     int64_t globalStep = 0;
     int64_t gradients = 0; // applied or aggregated, all workers
     double seconds = 0;
-    double psSwitches = 0; // context switches of ps:0's threads
+    double psSwitches = 0;   // context switches of ps:0's threads
+    double psCpuSeconds = 0; // user + system time of ps:0
+    int64_t nonfinite = 0;   // gradients rejected as NaN or infinite, all workers
 };
 
 Counts counts(const BenchCluster &cluster)
@@ -85,9 +92,12 @@ Counts counts(const BenchCluster &cluster)
     const auto status = cluster.status();
     Counts c;
     c.psSwitches = bench::contextSwitches(cluster.ps0Pid());
+    c.psCpuSeconds = bench::cpuSeconds(cluster.ps0Pid());
     c.globalStep = status.global_step();
-    for (const auto &w : status.workers())
+    for (const auto &w : status.workers()) {
         c.gradients += w.applied();
+        c.nonfinite += w.nonfinite();
+    }
     c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
     return c;
 }
@@ -97,6 +107,9 @@ struct Rates
     double steps = std::nan("");     // global steps/s
     double gradients = std::nan(""); // gradients applied/s
     double psSwitchesPerGradient = std::nan("");
+    double psCpuMicrosPerGradient = std::nan("");
+    double psResidentMiB = std::nan(""); // at the end of the window
+    int64_t nonfinite = 0;               // in the window: training diverged
 };
 
 // Rates over `window`, after `warmup`.
@@ -108,8 +121,13 @@ Rates measureRates(const BenchCluster &cluster, std::chrono::milliseconds warmup
     const Counts b = counts(cluster);
     const double dt = b.seconds - a.seconds;
     const double gradients = double(b.gradients - a.gradients);
-    return {double(b.globalStep - a.globalStep) / dt, gradients / dt,
-            gradients > 0 ? (b.psSwitches - a.psSwitches) / gradients : std::nan("")};
+    const double none = std::nan("");
+    return {double(b.globalStep - a.globalStep) / dt,
+            gradients / dt,
+            gradients > 0 ? (b.psSwitches - a.psSwitches) / gradients : none,
+            gradients > 0 ? (b.psCpuSeconds - a.psCpuSeconds) * 1e6 / gradients : none,
+            bench::residentMiB(cluster.ps0Pid()),
+            b.nonfinite - a.nonfinite};
 }
 
 struct Timing
@@ -328,6 +346,70 @@ void benchTelemetry(ResultFile &results, const Timing &timing)
     cluster.stop();
 }
 
+// Issue 13: does ps:0 keep up with many workers? Its CPU time and context
+// switches per gradient should stay flat as workers are added (a cost per
+// gradient that grows with the worker count points to a scan over all
+// workers on every push), its memory should grow at most linearly, and a sync step
+// must still close with 64 replicas. All of them share this machine's cores.
+// The demo's learning rate (0.05) diverges in async and ssp from 32 workers
+// on (a gradient is up to N updates stale): ps:0 then rejects every gradient
+// as non-finite and applies none. 0.005 stays finite at 64 workers (0.02 does
+// not), and the ps's work per gradient does not depend on it.
+void benchMany(ResultFile &results, const Timing &timing, const std::vector<int> &workerCounts)
+{
+    for (int rep = 0; rep < timing.repetitions; ++rep) {
+        for (const auto &mode : modes()) {
+            for (int workers : workerCounts) {
+                const std::string name = mode.name + "/" + std::to_string(workers) + "w";
+                BenchCluster cluster(QString::fromStdString("many-" + mode.name + "-" + std::to_string(workers)), 1,
+                                     workers, endlessFlags() + mode.flags + QStringList{u"--learning_rate=0.005"_s});
+                QString error;
+                Rates rates;
+                QElapsedTimer started;
+                started.start();
+                // 64 workers join in under a second on an idle machine, but
+                // on 2 cores shared with builds it can take many times that.
+                const bool up = cluster.start(&error, {}, std::chrono::seconds(60) + workers * std::chrono::seconds(1));
+                const double startSeconds = double(started.elapsed()) / 1000.0;
+                if (up)
+                    rates = measureRates(cluster, timing.warmup, timing.window);
+                else // NaN keeps the repetitions of every configuration paired
+                    std::fprintf(stderr, "bench_cluster: many %s: %s\n", name.c_str(), qPrintable(error));
+                QElapsedTimer stopped;
+                stopped.start();
+                cluster.stop();
+                const double stopSeconds = double(stopped.elapsed()) / 1000.0;
+                const QJsonObject extra{{u"mode"_s, QString::fromStdString(mode.name)}, {u"workers"_s, workers}};
+                auto add = [&](const char *group, const char *unit, double value) {
+                    auto &s = results.add(group, name, unit);
+                    s.values.push_back(value);
+                    s.extra = extra;
+                };
+                add("many_steps", "global steps/s", rates.steps);
+                add("many_gradients", "gradients applied/s", rates.gradients);
+                add("many_ps_cpu", "us/gradient", rates.psCpuMicrosPerGradient);
+                add("many_ps_rss", "MiB", rates.psResidentMiB);
+                add("many_ps_switches", "context switches/gradient", rates.psSwitchesPerGradient);
+                add("many_start", "s", up ? startSeconds : std::nan(""));
+                add("many_nonfinite", "gradients rejected as non-finite", up ? double(rates.nonfinite) : std::nan(""));
+                if (mode.name == "sync")
+                    add("many_step_closed", "1: a global step closed in the window",
+                        up ? double(rates.steps > 0) : std::nan(""));
+                std::printf("many %-9s rep %d: %7.0f global steps/s, %7.0f gradients/s, ps:0 %6.1f us CPU and "
+                            "%5.1f context switches per gradient, %6.1f MiB resident (started in %.1f s, stopped in "
+                            "%.1f s)%s\n",
+                            name.c_str(), rep + 1, rates.steps, rates.gradients, rates.psCpuMicrosPerGradient,
+                            rates.psSwitchesPerGradient, rates.psResidentMiB, startSeconds, stopSeconds,
+                            mode.name == "sync" ? (rates.steps > 0 ? ", steps close" : ", NO STEP CLOSED") : "");
+                if (rates.nonfinite > 0)
+                    std::printf("many %-9s rep %d: %lld gradients rejected as non-finite: the training diverged\n",
+                                name.c_str(), rep + 1, static_cast<long long>(rates.nonfinite));
+                std::fflush(stdout);
+            }
+        }
+    }
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -335,8 +417,9 @@ int main(int argc, char **argv)
     QCoreApplication app(argc, argv);
     bool quick = false;
     QString out = u"bench_cluster.json"_s;
-    QStringList only = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s};
+    QStringList only = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s, u"many"_s};
     std::vector<int> workerCounts = {1, 2, 4, 8};
+    std::vector<int> manyCounts = {8, 16, 32, 64};
     int repetitions = 0; // 0: the mode's default
     for (const QString &arg : app.arguments().mid(1)) {
         if (arg == u"--quick")
@@ -349,18 +432,25 @@ int main(int argc, char **argv)
             workerCounts.clear();
             for (const QString &n : arg.mid(10).split(u','))
                 workerCounts.push_back(n.toInt());
+        } else if (arg.startsWith(u"--many=")) {
+            manyCounts.clear();
+            for (const QString &n : arg.mid(7).split(u','))
+                manyCounts.push_back(n.toInt());
         } else if (arg.startsWith(u"--repetitions="))
             repetitions = arg.mid(14).toInt();
         else {
-            std::fprintf(stderr, "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry] "
-                                 "[--workers=1,2,4,8] [--repetitions=N] [--out=FILE]\n");
+            std::fprintf(stderr, "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,many] "
+                                 "[--workers=1,2,4,8] [--many=8,16,32,64] [--repetitions=N] [--out=FILE]\n");
             return 2;
         }
     }
     Timing timing = quick ? Timing{std::chrono::milliseconds(300), std::chrono::milliseconds(700), 1}
                           : Timing{std::chrono::milliseconds(500), std::chrono::milliseconds(2000), 5};
+    // A longer warm-up: 64 workers that just joined still settle into their pace.
+    Timing manyTiming = quick ? Timing{std::chrono::milliseconds(300), std::chrono::milliseconds(700), 1}
+                              : Timing{std::chrono::milliseconds(1000), std::chrono::milliseconds(2000), 5};
     if (repetitions > 0)
-        timing.repetitions = repetitions;
+        timing.repetitions = manyTiming.repetitions = repetitions;
     ResultFile results(u"bench_cluster"_s, quick);
     results.note(u"node"_s, bench::nodeBinary());
     try {
@@ -372,6 +462,8 @@ int main(int argc, char **argv)
             benchAccuracy(results, repetitions > 0 ? repetitions : quick ? 1 : 5);
         if (only.contains(u"telemetry"_s))
             benchTelemetry(results, timing);
+        if (only.contains(u"many"_s))
+            benchMany(results, manyTiming, manyCounts);
     } catch (const std::exception &e) {
         std::fprintf(stderr, "bench_cluster: %s\n", e.what());
         results.write(out);

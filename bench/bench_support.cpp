@@ -278,6 +278,29 @@ double residentMiB(qint64 pid)
     return std::nan("");
 }
 
+double cpuSeconds(qint64 pid)
+{
+    QFile stat(pid > 0 ? QStringLiteral("/proc/%1/stat").arg(pid) : QStringLiteral("/proc/self/stat"));
+    if (!stat.open(QIODevice::ReadOnly))
+        return std::nan("");
+    // The command name (field 2) may hold spaces: count from the ')' after it.
+    const QByteArray text = stat.readAll();
+    const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
+    if (fields.size() < 13)
+        return std::nan("");
+    return (fields[11].toDouble() + fields[12].toDouble()) / double(::sysconf(_SC_CLK_TCK)); // utime + stime
+}
+
+ThreadSchedule threadSchedule(qint64 tid)
+{
+    QFile schedstat(QStringLiteral("/proc/self/task/%1/schedstat").arg(tid > 0 ? tid : ::getpid()));
+    const QList<QByteArray> fields
+        = schedstat.open(QIODevice::ReadOnly) ? schedstat.readAll().trimmed().split(' ') : QList<QByteArray>{};
+    if (fields.size() < 2)
+        return {std::nan(""), std::nan("")};
+    return {fields[0].toDouble() / 1e9, fields[1].toDouble() / 1e9}; // nanoseconds
+}
+
 double contextSwitches(qint64 pid)
 {
     // /proc/PID/status counts the main thread only; the task directory has every thread.

@@ -134,6 +134,22 @@ double median(std::vector<double> values);
 // Resident set size of process `pid` (0: this one) in MiB, from /proc.
 double residentMiB(qint64 pid = 0);
 
+// CPU time (user + system) of every thread of process `pid` (0: this one)
+// so far, in seconds, from /proc/PID/stat: whole clock ticks
+// (sysconf(_SC_CLK_TCK), 10 ms here), so measure over windows of seconds.
+double cpuSeconds(qint64 pid = 0);
+
+// The scheduler's account of one thread of this process (the main thread
+// when `tid` is 0), from /proc/self/task/TID/schedstat: seconds it ran on a
+// core, and seconds it was runnable but waited for one. NaN when the kernel
+// keeps no schedstat.
+struct ThreadSchedule
+{
+    double running = 0;
+    double waiting = 0;
+};
+ThreadSchedule threadSchedule(qint64 tid = 0);
+
 // Context switches (voluntary + involuntary) of every thread of `pid` so far,
 // from /proc: how often its threads went to sleep and were woken.
 double contextSwitches(qint64 pid);

@@ -2,8 +2,9 @@
 # Builds the benchmarks with the release preset, runs them all, prints the
 # table, writes it as JSON (build/bench-run/results.json) and regenerates
 # BENCHMARKS.md with the machine it came from.
-#   scripts/bench.sh            the full run (about 11 minutes on 2 cores)
-#   scripts/bench.sh --quick    one short repetition of everything (about a minute);
+#   scripts/bench.sh            the full run (about 25 minutes on 2 cores, 4 to 5 of them
+#                               for the clusters of 8 to 64 workers)
+#   scripts/bench.sh --quick    one short repetition of everything (about 2 minutes);
 #                               BENCHMARKS.md is left alone unless --write-md
 # Benchmarks are not tests: nothing here passes or fails on a figure.
 set -euo pipefail
@@ -44,14 +45,14 @@ echo "== round trips: raw TCP, raw gRPC, one worker step against a real ps"
   --benchmark_counters_tabular=true --benchmark_out="$out/roundtrip.json" --benchmark_out_format=json
 echo "== a Python worker's step (python/parasync) against the same ps"
 PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/python_step.py" "${quick_flag[@]}" --out="$out/python_step.json"
-echo "== clusters of real processes: updates/s, 1 vs 2 ps, time to accuracy, telemetry cost"
+echo "== clusters of real processes: updates/s, 1 vs 2 ps, time to accuracy, telemetry cost, 8 to 64 workers"
 "$build/bench/bench_cluster" "${quick_flag[@]}" --out="$out/cluster.json"
 echo "== partitioned variables in a shaped network: 1M parameters, 4 workers, 1 / 2 / 4 ps hosts"
 PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "${quick_flag[@]}" \
   --node="$PARASYNC_NODE" --out="$out/partition_scaling.json"
 if [ -x "$build/bench/bench_app_ingest" ]; then
   # Separate processes, so the memory figure is the app's alone.
-  echo "== the app's ingest: GUI event-loop latency with the demo at full speed"
+  echo "== the app's ingest: GUI event-loop latency with the demo at full speed, 2 and 64 workers"
   "$build/bench/bench_app_ingest" "${quick_flag[@]}" --only=latency --out="$out/app_latency.json"
   echo "== the app's ingest: resident memory after 1M and 10M step events"
   "$build/bench/bench_app_ingest" "${quick_flag[@]}" --only=memory --out="$out/app_memory.json"
