@@ -607,6 +607,9 @@ void MainWindow::onRedrawn()
     const auto snapshot = m_charts->snapshot();
     if (!snapshot)
         return;
+    // Snapshots no more often than the charts take them: each is a copy of
+    // the run's series, made by the watcher and again on this thread.
+    m_watcher->setSnapshotInterval(m_charts->redrawIntervalMs());
     // ps:0's view of each worker goes into the launcher's task states.
     if (!m_launcher->tasks().empty())
         m_launcher->updateFromSnapshot(*snapshot);

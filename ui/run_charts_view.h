@@ -42,8 +42,9 @@ public:
     std::shared_ptr<const RunSnapshot> snapshot() const { return m_latest; }
     void clear();
 
+    // Redraws come at most every 50 ms, and less often while they cost the
+    // GUI thread more than a sixth of its time (see redraw()).
     int redrawIntervalMs() const { return m_redraw.interval(); }
-    void setRedrawIntervalMs(int milliseconds) { m_redraw.setInterval(milliseconds); }
     // How many times the charts were handed a snapshot (for tests and the
     // status bar's refresh rate).
     qint64 redrawCount() const { return m_redraws; }
@@ -70,6 +71,7 @@ Q_SIGNALS:
 
 private:
     void redraw();
+    void adaptRedrawInterval();
     // Shows w and b or the variable summaries, as the run's model asks.
     void showParametersOf(const RunSnapshot &snapshot);
 
@@ -77,6 +79,11 @@ private:
     bool m_pending = false;
     QTimer m_redraw;
     qint64 m_redraws = 0;
+    // The GUI thread's CPU time at the last redraw, and its smoothed cost
+    // per redraw (the redraw itself and the painting it causes), in ms.
+    static constexpr int kMinRedrawIntervalMs = 50;
+    double m_cpuAtLastRedrawMs = -1;
+    double m_costPerRedrawMs = 0;
     StepTimelineChart *m_timeline;
     LossChart *m_loss;
     ConvergenceChart *m_convergence;

@@ -158,13 +158,21 @@ void ProcessTableModel::setRows(std::vector<ProcessRow> rows)
         endResetModel();
         return;
     }
-    // Same shape: only the changed rows repaint, the selection stays.
+    // Same shape: the selection stays, and one signal spans the changed
+    // rows. A signal per row made the view size its contents-sized columns
+    // over every row once per changed row: with 64 workers, all changing
+    // every refresh, that was most of the GUI thread's time.
+    int first = -1, last = -1;
     for (size_t i = 0; i < rows.size(); ++i) {
         if (rows[i] == m_rows[i])
             continue;
         m_rows[i] = std::move(rows[i]);
-        Q_EMIT dataChanged(index(int(i), 0), index(int(i), ColumnCount - 1));
+        if (first < 0)
+            first = int(i);
+        last = int(i);
     }
+    if (first >= 0)
+        Q_EMIT dataChanged(index(first, 0), index(last, ColumnCount - 1));
 }
 
 const ProcessRow *ProcessTableModel::rowAt(int row) const
