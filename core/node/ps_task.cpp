@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 #include <set>
 
 namespace parasync {
@@ -326,62 +327,85 @@ CallStatus PsTask::train(TrainStream &stream)
     // parameter tensors' storage, so a step reuses the last step's instead of
     // allocating its own (bench_roundtrip's table 1-2f counts them).
     proto::TrainResponse response;
-    while (stream.read(&request)) {
-        if (response.has_push())
-            response.mutable_push()->Clear();
-        else
-            response.Clear();
-        CallStatus error;
-        {
-            std::unique_lock lock(m_mutex);
-            if (request.has_join()) {
-                const int index = request.join().worker_index();
-                if (index < 0 || index >= int(m_workers.size()))
-                    return CallStatus::invalidArgument("worker index " + std::to_string(index)
-                                                       + " is not in the cluster (" + std::to_string(m_workers.size())
-                                                       + " workers): check --task_index and --worker_hosts");
-                if (worker != index) {
-                    if (const CallStatus claim = claimIndexLocked(lock, index, request.join()); !claim.ok()) {
-                        m_log(claim.message());
-                        return claim;
+    // However the stream ends -- a goodbye, a cut, or a request refused
+    // mid-way -- the worker's index is given up, and ps:0 no longer waits
+    // for a worker whose stream is over (a sync step would hold forever).
+    const CallStatus status = [&]() -> CallStatus {
+        // A staged push's gradients, until the decision that follows it.
+        std::optional<Parameters> staged;
+        while (stream.read(&request)) {
+            if (response.has_push())
+                response.mutable_push()->Clear();
+            else
+                response.Clear();
+            CallStatus error;
+            {
+                std::unique_lock lock(m_mutex);
+                if (request.has_join()) {
+                    const int index = request.join().worker_index();
+                    if (index < 0 || index >= int(m_workers.size()))
+                        return CallStatus::invalidArgument(
+                            "worker index " + std::to_string(index) + " is not in the cluster ("
+                            + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts");
+                    if (worker != index) {
+                        if (const CallStatus claim = claimIndexLocked(lock, index, request.join()); !claim.ok()) {
+                            m_log(claim.message());
+                            return claim;
+                        }
+                        // A stream that joined as another index before gives that one up.
+                        releaseIndexLocked(worker, streamId);
+                        worker = index;
+                        streamId = m_nextStreamId++;
+                        auto &info = m_workers[size_t(worker)];
+                        info.streamId = streamId;
+                        info.streamOpen = true;
+                        info.pid = request.join().pid();
+                        info.host = request.join().host();
+                        info.heldSince = std::chrono::system_clock::now();
+                        info.lastSeen = std::chrono::steady_clock::now();
                     }
-                    // A stream that joined as another index before gives that one up.
-                    releaseIndexLocked(worker, streamId);
-                    worker = index;
-                    streamId = m_nextStreamId++;
-                    auto &info = m_workers[size_t(worker)];
-                    info.streamId = streamId;
-                    info.streamOpen = true;
-                    info.pid = request.join().pid();
-                    info.host = request.join().host();
-                    info.heldSince = std::chrono::system_clock::now();
-                    info.lastSeen = std::chrono::steady_clock::now();
+                    response = joinLocked(lock, worker, request.join(), &error);
+                } else if (request.has_push()) {
+                    if (worker < 0)
+                        return CallStatus::failedPrecondition("push before join: send a JoinRequest first");
+                    const proto::PushRequest &push = request.push();
+                    if (const CallStatus refused = checkStaging(push, staged.has_value()); !refused.ok())
+                        return refused;
+                    if (push.staged()) {
+                        std::string parseError;
+                        staged = parseGradients(push, &parseError);
+                        if (!parseError.empty())
+                            return CallStatus::invalidArgument(parseError);
+                        continue; // answered with the decision that follows
+                    }
+                    if (isCoordinator()) {
+                        error = pushLocked(lock, worker, push, response.mutable_push());
+                    } else {
+                        error = pushShardLocked(lock, push, staged ? &*staged : nullptr, response.mutable_push());
+                        staged.reset();
+                    }
+                } else if (request.has_leave()) {
+                    if (worker >= 0 && isCoordinator())
+                        leaveLocked(worker, request.leave());
+                    left = true;
+                    break;
                 }
-                response = joinLocked(lock, worker, request.join(), &error);
-            } else if (request.has_push()) {
-                if (worker < 0)
-                    return CallStatus::failedPrecondition("push before join: send a JoinRequest first");
-                error = isCoordinator() ? pushLocked(lock, worker, request.push(), response.mutable_push())
-                                        : pushShardLocked(lock, request.push(), response.mutable_push());
-            } else if (request.has_leave()) {
-                if (worker >= 0 && isCoordinator())
-                    leaveLocked(worker, request.leave());
-                left = true;
-                break;
             }
+            if (!error.ok())
+                return error;
+            if (!stream.write(response))
+                break;
         }
-        if (!error.ok())
-            return error;
-        if (!stream.write(response))
-            break;
-    }
+        return {};
+    }();
     if (worker >= 0 && !left && isCoordinator()) {
         std::lock_guard lock(m_mutex);
         streamEndedLocked(worker, streamId,
-                          "its training stream closed without a goodbye (process killed, or network cut)");
+                          status.ok() ? "its training stream closed without a goodbye (process killed, or network cut)"
+                                      : "its stream was refused: " + status.message());
     }
     releaseIndex(worker, streamId);
-    return {};
+    return status;
 }
 
 CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int index, const proto::JoinRequest &join)
@@ -653,8 +677,25 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     return {};
 }
 
+CallStatus PsTask::checkStaging(const proto::PushRequest &push, bool holdsStaged) const
+{
+    const std::string self = m_options.task.toString();
+    if (push.staged() && isCoordinator())
+        return CallStatus::invalidArgument("a staged push sent to " + self
+                                           + ": ps:0 decides on each push as it comes; stage gradients only on the "
+                                             "other ps tasks");
+    if (push.staged() && holdsStaged)
+        return CallStatus::invalidArgument("a second staged push before ps:0's decision on the first: send the "
+                                           "decision (a push with update and contributions, no gradients) first");
+    if (!push.staged() && holdsStaged && push.gradients_size() > 0)
+        return CallStatus::invalidArgument("the decision on a staged push brings "
+                                           + std::to_string(push.gradients_size())
+                                           + " gradients of its own: it carries update and contributions only");
+    return {};
+}
+
 CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
-                                   proto::PushResponse *response)
+                                   Parameters *staged, proto::PushResponse *response)
 {
     const int64_t update = push.update();
     if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
@@ -662,7 +703,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
               + " arrived after it was applied without it; not applied");
     } else if (push.contributions() > 0) {
         std::string error;
-        Parameters gradient = parseGradients(push, &error);
+        Parameters gradient = staged ? std::move(*staged) : parseGradients(push, &error);
         if (!error.empty())
             return CallStatus::invalidArgument(error);
         auto &pending = m_pendingUpdates[update];

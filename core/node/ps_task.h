@@ -130,7 +130,11 @@ private:
                                     CallStatus *error);
     CallStatus pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
                           proto::PushResponse *response);
-    CallStatus pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
+    // Refuses a staged push where the protocol has none (PushRequest.staged).
+    CallStatus checkStaging(const proto::PushRequest &push, bool holdsStaged) const;
+    // `staged`: the gradients of an earlier staged push on this stream, of
+    // which `push` is ps:0's decision; null when `push` brings its own.
+    CallStatus pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push, Parameters *staged,
                                proto::PushResponse *response);
     void leaveLocked(int worker, const proto::LeaveRequest &leave);
     void streamEndedLocked(int worker, uint64_t streamId, const std::string &reason);

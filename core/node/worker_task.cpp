@@ -474,27 +474,37 @@ bool WorkerTask::step()
             push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
     makePush(0, push);
 
+    // ps:0 first: its decision is on every step's critical path. The other
+    // ps tasks get their slices of the gradient staged while ps:0 decides,
+    // so the uploads overlap ps:0's work and its answer instead of
+    // following them; then each gets the decision (a few bytes) and answers
+    // with its fresh slices. Every write goes out before any answer is read.
     auto &ps0 = *m_ps.front();
+    if (!ps0.stream->Write(request))
+        return false;
+    for (size_t k = 1; k < m_ps.size(); ++k) {
+        proto::TrainRequest staged;
+        staged.mutable_push()->set_staged(true);
+        staged.mutable_push()->set_computed_from_step(m_globalStep);
+        makePush(int(k), staged.mutable_push());
+        if (!m_ps[k]->stream->Write(staged))
+            return false;
+    }
     proto::TrainResponse response;
-    if (!ps0.stream->Write(request) || !ps0.stream->Read(&response))
+    if (!ps0.stream->Read(&response))
         return false;
     const auto &decision = response.push();
     readParameters(0, decision.parameters());
 
-    // The other ps tasks apply what ps:0 decided (or just hand out fresh
-    // values): every push is sent before any answer is read, so the ps tasks
-    // work on their slices at the same time.
     const bool counted = decision.outcome() == proto::APPLIED || decision.outcome() == proto::AGGREGATED;
     for (size_t k = 1; k < m_ps.size(); ++k) {
-        proto::TrainRequest shardRequest;
-        auto *shardPush = shardRequest.mutable_push();
+        proto::TrainRequest decided;
+        auto *shardPush = decided.mutable_push();
         shardPush->set_computed_from_step(m_globalStep);
         shardPush->set_update(decision.update());
-        if (counted) {
-            shardPush->set_contributions(decision.contributions());
-            makePush(int(k), shardPush);
-        }
-        if (!m_ps[k]->stream->Write(shardRequest))
+        if (counted)
+            shardPush->set_contributions(decision.contributions()); // 0: the staged gradient is dropped
+        if (!m_ps[k]->stream->Write(decided))
             return false;
     }
     for (size_t k = 1; k < m_ps.size(); ++k) {

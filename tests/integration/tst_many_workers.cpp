@@ -25,9 +25,8 @@ private Q_SLOTS:
         constexpr int kWorkers = 64;
         constexpr int kLastStep = 40;
         QTemporaryDir dir;
-        LocalCluster cluster(1, kWorkers,
-                             {QStringLiteral("--mode=sync"), QStringLiteral("--last_step=%1").arg(kLastStep)},
-                             dir.path());
+        LocalCluster cluster(
+            1, kWorkers, {QStringLiteral("--mode=sync"), QStringLiteral("--last_step=%1").arg(kLastStep)}, dir.path());
         cluster.startAll();
         QString report;
         QVERIFY2(cluster.waitAllExitCleanly(&report, 240s), qPrintable(report));

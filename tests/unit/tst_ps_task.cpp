@@ -517,6 +517,16 @@ private Q_SLOTS:
             << CallStatus::Code::InvalidArgument
             << QStringLiteral("worker:1 sent 3 parameter values for the telemetry, but the model has 2: send every "
                               "value of a model of at most 16, or none");
+        QTest::newRow("a staged push to ps:0")
+            << QList<proto::TrainRequest>{joinAs(1),
+                                          [] {
+                                              proto::TrainRequest request = push(0, 1.0f);
+                                              request.mutable_push()->set_staged(true);
+                                              return request;
+                                          }()}
+            << CallStatus::Code::InvalidArgument
+            << QStringLiteral("a staged push sent to ps:0: ps:0 decides on each push as it comes; stage gradients "
+                              "only on the other ps tasks");
         QTest::newRow("another model")
             << QList<proto::TrainRequest>{joinAs(1, "softmax")} << CallStatus::Code::FailedPrecondition
             << QStringLiteral("ps:0 refuses worker:1: it trains model 'softmax' but the cluster trains 'linear'. "
@@ -728,6 +738,105 @@ private Q_SLOTS:
         addPiece("W/part_1", {2, 2});
         QVERIFY(task.initialize(request, &response).ok());
         QVERIFY(response.initialized_now());
+    }
+
+    // A stream that ends on a refused request is over like a cut one: its
+    // worker is dead to ps:0, its index free again, and a sync step does
+    // not wait for it.
+    void aSyncStepDoesNotWaitForAWorkerWhoseStreamWasRefused()
+    {
+        Ps ps(psOptions(modeConfig(proto::SYNC)));
+        QVERIFY(ps.initialized());
+        auto *first = ps.joined(0);
+        auto *second = ps.joined(1);
+        QVERIFY(first && second);
+        second->send(pushTensor({1}, 3)); // three values for w's one: refused
+        QVERIFY(second->waitForEnd(kAnswer));
+        QCOMPARE(ps.worker(1).phase(), proto::DEAD);
+        QVERIFY(ps.logged("worker:1 is dead: its stream was refused: worker:1: gradient 0 has 3 values"));
+        proto::TrainResponse response;
+        first->send(push(0, 1.0f));
+        QVERIFY(first->receive(&response, kAnswer));
+        QCOMPARE(response.push().outcome(), proto::AGGREGATED);
+        QCOMPARE(ps.globalStep(), 1);
+        // The index is free: the worker, fixed and started again, joins.
+        QVERIFY(ps.joined(1));
+    }
+
+    // A worker uploads to the other ps tasks while ps:0 decides: ps:1 holds
+    // the staged gradient, answers only the decision that follows, and
+    // applies it as that says -- once, or not at all.
+    void aStagedGradientWaitsForPs0sDecision()
+    {
+        NodeOptions options = psOptions(modeConfig(proto::ASYNC));
+        options.cluster.ps.push_back(parseHostPort("127.0.0.1:12225"));
+        options.task.index = 1;
+        PsTask task(options, RpcSettings{}, [](const std::string &) {});
+        proto::InitializeRequest initialization = chiefInitialization();
+        initialization.mutable_shard()->mutable_variables()->DeleteSubrange(0, 1); // b only: w lives on ps:0
+        proto::InitializeResponse initialized;
+        QVERIFY(task.initialize(initialization, &initialized).ok());
+        const auto staged = [](float value) {
+            proto::TrainRequest request = push(0, value, {1});
+            request.mutable_push()->set_staged(true);
+            return request;
+        };
+        const auto decision = [](int64_t update, int contributions) {
+            proto::TrainRequest request;
+            request.mutable_push()->set_update(update);
+            request.mutable_push()->set_contributions(contributions);
+            return request;
+        };
+        {
+            InProcessTrainCall call(task);
+            call.send(joinAs(0));
+            proto::TrainResponse response;
+            QVERIFY(call.receive(&response, kAnswer));
+            // Applied: the first answer is the decision's, with b moved once.
+            call.send(staged(1.0f));
+            call.send(decision(1, 1));
+            QVERIFY(call.receive(&response, kAnswer));
+            QCOMPARE(response.push().update(), 1);
+            QCOMPARE(response.push().parameters(0).values(0), -kLearningRate);
+            // Dropped by ps:0 (0 contributions): b stays where it was.
+            call.send(staged(1.0f));
+            call.send(decision(2, 0));
+            QVERIFY(call.receive(&response, kAnswer));
+            QCOMPARE(response.push().update(), 2);
+            QCOMPARE(response.push().parameters(0).values(0), -kLearningRate);
+            call.send(leave(false));
+            QVERIFY(call.waitForEnd(kAnswer));
+        }
+        const auto refusal = [&task](const QList<proto::TrainRequest> &requests) {
+            InProcessTrainCall call(task);
+            for (const auto &request : requests)
+                call.send(request);
+            const auto status = call.waitForEnd(kAnswer);
+            return status ? QString::fromStdString(status->message()) : QStringLiteral("(no end)");
+        };
+        proto::TrainRequest decisionWithGradients = push(0, 1.0f, {1});
+        decisionWithGradients.mutable_push()->set_update(3);
+        decisionWithGradients.mutable_push()->set_contributions(1);
+        QCOMPARE(refusal({joinAs(0), staged(1.0f), decisionWithGradients}),
+                 QStringLiteral("the decision on a staged push brings 1 gradients of its own: it carries update and "
+                                "contributions only"));
+        QCOMPARE(refusal({joinAs(0), staged(1.0f), staged(1.0f)}),
+                 QStringLiteral("a second staged push before ps:0's decision on the first: send the decision (a push "
+                                "with update and contributions, no gradients) first"));
+        // A staged gradient is checked as it comes, as any gradient is.
+        proto::TrainRequest misshapen = staged(1.0f);
+        misshapen.mutable_push()->mutable_gradients(0)->add_shape(1);
+        QVERIFY(refusal({joinAs(0), misshapen}).contains(QStringLiteral("has shape [1, 1], the variable [1]")));
+        // None of it moved b.
+        InProcessTrainCall call(task);
+        call.send(joinAs(0));
+        proto::TrainResponse response;
+        QVERIFY(call.receive(&response, kAnswer));
+        call.send(decision(4, 0));
+        QVERIFY(call.receive(&response, kAnswer));
+        QCOMPARE(response.push().parameters(0).values(0), -kLearningRate);
+        call.send(leave(false));
+        QVERIFY(call.waitForEnd(kAnswer));
     }
 
     void aWorkerThatSplitsTheVariablesOtherwiseIsRefused()
