@@ -49,16 +49,20 @@ def run(*args, check=True):
 class Hosts:
     """`count` namespaces, host i at SUBNET.i.2, its link shaped both ways."""
 
-    def __init__(self, count, rate, delay):
+    def __init__(self, count, rate, delay, worker_rate=None):
         self.prefix = f"pz{os.getpid() % 10000}"
         self.count = count
         self.rate, self.delay = rate, delay
+        self.worker_rate = worker_rate or rate  # hosts 4 and up hold the workers
         self.netem = None  # whether the kernel has it: probed once
         self.created = []
         with open("/proc/sys/net/ipv4/ip_forward") as f:
             self.forward = f.read().strip()
 
-    def shape_args(self):
+    def rate_of(self, i):
+        return self.worker_rate if i >= 4 else self.rate
+
+    def shape_args(self, i):
         """A netem qdisc (rate and delay) where the kernel has netem, else a
         token bucket (rate only; self.delay becomes None: not emulated)."""
         if self.netem is None:
@@ -74,10 +78,10 @@ class Hosts:
         if self.netem:
             # netem's queue holds packets, not bytes: room for several
             # megabytes in flight so that the shaper delays, never drops.
-            return ("root", "netem", "delay", self.delay, "rate", self.rate, "limit", "100000")
+            return ("root", "netem", "delay", self.delay, "rate", self.rate_of(i), "limit", "100000")
         # A bucket of 128 KiB holds more than a timer tick's worth at 1 Gbit/s;
         # a 4 MB message may queue for up to a second rather than be dropped.
-        return ("root", "tbf", "rate", self.rate, "burst", "128kb", "latency", "1s")
+        return ("root", "tbf", "rate", self.rate_of(i), "burst", "128kb", "latency", "1s")
 
     def name(self, i):
         return f"{self.prefix}h{i}"
@@ -103,7 +107,7 @@ class Hosts:
                 run(*inside, "ip", "link", "set", there, "up")
                 run(*inside, "ip", "link", "set", "lo", "up")
                 run(*inside, "ip", "route", "add", "default", "via", f"{SUBNET}.{i}.1")
-                shape = self.shape_args()
+                shape = self.shape_args(i)
                 run("tc", "qdisc", "add", "dev", here, *shape)
                 run(*inside, "tc", "qdisc", "add", "dev", there, *shape)
             with open("/proc/sys/net/ipv4/ip_forward", "w") as f:
@@ -206,18 +210,27 @@ def measure(hosts, node, num_ps, num_workers, warmup_steps, seconds, logs):
                 p.wait()
     window = t_after - t_before
     steps = step_after - step_before
-    link_rate = rate_bytes_per_second(hosts.rate)
-
     def link_figures(i):
         into = after[i][0] - before[i][0]
         out = after[i][1] - before[i][1]
         return {"bytes_per_step": (into + out) / max(steps, 1),
-                "utilisation": max(into, out) / window / link_rate}
+                "busier_bytes_per_step": max(into, out) / max(steps, 1),
+                "utilisation": max(into, out) / window / rate_bytes_per_second(hosts.rate_of(i))}
 
     ps_links = [link_figures(i) for i in range(num_ps)]
     worker_links = [link_figures(4 + j) for j in range(num_workers)]
     total, idle = cpu_after[0] - cpu_before[0], cpu_after[1] - cpu_before[1]
+    # The most steps/s the links allow, from the bytes measured: each ps
+    # link carries its share of every global step in its busier direction;
+    # each worker sends its gradient and then receives the parameters it
+    # computes the next one from, in turn, so a worker's step takes at least
+    # both through its own link, and the workers step side by side.
+    ps_bound = min(rate_bytes_per_second(hosts.rate) / max(f["busier_bytes_per_step"], 1) for f in ps_links)
+    worker_bytes_per_step = sum(f["bytes_per_step"] for f in worker_links)  # one worker's push and pull
+    worker_bound = num_workers * rate_bytes_per_second(hosts.worker_rate) / max(worker_bytes_per_step, 1)
     return {
+        "ps_link_bound": ps_bound,
+        "worker_link_bound": worker_bound,
         "num_ps": num_ps,
         "steps_per_second": steps / window,
         "ps_bytes_per_step": statistics.mean(f["bytes_per_step"] for f in ps_links),
@@ -234,6 +247,9 @@ def main():
     parser.add_argument("--quick", action="store_true", help="one short round")
     parser.add_argument("--rate", default="100mbit", help="each host link's rate, each way (netem)")
     parser.add_argument("--delay", default="0.2ms", help="each host link's delay, each way (netem)")
+    parser.add_argument("--worker_rate", default=None,
+                        help="the workers' hosts' link rate, each way (default: --rate); faster than the ps "
+                             "links makes the ps tasks' links the limit, as with many workers per ps")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--ps", default="1,2,4")
     parser.add_argument("--rounds", type=int, default=3)
@@ -242,7 +258,7 @@ def main():
     if args.quick:
         args.rounds, args.seconds = 1, 6
     ps_counts = [int(n) for n in args.ps.split(",")]
-    document = {"rate": args.rate, "delay": args.delay, "workers": args.workers, "parameters": 1_000_010,
+    document = {"rate": args.rate, "worker_rate": args.worker_rate or args.rate, "delay": args.delay, "workers": args.workers, "parameters": 1_000_010,
                 "rounds": args.rounds, "seconds": args.seconds, "runs": []}
     if os.geteuid() != 0:
         document["skipped"] = "needs root for network namespaces and tc"
@@ -251,7 +267,7 @@ def main():
     if "skipped" not in document:
         logs = os.environ.get("PARASYNC_BENCH_LOGS") or tempfile.mkdtemp(prefix="partition-scaling-")
         try:
-            with Hosts(4 + args.workers, args.rate, args.delay) as hosts:
+            with Hosts(4 + args.workers, args.rate, args.delay, args.worker_rate) as hosts:
                 document["delay"] = hosts.delay or "not emulated (this kernel has no netem: rate only, by tbf)"
                 for round_ in range(args.rounds):
                     for num_ps in ps_counts:
@@ -261,7 +277,9 @@ def main():
                         print(f"round {round_}: {num_ps} ps: {figures['steps_per_second']:.2f} steps/s, "
                               f"{figures['ps_bytes_per_step'] / 1e6:.2f} MB per step per ps, ps links "
                               f"{figures['ps_link_utilisation']:.0%}, worker links "
-                              f"{figures['worker_link_utilisation']:.0%}, CPU {figures['cpu_busy']:.0%}",
+                              f"{figures['worker_link_utilisation']:.0%}, CPU {figures['cpu_busy']:.0%}; the links "
+                              f"allow {min(figures['ps_link_bound'], figures['worker_link_bound']):.2f} steps/s "
+                              f"(ps {figures['ps_link_bound']:.2f}, workers {figures['worker_link_bound']:.2f})",
                               flush=True)
         except (RuntimeError, OSError) as e:
             document["skipped"] = str(e)

@@ -498,10 +498,11 @@ def add_app(report, latency, memory):
              "1 and 10 million step events."])
 
 
-def add_partition_scaling(report, doc):
-    if doc.get("skipped"):
-        report.section("5b. Partitioned variables in a shaped network", ["figure", "value"],
-                       [["skipped", doc["skipped"]]])
+def add_partition_scaling(report, doc, number="5b", topology=""):
+    title = f"{number}. Partitioned variables in a shaped network{topology}"
+    if not doc or doc.get("skipped"):
+        if doc:
+            report.section(title, ["figure", "value"], [["skipped", doc["skipped"]]])
         return
     by_ps = {}
     for run in doc.get("runs", []):
@@ -517,23 +518,37 @@ def add_partition_scaling(report, doc):
         linear = None
         if speedup:
             linear = {k: (v / num_ps if isinstance(v, float) else v) for k, v in speedup.items()}
+        bounds = [min(r["ps_link_bound"], r["worker_link_bound"]) for r in runs if "ps_link_bound" in r]
+        limit = ""
+        if bounds:
+            which = "workers'" if statistics.median(r["worker_link_bound"] for r in runs) < statistics.median(
+                r["ps_link_bound"] for r in runs) else "ps"
+            limit = f"{statistics.median(bounds):.2f} ({which}); {statistics.median(rate) / statistics.median(bounds):.0%}"
         rows.append([str(num_ps), fmt_summary(summary(rate), 2), fmt_ratio(speedup), fmt_ratio(linear),
                      f"{statistics.median(r['ps_bytes_per_step'] for r in runs) / 1e6:.2f}",
                      f"{statistics.median(r['ps_link_utilisation'] for r in runs):.0%}",
                      f"{statistics.median(r['worker_link_utilisation'] for r in runs):.0%}",
+                     limit or "—",
                      f"{statistics.median(r['cpu_busy'] for r in runs):.0%}"])
         if num_ps > 1 and linear:
-            report.target(f"partitioned: steps/s with {num_ps} ps >= 0.8x linear (shaped network)",
+            report.target(f"partitioned: steps/s with {num_ps} ps >= 0.8x linear (shaped network{topology})",
                           fmt_ratio(linear), linear["median"] >= 0.8)
+    worker_rate = doc.get("worker_rate", doc["rate"])
+    links = (f"each host's link shaped to {doc['rate']} each way" if worker_rate == doc["rate"] else
+             f"the ps hosts' links shaped to {doc['rate']} each way, the workers' to {worker_rate}")
     report.section(
-        "5b. Partitioned variables in a shaped network (bench/partition_scaling.py)",
+        f"{title} (bench/partition_scaling.py)",
         ["ps tasks", "global steps/s", "speed-up over 1 ps", "÷ ps count (1 = linear)", "MB per step per ps",
-         "ps link use", "worker link use", "CPU busy"], rows,
-        [f"Every task on a host of its own (a network namespace), each host's link shaped to {doc['rate']} each "
-         f"way; delay: {doc.get('delay')}. A softmax of {doc['parameters']:,} parameters (W [100000, 10] "
-         f"partitioned over the ps tasks), {doc['workers']} workers, async; {doc['rounds']} interleaved rounds "
-         f"of {doc['seconds']:g} s after a warm-up. Bytes and link use from the veth counters: a link's use is "
-         "its busier direction against the shaped rate.",
+         "ps link use", "worker link use", "most the links allow (whose); reached", "CPU busy"], rows,
+        [f"Every task on a host of its own (a network namespace), {links}; delay: {doc.get('delay')}. A softmax "
+         f"of {doc['parameters']:,} parameters (W [100000, 10] partitioned over the ps tasks), {doc['workers']} "
+         f"workers, async; {doc['rounds']} interleaved rounds of {doc['seconds']:g} s after a warm-up. Bytes and "
+         "link use from the veth counters: a link's use is its busier direction against the shaped rate.",
+         "Most the links allow: a ps link carries its share of each global step in its busier direction; a "
+         "worker sends its gradient and then receives the parameters of its next step, so its step takes at "
+         "least both through its own link, the workers stepping side by side. The smaller bound names the limit. "
+         "Where the workers' links are the limit, more ps tasks cannot raise steps/s further: a worker moves its "
+         "whole gradient whatever the ps count.",
          "CPU busy far below 100 % says the network, not the CPU, is the limit."])
 
 
@@ -596,9 +611,9 @@ def main():
     cluster = load(os.path.join(args.dir, "cluster.json"))
     if cluster:
         add_cluster(report, cluster)
-    scaling = load(os.path.join(args.dir, "partition_scaling.json"))
-    if scaling:
-        add_partition_scaling(report, scaling)
+    add_partition_scaling(report, load(os.path.join(args.dir, "partition_scaling.json")))
+    add_partition_scaling(report, load(os.path.join(args.dir, "partition_scaling_fast_workers.json")), "5c",
+                          ", the ps links the limit")
     add_app(report, load(os.path.join(args.dir, "app_latency.json")), load(os.path.join(args.dir, "app_memory.json")))
 
     print(text_table(report))

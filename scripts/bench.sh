@@ -50,6 +50,9 @@ echo "== clusters of real processes: updates/s, 1 vs 2 ps, time to accuracy, tel
 echo "== partitioned variables in a shaped network: 1M parameters, 4 workers, 1 / 2 / 4 ps hosts"
 PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "${quick_flag[@]}" \
   --node="$PARASYNC_NODE" --out="$out/partition_scaling.json"
+echo "== the same with the workers' links at 1 Gbit/s: the ps links the limit, as with many workers per ps"
+PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "${quick_flag[@]}" \
+  --node="$PARASYNC_NODE" --worker_rate=1gbit --out="$out/partition_scaling_fast_workers.json"
 if [ -x "$build/bench/bench_app_ingest" ]; then
   # Separate processes, so the memory figure is the app's alone.
   echo "== the app's ingest: GUI event-loop latency with the demo at full speed, 2 and 64 workers"
