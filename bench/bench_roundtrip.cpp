@@ -1,6 +1,7 @@
 // Round trips, side by side in one run (issue 5, items 1 and 2):
 //   - raw TCP ping-pong over loopback (TCP_NODELAY, blocking sockets): the floor;
-//   - raw gRPC bidirectional-stream ping-pong: the transport's floor;
+//   - raw gRPC bidirectional-stream ping-pong, with protobuf messages (as the
+//     step's) and with zero-copy ByteBuffers (no protobuf): the transport's floor;
 //   - one worker step (push a gradient, receive the fresh parameters) against
 //     a real `parasync-node --job_name=ps` process, async, for 2, 7,850 and
 //     1,000,000 parameters.
@@ -174,13 +175,111 @@ public:
     }
 };
 
+// ---------------------------------------------------------------------------
+// Raw gRPC without protobuf: the same stream, but the messages are gRPC
+// ByteBuffers whose slices point at memory that lives as long as the
+// process (sent without a copy) and are read without being parsed. It is the
+// least any data path over gRPC can cost -- gRPC's framing, HTTP/2 flow
+// control and threads, nothing else -- and so the floor for tensors sent as
+// zero-copy buffers over their own memory (issue 13's "different data path").
+// A ping's first 4 bytes are the pong's length.
+// ---------------------------------------------------------------------------
+
+const char *const kRawPingPong = "/parasync.bench.RawEcho/PingPong";
+
+// One static buffer, large enough for the largest ping or pong (1M floats and
+// their framing), shared by the far end and the client: both only send from it.
+const std::vector<char> &rawPayload()
+{
+    static const std::vector<char> payload(size_t(8) << 20, '\1');
+    return payload;
+}
+
+grpc::ByteBuffer rawMessage(size_t bytes, uint32_t replyBytes)
+{
+    const std::vector<char> &payload = rawPayload();
+    if (bytes < sizeof replyBytes) {
+        grpc::Slice slice(&replyBytes, sizeof replyBytes); // copied: 4 bytes
+        return grpc::ByteBuffer(&slice, 1);
+    }
+    // The header is copied into its own small slice; the body is the static
+    // buffer itself.
+    grpc::Slice slices[2]
+        = {grpc::Slice(&replyBytes, sizeof replyBytes),
+           grpc::Slice(payload.data(), std::min(bytes, payload.size()) - sizeof replyBytes, grpc::Slice::STATIC_SLICE)};
+    return grpc::ByteBuffer(slices, 2);
+}
+
+class RawEchoService final : public grpc::Service
+{
+public:
+    RawEchoService()
+    {
+        AddMethod(new grpc::internal::RpcServiceMethod(
+            kRawPingPong, grpc::internal::RpcMethod::BIDI_STREAMING,
+            new grpc::internal::BidiStreamingHandler<RawEchoService, grpc::ByteBuffer, grpc::ByteBuffer>(
+                [](RawEchoService *, grpc::ServerContext *,
+                   grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> *stream) { return pingPong(stream); },
+                this)));
+    }
+
+private:
+    static grpc::Status pingPong(grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> *stream)
+    {
+        grpc::ByteBuffer ping;
+        std::vector<grpc::Slice> slices;
+        while (stream->Read(&ping)) {
+            uint32_t replyBytes = 0;
+            if (!ping.Dump(&slices).ok() || slices.empty() || slices.front().size() < sizeof replyBytes)
+                return {grpc::StatusCode::INVALID_ARGUMENT, "a raw ping starts with the pong's length"};
+            std::memcpy(&replyBytes, slices.front().begin(), sizeof replyBytes);
+            if (!stream->Write(rawMessage(replyBytes, 0)))
+                break;
+        }
+        return grpc::Status::OK;
+    }
+};
+
+class RawGrpcEchoClient
+{
+public:
+    explicit RawGrpcEchoClient(const std::string &address)
+        : m_channel(makeChannel(address, RpcSettings{}))
+        , m_context(makeContext(RpcSettings{}))
+        , m_stream(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+              m_channel.get(),
+              grpc::internal::RpcMethod(kRawPingPong, grpc::internal::RpcMethod::BIDI_STREAMING, m_channel),
+              m_context.get()))
+    {
+    }
+    ~RawGrpcEchoClient()
+    {
+        m_stream->WritesDone();
+        m_stream->Finish();
+    }
+
+    bool pingPong(size_t request, size_t reply)
+    {
+        return m_stream->Write(rawMessage(request, uint32_t(reply))) && m_stream->Read(&m_pong)
+               && m_pong.Length() == reply;
+    }
+
+private:
+    std::shared_ptr<grpc::Channel> m_channel;
+    std::unique_ptr<grpc::ClientContext> m_context;
+    std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> m_stream;
+    grpc::ByteBuffer m_pong;
+};
+
 int serveGrpc(uint16_t port)
 {
     EchoService service;
+    RawEchoService rawService;
     grpc::ServerBuilder builder;
     int selected = 0;
     configureServer(builder, "127.0.0.1:" + std::to_string(port), RpcSettings{}, &selected);
     builder.RegisterService(&service);
+    builder.RegisterService(&rawService);
     auto server = builder.BuildAndStart();
     if (!server || selected == 0) {
         std::fprintf(stderr, "bench grpc server: cannot listen on %u\n", unsigned(port));
@@ -480,6 +579,16 @@ void registerBenchmarks(bool quick)
         benchmark::RegisterBenchmark(("grpc/" + shape.label).c_str(),
                                      [request, reply](benchmark::State &state) {
                                          GrpcEchoClient client(g_fixture->grpcAddress);
+                                         for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                                             client.pingPong(request, reply);
+                                         measure(state, *g_fixture->grpcServer, request, reply,
+                                                 [&] { return client.pingPong(request, reply); });
+                                     })
+            ->UseRealTime()
+            ->MinTime(minTime(shape.label));
+        benchmark::RegisterBenchmark(("grpc_raw/" + shape.label).c_str(),
+                                     [request, reply](benchmark::State &state) {
+                                         RawGrpcEchoClient client(g_fixture->grpcAddress);
                                          for (int i = 0; i < kWarmUpRoundTrips; ++i)
                                              client.pingPong(request, reply);
                                          measure(state, *g_fixture->grpcServer, request, reply,
