@@ -23,6 +23,7 @@
 #include "engine/parameter_shard.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/rpc.h"
+#include "wire/train_call.h"
 
 #include <benchmark/benchmark.h>
 
@@ -380,7 +381,8 @@ public:
             spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
         }
 
-        m_stub = proto::ParameterService::NewStub(makeChannel(address, RpcSettings{}));
+        m_channel = makeChannel(address, RpcSettings{});
+        m_stub = proto::ParameterService::NewStub(m_channel);
         proto::InitializeRequest init;
         init.set_origin("bench_roundtrip");
         *init.mutable_signature() = signature;
@@ -396,13 +398,13 @@ public:
             throw std::runtime_error("cannot initialise the ps: " + describeRpcError(status));
 
         m_context = makeContext(RpcSettings{});
-        m_stream = m_stub->Train(m_context.get());
+        m_stream = std::make_unique<TrainCall>(*m_channel, *m_context);
         proto::TrainRequest join;
         join.mutable_join()->set_worker_index(0);
         join.mutable_join()->set_pid(::getpid());
         *join.mutable_join()->mutable_signature() = signature;
         proto::TrainResponse joined;
-        if (!m_stream->Write(join) || !m_stream->Read(&joined) || !joined.join().ready())
+        if (!m_stream->write(join) || !m_stream->read(&joined) || !joined.join().ready())
             throw std::runtime_error("the ps did not accept the join");
         m_globalStep = joined.join().global_step();
     }
@@ -411,17 +413,18 @@ public:
     {
         proto::TrainRequest leave;
         leave.mutable_leave()->set_finished(false);
-        m_stream->Write(leave);
-        m_stream->WritesDone();
-        m_stream->Finish();
+        m_stream->write(leave);
+        m_stream->writesDone();
+        m_stream->finish();
     }
 
     // One step's communication, as WorkerTask::step does it (the gradient's
-    // computation excepted).
+    // computation excepted): the push and its answer kept from step to step.
     bool step()
     {
-        proto::TrainRequest request;
+        proto::TrainRequest &request = m_request;
         auto *push = request.mutable_push();
+        push->Clear();
         push->set_computed_from_step(m_globalStep);
         push->set_batch_loss(0.5f);
         push->set_full_loss(std::nanf(""));
@@ -434,12 +437,19 @@ public:
             toTensor(m_gradient[i], m_variables[i].shape, push->add_gradients());
         m_lastRequestBytes = request.ByteSizeLong();
         const auto start = Clock::now();
-        proto::TrainResponse response;
-        if (!m_stream->Write(request) || !m_stream->Read(&response))
+        proto::TrainResponse &response = m_response;
+        if (!m_stream->write(request) || !m_stream->read(&response))
             return false;
         const auto &decision = response.push();
-        for (size_t i = 0; i < m_params.size() && int(i) < decision.parameters_size(); ++i)
-            m_params[i] = fromTensor(decision.parameters(int(i)), m_params[i].size());
+        if (decision.parameters_size() != int(m_params.size()))
+            return false;
+        for (size_t i = 0; i < m_params.size(); ++i) {
+            const proto::Tensor &tensor = decision.parameters(int(i));
+            if (tensor.values_size() != m_params[i].size())
+                return false;
+            // In place, as the worker reads them.
+            m_params[i] = Eigen::Map<const Eigen::VectorXf>(tensor.values().data(), tensor.values_size());
+        }
         m_globalStep = decision.global_step();
         m_previousPushUs = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
         m_lastResponseBytes = response.ByteSizeLong();
@@ -458,9 +468,12 @@ private:
     int64_t m_previousPushUs = 0;
     size_t m_lastRequestBytes = 0;
     size_t m_lastResponseBytes = 0;
+    std::shared_ptr<grpc::Channel> m_channel;
     std::unique_ptr<proto::ParameterService::Stub> m_stub;
     std::unique_ptr<grpc::ClientContext> m_context;
-    std::unique_ptr<grpc::ClientReaderWriter<proto::TrainRequest, proto::TrainResponse>> m_stream;
+    std::unique_ptr<TrainCall> m_stream;
+    proto::TrainRequest m_request;
+    proto::TrainResponse m_response;
 };
 
 // ---------------------------------------------------------------------------

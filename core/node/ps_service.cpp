@@ -5,6 +5,7 @@
 #include "wire/cluster_token.h"
 #include "wire/rpc.h"
 #include "wire/task_server.h"
+#include "wire/train_call.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -24,18 +25,31 @@ grpc::Status toGrpc(const CallStatus &status)
     return {grpc::StatusCode::INTERNAL, status.message()};
 }
 
+// The ps's end of a Train stream: ByteBuffers parsed into the request that
+// PsTask::train keeps for the stream's life (wire/train_call.h says why).
 class GrpcTrainStream final : public TrainStream
 {
 public:
-    explicit GrpcTrainStream(grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> &stream)
-        : m_stream(stream)
+    explicit GrpcTrainStream(grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &stream) : m_stream(stream) {}
+    bool read(proto::TrainRequest *request) override
     {
+        if (!m_stream.Read(&m_in))
+            return false;
+        m_malformed = !parseKeepingStorage(m_in, request);
+        return !m_malformed;
     }
-    bool read(proto::TrainRequest *request) override { return m_stream.Read(request); }
-    bool write(const proto::TrainResponse &response) override { return m_stream.Write(response); }
+    bool write(const proto::TrainResponse &response) override
+    {
+        grpc::ByteBuffer out;
+        return serialize(response, &out) && m_stream.Write(out);
+    }
+    // Whether the stream ended on bytes that are no TrainRequest.
+    bool malformed() const { return m_malformed; }
 
 private:
-    grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> &m_stream;
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &m_stream;
+    grpc::ByteBuffer m_in;
+    bool m_malformed = false;
 };
 
 class GrpcWatchStream final : public WatchStream
@@ -60,14 +74,19 @@ private:
 class ParameterServiceImpl final : public proto::ParameterService::Service
 {
 public:
-    ParameterServiceImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
-    grpc::Status Train(grpc::ServerContext *context,
-                       grpc::ServerReaderWriter<proto::TrainResponse, proto::TrainRequest> *stream) override
+    ParameterServiceImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth)
     {
-        if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
-            return denied;
-        GrpcTrainStream train(*stream);
-        return toGrpc(m_task.train(train));
+        // Train is served on ByteBuffers, parsed by GrpcTrainStream into
+        // storage kept from step to step; the generated handler would parse
+        // every request into a fresh message.
+        MarkMethodStreamed(
+            trainMethodIndex(),
+            new grpc::internal::BidiStreamingHandler<ParameterServiceImpl, grpc::ByteBuffer, grpc::ByteBuffer>(
+                [](ParameterServiceImpl *service, grpc::ServerContext *context,
+                   grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> *stream) {
+                    return service->train(context, stream);
+                },
+                this));
     }
     grpc::Status Initialize(grpc::ServerContext *context, const proto::InitializeRequest *request,
                             proto::InitializeResponse *response) override
@@ -85,6 +104,20 @@ public:
     }
 
 private:
+    grpc::Status train(grpc::ServerContext *context,
+                       grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> *stream)
+    {
+        if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
+            return denied;
+        GrpcTrainStream trainStream(*stream);
+        const grpc::Status status = toGrpc(m_task.train(trainStream));
+        if (status.ok() && trainStream.malformed())
+            return {grpc::StatusCode::INVALID_ARGUMENT,
+                    "a Train request was not a parasync.proto.TrainRequest (it does not parse): "
+                    "speak ParameterService as core/proto/parasync.proto defines it"};
+        return status;
+    }
+
     PsTask &m_task;
     const TokenCheck &m_auth;
 };

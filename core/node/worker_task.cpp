@@ -5,6 +5,7 @@
 #include "engine/parameter_shard.h"
 #include "node/chief_duties.h"
 #include "wire/task_server.h"
+#include "wire/train_call.h"
 
 #include <unistd.h>
 
@@ -33,13 +34,17 @@ struct WorkerTask::PsConnection
     std::shared_ptr<grpc::Channel> channel; // also the chief's, for its calls to this ps
     std::unique_ptr<proto::ParameterService::Stub> parameters;
     std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<grpc::ClientReaderWriter<proto::TrainRequest, proto::TrainResponse>> stream;
+    std::unique_ptr<TrainCall> stream;
+    // Kept from step to step, so that a push's tensors reuse their storage
+    // (wire/train_call.h): the push to this ps and its answer.
+    proto::TrainRequest push;
+    proto::TrainResponse answer;
 
     void closeStream()
     {
         if (stream) {
             context->TryCancel();
-            stream->Finish();
+            stream->finish();
         }
         stream.reset();
         context.reset();
@@ -330,7 +335,7 @@ bool WorkerTask::connectAndJoin()
             std::lock_guard lock(m_streamMutex);
             ps->closeStream();
             ps->context = makeContext(m_rpc);
-            ps->stream = ps->parameters->Train(ps->context.get());
+            ps->stream = std::make_unique<TrainCall>(*ps->channel, *ps->context);
         }
         for (;;) {
             if (stopping())
@@ -342,8 +347,8 @@ bool WorkerTask::connectAndJoin()
             join->set_host(m_hostName);
             *join->mutable_signature() = m_signature;
             proto::TrainResponse response;
-            if (!ps->stream->Write(request) || !ps->stream->Read(&response)) {
-                const auto status = ps->stream->Finish();
+            if (!ps->stream->write(request) || !ps->stream->read(&response)) {
+                const auto status = ps->stream->finish();
                 ps->stream.reset();
                 if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION
                     || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
@@ -357,7 +362,7 @@ bool WorkerTask::connectAndJoin()
                         return false;
                     std::lock_guard lock(m_streamMutex);
                     ps->context = makeContext(m_rpc);
-                    ps->stream = ps->parameters->Train(ps->context.get());
+                    ps->stream = std::make_unique<TrainCall>(*ps->channel, *ps->context);
                     continue;
                 }
                 setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
@@ -452,8 +457,10 @@ bool WorkerTask::step()
     };
 
     // ps:0 first: its update policy decides what happens to the gradient.
-    proto::TrainRequest request;
+    auto &ps0 = *m_ps.front();
+    proto::TrainRequest &request = ps0.push;
     auto *push = request.mutable_push();
+    push->Clear(); // keeps the gradient tensors' storage for this step's values
     push->set_computed_from_step(m_globalStep);
     push->set_batch_loss(batchLoss);
     push->set_full_loss(measured.fullLoss);
@@ -479,19 +486,19 @@ bool WorkerTask::step()
     // so the uploads overlap ps:0's work and its answer instead of
     // following them; then each gets the decision (a few bytes) and answers
     // with its fresh slices. Every write goes out before any answer is read.
-    auto &ps0 = *m_ps.front();
-    if (!ps0.stream->Write(request))
+    if (!ps0.stream->write(request))
         return false;
     for (size_t k = 1; k < m_ps.size(); ++k) {
-        proto::TrainRequest staged;
+        proto::TrainRequest &staged = m_ps[k]->push;
+        staged.mutable_push()->Clear();
         staged.mutable_push()->set_staged(true);
         staged.mutable_push()->set_computed_from_step(m_globalStep);
         makePush(int(k), staged.mutable_push());
-        if (!m_ps[k]->stream->Write(staged))
+        if (!m_ps[k]->stream->write(staged))
             return false;
     }
-    proto::TrainResponse response;
-    if (!ps0.stream->Read(&response))
+    proto::TrainResponse &response = ps0.answer;
+    if (!ps0.stream->read(&response))
         return false;
     const auto &decision = response.push();
     readParameters(0, decision.parameters());
@@ -504,12 +511,12 @@ bool WorkerTask::step()
         shardPush->set_update(decision.update());
         if (counted)
             shardPush->set_contributions(decision.contributions()); // 0: the staged gradient is dropped
-        if (!m_ps[k]->stream->Write(decided))
+        if (!m_ps[k]->stream->write(decided))
             return false;
     }
     for (size_t k = 1; k < m_ps.size(); ++k) {
-        proto::TrainResponse shardResponse;
-        if (!m_ps[k]->stream->Read(&shardResponse))
+        proto::TrainResponse &shardResponse = m_ps[k]->answer;
+        if (!m_ps[k]->stream->read(&shardResponse))
             return false;
         readParameters(int(k), shardResponse.push().parameters());
     }
@@ -570,9 +577,9 @@ void WorkerTask::leave(bool finished)
         proto::TrainRequest request;
         request.mutable_leave()->set_finished(finished);
         request.mutable_leave()->set_worker_clock(m_clock);
-        ps->stream->Write(request);
-        ps->stream->WritesDone();
-        ps->stream->Finish();
+        ps->stream->write(request);
+        ps->stream->writesDone();
+        ps->stream->finish();
         ps->stream.reset();
         ps->context.reset();
     }
@@ -603,7 +610,7 @@ int WorkerTask::run()
             std::lock_guard lock(m_streamMutex);
             if (ps->stream) {
                 ps->context->TryCancel();
-                const auto status = ps->stream->Finish();
+                const auto status = ps->stream->finish();
                 setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
                                                  + ": " + describeRpcError(status));
             }

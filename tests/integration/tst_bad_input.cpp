@@ -2,6 +2,7 @@
 // server keeps serving, and nothing the cluster learned is lost.
 #include "base/port_holder.h"
 #include "support/cluster_harness.h"
+#include "wire/train_call.h"
 
 #include <QFile>
 #include <QTcpSocket>
@@ -267,6 +268,44 @@ private Q_SLOTS:
         QCOMPARE(cluster.worker(0).waitForExit(), 0);
         cluster.ps(0).terminate();
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    // A client that speaks gRPC but sends bytes that are no TrainRequest on
+    // Train (the ps parses its stream itself: wire/train_call.h) is told so,
+    // and the cluster trains on.
+    void bytesThatAreNoTrainRequestAreRefused_data()
+    {
+        QTest::addColumn<QByteArray>("bytes");
+        QTest::newRow("a truncated varint") << QByteArray("\x08\xff", 2);
+        QTest::newRow("a push whose length runs past the end") << QByteArray("\x12\x7f\x08\x01", 4);
+        QTest::newRow("a push that claims 2 GB") << QByteArray("\x12\xff\xff\xff\xff\x07", 6);
+    }
+
+    void bytesThatAreNoTrainRequestAreRefused()
+    {
+        QFETCH(QByteArray, bytes);
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100000000")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+
+        auto channel = makeChannel(cluster.psAddress(0).toStdString(), {});
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + 10s);
+        std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+            grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+                channel.get(), grpc::internal::RpcMethod(trainMethodPath(), grpc::internal::RpcMethod::BIDI_STREAMING),
+                &context));
+        grpc::Slice slice(bytes.constData(), size_t(bytes.size()));
+        QVERIFY(stream->Write(grpc::ByteBuffer(&slice, 1)));
+        grpc::ByteBuffer answer;
+        QVERIFY(!stream->Read(&answer)); // no answer: the stream ends
+        const grpc::Status status = stream->Finish();
+        QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+        QVERIFY2(QString::fromStdString(status.error_message()).contains(u"not a parasync.proto.TrainRequest"),
+                 status.error_message().c_str());
+
+        trainsOnAndStopsCleanly(cluster);
     }
 
     void nonFiniteGradientsAreRejectedAndCounted()

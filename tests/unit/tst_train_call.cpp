@@ -1,0 +1,173 @@
+// The Train stream's messages parsed into kept storage (wire/train_call.h):
+// a push after a push reuses its tensors' memory, and whatever the bytes
+// hold, the message ends up exactly as a fresh parse would make it.
+#include "wire/train_call.h"
+
+#include <google/protobuf/unknown_field_set.h>
+
+#include <QTest>
+
+using namespace parasync;
+
+namespace {
+
+grpc::ByteBuffer bufferOf(const std::string &bytes)
+{
+    grpc::Slice slice(bytes);
+    return grpc::ByteBuffer(&slice, 1);
+}
+
+proto::TrainRequest pushOf(std::vector<int> sizes, float value)
+{
+    proto::TrainRequest request;
+    auto *push = request.mutable_push();
+    push->set_computed_from_step(7);
+    push->set_batch_loss(0.25f);
+    for (const int size : sizes) {
+        auto *gradient = push->add_gradients();
+        gradient->add_shape(size);
+        for (int i = 0; i < size; ++i)
+            gradient->add_values(value + float(i));
+    }
+    return request;
+}
+
+proto::TrainRequest joinOf(int worker)
+{
+    proto::TrainRequest request;
+    request.mutable_join()->set_worker_index(worker);
+    return request;
+}
+
+// Field 15, varint 1: a field this version of the .proto does not have.
+const std::string kUnknownField = std::string("\x78\x01", 2);
+
+} // namespace
+
+Q_DECLARE_METATYPE(std::string)
+
+class TestTrainCall : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void aPushAfterAPushReusesItsTensorsStorage()
+    {
+        proto::TrainRequest kept;
+        grpc::ByteBuffer first = bufferOf(pushOf({100000, 10}, 1.0f).SerializeAsString());
+        QVERIFY(parseKeepingStorage(first, &kept));
+        // Ten times the values: a capacity no parse of them would choose,
+        // which survives only if the storage is kept (a freed block's
+        // address may well be handed out again, so the pointer alone proves
+        // little).
+        kept.mutable_push()->mutable_gradients(0)->mutable_values()->Reserve(1000000);
+        const int capacity = kept.push().gradients(0).values().Capacity();
+        const float *storage = kept.push().gradients(0).values().data();
+
+        const proto::TrainRequest second = pushOf({100000, 10}, 2.0f);
+        grpc::ByteBuffer bytes = bufferOf(second.SerializeAsString());
+        QVERIFY(parseKeepingStorage(bytes, &kept));
+        QCOMPARE(kept.push().gradients(0).values().data(), storage);
+        QCOMPARE(kept.push().gradients(0).values().Capacity(), capacity);
+        QCOMPARE(kept.SerializeAsString(), second.SerializeAsString());
+        QCOMPARE(bytes.Length(), size_t(0)); // emptied for the next read
+    }
+
+    void theMessageIsWhatAFreshParseMakes_data()
+    {
+        QTest::addColumn<std::string>("before");
+        QTest::addColumn<std::string>("bytes");
+        const std::string push = pushOf({5, 1}, 1.0f).SerializeAsString();
+        const std::string smallerPush = pushOf({2}, 3.0f).SerializeAsString();
+        const std::string join = joinOf(3).SerializeAsString();
+        proto::TrainRequest leave;
+        leave.mutable_leave()->set_finished(true);
+        // Protobuf keeps the last member of a oneof that the bytes set, so
+        // concatenated messages say which kind a parse ends with.
+        QTest::newRow("push, then a push with fewer values") << push << smallerPush;
+        QTest::newRow("push, then a join") << push << join;
+        QTest::newRow("push, then a leave") << push << leave.SerializeAsString();
+        QTest::newRow("push, then an empty message") << push << std::string();
+        QTest::newRow("push, then only a field unknown here") << push << kUnknownField;
+        QTest::newRow("push, then a push and an unknown field") << push << smallerPush + kUnknownField;
+        QTest::newRow("push, then a push followed by a join") << push << smallerPush + join;
+        QTest::newRow("push, then a join followed by a push") << push << join + smallerPush;
+        QTest::newRow("push, then two pushes (merged)") << push << smallerPush + smallerPush;
+        QTest::newRow("join, then a push") << join << smallerPush;
+        QTest::newRow("nothing, then a push") << std::string() << push;
+    }
+
+    void theMessageIsWhatAFreshParseMakes()
+    {
+        QFETCH(std::string, before);
+        QFETCH(std::string, bytes);
+        proto::TrainRequest kept;
+        QVERIFY(kept.ParseFromString(before));
+        kept.GetReflection()->MutableUnknownFields(&kept)->AddVarint(14, 9); // must not survive either
+
+        proto::TrainRequest fresh;
+        QVERIFY(fresh.ParseFromString(bytes));
+        grpc::ByteBuffer buffer = bufferOf(bytes);
+        QVERIFY(parseKeepingStorage(buffer, &kept));
+        QCOMPARE(kept.kind_case(), fresh.kind_case());
+        QCOMPARE(kept.SerializeAsString(), fresh.SerializeAsString());
+    }
+
+    void aResponseKeepsItsParametersStorageToo()
+    {
+        proto::TrainResponse answer;
+        answer.mutable_push()->set_global_step(3);
+        auto *parameters = answer.mutable_push()->add_parameters();
+        for (int i = 0; i < 50000; ++i)
+            parameters->add_values(float(i));
+        proto::TrainResponse kept;
+        grpc::ByteBuffer bytes = bufferOf(answer.SerializeAsString());
+        QVERIFY(parseKeepingStorage(bytes, &kept));
+        kept.mutable_push()->mutable_parameters(0)->mutable_values()->Reserve(500000);
+        const int capacity = kept.push().parameters(0).values().Capacity();
+        const float *storage = kept.push().parameters(0).values().data();
+        answer.mutable_push()->set_global_step(4);
+        bytes = bufferOf(answer.SerializeAsString());
+        QVERIFY(parseKeepingStorage(bytes, &kept));
+        QCOMPARE(kept.push().parameters(0).values().data(), storage);
+        QCOMPARE(kept.push().parameters(0).values().Capacity(), capacity);
+        QCOMPARE(kept.push().global_step(), int64_t(4));
+
+        // A join answer after pushes: the push is gone, as a fresh parse has it.
+        proto::TrainResponse joined;
+        joined.mutable_join()->set_ready(true);
+        bytes = bufferOf(joined.SerializeAsString());
+        QVERIFY(parseKeepingStorage(bytes, &kept));
+        QVERIFY(!kept.has_push());
+        QVERIFY(kept.join().ready());
+    }
+
+    void bytesThatAreNoMessageAreRefused_data()
+    {
+        QTest::addColumn<std::string>("bytes");
+        // After a push was kept, so the scan for the last kind runs too.
+        QTest::newRow("a truncated varint") << std::string("\x08\xff", 2);
+        QTest::newRow("a push whose length runs past the end") << std::string("\x12\x7f\x08\x01", 4);
+        QTest::newRow("field number 0") << std::string("\x00\x01", 2);
+        QTest::newRow("an end-group tag with no group") << std::string("\x0c", 1);
+        QTest::newRow("a push that claims 2 GB") << std::string("\x12\xff\xff\xff\xff\x07", 6);
+    }
+
+    void bytesThatAreNoMessageAreRefused()
+    {
+        QFETCH(std::string, bytes);
+        proto::TrainRequest kept = pushOf({3}, 1.0f);
+        proto::TrainRequest fresh;
+        QVERIFY(!fresh.ParseFromString(bytes));
+        grpc::ByteBuffer buffer = bufferOf(bytes);
+        QVERIFY(!parseKeepingStorage(buffer, &kept));
+    }
+
+    void trainIsCalledByItsGrpcPath()
+    {
+        QCOMPARE(QByteArray(trainMethodPath()), QByteArray("/parasync.proto.ParameterService/Train"));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestTrainCall)
+#include "tst_train_call.moc"
