@@ -230,10 +230,19 @@ private:
         grpc::ByteBuffer ping;
         std::vector<grpc::Slice> slices;
         while (stream->Read(&ping)) {
+            // The length may arrive split over slices: gRPC keeps the
+            // boundaries of what it read, not of what was sent.
             uint32_t replyBytes = 0;
-            if (!ping.Dump(&slices).ok() || slices.empty() || slices.front().size() < sizeof replyBytes)
+            size_t have = 0;
+            if (ping.Dump(&slices).ok())
+                for (const grpc::Slice &slice : slices) {
+                    const size_t take = std::min(sizeof replyBytes - have, slice.size());
+                    std::memcpy(reinterpret_cast<char *>(&replyBytes) + have, slice.begin(), take);
+                    if ((have += take) == sizeof replyBytes)
+                        break;
+                }
+            if (have < sizeof replyBytes)
                 return {grpc::StatusCode::INVALID_ARGUMENT, "a raw ping starts with the pong's length"};
-            std::memcpy(&replyBytes, slices.front().begin(), sizeof replyBytes);
             if (!stream->Write(rawMessage(replyBytes, 0)))
                 break;
         }

@@ -130,9 +130,17 @@ class _PsStream:
                                      response_deserializer=functools.partial(tensors.decode_answer, copy=False))
         self._answers = call(iter(self._requests.get, None), metadata=metadata)
 
-    def exchange(self, request):
+    def send(self, request):
+        """Queues a request without waiting for an answer (a staged push gets none)."""
         self._requests.put(request)
+
+    def receive(self):
+        """The next answer, in the order of the requests that get one."""
         return next(self._answers)
+
+    def exchange(self, request):
+        self.send(request)
+        return self.receive()
 
     def close(self, last_request=None):
         if last_request is not None:
@@ -666,18 +674,25 @@ class Worker:
         pieces = self.placement.split([grads[v.name] for v in self.signature.variables])
 
         # ps:0 first: its update policy decides what happens to the gradient.
-        answer = self._streams[0].exchange(tensors.encode_push(head, pieces[0]))
+        # The other ps tasks get their slices staged (PushRequest.staged)
+        # while ps:0 decides, so the uploads overlap ps:0's work instead of
+        # following its answer, as parasync-node's workers do; then each gets
+        # the decision (0 contributions drops the staged slices) and answers
+        # with its fresh slices.
+        others = range(1, len(self._streams))
+        self._streams[0].send(tensors.encode_push(head, pieces[0]))
+        for k in others:
+            staged = pb.PushRequest(computed_from_step=self.global_step, staged=True)
+            self._streams[k].send(tensors.encode_push(staged, pieces[k]))
+        answer = self._streams[0].receive()
         decision = answer.message
         answers = [answer.tensors]
         counted = decision.outcome in (pb.APPLIED, pb.AGGREGATED)
-        # The other ps tasks apply what ps:0 decided (or just hand out fresh values).
-        for k in range(1, len(self._streams)):
-            shard_head = pb.PushRequest(computed_from_step=self.global_step, update=decision.update)
-            shard_grads = []
-            if counted:
-                shard_head.contributions = decision.contributions
-                shard_grads = pieces[k]
-            answers.append(self._streams[k].exchange(tensors.encode_push(shard_head, shard_grads)).tensors)
+        for k in others:
+            decided = pb.PushRequest(computed_from_step=self.global_step, update=decision.update,
+                                     contributions=decision.contributions if counted else 0)
+            self._streams[k].send(tensors.encode_push(decided, []))
+        answers.extend(self._streams[k].receive().tensors for k in others)
         self._take_parameters(answers)
         self.global_step = decision.global_step
         self.done = decision.done

@@ -314,7 +314,9 @@ class MinSliceBytesFlagTest(unittest.TestCase):
 
 class _FakePs(pb_grpc.ParameterServiceServicer, pb_grpc.TaskControlServicer):
     """A ps task in this process: plain SGD (learning rate 1) on whatever
-    the chief initialised it with, recording each push's gradients."""
+    the chief initialised it with, recording each push's gradients; ps:1..
+    hold a staged push's gradients until the decision that follows it, as
+    parasync-node's ps tasks do (PushRequest.staged)."""
 
     def __init__(self, index):
         self.index = index
@@ -322,6 +324,7 @@ class _FakePs(pb_grpc.ParameterServiceServicer, pb_grpc.TaskControlServicer):
         self.global_step = 0
         self.signature = None
         self.pushed = []  # per push: [(shape, values)] in the order received
+        self.staged_pushes = 0
         self._lock = threading.Lock()
 
     def GetTaskStatus(self, request, context):
@@ -342,6 +345,7 @@ class _FakePs(pb_grpc.ParameterServiceServicer, pb_grpc.TaskControlServicer):
                                        global_step=self.global_step)
 
     def Train(self, request_iterator, context):
+        staged = None  # a staged push's gradients (ps:1.. only), until ps:0's decision follows
         for request in request_iterator:
             with self._lock:
                 response = pb.TrainResponse()
@@ -352,7 +356,16 @@ class _FakePs(pb_grpc.ParameterServiceServicer, pb_grpc.TaskControlServicer):
                 elif request.HasField("push"):
                     push = request.push
                     grads = [(tuple(g.shape), array(g)) for g in push.gradients]
-                    self.pushed.append(grads)
+                    if push.staged:
+                        # Held, unanswered, as parasync-node's ps holds it.
+                        staged = grads
+                        self.pushed.append(grads)
+                        self.staged_pushes += 1
+                        continue
+                    if staged is not None:
+                        grads, staged = staged, None
+                    else:
+                        self.pushed.append(grads)
                     if self.index == 0 or push.contributions:
                         for s, (shape, grad) in zip(self.states, grads):
                             if shape != tuple(s.value.shape):
@@ -413,9 +426,11 @@ class PartitionedWorkerTest(unittest.TestCase):
         grad_w = np.ones((784, 10), dtype=np.float32) * np.arange(784, dtype=np.float32)[:, None] / 1000
         grad_b = np.full(10, 0.25, dtype=np.float32)
         result = worker.push({"W": grad_w, "b": grad_b}, 1.0)
-        # Each ps was sent its rows of W's gradient, in its variable list's order.
+        # Each ps was sent its rows of W's gradient, in its variable list's order;
+        # ps:1 got them staged, before ps:0's decision.
         self.assertEqual([shape for shape, _ in ps0.pushed[0]], [(392, 10), (10,)])
         np.testing.assert_array_equal(ps1.pushed[0][0][1], grad_w[392:])
+        self.assertEqual((ps0.staged_pushes, ps1.staged_pushes), (0, 1))
         # What comes back is the whole model after the step.
         np.testing.assert_allclose(result.parameters["W"], w - grad_w, rtol=1e-6)
         np.testing.assert_allclose(result.parameters["b"], b - grad_b)
