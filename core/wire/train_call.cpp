@@ -37,7 +37,8 @@ int lastOneofMember(grpc::ByteBuffer &buffer, const google::protobuf::OneofDescr
 template<typename Message>
 bool parseKeepingPush(grpc::ByteBuffer &buffer, Message *message)
 {
-    const google::protobuf::FieldDescriptor &push = *Message::descriptor()->FindFieldByNumber(Message::kPushFieldNumber);
+    const google::protobuf::FieldDescriptor &push
+        = *Message::descriptor()->FindFieldByNumber(Message::kPushFieldNumber);
     if (message->has_push() && lastOneofMember(buffer, *push.containing_oneof()) == push.number()) {
         // Everything but the push goes as Clear() would take it; the push's
         // own Clear() keeps its repeated fields' capacity, and merging into
@@ -57,8 +58,8 @@ bool parseKeepingPush(grpc::ByteBuffer &buffer, Message *message)
 
 const google::protobuf::MethodDescriptor &trainMethod()
 {
-    static const google::protobuf::MethodDescriptor *method =
-        proto::TrainRequest::descriptor()->file()->FindServiceByName("ParameterService")->FindMethodByName("Train");
+    static const google::protobuf::MethodDescriptor *method
+        = proto::TrainRequest::descriptor()->file()->FindServiceByName("ParameterService")->FindMethodByName("Train");
     return *method;
 }
 
@@ -94,7 +95,7 @@ int trainMethodIndex()
 
 TrainCall::TrainCall(grpc::ChannelInterface &channel, grpc::ClientContext &context)
     : m_stream(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-          &channel, grpc::internal::RpcMethod(trainMethodPath(), grpc::internal::RpcMethod::BIDI_STREAMING), &context))
+        &channel, grpc::internal::RpcMethod(trainMethodPath(), grpc::internal::RpcMethod::BIDI_STREAMING), &context))
 {
 }
 
