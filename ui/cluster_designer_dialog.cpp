@@ -105,11 +105,13 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     , m_totalReplicas(new QSpinBox(this))
     , m_lastStep(new QSpinBox(this))
     , m_logdir(new QLineEdit(this))
+    , m_stalenessHint(new QLabel(this))
     , m_error(new QLabel(this))
 {
     setWindowTitle(filePath.isEmpty() ? tr("Design a cluster") : tr("Cluster %1").arg(filePath));
     m_ps->setObjectName(QStringLiteral("psHosts"));
     m_workers->setObjectName(QStringLiteral("workerHosts"));
+    m_mode->setObjectName(QStringLiteral("updateMode"));
     for (const std::string &name : modelNames())
         m_model->addItem(QString::fromStdString(name));
     for (const std::string &name : optimizerNames())
@@ -140,6 +142,10 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
             m_logdir->setText(dir);
     });
     connect(m_mode, &QComboBox::currentIndexChanged, this, &ClusterDesignerDialog::updateModeFields);
+    connect(m_mode, &QComboBox::currentIndexChanged, this, &ClusterDesignerDialog::updateStalenessHint);
+    connect(m_workers->model(), &QAbstractItemModel::rowsInserted, this, &ClusterDesignerDialog::updateStalenessHint);
+    connect(m_workers->model(), &QAbstractItemModel::rowsRemoved, this, &ClusterDesignerDialog::updateStalenessHint);
+    connect(m_learningRate, &QDoubleSpinBox::valueChanged, this, &ClusterDesignerDialog::updateStalenessHint);
 
     auto *hosts = new QHBoxLayout;
     hosts->addWidget(hostListEditor(tr("Parameter servers (ps)"), m_ps, this));
@@ -169,6 +175,10 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     forms->addWidget(trainingBox, 3);
     forms->addWidget(modeBox, 2);
 
+    m_stalenessHint->setObjectName(QStringLiteral("stalenessHint"));
+    m_stalenessHint->setWordWrap(true);
+    m_stalenessHint->setStyleSheet(QStringLiteral("color: #8a5a00"));
+    m_stalenessHint->hide();
     m_error->setWordWrap(true);
     m_error->setStyleSheet(QStringLiteral("color: #c62828"));
     m_error->hide();
@@ -192,6 +202,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     auto *layout = new QVBoxLayout(this);
     layout->addLayout(hosts);
     layout->addLayout(forms);
+    layout->addWidget(m_stalenessHint);
     layout->addWidget(m_error);
     layout->addWidget(buttons);
     setPlan(plan);
@@ -220,6 +231,33 @@ void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
     m_replicas->setValue(t.mode.replicas_to_aggregate());
     m_totalReplicas->setValue(t.mode.total_num_replicas());
     updateModeFields();
+    updateStalenessHint();
+}
+
+void ClusterDesignerDialog::updateStalenessHint()
+{
+    // In async every other worker may apply its gradient between a worker's
+    // read of the parameters and its own push, so a gradient can be
+    // workers - 1 updates old when it is applied. Below 16 workers that
+    // rarely matters; the demo's learning rate of 0.05 trains with 16 async
+    // workers and diverges from 32 (bench_cluster's 8-64 worker runs use
+    // 0.005 for this reason). Sync averages fresh gradients only, and ssp
+    // bounds the clocks' spread, so neither gets the hint.
+    constexpr int kManyAsyncWorkers = 16;
+    const int workers = m_workers->count();
+    const bool async = proto::UpdateMode(m_mode->currentData().toInt()) == proto::ASYNC;
+    if (!async || workers < kManyAsyncWorkers) {
+        m_stalenessHint->hide();
+        return;
+    }
+    m_stalenessHint->setText(
+        tr("Async with %1 workers: a gradient can be up to %2 updates old when it is applied. If the loss grows "
+           "instead of falling, lower the learning rate (now %3) about in proportion to the workers, or use ssp "
+           "to bound the staleness.")
+            .arg(workers)
+            .arg(workers - 1)
+            .arg(m_learningRate->value()));
+    m_stalenessHint->show();
 }
 
 void ClusterDesignerDialog::updateModeFields()

@@ -42,6 +42,9 @@ private:
     // The designed cluster as a Kubeflow TFJob manifest (TfJobDialog).
     void exportTfJob();
     void updateModeFields();
+    // Says how stale an async gradient can get with this many workers, and
+    // what to do if the loss grows; hidden where staleness is no concern.
+    void updateStalenessHint();
 
     QString m_filePath;
     TrainingOptions m_base;                 // flags the dialog does not show are kept from here
@@ -63,6 +66,7 @@ private:
     QSpinBox *m_totalReplicas;
     QSpinBox *m_lastStep;
     QLineEdit *m_logdir;
+    QLabel *m_stalenessHint;
     QLabel *m_error;
 };
 

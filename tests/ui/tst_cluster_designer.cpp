@@ -7,6 +7,7 @@
 #include "ui/cluster_designer_dialog.h"
 #include "ui/tfjob_dialog.h"
 
+#include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
@@ -59,6 +60,47 @@ private Q_SLOTS:
         const QStringList args = loaded.arguments(TaskId{JobName::Worker, 2});
         QVERIFY2(args.join(QLatin1Char(' ')).contains(QStringLiteral("127.0.0.1:2225")),
                  qPrintable(args.join(QLatin1Char(' '))));
+    }
+
+    // Many async workers make stale gradients: the dialog says how stale and
+    // what to do before the user launches a cluster whose loss will diverge.
+    void manyAsyncWorkersGetAStalenessHint()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.cluster.workers.clear();
+        for (int i = 0; i < 32; ++i)
+            plan.cluster.workers.push_back(parseHostPort("127.0.0.1:" + std::to_string(3000 + i)));
+        plan.training.mode.set_mode(proto::ASYNC);
+        ClusterDesignerDialog dialog(plan);
+        auto *hint = dialog.findChild<QLabel *>(QStringLiteral("stalenessHint"));
+        QVERIFY(hint);
+        QVERIFY(!hint->isHidden());
+        QVERIFY2(hint->text().contains(u"Async with 32 workers: a gradient can be up to 31 updates old"),
+                 qPrintable(hint->text()));
+        QVERIFY2(hint->text().contains(u"lower the learning rate (now 0.05)"), qPrintable(hint->text()));
+
+        // Sync averages fresh gradients only: no hint.
+        auto *mode = dialog.findChild<QComboBox *>(QStringLiteral("updateMode"));
+        QVERIFY(mode);
+        mode->setCurrentIndex(mode->findData(int(proto::SYNC)));
+        QVERIFY(hint->isHidden());
+        mode->setCurrentIndex(mode->findData(int(proto::ASYNC)));
+        QVERIFY(!hint->isHidden());
+
+        // Removing workers below 16 takes it away; adding one back brings it.
+        auto *workers = dialog.findChild<QListWidget *>(QStringLiteral("workerHosts"));
+        QVERIFY(workers);
+        while (workers->count() > 15)
+            delete workers->item(workers->count() - 1);
+        QVERIFY(hint->isHidden());
+        workers->addItem(QStringLiteral("127.0.0.1:3015"));
+        QVERIFY(!hint->isHidden());
+        QVERIFY2(hint->text().contains(u"Async with 16 workers: a gradient can be up to 15 updates old"),
+                 qPrintable(hint->text()));
+
+        // The demo's two workers: nothing to say.
+        ClusterDesignerDialog demo(ClusterPlan::demo());
+        QVERIFY(demo.findChild<QLabel *>(QStringLiteral("stalenessHint"))->isHidden());
     }
 
     void aWrongAddressIsNamedInTheDialog_data()
