@@ -10,6 +10,7 @@
 #include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLegendMarker>
 #include <QLineSeries>
 #include <QLogValueAxis>
 #include <QSlider>
@@ -172,13 +173,23 @@ LossChart::WorkerSeries &LossChart::seriesFor(int worker)
     m_chart->removeSeries(m_fullLoss);
     attach(m_fullLoss);
     // One legend entry per worker: the smoothed line. With many workers the
-    // entries would be a row of unnamed squares: none then (the colours are
-    // the step timeline's).
+    // entries would be a row of unnamed squares: one entry then stands for
+    // them all (the colours are the step timeline's).
     constexpr size_t kMostWorkersInLegend = 12;
+    const bool summarised = m_workers.size() > kMostWorkersInLegend;
     for (auto &[index, lines] : m_workers) {
         hideFromLegend(m_chart, lines.raw);
-        if (m_workers.size() > kMostWorkersInLegend)
+        if (summarised)
             hideFromLegend(m_chart, lines.smoothed);
+    }
+    if (summarised) {
+        // Markers are made anew whenever a line is re-attached (above), so
+        // the label is set again with every worker that joins.
+        for (QLegendMarker *marker : m_chart->legend()->markers(m_workers.begin()->second.smoothed)) {
+            marker->setVisible(true);
+            marker->setLabel(
+                tr("%1 workers' batch loss (colours as in the step timeline)").arg(qsizetype(m_workers.size())));
+        }
     }
     return added;
 }

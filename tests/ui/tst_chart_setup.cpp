@@ -176,6 +176,25 @@ private Q_SLOTS:
         QCOMPARE(qchart->series().size(), 5);
     }
 
+    // With more workers than the legend can name, one entry says how many
+    // lines there are and where their colours come from.
+    void manyWorkersShareOneLegendEntry()
+    {
+        auto run = std::make_shared<RunSnapshot>();
+        for (int worker = 0; worker < 20; ++worker)
+            for (int64_t step = 1; step <= 50; ++step)
+                run->batchLossByWorker[worker].append(double(step), 1.0 / double(step + worker));
+        LossChart chart;
+        chart.resize(800, 500);
+        chart.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&chart));
+        chart.setSnapshot(run);
+        QChart *qchart = chart.findChild<QChartView *>()->chart();
+        QTRY_COMPARE(shownInLegend(qchart),
+                     QStringList{QStringLiteral("20 workers' batch loss (colours as in the step timeline)")});
+        QCOMPARE(qchart->series().size(), 2 * 20 + 1); // every line is still drawn
+    }
+
     // Blobs a softmax separates perfectly: the batch loss reaches exactly 0
     // by step 10. The log axis cannot draw 0, but the x axis still runs to
     // the run's last step (it stopped at step 9, the last positive loss).
