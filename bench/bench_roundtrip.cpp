@@ -447,7 +447,7 @@ public:
         m_lastRequestBytes = request.ByteSizeLong();
         const auto start = Clock::now();
         proto::TrainResponse &response = m_response;
-        if (!m_stream->write(request) || !m_stream->read(&response))
+        if (!m_stream->writeSharingValues(request) || !m_stream->read(&response))
             return false;
         const auto &decision = response.push();
         if (decision.parameters_size() != int(m_params.size()))

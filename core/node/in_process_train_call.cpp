@@ -87,7 +87,7 @@ bool InProcessTrainCall::read(proto::TrainRequest *request)
     return true;
 }
 
-bool InProcessTrainCall::write(const proto::TrainResponse &response)
+bool InProcessTrainCall::write(proto::TrainResponse &response)
 {
     std::lock_guard lock(m_mutex);
     m_responses.push_back(response);

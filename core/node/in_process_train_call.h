@@ -63,7 +63,7 @@ public:
 private:
     // The ps's side, on the call's thread.
     bool read(proto::TrainRequest *request) override;
-    bool write(const proto::TrainResponse &response) override;
+    bool write(proto::TrainResponse &response) override;
 
     Progress progressLocked() const;
 

@@ -54,7 +54,9 @@ public:
     // (the worker closed it, or its connection is gone).
     virtual bool read(proto::TrainRequest *request) = 0;
     // Sends one response; false when the worker can no longer be reached.
-    virtual bool write(const proto::TrainResponse &response) = 0;
+    // The stream may send the response's tensors from their own storage: the
+    // caller leaves the response as it is until the next read().
+    virtual bool write(proto::TrainResponse &response) = 0;
 };
 
 // A watcher's Telemetry stream, as PsTask::watch sees it. Called from the

@@ -38,10 +38,13 @@ public:
         m_malformed = !parseKeepingStorage(m_in, request);
         return !m_malformed;
     }
-    bool write(const proto::TrainResponse &response) override
+    bool write(proto::TrainResponse &response) override
     {
+        // The parameters go out from the response's own storage: PsTask
+        // refills it only after the next read, and the worker sends that
+        // request only once it has this whole answer.
         grpc::ByteBuffer out;
-        return serialize(response, &out) && m_stream.Write(out);
+        return serializeSharingValues(response, &out) && m_stream.Write(out);
     }
     // Whether the stream ended on bytes that are no TrainRequest.
     bool malformed() const { return m_malformed; }

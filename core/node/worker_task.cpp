@@ -486,7 +486,9 @@ bool WorkerTask::step()
     // so the uploads overlap ps:0's work and its answer instead of
     // following them; then each gets the decision (a few bytes) and answers
     // with its fresh slices. Every write goes out before any answer is read.
-    if (!ps0.stream->write(request))
+    // The gradients go out from the kept requests' storage, refilled only
+    // after every answer of this step has been read.
+    if (!ps0.stream->writeSharingValues(request))
         return false;
     for (size_t k = 1; k < m_ps.size(); ++k) {
         proto::TrainRequest &staged = m_ps[k]->push;
@@ -494,7 +496,7 @@ bool WorkerTask::step()
         staged.mutable_push()->set_staged(true);
         staged.mutable_push()->set_computed_from_step(m_globalStep);
         makePush(int(k), staged.mutable_push());
-        if (!m_ps[k]->stream->write(staged))
+        if (!m_ps[k]->stream->writeSharingValues(staged))
             return false;
     }
     proto::TrainResponse &response = ps0.answer;

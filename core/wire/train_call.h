@@ -33,6 +33,16 @@ bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainResponse *respons
 // The message's bytes as gRPC would send them.
 bool serialize(const google::protobuf::MessageLite &message, grpc::ByteBuffer *buffer);
 
+// The same message, but the values of its push's tensors (a request's
+// gradients, a response's parameters) are not copied: the buffer's slices
+// point at the message's own storage. A packed `repeated float` is its
+// values' little-endian bytes on the wire, so only the tags and lengths
+// around them are written here; the bytes parse to the same message. The
+// message is left as it was, and must stay unchanged until gRPC is done with
+// the buffer -- for a Train stream, until the answer to it has been read.
+bool serializeSharingValues(proto::TrainRequest &request, grpc::ByteBuffer *buffer);
+bool serializeSharingValues(proto::TrainResponse &response, grpc::ByteBuffer *buffer);
+
 // "/parasync.proto.ParameterService/Train", and Train's place among the
 // service's methods (what grpc::Service numbers its handlers by).
 const char *trainMethodPath();
@@ -49,6 +59,10 @@ public:
 
     // As grpc::ClientReaderWriter's Write, Read, WritesDone and Finish.
     bool write(const proto::TrainRequest &request);
+    // A push whose gradients go out from the request's own storage
+    // (serializeSharingValues): leave the request unchanged until the
+    // answer to it has been read.
+    bool writeSharingValues(proto::TrainRequest &request);
     // Keeps the storage of `response`'s push for the next: pass the same
     // message every step.
     bool read(proto::TrainResponse *response);

@@ -163,6 +163,73 @@ private Q_SLOTS:
         QVERIFY(!parseKeepingStorage(buffer, &kept));
     }
 
+    // Sharing the values: the bytes parse to the same message, the values'
+    // slices are the tensors' own memory, and the message is left as it was.
+    void aPushSentSharingItsValuesParsesToTheSameMessage()
+    {
+        proto::TrainRequest request = pushOf({100000, 10, 0, 3}, 1.5f);
+        request.mutable_push()->add_metrics(0.25f);
+        request.mutable_push()->mutable_gradients(1)->add_shape(1); // a [10, 1] tensor
+        const std::string before = request.SerializeAsString();
+        grpc::ByteBuffer buffer;
+        QVERIFY(serializeSharingValues(request, &buffer));
+        QCOMPARE(request.SerializeAsString(), before);
+
+        std::vector<grpc::Slice> slices;
+        QVERIFY(buffer.Dump(&slices).ok());
+        std::string bytes;
+        bool shared = false;
+        for (const grpc::Slice &slice : slices) {
+            bytes.append(reinterpret_cast<const char *>(slice.begin()), slice.size());
+            shared = shared
+                     || slice.begin() == reinterpret_cast<const uint8_t *>(request.push().gradients(0).values().data());
+        }
+        QVERIFY2(shared, "the first gradient's values were copied");
+        QCOMPARE(bytes.size(), before.size());
+        proto::TrainRequest parsed;
+        QVERIFY(parsed.ParseFromString(bytes));
+        QCOMPARE(parsed.SerializeAsString(), before);
+    }
+
+    void anAnswerSentSharingItsParametersParsesToTheSameMessage()
+    {
+        proto::TrainResponse answer;
+        auto *push = answer.mutable_push();
+        push->set_global_step(41);
+        push->set_outcome(proto::APPLIED);
+        for (const int size : {20000, 1}) {
+            auto *parameters = push->add_parameters();
+            parameters->add_shape(size);
+            for (int i = 0; i < size; ++i)
+                parameters->add_values(float(i) / 3);
+        }
+        const std::string before = answer.SerializeAsString();
+        grpc::ByteBuffer buffer;
+        QVERIFY(serializeSharingValues(answer, &buffer));
+        proto::TrainResponse kept;
+        QVERIFY(parseKeepingStorage(buffer, &kept));
+        QCOMPARE(kept.SerializeAsString(), before);
+        QCOMPARE(answer.SerializeAsString(), before);
+
+        // Under 64 KiB of values a copy is cheaper: the bytes are protobuf's own.
+        proto::TrainRequest small = pushOf({7850}, 2.0f);
+        QVERIFY(serializeSharingValues(small, &buffer));
+        std::vector<grpc::Slice> slices;
+        QVERIFY(buffer.Dump(&slices).ok());
+        for (const grpc::Slice &slice : slices)
+            QVERIFY(slice.begin() != reinterpret_cast<const uint8_t *>(small.push().gradients(0).values().data()));
+        proto::TrainRequest parsed;
+        QVERIFY(parseKeepingStorage(buffer, &parsed));
+        QCOMPARE(parsed.SerializeAsString(), small.SerializeAsString());
+
+        // Not a push: as protobuf writes it.
+        proto::TrainResponse joined;
+        joined.mutable_join()->set_ready(true);
+        QVERIFY(serializeSharingValues(joined, &buffer));
+        QVERIFY(parseKeepingStorage(buffer, &kept));
+        QCOMPARE(kept.SerializeAsString(), joined.SerializeAsString());
+    }
+
     void trainIsCalledByItsGrpcPath()
     {
         QCOMPARE(QByteArray(trainMethodPath()), QByteArray("/parasync.proto.ParameterService/Train"));
