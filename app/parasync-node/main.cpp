@@ -124,7 +124,7 @@ int main(int argc, char **argv)
             return 0;
         }
         const parasync::RpcSettings rpc = parasync::servingRpcSettings(options, logLine);
-        if (options.task.job == parasync::JobName::Ps) {
+        if (options.task.isPs()) {
             parasync::PsTask task(options, rpc, logLine);
             return runTask(task, signals);
         }

@@ -179,14 +179,18 @@ ParsedCluster parseClusterObject(const QJsonObject &root, const std::string &ori
         throw InputError(origin + ": \"cluster\" must be an object like {\"ps\": [...], \"worker\": [...]}");
     const QJsonObject cluster = clusterValue.toObject();
     for (const QString &key : cluster.keys()) {
-        if (key != QStringLiteral("ps") && key != QStringLiteral("worker") && key != QStringLiteral("chief"))
+        if (key != QStringLiteral("ps") && key != QStringLiteral("worker") && key != QStringLiteral("chief")
+            && key != QStringLiteral("ps_backup"))
             throw InputError(origin + ": \"cluster\" has a job \"" + ss(key)
-                             + "\" that Parasync does not run: only \"ps\", \"worker\" and \"chief\"");
+                             + "\" that Parasync does not run: only \"ps\", \"worker\", \"chief\" and \"ps_backup\"");
     }
 
     ParsedCluster parsed;
     if (cluster.contains(QStringLiteral("ps")))
         parsed.spec.ps = hostsOfJob(cluster.value(QStringLiteral("ps")), origin + " cluster \"ps\"");
+    if (cluster.contains(QStringLiteral("ps_backup")))
+        parsed.spec.psBackups
+            = hostsOfJob(cluster.value(QStringLiteral("ps_backup")), origin + " cluster \"ps_backup\"");
     std::vector<HostPort> workers;
     if (cluster.contains(QStringLiteral("worker")))
         workers = hostsOfJob(cluster.value(QStringLiteral("worker")), origin + " cluster \"worker\"");
@@ -422,23 +426,43 @@ JobName parseJobName(const std::string &text)
         return JobName::Ps;
     if (name == "worker")
         return JobName::Worker;
+    if (name == "ps_backup")
+        return JobName::PsBackup;
     if (name.empty())
         throw InputError("--job_name is empty: give --job_name=ps or --job_name=worker");
     if (name == "chief" || name == "master")
         throw InputError("--job_name=" + text
                          + ": Parasync's chief is worker:0, give --job_name=worker --task_index=0");
-    throw InputError("--job_name=" + text + ": must be ps or worker");
+    throw InputError("--job_name=" + text + ": must be ps, worker or ps_backup");
 }
 
 std::string jobNameString(JobName job)
 {
-    return job == JobName::Ps ? "ps" : "worker";
+    switch (job) {
+    case JobName::Ps: return "ps";
+    case JobName::Worker: return "worker";
+    case JobName::PsBackup: return "ps_backup";
+    }
+    return "worker";
 }
 
 const HostPort &ClusterSpec::address(const TaskId &task) const
 {
     validateTask(task);
-    return task.job == JobName::Ps ? ps[size_t(task.index)] : workers[size_t(task.index)];
+    switch (task.job) {
+    case JobName::Ps: return ps[size_t(task.index)];
+    case JobName::PsBackup: return psBackups[size_t(task.index)];
+    case JobName::Worker: break;
+    }
+    return workers[size_t(task.index)];
+}
+
+std::vector<HostPort> ClusterSpec::psPair(int index) const
+{
+    std::vector<HostPort> pair{ps.at(size_t(index))};
+    if (replicated())
+        pair.push_back(psBackups.at(size_t(index)));
+    return pair;
 }
 
 void ClusterSpec::validate() const
@@ -463,13 +487,19 @@ void ClusterSpec::validate() const
         check(ps[i], TaskId{JobName::Ps, int(i)});
     for (size_t i = 0; i < workers.size(); ++i)
         check(workers[i], TaskId{JobName::Worker, int(i)});
+    if (replicated() && psBackups.size() != ps.size())
+        throw InputError("--ps_backup_hosts lists " + countText(int(psBackups.size()), "backup") + " for "
+                         + countText(numPs(), "ps task") + ": give one backup per ps task, in --ps_hosts' order");
+    for (size_t i = 0; i < psBackups.size(); ++i)
+        check(psBackups[i], TaskId{JobName::PsBackup, int(i)});
 }
 
 void ClusterSpec::validateTask(const TaskId &task) const
 {
     const bool isPs = task.job == JobName::Ps;
-    const int count = isPs ? numPs() : numWorkers();
-    const std::string flag = isPs ? "--ps_hosts" : "--worker_hosts";
+    const bool isBackup = task.job == JobName::PsBackup;
+    const int count = isPs ? numPs() : isBackup ? int(psBackups.size()) : numWorkers();
+    const std::string flag = isPs ? "--ps_hosts" : isBackup ? "--ps_backup_hosts" : "--worker_hosts";
     if (task.index < 0)
         throw InputError("--task_index=" + std::to_string(task.index) + " is negative: give 0 for the first "
                          + jobNameString(task.job));
@@ -478,7 +508,10 @@ void ClusterSpec::validateTask(const TaskId &task) const
                          + " tasks: add addresses to " + flag);
     if (task.index >= count)
         throw InputError("--task_index=" + std::to_string(task.index) + " but " + flag + " lists "
-                         + countText(count, isPs ? "ps task" : "worker") + " (" + validRange(count) + ")");
+                         + countText(count, isPs       ? "ps task"
+                                            : isBackup ? "backup"
+                                                       : "worker")
+                         + " (" + validRange(count) + ")");
 }
 
 std::string ClusterSpec::toJson() const
@@ -492,6 +525,12 @@ std::string ClusterSpec::toJson() const
     QJsonObject object;
     object.insert(QStringLiteral("ps"), psArray);
     object.insert(QStringLiteral("worker"), workerArray);
+    if (replicated()) {
+        QJsonArray backupArray;
+        for (const HostPort &address : psBackups)
+            backupArray.append(qs(address.toString()));
+        object.insert(QStringLiteral("ps_backup"), backupArray);
+    }
     return QJsonDocument(object).toJson(QJsonDocument::Compact).toStdString();
 }
 

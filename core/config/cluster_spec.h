@@ -22,7 +22,9 @@ struct HostPort
 // saying what is wrong ("port 99999 is out of range 1-65535", "missing ':port'").
 HostPort parseHostPort(const std::string &text);
 
-enum class JobName { Ps, Worker };
+// PsBackup: the backup of the ps task of the same index (--ps_backup_hosts);
+// it runs a ps task's logic and takes over when its primary dies.
+enum class JobName { Ps, Worker, PsBackup };
 
 // One task of the cluster: "ps:0", "worker:1".
 struct TaskId
@@ -32,10 +34,12 @@ struct TaskId
 
     std::string toString() const; // "ps:0"
     bool isChief() const { return job == JobName::Worker && index == 0; }
+    // A ps task or a ps task's backup: either runs PsTask.
+    bool isPs() const { return job == JobName::Ps || job == JobName::PsBackup; }
     friend bool operator==(const TaskId &, const TaskId &) = default;
 };
 
-// Parses "ps" / "worker" (the --job_name values). Throws InputError.
+// Parses "ps" / "worker" / "ps_backup" (the --job_name values). Throws InputError.
 JobName parseJobName(const std::string &text);
 std::string jobNameString(JobName job);
 
@@ -44,10 +48,16 @@ struct ClusterSpec
 {
     std::vector<HostPort> ps;
     std::vector<HostPort> workers;
+    // --ps_backup_hosts: empty, or one backup per ps task, in the same order.
+    std::vector<HostPort> psBackups;
 
     const HostPort &address(const TaskId &task) const;
     int numPs() const { return int(ps.size()); }
     int numWorkers() const { return int(workers.size()); }
+    bool replicated() const { return !psBackups.empty(); }
+    // The two addresses of ps task `index`, the primary's first: one entry
+    // when the cluster has no backups.
+    std::vector<HostPort> psPair(int index) const;
 
     // Checks: at least one ps and one worker, no address used twice. Throws
     // InputError naming the offending entries.

@@ -38,9 +38,14 @@ struct FlagInfo
 // One table drives the parser and --help, so neither can forget a flag.
 constexpr FlagInfo kFlags[] = {
     {"ps_hosts", "HOST:PORT,...", FlagGroup::Cluster, "comma-separated addresses of the ps tasks", "none"},
+    {"ps_backup_hosts", "HOST:PORT,...", FlagGroup::Cluster,
+     "addresses of the ps tasks' backups, one per ps task in --ps_hosts' order: each ps task becomes a "
+     "replicated pair that loses no acknowledged update when one of its processes dies. Start a backup with "
+     "--job_name=ps_backup and the ps task's --task_index",
+     "none"},
     {"worker_hosts", "HOST:PORT,...", FlagGroup::Cluster,
      "comma-separated addresses of the worker tasks; worker:0 is the chief", "none"},
-    {"job_name", "ps|worker", FlagGroup::Cluster, "this task's job", "TF_CONFIG's task"},
+    {"job_name", "ps|worker|ps_backup", FlagGroup::Cluster, "this task's job", "TF_CONFIG's task"},
     {"task_index", "N", FlagGroup::Cluster, "this task's index within its job", "0"},
     {"cluster_file", "PATH", FlagGroup::Cluster,
      "JSON cluster file as the app saves it: {\"cluster\": ..., \"training\": ...}", "none"},
@@ -715,6 +720,9 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
         throw InputError(std::string(hasPsHosts ? "--ps_hosts given without --worker_hosts"
                                                 : "--worker_hosts given without --ps_hosts")
                          + ": give both, like --ps_hosts=" + kDemoPs + " --worker_hosts=" + kDemoWorkers);
+    if (isSet("ps_backup_hosts") && !hasPsHosts)
+        throw InputError("--ps_backup_hosts given without --ps_hosts: the backups are of the ps tasks --ps_hosts "
+                         "lists; give both (a cluster file names them \"ps_backup\")");
     std::optional<ClusterFile> clusterFile;
     std::string clusterFilePath;
     if (isSet("cluster_file")) {
@@ -760,6 +768,8 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     } else if (hasPsHosts) {
         result.cluster.ps = parseHostList(value("ps_hosts"), "--ps_hosts");
         result.cluster.workers = parseHostList(value("worker_hosts"), "--worker_hosts");
+        if (isSet("ps_backup_hosts"))
+            result.cluster.psBackups = parseHostList(value("ps_backup_hosts"), "--ps_backup_hosts");
     } else if (clusterFile) {
         result.cluster = clusterFile->cluster;
     } else if (tf) {

@@ -1,6 +1,7 @@
 #include "engine/update_policy.h"
 
 #include "base/error.h"
+#include "engine/parameter_shard.h"
 
 #include <algorithm>
 #include <limits>
@@ -232,6 +233,74 @@ UpdatePolicy::ModeChange UpdatePolicy::setMode(const proto::ModeConfig &mode)
     change.current = m_mode;
     change.globalStep = m_globalStep;
     return change;
+}
+
+proto::PolicyState UpdatePolicy::exportState() const
+{
+    proto::PolicyState state;
+    *state.mutable_mode() = m_mode;
+    state.set_global_step(m_globalStep);
+    for (const auto &w : m_workers) {
+        auto *out = state.add_workers();
+        out->set_clock(w.clock);
+        out->set_ssp_base(w.sspBase);
+        out->set_applied(w.applied);
+        out->set_dropped(w.dropped);
+        out->set_alive(w.alive);
+        out->set_finished(w.finished);
+        out->set_in_pending_step(w.inPendingStep);
+        out->set_last_outcome(w.last.outcome);
+        out->set_last_update(w.last.update);
+        out->set_last_contributions(w.last.contributions);
+        out->set_last_staleness(w.last.staleness);
+    }
+    for (const auto &c : m_pending) {
+        auto *out = state.add_pending();
+        out->set_worker(c.worker);
+        out->set_computed_from_step(c.computedFromStep);
+        // Flat: the policy knows sizes, not shapes; importState reads them back as they are.
+        for (const auto &g : c.gradient)
+            toTensor(g, {int64_t(g.size())}, out->add_gradient());
+    }
+    return state;
+}
+
+void UpdatePolicy::importState(const proto::PolicyState &state)
+{
+    if (state.workers_size() != numWorkers())
+        throw InputError("the policy state has " + std::to_string(state.workers_size()) + " workers, this cluster "
+                         + std::to_string(numWorkers()) + ": give both processes of a ps pair the same --worker_hosts");
+    validate(state.mode(), numWorkers());
+    std::vector<WorkerState> workers(m_workers.size());
+    for (int i = 0; i < state.workers_size(); ++i) {
+        const auto &in = state.workers(i);
+        auto &w = workers[size_t(i)];
+        w.clock = in.clock();
+        w.sspBase = in.ssp_base();
+        w.applied = in.applied();
+        w.dropped = in.dropped();
+        w.alive = in.alive();
+        w.finished = in.finished();
+        w.inPendingStep = in.in_pending_step();
+        w.last.outcome = in.last_outcome();
+        w.last.update = in.last_update();
+        w.last.contributions = in.last_contributions();
+        w.last.staleness = in.last_staleness();
+    }
+    std::vector<Contribution> pending;
+    for (const auto &c : state.pending()) {
+        if (c.worker() < 0 || c.worker() >= numWorkers())
+            throw InputError("the policy state's open sync step holds a gradient of worker:"
+                             + std::to_string(c.worker()) + ", which is not in the cluster");
+        Parameters gradient;
+        for (const auto &t : c.gradient())
+            gradient.push_back(fromTensor(t));
+        pending.push_back({c.worker(), c.computed_from_step(), std::move(gradient)});
+    }
+    m_mode = state.mode();
+    m_globalStep = state.global_step();
+    m_workers = std::move(workers);
+    m_pending = std::move(pending);
 }
 
 } // namespace parasync

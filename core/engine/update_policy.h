@@ -117,6 +117,13 @@ public:
     // Gradients in the open sync step.
     int pendingContributions() const { return int(m_pending.size()); }
 
+    // All of the policy's state, for a backup of ps:0 (proto::PolicyState),
+    // and the same read back: a policy that imports another's export makes
+    // the same decisions from then on. importState throws InputError when the
+    // state does not fit (another number of workers, an invalid mode).
+    proto::PolicyState exportState() const;
+    void importState(const proto::PolicyState &state);
+
     // Checks a mode's numbers; throws InputError. Exposed for the control call.
     static void validate(const proto::ModeConfig &mode, int numWorkers);
 

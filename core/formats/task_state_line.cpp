@@ -41,13 +41,15 @@ std::optional<TaskStateReport> parseTaskStateLine(std::string_view text)
 {
     // The node's log prefixes "HH:MM:SS.mmm "; a line read over ssh or from
     // a pod's log may carry it or not.
-    static const QRegularExpression form(
-        QStringLiteral("^(?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?(ps|worker):(\\d{1,9}) state ([a-z]+)(?:: (.*))?$"));
+    static const QRegularExpression form(QStringLiteral(
+        "^(?:\\d\\d:\\d\\d:\\d\\d\\.\\d{3} )?(ps_backup|ps|worker):(\\d{1,9}) state ([a-z]+)(?:: (.*))?$"));
     const auto match = form.match(QString::fromUtf8(text.data(), qsizetype(text.size())).trimmed());
     if (!match.hasMatch())
         return std::nullopt;
     TaskStateReport report;
-    report.task.job = match.captured(1) == QLatin1String("ps") ? JobName::Ps : JobName::Worker;
+    report.task.job = match.captured(1) == QLatin1String("ps")          ? JobName::Ps
+                      : match.captured(1) == QLatin1String("ps_backup") ? JobName::PsBackup
+                                                                        : JobName::Worker;
     report.task.index = match.captured(2).toInt();
     const std::string phase = match.captured(3).toStdString();
     bool known = false;

@@ -14,7 +14,8 @@ namespace parasync {
 
 ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
                          const std::vector<Variable> &variables, VariablePlacement placement, const Dataset &data,
-                         std::vector<std::shared_ptr<grpc::Channel>> psChannels, std::stop_token stop, Log log)
+                         std::vector<std::vector<std::shared_ptr<grpc::Channel>>> psChannels, std::stop_token stop,
+                         Log log)
     : m_options(options)
     , m_rpc(rpc)
     , m_signature(std::move(signature))
@@ -29,8 +30,12 @@ ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, pro
         m_wake.notify_all();
     })
 {
-    for (const auto &channel : psChannels)
-        m_ps.push_back(proto::ParameterService::NewStub(channel));
+    for (const auto &pair : psChannels) {
+        m_ps.emplace_back();
+        for (const auto &channel : pair)
+            m_ps.back().push_back(proto::ParameterService::NewStub(channel));
+    }
+    m_servingProcess.assign(m_ps.size(), 0);
     const auto &training = m_options.training;
     if (m_options.task.isChief() && !training.logdir.empty()) {
         m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
@@ -104,9 +109,11 @@ std::string ChiefDuties::initializeVariables()
         request.set_origin(origin);
         *request.mutable_signature() = m_signature;
         *request.mutable_shard() = std::move(shards[size_t(k)]);
-        auto context = makeContext(m_rpc, std::chrono::seconds(10));
         proto::InitializeResponse response;
-        const auto status = m_ps[size_t(k)]->Initialize(context.get(), request, &response);
+        const auto status = callPs(k, [&](proto::ParameterService::Stub &ps) {
+            auto context = makeContext(m_rpc, std::chrono::seconds(10));
+            return ps.Initialize(context.get(), request, &response);
+        });
         if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
             || status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
             throw InputError("ps:" + std::to_string(k) + " refused the variables: " + status.error_message());
@@ -124,6 +131,25 @@ std::string ChiefDuties::initializeVariables()
                   + "; continuing from there");
     }
     return {};
+}
+
+grpc::Status ChiefDuties::callPs(int k, const std::function<grpc::Status(proto::ParameterService::Stub &)> &call)
+{
+    auto &pair = m_ps[size_t(k)];
+    size_t process = 0;
+    {
+        std::lock_guard lock(m_psMutex);
+        process = m_servingProcess[size_t(k)];
+    }
+    grpc::Status status;
+    for (size_t attempt = 0; attempt < pair.size(); ++attempt, process = (process + 1) % pair.size()) {
+        status = call(*pair[process]);
+        if (status.error_code() != grpc::StatusCode::UNAVAILABLE)
+            break;
+    }
+    std::lock_guard lock(m_psMutex);
+    m_servingProcess[size_t(k)] = process;
+    return status;
 }
 
 bool ChiefDuties::evaluatesFullLoss(int64_t localStep) const
@@ -159,9 +185,11 @@ void ChiefDuties::saveCheckpoint(bool final)
     // shards' values already contain.
     std::vector<proto::ShardState> shards(m_ps.size());
     for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
-        auto context = makeContext(m_rpc, std::chrono::seconds(10));
         proto::SnapshotResponse snapshot;
-        const auto status = m_ps[size_t(k)]->Snapshot(context.get(), {}, &snapshot);
+        const auto status = callPs(k, [&](proto::ParameterService::Stub &ps) {
+            auto context = makeContext(m_rpc, std::chrono::seconds(10));
+            return ps.Snapshot(context.get(), {}, &snapshot);
+        });
         if (!status.ok()) {
             m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + describeRpcError(status));
             return;

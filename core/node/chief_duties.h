@@ -39,14 +39,15 @@ public:
 
     // Called from WorkerTask::start(), once the worker knows its model and
     // its ps tasks. `variables` and `data` are the worker's and must outlive
-    // this object; `psChannels` are the worker's own channels to ps:0..n-1,
-    // so checkpoints and initialisation travel on the connections training
+    // this object; `psChannels` are the worker's own channels to ps:0..n-1
+    // (each the two processes of its pair, with --ps_backup_hosts), so
+    // checkpoints and initialisation travel on the connections training
     // uses. A stop requested through `stop` ends the checkpoint thread.
     // worker:0 with a --logdir opens its checkpoints and event file here
     // (InputError when it cannot).
     ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
                 const std::vector<Variable> &variables, VariablePlacement placement, const Dataset &data,
-                std::vector<std::shared_ptr<grpc::Channel>> psChannels, std::stop_token stop, Log log);
+                std::vector<std::vector<std::shared_ptr<grpc::Channel>>> psChannels, std::stop_token stop, Log log);
     // Ends the checkpoint thread; may block while a checkpoint is written.
     ~ChiefDuties();
 
@@ -87,13 +88,19 @@ private:
     void checkpointLoop();
     void endCheckpointThread();
     std::string me() const;
+    // One call to ps task k, made to the process of its pair that serves:
+    // a process that answers UNAVAILABLE (a backup, or gone) passes the call
+    // to the other.
+    grpc::Status callPs(int k, const std::function<grpc::Status(proto::ParameterService::Stub &)> &call);
 
     NodeOptions m_options;
     RpcSettings m_rpc;
     proto::ModelSignature m_signature;
     const std::vector<Variable> &m_variables;
     VariablePlacement m_placement; // the signature's, for the cluster's ps tasks
-    std::vector<std::unique_ptr<proto::ParameterService::Stub>> m_ps;
+    std::vector<std::vector<std::unique_ptr<proto::ParameterService::Stub>>> m_ps;
+    std::mutex m_psMutex;                 // guards m_servingProcess
+    std::vector<size_t> m_servingProcess; // per ps task: which of its pair answered last
     Log m_log;
 
     std::unique_ptr<CheckpointStore> m_checkpoints;

@@ -24,6 +24,7 @@ public:
         FailedPrecondition, // the request is fine, the cluster is not ready for it
         AlreadyExists,      // what the request claims (a worker index) is another's
         RetryLater,         // may succeed when asked again shortly (gRPC ABORTED)
+        Unavailable,        // this process does not serve the call now; the other of its ps pair may
     };
 
     // OK.
@@ -34,6 +35,7 @@ public:
     static CallStatus failedPrecondition(std::string message) { return {Code::FailedPrecondition, std::move(message)}; }
     static CallStatus alreadyExists(std::string message) { return {Code::AlreadyExists, std::move(message)}; }
     static CallStatus retryLater(std::string message) { return {Code::RetryLater, std::move(message)}; }
+    static CallStatus unavailable(std::string message) { return {Code::Unavailable, std::move(message)}; }
 
     bool ok() const { return m_code == Code::Ok; }
     Code code() const { return m_code; }
@@ -68,6 +70,44 @@ public:
     // Sends one batch; false when the watcher is gone (cancelled or
     // disconnected), which ends the watch.
     virtual bool write(const proto::TelemetryBatch &batch) = 0;
+};
+
+// A backup's Follow stream, as its primary's PsTask::follow sees it: the
+// backup's requests (who it is, then acknowledgements) and the records sent
+// to it. read() is called from one thread and write() from another.
+class FollowStream
+{
+public:
+    virtual ~FollowStream() = default;
+    // Blocks until the backup's next message; false once the stream is over.
+    virtual bool read(proto::FollowRequest *request) = 0;
+    // Sends one record; false when the backup can no longer be reached.
+    virtual bool write(const proto::ReplicaRecord &record) = 0;
+    // Ends the call from another thread: read() returns false.
+    virtual void cancel() = 0;
+};
+
+// The backup's end of the same stream: a call to its primary's Follow.
+class PrimaryLink
+{
+public:
+    virtual ~PrimaryLink() = default;
+    virtual bool write(const proto::FollowRequest &request) = 0;
+    // Blocks until the next record; false once the stream is over.
+    virtual bool read(proto::ReplicaRecord *record) = 0;
+    // Ends the call from another thread: read() returns false.
+    virtual void cancel() = 0;
+    // After read() returned false: why the stream ended, in words.
+    virtual std::string finish() = 0;
+};
+
+// What the other process of a ps pair answered when asked who it is.
+struct PeerStatus
+{
+    bool reached = false;
+    proto::ReplicaRole role = proto::REPLICA_ROLE_UNSPECIFIED;
+    bool holdsState = false; // TaskStatusResponse.replica_holds_state
+    std::string error;       // when not reached, in words
 };
 
 } // namespace parasync

@@ -21,6 +21,7 @@ grpc::Status toGrpc(const CallStatus &status)
     case CallStatus::Code::FailedPrecondition: return {grpc::StatusCode::FAILED_PRECONDITION, status.message()};
     case CallStatus::Code::AlreadyExists: return {grpc::StatusCode::ALREADY_EXISTS, status.message()};
     case CallStatus::Code::RetryLater: return {grpc::StatusCode::ABORTED, status.message()};
+    case CallStatus::Code::Unavailable: return {grpc::StatusCode::UNAVAILABLE, status.message()};
     }
     return {grpc::StatusCode::INTERNAL, status.message()};
 }
@@ -125,6 +126,63 @@ private:
     const TokenCheck &m_auth;
 };
 
+class GrpcFollowStream final : public FollowStream
+{
+public:
+    GrpcFollowStream(grpc::ServerContext &context,
+                     grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> &stream)
+        : m_context(context)
+        , m_stream(stream)
+    {
+    }
+    bool read(proto::FollowRequest *request) override { return m_stream.Read(request); }
+    bool write(const proto::ReplicaRecord &record) override { return m_stream.Write(record); }
+    void cancel() override { m_context.TryCancel(); }
+
+private:
+    grpc::ServerContext &m_context;
+    grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> &m_stream;
+};
+
+class PsReplicationImpl final : public proto::PsReplication::Service
+{
+public:
+    PsReplicationImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    grpc::Status Follow(grpc::ServerContext *context,
+                        grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> *stream) override
+    {
+        if (auto denied = m_auth.check(*context, "Follow"); !denied.ok())
+            return denied;
+        GrpcFollowStream follow(*context, *stream);
+        return toGrpc(m_task.follow(follow));
+    }
+
+private:
+    PsTask &m_task;
+    const TokenCheck &m_auth;
+};
+
+// The backup's call to its primary's Follow.
+class GrpcPrimaryLink final : public PrimaryLink
+{
+public:
+    GrpcPrimaryLink(const std::string &address, const RpcSettings &rpc)
+        : m_stub(proto::PsReplication::NewStub(makeChannel(address, rpc)))
+        , m_context(makeContext(rpc))
+        , m_stream(m_stub->Follow(m_context.get()))
+    {
+    }
+    bool write(const proto::FollowRequest &request) override { return m_stream->Write(request); }
+    bool read(proto::ReplicaRecord *record) override { return m_stream->Read(record); }
+    void cancel() override { m_context->TryCancel(); }
+    std::string finish() override { return describeRpcError(m_stream->Finish()); }
+
+private:
+    std::unique_ptr<proto::PsReplication::Stub> m_stub;
+    std::unique_ptr<grpc::ClientContext> m_context;
+    std::unique_ptr<grpc::ClientReaderWriter<proto::FollowRequest, proto::ReplicaRecord>> m_stream;
+};
+
 class ClusterControlImpl final : public proto::ClusterControl::Service
 {
 public:
@@ -183,6 +241,8 @@ PsServer::PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &
 {
     m_auth = std::make_unique<TokenCheck>(rpc.clusterToken, std::move(log));
     m_services.push_back(std::make_unique<ParameterServiceImpl>(task, *m_auth));
+    if (options.cluster.replicated())
+        m_services.push_back(std::make_unique<PsReplicationImpl>(task, *m_auth));
     if (options.task.index == 0) {
         m_services.push_back(std::make_unique<ClusterControlImpl>(task, *m_auth));
         m_services.push_back(std::make_unique<TelemetryImpl>(task, *m_auth));
@@ -213,18 +273,46 @@ void PsServer::shutdown(std::chrono::milliseconds grace)
     m_server.reset();
 }
 
-void stopOtherPsTasks(const ClusterSpec &cluster, const RpcSettings &rpc, const PsServer::Log &log)
+std::unique_ptr<PrimaryLink> openPrimaryLink(const std::string &address, const RpcSettings &rpc)
 {
-    for (int i = 1; i < cluster.numPs(); ++i) {
-        const auto address = cluster.ps[size_t(i)].toString();
-        auto stub = proto::TaskControl::NewStub(makeChannel(address, rpc));
-        auto context = makeContext(rpc, std::chrono::seconds(2));
-        proto::StopRequest request;
-        request.set_reason("the cluster finished (told by ps:0)");
-        proto::StopResponse response;
-        const auto status = stub->Stop(context.get(), request, &response);
-        if (!status.ok())
-            log("could not tell ps:" + std::to_string(i) + " at " + address + " to stop: " + describeRpcError(status));
+    return std::make_unique<GrpcPrimaryLink>(address, rpc);
+}
+
+PeerStatus askPeer(const std::string &address, const RpcSettings &rpc, std::chrono::milliseconds timeout)
+{
+    auto stub = proto::TaskControl::NewStub(makeChannel(address, rpc));
+    auto context = makeContext(rpc, timeout);
+    proto::TaskStatusResponse status;
+    const grpc::Status result = stub->GetTaskStatus(context.get(), {}, &status);
+    PeerStatus peer;
+    peer.reached = result.ok();
+    if (peer.reached) {
+        peer.role = status.replica_role();
+        peer.holdsState = status.replica_holds_state();
+    } else
+        peer.error = describeRpcError(result);
+    return peer;
+}
+
+void stopOtherPsTasks(const ClusterSpec &cluster, const std::string &own, const RpcSettings &rpc,
+                      const PsServer::Log &log)
+{
+    for (int i = 0; i < cluster.numPs(); ++i) {
+        // Both processes of a replicated pair; ps:0's backup too.
+        for (const HostPort &task : cluster.psPair(i)) {
+            const auto address = task.toString();
+            if (address == own)
+                continue;
+            auto stub = proto::TaskControl::NewStub(makeChannel(address, rpc));
+            auto context = makeContext(rpc, std::chrono::seconds(2));
+            proto::StopRequest request;
+            request.set_reason("the cluster finished (told by ps:0)");
+            proto::StopResponse response;
+            const auto status = stub->Stop(context.get(), request, &response);
+            if (!status.ok())
+                log("could not tell ps:" + std::to_string(i) + " at " + address
+                    + " to stop: " + describeRpcError(status));
+        }
     }
 }
 

@@ -8,6 +8,7 @@
 // of it, so that it compiles, and is tested, without them.
 
 #include "config/node_options.h"
+#include "node/ps_calls.h"
 #include "wire/rpc_settings.h"
 
 #include <chrono>
@@ -53,8 +54,16 @@ private:
     std::unique_ptr<grpc::Server> m_server;
 };
 
+// A backup's call to its primary's PsReplication.Follow at `address`.
+std::unique_ptr<PrimaryLink> openPrimaryLink(const std::string &address, const RpcSettings &rpc);
+// Asks the task at `address` who it is (TaskControl.GetTaskStatus), waiting
+// at most `timeout`: the other process of a ps pair, before a role is taken.
+PeerStatus askPeer(const std::string &address, const RpcSettings &rpc, std::chrono::milliseconds timeout);
+
 // ps:0 at the end of the run: asks every other ps task of `cluster` to stop
 // (TaskControl.Stop), logging those it cannot reach. Blocks up to 2 s a task.
-void stopOtherPsTasks(const ClusterSpec &cluster, const RpcSettings &rpc, const PsServer::Log &log);
+// With backups, every other process of every pair but `own` (this task's address).
+void stopOtherPsTasks(const ClusterSpec &cluster, const std::string &own, const RpcSettings &rpc,
+                      const PsServer::Log &log);
 
 } // namespace parasync

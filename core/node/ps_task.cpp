@@ -230,19 +230,38 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log)
     }
 }
 
-PsTask::~PsTask() = default;
+PsTask::~PsTask()
+{
+    requestStop("shutting down");
+    if (m_followThread.joinable())
+        m_followThread.join();
+}
+
+void PsTask::note(const std::string &line) const
+{
+    if (!m_replaying)
+        m_log(line);
+}
 
 void PsTask::start()
 {
     m_server = std::make_unique<PsServer>(*this, m_options, m_rpc, m_log);
+    if (m_options.cluster.replicated())
+        chooseRole();
 
-    if (isCoordinator() && !m_options.training.logdir.empty())
+    if (isCoordinator() && m_role != proto::REPLICA_BACKUP && !m_options.training.logdir.empty())
         writeRunClusterJson(m_options.training.logdir, m_options.cluster.toJson(), m_options.training.toJson());
 
-    m_log(m_options.task.toString() + " listening on " + m_options.cluster.address(m_options.task).toString()
+    m_log(m_options.task.toString() + " listening on " + ownAddress()
           + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string()));
-    m_log(taskStateLine(
-        {m_options.task, TaskPhase::Waiting, "waiting for the chief worker:0 to initialise the variables"}));
+    if (m_role == proto::REPLICA_BACKUP) {
+        m_log(taskStateLine({m_options.task, TaskPhase::Waiting,
+                             "backup of " + psName() + ": following its primary at " + peerAddress()}));
+        m_followThread = std::thread([this] { followPrimary(); });
+    } else {
+        m_log(taskStateLine(
+            {m_options.task, TaskPhase::Waiting, "waiting for the chief worker:0 to initialise the variables"}));
+    }
 }
 
 void PsTask::requestStop(const std::string &reason)
@@ -253,8 +272,11 @@ void PsTask::requestStop(const std::string &reason)
             return;
         m_finished = true;
         m_stopReason = reason;
+        if (m_primaryLink)
+            m_primaryLink->cancel();
     }
     m_changed.notify_all();
+    m_replicaChanged.notify_all();
     m_runWake.notify_all();
 }
 
@@ -265,8 +287,12 @@ int PsTask::run()
         m_lastStatusLog = std::chrono::steady_clock::now();
         while (!m_finished) {
             m_runWake.wait_for(lock, std::chrono::seconds(1));
+            if (m_role == proto::REPLICA_BACKUP)
+                continue; // its primary watches, reports and finishes the run
             if (m_finishDeadline)
                 checkFinishedLocked();
+            if (m_rejoinDeadline)
+                checkRejoinDeadlineLocked();
             if (isCoordinator())
                 watchForHangLocked();
             // Periodic progress so a ps terminal is never silent for long.
@@ -278,16 +304,23 @@ int PsTask::run()
                     const auto status = workerStatusLocked(i);
                     workers += " worker:" + std::to_string(i) + "=" + proto::WorkerPhase_Name(status.phase());
                 }
-                m_log(taskStateLine({m_options.task, TaskPhase::Serving,
-                                     "global step " + std::to_string(m_policy->globalStep()) + ", mode "
-                                         + describeMode(m_policy->mode()) + ";" + workers}));
+                note(taskStateLine({m_options.task, TaskPhase::Serving,
+                                    "global step " + std::to_string(m_policy->globalStep()) + ", mode "
+                                        + describeMode(m_policy->mode()) + ";" + workers}));
             }
         }
     }
-    m_log(
+    note(
         taskStateLine({m_options.task, m_allWorkersFinished ? TaskPhase::Finished : TaskPhase::Stopped, m_stopReason}));
-    if (isCoordinator())
-        stopOtherPsTasks(m_options.cluster, m_rpc, m_log);
+    bool primary = false;
+    {
+        std::lock_guard lock(m_mutex);
+        primary = m_role != proto::REPLICA_BACKUP;
+        if (m_primaryLink)
+            m_primaryLink->cancel();
+    }
+    if (isCoordinator() && primary)
+        stopOtherPsTasks(m_options.cluster, ownAddress(), m_rpc, m_log);
     if (m_runLog)
         m_runLog->flush();
     m_telemetry.close();
@@ -304,9 +337,15 @@ proto::TaskStatusResponse PsTask::taskStatus()
     status.set_task_index(m_options.task.index);
     status.set_pid(::getpid());
     status.set_steps(m_policy ? m_policy->globalStep() : m_updatesApplied);
-    status.set_state(m_finished      ? "finished"
+    status.set_state(m_finished ? "finished"
+                     : m_role == proto::REPLICA_BACKUP
+                         ? "backup of " + psName() + ", following its primary at " + peerAddress()
                      : m_initialized ? "serving"
                                      : "waiting for the chief worker:0 to initialise the variables");
+    status.set_replica_role(m_role);
+    status.set_replica_holds_state(m_role == proto::REPLICA_BACKUP ? m_hasState : m_initialized);
+    if (m_options.cluster.replicated())
+        status.set_replica_peer(peerAddress());
     return status;
 }
 
@@ -339,8 +378,14 @@ CallStatus PsTask::train(TrainStream &stream)
             else
                 response.Clear();
             CallStatus error;
+            // The last change this answer reflects: the backup must hold it first.
+            int64_t replicateThrough = 0;
             {
                 std::unique_lock lock(m_mutex);
+                if (m_role == proto::REPLICA_BACKUP) {
+                    if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
+                        return notServing;
+                }
                 if (request.has_join()) {
                     const int index = request.join().worker_index();
                     if (index < 0 || index >= int(m_workers.size()))
@@ -349,7 +394,7 @@ CallStatus PsTask::train(TrainStream &stream)
                             + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts");
                     if (worker != index) {
                         if (const CallStatus claim = claimIndexLocked(lock, index, request.join()); !claim.ok()) {
-                            m_log(claim.message());
+                            note(claim.message());
                             return claim;
                         }
                         // A stream that joined as another index before gives that one up.
@@ -390,9 +435,11 @@ CallStatus PsTask::train(TrainStream &stream)
                     left = true;
                     break;
                 }
+                replicateThrough = lastRecordLocked();
             }
             if (!error.ok())
                 return error;
+            awaitBackup(replicateThrough);
             if (!stream.write(response))
                 break;
         }
@@ -420,7 +467,7 @@ CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int inde
     m_changed.wait_for(lock, m_identityTimings.oldStreamGrace,
                        [&] { return !holder.streamOpen || sameProcess() || m_finished; });
     if (m_finished)
-        return CallStatus::failedPrecondition(m_options.task.toString() + " is stopping: " + m_stopReason);
+        return CallStatus::failedPrecondition(psName() + " is stopping: " + m_stopReason);
     if (!holder.streamOpen || sameProcess())
         return {};
     const std::string name = "worker:" + std::to_string(index);
@@ -438,15 +485,14 @@ CallStatus PsTask::claimIndexLocked(std::unique_lock<std::mutex> &lock, int inde
     std::snprintf(quiet, sizeof quiet, "%.1f", quietSeconds);
     if (held || quietFor < m_identityTimings.holderHeardRecently) {
         return CallStatus::alreadyExists(
-            m_options.task.toString() + " refuses a second " + name + " (pid " + std::to_string(join.pid())
-            + " on host '" + join.host() + "'): " + name + " is " + who + ", in the cluster since "
-            + clockTime(holder.heldSince) + ", last heard from " + quiet
-            + " s ago. Two processes cannot share --task_index=" + std::to_string(index)
+            psName() + " refuses a second " + name + " (pid " + std::to_string(join.pid()) + " on host '" + join.host()
+            + "'): " + name + " is " + who + ", in the cluster since " + clockTime(holder.heldSince)
+            + ", last heard from " + quiet + " s ago. Two processes cannot share --task_index=" + std::to_string(index)
             + ": stop one of them, or give this one its own index and address in --worker_hosts");
     }
     return CallStatus::retryLater("retry: the old connection of " + name + " (" + who + ", in the cluster since "
                                   + clockTime(holder.heldSince) + ", silent for " + quiet + " s) is still open; "
-                                  + m_options.task.toString() + " lets the index go once that connection closes");
+                                  + psName() + " lets the index go once that connection closes");
 }
 
 void PsTask::releaseIndex(int worker, uint64_t streamId)
@@ -487,9 +533,9 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
         return response;
     }
     if (const auto difference = signatureDifference(m_signature, join.signature()); !difference.what.empty()) {
-        *error = CallStatus::failedPrecondition(m_options.task.toString() + " refuses worker:" + std::to_string(worker)
-                                                + ": " + difference.what + ". " + difference.fix);
-        m_log(error->message());
+        *error = CallStatus::failedPrecondition(psName() + " refuses worker:" + std::to_string(worker) + ": "
+                                                + difference.what + ". " + difference.fix);
+        note(error->message());
         return response;
     }
     out->set_ready(true);
@@ -498,22 +544,37 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
     if (isCoordinator()) {
         out->set_global_step(m_policy->globalStep());
         *out->mutable_mode() = m_policy->mode();
-        const bool rejoin = info.everJoined;
-        m_policy->join(worker);
-        info.everJoined = true;
-        info.phase = proto::TRAINING;
-        info.reason.clear();
-        info.lastSeen = std::chrono::steady_clock::now();
-        updateActingChiefLocked();
+        admitWorkerLocked(worker, join.pid(), join.host());
         out->set_acting_chief(m_actingChief);
-        m_log("worker:" + std::to_string(worker) + (rejoin ? " rejoined" : " joined") + " at global step "
-              + std::to_string(m_policy->globalStep()));
-        publishWorkerStateLocked(worker);
-        m_changed.notify_all();
+        proto::ReplicaRecord record;
+        auto *joined = record.mutable_membership();
+        joined->set_worker(worker);
+        joined->set_change(proto::ReplicaMembership::JOINED);
+        joined->set_pid(join.pid());
+        joined->set_host(join.host());
+        recordLocked(std::move(record));
     } else {
         out->set_global_step(m_updatesApplied);
     }
     return response;
+}
+
+void PsTask::admitWorkerLocked(int worker, int64_t pid, const std::string &host)
+{
+    auto &info = m_workers[size_t(worker)];
+    const bool rejoin = info.everJoined;
+    m_policy->join(worker);
+    info.everJoined = true;
+    info.phase = proto::TRAINING;
+    info.reason.clear();
+    info.pid = pid;
+    info.host = host;
+    info.lastSeen = std::chrono::steady_clock::now();
+    updateActingChiefLocked();
+    note("worker:" + std::to_string(worker) + (rejoin ? " rejoined" : " joined") + " at global step "
+         + std::to_string(m_policy->globalStep()));
+    publishWorkerStateLocked(worker);
+    m_changed.notify_all();
 }
 
 Parameters PsTask::parseGradients(const proto::PushRequest &push, std::string *error) const
@@ -521,8 +582,8 @@ Parameters PsTask::parseGradients(const proto::PushRequest &push, std::string *e
     Parameters gradient;
     const auto &values = m_shard.values();
     if (push.gradients_size() != int(values.size())) {
-        *error = "the push has " + std::to_string(push.gradients_size()) + " gradient tensors but "
-                 + m_options.task.toString() + " holds " + std::to_string(values.size()) + " variables";
+        *error = "the push has " + std::to_string(push.gradients_size()) + " gradient tensors but " + psName()
+                 + " holds " + std::to_string(values.size()) + " variables";
         return {};
     }
     for (int i = 0; i < push.gradients_size(); ++i) {
@@ -590,50 +651,21 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
             "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
             + std::to_string(push.computed_from_step()) + ", but the global step is only "
             + std::to_string(m_policy->globalStep()) + ": a step from the future is refused");
-    const bool finite
-        = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
-    if (!finite) {
-        ++info.nonfinite;
-        if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
-            m_log("worker:" + std::to_string(worker) + " pushed a gradient with NaN or infinite values ("
-                  + std::to_string(info.nonfinite) + " so far); "
-                  + (m_options.training.applyNonfinite ? "applied, as --nonfinite_gradients=apply asks"
-                                                       : "rejected (--nonfinite_gradients=reject)"));
-        if (!m_options.training.applyNonfinite) {
-            proto::TelemetryEvent event;
-            auto *step = event.mutable_step();
-            step->set_global_step(m_policy->globalStep());
-            step->set_wall_time(wallTime());
-            step->set_worker(worker);
-            step->set_worker_clock(m_policy->workerClock(worker));
-            step->set_batch_loss(push.batch_loss());
-            step->set_outcome(proto::REJECTED_NONFINITE);
-            step->set_computed_from_step(push.computed_from_step());
-            publishLocked(event);
-            response->set_outcome(proto::REJECTED_NONFINITE);
-            response->set_global_step(m_policy->globalStep());
-            response->set_done(doneLocked());
-            *response->mutable_mode() = m_policy->mode();
-            m_shard.copyValuesTo(response->mutable_parameters());
-            return {};
-        }
+    if (m_follower) {
+        proto::ReplicaRecord record;
+        record.mutable_push()->set_worker(worker);
+        *record.mutable_push()->mutable_push() = push;
+        recordLocked(std::move(record));
     }
-
-    // Keep what the step's telemetry event needs, not the gradient itself
-    // (a copy of up to megabytes per step on the hot path).
-    info.lastPush.Clear();
-    info.lastPush.set_batch_loss(push.batch_loss());
-    info.lastPush.set_full_loss(push.full_loss());
-    info.lastPush.set_compute_us(push.compute_us());
-    info.lastPush.set_previous_push_us(push.previous_push_us());
-    *info.lastPush.mutable_parameter_view() = push.parameter_view();
-    *info.lastPush.mutable_metrics() = push.metrics();
-    *info.lastPush.mutable_variable_summaries() = push.variable_summaries();
-    info.arrival = std::chrono::steady_clock::now();
-    info.lastSeen = info.arrival;
-    info.phase = proto::TRAINING;
     const int64_t stepBefore = m_policy->globalStep();
-    m_policy->push(worker, push.computed_from_step(), std::move(gradient));
+    if (!takeGradientLocked(worker, push, std::move(gradient))) {
+        response->set_outcome(proto::REJECTED_NONFINITE);
+        response->set_global_step(m_policy->globalStep());
+        response->set_done(doneLocked());
+        *response->mutable_mode() = m_policy->mode();
+        m_shard.copyValuesTo(response->mutable_parameters());
+        return {};
+    }
     // Held workers wait for their sync step to close or for the slowest clock
     // to move (ssp), and both move the global step; in async nobody is held.
     // Waking every waiting thread on every push cost each of them a context
@@ -677,9 +709,53 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     return {};
 }
 
+bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, Parameters gradient)
+{
+    auto &info = m_workers[size_t(worker)];
+    const bool finite
+        = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
+    if (!finite) {
+        ++info.nonfinite;
+        if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
+            note("worker:" + std::to_string(worker) + " pushed a gradient with NaN or infinite values ("
+                 + std::to_string(info.nonfinite) + " so far); "
+                 + (m_options.training.applyNonfinite ? "applied, as --nonfinite_gradients=apply asks"
+                                                      : "rejected (--nonfinite_gradients=reject)"));
+        if (!m_options.training.applyNonfinite) {
+            proto::TelemetryEvent event;
+            auto *step = event.mutable_step();
+            step->set_global_step(m_policy->globalStep());
+            step->set_wall_time(wallTime());
+            step->set_worker(worker);
+            step->set_worker_clock(m_policy->workerClock(worker));
+            step->set_batch_loss(push.batch_loss());
+            step->set_outcome(proto::REJECTED_NONFINITE);
+            step->set_computed_from_step(push.computed_from_step());
+            publishLocked(event);
+            return false;
+        }
+    }
+
+    // Keep what the step's telemetry event needs, not the gradient itself
+    // (a copy of up to megabytes per step on the hot path).
+    info.lastPush.Clear();
+    info.lastPush.set_batch_loss(push.batch_loss());
+    info.lastPush.set_full_loss(push.full_loss());
+    info.lastPush.set_compute_us(push.compute_us());
+    info.lastPush.set_previous_push_us(push.previous_push_us());
+    *info.lastPush.mutable_parameter_view() = push.parameter_view();
+    *info.lastPush.mutable_metrics() = push.metrics();
+    *info.lastPush.mutable_variable_summaries() = push.variable_summaries();
+    info.arrival = std::chrono::steady_clock::now();
+    info.lastSeen = info.arrival;
+    info.phase = proto::TRAINING;
+    m_policy->push(worker, push.computed_from_step(), std::move(gradient));
+    return true;
+}
+
 CallStatus PsTask::checkStaging(const proto::PushRequest &push, bool holdsStaged) const
 {
-    const std::string self = m_options.task.toString();
+    const std::string self = psName();
     if (push.staged() && isCoordinator())
         return CallStatus::invalidArgument("a staged push sent to " + self
                                            + ": ps:0 decides on each push as it comes; stage gradients only on the "
@@ -699,8 +775,8 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
 {
     const int64_t update = push.update();
     if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
-        m_log(m_options.task.toString() + ": a late contribution to update " + std::to_string(update)
-              + " arrived after it was applied without it; not applied");
+        note(psName() + ": a late contribution to update " + std::to_string(update)
+             + " arrived after it was applied without it; not applied");
     } else if (push.contributions() > 0) {
         std::string error;
         Parameters gradient = staged ? std::move(*staged) : parseGradients(push, &error);
@@ -716,8 +792,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
         if (++pending.received >= pending.expected) {
             for (auto &v : pending.sum)
                 v /= float(pending.received);
-            m_shard.apply(pending.sum);
-            ++m_updatesApplied;
+            applyShardUpdateLocked(update, pending.sum, false);
             m_pendingUpdates.erase(update);
             m_changed.notify_all();
         } else {
@@ -733,17 +808,11 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
                 auto &partial = it->second;
                 for (auto &v : partial.sum)
                     v /= float(partial.received);
-                m_shard.apply(partial.sum);
-                ++m_updatesApplied;
-                m_log(m_options.task.toString() + ": update " + std::to_string(update) + " applied with "
-                      + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
-                      + " gradients: the others never came (a worker died between ps:0 and " + m_options.task.toString()
-                      + "?)");
+                applyShardUpdateLocked(update, partial.sum, true);
+                note(psName() + ": update " + std::to_string(update) + " applied with "
+                     + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
+                     + " gradients: the others never came (a worker died between ps:0 and " + psName() + "?)");
                 m_pendingUpdates.erase(it);
-                m_incompleteUpdates.insert(update);
-                // Remember a bounded number: late arrivals come soon or never.
-                while (m_incompleteUpdates.size() > 1000)
-                    m_incompleteUpdates.erase(m_incompleteUpdates.begin());
                 m_changed.notify_all();
             }
         }
@@ -755,18 +824,45 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
     return {};
 }
 
+void PsTask::applyShardUpdateLocked(int64_t update, const Parameters &average, bool incomplete)
+{
+    if (m_follower) {
+        proto::ReplicaRecord record;
+        auto *applied = record.mutable_shard_update();
+        applied->set_update(update);
+        applied->set_incomplete(incomplete);
+        for (const auto &g : average)
+            toTensor(g, {int64_t(g.size())}, applied->add_gradient());
+        recordLocked(std::move(record));
+    }
+    m_shard.apply(average);
+    ++m_updatesApplied;
+    if (incomplete) {
+        m_incompleteUpdates.insert(update);
+        // Remember a bounded number: late arrivals come soon or never.
+        while (m_incompleteUpdates.size() > 1000)
+            m_incompleteUpdates.erase(m_incompleteUpdates.begin());
+    }
+}
+
 void PsTask::leaveLocked(int worker, const proto::LeaveRequest &leave)
 {
+    proto::ReplicaRecord record;
+    auto *left = record.mutable_membership();
+    left->set_worker(worker);
+    left->set_change(leave.finished() ? proto::ReplicaMembership::FINISHED : proto::ReplicaMembership::STOPPED);
+    left->set_worker_clock(leave.worker_clock());
+    recordLocked(std::move(record));
     auto &info = m_workers[size_t(worker)];
     if (leave.finished()) {
         info.phase = proto::FINISHED;
         m_policy->setFinished(worker);
-        m_log("worker:" + std::to_string(worker) + " finished at clock " + std::to_string(leave.worker_clock()));
+        note("worker:" + std::to_string(worker) + " finished at clock " + std::to_string(leave.worker_clock()));
     } else {
         info.phase = proto::STOPPED;
         info.reason = "it was stopped before the last step";
         m_policy->setAlive(worker, false);
-        m_log("worker:" + std::to_string(worker) + " left: " + info.reason);
+        note("worker:" + std::to_string(worker) + " left: " + info.reason);
     }
     updateActingChiefLocked();
     publishWorkerStateLocked(worker);
@@ -777,13 +873,26 @@ void PsTask::leaveLocked(int worker, const proto::LeaveRequest &leave)
 void PsTask::streamEndedLocked(int worker, uint64_t streamId, const std::string &reason)
 {
     auto &info = m_workers[size_t(worker)];
-    if (info.streamId != streamId || info.phase == proto::FINISHED || info.phase == proto::DEAD
-        || info.phase == proto::STOPPED)
+    if (info.streamId != streamId)
         return;
+    markDeadLocked(worker, reason);
+}
+
+void PsTask::markDeadLocked(int worker, const std::string &reason)
+{
+    auto &info = m_workers[size_t(worker)];
+    if (info.phase == proto::FINISHED || info.phase == proto::DEAD || info.phase == proto::STOPPED)
+        return;
+    proto::ReplicaRecord record;
+    auto *died = record.mutable_membership();
+    died->set_worker(worker);
+    died->set_change(proto::ReplicaMembership::DEAD);
+    died->set_reason(reason);
+    recordLocked(std::move(record));
     info.phase = proto::DEAD;
     info.reason = reason;
     m_policy->setAlive(worker, false);
-    m_log("worker:" + std::to_string(worker) + " is dead: " + reason + "; not waiting for it");
+    note("worker:" + std::to_string(worker) + " is dead: " + reason + "; not waiting for it");
     updateActingChiefLocked();
     publishWorkerStateLocked(worker);
     m_changed.notify_all();
@@ -807,9 +916,9 @@ void PsTask::checkFinishedLocked()
         // A worker started late still gets to join, see the last step and
         // finish, rather than find no ps and retry forever.
         m_finishDeadline = std::chrono::steady_clock::now() + kLateWorkerGrace;
-        m_log("the last step is reached; waiting up to "
-              + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLateWorkerGrace).count()) + " s for "
-              + neverJoined + " (never joined) before exiting");
+        note("the last step is reached; waiting up to "
+             + std::to_string(std::chrono::duration_cast<std::chrono::seconds>(kLateWorkerGrace).count()) + " s for "
+             + neverJoined + " (never joined) before exiting");
         return;
     }
     if (!neverJoined.empty() && std::chrono::steady_clock::now() < *m_finishDeadline)
@@ -845,11 +954,11 @@ void PsTask::updateActingChiefLocked()
     if (acting == m_actingChief)
         return;
     if (acting == 0)
-        m_log("the chief worker:0 is back: it takes its duties back from worker:" + std::to_string(m_actingChief));
+        note("the chief worker:0 is back: it takes its duties back from worker:" + std::to_string(m_actingChief));
     else
-        m_log("the chief worker:0 is " + std::string(m_workers.front().phase == proto::DEAD ? "dead" : "gone")
-              + ": worker:" + std::to_string(acting)
-              + " takes over its duties (checkpoints, the full-shard loss) as --chief_handover=1 asks");
+        note("the chief worker:0 is " + std::string(m_workers.front().phase == proto::DEAD ? "dead" : "gone")
+             + ": worker:" + std::to_string(acting)
+             + " takes over its duties (checkpoints, the full-shard loss) as --chief_handover=1 asks");
     m_actingChief = acting;
 }
 
@@ -904,8 +1013,8 @@ void PsTask::watchForHangLocked()
         anyLive = isLiveLocked(i);
     if (step != m_progressStep || !m_initialized || doneLocked() || !anyLive || timeout <= 0) {
         if (m_stall.seconds() > 0 && step != m_progressStep)
-            m_log("hang watchdog: the global step moves again (" + std::to_string(step) + ") after "
-                  + std::to_string(int(m_stall.seconds())) + " s");
+            note("hang watchdog: the global step moves again (" + std::to_string(step) + ") after "
+                 + std::to_string(int(m_stall.seconds())) + " s");
         m_progressStep = step;
         m_progressTime = now;
         m_stall.Clear();
@@ -921,9 +1030,9 @@ void PsTask::watchForHangLocked()
     // A line when the stall is first seen, then every timeout period.
     if (now - m_lastStallLog >= std::chrono::seconds(timeout)) {
         m_lastStallLog = now;
-        m_log("hang watchdog: the global step has not moved from " + std::to_string(step) + " for "
-              + std::to_string(int(stalled)) + " s (mode " + describeMode(m_policy->mode()) + "); waiting for "
-              + m_stall.waiting_for());
+        note("hang watchdog: the global step has not moved from " + std::to_string(step) + " for "
+             + std::to_string(int(stalled)) + " s (mode " + describeMode(m_policy->mode()) + "); waiting for "
+             + m_stall.waiting_for());
     }
 }
 
@@ -991,9 +1100,53 @@ void PsTask::publishWorkerStateLocked(int worker)
     publishLocked(event);
 }
 
+void PsTask::adoptSignatureLocked(const proto::ModelSignature &signature)
+{
+    m_signature = signature;
+    m_parameterNames = parameterNames(m_signature);
+}
+
+void PsTask::openRunLogLocked()
+{
+    if (m_options.training.logdir.empty() || m_runLog)
+        return;
+    try {
+        std::vector<std::string> variableNames;
+        for (const auto &variable : m_signature.variables())
+            variableNames.push_back(variable.name());
+        m_runLog = std::make_unique<RunLog>(
+            m_options.training.logdir, m_parameterNames,
+            std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
+            std::move(variableNames));
+    } catch (const InputError &e) {
+        note(std::string("cannot keep the run's step log: ") + e.what());
+    }
+    try {
+        writeRunModelJson(m_options.training.logdir, m_signature);
+    } catch (const InputError &e) {
+        note(std::string("cannot record the model in the run directory: ") + e.what());
+    }
+}
+
 CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response)
 {
-    std::lock_guard lock(m_mutex);
+    int64_t replicateThrough = 0;
+    {
+        std::unique_lock lock(m_mutex);
+        if (m_role == proto::REPLICA_BACKUP)
+            if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
+                return notServing;
+        if (const CallStatus status = initializeLocked(request, response); !status.ok())
+            return status;
+        replicateThrough = lastRecordLocked();
+    }
+    // The chief goes on (and checkpoints) only once the backup holds the variables too.
+    awaitBackup(replicateThrough);
+    return {};
+}
+
+CallStatus PsTask::initializeLocked(const proto::InitializeRequest &request, proto::InitializeResponse *response)
+{
     if (request.global_step() < 0)
         return CallStatus::invalidArgument("global step " + std::to_string(request.global_step())
                                            + " is negative: the chief's checkpoint is damaged");
@@ -1001,8 +1154,8 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
     // train with an optimizer it did not ask for, and no one would notice.
     if (const std::string &declared = request.signature().optimizer();
         !declared.empty() && declared != m_options.training.optimizer)
-        return CallStatus::failedPrecondition(m_options.task.toString() + " runs optimizer '"
-                                              + m_options.training.optimizer + "' but the chief declares '" + declared
+        return CallStatus::failedPrecondition(psName() + " runs optimizer '" + m_options.training.optimizer
+                                              + "' but the chief declares '" + declared
                                               + "': give every task the same --optimizer");
     if (m_initialized) {
         response->set_initialized_now(false);
@@ -1017,51 +1170,41 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
             = VariablePlacement::fromSignature(request.signature(), m_options.cluster.numPs());
         holds = placement.describe(m_options.task.index);
         if (const std::string problem
-            = shardPlacementProblem(placement.on(m_options.task.index), request.shard(), m_options.task.toString());
+            = shardPlacementProblem(placement.on(m_options.task.index), request.shard(), psName());
             !problem.empty())
             return CallStatus::invalidArgument(problem);
         m_shard.load(request.shard());
     } catch (const InputError &e) {
         return CallStatus::invalidArgument(e.what());
     }
-    m_signature = request.signature();
-    m_parameterNames = parameterNames(m_signature);
+    adoptSignatureLocked(request.signature());
     m_initialized = true;
+    proto::ReplicaRecord record;
+    *record.mutable_initialize() = request;
+    recordLocked(std::move(record));
     if (m_policy) {
         m_policy->setGlobalStep(request.global_step());
-        if (!m_options.training.logdir.empty()) {
-            try {
-                std::vector<std::string> variableNames;
-                for (const auto &variable : m_signature.variables())
-                    variableNames.push_back(variable.name());
-                m_runLog = std::make_unique<RunLog>(
-                    m_options.training.logdir, m_parameterNames,
-                    std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
-                    std::move(variableNames));
-            } catch (const InputError &e) {
-                m_log(std::string("cannot keep the run's step log: ") + e.what());
-            }
-            try {
-                writeRunModelJson(m_options.training.logdir, m_signature);
-            } catch (const InputError &e) {
-                m_log(std::string("cannot record the model in the run directory: ") + e.what());
-            }
-        }
+        // A backup opens the step log when it takes over, not while it follows.
+        if (m_role != proto::REPLICA_BACKUP)
+            openRunLogLocked();
     } else {
         m_updatesApplied = request.global_step();
     }
     response->set_initialized_now(true);
     response->set_global_step(request.global_step());
-    m_log(m_options.task.toString() + ": variables initialised by the chief (" + request.origin() + ") at global step "
-          + std::to_string(request.global_step()) + "; holds " + (holds.empty() ? std::string("nothing") : holds));
-    m_log(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));
+    note(psName() + ": variables initialised by the chief (" + request.origin() + ") at global step "
+         + std::to_string(request.global_step()) + "; holds " + (holds.empty() ? std::string("nothing") : holds));
+    note(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));
     m_changed.notify_all();
     return {};
 }
 
 CallStatus PsTask::snapshot(proto::SnapshotResponse *response)
 {
-    std::lock_guard lock(m_mutex);
+    std::unique_lock lock(m_mutex);
+    if (m_role == proto::REPLICA_BACKUP)
+        if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
+            return notServing;
     if (!m_initialized)
         return CallStatus::failedPrecondition("the variables are not initialised yet");
     *response->mutable_shard() = m_shard.save(m_options.task.index);
@@ -1076,15 +1219,34 @@ CallStatus PsTask::snapshot(proto::SnapshotResponse *response)
 
 CallStatus PsTask::setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response)
 {
-    std::lock_guard lock(m_mutex);
-    if (!m_policy)
-        return CallStatus::failedPrecondition("the update mode is kept by ps:0: call it there");
-    UpdatePolicy::ModeChange change;
-    try {
-        change = m_policy->setMode(request.mode());
-    } catch (const InputError &e) {
-        return CallStatus::invalidArgument(e.what());
+    int64_t replicateThrough = 0;
+    {
+        std::unique_lock lock(m_mutex);
+        if (!m_policy)
+            return CallStatus::failedPrecondition("the update mode is kept by ps:0: call it there");
+        if (m_role == proto::REPLICA_BACKUP)
+            if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
+                return notServing;
+        UpdatePolicy::ModeChange change;
+        try {
+            change = setModeLocked(request);
+        } catch (const InputError &e) {
+            return CallStatus::invalidArgument(e.what());
+        }
+        *response->mutable_mode() = change.current;
+        response->set_global_step(change.globalStep);
+        replicateThrough = lastRecordLocked();
     }
+    awaitBackup(replicateThrough);
+    return {};
+}
+
+UpdatePolicy::ModeChange PsTask::setModeLocked(const proto::SetModeRequest &request)
+{
+    const UpdatePolicy::ModeChange change = m_policy->setMode(request.mode());
+    proto::ReplicaRecord replica;
+    *replica.mutable_set_mode() = request;
+    recordLocked(std::move(replica));
     proto::TelemetryEvent event;
     auto *record = event.mutable_mode_change();
     record->set_global_step(change.globalStep);
@@ -1093,13 +1255,11 @@ CallStatus PsTask::setMode(const proto::SetModeRequest &request, proto::SetModeR
     *record->mutable_current() = change.current;
     record->set_requested_by(request.requested_by());
     publishLocked(event);
-    m_log("mode changed from " + describeMode(change.previous) + " to " + describeMode(change.current)
-          + " at global step " + std::to_string(change.globalStep)
-          + (request.requested_by().empty() ? std::string() : " (requested by " + request.requested_by() + ")"));
-    *response->mutable_mode() = change.current;
-    response->set_global_step(change.globalStep);
+    note("mode changed from " + describeMode(change.previous) + " to " + describeMode(change.current)
+         + " at global step " + std::to_string(change.globalStep)
+         + (request.requested_by().empty() ? std::string() : " (requested by " + request.requested_by() + ")"));
     m_changed.notify_all();
-    return {};
+    return change;
 }
 
 proto::ClusterStatusResponse PsTask::clusterStatus()

@@ -14,8 +14,10 @@
 #include "node/ps_calls.h"
 #include "wire/rpc_settings.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +25,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace parasync {
@@ -78,6 +81,11 @@ public:
     void reportCheckpoint(const proto::ReportCheckpointRequest &request);
     // TaskControl.GetTaskStatus.
     proto::TaskStatusResponse taskStatus();
+    // PsReplication.Follow: a backup follows this task, its primary, for the
+    // stream's life: the whole state first, then every change; the workers'
+    // answers wait for the backup's acknowledgement. Blocks. Unavailable when
+    // this task is not the primary; AlreadyExists when it has a backup.
+    CallStatus follow(FollowStream &stream);
 
     // How ps:0 decides between two processes that claim one worker index.
     struct IdentityTimings
@@ -123,6 +131,11 @@ private:
     };
 
     bool isCoordinator() const { return m_options.task.index == 0; }
+    // "ps:N", whichever process of a ps pair this is.
+    std::string psName() const { return "ps:" + std::to_string(m_options.task.index); }
+    // A log line, but none while a backup replays its primary's changes
+    // (the primary said them already).
+    void note(const std::string &line) const;
     int64_t lastStep() const { return m_options.training.lastStep; }
     bool doneLocked() const;
 
@@ -138,6 +151,47 @@ private:
                                proto::PushResponse *response);
     void leaveLocked(int worker, const proto::LeaveRequest &leave);
     void streamEndedLocked(int worker, uint64_t streamId, const std::string &reason);
+    void markDeadLocked(int worker, const std::string &reason);
+    CallStatus initializeLocked(const proto::InitializeRequest &request, proto::InitializeResponse *response);
+    // ps:0: a joined worker counts as live and training.
+    void admitWorkerLocked(int worker, int64_t pid, const std::string &host);
+    // ps:0: a checked gradient goes to the policy, or is rejected as
+    // non-finite (false).
+    bool takeGradientLocked(int worker, const proto::PushRequest &push, Parameters gradient);
+    // Other ps tasks: an averaged gradient is applied as update `update`.
+    void applyShardUpdateLocked(int64_t update, const Parameters &average, bool incomplete);
+    UpdatePolicy::ModeChange setModeLocked(const proto::SetModeRequest &request);
+    // The cluster's signature, and the parameter names the step log shows.
+    void adoptSignatureLocked(const proto::ModelSignature &signature);
+    // ps:0 with --logdir: the run's step log and model.json (once).
+    void openRunLogLocked();
+
+    // --- replication (ps_task_replication.cpp) ---
+    // At start, with a backup configured: follows the other process of the
+    // pair when it is the primary (it took over earlier), else serves.
+    void chooseRole();
+    // A change for the backup, numbered; nothing without one.
+    void recordLocked(proto::ReplicaRecord &&record);
+    // The sequence number of the last change made.
+    int64_t lastRecordLocked() const { return m_recordSequence; }
+    // Blocks until the backup applied every change up to `sequence`, or is
+    // gone (then the primary trains on alone, and says so).
+    void awaitBackup(int64_t sequence);
+    proto::ReplicaState exportStateLocked() const;
+    // Throws InputError when the state does not fit this task's cluster.
+    void importStateLocked(const proto::ReplicaState &state);
+    void applyRecordLocked(const proto::ReplicaRecord &record);
+    // The backup's thread: follows the primary until this task takes over or stops.
+    void followPrimary();
+    // A worker turned to this backup: it takes over if the primary is gone,
+    // else says where the primary is (Unavailable).
+    CallStatus takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock);
+    // The backup becomes the pair's primary; `why` goes to the log.
+    void takeOverLocked(const std::string &why);
+    // After taking over: workers that did not come back by now are dead.
+    void checkRejoinDeadlineLocked();
+    std::string peerAddress() const;
+    std::string ownAddress() const;
     // One identity per index: OK when `index` is free or held by the same
     // process; AlreadyExists when another live process holds it; RetryLater
     // when the holder's connection is open but may be dead.
@@ -207,6 +261,30 @@ private:
     // arriving after that is not applied twice.
     std::set<int64_t> m_incompleteUpdates;
     int64_t m_updatesApplied = 0;
+
+    // Replication. The role is UNSPECIFIED without --ps_backup_hosts.
+    proto::ReplicaRole m_role = proto::REPLICA_ROLE_UNSPECIFIED;
+    std::atomic<bool> m_replaying{false};
+    // Primary: the backup following it, and the changes not yet sent to it.
+    struct Follower
+    {
+        uint64_t id = 0;
+        std::string who; // "127.0.0.1:2225 (pid 123 on host 'h')"
+        std::deque<proto::ReplicaRecord> queue;
+    };
+    std::optional<Follower> m_follower;
+    uint64_t m_nextFollowerId = 1;
+    int64_t m_recordSequence = 0; // last change numbered
+    int64_t m_ackedSequence = 0;  // last change the backup applied
+    std::condition_variable m_replicaChanged;
+    // Backup: whether it holds its primary's state, and its link to it.
+    bool m_hasState = false;
+    bool m_following = false; // its state is current: the stream to the primary is up
+    std::string m_primaryLostReason;
+    std::unique_ptr<PrimaryLink> m_primaryLink;
+    std::thread m_followThread;
+    // After taking over: when workers that did not rejoin count as dead.
+    std::optional<std::chrono::steady_clock::time_point> m_rejoinDeadline;
 
     TelemetryHub m_telemetry;
     std::unique_ptr<RunLog> m_runLog;

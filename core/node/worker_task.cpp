@@ -30,8 +30,13 @@ constexpr Eigen::Index kMaxViewedParameters = 16;
 struct WorkerTask::PsConnection
 {
     int index = 0;
+    // The process this worker trains with; with --ps_backup_hosts, either of
+    // the task's pair (the one that serves).
     std::string address;
-    std::shared_ptr<grpc::Channel> channel; // also the chief's, for its calls to this ps
+    std::shared_ptr<grpc::Channel> channel;
+    // Every process of the task: one, or the pair's two (primary first).
+    std::vector<std::string> addresses;
+    std::vector<std::shared_ptr<grpc::Channel>> channels; // also the chief's, for its calls to this ps
     std::unique_ptr<proto::ParameterService::Stub> parameters;
     std::unique_ptr<grpc::ClientContext> context;
     std::unique_ptr<TrainCall> stream;
@@ -211,14 +216,18 @@ void WorkerTask::start()
     for (int k = 0; k < numPs; ++k) {
         auto connection = std::make_unique<PsConnection>();
         connection->index = k;
-        connection->address = m_options.cluster.ps[size_t(k)].toString();
-        connection->channel = makeChannel(connection->address, m_rpc);
+        for (const HostPort &process : m_options.cluster.psPair(k)) {
+            connection->addresses.push_back(process.toString());
+            connection->channels.push_back(makeChannel(connection->addresses.back(), m_rpc));
+        }
+        connection->address = connection->addresses.front();
+        connection->channel = connection->channels.front();
         connection->parameters = proto::ParameterService::NewStub(connection->channel);
         m_ps.push_back(std::move(connection));
     }
-    std::vector<std::shared_ptr<grpc::Channel>> psChannels;
+    std::vector<std::vector<std::shared_ptr<grpc::Channel>>> psChannels;
     for (const auto &ps : m_ps)
-        psChannels.push_back(ps->channel);
+        psChannels.push_back(ps->channels);
     m_chief = std::make_unique<ChiefDuties>(m_options, m_rpc, m_signature, m_variables, m_placement, m_data,
                                             std::move(psChannels), m_stop.get_token(), m_log);
 
@@ -295,36 +304,84 @@ void WorkerTask::readParameters(int ps, const google::protobuf::RepeatedPtrField
 
 bool WorkerTask::waitForPs(int ps)
 {
-    // A cheap unary call tells reachable from not, with a reason we can print.
-    auto stub = proto::TaskControl::NewStub(makeChannel(m_ps[size_t(ps)]->address, m_rpc));
+    PsConnection &connection = *m_ps[size_t(ps)];
+    const std::string name = "ps:" + std::to_string(ps);
     Backoff backoff;
     for (;;) {
-        auto context = makeContext(m_rpc, std::chrono::milliseconds(1000));
-        proto::TaskStatusResponse status;
-        const auto result = stub->GetTaskStatus(context.get(), {}, &status);
-        if (result.ok())
+        // A cheap unary call tells reachable from not, with a reason we can
+        // print, and -- with a backup -- which process of the pair serves.
+        std::string why;
+        std::optional<size_t> serving;
+        std::optional<size_t> backupWithState;
+        for (size_t p = 0; p < connection.addresses.size() && !serving; ++p) {
+            auto stub = proto::TaskControl::NewStub(connection.channels[p]);
+            auto context = makeContext(m_rpc, std::chrono::milliseconds(1000));
+            proto::TaskStatusResponse status;
+            const auto result = stub->GetTaskStatus(context.get(), {}, &status);
+            if (!result.ok()) {
+                why += (why.empty() ? "" : "; ")
+                       + ("cannot reach " + name + " at " + connection.addresses[p] + ": " + describeRpcError(result));
+            } else if (status.replica_role() != proto::REPLICA_BACKUP) {
+                serving = p;
+            } else if (status.replica_holds_state()) {
+                backupWithState = p;
+                why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is the backup");
+            } else {
+                why += (why.empty() ? "" : "; ")
+                       + (name + " at " + connection.addresses[p] + " is a backup without the state yet");
+            }
+        }
+        // No process serves, but a backup holds the state: the join makes it
+        // take over if its primary is gone (or tells this worker where it is).
+        if (!serving && backupWithState && connection.addresses.size() > 1)
+            serving = backupWithState;
+        if (serving) {
+            if (connection.address != connection.addresses[*serving]) {
+                std::lock_guard lock(m_streamMutex);
+                connection.address = connection.addresses[*serving];
+                connection.channel = connection.channels[*serving];
+                connection.parameters = proto::ParameterService::NewStub(connection.channel);
+                m_log("worker:" + std::to_string(m_options.task.index) + ": " + name + " is served by "
+                      + connection.address + " now");
+            }
             return true;
-        const std::string what = "cannot reach ps:" + std::to_string(ps) + " at " + m_ps[size_t(ps)]->address + ": "
-                                 + describeRpcError(result);
-        setState(TaskPhase::Waiting, what);
-        if (!backoff.wait(what, m_log, [this] { return stopping(); }))
+        }
+        setState(TaskPhase::Waiting, why);
+        if (!backoff.wait(why, m_log, [this] { return stopping(); }))
             return false;
     }
 }
 
 bool WorkerTask::connectAndJoin()
 {
+    // A ps lost while joining (or a backup that does not serve yet) starts
+    // the whole join again, after a pause that grows while it lasts.
+    Backoff lost(std::chrono::milliseconds(200), std::chrono::seconds(2));
+    for (;;) {
+        std::string why;
+        switch (joinAll(&why)) {
+        case JoinOutcome::Joined: return true;
+        case JoinOutcome::Stopping: return false;
+        case JoinOutcome::Lost: break;
+        }
+        if (!lost.wait(why, m_log, [this] { return stopping(); }))
+            return false;
+    }
+}
+
+WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
+{
     const int index = m_options.task.index;
     for (int k = 0; k < int(m_ps.size()); ++k)
         if (!waitForPs(k))
-            return false;
+            return JoinOutcome::Stopping;
     if (m_options.task.isChief()) {
         Backoff backoff;
         for (std::string failure = m_chief->initializeVariables(); !failure.empty();
              failure = m_chief->initializeVariables()) {
             setState(TaskPhase::Waiting, failure);
             if (!backoff.wait(failure, m_log, [this] { return stopping(); }))
-                return false;
+                return JoinOutcome::Stopping;
         }
     }
 
@@ -339,7 +396,7 @@ bool WorkerTask::connectAndJoin()
         }
         for (;;) {
             if (stopping())
-                return false;
+                return JoinOutcome::Stopping;
             proto::TrainRequest request;
             auto *join = request.mutable_join();
             join->set_worker_index(index);
@@ -359,22 +416,23 @@ bool WorkerTask::connectAndJoin()
                     // ask again once it may have closed, saying why.
                     setState(TaskPhase::Waiting, status.error_message());
                     if (!indexHeld.wait(status.error_message(), m_log, [this] { return stopping(); }))
-                        return false;
+                        return JoinOutcome::Stopping;
                     std::lock_guard lock(m_streamMutex);
                     ps->context = makeContext(m_rpc);
                     ps->stream = std::make_unique<TrainCall>(*ps->channel, *ps->context);
                     continue;
                 }
-                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
-                                                 + " while joining: " + describeRpcError(status));
-                return connectAndJoin();
+                *why = "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
+                       + " while joining: " + describeRpcError(status);
+                setState(TaskPhase::Waiting, *why);
+                return JoinOutcome::Lost;
             }
             const auto &join_ = response.join();
             if (!join_.ready()) {
                 const std::string what = "waiting for " + join_.waiting_for();
                 setState(TaskPhase::Waiting, what);
                 if (!waitingForChief.wait(what, m_log, [this] { return stopping(); }))
-                    return false;
+                    return JoinOutcome::Stopping;
                 continue;
             }
             readParameters(ps->index, join_.parameters());
@@ -386,7 +444,7 @@ bool WorkerTask::connectAndJoin()
         }
     }
     setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep));
-    return true;
+    return JoinOutcome::Joined;
 }
 
 std::vector<int64_t> WorkerTask::nextBatch()

@@ -59,6 +59,12 @@ private:
     // Connects to every ps task and joins; the chief initialises first.
     // Returns false when stopping.
     bool connectAndJoin();
+    enum class JoinOutcome { Joined, Stopping, Lost };
+    // One attempt of connectAndJoin(); Lost (and why) when a ps went away
+    // or does not serve yet.
+    JoinOutcome joinAll(std::string *why);
+    // Waits until ps task `ps` answers, and picks the process of its pair
+    // that serves. Returns false when stopping.
     bool waitForPs(int ps);
     // What this worker trains, as ps:0 checks it and checkpoints record it:
     // the model's variables, partitioned over the cluster's ps tasks.

@@ -124,9 +124,9 @@ struct Worker
 
     std::unique_ptr<ChiefDuties> duties()
     {
-        return std::make_unique<ChiefDuties>(options, RpcSettings{}, signature, variables,
-                                             VariablePlacement::fromSignature(signature, 1), data, std::vector{channel},
-                                             stop.get_token(), log.sink());
+        return std::make_unique<ChiefDuties>(
+            options, RpcSettings{}, signature, variables, VariablePlacement::fromSignature(signature, 1), data,
+            std::vector<std::vector<std::shared_ptr<grpc::Channel>>>{{channel}}, stop.get_token(), log.sink());
     }
 
     // The values ps:0 holds now, in model order.

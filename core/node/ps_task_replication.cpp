@@ -1,0 +1,492 @@
+// PsTask's replication (--ps_backup_hosts): a ps task as a pair of processes.
+//
+// The primary numbers every change of its state -- a worker joined, left or
+// died; a gradient went into the policy; an update was applied; the mode
+// changed; the chief initialised the variables -- and sends the changes, in
+// that order, to its backup, which makes each one to its own copy by the same
+// code (the policy and the optimizer are deterministic). A worker's answer
+// waits until the backup has applied every change the answer reflects: an
+// update a worker saw acknowledged survives the primary's death.
+//
+// The backup takes over only when a worker (or the chief, or a control
+// client) turns to it, its replication stream has ended and the primary does
+// not answer as primary. A backup cut off from a live primary therefore
+// never takes over by itself: the workers still reach the primary and never
+// ask it, and the pair cannot split into two primaries.
+
+#include "base/error.h"
+#include "formats/task_state_line.h"
+#include "node/ps_service.h"
+#include "node/ps_task.h"
+
+#include <unistd.h>
+
+namespace parasync {
+
+namespace {
+
+// The longest host name a backup may give (RFC 1035 names are shorter).
+constexpr size_t kMaxHostName = 255;
+
+std::string describeFollower(const proto::FollowRequest &hello)
+{
+    return hello.address() + " (pid " + std::to_string(hello.pid()) + " on host '" + hello.host() + "')";
+}
+
+std::string checkWorker(int worker, size_t numWorkers)
+{
+    if (worker < 0 || size_t(worker) >= numWorkers)
+        return "worker index " + std::to_string(worker) + " is not in the cluster (" + std::to_string(numWorkers)
+               + " workers)";
+    return {};
+}
+
+} // namespace
+
+std::string PsTask::ownAddress() const
+{
+    return m_options.cluster.address(m_options.task).toString();
+}
+
+std::string PsTask::peerAddress() const
+{
+    const std::vector<HostPort> pair = m_options.cluster.psPair(m_options.task.index);
+    if (pair.size() < 2)
+        return {};
+    return (m_options.task.job == JobName::PsBackup ? pair[0] : pair[1]).toString();
+}
+
+void PsTask::chooseRole()
+{
+    // Either process of a pair may be either side. One started with
+    // --job_name=ps serves unless the other holds the pair's state already
+    // (it took over while this one was gone): then this one follows it.
+    if (m_options.task.job == JobName::PsBackup) {
+        m_role = proto::REPLICA_BACKUP;
+        return;
+    }
+    const PeerStatus peer = askPeer(peerAddress(), m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+    if (peer.reached && (peer.role == proto::REPLICA_PRIMARY || peer.holdsState)) {
+        m_role = proto::REPLICA_BACKUP;
+        m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
+              + ", holds the pair's state (it took over while this one was gone); this one follows it as its backup");
+        return;
+    }
+    m_role = proto::REPLICA_PRIMARY;
+}
+
+void PsTask::recordLocked(proto::ReplicaRecord &&record)
+{
+    if (!m_follower)
+        return;
+    record.set_sequence(++m_recordSequence);
+    m_follower->queue.push_back(std::move(record));
+    m_replicaChanged.notify_all();
+}
+
+void PsTask::awaitBackup(int64_t sequence)
+{
+    if (sequence == 0)
+        return;
+    std::unique_lock lock(m_mutex);
+    // Without a backup (it died or never came) the primary trains on alone:
+    // follow() said so when it went.
+    m_replicaChanged.wait(lock, [&] { return m_ackedSequence >= sequence || !m_follower || m_finished; });
+}
+
+CallStatus PsTask::follow(FollowStream &stream)
+{
+    proto::FollowRequest hello;
+    if (!stream.read(&hello))
+        return {};
+    // Every field, as a stranger might fill it.
+    if (hello.ps_index() != m_options.task.index)
+        return CallStatus::invalidArgument("a backup of ps:" + std::to_string(hello.ps_index()) + " turned to "
+                                           + psName() + " at " + ownAddress()
+                                           + ": start each backup with its ps task's --task_index");
+    if (hello.address() != peerAddress())
+        return CallStatus::invalidArgument("a backup at '" + hello.address() + "' turned to " + psName() + " at "
+                                           + ownAddress() + ", whose backup is " + peerAddress()
+                                           + " by --ps_backup_hosts: give every task the same cluster");
+    if (hello.applied_through() != 0)
+        return CallStatus::invalidArgument("a backup's first FollowRequest acknowledges record "
+                                           + std::to_string(hello.applied_through())
+                                           + " before it was sent any: applied_through must be 0");
+    if (hello.pid() < 0 || hello.host().size() > kMaxHostName)
+        return CallStatus::invalidArgument("a backup named itself with pid " + std::to_string(hello.pid())
+                                           + " and a host of " + std::to_string(hello.host().size())
+                                           + " bytes: a pid is not negative, a host at most 255 bytes");
+    const std::string who = describeFollower(hello);
+    uint64_t id = 0;
+    {
+        std::lock_guard lock(m_mutex);
+        if (m_finished)
+            return CallStatus::failedPrecondition(psName() + " is stopping: " + m_stopReason);
+        if (m_role != proto::REPLICA_PRIMARY)
+            return CallStatus::unavailable(psName() + " at " + ownAddress()
+                                           + " is a backup itself; the pair's primary is " + peerAddress());
+        if (m_follower)
+            return CallStatus::alreadyExists(psName() + " at " + ownAddress() + " already has its backup, "
+                                             + m_follower->who + "; a second (" + who
+                                             + ") is refused: stop one of them");
+        id = m_nextFollowerId++;
+        m_follower = Follower{id, who, {}};
+        proto::ReplicaRecord state;
+        *state.mutable_state() = exportStateLocked();
+        recordLocked(std::move(state));
+        m_log(psName() + ": backup " + who + " attached"
+              + (m_policy ? " at global step " + std::to_string(m_policy->globalStep()) : std::string())
+              + "; every update is acknowledged only once it holds it");
+    }
+
+    // Acknowledgements on a thread of their own: the records go out on this one.
+    std::string lostBecause;
+    std::thread acknowledgements([&] {
+        proto::FollowRequest ack;
+        std::string why = "its replication stream ended (process killed, or the link cut)";
+        while (stream.read(&ack)) {
+            std::lock_guard lock(m_mutex);
+            if (!m_follower || m_follower->id != id)
+                break;
+            if (ack.applied_through() < m_ackedSequence || ack.applied_through() > m_recordSequence) {
+                why = "it acknowledged record " + std::to_string(ack.applied_through()) + ", but "
+                      + std::to_string(m_recordSequence) + " were sent and " + std::to_string(m_ackedSequence)
+                      + " acknowledged";
+                break;
+            }
+            m_ackedSequence = ack.applied_through();
+            m_replicaChanged.notify_all();
+        }
+        std::lock_guard lock(m_mutex);
+        if (lostBecause.empty())
+            lostBecause = why;
+        m_replicaChanged.notify_all();
+    });
+
+    for (;;) {
+        proto::ReplicaRecord record;
+        {
+            std::unique_lock lock(m_mutex);
+            m_replicaChanged.wait(lock, [&] {
+                return m_finished || !lostBecause.empty() || !m_follower || m_follower->id != id
+                       || !m_follower->queue.empty();
+            });
+            if (m_finished || !lostBecause.empty() || !m_follower || m_follower->id != id)
+                break;
+            record = std::move(m_follower->queue.front());
+            m_follower->queue.pop_front();
+        }
+        if (!stream.write(record)) {
+            std::lock_guard lock(m_mutex);
+            if (lostBecause.empty())
+                lostBecause = "it can no longer be reached (process killed, or the link cut)";
+            break;
+        }
+    }
+    stream.cancel();
+    acknowledgements.join();
+
+    std::lock_guard lock(m_mutex);
+    if (m_follower && m_follower->id == id) {
+        m_follower.reset();
+        if (!m_finished)
+            m_log(psName() + " lost its backup " + who + ": " + lostBecause
+                  + ". It trains on alone, and its updates are not replicated until a backup attaches again (start "
+                    "one at "
+                  + peerAddress() + " with --job_name=ps_backup --task_index=" + std::to_string(m_options.task.index)
+                  + ")");
+    }
+    m_replicaChanged.notify_all();
+    return {};
+}
+
+proto::ReplicaState PsTask::exportStateLocked() const
+{
+    proto::ReplicaState state;
+    state.set_initialized(m_initialized);
+    if (m_initialized) {
+        *state.mutable_signature() = m_signature;
+        *state.mutable_shard() = m_shard.save(m_options.task.index);
+    }
+    state.set_updates_applied(m_updatesApplied);
+    for (const int64_t update : m_incompleteUpdates)
+        state.add_incomplete_updates(update);
+    if (m_policy) {
+        *state.mutable_policy() = m_policy->exportState();
+        for (const WorkerInfo &info : m_workers) {
+            auto *worker = state.add_workers();
+            worker->set_phase(info.phase);
+            worker->set_ever_joined(info.everJoined);
+            worker->set_pid(info.pid);
+            worker->set_host(info.host);
+            worker->set_reason(info.reason);
+            worker->set_nonfinite(info.nonfinite);
+        }
+    }
+    return state;
+}
+
+void PsTask::importStateLocked(const proto::ReplicaState &state)
+{
+    if (m_policy && state.workers_size() != int(m_workers.size()))
+        throw InputError("the primary's state has " + std::to_string(state.workers_size()) + " workers, this cluster "
+                         + std::to_string(m_workers.size()) + ": give both processes of the pair the same cluster");
+    if (state.initialized()) {
+        m_shard.load(state.shard());
+        adoptSignatureLocked(state.signature());
+    }
+    m_initialized = state.initialized();
+    m_updatesApplied = state.updates_applied();
+    m_incompleteUpdates = {state.incomplete_updates().begin(), state.incomplete_updates().end()};
+    m_pendingUpdates.clear();
+    if (m_policy) {
+        m_policy->importState(state.policy());
+        for (int i = 0; i < state.workers_size(); ++i) {
+            const auto &in = state.workers(i);
+            WorkerInfo &info = m_workers[size_t(i)];
+            info = WorkerInfo{};
+            info.phase = in.phase();
+            info.everJoined = in.ever_joined();
+            info.pid = in.pid();
+            info.host = in.host();
+            info.reason = in.reason();
+            info.nonfinite = in.nonfinite();
+            info.lastSeen = std::chrono::steady_clock::now();
+        }
+        updateActingChiefLocked();
+    }
+    m_hasState = true;
+}
+
+void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
+{
+    switch (record.change_case()) {
+    case proto::ReplicaRecord::kState: importStateLocked(record.state()); return;
+    case proto::ReplicaRecord::kInitialize: {
+        proto::InitializeResponse ignored;
+        if (const CallStatus status = initializeLocked(record.initialize(), &ignored); !status.ok())
+            throw InputError("the primary's initialisation does not apply here: " + status.message());
+        return;
+    }
+    case proto::ReplicaRecord::kMembership: {
+        const auto &change = record.membership();
+        if (!m_policy)
+            throw InputError("a worker's membership sent to " + psName() + ", which keeps none (ps:0 does)");
+        if (const std::string problem = checkWorker(change.worker(), m_workers.size()); !problem.empty())
+            throw InputError("a membership record names " + problem);
+        switch (change.change()) {
+        case proto::ReplicaMembership::JOINED: admitWorkerLocked(change.worker(), change.pid(), change.host()); return;
+        case proto::ReplicaMembership::FINISHED:
+        case proto::ReplicaMembership::STOPPED: {
+            proto::LeaveRequest leave;
+            leave.set_finished(change.change() == proto::ReplicaMembership::FINISHED);
+            leave.set_worker_clock(change.worker_clock());
+            leaveLocked(change.worker(), leave);
+            return;
+        }
+        case proto::ReplicaMembership::DEAD: markDeadLocked(change.worker(), change.reason()); return;
+        default: throw InputError("a membership record without a known change");
+        }
+    }
+    case proto::ReplicaRecord::kPush: {
+        const auto &push = record.push();
+        if (!m_policy || !m_initialized)
+            throw InputError("a gradient for the policy sent to " + psName()
+                             + (m_policy ? " before its variables were initialised" : ", which keeps none"));
+        if (const std::string problem = checkWorker(push.worker(), m_workers.size()); !problem.empty())
+            throw InputError("a push record names " + problem);
+        std::string error;
+        Parameters gradient = parseGradients(push.push(), &error);
+        if (!error.empty())
+            throw InputError("a push record: " + error);
+        takeGradientLocked(push.worker(), push.push(), std::move(gradient));
+        m_changed.notify_all();
+        return;
+    }
+    case proto::ReplicaRecord::kShardUpdate: {
+        const auto &update = record.shard_update();
+        if (m_policy || !m_initialized)
+            throw InputError("an applied update sent to " + psName()
+                             + (m_policy ? ", whose updates its policy makes" : " before its variables were initialised"));
+        const Parameters &values = m_shard.values();
+        if (update.gradient_size() != int(values.size()))
+            throw InputError("an applied update has " + std::to_string(update.gradient_size()) + " tensors for "
+                             + std::to_string(values.size()) + " variables");
+        Parameters average;
+        for (int i = 0; i < update.gradient_size(); ++i)
+            average.push_back(fromTensor(update.gradient(i), values[size_t(i)].size()));
+        applyShardUpdateLocked(update.update(), average, update.incomplete());
+        return;
+    }
+    case proto::ReplicaRecord::kSetMode:
+        if (!m_policy)
+            throw InputError("a mode change sent to " + psName() + ", which keeps no mode (ps:0 does)");
+        setModeLocked(record.set_mode());
+        return;
+    case proto::ReplicaRecord::CHANGE_NOT_SET: break;
+    }
+    throw InputError("a replication record without a change");
+}
+
+void PsTask::followPrimary()
+{
+    const std::string primary = peerAddress();
+    bool saidLost = false;
+    for (;;) {
+        PrimaryLink *link = nullptr;
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_finished || m_role != proto::REPLICA_BACKUP)
+                return;
+            m_primaryLink = openPrimaryLink(primary, m_rpc);
+            link = m_primaryLink.get();
+        }
+        proto::FollowRequest hello;
+        hello.set_ps_index(m_options.task.index);
+        hello.set_address(ownAddress());
+        hello.set_pid(::getpid());
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) == 0)
+            hello.set_host(host);
+        std::string broke;
+        int64_t applied = 0;
+        bool streamEnded = false; // rather than left by this side
+        if (link->write(hello)) {
+            proto::ReplicaRecord record;
+            for (;;) {
+                if (!link->read(&record)) {
+                    streamEnded = true;
+                    break;
+                }
+                {
+                    std::lock_guard lock(m_mutex);
+                    if (m_role != proto::REPLICA_BACKUP)
+                        break;
+                    if (applied == 0 ? !record.has_state() : record.sequence() != applied + 1) {
+                        broke = "its primary sent record " + std::to_string(record.sequence()) + " after "
+                                + std::to_string(applied) + (applied == 0 ? " before its state" : "");
+                        break;
+                    }
+                    m_replaying = true;
+                    try {
+                        applyRecordLocked(record);
+                    } catch (const InputError &e) {
+                        broke = e.what();
+                    }
+                    m_replaying = false;
+                    if (!broke.empty()) {
+                        // What it holds is no copy of the primary's any more.
+                        m_hasState = false;
+                        break;
+                    }
+                    applied = record.sequence();
+                    if (record.has_state()) {
+                        m_following = true;
+                        saidLost = false;
+                        m_log(psName() + " at " + ownAddress() + " follows its primary at " + primary + ": holds its state"
+                              + (m_policy ? " at global step " + std::to_string(m_policy->globalStep()) : std::string())
+                              + " and every change from now on");
+                        m_log(taskStateLine({m_options.task, TaskPhase::Serving,
+                                             "backup of " + psName() + ", following its primary at " + primary}));
+                    }
+                }
+                proto::FollowRequest ack;
+                ack.set_applied_through(applied);
+                if (!link->write(ack))
+                    break;
+            }
+        }
+        if (!streamEnded)
+            link->cancel();
+        const std::string ended = link->finish();
+        std::unique_lock lock(m_mutex);
+        m_primaryLink.reset();
+        m_following = false;
+        if (m_finished || m_role != proto::REPLICA_BACKUP)
+            return;
+        m_primaryLostReason = broke.empty() ? ended : broke;
+        if (!saidLost) {
+            saidLost = true;
+            m_log(psName() + " at " + ownAddress() + " cannot follow its primary at " + primary + ": "
+                  + m_primaryLostReason
+                  + (m_hasState ? ". It holds the state up to the last acknowledged update and takes over when a "
+                                  "worker turns to it"
+                                : ". It holds no state yet; it keeps trying"));
+        }
+        // The primary may be back (or answer again) in a moment; a worker may
+        // come first and make this one take over.
+        m_changed.wait_for(lock, std::chrono::milliseconds(500),
+                           [this] { return m_finished || m_role != proto::REPLICA_BACKUP; });
+        if (m_hasState && !m_finished && m_role == proto::REPLICA_BACKUP) {
+            // The primary came back without its state and follows this one:
+            // take over now rather than wait for a worker.
+            lock.unlock();
+            const PeerStatus peer = askPeer(primary, m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+            lock.lock();
+            if (peer.reached && peer.role == proto::REPLICA_BACKUP && !peer.holdsState && m_role == proto::REPLICA_BACKUP)
+                takeOverLocked("the process at " + primary + " came back without the state and follows this one");
+        }
+    }
+}
+
+CallStatus PsTask::takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock)
+{
+    const std::string primary = peerAddress();
+    const std::string self = psName() + " at " + ownAddress();
+    if (!m_hasState)
+        return CallStatus::unavailable(self + " is a backup that holds no state yet; the pair's primary is " + primary);
+    if (m_following)
+        return CallStatus::unavailable(self + " is the backup and still follows its primary at " + primary
+                                       + "; turn to it (if it is gone, this backup notices within about two "
+                                         "--heartbeat_ms and takes over)");
+    lock.unlock();
+    const PeerStatus peer = askPeer(primary, m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+    lock.lock();
+    if (m_role != proto::REPLICA_BACKUP)
+        return {}; // another call made it take over meanwhile
+    if (peer.reached && peer.role == proto::REPLICA_PRIMARY)
+        return CallStatus::unavailable(self + " is the backup; its primary at " + primary + " serves: turn to it");
+    takeOverLocked(peer.reached ? "its primary at " + primary + " answers as a backup"
+                                : "its primary at " + primary + " is gone (" + m_primaryLostReason + "; asked again: "
+                                      + peer.error + ")");
+    return {};
+}
+
+void PsTask::takeOverLocked(const std::string &why)
+{
+    m_role = proto::REPLICA_PRIMARY;
+    m_ackedSequence = m_recordSequence = 0;
+    if (m_policy && m_initialized)
+        openRunLogLocked();
+    // The workers' streams were the old primary's: each turns here and joins
+    // again. One that does not come back soon counts as dead, so that a sync
+    // step does not wait for it forever.
+    if (m_policy) {
+        for (WorkerInfo &info : m_workers)
+            info.streamOpen = false;
+        m_rejoinDeadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(4 * m_rpc.heartbeatMs)
+                           + std::chrono::seconds(5);
+    }
+    const std::string at
+        = m_policy ? "global step " + std::to_string(m_policy->globalStep()) : std::to_string(m_updatesApplied) + " updates";
+    m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + ": " + why
+          + ". No acknowledged update is lost; the workers turn to it, and a backup started again at " + peerAddress()
+          + " follows it");
+    m_log(taskStateLine({m_options.task, TaskPhase::Serving, "primary of " + psName() + " (took over from "
+                                                                 + peerAddress() + ")"}));
+    m_changed.notify_all();
+    m_runWake.notify_all();
+}
+
+void PsTask::checkRejoinDeadlineLocked()
+{
+    if (std::chrono::steady_clock::now() < *m_rejoinDeadline)
+        return;
+    m_rejoinDeadline.reset();
+    for (int i = 0; i < int(m_workers.size()); ++i)
+        if (isLiveLocked(i) && !m_workers[size_t(i)].streamOpen)
+            markDeadLocked(i, "it did not turn to " + psName() + "'s new primary at " + ownAddress()
+                                  + " after the failover");
+}
+
+} // namespace parasync
