@@ -306,8 +306,9 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
     case proto::ReplicaRecord::kShardUpdate: {
         const auto &update = record.shard_update();
         if (m_policy || !m_initialized)
-            throw InputError("an applied update sent to " + psName()
-                             + (m_policy ? ", whose updates its policy makes" : " before its variables were initialised"));
+            throw InputError(
+                "an applied update sent to " + psName()
+                + (m_policy ? ", whose updates its policy makes" : " before its variables were initialised"));
         const Parameters &values = m_shard.values();
         if (update.gradient_size() != int(values.size()))
             throw InputError("an applied update has " + std::to_string(update.gradient_size()) + " tensors for "
@@ -383,7 +384,8 @@ void PsTask::followPrimary()
                     if (record.has_state()) {
                         m_following = true;
                         saidLost = false;
-                        m_log(psName() + " at " + ownAddress() + " follows its primary at " + primary + ": holds its state"
+                        m_log(psName() + " at " + ownAddress() + " follows its primary at " + primary
+                              + ": holds its state"
                               + (m_policy ? " at global step " + std::to_string(m_policy->globalStep()) : std::string())
                               + " and every change from now on");
                         m_log(taskStateLine({m_options.task, TaskPhase::Serving,
@@ -423,7 +425,8 @@ void PsTask::followPrimary()
             lock.unlock();
             const PeerStatus peer = askPeer(primary, m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
             lock.lock();
-            if (peer.reached && peer.role == proto::REPLICA_BACKUP && !peer.holdsState && m_role == proto::REPLICA_BACKUP)
+            if (peer.reached && peer.role == proto::REPLICA_BACKUP && !peer.holdsState
+                && m_role == proto::REPLICA_BACKUP)
                 takeOverLocked("the process at " + primary + " came back without the state and follows this one");
         }
     }
@@ -447,8 +450,8 @@ CallStatus PsTask::takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock)
     if (peer.reached && peer.role == proto::REPLICA_PRIMARY)
         return CallStatus::unavailable(self + " is the backup; its primary at " + primary + " serves: turn to it");
     takeOverLocked(peer.reached ? "its primary at " + primary + " answers as a backup"
-                                : "its primary at " + primary + " is gone (" + m_primaryLostReason + "; asked again: "
-                                      + peer.error + ")");
+                                : "its primary at " + primary + " is gone (" + m_primaryLostReason
+                                      + "; asked again: " + peer.error + ")");
     return {};
 }
 
@@ -467,13 +470,13 @@ void PsTask::takeOverLocked(const std::string &why)
         m_rejoinDeadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(4 * m_rpc.heartbeatMs)
                            + std::chrono::seconds(5);
     }
-    const std::string at
-        = m_policy ? "global step " + std::to_string(m_policy->globalStep()) : std::to_string(m_updatesApplied) + " updates";
+    const std::string at = m_policy ? "global step " + std::to_string(m_policy->globalStep())
+                                    : std::to_string(m_updatesApplied) + " updates";
     m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + ": " + why
           + ". No acknowledged update is lost; the workers turn to it, and a backup started again at " + peerAddress()
           + " follows it");
-    m_log(taskStateLine({m_options.task, TaskPhase::Serving, "primary of " + psName() + " (took over from "
-                                                                 + peerAddress() + ")"}));
+    m_log(taskStateLine(
+        {m_options.task, TaskPhase::Serving, "primary of " + psName() + " (took over from " + peerAddress() + ")"}));
     m_changed.notify_all();
     m_runWake.notify_all();
 }
