@@ -562,6 +562,8 @@ std::optional<ControlCommand> parseControlCommand(const std::vector<std::string>
     if (!hosts || hosts->empty())
         throw InputError("--status and --set_mode talk to ps:0: give its address with --ps_hosts=HOST:PORT");
     command.ps0 = hosts->substr(0, hosts->find(','));
+    if (const auto backups = flagValue("ps_backup_hosts"); backups && !backups->empty())
+        command.ps0Backup = backups->substr(0, backups->find(','));
     command.clusterTokenFile = flagValue("cluster_token_file").value_or("");
 
     std::map<std::string, GivenValue> connection;

@@ -107,7 +107,7 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
 
 // A command run against a live cluster through ps:0 instead of starting a
 // task, for users without the desktop app:
-//   parasync-node --ps_hosts=HOST:PORT --status
+//   parasync-node --ps_hosts=HOST:PORT [--ps_backup_hosts=HOST:PORT] --status
 //   parasync-node --ps_hosts=HOST:PORT --set_mode=async|sync|ssp [--staleness=N]
 //                 [--replicas_to_aggregate=N] [--total_num_replicas=N]
 // It takes no task, so it reads only these flags and the connection's.
@@ -116,6 +116,7 @@ struct ControlCommand
     enum class Action { Status, SetMode };
     Action action = Action::Status;
     std::string ps0;              // --ps_hosts' first address
+    std::string ps0Backup;        // --ps_backup_hosts' first address (empty: none)
     ConnectionOptions connection; // --tls_* --max_message_bytes --heartbeat_ms
     std::string clusterTokenFile; // --cluster_token_file (empty: PARASYNC_CLUSTER_TOKEN, if set)
     // --set_mode and the numbers given with it; numbers not given keep the

@@ -321,6 +321,11 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
         const auto &c = event.checkpoint();
         line = "{\"type\":\"checkpoint\",\"wall_time\":" + wallClock(c.wall_time())
                + ",\"global_step\":" + std::to_string(c.global_step()) + ",\"path\":" + quoted(c.path()) + "}";
+    } else if (event.has_failover()) {
+        const auto &f = event.failover();
+        line = "{\"type\":\"failover\",\"global_step\":" + std::to_string(f.global_step())
+               + ",\"wall_time\":" + wallClock(f.wall_time()) + ",\"new_primary\":" + quoted(f.new_primary())
+               + ",\"old_primary\":" + quoted(f.old_primary()) + ",\"reason\":" + quoted(f.reason()) + "}";
     }
     return line;
 }

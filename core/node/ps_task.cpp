@@ -1288,6 +1288,8 @@ proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
     }
     for (int i = 0; i < int(m_workers.size()); ++i)
         *status.add_workers() = workerStatusLocked(i);
+    if (m_options.cluster.replicated())
+        *status.mutable_replica() = replicaStatusLocked();
     return status;
 }
 

@@ -178,6 +178,7 @@ private:
     // gone (then the primary trains on alone, and says so).
     void awaitBackup(int64_t sequence);
     proto::ReplicaState exportStateLocked() const;
+    proto::ReplicaStatus replicaStatusLocked() const;
     // Throws InputError when the state does not fit this task's cluster.
     void importStateLocked(const proto::ReplicaState &state);
     void applyRecordLocked(const proto::ReplicaRecord &record);
@@ -281,6 +282,10 @@ private:
     bool m_hasState = false;
     bool m_following = false; // its state is current: the stream to the primary is up
     std::string m_primaryLostReason;
+    // Primary: why its last backup went (empty while one follows).
+    std::string m_backupLostReason = "no backup has attached yet";
+    int m_failovers = 0;
+    int64_t m_lastFailoverStep = 0;
     std::unique_ptr<PrimaryLink> m_primaryLink;
     std::thread m_followThread;
     // After taking over: when workers that did not rejoin count as dead.

@@ -14,6 +14,7 @@
 // never takes over by itself: the workers still reach the primary and never
 // ask it, and the pair cannot split into two primaries.
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "formats/task_state_line.h"
 #include "node/ps_service.h"
@@ -189,6 +190,7 @@ CallStatus PsTask::follow(FollowStream &stream)
     std::lock_guard lock(m_mutex);
     if (m_follower && m_follower->id == id) {
         m_follower.reset();
+        m_backupLostReason = "its backup " + who + " went: " + lostBecause;
         if (!m_finished)
             m_log(psName() + " lost its backup " + who + ": " + lostBecause
                   + ". It trains on alone, and its updates are not replicated until a backup attaches again (start "
@@ -200,6 +202,27 @@ CallStatus PsTask::follow(FollowStream &stream)
     return {};
 }
 
+proto::ReplicaStatus PsTask::replicaStatusLocked() const
+{
+    proto::ReplicaStatus status;
+    status.set_role(m_role);
+    status.set_address(ownAddress());
+    status.set_peer(peerAddress());
+    if (m_role == proto::REPLICA_PRIMARY) {
+        status.set_peer_attached(m_follower.has_value());
+        if (!m_follower)
+            status.set_peer_lost_reason(m_backupLostReason);
+    } else {
+        status.set_peer_attached(m_following);
+        if (!m_following)
+            status.set_peer_lost_reason(m_primaryLostReason.empty() ? "not following its primary yet"
+                                                                    : m_primaryLostReason);
+    }
+    status.set_failovers(m_failovers);
+    status.set_last_failover_step(m_lastFailoverStep);
+    return status;
+}
+
 proto::ReplicaState PsTask::exportStateLocked() const
 {
     proto::ReplicaState state;
@@ -209,6 +232,8 @@ proto::ReplicaState PsTask::exportStateLocked() const
         *state.mutable_shard() = m_shard.save(m_options.task.index);
     }
     state.set_updates_applied(m_updatesApplied);
+    state.set_failovers(m_failovers);
+    state.set_last_failover_step(m_lastFailoverStep);
     for (const int64_t update : m_incompleteUpdates)
         state.add_incomplete_updates(update);
     if (m_policy) {
@@ -237,6 +262,8 @@ void PsTask::importStateLocked(const proto::ReplicaState &state)
     }
     m_initialized = state.initialized();
     m_updatesApplied = state.updates_applied();
+    m_failovers = state.failovers();
+    m_lastFailoverStep = state.last_failover_step();
     m_incompleteUpdates = {state.incomplete_updates().begin(), state.incomplete_updates().end()};
     m_pendingUpdates.clear();
     if (m_policy) {
@@ -459,6 +486,9 @@ void PsTask::takeOverLocked(const std::string &why)
 {
     m_role = proto::REPLICA_PRIMARY;
     m_ackedSequence = m_recordSequence = 0;
+    ++m_failovers;
+    m_lastFailoverStep = m_policy ? m_policy->globalStep() : m_updatesApplied;
+    m_backupLostReason = "it took over from " + peerAddress() + ", which has not come back as its backup yet";
     if (m_policy && m_initialized)
         openRunLogLocked();
     // The workers' streams were the old primary's: each turns here and joins
@@ -472,6 +502,16 @@ void PsTask::takeOverLocked(const std::string &why)
     }
     const std::string at = m_policy ? "global step " + std::to_string(m_policy->globalStep())
                                     : std::to_string(m_updatesApplied) + " updates";
+    if (m_policy) {
+        proto::TelemetryEvent event;
+        auto *failover = event.mutable_failover();
+        failover->set_global_step(m_policy->globalStep());
+        failover->set_wall_time(wallTime());
+        failover->set_new_primary(ownAddress());
+        failover->set_old_primary(peerAddress());
+        failover->set_reason(why);
+        publishLocked(event);
+    }
     m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + ": " + why
           + ". No acknowledged update is lost; the workers turn to it, and a backup started again at " + peerAddress()
           + " follows it");

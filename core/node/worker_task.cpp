@@ -705,7 +705,8 @@ int WorkerTask::run()
             std::lock_guard lock(m_stateMutex);
             reason = m_stopReason;
         }
-        setState(TaskPhase::Stopped, reason);
+        setState(TaskPhase::Stopped, reason + " (local steps " + std::to_string(m_clock.load())
+                                         + ", the last at global step " + std::to_string(m_globalStep) + ")");
     }
     return 0;
 }

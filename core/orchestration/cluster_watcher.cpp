@@ -149,6 +149,8 @@ int64_t eventStep(const proto::TelemetryEvent &event)
         return event.mode_change().global_step();
     if (event.has_checkpoint())
         return event.checkpoint().global_step();
+    if (event.has_failover())
+        return event.failover().global_step();
     return std::numeric_limits<int64_t>::max(); // not ordered by step: always live
 }
 

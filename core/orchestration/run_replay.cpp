@@ -196,6 +196,15 @@ void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
             c->set_global_step(int64_t(o.value(QStringLiteral("global_step")).toDouble()));
             c->set_path(o.value(QStringLiteral("path")).toString().toStdString());
             state->apply(event);
+        } else if (type == QLatin1String("failover")) {
+            proto::TelemetryEvent event;
+            auto *f = event.mutable_failover();
+            f->set_global_step(int64_t(o.value(QStringLiteral("global_step")).toDouble()));
+            f->set_wall_time(o.value(QStringLiteral("wall_time")).toDouble());
+            f->set_new_primary(o.value(QStringLiteral("new_primary")).toString().toStdString());
+            f->set_old_primary(o.value(QStringLiteral("old_primary")).toString().toStdString());
+            f->set_reason(o.value(QStringLiteral("reason")).toString().toStdString());
+            state->apply(event);
         } else {
             ++info->skippedLines;
             --info->records;

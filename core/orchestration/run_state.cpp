@@ -256,6 +256,9 @@ void RunState::apply(const proto::TelemetryEvent &event)
     } else if (event.has_checkpoint()) {
         const auto &c = event.checkpoint();
         m_snapshot.checkpoints.emplace_back(c.global_step(), c.wall_time());
+    } else if (event.has_failover()) {
+        const auto &f = event.failover();
+        m_snapshot.failovers.push_back({f.global_step(), f.wall_time(), f.new_primary(), f.old_primary(), f.reason()});
     }
 }
 

@@ -59,6 +59,21 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
     if (status.acting_chief() != 0)
         text += "  worker:" + std::to_string(status.acting_chief())
                 + " does the chief's duties while worker:0 is dead (--chief_handover=1)\n";
+    if (status.has_replica()) {
+        const auto &pair = status.replica();
+        const bool primary = pair.role() == proto::REPLICA_PRIMARY;
+        text += std::string("  ps:0 is a replicated pair: ") + (primary ? "primary " : "backup ") + pair.address()
+                + (primary ? (pair.peer_attached()
+                                  ? ", backup " + pair.peer() + " holds every acknowledged update"
+                                  : ", no backup (" + pair.peer_lost_reason() + "): updates are not replicated")
+                           : (pair.peer_attached() ? ", following its primary " + pair.peer()
+                                                   : ", not following its primary " + pair.peer() + " ("
+                                                         + pair.peer_lost_reason() + ")"));
+        if (pair.failovers() > 0)
+            text += "; " + std::to_string(pair.failovers()) + (pair.failovers() == 1 ? " failover" : " failovers")
+                    + ", the last at global step " + std::to_string(pair.last_failover_step());
+        text += "\n";
+    }
     if (status.stall().seconds() > 0)
         text += "hang watchdog: no progress for " + std::to_string(int(status.stall().seconds())) + " s at global step "
                 + std::to_string(status.stall().global_step()) + "; waiting for " + status.stall().waiting_for() + "\n";
@@ -69,10 +84,33 @@ std::string runControlCommand(const ControlCommand &command)
 {
     RpcSettings rpc = rpcSettingsFor(command.connection, false);
     rpc.clusterToken = resolveClusterToken(command.clusterTokenFile);
-    const auto status = getClusterStatus(command.ps0, rpc);
+    // With a backup, whichever process of ps:0's pair serves: the primary
+    // may be gone and the backup have taken over.
+    std::string serving = command.ps0;
+    proto::ClusterStatusResponse status;
+    try {
+        status = getClusterStatus(serving, rpc);
+    } catch (const InputError &) {
+        if (command.ps0Backup.empty())
+            throw;
+        serving = command.ps0Backup;
+        status = getClusterStatus(serving, rpc);
+    }
+    if (!command.ps0Backup.empty() && status.replica().role() == proto::REPLICA_BACKUP) {
+        const std::string other = serving == command.ps0 ? command.ps0Backup : command.ps0;
+        try {
+            const auto primary = getClusterStatus(other, rpc);
+            if (primary.replica().role() == proto::REPLICA_PRIMARY) {
+                status = primary;
+                serving = other;
+            }
+        } catch (const InputError &) {
+            // The backup's own view it is, then: it says why it does not follow.
+        }
+    }
     if (command.action == ControlCommand::Action::Status)
         return formatClusterStatus(status);
-    const auto response = setClusterMode(command.ps0, command.modeFrom(status.mode()), "parasync-node --set_mode", rpc);
+    const auto response = setClusterMode(serving, command.modeFrom(status.mode()), "parasync-node --set_mode", rpc);
     return "mode is now " + describeMode(response.mode()) + ", from global step "
            + std::to_string(response.global_step()) + "\n";
 }

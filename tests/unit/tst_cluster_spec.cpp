@@ -167,6 +167,36 @@ private Q_SLOTS:
                        {QStringLiteral("address 127.0.0.1:2222 is used twice: ps:0 and worker:1")});
     }
 
+    // --ps_backup_hosts: one backup per ps task, its own address, its own job.
+    void backupsPairWithTheirPsTasks()
+    {
+        ClusterSpec spec = demoCluster();
+        spec.psBackups = parseHostList("127.0.0.1:2225", "--ps_backup_hosts");
+        spec.validate();
+        QCOMPARE(spec.address(TaskId{JobName::PsBackup, 0}).toString(), std::string("127.0.0.1:2225"));
+        QCOMPARE((TaskId{JobName::PsBackup, 0}.toString()), std::string("ps_backup:0"));
+        QVERIFY((TaskId{JobName::PsBackup, 0}.isPs()));
+        QCOMPARE(spec.psPair(0).size(), size_t(2));
+        QCOMPARE(spec.psPair(0).back().toString(), std::string("127.0.0.1:2225"));
+        QCOMPARE(QString::fromStdString(spec.toJson()),
+                 QStringLiteral(R"({"ps":["127.0.0.1:2222"],"ps_backup":["127.0.0.1:2225"],)"
+                                R"("worker":["127.0.0.1:2223","127.0.0.1:2224"]})"));
+        verifyMentions(inputErrorOf([&] {
+                           spec.validateTask(TaskId{JobName::PsBackup, 1});
+                       }),
+                       {QStringLiteral("--task_index=1 but --ps_backup_hosts lists 1 backup (valid: 0)")});
+
+        ClusterSpec twoBackups = demoCluster();
+        twoBackups.psBackups = parseHostList("127.0.0.1:2225,127.0.0.1:2226", "--ps_backup_hosts");
+        verifyMentions(inputErrorOf([&] { twoBackups.validate(); }),
+                       {QStringLiteral("--ps_backup_hosts lists 2 backups for 1 ps task"),
+                        QStringLiteral("one backup per ps task")});
+        ClusterSpec onTheWorker = demoCluster();
+        onTheWorker.psBackups = parseHostList("127.0.0.1:2223", "--ps_backup_hosts");
+        verifyMentions(inputErrorOf([&] { onTheWorker.validate(); }),
+                       {QStringLiteral("address 127.0.0.1:2223 is used twice: worker:0 and ps_backup:0")});
+    }
+
     void validateRejectsClusterWithoutPsOrWorkers()
     {
         ClusterSpec noPs;
@@ -218,8 +248,10 @@ private Q_SLOTS:
         QTest::newRow("worker") << "worker" << QStringList{};
         QTest::newRow("chief") << "chief" << QStringList{QStringLiteral("worker:0"), QStringLiteral("--task_index=0")};
         QTest::newRow("empty") << "" << QStringList{QStringLiteral("--job_name is empty")};
+        QTest::newRow("ps_backup") << "ps_backup" << QStringList{};
         QTest::newRow("typo") << "wroker"
-                              << QStringList{QStringLiteral("--job_name=wroker"), QStringLiteral("ps or worker")};
+                              << QStringList{QStringLiteral("--job_name=wroker"),
+                                             QStringLiteral("ps, worker or ps_backup")};
     }
     void jobNameParsesPsAndWorker()
     {

@@ -1,0 +1,334 @@
+// Replicated ps tasks (--ps_backup_hosts), with real processes and signals:
+// the primary is SIGKILLed while the workers train, the backup takes over,
+// the workers turn to it by themselves, and every update a worker saw
+// acknowledged is still applied -- once. Then the process started again at
+// the dead primary's address follows the new primary, and the pair survives
+// a second death the other way round.
+
+#include "base/port_holder.h"
+#include "support/cluster_harness.h"
+
+#include <QRegularExpression>
+#include <QTest>
+
+#include <chrono>
+
+using namespace parasync;
+using namespace parasync::testing;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Distinct free loopback ports, "127.0.0.1:PORT" each.
+QStringList freeAddresses(int count)
+{
+    QStringList addresses;
+    while (addresses.size() < count) {
+        const QString address = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+        if (!addresses.contains(address))
+            addresses << address;
+    }
+    return addresses;
+}
+
+// ps:0's view of the cluster as the process at `address` gives it.
+bool statusAt(const QString &address, proto::ClusterStatusResponse *status)
+{
+    auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), {}));
+    auto context = makeContext({}, std::chrono::seconds(2));
+    return stub->GetClusterStatus(context.get(), {}, status).ok();
+}
+
+bool waitForStatusAt(const QString &address, const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
+                     std::chrono::milliseconds timeout = std::chrono::seconds(60))
+{
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        proto::ClusterStatusResponse status;
+        if (statusAt(address, &status) && predicate(status))
+            return true;
+        QTest::qWait(20);
+    }
+    return false;
+}
+
+// "worker:0 state stopped: ... (local steps 812, the last at global step 1700)"
+qint64 localSteps(const QString &output)
+{
+    static const QRegularExpression form(QStringLiteral("state (?:stopped|finished): .*\\(local steps (\\d+)"));
+    const auto match = form.match(output);
+    return match.hasMatch() ? match.captured(1).toLongLong() : -1;
+}
+
+// One ps task as a pair (primary, backup) and `numWorkers` workers on free ports.
+struct ReplicatedCluster
+{
+    ReplicatedCluster(int numWorkers, QStringList training)
+    {
+        QStringList workers = freeAddresses(numWorkers + 2);
+        primary = workers.takeFirst();
+        backup = workers.takeFirst();
+        flags = QStringList{QStringLiteral("--ps_hosts=") + primary, QStringLiteral("--ps_backup_hosts=") + backup,
+                            QStringLiteral("--worker_hosts=") + workers.join(QLatin1Char(',')),
+                            QStringLiteral("--heartbeat_ms=500")}
+                + training;
+        for (int i = 0; i < numWorkers; ++i)
+            this->workers.push_back(std::make_unique<NodeProcess>(
+                QStringLiteral("worker:%1").arg(i),
+                flags + QStringList{QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=%1").arg(i)}));
+    }
+    // The process at the primary's address (--job_name=ps), started again as often as a test kills it.
+    std::unique_ptr<NodeProcess> startPs(const QString &name)
+    {
+        auto process = std::make_unique<NodeProcess>(
+            name, flags + QStringList{QStringLiteral("--job_name=ps"), QStringLiteral("--task_index=0")});
+        process->start();
+        return process;
+    }
+    std::unique_ptr<NodeProcess> startBackup(const QString &name)
+    {
+        auto process = std::make_unique<NodeProcess>(
+            name, flags + QStringList{QStringLiteral("--job_name=ps_backup"), QStringLiteral("--task_index=0")});
+        process->start();
+        return process;
+    }
+
+    QString primary;
+    QString backup;
+    QStringList flags;
+    std::vector<std::unique_ptr<NodeProcess>> workers;
+};
+
+// Kills the process serving at `dead` and waits for the one at `survivor`
+// to take over and the global step to move on from where it was. Returns
+// the seconds from the kill to the first step after it.
+double killAndFailOver(NodeProcess &serving, NodeProcess &survivor, const QString &dead, const QString &alive)
+{
+    proto::ClusterStatusResponse before;
+    if (!statusAt(dead, &before))
+        return -1;
+    const auto killedAt = Clock::now();
+    serving.kill();
+    if (!waitForStatusAt(alive, [&](const auto &s) { return s.global_step() > before.global_step(); }))
+        return -1;
+    const double seconds = std::chrono::duration<double>(Clock::now() - killedAt).count();
+    if (!survivor.waitForOutput(QStringLiteral("takes over as the pair's primary")))
+        return -1;
+    return seconds;
+}
+
+} // namespace
+
+class ReplicatedPsTest : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void noAcknowledgedUpdateIsLostWhenEitherProcessDies_data()
+    {
+        QTest::addColumn<QStringList>("mode");
+        QTest::newRow("async") << QStringList{QStringLiteral("--mode=async")};
+        QTest::newRow("sync") << QStringList{QStringLiteral("--mode=sync")};
+        QTest::newRow("ssp") << QStringList{QStringLiteral("--mode=ssp"), QStringLiteral("--staleness=3")};
+    }
+
+    void noAcknowledgedUpdateIsLostWhenEitherProcessDies()
+    {
+        QFETCH(QStringList, mode);
+        ReplicatedCluster cluster(
+            2, mode + QStringList{QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
+        auto first = cluster.startPs(QStringLiteral("ps:0"));
+        auto second = cluster.startBackup(QStringLiteral("ps:0's backup"));
+        for (auto &worker : cluster.workers)
+            worker->start();
+        QVERIFY2(second->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary),
+                 qPrintable(second->output()));
+        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) { return s.global_step() > 100; }));
+
+        // The primary dies: the backup takes over, the workers turn to it.
+        const double firstFailover = killAndFailOver(*first, *second, cluster.primary, cluster.backup);
+        QVERIFY2(firstFailover >= 0, qPrintable(second->output()));
+        QVERIFY(waitForStatusAt(cluster.backup, [](const auto &s) {
+            return s.workers(0).phase() != proto::DEAD && s.workers(1).phase() != proto::DEAD && s.global_step() > 300;
+        }));
+
+        // Started again at its address, the old primary finds the other
+        // holding the state and follows it; then the other dies in turn.
+        first = cluster.startPs(QStringLiteral("ps:0 again"));
+        QVERIFY2(first->waitForOutput(QStringLiteral("follows its primary at ") + cluster.backup),
+                 qPrintable(first->output()));
+        const double secondFailover = killAndFailOver(*second, *first, cluster.backup, cluster.primary);
+        QVERIFY2(secondFailover >= 0, qPrintable(first->output()));
+        qInfo("failover (kill to the first global step after it): %.3f s and %.3f s", firstFailover, secondFailover);
+        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) { return s.global_step() > 500; }));
+
+        // Every gradient a worker saw acknowledged is in the state that
+        // survived two deaths; at most the one in flight at each kill (and
+        // at the stop) was applied without the worker hearing of it.
+        for (auto &worker : cluster.workers) {
+            worker->terminate();
+            QCOMPARE(worker->waitForExit(), 0);
+        }
+        proto::ClusterStatusResponse status;
+        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) {
+            return s.workers(0).phase() == proto::STOPPED && s.workers(1).phase() == proto::STOPPED;
+        }));
+        QVERIFY(statusAt(cluster.primary, &status));
+        int64_t appliedTotal = 0;
+        for (int i = 0; i < 2; ++i) {
+            const qint64 acknowledged = localSteps(cluster.workers[size_t(i)]->output());
+            QVERIFY2(acknowledged > 0, qPrintable(cluster.workers[size_t(i)]->output().right(2000)));
+            const auto &w = status.workers(i);
+            const int64_t taken = w.applied() + w.dropped();
+            QVERIFY2(taken >= acknowledged && taken <= acknowledged + 3,
+                     qPrintable(QStringLiteral("worker:%1 saw %2 gradients acknowledged; the surviving ps took %3 "
+                                               "(applied %4, dropped %5)")
+                                    .arg(i)
+                                    .arg(acknowledged)
+                                    .arg(taken)
+                                    .arg(w.applied())
+                                    .arg(w.dropped())));
+            appliedTotal += w.applied();
+        }
+        // async and ssp: one global step per applied gradient, none twice, none skipped.
+        if (status.mode().mode() != proto::SYNC)
+            QCOMPARE(status.global_step(), appliedTotal);
+        first->terminate();
+        QCOMPARE(first->waitForExit(), 0);
+    }
+
+    // A worker pointed at the backup while its primary serves is told where
+    // the primary is; the backup does not take over.
+    void theBackupTurnsWorkersToALivePrimary()
+    {
+        ReplicatedCluster cluster(1, {QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
+        auto primary = cluster.startPs(QStringLiteral("ps:0"));
+        auto backup = cluster.startBackup(QStringLiteral("ps:0's backup"));
+        cluster.workers.front()->start();
+        QVERIFY(backup->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary));
+
+        auto stub = proto::ParameterService::NewStub(makeChannel(cluster.backup.toStdString(), {}));
+        auto context = makeContext({});
+        auto stream = stub->Train(context.get());
+        proto::TrainRequest join;
+        join.mutable_join()->set_worker_index(0);
+        stream->Write(join);
+        proto::TrainResponse response;
+        QVERIFY(!stream->Read(&response));
+        const grpc::Status refused = stream->Finish();
+        QCOMPARE(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+        QVERIFY2(refused.error_message().find("is the backup and still follows its primary at "
+                                              + cluster.primary.toStdString())
+                     != std::string::npos,
+                 refused.error_message().c_str());
+        proto::ClusterStatusResponse before;
+        QVERIFY(statusAt(cluster.primary, &before));
+        QVERIFY(waitForStatusAt(cluster.primary,
+                                [&](const auto &s) { return s.global_step() > before.global_step() + 50; }));
+        QVERIFY(!backup->output().contains(QStringLiteral("takes over")));
+        cluster.workers.front()->terminate();
+        QCOMPARE(cluster.workers.front()->waitForExit(), 0);
+        primary->terminate();
+        QCOMPARE(primary->waitForExit(), 0);
+        QCOMPARE(backup->waitForExit(), 0); // the primary tells its backup to stop
+    }
+
+    // PsReplication.Follow as a stranger might call it: every field checked,
+    // a second backup refused with the name of the first; the real backup
+    // follows on and the cluster trains on.
+    void strangersFollowRequestsAreRefused()
+    {
+        ReplicatedCluster cluster(1, {QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
+        auto primary = cluster.startPs(QStringLiteral("ps:0"));
+        auto backup = cluster.startBackup(QStringLiteral("ps:0's backup"));
+        cluster.workers.front()->start();
+        QVERIFY(backup->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary));
+
+        struct Case
+        {
+            int psIndex;
+            std::string address;
+            int64_t appliedThrough;
+            int64_t pid;
+            std::string host;
+            grpc::StatusCode code;
+            std::string said;
+        };
+        const std::string real = cluster.backup.toStdString();
+        const std::vector<Case> cases{
+            {3, real, 0, 1, "h", grpc::StatusCode::INVALID_ARGUMENT, "a backup of ps:3 turned to ps:0"},
+            {0, "10.9.8.7:1", 0, 1, "h", grpc::StatusCode::INVALID_ARGUMENT, "give every task the same cluster"},
+            {0, real, 5, 1, "h", grpc::StatusCode::INVALID_ARGUMENT, "applied_through must be 0"},
+            {0, real, 0, -4, "h", grpc::StatusCode::INVALID_ARGUMENT, "a pid is not negative"},
+            {0, real, 0, 1, std::string(300, 'x'), grpc::StatusCode::INVALID_ARGUMENT, "a host at most 255 bytes"},
+            {0, real, 0, 1, "h", grpc::StatusCode::ALREADY_EXISTS, "already has its backup, " + real + " (pid "},
+        };
+        auto stub = proto::PsReplication::NewStub(makeChannel(cluster.primary.toStdString(), {}));
+        for (const Case &c : cases) {
+            auto context = makeContext({}, std::chrono::seconds(10));
+            auto stream = stub->Follow(context.get());
+            proto::FollowRequest hello;
+            hello.set_ps_index(c.psIndex);
+            hello.set_address(c.address);
+            hello.set_applied_through(c.appliedThrough);
+            hello.set_pid(c.pid);
+            hello.set_host(c.host);
+            stream->Write(hello);
+            proto::ReplicaRecord record;
+            QVERIFY(!stream->Read(&record));
+            const grpc::Status refused = stream->Finish();
+            QCOMPARE(refused.error_code(), c.code);
+            QVERIFY2(refused.error_message().find(c.said) != std::string::npos, refused.error_message().c_str());
+        }
+
+        proto::ClusterStatusResponse before;
+        QVERIFY(statusAt(cluster.primary, &before));
+        QVERIFY(before.replica().peer_attached());
+        QVERIFY(waitForStatusAt(cluster.primary,
+                                [&](const auto &s) { return s.global_step() > before.global_step() + 50; }));
+        QVERIFY(!primary->output().contains(QStringLiteral("lost its backup")));
+        cluster.workers.front()->terminate();
+        QCOMPARE(cluster.workers.front()->waitForExit(), 0);
+        primary->terminate();
+        QCOMPARE(primary->waitForExit(), 0);
+        QCOMPARE(backup->waitForExit(), 0);
+    }
+
+    // The backup dies instead: the primary says so and trains on alone; a
+    // backup started again attaches while it trains.
+    void thePrimaryTrainsOnWhenItsBackupDiesAndTakesANewOne()
+    {
+        ReplicatedCluster cluster(2, {QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
+        auto primary = cluster.startPs(QStringLiteral("ps:0"));
+        auto backup = cluster.startBackup(QStringLiteral("ps:0's backup"));
+        for (auto &worker : cluster.workers)
+            worker->start();
+        QVERIFY(backup->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary));
+        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) { return s.global_step() > 100; }));
+        backup->kill();
+        QVERIFY2(primary->waitForOutput(QStringLiteral("lost its backup ") + cluster.backup),
+                 qPrintable(primary->output()));
+        QVERIFY2(primary->output().contains(QStringLiteral("It trains on alone")), qPrintable(primary->output()));
+        proto::ClusterStatusResponse alone;
+        QVERIFY(statusAt(cluster.primary, &alone));
+        QVERIFY(waitForStatusAt(cluster.primary,
+                                [&](const auto &s) { return s.global_step() > alone.global_step() + 100; }));
+
+        backup = cluster.startBackup(QStringLiteral("ps:0's new backup"));
+        QVERIFY(backup->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary));
+        QVERIFY2(primary->waitForOutput(QStringLiteral("backup ") + cluster.backup + QStringLiteral(" (pid ")),
+                 qPrintable(primary->output()));
+        // The new backup holds everything: the primary may die now.
+        const double failover = killAndFailOver(*primary, *backup, cluster.primary, cluster.backup);
+        QVERIFY2(failover >= 0, qPrintable(backup->output()));
+        for (auto &worker : cluster.workers) {
+            worker->terminate();
+            QCOMPARE(worker->waitForExit(), 0);
+        }
+        backup->terminate();
+        QCOMPARE(backup->waitForExit(), 0);
+    }
+};
+
+QTEST_GUILESS_MAIN(ReplicatedPsTest)
+#include "tst_replicated_ps.moc"
