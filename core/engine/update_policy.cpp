@@ -115,8 +115,19 @@ PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, Parameters
             return decision;
         }
         decision.outcome = proto::AGGREGATED;
-        w.inPendingStep = true;
         w.last = decision;
+        if (w.inPendingStep) {
+            // Its earlier gradient waits in this step unanswered: the worker
+            // lost the answer (its stream broke, or its ps failed over to a
+            // backup) and computed another from the same step. One
+            // contribution per worker and step, as SyncReplicasOptimizer
+            // counts them: the new one takes the old one's place.
+            for (Contribution &c : m_pending)
+                if (c.worker == worker)
+                    c.gradient = std::move(gradient);
+            return w.last;
+        }
+        w.inPendingStep = true;
         m_pending.push_back({worker, computedFromStep, std::move(gradient)});
         maybeCloseSyncStep();
         return w.last;

@@ -183,10 +183,36 @@ RunLog::~RunLog()
     std::fclose(m_metrics);
 }
 
+void RunLog::skipStepsAlreadyLogged()
+{
+    // The last MiB holds the last thousands of steps: far more than a
+    // takeover can find unconfirmed (the changes of one round trip).
+    constexpr qint64 kTail = 1 << 20;
+    QFile file(QString::fromStdString(m_directory + "/" + run_files::kStepLog));
+    if (!file.open(QIODevice::ReadOnly))
+        return;
+    if (file.size() > kTail)
+        file.seek(file.size() - kTail);
+    const QList<QByteArray> lines = file.readAll().split('\n');
+    std::lock_guard lock(m_mutex);
+    for (const QByteArray &line : lines) {
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        if (o.value(QStringLiteral("type")).toString() != QLatin1String("step"))
+            continue; // also the first, partial line of the tail
+        m_alreadyLogged.emplace(int64_t(o.value(QStringLiteral("global_step")).toDouble()),
+                                o.value(QStringLiteral("worker")).toInt(),
+                                int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
+    }
+}
+
 void RunLog::record(const proto::TelemetryEvent &event)
 {
     {
         std::unique_lock lock(m_mutex);
+        if (event.has_step() && !m_alreadyLogged.empty()
+            && m_alreadyLogged.contains(
+                {event.step().global_step(), event.step().worker(), event.step().worker_clock()}))
+            return;
         // Training waits for the disk only when the writer is this far
         // behind; without the bound a writer starved of CPU let the queue,
         // and the process, grow for as long as the run lasted.

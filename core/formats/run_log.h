@@ -5,9 +5,11 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace parasync {
@@ -53,6 +55,11 @@ public:
     RunLog &operator=(const RunLog &) = delete;
 
     void record(const proto::TelemetryEvent &event);
+    // For a process that takes over from another that wrote this log (a
+    // replicated ps's backup): the step records near the log's end are
+    // remembered, and record() skips any step the other already wrote (the
+    // same global step, worker and worker clock). Call before record().
+    void skipStepsAlreadyLogged();
     // Writes everything queued and waits until it is on disk (the files are
     // fflush'ed; the OS has them).
     void flush();
@@ -85,6 +92,8 @@ private:
     uint64_t m_queuedSeq = 0;
     uint64_t m_writtenSeq = 0;
     bool m_stopping = false;
+    // skipStepsAlreadyLogged(): global step, worker, worker clock.
+    std::set<std::tuple<int64_t, int, int64_t>> m_alreadyLogged;
     std::thread m_thread;
 };
 

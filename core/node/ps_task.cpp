@@ -1069,6 +1069,23 @@ void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision
 
 void PsTask::publishLocked(const proto::TelemetryEvent &event)
 {
+    if (m_follower) {
+        m_unacknowledgedEvents.emplace_back(m_recordSequence, event);
+        return;
+    }
+    if (m_role == proto::REPLICA_BACKUP) {
+        // The last ones only: the primary's step log writer is at most
+        // ~100 ms behind what it published, far fewer events than these.
+        if (m_heldEvents.size() >= kHeldEvents)
+            m_heldEvents.pop_front();
+        m_heldEvents.emplace_back(m_applyingSequence, event);
+        return;
+    }
+    publishNowLocked(event);
+}
+
+void PsTask::publishNowLocked(const proto::TelemetryEvent &event)
+{
     m_telemetry.publish(event);
     if (m_runLog)
         m_runLog->record(event);
@@ -1110,6 +1127,7 @@ void PsTask::openRunLogLocked()
 {
     if (m_options.training.logdir.empty() || m_runLog)
         return;
+    const bool tookOver = m_failovers > 0;
     try {
         std::vector<std::string> variableNames;
         for (const auto &variable : m_signature.variables())
@@ -1118,6 +1136,10 @@ void PsTask::openRunLogLocked()
             m_options.training.logdir, m_parameterNames,
             std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
             std::move(variableNames));
+        // A backup that took over continues its old primary's log, which
+        // may hold the last steps already (one host, one --logdir).
+        if (tookOver)
+            m_runLog->skipStepsAlreadyLogged();
     } catch (const InputError &e) {
         note(std::string("cannot keep the run's step log: ") + e.what());
     }

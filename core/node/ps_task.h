@@ -203,7 +203,13 @@ private:
     void releaseIndexLocked(int worker, uint64_t streamId);
 
     void onDecision(int worker, int64_t computedFromStep, const PushDecision &decision);
+    // Telemetry and the step log. With a backup, an event waits until the
+    // backup holds the change that made it (publishAcknowledgedLocked), so
+    // that the log never shows an update a failover could lose; while a
+    // backup replays, its events wait for the takeover.
     void publishLocked(const proto::TelemetryEvent &event);
+    void publishNowLocked(const proto::TelemetryEvent &event);
+    void publishAcknowledgedLocked();
     void publishWorkerStateLocked(int worker);
     proto::WorkerStatus workerStatusLocked(int worker) const;
     proto::ClusterStatusResponse clusterStatusLocked() const;
@@ -278,6 +284,15 @@ private:
     int64_t m_recordSequence = 0; // last change numbered
     int64_t m_ackedSequence = 0;  // last change the backup applied
     std::condition_variable m_replicaChanged;
+    // Primary: events of changes the backup has not acknowledged yet,
+    // with the change's sequence number.
+    std::deque<std::pair<int64_t, proto::TelemetryEvent>> m_unacknowledgedEvents;
+    // Backup: events of the last changes it applied, which its primary may
+    // not have published or written to disk yet, and the change being applied.
+    std::deque<std::pair<int64_t, proto::TelemetryEvent>> m_heldEvents;
+    static constexpr size_t kHeldEvents = 20000;
+    int64_t m_applyingSequence = 0;
+    int64_t m_primaryPublishedThrough = 0; // ReplicaRecord.published_through
     // Backup: whether it holds its primary's state, and its link to it.
     bool m_hasState = false;
     bool m_following = false; // its state is current: the stream to the primary is up

@@ -85,6 +85,15 @@ void PsTask::recordLocked(proto::ReplicaRecord &&record)
     m_replicaChanged.notify_all();
 }
 
+void PsTask::publishAcknowledgedLocked()
+{
+    while (!m_unacknowledgedEvents.empty()
+           && (!m_follower || m_unacknowledgedEvents.front().first <= m_ackedSequence)) {
+        publishNowLocked(m_unacknowledgedEvents.front().second);
+        m_unacknowledgedEvents.pop_front();
+    }
+}
+
 void PsTask::awaitBackup(int64_t sequence)
 {
     if (sequence == 0)
@@ -156,6 +165,7 @@ CallStatus PsTask::follow(FollowStream &stream)
                 break;
             }
             m_ackedSequence = ack.applied_through();
+            publishAcknowledgedLocked();
             m_replicaChanged.notify_all();
         }
         std::lock_guard lock(m_mutex);
@@ -176,6 +186,7 @@ CallStatus PsTask::follow(FollowStream &stream)
                 break;
             record = std::move(m_follower->queue.front());
             m_follower->queue.pop_front();
+            record.set_published_through(m_ackedSequence);
         }
         if (!stream.write(record)) {
             std::lock_guard lock(m_mutex);
@@ -190,6 +201,7 @@ CallStatus PsTask::follow(FollowStream &stream)
     std::lock_guard lock(m_mutex);
     if (m_follower && m_follower->id == id) {
         m_follower.reset();
+        publishAcknowledgedLocked(); // all of them: no backup to wait for
         m_backupLostReason = "its backup " + who + " went: " + lostBecause;
         if (!m_finished)
             m_log(psName() + " lost its backup " + who + ": " + lostBecause
@@ -395,6 +407,9 @@ void PsTask::followPrimary()
                                 + std::to_string(applied) + (applied == 0 ? " before its state" : "");
                         break;
                     }
+                    if (record.has_state())
+                        m_heldEvents.clear(); // the primary published everything before its state
+                    m_applyingSequence = record.sequence();
                     m_replaying = true;
                     try {
                         applyRecordLocked(record);
@@ -402,6 +417,7 @@ void PsTask::followPrimary()
                         broke = e.what();
                     }
                     m_replaying = false;
+                    m_primaryPublishedThrough = record.published_through();
                     if (!broke.empty()) {
                         // What it holds is no copy of the primary's any more.
                         m_hasState = false;
@@ -502,6 +518,16 @@ void PsTask::takeOverLocked(const std::string &why)
     }
     const std::string at = m_policy ? "global step " + std::to_string(m_policy->globalStep())
                                     : std::to_string(m_updatesApplied) + " updates";
+    // What the last changes brought about: to the watchers what the old
+    // primary did not publish; to the step log also the steps it published
+    // but may not have written before it died (the log skips any it has).
+    for (const auto &[sequence, held] : m_heldEvents) {
+        if (sequence > m_primaryPublishedThrough)
+            publishNowLocked(held);
+        else if (m_runLog && held.has_step())
+            m_runLog->record(held);
+    }
+    m_heldEvents.clear();
     if (m_policy) {
         proto::TelemetryEvent event;
         auto *failover = event.mutable_failover();

@@ -8,10 +8,16 @@
 #include "base/port_holder.h"
 #include "support/cluster_harness.h"
 
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QRegularExpression>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <chrono>
+#include <map>
+#include <set>
+#include <tuple>
 
 using namespace parasync;
 using namespace parasync::testing;
@@ -135,8 +141,12 @@ private Q_SLOTS:
     void noAcknowledgedUpdateIsLostWhenEitherProcessDies()
     {
         QFETCH(QStringList, mode);
-        ReplicatedCluster cluster(
-            2, mode + QStringList{QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
+        QTemporaryDir logdir;
+        QVERIFY(logdir.isValid());
+        ReplicatedCluster cluster(2,
+                                  mode
+                                      + QStringList{QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2"),
+                                                    QStringLiteral("--logdir=") + logdir.path()});
         auto first = cluster.startPs(QStringLiteral("ps:0"));
         auto second = cluster.startBackup(QStringLiteral("ps:0's backup"));
         for (auto &worker : cluster.workers)
@@ -191,10 +201,44 @@ private Q_SLOTS:
             appliedTotal += w.applied();
         }
         // async and ssp: one global step per applied gradient, none twice, none skipped.
-        if (status.mode().mode() != proto::SYNC)
+        const bool sync = status.mode().mode() == proto::SYNC;
+        if (!sync)
             QCOMPARE(status.global_step(), appliedTotal);
         first->terminate();
         QCOMPARE(first->waitForExit(), 0);
+
+        // The step log the three processes wrote in turn (one host, one
+        // --logdir) records both failovers, and every global step once:
+        // none that a failover lost, none written twice.
+        std::vector<int64_t> failoverSteps;
+        std::map<int64_t, int> linesPerStep;
+        std::set<std::tuple<int64_t, int, int64_t>> seen;
+        for (const QJsonObject &o : readStepLog(logdir.path())) {
+            const QString type = o.value(QStringLiteral("type")).toString();
+            if (type == QLatin1String("failover"))
+                failoverSteps.push_back(int64_t(o.value(QStringLiteral("global_step")).toDouble()));
+            const QString outcome = o.value(QStringLiteral("outcome")).toString();
+            if (type != QLatin1String("step")
+                || (outcome != QLatin1String("applied") && outcome != QLatin1String("aggregated")))
+                continue;
+            const int64_t step = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+            const auto key = std::make_tuple(step, o.value(QStringLiteral("worker")).toInt(),
+                                             int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
+            QVERIFY2(seen.insert(key).second,
+                     qPrintable(QStringLiteral("global step %1 is in the log twice: %2")
+                                    .arg(step)
+                                    .arg(QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact)))));
+            ++linesPerStep[step];
+        }
+        QCOMPARE(failoverSteps.size(), size_t(2));
+        QVERIFY(failoverSteps[0] < failoverSteps[1]);
+        QVERIFY(!linesPerStep.empty());
+        QCOMPARE(linesPerStep.begin()->first, int64_t(1));
+        QCOMPARE(linesPerStep.rbegin()->first, status.global_step());
+        QCOMPARE(int64_t(linesPerStep.size()), status.global_step()); // no step missing
+        for (const auto &[step, lines] : linesPerStep)
+            QVERIFY2(sync || lines == 1,
+                     qPrintable(QStringLiteral("global step %1 has %2 lines").arg(step).arg(lines)));
     }
 
     // A worker pointed at the backup while its primary serves is told where

@@ -115,6 +115,65 @@ private Q_SLOTS:
         QCOMPARE(r.applied.size(), size_t(1));
     }
 
+    // A worker whose answer was lost (its stream broke, its ps failed over)
+    // pushes again from the same step: its new gradient takes the place of
+    // the unanswered one, so a step never counts one worker twice.
+    void syncCountsAWorkerOncePerStepWhenItPushesAgain()
+    {
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SYNC));
+        policy.push(0, 0, gradient(1));
+        policy.push(0, 0, gradient(5)); // the answer to the first was lost
+        QCOMPARE(policy.globalStep(), 0);
+        QCOMPARE(policy.pendingContributions(), 1);
+        QCOMPARE(policy.hold(0).reason, HoldReason::SyncBarrier);
+        policy.push(1, 0, gradient(3));
+        QCOMPARE(policy.globalStep(), 1);
+        QCOMPARE(r.applied.size(), size_t(1));
+        QCOMPARE(r.applied[0].first, 4.0f); // the average of 5 and 3: the lost one is gone
+        QCOMPARE(r.applied[0].second, 2);
+        QCOMPARE(r.decisions.size(), size_t(2)); // one decision per worker
+        QCOMPARE(policy.applied(0), 1);
+    }
+
+    // The whole state exported and imported: the copy decides as the original.
+    void anImportedStateDecidesAsTheOriginal()
+    {
+        Recorder original;
+        auto policy = original.make(3, mode(proto::SYNC));
+        policy.push(0, 0, gradient(1));
+        policy.push(1, 0, gradient(3));
+        policy.push(2, 0, gradient(5));
+        policy.push(0, 1, gradient(2)); // in the open step 2
+        Recorder copyRecorder;
+        auto copy = copyRecorder.make(3, mode(proto::ASYNC));
+        copy.importState(policy.exportState());
+        QCOMPARE(copy.globalStep(), 1);
+        QCOMPARE(copy.mode().mode(), proto::SYNC);
+        QCOMPARE(copy.pendingContributions(), 1);
+        QCOMPARE(copy.workerClock(0), 2);
+        QCOMPARE(copy.hold(0).reason, HoldReason::SyncBarrier);
+        for (UpdatePolicy *p : {&policy, &copy}) {
+            p->push(1, 1, gradient(4));
+            p->push(2, 1, gradient(6));
+        }
+        QCOMPARE(copy.globalStep(), policy.globalStep());
+        QCOMPARE(copyRecorder.applied.back(), original.applied.back()); // (2 + 4 + 6) / 3 from both
+        QCOMPARE(copy.result(0).update, 2);
+
+        proto::PolicyState wrong = policy.exportState();
+        wrong.mutable_workers()->RemoveLast();
+        QVERIFY(QString::fromStdString([&] {
+                    try {
+                        copy.importState(wrong);
+                    } catch (const InputError &e) {
+                        return std::string(e.what());
+                    }
+                    return std::string();
+                }())
+                    .contains(QStringLiteral("the policy state has 2 workers, this cluster 3")));
+    }
+
     void syncStopsWaitingForADeadWorker()
     {
         Recorder r;
