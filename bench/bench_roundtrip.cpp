@@ -498,6 +498,10 @@ struct Fixture
     std::unique_ptr<bench::ChildProcess> tcpServer;
     std::unique_ptr<bench::ChildProcess> grpcServer;
     std::map<std::string, std::unique_ptr<bench::ChildProcess>> psTasks;
+    // The same with a backup (--ps_backup_hosts): the primary, its backup, the primary's address.
+    std::map<std::string, std::unique_ptr<bench::ChildProcess>> replicatedPs;
+    std::map<std::string, std::unique_ptr<bench::ChildProcess>> backups;
+    std::map<std::string, std::string> replicatedAddresses;
     std::unique_ptr<TcpClient> tcp;
     std::string grpcAddress;
     std::map<std::string, std::string> psAddresses;
@@ -628,6 +632,16 @@ void registerBenchmarks(bool quick)
                                      })
             ->UseRealTime()
             ->MinTime(minTime(shape.label));
+        benchmark::RegisterBenchmark(("step_replicated/" + shape.label).c_str(),
+                                     [shape, request, reply](benchmark::State &state) {
+                                         StepClient client(g_fixture->replicatedAddresses.at(shape.label), shape);
+                                         for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                                             client.step();
+                                         measure(state, *g_fixture->replicatedPs.at(shape.label), request, reply,
+                                                 [&] { return client.step(); });
+                                     })
+            ->UseRealTime()
+            ->MinTime(minTime(shape.label));
     }
 }
 
@@ -681,6 +695,48 @@ int runBenchmarks(int argc, char **argv, bool quick)
         }
         fixture.psAddresses[shape.label] = psAddress.toStdString();
         fixture.psTasks[shape.label] = std::move(ps);
+
+        // And a replicated one: the primary and its backup.
+        const QString primaryAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
+        QString backupAddress;
+        do
+            backupAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
+        while (backupAddress == primaryAddress);
+        const QStringList pair{u"--ps_hosts="_s + primaryAddress,
+                               u"--ps_backup_hosts="_s + backupAddress,
+                               u"--worker_hosts="_s + workerAddress,
+                               u"--task_index=0"_s,
+                               u"--mode=async"_s,
+                               u"--model="_s + QString::fromStdString(shape.model),
+                               u"--dataset="_s + QString::fromStdString(shape.dataset),
+                               u"--last_step=1000000000000"_s};
+        auto primary
+            = std::make_unique<bench::ChildProcess>(bench::nodeBinary(), pair + QStringList{u"--job_name=ps"_s},
+                                                    u"roundtrip-primary-"_s + QString::fromStdString(shape.label));
+        primary->countAllocations();
+        primary->start();
+        if (!primary->waitForLog(u"listening on"_s)) {
+            std::fprintf(stderr, "bench_roundtrip: the primary did not start; see %s\n",
+                         qPrintable(primary->logPath()));
+            return 1;
+        }
+        auto backup
+            = std::make_unique<bench::ChildProcess>(bench::nodeBinary(), pair + QStringList{u"--job_name=ps_backup"_s},
+                                                    u"roundtrip-backup-"_s + QString::fromStdString(shape.label));
+        backup->start();
+        if (!backup->waitForLog(u"follows its primary"_s)) {
+            std::fprintf(stderr, "bench_roundtrip: the backup did not follow; see %s\n", qPrintable(backup->logPath()));
+            return 1;
+        }
+        {
+            StepClient client(primaryAddress.toStdString(), shape);
+            for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                if (!client.step())
+                    throw std::runtime_error("a warm-up step against the replicated ps was not applied");
+        }
+        fixture.replicatedAddresses[shape.label] = primaryAddress.toStdString();
+        fixture.replicatedPs[shape.label] = std::move(primary);
+        fixture.backups[shape.label] = std::move(backup);
     }
 
     benchmark::Initialize(&argc, argv);

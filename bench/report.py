@@ -107,6 +107,44 @@ def roundtrip_samples(doc):
     return out
 
 
+def add_replication(report, doc):
+    """The cost of a backup: the same step against a ps with and without one (--ps_backup_hosts)."""
+    samples = roundtrip_samples(doc)
+    rows = []
+    results = {}
+    for size, label in [("2", "2"), ("7850", "7,850"), ("1000000", "1,000,000")]:
+        plain, replicated = samples.get(("step", size)), samples.get(("step_replicated", size))
+        if not plain or not replicated:
+            continue
+        row = {
+            "step_p50": summary(plain["p50_us"]), "replicated_p50": summary(replicated["p50_us"]),
+            "p50 ratio": ratio(replicated["p50_us"], plain["p50_us"]),
+            "step_p99": summary(plain["p99_us"]), "replicated_p99": summary(replicated["p99_us"]),
+            "primary_cpu": summary(replicated["server_cpu_us"]), "plain_cpu": summary(plain["server_cpu_us"]),
+        }
+        # One worker, one step at a time: steps per second is 1e6 / p50.
+        row["steps_per_s"] = 1e6 / row["step_p50"]["median"] if row["step_p50"] else None
+        row["replicated_steps_per_s"] = 1e6 / row["replicated_p50"]["median"] if row["replicated_p50"] else None
+        results[size] = row
+        rows.append([label, fmt_summary(row["step_p50"]), fmt_summary(row["replicated_p50"]),
+                     fmt_ratio(row["p50 ratio"]), fmt_summary(row["step_p99"]), fmt_summary(row["replicated_p99"]),
+                     f"{row['steps_per_s']:,.0f}" if row["steps_per_s"] else "–",
+                     f"{row['replicated_steps_per_s']:,.0f}" if row["replicated_steps_per_s"] else "–",
+                     fmt_summary(row["plain_cpu"]), fmt_summary(row["primary_cpu"])])
+    if not rows:
+        return
+    report.data["replication"] = results
+    report.section(
+        "2g. The cost of a backup: the same step against a replicated ps (µs)",
+        ["parameters", "step p50", "with backup p50", "ratio", "step p99", "with backup p99",
+         "steps/s", "with backup steps/s", "ps CPU/step", "primary CPU/step"],
+        rows,
+        ["`step_replicated/N` in bench_roundtrip: the same worker step against a ps started with "
+         "`--ps_backup_hosts` and its backup (`--job_name=ps_backup`) on this machine. The primary answers "
+         "only once the backup has applied the gradient: one more round trip, and the push's bytes sent "
+         "once more, per step. Steps/s is one worker stepping back to back (10⁶ / p50)."])
+
+
 def add_roundtrip(report, doc):
     samples = roundtrip_samples(doc)
     rows = []
@@ -660,6 +698,8 @@ def main():
     roundtrip = load(os.path.join(args.dir, "roundtrip.json"))
     if roundtrip:
         add_roundtrip(report, roundtrip)
+    if roundtrip:
+        add_replication(report, roundtrip)
     python_step = load(os.path.join(args.dir, "python_step.json"))
     if python_step:
         add_python_step(report, python_step, roundtrip)

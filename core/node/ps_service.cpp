@@ -173,14 +173,30 @@ public:
     {
     }
     bool write(const proto::FollowRequest &request) override { return m_stream->Write(request); }
-    bool read(proto::ReplicaRecord *record) override { return m_stream->Read(record); }
+    bool read(proto::ReplicaRecord *record) override
+    {
+        const bool ok = m_stream->Read(record);
+        m_receivedAny = m_receivedAny || ok;
+        return ok;
+    }
     void cancel() override { m_context->TryCancel(); }
-    std::string finish() override { return describeRpcError(m_stream->Finish()); }
+    std::string finish() override
+    {
+        const grpc::Status status = m_stream->Finish();
+        // Once records came, the connection was up: reading the error as a
+        // failed set-up (TLS? another program?) would mislead.
+        if (m_receivedAny
+            && (status.error_code() == grpc::StatusCode::UNAVAILABLE
+                || status.error_code() == grpc::StatusCode::CANCELLED))
+            return "the replication stream broke (" + status.error_message() + ")";
+        return describeRpcError(status);
+    }
 
 private:
     std::unique_ptr<proto::PsReplication::Stub> m_stub;
     std::unique_ptr<grpc::ClientContext> m_context;
     std::unique_ptr<grpc::ClientReaderWriter<proto::FollowRequest, proto::ReplicaRecord>> m_stream;
+    bool m_receivedAny = false;
 };
 
 class ClusterControlImpl final : public proto::ClusterControl::Service

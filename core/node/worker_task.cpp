@@ -671,8 +671,11 @@ int WorkerTask::run()
             if (ps->stream) {
                 ps->context->TryCancel();
                 const auto status = ps->stream->finish();
-                setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
-                                                 + ": " + describeRpcError(status));
+                // CANCELLED: this worker ended a stream that was fine, to
+                // rejoin every ps task after another one's stream broke.
+                if (status.error_code() != grpc::StatusCode::CANCELLED)
+                    setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
+                                                     + ps->address + ": " + describeRpcError(status));
             }
             ps->stream.reset();
             ps->context.reset();
