@@ -105,6 +105,9 @@ public:
 struct PeerStatus
 {
     bool reached = false;
+    // Nothing listens at the address (the connection was refused): unlike a
+    // deadline that passed, this says the process is not there.
+    bool absent = false;
     proto::ReplicaRole role = proto::REPLICA_ROLE_UNSPECIFIED;
     bool holdsState = false; // TaskStatusResponse.replica_holds_state
     std::string error;       // when not reached, in words

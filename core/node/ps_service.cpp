@@ -305,8 +305,10 @@ PeerStatus askPeer(const std::string &address, const RpcSettings &rpc, std::chro
     if (peer.reached) {
         peer.role = status.replica_role();
         peer.holdsState = status.replica_holds_state();
-    } else
+    } else {
+        peer.absent = result.error_code() == grpc::StatusCode::UNAVAILABLE;
         peer.error = describeRpcError(result);
+    }
     return peer;
 }
 

@@ -66,7 +66,23 @@ void PsTask::chooseRole()
         m_role = proto::REPLICA_BACKUP;
         return;
     }
-    const PeerStatus peer = askPeer(peerAddress(), m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+    // A peer that is there but slow to answer (a loaded machine) may be the
+    // one serving the workers: serving beside it would make two primaries.
+    // Only a refused connection, or an answer, settles the role; a peer that
+    // accepts connections but never answers is given about ten heartbeats.
+    const auto heartbeat = std::chrono::milliseconds(m_rpc.heartbeatMs);
+    const auto giveUpAt = std::chrono::steady_clock::now() + 10 * heartbeat;
+    PeerStatus peer = askPeer(peerAddress(), m_rpc, heartbeat);
+    for (auto timeout = 2 * heartbeat; !peer.reached && !peer.absent && std::chrono::steady_clock::now() < giveUpAt;
+         timeout *= 2) {
+        m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
+              + ", does not answer yet (" + peer.error + "); asking again before taking a role");
+        peer = askPeer(peerAddress(), m_rpc, timeout);
+    }
+    if (!peer.reached && !peer.absent)
+        m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
+              + ", accepts connections but does not answer (" + peer.error
+              + "); this one serves as the pair's primary. If that process serves workers, stop one of the two");
     if (peer.reached && (peer.role == proto::REPLICA_PRIMARY || peer.holdsState)) {
         m_role = proto::REPLICA_BACKUP;
         m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
