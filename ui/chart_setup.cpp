@@ -96,12 +96,14 @@ int barCount(const QAbstractBarSeries *series)
     return count;
 }
 
-std::vector<ChartAnnotations::Annotation> modeChangeLines(const RunSnapshot &snapshot)
+std::vector<ChartAnnotations::Annotation> runMarkerLines(const RunSnapshot &snapshot)
 {
     std::vector<ChartAnnotations::Annotation> lines;
+    const double anyHeight = std::numeric_limits<double>::quiet_NaN();
     for (const auto &change : snapshot.modeChanges)
-        lines.push_back({double(change.globalStep), std::numeric_limits<double>::quiet_NaN(), modeChangeLabel(change),
-                         modeMarkerColor()});
+        lines.push_back({double(change.globalStep), anyHeight, modeChangeLabel(change), modeMarkerColor()});
+    for (const auto &failover : snapshot.failovers)
+        lines.push_back({double(failover.globalStep), anyHeight, failoverLabel(failover), failoverMarkerColor()});
     return lines;
 }
 

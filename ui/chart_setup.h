@@ -52,7 +52,8 @@ CsvTable bucketTable(const QString &seriesColumn);
 // One row per bucket of `series`, named `name`, in bucketTable's columns.
 void appendBucketRows(CsvTable *table, const QString &name, const DecimatedSeries &series);
 // A dashed line at the global step of each of the run's mode changes,
-// labelled "→ sync @ 301", in the mode marker colour.
-std::vector<ChartAnnotations::Annotation> modeChangeLines(const RunSnapshot &snapshot);
+// labelled "→ sync @ 301", in the mode marker colour; and one at each
+// failover of ps:0's pair, "ps:0 failover @ 812", in the failover colour.
+std::vector<ChartAnnotations::Annotation> runMarkerLines(const RunSnapshot &snapshot);
 
 } // namespace parasync::ui

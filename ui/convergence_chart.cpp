@@ -124,7 +124,7 @@ void ConvergenceChart::rebuild()
     m_yAxis->setRange(yMin - pad, yMax + pad);
     m_yAxis->applyNiceNumbers();
 
-    m_markers->setAnnotations(modeChangeLines(snapshot));
+    m_markers->setAnnotations(runMarkerLines(snapshot));
 }
 
 CsvTable ConvergenceChart::csv() const

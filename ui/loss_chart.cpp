@@ -305,7 +305,7 @@ void LossChart::rebuild()
         }
     }
 
-    m_markers->setAnnotations(modeChangeLines(snapshot));
+    m_markers->setAnnotations(runMarkerLines(snapshot));
 }
 
 void LossChart::renderTo(QPainter *painter, const QRectF &target)

@@ -49,6 +49,28 @@
 namespace parasync::ui {
 
 namespace {
+
+// ps:0's pair, for the status line: whether a backup holds every
+// acknowledged update, and how often it took over. Empty without a backup.
+QString psPairText(const proto::ReplicaStatus &replica, size_t failovers)
+{
+    if (replica.role() == proto::REPLICA_ROLE_UNSPECIFIED)
+        return {};
+    QString text
+        = replica.role() == proto::REPLICA_PRIMARY
+              ? (replica.peer_attached()
+                     ? QObject::tr(" \u00b7 ps:0 at %1, its backup at %2 follows")
+                     : QObject::tr(" \u00b7 ps:0 at %1 serves without its backup (%2 does not follow: "
+                                   "its state has no copy)"))
+                    .arg(QString::fromStdString(replica.address()), QString::fromStdString(replica.peer()))
+              : QObject::tr(" \u00b7 watching ps:0's backup at %1").arg(QString::fromStdString(replica.address()));
+    if (failovers == 1)
+        text += QObject::tr(" \u00b7 1 failover");
+    else if (failovers > 1)
+        text += QObject::tr(" \u00b7 %1 failovers").arg(failovers);
+    return text;
+}
+
 constexpr int kMaxRecentFiles = 8;
 const QString kRecentKey = QStringLiteral("recentClusterFiles");
 const QString kRunDirKey = QStringLiteral("lastRunDirectory");
@@ -625,6 +647,7 @@ void MainWindow::onRedrawn()
         step += tr(" \u00b7 %1 events lost").arg(snapshot->lostEvents);
     if (snapshot->actingChief != 0)
         step += tr(" \u00b7 worker:%1 acting chief").arg(snapshot->actingChief);
+    step += psPairText(snapshot->psReplica, snapshot->failovers.size());
     m_stepLabel->setText(step);
     // ps:0's hang watchdog, in plain sight while it lasts.
     const bool stalled = m_connected && snapshot->stallSeconds > 0 && !snapshot->finished;

@@ -315,14 +315,13 @@ void StepTimelinePainter::paintMarkers(QPainter *painter, const TimelineLayout &
     const bool byStep = m_lanes.axis() == TimelineAxis::GlobalStep;
     painter->setFont(fonts.small);
     int slot = 0;
-    for (const auto &change : m_snapshot->modeChanges) {
-        const double value = byStep ? double(change.globalStep) : change.wallTime - m_snapshot->startWallTime;
+    const auto marker = [&](int64_t globalStep, double wallTime, const QString &label, const QColor &colour) {
+        const double value = byStep ? double(globalStep) : wallTime - m_snapshot->startWallTime;
         if (!map.isVisible(value))
-            continue;
+            return;
         const double px = map.mapToX(value);
-        painter->setPen(QPen(modeMarkerColor(), 1.5, Qt::DashLine));
+        painter->setPen(QPen(colour, 1.5, Qt::DashLine));
         painter->drawLine(QPointF(px, plot.top()), QPointF(px, plot.bottom()));
-        const QString label = modeChangeLabel(change);
         const double w = painter->fontMetrics().horizontalAdvance(label) + 8;
         const double h = painter->fontMetrics().height() + 2;
         double lx = px + 3;
@@ -330,11 +329,15 @@ void StepTimelinePainter::paintMarkers(QPainter *painter, const TimelineLayout &
             lx = px - 3 - w;
         // Staggered in three rows so neighbouring markers stay readable.
         const QRectF box(lx, plot.top() + 2 + (slot++ % 3) * (h + 1), w, h);
-        painter->setPen(modeMarkerColor());
+        painter->setPen(colour);
         painter->setBrush(QColor(255, 255, 255, 225));
         painter->drawRect(box);
         painter->drawText(box, Qt::AlignCenter, label);
-    }
+    };
+    for (const auto &change : m_snapshot->modeChanges)
+        marker(change.globalStep, change.wallTime, modeChangeLabel(change), modeMarkerColor());
+    for (const auto &failover : m_snapshot->failovers)
+        marker(failover.globalStep, failover.wallTime, failoverLabel(failover), failoverMarkerColor());
     painter->setBrush(QColor(0x75, 0x75, 0x75));
     painter->setPen(Qt::NoPen);
     for (const auto &[step, wallTime] : m_snapshot->checkpoints) {

@@ -152,7 +152,7 @@ void VariableSummaryChart::rebuild()
         m_linearY->setRange(std::max(0.0, yMin - pad), yMax + pad);
         m_linearY->applyNiceNumbers();
     }
-    m_markers->setAnnotations(modeChangeLines(snapshot));
+    m_markers->setAnnotations(runMarkerLines(snapshot));
 }
 
 CsvTable VariableSummaryChart::csv() const

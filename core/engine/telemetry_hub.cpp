@@ -22,12 +22,35 @@ bool TelemetryHub::Subscription::next(proto::TelemetryBatch *batch, std::chrono:
     return !(m_closed && m_queue.empty());
 }
 
-std::shared_ptr<TelemetryHub::Subscription> TelemetryHub::subscribe(size_t capacity)
+namespace {
+
+// The global step an event belongs to; none for a worker's state change.
+std::optional<int64_t> globalStepOf(const proto::TelemetryEvent &event)
+{
+    switch (event.kind_case()) {
+    case proto::TelemetryEvent::kStep: return event.step().global_step();
+    case proto::TelemetryEvent::kModeChange: return event.mode_change().global_step();
+    case proto::TelemetryEvent::kCheckpoint: return event.checkpoint().global_step();
+    case proto::TelemetryEvent::kFailover: return event.failover().global_step();
+    default: return std::nullopt;
+    }
+}
+
+} // namespace
+
+std::shared_ptr<TelemetryHub::Subscription> TelemetryHub::subscribe(size_t capacity,
+                                                                    std::optional<int64_t> resumeAfterStep)
 {
     auto subscription = std::make_shared<Subscription>();
     subscription->m_capacity = capacity > 0 ? capacity : kDefaultCapacity;
     std::lock_guard lock(m_mutex);
     subscription->m_closed = m_closed;
+    subscription->m_resumeAfter = resumeAfterStep;
+    // Under the hub's lock: no event falls between the replay and the live ones.
+    if (resumeAfterStep)
+        for (const auto &event : m_recent)
+            if (*globalStepOf(event) > *resumeAfterStep && subscription->m_queue.size() < subscription->m_capacity)
+                subscription->m_queue.push_back(event);
     m_subscribers.push_back(subscription);
     return subscription;
 }
@@ -38,23 +61,49 @@ void TelemetryHub::unsubscribe(const std::shared_ptr<Subscription> &subscription
     m_subscribers.erase(std::remove(m_subscribers.begin(), m_subscribers.end(), subscription), m_subscribers.end());
 }
 
+void TelemetryHub::enqueue(Subscription &subscription, const proto::TelemetryEvent &event)
+{
+    bool wake = false;
+    {
+        std::lock_guard subscriberLock(subscription.m_mutex);
+        if (subscription.m_queue.size() >= subscription.m_capacity) {
+            subscription.m_queue.pop_front();
+            ++subscription.m_lost;
+        }
+        subscription.m_queue.push_back(event);
+        wake = subscription.m_queue.size() == 1 || subscription.m_queue.size() == subscription.m_wakeAt;
+    }
+    if (wake)
+        subscription.m_ready.notify_one();
+}
+
 void TelemetryHub::publish(const proto::TelemetryEvent &event)
 {
     std::lock_guard lock(m_mutex);
-    for (const auto &s : m_subscribers) {
-        bool wake = false;
-        {
-            std::lock_guard subscriberLock(s->m_mutex);
-            if (s->m_queue.size() >= s->m_capacity) {
-                s->m_queue.pop_front();
-                ++s->m_lost;
-            }
-            s->m_queue.push_back(event);
-            wake = s->m_queue.size() == 1 || s->m_queue.size() == s->m_wakeAt;
-        }
-        if (wake)
-            s->m_ready.notify_one();
-    }
+    rememberLocked(event);
+    for (const auto &s : m_subscribers)
+        enqueue(*s, event);
+}
+
+void TelemetryHub::remember(const proto::TelemetryEvent &event)
+{
+    std::lock_guard lock(m_mutex);
+    rememberLocked(event);
+    const std::optional<int64_t> step = globalStepOf(event);
+    if (!step)
+        return;
+    for (const auto &s : m_subscribers)
+        if (s->m_resumeAfter && *step > *s->m_resumeAfter)
+            enqueue(*s, event);
+}
+
+void TelemetryHub::rememberLocked(const proto::TelemetryEvent &event)
+{
+    if (!globalStepOf(event))
+        return;
+    if (m_recent.size() == kRecentEvents)
+        m_recent.pop_front();
+    m_recent.push_back(event);
 }
 
 void TelemetryHub::close()

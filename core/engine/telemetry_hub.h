@@ -7,6 +7,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 namespace parasync {
@@ -43,19 +44,38 @@ public:
         size_t m_wakeAt = 4096;
         int64_t m_lost = 0;
         bool m_closed = false;
+        // WatchRequest.resume_after_step: remembered events of later steps
+        // come here too (they may be what the subscriber missed).
+        std::optional<int64_t> m_resumeAfter;
     };
 
-    std::shared_ptr<Subscription> subscribe(size_t capacity = kDefaultCapacity);
+    // Events a subscriber that lost its stream can be sent again: the last
+    // this many that belong to a global step.
+    static constexpr size_t kRecentEvents = 4096;
+
+    // With `resumeAfterStep`, the subscription starts with the recent events
+    // of later global steps (WatchRequest.resume_after_step), in order.
+    std::shared_ptr<Subscription> subscribe(size_t capacity = kDefaultCapacity,
+                                            std::optional<int64_t> resumeAfterStep = std::nullopt);
     void unsubscribe(const std::shared_ptr<Subscription> &subscription);
 
     void publish(const proto::TelemetryEvent &event);
+    // Keeps `event` for resumed subscriptions without sending it live: what
+    // a ps that took over knows its predecessor sent already, though a
+    // watcher may not have received it before it died. Subscriptions that
+    // resume after an earlier step get it now.
+    void remember(const proto::TelemetryEvent &event);
     // Wakes every subscriber and ends their streams after the queue drains.
     void close();
     int subscriberCount() const;
 
 private:
+    void rememberLocked(const proto::TelemetryEvent &event);
+    static void enqueue(Subscription &subscription, const proto::TelemetryEvent &event);
+
     mutable std::mutex m_mutex;
     std::vector<std::shared_ptr<Subscription>> m_subscribers;
+    std::deque<proto::TelemetryEvent> m_recent; // the last kRecentEvents with a global step
     bool m_closed = false;
 };
 

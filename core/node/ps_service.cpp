@@ -234,8 +234,7 @@ public:
         if (auto denied = m_auth.check(*context, "Watch"); !denied.ok())
             return denied;
         GrpcWatchStream watch(*context, *writer);
-        m_task.watch(*request, watch);
-        return grpc::Status::OK;
+        return toGrpc(m_task.watch(*request, watch));
     }
     grpc::Status ReportCheckpoint(grpc::ServerContext *context, const proto::ReportCheckpointRequest *request,
                                   proto::ReportCheckpointResponse *) override

@@ -1315,9 +1315,16 @@ proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
     return status;
 }
 
-void PsTask::watch(const proto::WatchRequest &request, WatchStream &stream)
+CallStatus PsTask::watch(const proto::WatchRequest &request, WatchStream &stream)
 {
-    auto subscription = m_telemetry.subscribe(size_t(std::max(0, request.max_buffered_events())));
+    if (request.has_resume_after_step() && request.resume_after_step() < 0)
+        return CallStatus::invalidArgument("a Watch request resumes after global step "
+                                           + std::to_string(request.resume_after_step())
+                                           + ": give the last global step seen (0 or more), or leave it unset");
+    std::optional<int64_t> resumeAfter;
+    if (request.has_resume_after_step())
+        resumeAfter = request.resume_after_step();
+    auto subscription = m_telemetry.subscribe(size_t(std::max(0, request.max_buffered_events())), resumeAfter);
     auto lastStatus = std::chrono::steady_clock::now();
     bool first = true;
     for (;;) {
@@ -1338,6 +1345,7 @@ void PsTask::watch(const proto::WatchRequest &request, WatchStream &stream)
             break;
     }
     m_telemetry.unsubscribe(subscription);
+    return {};
 }
 
 void PsTask::reportCheckpoint(const proto::ReportCheckpointRequest &request)

@@ -77,7 +77,7 @@ public:
     proto::ClusterStatusResponse clusterStatus();
     // Telemetry.Watch: batches of events (and the cluster's status every
     // 0.5 s) until the watcher is gone or the cluster finished. Blocks.
-    void watch(const proto::WatchRequest &request, WatchStream &stream);
+    CallStatus watch(const proto::WatchRequest &request, WatchStream &stream);
     void reportCheckpoint(const proto::ReportCheckpointRequest &request);
     // TaskControl.GetTaskStatus.
     proto::TaskStatusResponse taskStatus();

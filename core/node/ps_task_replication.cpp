@@ -536,11 +536,16 @@ void PsTask::takeOverLocked(const std::string &why)
                                     : std::to_string(m_updatesApplied) + " updates";
     // What the last changes brought about: to the watchers what the old
     // primary did not publish; to the step log also the steps it published
-    // but may not have written before it died (the log skips any it has).
+    // but may not have written before it died (the log skips any it has);
+    // and to a watcher that resumes its stream here, those published ones
+    // too: they may have died in the old primary's send queue.
     for (const auto &[sequence, held] : m_heldEvents) {
-        if (sequence > m_primaryPublishedThrough)
+        if (sequence > m_primaryPublishedThrough) {
             publishNowLocked(held);
-        else if (m_runLog && held.has_step())
+            continue;
+        }
+        m_telemetry.remember(held);
+        if (m_runLog && held.has_step())
             m_runLog->record(held);
     }
     m_heldEvents.clear();

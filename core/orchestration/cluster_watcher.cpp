@@ -15,7 +15,10 @@
 #include <QMetaObject>
 
 #include <algorithm>
+#include <deque>
 #include <limits>
+#include <set>
+#include <tuple>
 
 namespace parasync {
 
@@ -141,6 +144,8 @@ std::string discoverRunDirectory(const proto::ClusterStatusResponse &status)
     return logdir.toStdString();
 }
 
+constexpr int64_t kNoStep = std::numeric_limits<int64_t>::max();
+
 int64_t eventStep(const proto::TelemetryEvent &event)
 {
     if (event.has_step())
@@ -151,8 +156,41 @@ int64_t eventStep(const proto::TelemetryEvent &event)
         return event.checkpoint().global_step();
     if (event.has_failover())
         return event.failover().global_step();
-    return std::numeric_limits<int64_t>::max(); // not ordered by step: always live
+    return kNoStep; // not ordered by step: always live
 }
+
+// The events a watcher has seen lately. A stream resumed after a loss
+// (WatchRequest.resume_after_step) starts a little before the last step seen,
+// and a new primary may send again the few events its predecessor published
+// just before it died: those are not counted twice. A step is keyed as the
+// step log's lines are (global step, worker, the worker's clock), other
+// events by their kind and global step.
+class RecentEvents
+{
+public:
+    // True the first time `event` is seen among the last kKept.
+    bool firstTime(const proto::TelemetryEvent &event)
+    {
+        const Key key = event.has_step() ? Key{event.kind_case(), event.step().global_step(), event.step().worker(),
+                                               event.step().worker_clock()}
+                                         : Key{event.kind_case(), eventStep(event), 0, 0};
+        if (!m_seen.insert(key).second)
+            return false;
+        m_order.push_back(key);
+        if (m_order.size() > kKept) {
+            m_seen.erase(m_order.front());
+            m_order.pop_front();
+        }
+        return true;
+    }
+
+private:
+    using Key = std::tuple<int, int64_t, int32_t, int64_t>;
+    // More than a resumed stream sends again (TelemetryHub::kRecentEvents).
+    static constexpr size_t kKept = 4096;
+    std::set<Key> m_seen;
+    std::deque<Key> m_order;
+};
 
 } // namespace
 
@@ -161,7 +199,21 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
 {
     // Events up to this global step came from the run directory's history.
     int64_t historyStep = -1;
-    const std::string where = "ps:0 at " + address;
+    // ps:0's processes: the address given, then the other one of its pair
+    // once a status names it (--ps_backup_hosts). When the one watched dies,
+    // the other takes over, and the watcher turns to it.
+    std::vector<std::string> addresses{address};
+    size_t current = 0;
+    const auto other = [&] { return (current + 1) % addresses.size(); };
+    RecentEvents recentEvents;
+    // After a lost stream, the next one resumes after this global step (-1: live only).
+    int64_t resumeAfter = -1;
+    // The newest global step an event showed. Not the status's: a primary
+    // counts steps its backup may not hold yet, and those die with it.
+    int64_t lastEventStep = -1;
+    // The next stream is the other process of the same pair, the same run:
+    // a lower global step there is no new run.
+    bool turnedWithinPair = false;
     std::unique_ptr<proto::ClusterControl::Stub> control;
     std::unique_ptr<proto::Telemetry::Stub> telemetry;
     Backoff backoff(100ms, 2000ms);
@@ -203,10 +255,11 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
     };
 
     while (!m_stop) {
+        const std::string where = "ps:0 at " + addresses[current];
         // A fresh channel for every attempt: a channel whose connection was
         // refused waits out gRPC's own reconnect back-off (seconds) before it
         // tries again, even after ps:0 came up; a new one connects at once.
-        auto channel = makeChannel(address, settings);
+        auto channel = makeChannel(addresses[current], settings);
         control = proto::ClusterControl::NewStub(channel);
         telemetry = proto::Telemetry::NewStub(channel);
         std::string failure;
@@ -228,18 +281,37 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
                 break;
             proto::WatchRequest request;
             request.set_include_status(true);
+            if (resumeAfter >= 0)
+                request.set_resume_after_step(resumeAfter);
             auto reader = telemetry->Watch(context.get(), request);
             bool connected = false;
             bool finished = false;
+            bool turnToPrimary = false;
             proto::TelemetryBatch batch;
             while (reader->Read(&batch)) {
+                if (batch.has_status() && batch.status().has_replica()) {
+                    const proto::ReplicaStatus &replica = batch.status().replica();
+                    if (addresses.size() == 1 && !replica.peer().empty() && replica.peer() != addresses[0])
+                        addresses.push_back(replica.peer());
+                    // A backup that follows a live primary sends no events:
+                    // watch the primary. One whose primary is gone stays
+                    // watched; it takes over when a worker turns to it.
+                    if (replica.role() == proto::REPLICA_BACKUP && replica.peer_attached() && addresses.size() > 1) {
+                        turnToPrimary = true;
+                        break;
+                    }
+                }
                 if (!connected) {
                     connected = true;
                     backoff.reset();
                     // A ps:0 that restarted from step 0 runs a new run: do
                     // not draw it over the old one.
-                    if (everConnected && batch.has_status() && batch.status().global_step() < state.globalStep()) {
+                    if (everConnected && !turnedWithinPair && batch.has_status()
+                        && batch.status().global_step() < state.globalStep()) {
                         state.clear();
+                        recentEvents = RecentEvents();
+                        resumeAfter = -1;
+                        lastEventStep = -1;
                         changed = true;
                     }
                     if (!everConnected) {
@@ -275,7 +347,20 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
                         }
                     }
                     everConnected = true;
+                    turnedWithinPair = false;
                     say(true, "connected to " + where);
+                }
+                if (batch.events_size() > 0) {
+                    auto *events = batch.mutable_events();
+                    events->erase(std::remove_if(events->begin(), events->end(),
+                                                 [&](const auto &event) {
+                                                     return eventStep(event) != kNoStep
+                                                            && !recentEvents.firstTime(event);
+                                                 }),
+                                  events->end());
+                    for (const auto &event : *events)
+                        if (event.has_step())
+                            lastEventStep = std::max(lastEventStep, event.step().global_step());
                 }
                 if (historyStep >= 0 && batch.events_size() > 0) {
                     // The first live events may repeat the log's last ones.
@@ -319,7 +404,7 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
                 publish(false);
                 batch.Clear();
             }
-            if (finished)
+            if (finished || turnToPrimary)
                 context->TryCancel(); // we leave before the stream's end
             const grpc::Status status = reader->Finish();
             track(nullptr);
@@ -337,8 +422,31 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
             if (m_stop)
                 break;
             publish(true);
+            if (turnToPrimary) {
+                current = other();
+                turnedWithinPair = true;
+                say(false, where + " is the backup of ps:0's pair; watching its primary at " + addresses[current]);
+                continue;
+            }
             failure = describeWatchFailure(where, status, connected);
+            // The next stream fills the gap: it starts with the events after
+            // the last step seen that ps:0 still holds (the last step's
+            // too: in sync mode not every worker's may have arrived).
+            if (connected && lastEventStep > 0)
+                resumeAfter = lastEventStep - 1;
+            if (connected && addresses.size() > 1) {
+                // The watched process died: its partner takes over (or
+                // already has). Turn to it at once rather than after a pause.
+                current = other();
+                turnedWithinPair = true;
+                say(false, failure + "; turning to the other process of ps:0's pair, at " + addresses[current]);
+                continue;
+            }
         }
+        // Neither process may answer for a while (both restarting): try
+        // them in turn.
+        if (addresses.size() > 1)
+            current = other();
         if (!backoff.wait(
                 failure, [&](const std::string &line) { say(false, line); }, [this] { return m_stop.load(); }))
             break;

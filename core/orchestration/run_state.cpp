@@ -290,6 +290,7 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
     m_snapshot.stallWaitingFor = status.stall().waiting_for();
     m_snapshot.actingChief = status.acting_chief();
     m_snapshot.psHosts.assign(status.ps_hosts().begin(), status.ps_hosts().end());
+    m_snapshot.psReplica = status.replica();
     m_snapshot.workerHosts.assign(status.worker_hosts().begin(), status.worker_hosts().end());
     if (!status.cluster_json().empty())
         m_snapshot.trainingJson = status.cluster_json();

@@ -111,6 +111,17 @@ struct ModeMarker
     std::string requestedBy;
 };
 
+// ps:0's backup took over (--ps_backup_hosts): at which global step, when,
+// and the step log's words.
+struct FailoverMarker
+{
+    int64_t globalStep = 0;
+    double wallTime = 0;
+    std::string newPrimary;
+    std::string oldPrimary;
+    std::string reason;
+};
+
 struct WorkerFigures
 {
     int index = 0;
@@ -160,16 +171,10 @@ struct RunSnapshot
     std::vector<StepRecord> recentSteps;
     std::vector<ModeMarker> modeChanges;
     std::vector<std::pair<int64_t, double>> checkpoints; // global step, wall time
-    // ps:0's backup took over (--ps_backup_hosts): at which global step, when, and the step log's words.
-    struct Failover
-    {
-        int64_t globalStep = 0;
-        double wallTime = 0;
-        std::string newPrimary;
-        std::string oldPrimary;
-        std::string reason;
-    };
-    std::vector<Failover> failovers;
+    std::vector<FailoverMarker> failovers;
+    // ps:0's pair as the process watched describes it (--ps_backup_hosts;
+    // role unspecified without a backup).
+    proto::ReplicaStatus psReplica;
 
     // The cluster as ps:0 (or the run's cluster.json) describes it: worker i's
     // own address is workerHosts[i] (for TaskControl calls such as a

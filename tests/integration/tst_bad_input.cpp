@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <limits>
+
 using namespace parasync;
 using namespace parasync::testing;
 using namespace std::chrono_literals;
@@ -155,6 +157,49 @@ private Q_SLOTS:
                                               "heldout_loss")),
                  undeclared.error_message().c_str());
 
+        trainsOnAndStopsCleanly(cluster);
+    }
+
+    // A stranger's Watch that resumes after a negative step is refused with
+    // what to send; one that resumes after a step ps:0 never reached gets the
+    // live events; the app's watcher and the cluster carry on.
+    void aWatchThatResumesBeforeStepZeroIsRefused()
+    {
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100000000")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+        auto stub = proto::Telemetry::NewStub(makeChannel(cluster.psAddress(0).toStdString(), {}));
+        for (const int64_t after : {int64_t(-1), std::numeric_limits<int64_t>::min()}) {
+            grpc::ClientContext context;
+            context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+            proto::WatchRequest request;
+            request.set_resume_after_step(after);
+            auto reader = stub->Watch(&context, request);
+            proto::TelemetryBatch batch;
+            QVERIFY(!reader->Read(&batch));
+            const grpc::Status status = reader->Finish();
+            QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+            QVERIFY2(QString::fromStdString(status.error_message())
+                         .contains(QStringLiteral("give the last global step seen (0 or more), or leave it unset")),
+                     status.error_message().c_str());
+        }
+        {
+            grpc::ClientContext context;
+            context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+            proto::WatchRequest request;
+            request.set_resume_after_step(std::numeric_limits<int64_t>::max());
+            auto reader = stub->Watch(&context, request);
+            // Live steps arrive; none is replayed (none is after that step).
+            proto::TelemetryBatch batch;
+            bool sawStep = false;
+            while (!sawStep && reader->Read(&batch))
+                for (const auto &event : batch.events())
+                    sawStep = sawStep || event.has_step();
+            QVERIFY(sawStep);
+            context.TryCancel();
+            reader->Finish();
+        }
         trainsOnAndStopsCleanly(cluster);
     }
 

@@ -331,12 +331,25 @@ private Q_SLOTS:
 
     void aModeChangeIsALabelledLineAtItsStep()
     {
-        const auto lines = modeChangeLines(*smallRun());
+        const auto lines = runMarkerLines(*smallRun());
         QCOMPARE(lines.size(), size_t(1));
         QCOMPARE(lines[0].x, 101.0);
         QVERIFY(std::isnan(lines[0].y)); // a vertical line, not a point
         QCOMPARE(lines[0].label, QStringLiteral("\u2192 sync @ 101"));
         QCOMPARE(lines[0].color, modeMarkerColor());
+    }
+
+    void aFailoverIsALineOfItsOwnColourAtItsStep()
+    {
+        RunSnapshot run = *smallRun();
+        run.failovers.push_back({150, 0, "127.0.0.1:2232", "127.0.0.1:2222", "its primary is gone"});
+        const auto lines = runMarkerLines(run);
+        QCOMPARE(lines.size(), size_t(2));
+        QCOMPARE(lines[1].x, 150.0);
+        QVERIFY(std::isnan(lines[1].y));
+        QCOMPARE(lines[1].label, QStringLiteral("ps:0 failover @ 150"));
+        QCOMPARE(lines[1].color, failoverMarkerColor());
+        QVERIFY(lines[1].color != lines[0].color);
     }
 
     void xRunsAlongTheBottomAndYUpTheLeft()

@@ -47,6 +47,70 @@ class TestTelemetry : public QObject
     Q_OBJECT
 
 private Q_SLOTS:
+    // A watcher that lost its stream resumes after the last step it saw:
+    // the hub's recent events of later steps come first, in order, then
+    // the live ones; a worker's state change (no step) is not replayed.
+    void aResumedSubscriptionStartsWithTheStepsAfterItsLast()
+    {
+        TelemetryHub hub;
+        for (int i = 1; i <= 10; ++i)
+            hub.publish(stepEvent(i));
+        proto::TelemetryEvent joined;
+        joined.mutable_worker_state()->mutable_status()->set_worker_index(1);
+        hub.publish(joined);
+        auto resumed = hub.subscribe(0, 7);
+        auto live = hub.subscribe();
+        hub.publish(stepEvent(11));
+        proto::TelemetryBatch batch;
+        QVERIFY(resumed->next(&batch, 1s, 4096, 0ms));
+        QCOMPARE(batch.events_size(), 4);
+        for (int i = 0; i < 4; ++i)
+            QCOMPARE(batch.events(i).step().global_step(), int64_t(8 + i));
+        batch.Clear();
+        QVERIFY(live->next(&batch, 1s, 4096, 0ms));
+        QCOMPARE(batch.events_size(), 1);
+        QCOMPARE(batch.events(0).step().global_step(), int64_t(11));
+    }
+
+    // What a ps that took over remembers (its predecessor published it)
+    // goes to resumed subscriptions of earlier steps only, never to live ones.
+    void rememberedEventsReachOnlyThoseWhoResumeBeforeThem()
+    {
+        TelemetryHub hub;
+        auto live = hub.subscribe();
+        auto resumedEarly = hub.subscribe(0, 3);
+        auto resumedLate = hub.subscribe(0, 5);
+        for (int i = 4; i <= 5; ++i)
+            hub.remember(stepEvent(i));
+        proto::TelemetryBatch batch;
+        QVERIFY(resumedEarly->next(&batch, 1s, 4096, 0ms));
+        QCOMPARE(batch.events_size(), 2);
+        QCOMPARE(batch.events(1).step().global_step(), int64_t(5));
+        batch.Clear();
+        QVERIFY(resumedLate->next(&batch, 50ms, 4096, 0ms));
+        QCOMPARE(batch.events_size(), 0);
+        QVERIFY(live->next(&batch, 50ms, 4096, 0ms));
+        QCOMPARE(batch.events_size(), 0);
+        // ... and to a subscription that resumes after they were remembered.
+        auto later = hub.subscribe(0, 0);
+        QVERIFY(later->next(&batch, 1s, 4096, 0ms));
+        QCOMPARE(batch.events_size(), 2);
+    }
+
+    // Only the last kRecentEvents are kept for resuming.
+    void theRecentEventsAreBounded()
+    {
+        TelemetryHub hub;
+        const int published = int(TelemetryHub::kRecentEvents) + 100;
+        for (int i = 1; i <= published; ++i)
+            hub.publish(stepEvent(i));
+        auto resumed = hub.subscribe(0, 0);
+        proto::TelemetryBatch batch;
+        QVERIFY(resumed->next(&batch, 1s, 100000, 0ms));
+        QCOMPARE(batch.events_size(), int(TelemetryHub::kRecentEvents));
+        QCOMPARE(batch.events(0).step().global_step(), int64_t(101));
+    }
+
     void subscriberReceivesEventsInOrder()
     {
         TelemetryHub hub;

@@ -44,6 +44,16 @@ QColor modeMarkerColor()
     return QColor(0x6a, 0x1b, 0x9a);
 }
 
+QColor failoverMarkerColor()
+{
+    return QColor(0xe6, 0x51, 0x00);
+}
+
+QString failoverLabel(const FailoverMarker &failover)
+{
+    return QStringLiteral("ps:0 failover @ %1").arg(failover.globalStep);
+}
+
 QColor chiefLossColor()
 {
     return QColor(0x21, 0x21, 0x21);

@@ -13,6 +13,7 @@
 #include <string>
 
 namespace parasync {
+struct FailoverMarker;
 struct ModeMarker;
 struct RunSnapshot;
 } // namespace parasync
@@ -26,6 +27,9 @@ QColor runColor(int run);
 QColor waitColor(proto::WorkerPhase reason);
 QColor droppedColor();
 QColor modeMarkerColor();
+// ps:0's backup took over (--ps_backup_hosts): its line's colour and label.
+QColor failoverMarkerColor();
+QString failoverLabel(const FailoverMarker &failover);
 QColor chiefLossColor();
 
 // "sync r=2", "ssp s=10", "async": short enough for a marker label.
