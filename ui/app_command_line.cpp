@@ -84,6 +84,10 @@ void declareAppCommandLine(QCommandLineParser &parser)
     option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
     option("ps_hosts", "ps addresses for the cluster started, e.g. 127.0.0.1:2222.", "HOSTS");
     option("worker_hosts", "worker addresses for the cluster started, e.g. 127.0.0.1:2223,127.0.0.1:2224.", "HOSTS");
+    option("ps_backup_hosts",
+           "A backup for each ps task of the cluster started, in --ps_hosts' order, e.g. 127.0.0.1:2232: it holds "
+           "every acknowledged update and takes over when its ps task dies.",
+           "HOSTS");
     option("mode", "Update mode to start with: async, sync or ssp.", "MODE");
     option("staleness", "SSP staleness bound.", "N");
     option("replicas_to_aggregate", "Sync: gradients averaged per step (0: all live workers).", "N");
@@ -134,6 +138,7 @@ ClusterPlan planFromArguments(const QCommandLineParser &parser)
     flags.clusterFile = valueIfSet(parser, "cluster_file");
     flags.psHosts = valueIfSet(parser, "ps_hosts");
     flags.workerHosts = valueIfSet(parser, "worker_hosts");
+    flags.psBackupHosts = valueIfSet(parser, "ps_backup_hosts");
     for (const std::string &name : appTrainingFlags())
         if (auto value = valueIfSet(parser, name.c_str()))
             flags.training.emplace_back(name, std::move(*value));

@@ -27,7 +27,9 @@ namespace parasync::ui {
 namespace {
 
 // An address list with add/remove buttons; entries are edited in place.
-QWidget *hostListEditor(const QString &title, QListWidget *list, QWidget *parent)
+// An empty list's first address is `first`.
+QWidget *hostListEditor(const QString &title, QListWidget *list, QWidget *parent,
+                        const QString &first = QStringLiteral("127.0.0.1:2222"))
 {
     auto *box = new QGroupBox(title, parent);
     auto *add = new QToolButton(box);
@@ -37,9 +39,9 @@ QWidget *hostListEditor(const QString &title, QListWidget *list, QWidget *parent
     remove->setText(QObject::tr("Remove"));
     list->setEditTriggers(QAbstractItemView::DoubleClicked | QAbstractItemView::EditKeyPressed
                           | QAbstractItemView::SelectedClicked);
-    QObject::connect(add, &QToolButton::clicked, list, [list] {
+    QObject::connect(add, &QToolButton::clicked, list, [list, first] {
         // Next to the last address, one port up: the usual local layout.
-        QString next = QStringLiteral("127.0.0.1:2222");
+        QString next = first;
         if (list->count() > 0) {
             const QString last = list->item(list->count() - 1)->text();
             const qsizetype colon = last.lastIndexOf(QLatin1Char(':'));
@@ -93,6 +95,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     : QDialog(parent)
     , m_filePath(filePath)
     , m_ps(new QListWidget(this))
+    , m_psBackups(new QListWidget(this))
     , m_workers(new QListWidget(this))
     , m_model(new QComboBox(this))
     , m_dataset(new QLineEdit(this))
@@ -110,6 +113,10 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
 {
     setWindowTitle(filePath.isEmpty() ? tr("Design a cluster") : tr("Cluster %1").arg(filePath));
     m_ps->setObjectName(QStringLiteral("psHosts"));
+    m_psBackups->setObjectName(QStringLiteral("psBackupHosts"));
+    m_psBackups->setToolTip(tr("Optional: one address per ps task, in the same order. Each runs a backup that "
+                               "holds every update the workers saw acknowledged and takes over when its ps task "
+                               "dies (--ps_backup_hosts)."));
     m_workers->setObjectName(QStringLiteral("workerHosts"));
     m_mode->setObjectName(QStringLiteral("updateMode"));
     for (const std::string &name : modelNames())
@@ -149,6 +156,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
 
     auto *hosts = new QHBoxLayout;
     hosts->addWidget(hostListEditor(tr("Parameter servers (ps)"), m_ps, this));
+    hosts->addWidget(hostListEditor(tr("ps backups (optional)"), m_psBackups, this, QStringLiteral("127.0.0.1:2232")));
     hosts->addWidget(hostListEditor(tr("Workers (worker:0 is the chief)"), m_workers, this));
 
     auto *training = new QFormLayout;
@@ -217,6 +225,7 @@ void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
     m_workerCommand = plan.workerCommand;
     m_workerCommands = plan.workerCommands;
     fillHosts(m_ps, plan.cluster.ps);
+    fillHosts(m_psBackups, plan.cluster.psBackups);
     fillHosts(m_workers, plan.cluster.workers);
     const TrainingOptions &t = plan.training;
     m_model->setCurrentText(QString::fromStdString(t.model));
@@ -273,6 +282,7 @@ bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
     try {
         ClusterPlan plan;
         plan.cluster.ps = readHosts(m_ps, "ps");
+        plan.cluster.psBackups = readHosts(m_psBackups, "ps_backup");
         plan.cluster.workers = readHosts(m_workers, "worker");
         plan.cluster.validate();
         plan.training = m_base;

@@ -54,6 +54,7 @@ private:
     std::vector<std::string> m_workerCommand;
     std::map<int, std::vector<std::string>> m_workerCommands;
     QListWidget *m_ps;
+    QListWidget *m_psBackups; // --ps_backup_hosts: empty, or one per ps task
     QListWidget *m_workers;
     QComboBox *m_model;
     QLineEdit *m_dataset;

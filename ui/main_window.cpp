@@ -710,8 +710,10 @@ void MainWindow::onTaskChanged(int row)
         const QString address = QString::fromStdString(info.address.toString());
         const QString text = tr("%1 (%2, pid %3) died: %4").arg(task, address).arg(info.pid).arg(info.detail);
         statusBar()->showMessage(text, 20000);
-        // Without ps:0 nothing trains: say so, and where to look.
-        if (info.task.job == JobName::Ps)
+        // Without ps:0 nothing trains: say so, and where to look. One of a
+        // pair (--ps_backup_hosts) is a failover, which the status line and
+        // the charts show; its partner trains on.
+        if (info.task.isPs() && !m_launcher->plan().cluster.replicated())
             showError(tr("%1 died").arg(task),
                       text
                           + tr("\n\nIts log is in the process panel (select the row). Restart it from there, or "

@@ -98,7 +98,7 @@ double StepTimelinePainter::paintLegend(QPainter *painter, const QRectF &rect, c
     // starts left of the plot, over the lane labels' column, with smaller
     // text, and leaves out the marks this run does not have rather than run
     // off the edge.
-    enum class Mark { Applied, Sync, Staleness, Dropped, ModeChange };
+    enum class Mark { Applied, Sync, Staleness, Dropped, ModeChange, Failover };
     struct LegendEntry
     {
         Mark mark;
@@ -119,6 +119,10 @@ double StepTimelinePainter::paintLegend(QPainter *painter, const QRectF &rect, c
          anyItem([](const TimelineItem &i) { return i.outcome == proto::DROPPED_STALE; }), 14},
         {Mark::ModeChange, tr("mode change"), m_snapshot && !m_snapshot->modeChanges.empty(), 12},
     };
+    // Only where ps:0 has a backup (--ps_backup_hosts): elsewhere it would puzzle.
+    if (m_snapshot
+        && (!m_snapshot->failovers.empty() || m_snapshot->psReplica.role() != proto::REPLICA_ROLE_UNSPECIFIED))
+        legend.push_back({Mark::Failover, tr("ps:0 failover"), !m_snapshot->failovers.empty(), 12});
     QFont legendFont = fonts.small;
     const auto legendWidth = [&legend, &legendFont, painter] {
         const QFontMetricsF metrics(legendFont, painter->device());
@@ -153,7 +157,9 @@ double StepTimelinePainter::paintLegend(QPainter *painter, const QRectF &rect, c
             drawCross(painter, QPointF(x + 5, ly), 4);
             break;
         case Mark::ModeChange:
-            painter->setPen(QPen(modeMarkerColor(), 1.5, Qt::DashLine));
+        case Mark::Failover:
+            painter->setPen(
+                QPen(entry.mark == Mark::ModeChange ? modeMarkerColor() : failoverMarkerColor(), 1.5, Qt::DashLine));
             painter->drawLine(QPointF(x + 4, ly - 7), QPointF(x + 4, ly + 7));
             break;
         }

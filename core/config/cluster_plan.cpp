@@ -54,6 +54,8 @@ std::vector<TaskId> ClusterPlan::tasks() const
     std::vector<TaskId> out;
     for (int i = 0; i < cluster.numPs(); ++i)
         out.push_back(TaskId{JobName::Ps, i});
+    for (int i = 0; i < int(cluster.psBackups.size()); ++i)
+        out.push_back(TaskId{JobName::PsBackup, i});
     for (int i = 0; i < cluster.numWorkers(); ++i)
         out.push_back(TaskId{JobName::Worker, i});
     return out;
@@ -74,10 +76,14 @@ QStringList clusterArguments(const ClusterSpec &cluster, const TaskId &task)
             out << qs(address.toString());
         return out.join(QLatin1Char(','));
     };
-    return {QStringLiteral("--ps_hosts=") + hosts(cluster.ps),
-            QStringLiteral("--worker_hosts=") + hosts(cluster.workers),
-            QStringLiteral("--job_name=") + qs(jobNameString(task.job)),
-            QStringLiteral("--task_index=") + QString::number(task.index)};
+    QStringList args{QStringLiteral("--ps_hosts=") + hosts(cluster.ps)};
+    // Every task, workers too: a worker turns to a ps task's backup when it dies.
+    if (cluster.replicated())
+        args << QStringLiteral("--ps_backup_hosts=") + hosts(cluster.psBackups);
+    args << QStringLiteral("--worker_hosts=") + hosts(cluster.workers)
+         << QStringLiteral("--job_name=") + qs(jobNameString(task.job))
+         << QStringLiteral("--task_index=") + QString::number(task.index);
+    return args;
 }
 
 // TLS files are paths, safe on a command line (the token is not).

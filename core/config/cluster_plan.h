@@ -52,7 +52,8 @@ struct ClusterPlan
     // default (part of the model's signature), and no other training flag --
     // those are the ps tasks' (and its script's own).
     QStringList commandArguments(const TaskId &task) const;
-    // Every task of the plan: ps tasks first, then workers, by index.
+    // Every task of the plan: ps tasks first, then their backups
+    // (--ps_backup_hosts), then workers, by index.
     std::vector<TaskId> tasks() const;
 };
 

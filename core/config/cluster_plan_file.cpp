@@ -33,6 +33,8 @@ ClusterPlan planFromClusterFile(const ClusterFile &file)
     std::vector<std::string> args
         = {"parasync", "--ps_hosts=" + hostList(file.cluster.ps), "--worker_hosts=" + hostList(file.cluster.workers),
            "--job_name=ps", "--task_index=0"};
+    if (file.cluster.replicated())
+        args.push_back("--ps_backup_hosts=" + hostList(file.cluster.psBackups));
     for (const auto &[name, value] : file.training)
         args.push_back("--" + name + "=" + value);
     const NodeOptions options = parseNodeOptions(args, std::string());

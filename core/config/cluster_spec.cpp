@@ -906,6 +906,8 @@ void writeClusterFile(const std::string &path, const ClusterFile &file)
     // training flags alphabetically instead of keeping their order.
     std::string text = "{\n    \"cluster\": {\n";
     text += "        \"ps\": " + hostListJson(file.cluster.ps, "        ") + ",\n";
+    if (file.cluster.replicated())
+        text += "        \"ps_backup\": " + hostListJson(file.cluster.psBackups, "        ") + ",\n";
     text += "        \"worker\": " + hostListJson(file.cluster.workers, "        ") + "\n";
     text += "    }";
     if (!file.hosts.empty())

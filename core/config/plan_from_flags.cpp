@@ -69,6 +69,10 @@ ClusterPlan planFromFlags(const PlanFlags &flags)
         file.cluster.ps = parseHostList(*flags.psHosts, "--ps_hosts");
     if (flags.workerHosts)
         file.cluster.workers = parseHostList(*flags.workerHosts, "--worker_hosts");
+    if (flags.psBackupHosts)
+        file.cluster.psBackups = parseHostList(*flags.psBackupHosts, "--ps_backup_hosts");
+    // The file's checks again: as many backups as ps tasks, no address twice.
+    file.cluster.validate();
     for (const auto &entry : flags.training) {
         // Named, not a structured binding: clang 14 cannot capture those.
         const std::string &flag = entry.first;

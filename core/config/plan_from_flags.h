@@ -29,9 +29,10 @@ const std::vector<std::string> &appTrainingFlags();
 // empty (std::nullopt: "--ps_hosts=" is given, and wrong).
 struct PlanFlags
 {
-    std::optional<std::string> clusterFile; // --cluster_file; without it, demoPlanFromEnvironment()
-    std::optional<std::string> psHosts;     // --ps_hosts
-    std::optional<std::string> workerHosts; // --worker_hosts
+    std::optional<std::string> clusterFile;   // --cluster_file; without it, demoPlanFromEnvironment()
+    std::optional<std::string> psHosts;       // --ps_hosts
+    std::optional<std::string> workerHosts;   // --worker_hosts
+    std::optional<std::string> psBackupHosts; // --ps_backup_hosts
     // appTrainingFlags() given, as (name, value). They are for every task:
     // each replaces the cluster file's value and the workers' own.
     std::vector<std::pair<std::string, std::string>> training;

@@ -194,6 +194,12 @@ std::string kubeflowTfConfig(const TfJobSettings &settings, int numPs, int numWo
 std::string tfJobManifest(const ClusterPlan &plan, const TfJobSettings &settings)
 {
     plan.cluster.validate();
+    // A TFJob's replica types are Chief, PS and Worker; a pod cannot name
+    // the other process of its ps pair.
+    if (plan.cluster.replicated())
+        throw InputError("the cluster backs its ps tasks with replicas (\"ps_backup\" in the cluster file), which a "
+                         "TFJob has no replica type for: remove \"ps_backup\" to export it (Kubernetes restarts a "
+                         "dead PS pod, from the chief's last checkpoint)");
     // Every pod runs settings.command with the training args; a worker's own
     // command names programs and paths of this machine, not of the image.
     if (plan.hasWorkerCommands())

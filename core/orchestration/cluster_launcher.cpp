@@ -195,7 +195,9 @@ ClusterPlan ClusterLauncher::withSuggestedPorts(ClusterPlan plan, const std::vec
     for (const auto &conflict : conflicts) {
         if (conflict.suggestedPort == 0)
             continue;
-        auto &list = conflict.task.job == JobName::Ps ? plan.cluster.ps : plan.cluster.workers;
+        auto &list = conflict.task.job == JobName::Ps         ? plan.cluster.ps
+                     : conflict.task.job == JobName::PsBackup ? plan.cluster.psBackups
+                                                              : plan.cluster.workers;
         if (conflict.task.index >= 0 && size_t(conflict.task.index) < list.size())
             list[size_t(conflict.task.index)].port = conflict.suggestedPort;
     }
@@ -220,7 +222,7 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
     for (const auto &task : plan.tasks()) {
         if (plan.remoteHost(task))
             continue; // the pre-flight check looks there
-        if (task.job == JobName::Ps || plan.commandOf(task.index).empty()) {
+        if (task.isPs() || plan.commandOf(task.index).empty()) {
             anyLocalNode = true;
             continue;
         }
@@ -281,7 +283,9 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
     m_psReady = false;
     m_watcherReady = m_gateWatcher.isNull();
     for (int row = 0; row < int(m_infos.size()); ++row) {
-        if (m_infos[size_t(row)].task.job == JobName::Ps)
+        // A ps task's backup starts with it: it follows the pair's state
+        // from the first update.
+        if (m_infos[size_t(row)].task.isPs())
             startTask(row);
         else
             setState(row, TaskState::NotStarted,

@@ -126,6 +126,11 @@ std::string slurmBatchScript(const ClusterPlan &plan, const SlurmSettings &setti
         throw InputError("the cluster's workers run a command of their own (\"worker_command\" in the cluster file), "
                          "but a Slurm job runs parasync-node for every task: remove \"worker_command\" to run this "
                          "cluster on Slurm, or start its workers from the app (locally or over ssh)");
+    // Ranks map onto ps tasks and workers only (slurmTaskOfRank).
+    if (plan.cluster.replicated())
+        throw InputError("the cluster backs its ps tasks with replicas (\"ps_backup\" in the cluster file), which a "
+                         "Slurm job does not start yet: remove \"ps_backup\" to run it on Slurm, or start the "
+                         "cluster from the app (locally or over ssh)");
     if (settings.outputDirectory.empty())
         throw InputError("no output directory for the Slurm job: give a folder on a file system the nodes share "
                          "with this machine (the tasks' logs go there)");

@@ -150,6 +150,56 @@ private Q_SLOTS:
         QVERIFY(launcher.checkPorts(plan).empty());
     }
 
+    // A plan that backs ps:0 with a replica (the designer's "ps backups",
+    // a cluster file's "ps_backup") starts the backup with ps:0 and gives
+    // every task --ps_backup_hosts. Killing ps:0 from the process panel is a
+    // failover: the watcher follows it, the workers train on, and ps:0
+    // restarted from the panel follows the new primary.
+    void aClusterWithABackupTrainsOnWhenPs0IsKilledFromThePanel()
+    {
+        ClusterPlan plan = demoOnFreePorts(0);
+        plan.cluster.psBackups = {HostPort{"127.0.0.1", pickFreePort()}};
+        plan.training.pace.computeMs = 2;
+        const QString primary = QString::fromStdString(plan.cluster.ps[0].toString());
+        const QString backup = QString::fromStdString(plan.cluster.psBackups[0].toString());
+        QVERIFY(plan.arguments(TaskId{JobName::Worker, 1}).contains(QStringLiteral("--ps_backup_hosts=") + backup));
+
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        launcher.holdWorkersUntilWatched(&watcher);
+        RunSnapshot latest;
+        connect(&watcher, &ClusterWatcher::snapshotReady, this, [&latest](const RunSnapshot &s) { latest = s; });
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        QCOMPARE(launcher.tasks().size(), size_t(4));
+        const int ps0 = launcher.taskRow(TaskId{JobName::Ps, 0});
+        const int backupRow = launcher.taskRow(TaskId{JobName::PsBackup, 0});
+        QCOMPARE(backupRow, 1);
+        watcher.connectTo(primary);
+        QTRY_VERIFY2_WITH_TIMEOUT(latest.globalStep > 200 && latest.psReplica.peer_attached(),
+                                  qPrintable(describe(launcher)), kTimeoutMs);
+        QVERIFY2(launcher.output(backupRow).contains(QStringLiteral("follows its primary at ") + primary),
+                 qPrintable(describe(launcher)));
+
+        launcher.killTask(ps0);
+        QTRY_VERIFY2_WITH_TIMEOUT(latest.failovers.size() == 1
+                                      && latest.globalStep > latest.failovers.front().globalStep + 200,
+                                  qPrintable(describe(launcher)), kTimeoutMs);
+        QCOMPARE(launcher.tasks()[size_t(ps0)].state, TaskState::Dead);
+        QVERIFY(launcher.tasks()[size_t(backupRow)].state != TaskState::Dead);
+        QCOMPARE(QString::fromStdString(latest.psReplica.address()), backup);
+
+        launcher.restartTask(ps0);
+        QTRY_VERIFY2_WITH_TIMEOUT(latest.psReplica.peer_attached(), qPrintable(describe(launcher)), kTimeoutMs);
+        QVERIFY2(launcher.output(ps0).contains(QStringLiteral("follows its primary at ") + backup),
+                 qPrintable(describe(launcher)));
+
+        launcher.stopAll();
+        QTRY_VERIFY2_WITH_TIMEOUT(allExited.count() == 1, qPrintable(describe(launcher)), kTimeoutMs);
+        QVERIFY(!launcher.anyRunning());
+    }
+
     void aShortRunIsWatchedFromItsFirstStep()
     {
         // 200 steps take milliseconds: without holding the workers until the

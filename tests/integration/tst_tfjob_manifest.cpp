@@ -205,6 +205,9 @@ private Q_SLOTS:
         QTest::newRow("no command") << "command"
                                     << ""
                                     << "command is empty";
+        QTest::newRow("ps backups") << "ps_backup"
+                                    << "127.0.0.1:2232"
+                                    << "which a TFJob has no replica type for";
         QTest::newRow("workers with a command of their own") << "worker_command"
                                                              << "/usr/bin/python3"
                                                              << "remove \"worker_command\" to export it";
@@ -234,6 +237,8 @@ private Q_SLOTS:
             settings.command.clear();
         else if (field == QLatin1String("worker_command"))
             design.workerCommand = {text, "train.py"};
+        else if (field == QLatin1String("ps_backup"))
+            design.cluster.psBackups = {parseHostPort(text)};
         try {
             tfJobManifest(design, settings);
             QFAIL("the manifest was written");

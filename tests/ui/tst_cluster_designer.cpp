@@ -28,6 +28,7 @@ private Q_SLOTS:
     {
         ClusterPlan plan = ClusterPlan::demo();
         plan.cluster.workers.push_back(parseHostPort("127.0.0.1:2225"));
+        plan.cluster.psBackups.push_back(parseHostPort("127.0.0.1:2232"));
         plan.training.mode.set_mode(proto::SSP);
         plan.training.mode.set_staleness(4);
         plan.training.learningRate = 0.02f;
@@ -110,6 +111,23 @@ private Q_SLOTS:
         QTest::newRow("no port") << QStringLiteral("127.0.0.1") << QStringLiteral("worker:1");
         QTest::newRow("port out of range") << QStringLiteral("127.0.0.1:99999") << QStringLiteral("99999");
         QTest::newRow("used twice") << QStringLiteral("127.0.0.1:2223") << QStringLiteral("127.0.0.1:2223");
+    }
+
+    // One backup per ps task: a second is refused before anything starts.
+    void moreBackupsThanPsTasksAreRefusedInTheDialog()
+    {
+        ClusterDesignerDialog dialog(ClusterPlan::demo());
+        auto *backups = dialog.findChild<QListWidget *>(QStringLiteral("psBackupHosts"));
+        QVERIFY(backups);
+        for (const char *address : {"127.0.0.1:2232", "127.0.0.1:2233"})
+            backups->addItem(QString::fromLatin1(address));
+        ClusterPlan plan;
+        QString error;
+        QVERIFY(!dialog.plan(&plan, &error));
+        QVERIFY2(error.contains(QStringLiteral("--ps_backup_hosts lists 2 backups for 1 ps task")), qPrintable(error));
+        delete backups->item(1);
+        QVERIFY2(dialog.plan(&plan, &error), qPrintable(error));
+        QCOMPARE(plan.cluster.psBackups.size(), size_t(1));
     }
 
     void aWrongAddressIsNamedInTheDialog()

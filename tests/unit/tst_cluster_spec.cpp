@@ -1,4 +1,6 @@
 #include "base/error.h"
+#include "config/cluster_plan.h"
+#include "config/cluster_plan_file.h"
 #include "config/cluster_spec.h"
 #include "support/input_error_checks.h"
 
@@ -383,6 +385,31 @@ private Q_SLOTS:
         QVERIFY2(text.contains("\n        \"learning_rate\": 0.05,\n"), text.constData());
         QVERIFY2(text.contains("\"batch_size\": 10,"), text.constData());
         QVERIFY2(text.contains("\"seed\": \"007\""), text.constData());
+    }
+
+    // "ps_backup" in a cluster file: written back, and every task the plan
+    // launches is told (--ps_backup_hosts), the backup among them.
+    void clusterFileBackupsRoundTripAndEveryTaskIsToldOfThem()
+    {
+        QTemporaryDir dir;
+        ClusterFile file;
+        file.cluster = demoCluster();
+        file.cluster.psBackups = parseHostList("127.0.0.1:2232", "--ps_backup_hosts");
+        const std::string path = str(dir.filePath(QStringLiteral("cluster.json")));
+        writeClusterFile(path, file);
+        const ClusterFile read = readClusterFile(path);
+        QCOMPARE(read.cluster.psBackups, file.cluster.psBackups);
+        const ClusterPlan plan = planFromClusterFile(read);
+        QCOMPARE(plan.cluster.psBackups, file.cluster.psBackups);
+        const std::vector<TaskId> tasks = plan.tasks();
+        QCOMPARE(tasks.size(), size_t(4));
+        QCOMPARE(tasks[1].toString(), std::string("ps_backup:0"));
+        for (const TaskId &task : tasks)
+            QVERIFY2(plan.arguments(task).contains(QStringLiteral("--ps_backup_hosts=127.0.0.1:2232")),
+                     qPrintable(plan.arguments(task).join(u' ')));
+        QVERIFY(plan.arguments(tasks[1]).contains(QStringLiteral("--job_name=ps_backup")));
+        QVERIFY(plan.commandArguments(TaskId{JobName::Worker, 0})
+                    .contains(QStringLiteral("--ps_backup_hosts=127.0.0.1:2232")));
     }
 
     void clusterFilePerWorkerPaceRoundTrips()

@@ -68,6 +68,15 @@ private Q_SLOTS:
         QCOMPARE(plan.paceOf(2).stragglerMs, 0);
     }
 
+    void aBackupFlagBacksTheDemosPs()
+    {
+        PlanFlags flags;
+        flags.psBackupHosts = "127.0.0.1:2232";
+        const ClusterPlan plan = planFromFlags(flags);
+        QCOMPARE(plan.cluster.psBackups, parseHostList("127.0.0.1:2232", "--ps_backup_hosts"));
+        QCOMPARE(plan.tasks().size(), size_t(4));
+    }
+
     void aClusterFileIsTheBaseAndTheFlagsWinOverIt()
     {
         ClusterPlan designed = ClusterPlan::demo();
@@ -153,6 +162,12 @@ private Q_SLOTS:
         QTest::newRow("empty ps hosts") << QStringLiteral("ps_hosts") << QString() << QStringLiteral("--ps_hosts");
         QTest::newRow("worker hosts") << QStringLiteral("worker_hosts") << QStringLiteral("nohost")
                                       << QStringLiteral("--worker_hosts");
+        QTest::newRow("two backups for one ps")
+            << QStringLiteral("ps_backup_hosts") << QStringLiteral("127.0.0.1:2232,127.0.0.1:2233")
+            << QStringLiteral("--ps_backup_hosts lists 2 backups for 1 ps task");
+        QTest::newRow("backup on a worker's address")
+            << QStringLiteral("ps_backup_hosts") << QStringLiteral("127.0.0.1:2223")
+            << QStringLiteral("address 127.0.0.1:2223 is used twice");
         QTest::newRow("cluster file") << QStringLiteral("cluster_file") << QStringLiteral("/nonexistent/cluster.json")
                                       << QStringLiteral("/nonexistent/cluster.json");
     }
@@ -167,6 +182,8 @@ private Q_SLOTS:
             flags.psHosts = value.toStdString();
         else if (flag == QLatin1String("worker_hosts"))
             flags.workerHosts = value.toStdString();
+        else if (flag == QLatin1String("ps_backup_hosts"))
+            flags.psBackupHosts = value.toStdString();
         else if (flag == QLatin1String("cluster_file"))
             flags.clusterFile = value.toStdString();
         else

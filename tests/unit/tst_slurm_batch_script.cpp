@@ -128,6 +128,15 @@ private Q_SLOTS:
                        {u"\"worker_command\""_s, u"runs parasync-node for every task"_s, u"remove"_s});
     }
 
+    // Slurm ranks are ps tasks and workers; a backup would have none.
+    void psBackupsAreRefusedWithWhatToDo()
+    {
+        ClusterPlan plan = oneByThree();
+        plan.cluster.psBackups = {parseHostPort("127.0.0.1:2232")};
+        verifyMentions(inputErrorOf([&] { slurmBatchScript(plan, settings()); }),
+                       {u"\"ps_backup\""_s, u"does not start yet"_s, u"start the cluster from the app"_s});
+    }
+
     void sbatchJobIdsAreRead()
     {
         QCOMPARE(parseSbatchJobId("4242\n").value_or(""), std::string("4242"));
