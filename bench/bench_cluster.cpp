@@ -7,6 +7,9 @@
 //                slowed by 2 ms per step (TaskControl.SetStraggler);
 //   telemetry    updates/s of one cluster with the app's ClusterWatcher
 //                attached against none, in alternating windows;
+//   replicated   updates/s with and without a backup for ps:0
+//                (--ps_backup_hosts, issue 15): the demo model with 2 and 8
+//                workers in async, sync and ssp, and 1,000,000 parameters;
 //   many         1 ps + 8, 16, 32, 64 workers (issue 13), demo model at a
 //                tenth of its learning rate, async, sync and ssp: rates, and
 //                ps:0's CPU time per gradient, its resident memory and its
@@ -15,7 +18,7 @@
 // the load of this shared machine drifts over all of them alike. Raw samples
 // go to the JSON file; bench/report.py makes the table.
 //
-//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,many] [--workers=1,2,4,8]
+//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,replicated,many] [--workers=1,2,4,8]
 //                 [--many=8,16,32,64] [--repetitions=N] --out=FILE
 
 #include "bench_support.h"
@@ -346,6 +349,55 @@ void benchTelemetry(ResultFile &results, const Timing &timing)
     cluster.stop();
 }
 
+// Issue 15: what a backup costs. Each update is acknowledged only once the
+// backup holds it, so the step's round trip grows by a hop to the backup and
+// back; these are the updates/s that follow. The same cluster with and
+// without a backup, alternating, so both see the same load.
+void benchReplicated(ResultFile &results, const Timing &timing)
+{
+    struct Shape
+    {
+        std::string name;
+        int workers;
+        QStringList flags;
+    };
+    std::vector<Shape> shapes;
+    for (const auto &mode : modes())
+        for (int workers : {2, 8})
+            shapes.push_back({mode.name + "/" + std::to_string(workers) + "w", workers, mode.flags});
+    shapes.push_back(
+        {"1M parameters/async/2w",
+         2,
+         {u"--mode=async"_s, u"--model=softmax"_s, u"--dataset=blobs:10:99999"_s, u"--samples_per_shard=20"_s}});
+    for (int rep = 0; rep < timing.repetitions; ++rep) {
+        for (const auto &shape : shapes) {
+            for (const bool backup : {false, true}) {
+                const std::string name = shape.name + (backup ? " with a backup" : " without");
+                BenchCluster cluster(QStringLiteral("replicated-%1").arg(backup ? u"backup"_s : u"alone"_s), 1,
+                                     shape.workers, endlessFlags() + shape.flags, backup);
+                QString error;
+                Rates rates;
+                const bool big = shape.name.starts_with("1M");
+                if (cluster.start(&error, {}, std::chrono::seconds(big ? 120 : 60)))
+                    rates = measureRates(cluster, big ? timing.warmup * 2 : timing.warmup,
+                                         big ? timing.window * 2 : timing.window);
+                else
+                    std::fprintf(stderr, "bench_cluster: replicated %s: %s\n", name.c_str(), qPrintable(error));
+                cluster.stop();
+                auto &samples = results.add("replicated", name, "global steps/s");
+                samples.values.push_back(rates.steps);
+                samples.extra = QJsonObject{{u"shape"_s, QString::fromStdString(shape.name)}, {u"backup"_s, backup}};
+                auto &cpu = results.add("replicated_ps_cpu", name, "us/gradient");
+                cpu.values.push_back(rates.psCpuMicrosPerGradient);
+                cpu.extra = samples.extra;
+                std::printf("replicated %-36s rep %d: %9.1f global steps/s, ps:0 %7.1f us CPU per gradient\n",
+                            name.c_str(), rep + 1, rates.steps, rates.psCpuMicrosPerGradient);
+                std::fflush(stdout);
+            }
+        }
+    }
+}
+
 // Issue 13: does ps:0 keep up with many workers? Its CPU time and context
 // switches per gradient should stay flat as workers are added (a cost per
 // gradient that grows with the worker count points to a scan over all
@@ -417,7 +469,7 @@ int main(int argc, char **argv)
     QCoreApplication app(argc, argv);
     bool quick = false;
     QString out = u"bench_cluster.json"_s;
-    QStringList only = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s, u"many"_s};
+    QStringList only = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s, u"replicated"_s, u"many"_s};
     std::vector<int> workerCounts = {1, 2, 4, 8};
     std::vector<int> manyCounts = {8, 16, 32, 64};
     int repetitions = 0; // 0: the mode's default
@@ -439,8 +491,9 @@ int main(int argc, char **argv)
         } else if (arg.startsWith(u"--repetitions="))
             repetitions = arg.mid(14).toInt();
         else {
-            std::fprintf(stderr, "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,many] "
-                                 "[--workers=1,2,4,8] [--many=8,16,32,64] [--repetitions=N] [--out=FILE]\n");
+            std::fprintf(stderr,
+                         "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,replicated,many] "
+                         "[--workers=1,2,4,8] [--many=8,16,32,64] [--repetitions=N] [--out=FILE]\n");
             return 2;
         }
     }
@@ -462,6 +515,8 @@ int main(int argc, char **argv)
             benchAccuracy(results, repetitions > 0 ? repetitions : quick ? 1 : 5);
         if (only.contains(u"telemetry"_s))
             benchTelemetry(results, timing);
+        if (only.contains(u"replicated"_s))
+            benchReplicated(results, timing);
         if (only.contains(u"many"_s))
             benchMany(results, manyTiming, manyCounts);
     } catch (const std::exception &e) {

@@ -122,12 +122,14 @@ qint64 ChildProcess::pid() const
     return m_process ? m_process->processId() : 0;
 }
 
-BenchCluster::BenchCluster(QString name, int numPs, int numWorkers, QStringList trainingFlags)
+BenchCluster::BenchCluster(QString name, int numPs, int numWorkers, QStringList trainingFlags, bool backups)
     : m_name(std::move(name))
     , m_trainingFlags(std::move(trainingFlags))
 {
     for (int i = 0; i < numPs; ++i)
         m_psHosts << QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+    for (int i = 0; backups && i < numPs; ++i)
+        m_backupHosts << QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
     for (int i = 0; i < numWorkers; ++i)
         m_workerHosts << QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
 }
@@ -148,6 +150,8 @@ bool BenchCluster::start(QString *error, const std::function<void()> &beforeChie
         stop();
         for (auto &host : m_psHosts)
             host = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+        for (auto &host : m_backupHosts)
+            host = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
         for (auto &host : m_workerHosts)
             host = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
         error->clear();
@@ -157,8 +161,10 @@ bool BenchCluster::start(QString *error, const std::function<void()> &beforeChie
 bool BenchCluster::startOnce(QString *error, const std::function<void()> &beforeChief,
                              std::chrono::milliseconds timeout, bool *portTaken)
 {
-    const QStringList cluster{QStringLiteral("--ps_hosts=") + m_psHosts.join(u','),
-                              QStringLiteral("--worker_hosts=") + m_workerHosts.join(u',')};
+    QStringList cluster{QStringLiteral("--ps_hosts=") + m_psHosts.join(u','),
+                        QStringLiteral("--worker_hosts=") + m_workerHosts.join(u',')};
+    if (!m_backupHosts.isEmpty())
+        cluster << QStringLiteral("--ps_backup_hosts=") + m_backupHosts.join(u',');
     auto task = [&](const QString &job, int index) {
         const QString name = m_name + u'-' + job + QString::number(index);
         auto child = std::make_unique<ChildProcess>(
@@ -173,6 +179,13 @@ bool BenchCluster::startOnce(QString *error, const std::function<void()> &before
     for (int i = 0; i < m_psHosts.size(); ++i) {
         if (!task(QStringLiteral("ps"), i)->waitForLog(QStringLiteral("listening on"), timeout)) {
             *error = u"ps:"_s + QString::number(i) + u" did not start; see "_s + m_tasks.back()->logPath();
+            *portTaken = true;
+            return false;
+        }
+    }
+    for (int i = 0; i < m_backupHosts.size(); ++i) {
+        if (!task(QStringLiteral("ps_backup"), i)->waitForLog(QStringLiteral("follows its primary"), timeout)) {
+            *error = u"ps:"_s + QString::number(i) + u"'s backup did not follow; see "_s + m_tasks.back()->logPath();
             *portTaken = true;
             return false;
         }

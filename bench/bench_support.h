@@ -71,7 +71,9 @@ private:
 class BenchCluster
 {
 public:
-    BenchCluster(QString name, int numPs, int numWorkers, QStringList trainingFlags);
+    // With `backups`, every ps task has one (--ps_backup_hosts), started with
+    // it; start() waits until each follows.
+    BenchCluster(QString name, int numPs, int numWorkers, QStringList trainingFlags, bool backups = false);
     ~BenchCluster();
 
     // Starts the ps tasks, waits until they listen, then the workers. Waits
@@ -94,6 +96,7 @@ private:
                    bool *portTaken);
     QString m_name;
     QStringList m_psHosts;
+    QStringList m_backupHosts;
     QStringList m_workerHosts;
     QStringList m_trainingFlags;
     std::vector<std::unique_ptr<ChildProcess>> m_tasks;

@@ -460,6 +460,45 @@ def add_cluster(report, doc):
              "and publishes snapshots to this thread's event loop, as in the app)."])
         report.target("telemetry attached costs ≤ 10% of updates/s", fmt_ratio(r), r and r["median"] >= 0.9)
 
+    add_replicated_cluster(report, doc)
+
+
+def add_replicated_cluster(report, doc):
+    """Issue 15: updates/s of one cluster with and without a backup for ps:0 (bench_cluster's `replicated`)."""
+    steps = by_name(doc, "replicated")
+    if not steps:
+        return
+    cpu = by_name(doc, "replicated_ps_cpu")
+    shapes = []
+    for name in steps:
+        shape = name.rsplit(" with", 1)[0]
+        if shape not in shapes:
+            shapes.append(shape)
+    rows = []
+    results = {}
+    for shape in shapes:
+        alone = steps.get(shape + " without", {}).get("samples")
+        backed = steps.get(shape + " with a backup", {}).get("samples")
+        if not alone or not backed:
+            continue
+        r = ratio(backed, alone)
+        results[shape] = {"without": summary(alone), "with": summary(backed), "ratio": r}
+        rows.append([shape, fmt_summary(summary(alone)), fmt_summary(summary(backed)), fmt_ratio(r),
+                     fmt_summary(summary(cpu.get(shape + " without", {}).get("samples") or [])),
+                     fmt_summary(summary(cpu.get(shape + " with a backup", {}).get("samples") or []))])
+    if not rows:
+        return
+    report.data["replicated_cluster"] = results
+    report.section(
+        "5d. The cost of a backup in updates/s: the same cluster with and without ps:0's backup",
+        ["mode / workers", "global steps/s without", "with a backup", "ratio", "ps:0 CPU/gradient without (µs)",
+         "with a backup (µs)"],
+        rows,
+        ["bench_cluster `replicated`: ps:0 alone, then ps:0 with a backup (`--ps_backup_hosts`, "
+         "`--job_name=ps_backup`) on this machine, alternating per repetition. Every update waits for the backup "
+         "to hold it before the worker hears of it; with more workers the waits overlap. 1M parameters: softmax "
+         "on 99,999 features × 10 classes."])
+
 
 def add_many(report, doc):
     """Issue 13: 1 ps + 8 to 64 workers (bench_cluster's `many` section)."""

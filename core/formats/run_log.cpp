@@ -191,18 +191,27 @@ void RunLog::skipStepsAlreadyLogged()
     QFile file(QString::fromStdString(m_directory + "/" + run_files::kStepLog));
     if (!file.open(QIODevice::ReadOnly))
         return;
-    if (file.size() > kTail)
+    const bool truncated = file.size() > kTail;
+    if (truncated)
         file.seek(file.size() - kTail);
     const QList<QByteArray> lines = file.readAll().split('\n');
     std::lock_guard lock(m_mutex);
+    int64_t oldest = -1;
     for (const QByteArray &line : lines) {
         const QJsonObject o = QJsonDocument::fromJson(line).object();
         if (o.value(QStringLiteral("type")).toString() != QLatin1String("step"))
             continue; // also the first, partial line of the tail
-        m_alreadyLogged.emplace(int64_t(o.value(QStringLiteral("global_step")).toDouble()),
-                                o.value(QStringLiteral("worker")).toInt(),
+        const int64_t step = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+        oldest = oldest < 0 ? step : std::min(oldest, step);
+        m_alreadyLogged.emplace(step, o.value(QStringLiteral("worker")).toInt(),
                                 int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
     }
+    // What the taker-over holds reaches further back than the tail (it keeps
+    // its last thousands of events): those older steps are all in the log.
+    // The oldest step of the tail itself may have lines before the tail's
+    // start, so it counts as written too.
+    if (truncated)
+        m_loggedThrough = oldest;
 }
 
 void RunLog::record(const proto::TelemetryEvent &event)
@@ -210,8 +219,9 @@ void RunLog::record(const proto::TelemetryEvent &event)
     {
         std::unique_lock lock(m_mutex);
         if (event.has_step() && !m_alreadyLogged.empty()
-            && m_alreadyLogged.contains(
-                {event.step().global_step(), event.step().worker(), event.step().worker_clock()}))
+            && (event.step().global_step() <= m_loggedThrough
+                || m_alreadyLogged.contains(
+                    {event.step().global_step(), event.step().worker(), event.step().worker_clock()})))
             return;
         // Training waits for the disk only when the writer is this far
         // behind; without the bound a writer starved of CPU let the queue,

@@ -58,7 +58,8 @@ public:
     // For a process that takes over from another that wrote this log (a
     // replicated ps's backup): the step records near the log's end are
     // remembered, and record() skips any step the other already wrote (the
-    // same global step, worker and worker clock). Call before record().
+    // same global step, worker and worker clock), and any step older than
+    // those (written long before the other died). Call before record().
     void skipStepsAlreadyLogged();
     // Writes everything queued and waits until it is on disk (the files are
     // fflush'ed; the OS has them).
@@ -94,6 +95,9 @@ private:
     bool m_stopping = false;
     // skipStepsAlreadyLogged(): global step, worker, worker clock.
     std::set<std::tuple<int64_t, int, int64_t>> m_alreadyLogged;
+    // The oldest global step of the log's tail when the log is longer than
+    // the tail: steps up to it were written (-1: none skipped by age).
+    int64_t m_loggedThrough = -1;
     std::thread m_thread;
 };
 

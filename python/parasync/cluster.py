@@ -35,6 +35,9 @@ class ClusterConfig:
     ps: list  # "host:port" of each ps task
     workers: list  # "host:port" of each worker task; worker 0 is the chief
     task_index: int
+    # The backup of each ps task (--ps_backup_hosts), in ps order, or none:
+    # the other process of its pair, which takes over when it dies.
+    ps_backups: list = dataclasses.field(default_factory=list)
     token: str = ""
     tls_cert: bytes = b""
     tls_key: bytes = b""
@@ -58,8 +61,13 @@ class ClusterConfig:
     def uses_tls(self):
         return bool(self.tls_ca)
 
+    def ps_pair(self, k):
+        """ps task k's processes: its address, then its backup's (if any)."""
+        return [self.ps[k]] + ([self.ps_backups[k]] if self.ps_backups else [])
+
     def describe(self):
-        return f"worker:{self.task_index} of {len(self.workers)}, ps tasks {','.join(self.ps)}"
+        backups = f", backups {','.join(self.ps_backups)}" if self.ps_backups else ""
+        return f"worker:{self.task_index} of {len(self.workers)}, ps tasks {','.join(self.ps)}{backups}"
 
 
 def add_arguments(parser):
@@ -67,6 +75,9 @@ def add_arguments(parser):
     group = parser.add_argument_group("the cluster (as parasync-node takes it)")
     group.add_argument("--ps_hosts", help="comma-separated addresses of the ps tasks")
     group.add_argument("--worker_hosts", help="comma-separated addresses of the worker tasks; worker:0 is the chief")
+    group.add_argument("--ps_backup_hosts",
+                       help="comma-separated addresses of each ps task's backup, in --ps_hosts' order: a worker "
+                            "turns to it when its ps task dies")
     group.add_argument("--job_name", help="this task's job: worker (a Python task is a worker)")
     group.add_argument("--task_index", type=int, help="this task's index within its job")
     group.add_argument("--cluster_file", help="JSON cluster file as the app saves it")
@@ -111,17 +122,18 @@ def _cluster_object(root, origin):
     cluster = root.get("cluster") if isinstance(root, dict) else None
     if not isinstance(cluster, dict):
         raise ClusterError(f"{origin} has no \"cluster\" object: add \"cluster\": {{\"ps\": [...], \"worker\": [...]}}")
-    unknown = set(cluster) - {"ps", "worker", "chief"}
+    unknown = set(cluster) - {"ps", "worker", "chief", "ps_backup"}
     if unknown:
         raise ClusterError(f"{origin}: \"cluster\" has a job {sorted(unknown)[0]!r} that Parasync does not run: "
-                           "only \"ps\", \"worker\" and \"chief\"")
+                           "only \"ps\", \"worker\", \"chief\" and \"ps_backup\"")
     ps = _hosts(cluster.get("ps", []), f"{origin} cluster \"ps\"")
+    backups = _hosts(cluster.get("ps_backup", []), f"{origin} cluster \"ps_backup\"")
     chief = _hosts(cluster.get("chief", []), f"{origin} cluster \"chief\"")
     if len(chief) > 1:
         raise ClusterError(f"{origin}: \"chief\" lists {len(chief)} addresses; a cluster has one chief")
     # TF 2 lists the chief as its own job; Parasync's chief is worker:0.
     workers = chief + _hosts(cluster.get("worker", []), f"{origin} cluster \"worker\"")
-    return ps, workers, bool(chief)
+    return ps, workers, bool(chief), backups
 
 
 def _read_json(text, origin):
@@ -181,6 +193,8 @@ def from_arguments(args, environ=None):
     has_chief_job = False
     tf_task = None
     file_min_slice_bytes = None
+    backups = []
+    backup_origin = "--ps_backup_hosts"
     if args.ps_hosts or args.worker_hosts:
         if not (args.ps_hosts and args.worker_hosts):
             raise ClusterError("give both --ps_hosts and --worker_hosts (or a --cluster_file, or TF_CONFIG)")
@@ -188,18 +202,30 @@ def from_arguments(args, environ=None):
         workers = _hosts(args.worker_hosts, "--worker_hosts")
     elif args.cluster_file:
         root = _read_json(_read_file(args.cluster_file, "the cluster file"), f"cluster file {args.cluster_file}")
-        ps, workers, has_chief_job = _cluster_object(root, f"cluster file {args.cluster_file}")
+        ps, workers, has_chief_job, backups = _cluster_object(root, f"cluster file {args.cluster_file}")
+        backup_origin = f"cluster file {args.cluster_file} \"ps_backup\""
         file_min_slice_bytes = _training_min_slice_bytes(root, f"cluster file '{args.cluster_file}'")
     elif environ.get("TF_CONFIG"):
         root = _read_json(environ["TF_CONFIG"], "TF_CONFIG")
-        ps, workers, has_chief_job = _cluster_object(root, "TF_CONFIG")
+        ps, workers, has_chief_job, backups = _cluster_object(root, "TF_CONFIG")
+        backup_origin = "TF_CONFIG \"ps_backup\""
         tf_task = root.get("task")
     else:
         raise ClusterError("no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG")
+    if getattr(args, "ps_backup_hosts", None):
+        backups = _hosts(args.ps_backup_hosts, "--ps_backup_hosts")
+        backup_origin = "--ps_backup_hosts"
     if not ps:
         raise ClusterError("the cluster has no ps task: a worker needs at least one")
     if not workers:
         raise ClusterError("the cluster has no worker task")
+    if backups and len(backups) != len(ps):
+        raise ClusterError(f"{backup_origin} lists {len(backups)} backup(s) for {len(ps)} ps task(s): give one "
+                           "backup per ps task, in --ps_hosts' order")
+    for address in backups:
+        if address in ps or address in workers:
+            raise ClusterError(f"{backup_origin}: address {address} is also a ps task's or a worker's: give each "
+                               "backup an address of its own")
 
     if args.job_name is not None or args.task_index is not None:
         if args.job_name not in (None, "worker"):
@@ -249,7 +275,7 @@ def from_arguments(args, environ=None):
         raise ClusterError(f"--min_slice_bytes={min_slice_bytes}: give 0 (every variable whole) or a number of "
                            f"bytes (default {DEFAULT_MIN_SLICE_BYTES})")
     return ClusterConfig(
-        ps=ps, workers=workers, task_index=index, token=token,
+        ps=ps, workers=workers, task_index=index, ps_backups=backups, token=token,
         tls_cert=_read_file(args.tls_cert, "--tls_cert") if args.tls_cert else b"",
         tls_key=_read_file(args.tls_key, "--tls_key") if args.tls_key else b"",
         tls_ca=_read_file(args.tls_ca, "--tls_ca") if args.tls_ca else b"",

@@ -273,7 +273,11 @@ class Worker:
             self._log(f"{self._name}: variables partitioned (--min_slice_bytes={cluster.min_slice_bytes}): "
                       + "; ".join(f"ps:{k} holds {self.placement.describe(k) or 'nothing'}" for k in range(num_ps)))
         self._metadata = ((TOKEN_METADATA_KEY, cluster.token),) if cluster.token else ()
-        self._channels = [self._make_channel(address) for address in cluster.ps]
+        # Per ps task, a channel to each process of its pair (--ps_backup_hosts);
+        # _channels[k] and _serving[k] are the one that serves it now.
+        self._pairs = [[self._make_channel(address) for address in cluster.ps_pair(k)] for k in range(num_ps)]
+        self._channels = [pair[0] for pair in self._pairs]
+        self._serving = list(cluster.ps)
         self._streams = [None] * num_ps
         self._stop = threading.Event()
         self._stop_reason = ""
@@ -466,24 +470,48 @@ class Worker:
     # -- joining -----------------------------------------------------------------------------------------------
 
     def _wait_for_ps(self, k):
-        # A cheap unary call tells reachable from not, with a reason to print
-        # (as parasync-node's workers ask; grpc.channel_ready_future would
-        # leave a polling thread behind that fails once the channel closes).
-        stub = pb_grpc.TaskControlStub(self._channels[k])
+        """Waits until a process of ps task k answers, and with a backup
+        (--ps_backup_hosts) turns to the one that serves: the primary, or a
+        backup holding the state whose primary is gone (the join makes it
+        take over). A cheap unary call tells reachable from not, with a
+        reason to print (as parasync-node's workers ask;
+        grpc.channel_ready_future would leave a polling thread behind that
+        fails once the channel closes)."""
+        addresses = self.cluster.ps_pair(k)
         delay = 0.1
         while not self.stopping:
-            try:
-                stub.GetTaskStatus(pb.TaskStatusRequest(), metadata=self._metadata, timeout=1.0)
+            reasons = []
+            serving = backup_with_state = None
+            for p, address in enumerate(addresses):
+                try:
+                    status = pb_grpc.TaskControlStub(self._pairs[k][p]).GetTaskStatus(
+                        pb.TaskStatusRequest(), metadata=self._metadata, timeout=1.0)
+                except grpc.RpcError as e:
+                    if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
+                        raise JoinRefused(f"ps:{k} at {address} refused {self._name}: {e.details()} "
+                                          "(give the cluster's token: --cluster_token_file or "
+                                          "PARASYNC_CLUSTER_TOKEN)") from None
+                    reasons.append(f"cannot reach ps:{k} at {address}: {e.details()}")
+                    continue
+                if status.replica_role != pb.REPLICA_BACKUP:
+                    serving = p
+                    break
+                if status.replica_holds_state:
+                    backup_with_state = p
+                    reasons.append(f"ps:{k} at {address} is the backup")
+                else:
+                    reasons.append(f"ps:{k} at {address} is a backup without the state yet")
+            if serving is None and backup_with_state is not None:
+                serving = backup_with_state
+            if serving is not None:
+                if self._serving[k] != addresses[serving]:
+                    self._serving[k] = addresses[serving]
+                    self._channels[k] = self._pairs[k][serving]
+                    self._log(f"{self._name}: ps:{k} is served by {self._serving[k]} now")
                 return
-            except grpc.RpcError as e:
-                if e.code() in (grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED):
-                    raise JoinRefused(f"ps:{k} at {self.cluster.ps[k]} refused {self._name}: {e.details()} "
-                                      "(give the cluster's token: --cluster_token_file or "
-                                      "PARASYNC_CLUSTER_TOKEN)") from None
-                self._set_state("waiting", f"cannot reach ps:{k} at {self.cluster.ps[k]}: {e.details()}; "
-                                           f"retrying in {delay:.1f} s")
-                self._stop.wait(delay)
-                delay = min(delay * 2, 2.0)
+            self._set_state("waiting", "; ".join(reasons) + f"; retrying in {delay:.1f} s")
+            self._stop.wait(delay)
+            delay = min(delay * 2, 2.0)
         raise Stopped(self._stop_reason)
 
     def initialize(self, initial_values, origin="fresh from the chief's initial values"):
@@ -515,15 +543,23 @@ class Worker:
         # ps:0 last: its initialisation is what tells the other workers the
         # variables are ready.
         for k in reversed(range(len(self.cluster.ps))):
-            self._wait_for_ps(k)
             request = pb.InitializeRequest(origin=origin, global_step=global_step, signature=stub_signature)
             request.shard.ps_index = k
             request.shard.variables.extend(shards[k])
-            stub = pb_grpc.ParameterServiceStub(self._channels[k])
-            try:
-                answer = stub.Initialize(request, metadata=self._metadata, timeout=30)
-            except grpc.RpcError as e:
-                raise JoinRefused(f"ps:{k} at {self.cluster.ps[k]} refused the variables: {e.details()}") from None
+            answer = None
+            while answer is None:
+                self._wait_for_ps(k)
+                try:
+                    answer = pb_grpc.ParameterServiceStub(self._channels[k]).Initialize(
+                        request, metadata=self._metadata, timeout=30)
+                except grpc.RpcError as e:
+                    # UNAVAILABLE: the process died, or it is the backup of a
+                    # live primary; either way, ask which one serves now.
+                    if e.code() != grpc.StatusCode.UNAVAILABLE:
+                        raise JoinRefused(f"ps:{k} at {self._serving[k]} refused the variables: "
+                                          f"{e.details()}") from None
+                    self._set_state("waiting", f"initialising ps:{k}: {e.details()}")
+                    self._stop.wait(0.2)
             if k == 0:
                 self._log(f"chief: variables initialised ({origin}) at global step {answer.global_step}"
                           if answer.initialized_now else
@@ -558,7 +594,9 @@ class Worker:
                     stream.cancel()
                 raise Stopped(self._stop_reason)
             # A join that is not ready yet is asked again on the same stream.
-            stream = stream or _PsStream(k, self._channels[k], self._metadata)
+            if stream is None:
+                self._wait_for_ps(k)
+                stream = _PsStream(k, self._channels[k], self._metadata)
             try:
                 answer = stream.exchange(request)
             except grpc.RpcError as e:
@@ -567,9 +605,11 @@ class Worker:
                 if code in (grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT,
                             grpc.StatusCode.ALREADY_EXISTS, grpc.StatusCode.UNAUTHENTICATED,
                             grpc.StatusCode.PERMISSION_DENIED):
-                    raise JoinRefused(f"ps:{k} at {self.cluster.ps[k]} refused {self._name}: {e.details()}") from None
+                    raise JoinRefused(f"ps:{k} at {self._serving[k]} refused {self._name}: {e.details()}") from None
                 # ABORTED: our index's old connection is still open on the ps;
-                # anything else: the ps went away. Either way, ask again.
+                # anything else: the ps went away (or, UNAVAILABLE, it is a
+                # backup whose primary serves). Either way, ask again, of
+                # whichever process serves by then.
                 self._set_state("waiting", f"joining ps:{k}: {e.details()}")
                 self._stop.wait(delay)
                 delay = min(delay * 2, 2.0)

@@ -8,10 +8,13 @@
 #include "base/port_holder.h"
 #include "orchestration/cluster_watcher.h"
 #include "support/cluster_harness.h"
+#include "support/net_namespace.h"
+#include "wire/cluster_token.h"
 
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -38,11 +41,14 @@ QStringList freeAddresses(int count)
     return addresses;
 }
 
-// ps:0's view of the cluster as the process at `address` gives it.
+// ps:0's view of the cluster as the process at `address` gives it (with
+// the cluster token of this process's environment, as the tasks take it).
 bool statusAt(const QString &address, proto::ClusterStatusResponse *status)
 {
-    auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), {}));
-    auto context = makeContext({}, std::chrono::seconds(2));
+    RpcSettings rpc;
+    rpc.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
+    auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), rpc));
+    auto context = makeContext(rpc, std::chrono::seconds(2));
     return stub->GetClusterStatus(context.get(), {}, status).ok();
 }
 
@@ -359,6 +365,199 @@ private Q_SLOTS:
         primary->terminate();
         QCOMPARE(primary->waitForExit(), 0);
         QCOMPARE(backup->waitForExit(), 0);
+    }
+
+    // Kills during a failover: a worker dies with the primary, and the old
+    // primary, started again, dies while it attaches as the new backup. The
+    // new primary marks the worker dead (it never turned to it), trains on
+    // alone, takes the process started a third time as its backup, and the
+    // step log still has every global step once.
+    void killsDuringAFailoverLoseNothingAndHangNothing()
+    {
+        QTemporaryDir logdir;
+        QVERIFY(logdir.isValid());
+        ReplicatedCluster cluster(3, {QStringLiteral("--mode=async"), QStringLiteral("--last_step=0"),
+                                      QStringLiteral("--compute_ms=2"), QStringLiteral("--logdir=") + logdir.path()});
+        auto first = cluster.startPs(QStringLiteral("ps:0"));
+        auto second = cluster.startBackup(QStringLiteral("ps:0's backup"));
+        QVERIFY2(second->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary),
+                 qPrintable(second->output()));
+        for (auto &worker : cluster.workers)
+            worker->start();
+        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) { return s.global_step() > 100; }));
+
+        // worker:2 dies in the same instant as the primary, before it could
+        // turn to the backup.
+        proto::ClusterStatusResponse before;
+        QVERIFY(statusAt(cluster.primary, &before));
+        first->kill();
+        cluster.workers[2]->kill();
+        QVERIFY(waitForStatusAt(cluster.backup, [&](const auto &s) { return s.global_step() > before.global_step(); }));
+        QVERIFY2(second->waitForOutput(QStringLiteral("takes over as the pair's primary")),
+                 qPrintable(second->output()));
+        QVERIFY2(waitForStatusAt(cluster.backup, [](const auto &s) { return s.workers(2).phase() == proto::DEAD; }),
+                 qPrintable(second->output().right(2000)));
+        proto::ClusterStatusResponse status;
+        QVERIFY(statusAt(cluster.backup, &status));
+        QVERIFY2(QString::fromStdString(status.workers(2).reason()).contains(QStringLiteral("did not turn to")),
+                 status.workers(2).reason().c_str());
+
+        // The old primary, started again, dies before it has followed for
+        // long: killed as soon as it has asked to follow.
+        first = cluster.startPs(QStringLiteral("ps:0 again"));
+        QVERIFY2(first->waitForOutput(QStringLiteral("follows it as its backup")), qPrintable(first->output()));
+        first->kill();
+        QVERIFY(waitForStatusAt(cluster.backup, [&](const auto &s) {
+            return !s.replica().peer_attached() && s.global_step() > status.global_step() + 100;
+        }));
+        first = cluster.startPs(QStringLiteral("ps:0 a third time"));
+        QVERIFY2(first->waitForOutput(QStringLiteral("follows its primary at ") + cluster.backup),
+                 qPrintable(first->output()));
+        QVERIFY(waitForStatusAt(cluster.backup, [](const auto &s) { return s.replica().peer_attached(); }));
+        cluster.workers[2]->start();
+        QVERIFY(waitForStatusAt(cluster.backup, [](const auto &s) { return s.workers(2).phase() == proto::TRAINING; }));
+
+        for (auto &worker : cluster.workers) {
+            worker->terminate();
+            QCOMPARE(worker->waitForExit(), 0);
+        }
+        QVERIFY(waitForStatusAt(cluster.backup, [](const auto &s) {
+            for (const auto &w : s.workers())
+                if (w.phase() != proto::STOPPED)
+                    return false;
+            return true;
+        }));
+        QVERIFY(statusAt(cluster.backup, &status));
+        // Workers 0 and 1 lived throughout: what they saw acknowledged was taken.
+        for (int i = 0; i < 2; ++i) {
+            const qint64 acknowledged = localSteps(cluster.workers[size_t(i)]->output());
+            const qint64 taken = status.workers(i).applied() + status.workers(i).dropped();
+            QVERIFY2(acknowledged > 0 && taken >= acknowledged && taken <= acknowledged + 2,
+                     qPrintable(QStringLiteral("worker:%1 saw %2 acknowledged; the survivor took %3")
+                                    .arg(i)
+                                    .arg(acknowledged)
+                                    .arg(taken)));
+        }
+        first->terminate();
+        second->terminate();
+        QCOMPARE(first->waitForExit(), 0);
+        QCOMPARE(second->waitForExit(), 0);
+
+        std::map<int64_t, int> linesPerStep;
+        int failovers = 0;
+        for (const QJsonObject &o : readStepLog(logdir.path())) {
+            const QString type = o.value(QStringLiteral("type")).toString();
+            failovers += type == QLatin1String("failover") ? 1 : 0;
+            if (type == QLatin1String("step")
+                && o.value(QStringLiteral("outcome")).toString() == QLatin1String("applied"))
+                ++linesPerStep[int64_t(o.value(QStringLiteral("global_step")).toDouble())];
+        }
+        QCOMPARE(failovers, 1);
+        QCOMPARE(int64_t(linesPerStep.size()), status.global_step());
+        for (const auto &[step, lines] : linesPerStep)
+            QVERIFY2(lines == 1,
+                     qPrintable(QStringLiteral("global step %1 is in the log %2 times").arg(step).arg(lines)));
+    }
+
+    // The link between primary and backup is cut (the backup on a host of
+    // its own: a network namespace whose cable is pulled). The backup can no
+    // longer follow, and no worker can reach it: it must not take over. The
+    // primary says it lost its backup and trains on alone. With the cable
+    // back the backup follows again, and a SIGKILL of the primary then loses
+    // no acknowledged update.
+    void aCutLinkBetweenPrimaryAndBackupLosesNothingAndMakesNoSecondPrimary()
+    {
+        NetNamespace backupHost(61);
+        QString whyNot;
+        if (!backupHost.create(&whyNot))
+            QSKIP(qPrintable(QStringLiteral("cannot create a separate host (network namespace): ") + whyNot));
+        // Not loopback: the cluster needs its token, given as a user gives
+        // it (the environment), and this test's status calls carry it too.
+        qputenv(kTokenEnvironmentVariable, QByteArray::fromStdString(generateClusterToken()));
+        const auto unsetToken = qScopeGuard([] { qunsetenv(kTokenEnvironmentVariable); });
+
+        // The primary on an address of this host's loopback device, which the
+        // pulled cable leaves alone: the workers here keep reaching it, the
+        // backup reaches it through the link (its default route).
+        const QString primaryHost = QStringLiteral("10.231.161.1");
+        QVERIFY(NetNamespace::run({QStringLiteral("addr"), QStringLiteral("add"), primaryHost + QStringLiteral("/32"),
+                                   QStringLiteral("dev"), QStringLiteral("lo")}));
+        const auto removeAddress = qScopeGuard([&] {
+            NetNamespace::run({QStringLiteral("addr"), QStringLiteral("del"), primaryHost + QStringLiteral("/32"),
+                               QStringLiteral("dev"), QStringLiteral("lo")});
+        });
+        QVERIFY(backupHost.addRoute(QStringLiteral("default via ") + backupHost.hostAddress()));
+        const QString primary = primaryHost + QStringLiteral(":%1").arg(pickFreePort());
+        const QString backup = backupHost.address() + QStringLiteral(":%1").arg(pickFreePort());
+        const QStringList workerHosts = freeAddresses(2);
+        const QStringList flags{QStringLiteral("--ps_hosts=") + primary,
+                                QStringLiteral("--ps_backup_hosts=") + backup,
+                                QStringLiteral("--worker_hosts=") + workerHosts.join(QLatin1Char(',')),
+                                QStringLiteral("--heartbeat_ms=500"),
+                                QStringLiteral("--mode=async"),
+                                QStringLiteral("--last_step=0"),
+                                QStringLiteral("--compute_ms=2")};
+        NodeProcess first(QStringLiteral("ps:0"),
+                          flags + QStringList{QStringLiteral("--job_name=ps"), QStringLiteral("--task_index=0")});
+        NodeProcess second(QStringLiteral("ps:0's backup"),
+                           flags
+                               + QStringList{QStringLiteral("--job_name=ps_backup"), QStringLiteral("--task_index=0")});
+        second.setNetNamespace(backupHost.name());
+        std::vector<std::unique_ptr<NodeProcess>> workers;
+        for (int i = 0; i < 2; ++i)
+            workers.push_back(std::make_unique<NodeProcess>(
+                QStringLiteral("worker:%1").arg(i),
+                flags + QStringList{QStringLiteral("--job_name=worker"), QStringLiteral("--task_index=%1").arg(i)}));
+        first.start();
+        second.start();
+        QVERIFY2(second.waitForOutput(QStringLiteral("follows its primary at ") + primary),
+                 qPrintable(second.output()));
+        for (auto &worker : workers)
+            worker->start();
+        QVERIFY(waitForStatusAt(primary, [](const auto &s) { return s.global_step() > 100; }));
+
+        QVERIFY(backupHost.setLinkUp(false));
+        QVERIFY2(first.waitForOutput(QStringLiteral("lost its backup")), qPrintable(first.output().right(2000)));
+        QVERIFY2(first.output().contains(QStringLiteral("It trains on alone")), qPrintable(first.output().right(2000)));
+        proto::ClusterStatusResponse alone;
+        QVERIFY(statusAt(primary, &alone));
+        QCOMPARE(alone.replica().role(), proto::REPLICA_PRIMARY);
+        QVERIFY(!alone.replica().peer_attached());
+        QVERIFY(waitForStatusAt(primary, [&](const auto &s) { return s.global_step() > alone.global_step() + 200; }));
+        QVERIFY2(second.waitForOutput(QStringLiteral("cannot follow its primary at ") + primary),
+                 qPrintable(second.output()));
+        QVERIFY2(!second.output().contains(QStringLiteral("takes over as the pair's primary")),
+                 qPrintable(second.output()));
+
+        QVERIFY(backupHost.setLinkUp(true));
+        QVERIFY2(waitForStatusAt(primary, [](const auto &s) { return s.replica().peer_attached(); }),
+                 qPrintable(second.output()));
+        QVERIFY2(!second.output().contains(QStringLiteral("takes over as the pair's primary")),
+                 qPrintable(second.output()));
+
+        // Following again, the backup holds every acknowledged update.
+        QVERIFY(killAndFailOver(first, second, primary, backup) >= 0);
+        QVERIFY(everyWorkerStepsAgain(backup));
+        for (auto &worker : workers) {
+            worker->terminate();
+            QCOMPARE(worker->waitForExit(), 0);
+        }
+        QVERIFY(waitForStatusAt(backup, [](const auto &s) {
+            return s.workers(0).phase() == proto::STOPPED && s.workers(1).phase() == proto::STOPPED;
+        }));
+        proto::ClusterStatusResponse status;
+        QVERIFY(statusAt(backup, &status));
+        for (int i = 0; i < 2; ++i) {
+            const qint64 acknowledged = localSteps(workers[size_t(i)]->output());
+            const qint64 taken = status.workers(i).applied() + status.workers(i).dropped();
+            QVERIFY2(acknowledged > 0 && taken >= acknowledged && taken <= acknowledged + 2,
+                     qPrintable(QStringLiteral("worker:%1 saw %2 acknowledged; the survivor took %3")
+                                    .arg(i)
+                                    .arg(acknowledged)
+                                    .arg(taken)));
+        }
+        second.terminate();
+        QCOMPARE(second.waitForExit(), 0);
     }
 
     // The app's watcher, given the backup's address, turns to the primary;

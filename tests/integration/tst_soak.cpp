@@ -1,7 +1,8 @@
 // The soak: 8 workers train for minutes while the mode changes every few
 // seconds and a worker is killed and restarted at intervals. Nothing may be
 // lost -- every global step is accounted for by exactly its gradients -- and
-// no task's memory may grow once warmed up.
+// no task's memory may grow once warmed up. Then the same with replicated ps
+// tasks (--ps_backup_hosts) whose serving processes are SIGKILLed in turn.
 //
 // PARASYNC_SOAK_SECS sets the length (default 120 s in the suite; the
 // reliability issue's figures come from PARASYNC_SOAK_SECS=300).
@@ -9,9 +10,11 @@
 
 #include <QElapsedTimer>
 #include <QFile>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <map>
 
 using namespace parasync;
@@ -64,6 +67,93 @@ QString describe(const proto::ClusterStatusResponse &s)
     return text;
 }
 
+int soakSeconds()
+{
+    return qEnvironmentVariableIsSet("PARASYNC_SOAK_SECS") ? qEnvironmentVariableIntValue("PARASYNC_SOAK_SECS") : 120;
+}
+
+// "worker:3 state stopped: ... (local steps 812, the last at global step
+// 1700)": the gradients the worker saw acknowledged.
+qint64 acknowledgedSteps(const QString &output)
+{
+    static const QRegularExpression form(QStringLiteral("state (?:stopped|finished): .*\\(local steps (\\d+)"));
+    const auto match = form.match(output);
+    return match.hasMatch() ? match.captured(1).toLongLong() : -1;
+}
+
+// The step log's updates: every global step once, async/ssp steps of one
+// applied gradient, sync steps of as many aggregated gradients as they
+// say. Returns the number of gradients, or -1 after a failed check.
+struct StepLogTally
+{
+    qint64 first = 0;
+    qint64 last = 0;
+    qint64 gradients = 0;
+    qint64 syncSteps = 0;
+    int failovers = 0;
+};
+
+bool tallyStepLog(const QString &logdir, StepLogTally *tally)
+{
+    std::map<qint64, std::pair<int, int>> updates; // step -> (records, contributions)
+    std::map<qint64, bool> synced;
+    std::map<qint64, QStringList> lines; // what a failed check shows
+    for (const auto &r : readStepLog(logdir)) {
+        const QString type = r.value(QStringLiteral("type")).toString();
+        if (type == QStringLiteral("failover"))
+            ++tally->failovers;
+        if (type != QStringLiteral("step"))
+            continue;
+        const QString outcome = r.value(QStringLiteral("outcome")).toString();
+        if (outcome != QStringLiteral("applied") && outcome != QStringLiteral("aggregated"))
+            continue;
+        const qint64 step = r.value(QStringLiteral("global_step")).toInteger();
+        lines[step] << QStringLiteral("worker:%1 clock %2 from step %3 at %4 (%5 contributions, loss %6)")
+                           .arg(r.value(QStringLiteral("worker")).toInt())
+                           .arg(r.value(QStringLiteral("worker_clock")).toInteger())
+                           .arg(r.value(QStringLiteral("computed_from_step")).toInteger())
+                           .arg(r.value(QStringLiteral("wall_time")).toDouble(), 0, 'f', 6)
+                           .arg(r.value(QStringLiteral("contributions")).toInt())
+                           .arg(r.value(QStringLiteral("batch_loss")).toDouble());
+        auto &u = updates[step];
+        ++u.first;
+        u.second = r.value(QStringLiteral("contributions")).toInt();
+        synced[step] = outcome == QStringLiteral("aggregated");
+        ++tally->gradients;
+    }
+    [&] {
+        QVERIFY(!updates.empty());
+        tally->first = updates.begin()->first;
+        tally->last = updates.rbegin()->first;
+        QCOMPARE(qint64(updates.size()), tally->last - tally->first + 1); // no global step missing
+        for (const auto &[step, u] : updates) {
+            if (synced[step]) {
+                ++tally->syncSteps;
+                QVERIFY2(u.first == u.second,
+                         qPrintable(QStringLiteral("sync step %1: %2 gradients recorded, %3 averaged:\n%4")
+                                        .arg(step)
+                                        .arg(u.first)
+                                        .arg(u.second)
+                                        .arg(lines[step].join(u'\n'))));
+            } else {
+                QVERIFY2(u.first == 1 && u.second == 1, qPrintable(QStringLiteral("step %1 applied %2 gradients:\n%3")
+                                                                       .arg(step)
+                                                                       .arg(u.first)
+                                                                       .arg(lines[step].join(u'\n'))));
+            }
+        }
+    }();
+    return !QTest::currentTestFailed();
+}
+
+double median(std::vector<double> values)
+{
+    if (values.empty())
+        return 0;
+    std::sort(values.begin(), values.end());
+    return values[values.size() / 2];
+}
+
 } // namespace
 
 class TestSoak : public QObject
@@ -73,9 +163,7 @@ class TestSoak : public QObject
 private Q_SLOTS:
     void eightWorkersModeSwitchesAndKillsLoseNothingAndDoNotGrow()
     {
-        const int seconds = qEnvironmentVariableIsSet("PARASYNC_SOAK_SECS")
-                                ? qEnvironmentVariableIntValue("PARASYNC_SOAK_SECS")
-                                : 120;
+        const int seconds = soakSeconds();
         QTemporaryDir dir;
         LocalCluster cluster(1, kWorkers,
                              {QStringLiteral("--last_step=1000000000000"), QStringLiteral("--staleness=4"),
@@ -163,41 +251,12 @@ private Q_SLOTS:
         // Every update in the step log: async/ssp steps made of one applied
         // gradient, sync steps of exactly as many aggregated gradients as
         // they say, and every global step from the first to the last there.
-        std::map<qint64, std::pair<int, int>> updates; // step -> (records, contributions)
-        std::map<qint64, bool> synced;
-        qint64 gradients = 0;
-        for (const auto &r : readStepLog(dir.path())) {
-            if (r.value(QStringLiteral("type")).toString() != QStringLiteral("step"))
-                continue;
-            const QString outcome = r.value(QStringLiteral("outcome")).toString();
-            if (outcome != QStringLiteral("applied") && outcome != QStringLiteral("aggregated"))
-                continue;
-            const qint64 step = r.value(QStringLiteral("global_step")).toInteger();
-            auto &u = updates[step];
-            ++u.first;
-            u.second = r.value(QStringLiteral("contributions")).toInt();
-            synced[step] = outcome == QStringLiteral("aggregated");
-            ++gradients;
-        }
-        QVERIFY(!updates.empty());
-        const qint64 first = updates.begin()->first;
-        const qint64 lastStep = updates.rbegin()->first;
+        StepLogTally tally;
+        QVERIFY(tallyStepLog(dir.path(), &tally));
+        const qint64 lastStep = tally.last;
+        const qint64 syncSteps = tally.syncSteps;
+        const qint64 gradients = tally.gradients;
         QCOMPARE(lastStep, last.global_step());
-        QCOMPARE(qint64(updates.size()), lastStep - first + 1);
-        qint64 syncSteps = 0;
-        for (const auto &[step, u] : updates) {
-            if (synced[step]) {
-                ++syncSteps;
-                QVERIFY2(u.first == u.second,
-                         qPrintable(QStringLiteral("sync step %1: %2 gradients recorded, %3 averaged")
-                                        .arg(step)
-                                        .arg(u.first)
-                                        .arg(u.second)));
-            } else {
-                QVERIFY2(u.first == 1 && u.second == 1,
-                         qPrintable(QStringLiteral("step %1 applied %2 gradients").arg(step).arg(u.first)));
-            }
-        }
         // ps:0's per-worker counts say the same.
         qint64 applied = 0;
         for (const auto &w : last.workers())
@@ -225,6 +284,143 @@ private Q_SLOTS:
 #endif
             QVERIFY2(growth < 8 * 1024 + warm[name] / 10,
                      qPrintable(QStringLiteral("%1 grew by %2 kB").arg(name).arg(growth)));
+        }
+    }
+
+    // Replicated ps tasks: two pairs (ps:0 keeps the update policy, ps:1 a
+    // shard), 8 workers, the mode switched every 3 s, and every fifth of the
+    // run the serving process of ps:0 -- then of ps:1, in turn -- SIGKILLed
+    // and started again (it follows the survivor as its backup). Every
+    // gradient a worker saw acknowledged is applied once, at most the one in
+    // flight at each kill without the worker hearing of it; the step log
+    // has every global step once and both of ps:0's failovers.
+    void replicatedPsTasksLoseNothingWhenTheirPrimariesAreKilled()
+    {
+        const int seconds = soakSeconds();
+        QTemporaryDir dir;
+        LocalCluster cluster(2, kWorkers,
+                             {QStringLiteral("--last_step=1000000000000"), QStringLiteral("--staleness=4"),
+                              QStringLiteral("--save_checkpoint_secs=5")},
+                             dir.path());
+        cluster.addBackups();
+        for (int k = 0; k < 2; ++k) {
+            cluster.startPs(k);
+            cluster.startBackup(k);
+        }
+        for (int k = 0; k < 2; ++k)
+            QVERIFY2(cluster.backup(k).waitForOutput(QStringLiteral("follows its primary at ") + cluster.psAddress(k)),
+                     qPrintable(cluster.backup(k).output()));
+        for (int i = kWorkers - 1; i >= 0; --i)
+            cluster.startWorker(i);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 1000; }));
+
+        // Which process of each pair serves: the --job_name=ps one, or its backup.
+        bool backupServes[2] = {false, false};
+        const auto serving
+            = [&](int k) -> NodeProcess & { return backupServes[k] ? cluster.backup(k) : cluster.ps(k); };
+        std::vector<double> failoverSeconds[2];
+        QElapsedTimer run;
+        run.start();
+        const qint64 killEvery = std::max<qint64>(10, seconds / 5) * 1000;
+        qint64 nextKill = killEvery;
+        int modeSwitches = 0;
+        int kills = 0;
+        int ps0Kills = 0;
+        while (run.elapsed() < qint64(seconds) * 1000) {
+            QTest::qWait(3000);
+            proto::SetModeResponse response;
+            const auto status = cluster.setMode(modeNumber(++modeSwitches), &response);
+            QVERIFY2(status.ok(), status.error_message().c_str());
+            if (run.elapsed() < nextKill)
+                continue;
+            nextKill += killEvery;
+            const int k = kills++ % 2;
+            ps0Kills += k == 0 ? 1 : 0;
+            NodeProcess &victim = serving(k);
+            NodeProcess &survivor = backupServes[k] ? cluster.ps(k) : cluster.backup(k);
+            proto::ClusterStatusResponse atKill;
+            QVERIFY(cluster.clusterStatus(&atKill));
+            qInfo("replicated soak: SIGKILL of ps:%d's serving process (%s) near global step %lld", k,
+                  qPrintable(victim.name()), qint64(atKill.global_step()));
+            QElapsedTimer sinceKill;
+            sinceKill.start();
+            victim.kill();
+            // Failed over: the survivor took over and every ps serves steps
+            // again (global steps past the ones already in flight at the kill).
+            QVERIFY2(survivor.waitForOutput(QStringLiteral("takes over as the pair's primary")),
+                     qPrintable(survivor.output().right(3000)));
+            proto::ClusterStatusResponse now;
+            QVERIFY(cluster.waitForStatus([&](const auto &s) {
+                now = s;
+                return true;
+            }));
+            QVERIFY2(cluster.waitForStatus(
+                         [&](const auto &s) { return s.global_step() > now.global_step() + kWorkers; }, 30s),
+                     qPrintable(describe(now)));
+            failoverSeconds[k].push_back(double(sinceKill.elapsed()) / 1000);
+            backupServes[k] = !backupServes[k];
+            // Started again at its address, the dead process follows the survivor.
+            NodeProcess &again = backupServes[k] ? cluster.startPs(k) : cluster.startBackup(k);
+            const QString survivorAddress = backupServes[k] ? cluster.backupAddress(k) : cluster.psAddress(k);
+            QVERIFY2(again.waitForOutput(QStringLiteral("follows its primary at ") + survivorAddress, 30s),
+                     qPrintable(again.output()));
+        }
+        QVERIFY(kills >= 2);
+
+        for (int i = 0; i < kWorkers; ++i)
+            cluster.worker(i).terminate();
+        for (int i = 0; i < kWorkers; ++i)
+            QCOMPARE(cluster.worker(i).waitForExit(), 0);
+        proto::ClusterStatusResponse last;
+        QVERIFY(cluster.waitForStatus([](const auto &s) {
+            for (const auto &w : s.workers())
+                if (w.phase() != proto::STOPPED)
+                    return false;
+            return true;
+        }));
+        QVERIFY(cluster.clusterStatus(&last));
+
+        // Acknowledged against taken, worker by worker: nothing lost; at most
+        // one gradient a kill (and one at the stop) taken unacknowledged.
+        qint64 applied = 0;
+        for (int i = 0; i < kWorkers; ++i) {
+            const qint64 acknowledged = acknowledgedSteps(cluster.worker(i).output());
+            QVERIFY2(acknowledged > 0, qPrintable(cluster.worker(i).output().right(2000)));
+            const auto &w = last.workers(i);
+            const qint64 taken = w.applied() + w.dropped();
+            QVERIFY2(taken >= acknowledged && taken <= acknowledged + kills + 1,
+                     qPrintable(QStringLiteral("worker:%1 saw %2 gradients acknowledged; ps:0 took %3 (%4 kills)")
+                                    .arg(i)
+                                    .arg(acknowledged)
+                                    .arg(taken)
+                                    .arg(kills)));
+            applied += w.applied();
+        }
+        StepLogTally tally;
+        QVERIFY(tallyStepLog(dir.path(), &tally));
+        QCOMPARE(tally.first, qint64(1));
+        QCOMPARE(tally.last, last.global_step());
+        QCOMPARE(tally.gradients, applied);
+        QCOMPARE(tally.failovers, ps0Kills);
+
+        for (int k = 0; k < 2; ++k) {
+            serving(k).terminate();
+            NodeProcess &other = backupServes[k] ? cluster.ps(k) : cluster.backup(k);
+            other.terminate();
+        }
+        for (int k = 0; k < 2; ++k) {
+            QCOMPARE(cluster.ps(k).waitForExit(), 0);
+            QCOMPARE(cluster.backup(k).waitForExit(), 0);
+        }
+        qInfo("replicated soak: %d s, 2 ps pairs, %d workers, %lld global steps (%lld sync), %lld gradients, "
+              "%d mode switches, %d kills (%d of ps:0)",
+              seconds, kWorkers, tally.last, tally.syncSteps, tally.gradients, modeSwitches, kills, ps0Kills);
+        for (int k = 0; k < 2; ++k) {
+            if (failoverSeconds[k].empty())
+                continue;
+            qInfo("replicated soak: ps:%d failover (kill to training again) median %.3f s, max %.3f s over %zu", k,
+                  median(failoverSeconds[k]), *std::max_element(failoverSeconds[k].begin(), failoverSeconds[k].end()),
+                  failoverSeconds[k].size());
         }
     }
 };

@@ -52,20 +52,24 @@ def read_metrics(logdir):
 class Cluster:
     """Processes of one cluster; every one is killed when the test ends."""
 
-    def __init__(self, test, num_ps=1, num_workers=2):
+    def __init__(self, test, num_ps=1, num_workers=2, backups=False):
+        """With `backups`, every ps task has one (--ps_backup_hosts): start it
+        with start_node("ps_backup", k)."""
         self.test = test
         self.dir = tempfile.mkdtemp(prefix="parasync-py-")
-        ports = free_ports(num_ps + num_workers)
+        ports = free_ports(2 * num_ps + num_workers)
         self.ps_hosts = ",".join(f"127.0.0.1:{p}" for p in ports[:num_ps])
-        self.worker_hosts = ",".join(f"127.0.0.1:{p}" for p in ports[num_ps:])
+        self.worker_hosts = ",".join(f"127.0.0.1:{p}" for p in ports[num_ps:num_ps + num_workers])
+        self.ps_backup_hosts = ",".join(f"127.0.0.1:{p}" for p in ports[num_ps + num_workers:]) if backups else ""
         self.processes = {}
         # Cleanups run last-in first-out: the processes go before their folder.
         test.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
         test.addCleanup(self.kill_all)
 
     def cluster_flags(self, job, index):
+        backups = [f"--ps_backup_hosts={self.ps_backup_hosts}"] if self.ps_backup_hosts else []
         return [f"--job_name={job}", f"--task_index={index}", f"--ps_hosts={self.ps_hosts}",
-                f"--worker_hosts={self.worker_hosts}"]
+                f"--worker_hosts={self.worker_hosts}", *backups]
 
     def _start(self, name, command, env=None):
         environment = dict(os.environ, **(env or {}))

@@ -14,15 +14,19 @@ from parasync import checkpoints
 
 
 class NumpyWorkerTest(unittest.TestCase):
-    def start_softmax_cluster(self, last_step, *mode_flags, python_flags=(), node_flags=(), num_ps=1, logdir=None):
-        """ps:0 (and ps:1.. given the same flags), the NumPy worker:1, then
-        the C++ chief worker:0; node_flags go to every parasync-node task."""
-        cluster = Cluster(self, num_ps=num_ps)
+    def start_softmax_cluster(self, last_step, *mode_flags, python_flags=(), node_flags=(), num_ps=1, logdir=None,
+                              backup=False):
+        """ps:0 (and ps:1.. given the same flags; with `backup`, ps:0's
+        backup too), the NumPy worker:1, then the C++ chief worker:0;
+        node_flags go to every parasync-node task."""
+        cluster = Cluster(self, num_ps=num_ps, backups=backup)
         data = node_cluster.digits_csv(cluster.dir)
         self.logdir = logdir or os.path.join(cluster.dir, "run")
         common = ["--model=softmax", f"--dataset=csv:{data}", "--learning_rate=0.05", "--batch_size=50",
                   f"--last_step={last_step}", "--display_step=10", *node_flags]
         cluster.start_node("ps", 0, *common, *mode_flags, f"--logdir={self.logdir}")
+        if backup:
+            cluster.start_node("ps_backup", 0, *common, *mode_flags, f"--logdir={self.logdir}")
         for k in range(1, num_ps):
             cluster.start_node("ps", k, *common, *mode_flags)
         cluster.start_python_worker(1, "numpy_softmax.py", f"--dataset=csv:{data}", "--batch_size=50",
@@ -176,6 +180,26 @@ class NumpyWorkerTest(unittest.TestCase):
         self.assertEqual(cluster.wait("worker:0"), 0, describe(cluster))
         self.assertEqual(cluster.wait("ps:0"), 0, describe(cluster))
         self.assertEqual(max(int(r["global_step"]) for r in read_metrics(self.logdir)), 600)
+
+    def test_a_python_worker_trains_on_when_ps0_dies_and_its_backup_takes_over(self):
+        # ps:0 has a backup (--ps_backup_hosts, which the Python worker takes
+        # as parasync-node does). ps:0 is SIGKILLed while both workers train:
+        # the NumPy worker turns to the backup by itself, and the run ends at
+        # its last step with every step in the step log once.
+        cluster = self.start_softmax_cluster(3000, "--mode=async", backup=True)
+        cluster.wait_for_output("ps_backup:0", "follows its primary at")
+        cluster.wait_for_output("worker:1", " (local ")  # it trains: its first loss line
+        cluster.kill("ps:0")
+        cluster.wait_for_output("worker:1", "ps:0 is served by " + cluster.ps_backup_hosts + " now")
+        for name in ("worker:1", "worker:0", "ps_backup:0"):
+            self.assertEqual(cluster.wait(name), 0, describe(cluster))
+        self.assertIn("worker:1 state finished", cluster.output("worker:1"))
+        self.assertIn("takes over as the pair's primary", cluster.output("ps_backup:0"))
+        steps = [int(r["global_step"]) for r in read_metrics(self.logdir)]
+        self.assertEqual(max(steps), 3000)
+        # The Python worker's gradients went in after the failover too.
+        after = [r for r in read_metrics(self.logdir) if r["worker"] == "1"]
+        self.assertGreater(max(int(r["global_step"]) for r in after), 2000, describe(cluster))
 
 
 if __name__ == "__main__":

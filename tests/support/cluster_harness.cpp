@@ -46,7 +46,14 @@ void NodeProcess::start(const QProcessEnvironment &environment)
     // A test that crashes or is killed must not leave nodes training forever
     // (and holding ports): the kernel kills them when the test goes.
     m_process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
-    m_process->start(nodeBinary(), m_arguments);
+    // ip netns exec execs the node after entering the namespace: the pid,
+    // the signals and the exit code are the node's own.
+    if (m_netNamespace.isEmpty())
+        m_process->start(nodeBinary(), m_arguments);
+    else
+        m_process->start(QStringLiteral("ip"),
+                         QStringList{QStringLiteral("netns"), QStringLiteral("exec"), m_netNamespace, nodeBinary()}
+                             + m_arguments);
     m_process->waitForStarted(10000);
 }
 
@@ -129,10 +136,30 @@ LocalCluster::LocalCluster(int numPs, int numWorkers, QStringList trainingFlags,
 
 LocalCluster::~LocalCluster() = default;
 
+void LocalCluster::addBackups()
+{
+    while (m_backupHosts.size() < m_psHosts.size()) {
+        const QString address = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+        if (!m_psHosts.contains(address) && !m_workerHosts.contains(address) && !m_backupHosts.contains(address))
+            m_backupHosts << address;
+    }
+    m_backups.resize(size_t(m_psHosts.size()));
+}
+
+QStringList LocalCluster::ps0Pair() const
+{
+    QStringList pair{m_psHosts.front()};
+    if (replicated())
+        pair << m_backupHosts.front();
+    return pair;
+}
+
 QStringList LocalCluster::clusterFlags() const
 {
     QStringList flags{QStringLiteral("--ps_hosts=") + m_psHosts.join(QLatin1Char(',')),
                       QStringLiteral("--worker_hosts=") + m_workerHosts.join(QLatin1Char(','))};
+    if (replicated())
+        flags << QStringLiteral("--ps_backup_hosts=") + m_backupHosts.join(QLatin1Char(','));
     if (!m_logdir.isEmpty())
         flags << QStringLiteral("--logdir=") + m_logdir;
     return flags + m_trainingFlags;
@@ -165,6 +192,18 @@ NodeProcess &LocalCluster::startPs(int index, QStringList extraFlags)
     return *slot;
 }
 
+NodeProcess &LocalCluster::startBackup(int index, QStringList extraFlags)
+{
+    auto &slot = m_backups.at(size_t(index));
+    slot = std::make_unique<NodeProcess>(
+        QStringLiteral("ps_backup:%1").arg(index),
+        clusterFlags()
+            + QStringList{QStringLiteral("--job_name=ps_backup"), QStringLiteral("--task_index=%1").arg(index)}
+            + extraFlags);
+    slot->start(environment());
+    return *slot;
+}
+
 NodeProcess &LocalCluster::startWorker(int index, QStringList extraFlags)
 {
     auto &slot = m_workers.at(size_t(index));
@@ -191,7 +230,7 @@ void LocalCluster::startAll()
 bool LocalCluster::waitAllExitCleanly(QString *report, std::chrono::milliseconds timeout)
 {
     bool clean = true;
-    for (auto *group : {&m_workers, &m_ps}) {
+    for (auto *group : {&m_workers, &m_ps, &m_backups}) {
         for (auto &task : *group) {
             if (!task)
                 continue;
@@ -209,9 +248,13 @@ bool LocalCluster::waitAllExitCleanly(QString *report, std::chrono::milliseconds
 bool LocalCluster::clusterStatus(proto::ClusterStatusResponse *status) const
 {
     const RpcSettings rpc = rpcSettings();
-    auto stub = proto::ClusterControl::NewStub(makeChannel(m_psHosts.front().toStdString(), rpc));
-    auto context = makeContext(rpc, std::chrono::milliseconds(1000));
-    return stub->GetClusterStatus(context.get(), {}, status).ok();
+    for (const QString &address : ps0Pair()) {
+        auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), rpc));
+        auto context = makeContext(rpc, std::chrono::milliseconds(1000));
+        if (stub->GetClusterStatus(context.get(), {}, status).ok() && status->replica().role() != proto::REPLICA_BACKUP)
+            return true;
+    }
+    return false;
 }
 
 bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
@@ -233,13 +276,20 @@ bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterSt
 grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response) const
 {
     const RpcSettings rpc = rpcSettings();
-    auto stub = proto::ClusterControl::NewStub(makeChannel(m_psHosts.front().toStdString(), rpc));
-    auto context = makeContext(rpc, std::chrono::milliseconds(5000));
     proto::SetModeRequest request;
     *request.mutable_mode() = mode;
     request.set_requested_by("integration test");
     proto::SetModeResponse ignored;
-    return stub->SetMode(context.get(), request, response ? response : &ignored);
+    grpc::Status status;
+    // A backup answers UNAVAILABLE while its primary serves: ask the other.
+    for (const QString &address : ps0Pair()) {
+        auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), rpc));
+        auto context = makeContext(rpc, std::chrono::milliseconds(5000));
+        status = stub->SetMode(context.get(), request, response ? response : &ignored);
+        if (status.error_code() != grpc::StatusCode::UNAVAILABLE)
+            return status;
+    }
+    return status;
 }
 
 std::vector<QJsonObject> readStepLog(const QString &logdir)

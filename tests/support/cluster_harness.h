@@ -28,6 +28,9 @@ public:
     NodeProcess(QString name, QStringList arguments);
     ~NodeProcess();
 
+    // Runs the task inside network namespace `name` (ip netns exec), as
+    // on another host; before start().
+    void setNetNamespace(const QString &name) { m_netNamespace = name; }
     void start(const QProcessEnvironment &environment = QProcessEnvironment::systemEnvironment());
     // Waits until the output (stdout and stderr merged) contains `text`.
     bool waitForOutput(const QString &text, std::chrono::milliseconds timeout = std::chrono::seconds(30));
@@ -45,6 +48,7 @@ private:
     void drain();
     QString m_name;
     QStringList m_arguments;
+    QString m_netNamespace;
     std::unique_ptr<QProcess> m_process;
     QString m_output;
 };
@@ -62,13 +66,22 @@ public:
     // flags with the training flags).
     void setClientTls(const TlsMaterial &tls) { m_tls = tls; }
 
+    // Gives every ps task a backup (--ps_backup_hosts) on a free port of its
+    // own; before any task starts.
+    void addBackups();
+    bool replicated() const { return !m_backupHosts.isEmpty(); }
+
     QStringList clusterFlags() const;
     NodeProcess &startPs(int index, QStringList extraFlags = {});
+    // ps task `index`'s backup, --job_name=ps_backup.
+    NodeProcess &startBackup(int index, QStringList extraFlags = {});
     NodeProcess &startWorker(int index, QStringList extraFlags = {});
     // ps tasks, then workers (non-chief first, as a user may).
     void startAll();
 
     NodeProcess &ps(int index) { return *m_ps.at(size_t(index)); }
+    NodeProcess &backup(int index) { return *m_backups.at(size_t(index)); }
+    QString backupAddress(int index) const { return m_backupHosts.at(index); }
     NodeProcess &worker(int index) { return *m_workers.at(size_t(index)); }
     QString psAddress(int index) const { return m_psHosts.at(index); }
     QString workerAddress(int index) const { return m_workerHosts.at(index); }
@@ -78,7 +91,8 @@ public:
     // otherwise false with each task's code and output tail in `report`.
     bool waitAllExitCleanly(QString *report, std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
-    // ps:0's view of the cluster, through its control service.
+    // ps:0's view of the cluster, through its control service. With
+    // backups, the process of ps:0's pair that serves answers.
     bool clusterStatus(proto::ClusterStatusResponse *status) const;
     // Polls ps:0 until `predicate` holds for its status.
     bool waitForStatus(const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
@@ -88,13 +102,17 @@ public:
 private:
     QProcessEnvironment environment() const;
     RpcSettings rpcSettings() const;
+    // ps:0's addresses: its own, then its backup's.
+    QStringList ps0Pair() const;
     QStringList m_psHosts;
+    QStringList m_backupHosts;
     QStringList m_workerHosts;
     QStringList m_trainingFlags;
     QString m_logdir;
     QString m_token;
     TlsMaterial m_tls;
     std::vector<std::unique_ptr<NodeProcess>> m_ps;
+    std::vector<std::unique_ptr<NodeProcess>> m_backups;
     std::vector<std::unique_ptr<NodeProcess>> m_workers;
 };
 

@@ -5,10 +5,13 @@
 #include "formats/run_log.h"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <map>
 
 using namespace parasync;
 using namespace std::chrono_literals;
@@ -153,6 +156,35 @@ private Q_SLOTS:
         proto::TelemetryBatch batch;
         QVERIFY(!subscription->next(&batch, 1s));
         QCOMPARE(batch.events_size(), 1);
+    }
+
+    // A backup that takes over writes what it holds of the last steps: the
+    // log gets each step once, whether it is in the tail the backup read,
+    // older than that tail (a log of more than a MiB), or new.
+    void aTakeOverWritesEveryStepOnceHoweverLongTheLog()
+    {
+        QTemporaryDir dir;
+        constexpr int kWritten = 6000; // about 2 MiB of step lines
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"});
+            for (int i = 1; i <= kWritten; ++i)
+                log.record(stepEvent(i));
+        }
+        QVERIFY(QFileInfo(dir.filePath(QStringLiteral("steps.jsonl"))).size() > (1 << 20));
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"});
+            log.skipStepsAlreadyLogged();
+            // What the backup holds: from long before the tail to past the end.
+            for (int i = 10; i <= kWritten + 5; ++i)
+                log.record(stepEvent(i));
+        }
+        std::map<int, int> perStep;
+        for (const QString &line : lines(dir.filePath(QStringLiteral("steps.jsonl"))))
+            ++perStep[QJsonDocument::fromJson(line.toUtf8()).object().value(QStringLiteral("global_step")).toInt()];
+        QCOMPARE(int(perStep.size()), kWritten + 5);
+        for (const auto &[step, count] : perStep)
+            QVERIFY2(count == 1,
+                     qPrintable(QStringLiteral("global step %1 is in the log %2 times").arg(step).arg(count)));
     }
 
     void stepLogAndMetricsAreWrittenAsTheRunGoes()
