@@ -36,6 +36,16 @@ class ClusterFlagsTest(unittest.TestCase):
             self.assertEqual((config.ps, config.workers, config.task_index),
                              (["127.0.0.1:2222"], ["127.0.0.1:2223", "127.0.0.1:2224"], 1))
 
+    def test_backups_come_from_the_flag_a_cluster_file_or_tf_config(self):
+        by_flag = parse(HOSTS + ["--task_index=0", "--ps_backup_hosts=127.0.0.1:2232"])
+        tf_config = ('{"cluster": {"ps": ["127.0.0.1:2222"], "ps_backup": ["127.0.0.1:2232"], '
+                     '"worker": ["127.0.0.1:2223"]}, "task": {"type": "worker", "index": 0}}')
+        by_tf_config = parse([], {"TF_CONFIG": tf_config})
+        for config in (by_flag, by_tf_config):
+            self.assertEqual(config.ps_backups, ["127.0.0.1:2232"])
+            self.assertEqual(config.ps_pair(0), ["127.0.0.1:2222", "127.0.0.1:2232"])
+        self.assertEqual(parse(HOSTS + ["--task_index=0"]).ps_pair(0), ["127.0.0.1:2222"])
+
     def test_bad_clusters_are_refused_with_what_to_change(self):
         cases = [
             ([], "no cluster given"),
@@ -44,6 +54,9 @@ class ClusterFlagsTest(unittest.TestCase):
             (HOSTS + ["--job_name=ps"], "a Python task is a worker"),
             (HOSTS + ["--task_index=2"], "worker:2 does not exist"),
             (HOSTS + ["--task_index=0", "--tls_cert=c.pem"], "TLS needs --tls_ca"),
+            (HOSTS + ["--task_index=0", "--ps_backup_hosts=127.0.0.1:2232,127.0.0.1:2233"],
+             r"lists 2 backup\(s\) for 1 ps task\(s\): give one backup per ps task"),
+            (HOSTS + ["--task_index=0", "--ps_backup_hosts=127.0.0.1:2223"], "address 127.0.0.1:2223 is also"),
         ]
         for argv, message in cases:
             with self.subTest(argv=argv):
