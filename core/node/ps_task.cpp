@@ -338,6 +338,8 @@ proto::TaskStatusResponse PsTask::taskStatus()
     status.set_pid(::getpid());
     status.set_steps(m_policy ? m_policy->globalStep() : m_updatesApplied);
     status.set_state(m_finished ? "finished"
+                     : m_role == proto::REPLICA_ROLE_UNSPECIFIED && m_options.cluster.replicated()
+                         ? "starting: asking the other process of " + psName() + "'s pair which one serves"
                      : m_role == proto::REPLICA_BACKUP
                          ? "backup of " + psName() + ", following its primary at " + peerAddress()
                      : m_initialized ? "serving"
@@ -382,10 +384,8 @@ CallStatus PsTask::train(TrainStream &stream)
             int64_t replicateThrough = 0;
             {
                 std::unique_lock lock(m_mutex);
-                if (m_role == proto::REPLICA_BACKUP) {
-                    if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
-                        return notServing;
-                }
+                if (const CallStatus notServing = servesLocked(lock); !notServing.ok())
+                    return notServing;
                 if (request.has_join()) {
                     const int index = request.join().worker_index();
                     if (index < 0 || index >= int(m_workers.size()))
@@ -1155,9 +1155,8 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
     int64_t replicateThrough = 0;
     {
         std::unique_lock lock(m_mutex);
-        if (m_role == proto::REPLICA_BACKUP)
-            if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
-                return notServing;
+        if (const CallStatus notServing = servesLocked(lock); !notServing.ok())
+            return notServing;
         if (const CallStatus status = initializeLocked(request, response); !status.ok())
             return status;
         replicateThrough = lastRecordLocked();
@@ -1224,9 +1223,8 @@ CallStatus PsTask::initializeLocked(const proto::InitializeRequest &request, pro
 CallStatus PsTask::snapshot(proto::SnapshotResponse *response)
 {
     std::unique_lock lock(m_mutex);
-    if (m_role == proto::REPLICA_BACKUP)
-        if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
-            return notServing;
+    if (const CallStatus notServing = servesLocked(lock); !notServing.ok())
+        return notServing;
     if (!m_initialized)
         return CallStatus::failedPrecondition("the variables are not initialised yet");
     *response->mutable_shard() = m_shard.save(m_options.task.index);
@@ -1246,9 +1244,8 @@ CallStatus PsTask::setMode(const proto::SetModeRequest &request, proto::SetModeR
         std::unique_lock lock(m_mutex);
         if (!m_policy)
             return CallStatus::failedPrecondition("the update mode is kept by ps:0: call it there");
-        if (m_role == proto::REPLICA_BACKUP)
-            if (const CallStatus notServing = takeOverIfPrimaryGone(lock); !notServing.ok())
-                return notServing;
+        if (const CallStatus notServing = servesLocked(lock); !notServing.ok())
+            return notServing;
         UpdatePolicy::ModeChange change;
         try {
             change = setModeLocked(request);

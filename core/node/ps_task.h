@@ -187,6 +187,10 @@ private:
     // A worker turned to this backup: it takes over if the primary is gone,
     // else says where the primary is (Unavailable).
     CallStatus takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock);
+    // Before a call that changes or reads the pair's state: fine on the
+    // primary (or a ps without a backup); a backup takes over or says where
+    // the primary is; a process still choosing its role says to ask again.
+    CallStatus servesLocked(std::unique_lock<std::mutex> &lock);
     // The backup becomes the pair's primary; `why` goes to the log.
     void takeOverLocked(const std::string &why);
     // After taking over: workers that did not come back by now are dead.

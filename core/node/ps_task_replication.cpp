@@ -62,8 +62,15 @@ void PsTask::chooseRole()
     // Either process of a pair may be either side. One started with
     // --job_name=ps serves unless the other holds the pair's state already
     // (it took over while this one was gone): then this one follows it.
+    // The server already answers while the role is chosen: calls read m_role
+    // under the lock, and a call that comes before it is chosen is told to
+    // ask again (serves()).
+    const auto take = [this](proto::ReplicaRole role) {
+        std::lock_guard lock(m_mutex);
+        m_role = role;
+    };
     if (m_options.task.job == JobName::PsBackup) {
-        m_role = proto::REPLICA_BACKUP;
+        take(proto::REPLICA_BACKUP);
         return;
     }
     // A peer that is there but slow to answer (a loaded machine) may be the
@@ -73,23 +80,38 @@ void PsTask::chooseRole()
     const auto heartbeat = std::chrono::milliseconds(m_rpc.heartbeatMs);
     const auto giveUpAt = std::chrono::steady_clock::now() + 10 * heartbeat;
     PeerStatus peer = askPeer(peerAddress(), m_rpc, heartbeat);
+    bool askedAgain = false;
     for (auto timeout = 2 * heartbeat; !peer.reached && !peer.absent && std::chrono::steady_clock::now() < giveUpAt;
          timeout *= 2) {
         m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
               + ", does not answer yet (" + peer.error + "); asking again before taking a role");
         peer = askPeer(peerAddress(), m_rpc, timeout);
+        askedAgain = true;
     }
-    if (!peer.reached && !peer.absent)
+    // Said whenever it was asked again: the refused connection that ends the
+    // asking may be gRPC giving up on a peer that accepts but never answers.
+    if (!peer.reached && askedAgain)
         m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
-              + ", accepts connections but does not answer (" + peer.error
+              + ", did not answer (" + peer.error
               + "); this one serves as the pair's primary. If that process serves workers, stop one of the two");
     if (peer.reached && (peer.role == proto::REPLICA_PRIMARY || peer.holdsState)) {
-        m_role = proto::REPLICA_BACKUP;
+        take(proto::REPLICA_BACKUP);
         m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
               + ", holds the pair's state (it took over while this one was gone); this one follows it as its backup");
         return;
     }
-    m_role = proto::REPLICA_PRIMARY;
+    take(proto::REPLICA_PRIMARY);
+}
+
+CallStatus PsTask::servesLocked(std::unique_lock<std::mutex> &lock)
+{
+    if (m_role == proto::REPLICA_ROLE_UNSPECIFIED && m_options.cluster.replicated())
+        return CallStatus::unavailable(psName() + " at " + ownAddress()
+                                       + " is starting: it is asking the other process of its pair, at " + peerAddress()
+                                       + ", which of the two serves; ask again in a moment");
+    if (m_role == proto::REPLICA_BACKUP)
+        return takeOverIfPrimaryGone(lock);
+    return {};
 }
 
 void PsTask::recordLocked(proto::ReplicaRecord &&record)
@@ -148,6 +170,9 @@ CallStatus PsTask::follow(FollowStream &stream)
         std::lock_guard lock(m_mutex);
         if (m_finished)
             return CallStatus::failedPrecondition(psName() + " is stopping: " + m_stopReason);
+        if (m_role == proto::REPLICA_ROLE_UNSPECIFIED)
+            return CallStatus::unavailable(psName() + " at " + ownAddress()
+                                           + " is starting and has not taken a role yet; ask again in a moment");
         if (m_role != proto::REPLICA_PRIMARY)
             return CallStatus::unavailable(psName() + " at " + ownAddress()
                                            + " is a backup itself; the pair's primary is " + peerAddress());

@@ -321,8 +321,12 @@ bool WorkerTask::waitForPs(int ps)
             if (!result.ok()) {
                 why += (why.empty() ? "" : "; ")
                        + ("cannot reach " + name + " at " + connection.addresses[p] + ": " + describeRpcError(result));
-            } else if (status.replica_role() != proto::REPLICA_BACKUP) {
+            } else if (status.replica_role() == proto::REPLICA_PRIMARY
+                       || (connection.addresses.size() == 1 && status.replica_role() != proto::REPLICA_BACKUP)) {
                 serving = p;
+            } else if (status.replica_role() == proto::REPLICA_ROLE_UNSPECIFIED) {
+                // One of a pair that has not taken its role yet.
+                why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is starting");
             } else if (status.replica_holds_state()) {
                 backupWithState = p;
                 why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is the backup");

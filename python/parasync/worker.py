@@ -493,10 +493,13 @@ class Worker:
                                           "PARASYNC_CLUSTER_TOKEN)") from None
                     reasons.append(f"cannot reach ps:{k} at {address}: {e.details()}")
                     continue
-                if status.replica_role != pb.REPLICA_BACKUP:
+                if status.replica_role == pb.REPLICA_PRIMARY or (
+                        len(addresses) == 1 and status.replica_role != pb.REPLICA_BACKUP):
                     serving = p
                     break
-                if status.replica_holds_state:
+                if status.replica_role == pb.REPLICA_ROLE_UNSPECIFIED:
+                    reasons.append(f"ps:{k} at {address} is starting")  # one of a pair, its role not taken yet
+                elif status.replica_holds_state:
                     backup_with_state = p
                     reasons.append(f"ps:{k} at {address} is the backup")
                 else:

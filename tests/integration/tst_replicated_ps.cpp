@@ -367,6 +367,51 @@ private Q_SLOTS:
         QCOMPARE(backup->waitForExit(), 0);
     }
 
+    // The other process of the pair accepts connections but never answers
+    // (hung, or a stale listener on its port). The starting process asks it
+    // again for about ten heartbeats rather than take the deadline for
+    // "nobody there"; meanwhile it tells callers it is starting, and changes
+    // nothing. Then it serves as the primary and says why.
+    void aProcessThatHasNotTakenItsRoleTellsCallersToAskAgain()
+    {
+        const QStringList addresses = freeAddresses(2);
+        HeldPort silentPeer(uint16_t(addresses[1].section(QLatin1Char(':'), 1).toUInt()));
+        QVERIFY(silentPeer.ok());
+        NodeProcess ps(QStringLiteral("ps:0"),
+                       {QStringLiteral("--ps_hosts=") + addresses[0],
+                        QStringLiteral("--ps_backup_hosts=") + addresses[1],
+                        QStringLiteral("--worker_hosts=127.0.0.1:1"), QStringLiteral("--heartbeat_ms=300"),
+                        QStringLiteral("--job_name=ps"), QStringLiteral("--task_index=0")});
+        ps.start();
+        QVERIFY2(ps.waitForOutput(QStringLiteral("does not answer yet")), qPrintable(ps.output()));
+
+        auto channel = makeChannel(addresses[0].toStdString(), {});
+        proto::TaskStatusResponse status;
+        {
+            auto context = makeContext({}, std::chrono::seconds(2));
+            QVERIFY(proto::TaskControl::NewStub(channel)->GetTaskStatus(context.get(), {}, &status).ok());
+        }
+        QCOMPARE(status.replica_role(), proto::REPLICA_ROLE_UNSPECIFIED);
+        QVERIFY2(QString::fromStdString(status.state()).startsWith(QStringLiteral("starting")), status.state().c_str());
+        {
+            auto context = makeContext({}, std::chrono::seconds(2));
+            proto::InitializeResponse response;
+            const grpc::Status refused
+                = proto::ParameterService::NewStub(channel)->Initialize(context.get(), {}, &response);
+            QCOMPARE(refused.error_code(), grpc::StatusCode::UNAVAILABLE);
+            QVERIFY2(QString::fromStdString(refused.error_message()).contains(QStringLiteral("is starting")),
+                     refused.error_message().c_str());
+        }
+
+        QVERIFY2(ps.waitForOutput(QStringLiteral("did not answer")), qPrintable(ps.output()));
+        QVERIFY2(ps.output().contains(QStringLiteral("this one serves as the pair's primary")),
+                 qPrintable(ps.output()));
+        QVERIFY(
+            waitForStatusAt(addresses[0], [](const auto &s) { return s.replica().role() == proto::REPLICA_PRIMARY; }));
+        ps.terminate();
+        QCOMPARE(ps.waitForExit(), 0);
+    }
+
     // Kills during a failover: a worker dies with the primary, and the old
     // primary, started again, dies while it attaches as the new backup. The
     // new primary marks the worker dead (it never turned to it), trains on
