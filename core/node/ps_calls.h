@@ -82,7 +82,9 @@ public:
     // Blocks until the backup's next message; false once the stream is over.
     virtual bool read(proto::FollowRequest *request) = 0;
     // Sends one record; false when the backup can no longer be reached.
-    virtual bool write(const proto::ReplicaRecord &record) = 0;
+    // With `more`, gRPC may hold it back to go out with the next one (the
+    // last of a batch is sent without).
+    virtual bool write(const proto::ReplicaRecord &record, bool more) = 0;
     // Ends the call from another thread: read() returns false.
     virtual void cancel() = 0;
 };

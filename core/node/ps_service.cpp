@@ -136,7 +136,13 @@ public:
     {
     }
     bool read(proto::FollowRequest *request) override { return m_stream.Read(request); }
-    bool write(const proto::ReplicaRecord &record) override { return m_stream.Write(record); }
+    bool write(const proto::ReplicaRecord &record, bool more) override
+    {
+        grpc::WriteOptions options;
+        if (more)
+            options.set_buffer_hint();
+        return m_stream.Write(record, options);
+    }
     void cancel() override { m_context.TryCancel(); }
 
 private:

@@ -277,6 +277,7 @@ void PsTask::requestStop(const std::string &reason)
     }
     m_changed.notify_all();
     m_replicaChanged.notify_all();
+    m_recordQueued.notify_all();
     m_runWake.notify_all();
 }
 

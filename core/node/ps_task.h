@@ -287,7 +287,11 @@ private:
     uint64_t m_nextFollowerId = 1;
     int64_t m_recordSequence = 0; // last change numbered
     int64_t m_ackedSequence = 0;  // last change the backup applied
+    // An acknowledgement came, or the backup went: awaitBackup() looks.
     std::condition_variable m_replicaChanged;
+    // A record is queued for the backup, or its stream must end: only the
+    // writer in follow() waits here, so a record wakes no worker's call.
+    std::condition_variable m_recordQueued;
     // Primary: events of changes the backup has not acknowledged yet,
     // with the change's sequence number.
     std::deque<std::pair<int64_t, proto::TelemetryEvent>> m_unacknowledgedEvents;

@@ -120,7 +120,7 @@ void PsTask::recordLocked(proto::ReplicaRecord &&record)
         return;
     record.set_sequence(++m_recordSequence);
     m_follower->queue.push_back(std::move(record));
-    m_replicaChanged.notify_all();
+    m_recordQueued.notify_one();
 }
 
 void PsTask::publishAcknowledgedLocked()
@@ -213,23 +213,30 @@ CallStatus PsTask::follow(FollowStream &stream)
         if (lostBecause.empty())
             lostBecause = why;
         m_replicaChanged.notify_all();
+        m_recordQueued.notify_all();
     });
 
+    // Every record queued goes out in one batch: gRPC sends them together
+    // (buffer hints) instead of flushing each, when many workers step at once.
+    std::deque<proto::ReplicaRecord> batch;
     for (;;) {
-        proto::ReplicaRecord record;
         {
             std::unique_lock lock(m_mutex);
-            m_replicaChanged.wait(lock, [&] {
+            m_recordQueued.wait(lock, [&] {
                 return m_finished || !lostBecause.empty() || !m_follower || m_follower->id != id
                        || !m_follower->queue.empty();
             });
             if (m_finished || !lostBecause.empty() || !m_follower || m_follower->id != id)
                 break;
-            record = std::move(m_follower->queue.front());
-            m_follower->queue.pop_front();
-            record.set_published_through(m_ackedSequence);
+            batch.swap(m_follower->queue);
+            for (auto &record : batch)
+                record.set_published_through(m_ackedSequence);
         }
-        if (!stream.write(record)) {
+        bool sent = true;
+        for (size_t i = 0; i < batch.size() && sent; ++i)
+            sent = stream.write(batch[i], i + 1 < batch.size());
+        batch.clear();
+        if (!sent) {
             std::lock_guard lock(m_mutex);
             if (lostBecause.empty())
                 lostBecause = "it can no longer be reached (process killed, or the link cut)";

@@ -151,7 +151,8 @@ double median(std::vector<double> values)
     if (values.empty())
         return 0;
     std::sort(values.begin(), values.end());
-    return values[values.size() / 2];
+    const size_t half = values.size() / 2;
+    return values.size() % 2 == 1 ? values[half] : (values[half - 1] + values[half]) / 2;
 }
 
 } // namespace
@@ -349,6 +350,7 @@ private Q_SLOTS:
             // again (global steps past the ones already in flight at the kill).
             QVERIFY2(survivor.waitForOutput(QStringLiteral("takes over as the pair's primary")),
                      qPrintable(survivor.output().right(3000)));
+            const double tookOver = double(sinceKill.elapsed()) / 1000;
             proto::ClusterStatusResponse now;
             QVERIFY(cluster.waitForStatus([&](const auto &s) {
                 now = s;
@@ -358,6 +360,8 @@ private Q_SLOTS:
                          [&](const auto &s) { return s.global_step() > now.global_step() + kWorkers; }, 30s),
                      qPrintable(describe(now)));
             failoverSeconds[k].push_back(double(sinceKill.elapsed()) / 1000);
+            qInfo("replicated soak: ps:%d's survivor took over %.3f s after the kill, training again after %.3f s", k,
+                  tookOver, failoverSeconds[k].back());
             backupServes[k] = !backupServes[k];
             // Started again at its address, the dead process follows the survivor.
             NodeProcess &again = backupServes[k] ? cluster.startPs(k) : cluster.startBackup(k);
