@@ -73,6 +73,26 @@ qint64 localSteps(const QString &output)
     return match.hasMatch() ? match.captured(1).toLongLong() : -1;
 }
 
+// No update lost: what worker `index` saw acknowledged (its stopped line),
+// the surviving ps took -- and at most `inFlight` more, the gradients in
+// flight at the kills and the stop that it never heard of.
+void verifyAcknowledgedWereTaken(const proto::ClusterStatusResponse &status, int index, NodeProcess &worker,
+                                 qint64 inFlight)
+{
+    const qint64 acknowledged = localSteps(worker.output());
+    QVERIFY2(acknowledged > 0, qPrintable(worker.output().right(2000)));
+    const auto &w = status.workers(index);
+    const qint64 taken = w.applied() + w.dropped();
+    QVERIFY2(taken >= acknowledged && taken <= acknowledged + inFlight,
+             qPrintable(QStringLiteral("worker:%1 saw %2 gradients acknowledged; the surviving ps took %3 "
+                                       "(applied %4, dropped %5)")
+                            .arg(index)
+                            .arg(acknowledged)
+                            .arg(taken)
+                            .arg(w.applied())
+                            .arg(w.dropped())));
+}
+
 // One ps task as a pair (primary, backup) and `numWorkers` workers on free ports.
 struct ReplicatedCluster
 {
@@ -215,19 +235,10 @@ private Q_SLOTS:
                                 .arg(cluster.workers[1]->output().right(1500))));
         int64_t appliedTotal = 0;
         for (int i = 0; i < 2; ++i) {
-            const qint64 acknowledged = localSteps(cluster.workers[size_t(i)]->output());
-            QVERIFY2(acknowledged > 0, qPrintable(cluster.workers[size_t(i)]->output().right(2000)));
-            const auto &w = status.workers(i);
-            const int64_t taken = w.applied() + w.dropped();
-            QVERIFY2(taken >= acknowledged && taken <= acknowledged + 3,
-                     qPrintable(QStringLiteral("worker:%1 saw %2 gradients acknowledged; the surviving ps took %3 "
-                                               "(applied %4, dropped %5)")
-                                    .arg(i)
-                                    .arg(acknowledged)
-                                    .arg(taken)
-                                    .arg(w.applied())
-                                    .arg(w.dropped())));
-            appliedTotal += w.applied();
+            verifyAcknowledgedWereTaken(status, i, *cluster.workers[size_t(i)], 3);
+            if (QTest::currentTestFailed())
+                return;
+            appliedTotal += status.workers(i).applied();
         }
         // async and ssp: one global step per applied gradient, none twice, none skipped.
         const bool sync = status.mode().mode() == proto::SYNC;
@@ -475,13 +486,9 @@ private Q_SLOTS:
         QVERIFY(statusAt(cluster.backup, &status));
         // Workers 0 and 1 lived throughout: what they saw acknowledged was taken.
         for (int i = 0; i < 2; ++i) {
-            const qint64 acknowledged = localSteps(cluster.workers[size_t(i)]->output());
-            const qint64 taken = status.workers(i).applied() + status.workers(i).dropped();
-            QVERIFY2(acknowledged > 0 && taken >= acknowledged && taken <= acknowledged + 2,
-                     qPrintable(QStringLiteral("worker:%1 saw %2 acknowledged; the survivor took %3")
-                                    .arg(i)
-                                    .arg(acknowledged)
-                                    .arg(taken)));
+            verifyAcknowledgedWereTaken(status, i, *cluster.workers[size_t(i)], 2);
+            if (QTest::currentTestFailed())
+                return;
         }
         first->terminate();
         second->terminate();
@@ -593,13 +600,9 @@ private Q_SLOTS:
         proto::ClusterStatusResponse status;
         QVERIFY(statusAt(backup, &status));
         for (int i = 0; i < 2; ++i) {
-            const qint64 acknowledged = localSteps(workers[size_t(i)]->output());
-            const qint64 taken = status.workers(i).applied() + status.workers(i).dropped();
-            QVERIFY2(acknowledged > 0 && taken >= acknowledged && taken <= acknowledged + 2,
-                     qPrintable(QStringLiteral("worker:%1 saw %2 acknowledged; the survivor took %3")
-                                    .arg(i)
-                                    .arg(acknowledged)
-                                    .arg(taken)));
+            verifyAcknowledgedWereTaken(status, i, *workers[size_t(i)], 2);
+            if (QTest::currentTestFailed())
+                return;
         }
         second.terminate();
         QCOMPARE(second.waitForExit(), 0);
