@@ -762,8 +762,14 @@ void ClusterLauncher::updateFromSnapshot(const RunSnapshot &snapshot)
         }
         updateFromStatus(TaskId{JobName::Worker, figures.index}, state, detail, figures.stepsPerSecond);
     }
+    // With a backup, the process of ps:0's pair that serves now: after a
+    // failover, the backup's row.
+    TaskId serving{JobName::Ps, 0};
+    if (m_plan.cluster.replicated() && snapshot.psReplica.role() == proto::REPLICA_PRIMARY
+        && snapshot.psReplica.address() == m_plan.cluster.psBackups.front().toString())
+        serving = TaskId{JobName::PsBackup, 0};
     if (snapshot.initialized && !snapshot.finished)
-        updateFromStatus(TaskId{JobName::Ps, 0}, TaskState::Serving,
+        updateFromStatus(serving, TaskState::Serving,
                          tr("global step %1, mode %2").arg(snapshot.globalStep).arg(qs(describeMode(snapshot.mode))),
                          0);
 }

@@ -189,6 +189,11 @@ private Q_SLOTS:
         QCOMPARE(launcher.tasks()[size_t(ps0)].state, TaskState::Dead);
         QVERIFY(launcher.tasks()[size_t(backupRow)].state != TaskState::Dead);
         QCOMPARE(QString::fromStdString(latest.psReplica.address()), backup);
+        // The panel's backup row is the one that serves now, as the window shows it.
+        launcher.updateFromSnapshot(latest);
+        QVERIFY2(launcher.tasks()[size_t(backupRow)].detail.contains(
+                     QStringLiteral("global step %1").arg(latest.globalStep)),
+                 qPrintable(describe(launcher)));
 
         launcher.restartTask(ps0);
         QTRY_VERIFY2_WITH_TIMEOUT(latest.psReplica.peer_attached(), qPrintable(describe(launcher)), kTimeoutMs);
