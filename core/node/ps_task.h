@@ -282,6 +282,9 @@ private:
         uint64_t id = 0;
         std::string who; // "127.0.0.1:2225 (pid 123 on host 'h')"
         std::deque<proto::ReplicaRecord> queue;
+        // The record of the whole state it starts from: until it acknowledges
+        // that one, it holds nothing this primary acknowledged before.
+        int64_t stateSequence = 0;
     };
     std::optional<Follower> m_follower;
     uint64_t m_nextFollowerId = 1;

@@ -181,10 +181,11 @@ CallStatus PsTask::follow(FollowStream &stream)
                                              + m_follower->who + "; a second (" + who
                                              + ") is refused: stop one of them");
         id = m_nextFollowerId++;
-        m_follower = Follower{id, who, {}};
+        m_follower = Follower{id, who, {}, 0};
         proto::ReplicaRecord state;
         *state.mutable_state() = exportStateLocked();
         recordLocked(std::move(state));
+        m_follower->stateSequence = m_recordSequence;
         m_log(psName() + ": backup " + who + " attached"
               + (m_policy ? " at global step " + std::to_string(m_policy->globalStep()) : std::string())
               + "; every update is acknowledged only once it holds it");
@@ -269,9 +270,13 @@ proto::ReplicaStatus PsTask::replicaStatusLocked() const
     status.set_address(ownAddress());
     status.set_peer(peerAddress());
     if (m_role == proto::REPLICA_PRIMARY) {
-        status.set_peer_attached(m_follower.has_value());
+        // Attached once it holds the state: a backup that came back after a
+        // cut and has not applied it yet would take over with an old one.
+        status.set_peer_attached(m_follower && m_ackedSequence >= m_follower->stateSequence);
         if (!m_follower)
             status.set_peer_lost_reason(m_backupLostReason);
+        else if (!status.peer_attached())
+            status.set_peer_lost_reason(m_follower->who + " is receiving the state");
     } else {
         status.set_peer_attached(m_following);
         if (!m_following)
