@@ -7,6 +7,7 @@
 
 #include <QDeadlineTimer>
 #include <QElapsedTimer>
+#include <QJsonDocument>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
@@ -48,35 +49,68 @@ std::map<qint64, int> contributionsByStep(const QString &logdir, qint64 fromStep
     return contributions;
 }
 
-// Contributions of each sync step ps:0 closed after it logged worker
-// `dead` as dead -- but for the first such step, which was in flight when
-// the worker died and may close with what it had. Taken from the step log's
-// own order, not from a status read at some moment after the death: under
-// ThreadSanitizer the ps notices the death steps before a poll sees it.
-std::map<qint64, int> contributionsAfterDeath(const QString &logdir, int dead)
+// A sync step ps:0 closed after worker `dead` died, with the gradients it
+// aggregated and the workers live when it closed, as the step log tells.
+struct SyncStepAfterDeath
 {
-    std::map<qint64, int> contributions;
+    qint64 step = 0;
+    int contributions = 0;
+    int live = 0;
+};
+
+// Every sync step ps:0 closed after it logged worker `dead` as dead, from
+// the step log's own order, not from a status read at some moment after the
+// death: under ThreadSanitizer the ps notices the death steps before a poll
+// sees it. The live workers are followed through the log too: on a machine
+// loaded enough for a keepalive ping to go unanswered, a live worker's
+// connection may be closed and the worker rejoins; ps:0 rightly stops
+// waiting for it meanwhile. The step in flight at each change of the live
+// set may close with what it had, and is left out.
+std::vector<SyncStepAfterDeath> syncStepsAfterDeath(const QString &logdir, int dead)
+{
+    std::vector<SyncStepAfterDeath> steps;
+    std::set<int> live;
     bool died = false;
-    bool inFlightSkipped = false;
+    bool skipNext = false;
+    qint64 skipped = -1;
     for (const auto &r : readStepLog(logdir)) {
         const QString type = r.value(QStringLiteral("type")).toString();
-        if (type == QStringLiteral("worker_state") && r.value(QStringLiteral("worker")).toInt() == dead
-            && r.value(QStringLiteral("phase")).toString() == QStringLiteral("dead"))
-            died = true;
+        if (type == QStringLiteral("worker_state")) {
+            const int worker = r.value(QStringLiteral("worker")).toInt();
+            const QString phase = r.value(QStringLiteral("phase")).toString();
+            const bool gone = phase == QStringLiteral("dead") || phase == QStringLiteral("stopped")
+                              || phase == QStringLiteral("finished");
+            const bool changed = gone ? live.erase(worker) > 0 : live.insert(worker).second;
+            if (gone && worker == dead)
+                died = true;
+            skipNext = skipNext || (died && changed);
+            continue;
+        }
         if (!died || type != QStringLiteral("step")
             || r.value(QStringLiteral("outcome")).toString() != QStringLiteral("aggregated"))
             continue;
         const qint64 step = r.value(QStringLiteral("global_step")).toInteger();
-        if (!inFlightSkipped) {
-            inFlightSkipped = true;
-            contributions[step] = -1; // marks the step to leave out, with every record of it
-            continue;
+        if (skipNext) {
+            skipNext = false;
+            skipped = step;
         }
-        if (contributions[step] != -1)
-            contributions[step] = r.value(QStringLiteral("contributions")).toInt();
+        if (step == skipped || (!steps.empty() && steps.back().step == step))
+            continue; // one entry per step: each of its contributors has a record
+        steps.push_back({step, r.value(QStringLiteral("contributions")).toInt(), int(live.size())});
     }
-    std::erase_if(contributions, [](const auto &entry) { return entry.second == -1; });
-    return contributions;
+    return steps;
+}
+
+// The worker_state records of the step log, in its order: what a failure
+// message needs to tell a ps that lost a second worker from one that
+// miscounted.
+QString workerStateRecords(const QString &logdir)
+{
+    QStringList lines;
+    for (const auto &r : readStepLog(logdir))
+        if (r.value(QStringLiteral("type")).toString() == QStringLiteral("worker_state"))
+            lines << QString::fromUtf8(QJsonDocument(r).toJson(QJsonDocument::Compact));
+    return lines.join(QLatin1Char('\n'));
 }
 
 void stopCluster(LocalCluster &cluster, int workers)
@@ -177,12 +211,22 @@ private Q_SLOTS:
         QVERIFY2(cluster.waitForStatus([&](const auto &s) { return s.global_step() > deadAt + 300; }, 60s),
                  "the cluster stopped stepping after a worker died");
         if (mode == QStringLiteral("sync")) {
-            const auto steps = contributionsAfterDeath(dir.path(), 2);
+            const auto steps = syncStepsAfterDeath(dir.path(), 2);
             QVERIFY(!steps.empty());
-            for (const auto &[step, n] : steps)
-                QVERIFY2(n == 2,
-                         qPrintable(
-                             QStringLiteral("step %1 aggregated %2 gradients with one worker dead").arg(step).arg(n)));
+            int withTwo = 0;
+            for (const auto &s : steps) {
+                if (s.contributions != s.live) // the message reads the whole log: only when it fails
+                    QFAIL(qPrintable(QStringLiteral("step %1 aggregated %2 gradients with %3 workers live; "
+                                                    "the workers' states as logged:\n%4")
+                                         .arg(s.step)
+                                         .arg(s.contributions)
+                                         .arg(s.live)
+                                         .arg(workerStateRecords(dir.path()))));
+                withTwo += s.contributions == 2;
+            }
+            // Most of them with both survivors: a second worker lost would
+            // be a failure of its own, not a test of this one.
+            QVERIFY2(withTwo > 150, qPrintable(QStringLiteral("%1 steps with both live workers").arg(withTwo)));
         }
 
         // Restarted with the same index, it rejoins; sync aggregates all three again.
