@@ -12,6 +12,7 @@
 #include <arpa/inet.h>
 #include <csignal>
 #include <netinet/in.h>
+#include <optional>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -261,15 +262,40 @@ bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterSt
                                  std::chrono::milliseconds timeout) const
 {
     QDeadlineTimer deadline(timeout);
+    std::optional<proto::ClusterStatusResponse> first;
+    proto::ClusterStatusResponse last;
     while (!deadline.hasExpired()) {
         proto::ClusterStatusResponse status;
-        if (clusterStatus(&status) && predicate(status))
-            return true;
+        if (clusterStatus(&status)) {
+            if (predicate(status))
+                return true;
+            if (!first)
+                first = status;
+            last = std::move(status);
+        }
         // Let QProcess read the tasks' output meanwhile: a pipe left full
         // blocks a task on its next log line, and the wait never ends.
         QCoreApplication::processEvents(QEventLoop::AllEvents, 20);
         QThread::msleep(20);
     }
+    // What a failed wait needs to tell a slow cluster from a stalled one.
+    if (!first) {
+        qWarning("waitForStatus: no status from ps:0 in %lld ms", qlonglong(timeout.count()));
+        return false;
+    }
+    QString workers;
+    for (const auto &w : last.workers())
+        workers += QStringLiteral("\n  worker:%1 %2 clock %3 waiting for '%4' reason '%5'")
+                       .arg(w.worker_index())
+                       .arg(QString::fromStdString(proto::WorkerPhase_Name(w.phase())))
+                       .arg(w.worker_clock())
+                       .arg(QString::fromStdString(w.waiting_for()), QString::fromStdString(w.reason()));
+    qWarning("waitForStatus: gave up after %lld ms at global step %lld (%lld at the start of the wait)%s%s",
+             qlonglong(timeout.count()), qlonglong(last.global_step()), qlonglong(first->global_step()),
+             last.stall().waiting_for().empty() ? ""
+                                                : qPrintable(QStringLiteral("; stalled, waiting for ")
+                                                             + QString::fromStdString(last.stall().waiting_for())),
+             qPrintable(workers));
     return false;
 }
 
