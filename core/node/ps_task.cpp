@@ -393,6 +393,10 @@ CallStatus PsTask::train(TrainStream &stream)
                         return CallStatus::invalidArgument(
                             "worker index " + std::to_string(index) + " is not in the cluster ("
                             + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts");
+                    if (request.join().acknowledged_step() < 0)
+                        return CallStatus::invalidArgument(
+                            "a JoinRequest's acknowledged_step is " + std::to_string(request.join().acknowledged_step())
+                            + ": send the last global step ps:0 acknowledged, or 0 before the first");
                     if (worker != index) {
                         if (const CallStatus claim = claimIndexLocked(lock, index, request.join()); !claim.ok()) {
                             note(claim.message());
@@ -546,6 +550,7 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
         out->set_global_step(m_policy->globalStep());
         *out->mutable_mode() = m_policy->mode();
         admitWorkerLocked(worker, join.pid(), join.host());
+        checkAcknowledgedLocked(worker, join.acknowledged_step());
         out->set_acting_chief(m_actingChief);
         proto::ReplicaRecord record;
         auto *joined = record.mutable_membership();
@@ -558,6 +563,26 @@ proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int 
         out->set_global_step(m_updatesApplied);
     }
     return response;
+}
+
+void PsTask::checkAcknowledgedLocked(int worker, int64_t acknowledged)
+{
+    // Without a backup, a ps that died restarts from the chief's checkpoint,
+    // which says so itself; a pair promises that nothing acknowledged is lost.
+    const int64_t held = m_policy->globalStep();
+    if (!m_options.cluster.replicated() || acknowledged <= held)
+        return;
+    const int64_t lost = acknowledged - held;
+    if (lost <= m_acknowledgedLost)
+        return;
+    m_acknowledgedLost = lost;
+    note(psName() + " at " + ownAddress() + " holds global step " + std::to_string(held)
+         + ", but worker:" + std::to_string(worker) + " had global step " + std::to_string(acknowledged)
+         + " acknowledged: " + std::to_string(lost) + (lost == 1 ? " update is" : " updates are")
+         + " lost. The other process of the pair acknowledged them without a backup holding them (it had lost "
+           "its backup, or both processes went in turn) and is gone. Training goes on from global step "
+         + std::to_string(held) + ": global steps " + std::to_string(held + 1) + " to " + std::to_string(acknowledged)
+         + " are taken a second time");
 }
 
 void PsTask::admitWorkerLocked(int worker, int64_t pid, const std::string &host)

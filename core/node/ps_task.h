@@ -155,6 +155,9 @@ private:
     CallStatus initializeLocked(const proto::InitializeRequest &request, proto::InitializeResponse *response);
     // ps:0: a joined worker counts as live and training.
     void admitWorkerLocked(int worker, int64_t pid, const std::string &host);
+    // A replicated ps:0 that holds less than a joining worker had
+    // acknowledged says how many updates were lost (JoinRequest.acknowledged_step).
+    void checkAcknowledgedLocked(int worker, int64_t acknowledged);
     // ps:0: a checked gradient goes to the policy, or is rejected as
     // non-finite (false).
     bool takeGradientLocked(int worker, const proto::PushRequest &push, Parameters gradient);
@@ -312,6 +315,9 @@ private:
     std::string m_backupLostReason = "no backup has attached yet";
     int m_failovers = 0;
     int64_t m_lastFailoverStep = 0;
+    // Acknowledged updates this process found it does not hold, at most
+    // (checkAcknowledgedLocked).
+    int64_t m_acknowledgedLost = 0;
     std::unique_ptr<PrimaryLink> m_primaryLink;
     std::thread m_followThread;
     // After taking over: when workers that did not rejoin count as dead.

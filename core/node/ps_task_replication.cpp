@@ -285,6 +285,7 @@ proto::ReplicaStatus PsTask::replicaStatusLocked() const
     }
     status.set_failovers(m_failovers);
     status.set_last_failover_step(m_lastFailoverStep);
+    status.set_acknowledged_updates_lost(m_acknowledgedLost);
     return status;
 }
 

@@ -44,6 +44,10 @@ struct WorkerTask::PsConnection
     // (wire/train_call.h): the push to this ps and its answer.
     proto::TrainRequest push;
     proto::TrainResponse answer;
+    // ps:0 only: the last global step it acknowledged, told to it when
+    // joining again, so that a replicated ps:0 that took over can tell
+    // whether acknowledged updates were lost.
+    int64_t acknowledged = 0;
 
     void closeStream()
     {
@@ -406,6 +410,7 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             join->set_worker_index(index);
             join->set_pid(::getpid());
             join->set_host(m_hostName);
+            join->set_acknowledged_step(ps->acknowledged);
             *join->mutable_signature() = m_signature;
             proto::TrainResponse response;
             if (!ps->stream->write(request) || !ps->stream->read(&response)) {
@@ -440,6 +445,8 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
                 continue;
             }
             readParameters(ps->index, join_.parameters());
+            if (ps->index == 0)
+                ps->acknowledged = join_.global_step();
             if (ps->index == 0) {
                 m_globalStep = join_.global_step();
                 m_done = join_.last_step() > 0 && m_globalStep >= join_.last_step();
@@ -586,6 +593,7 @@ bool WorkerTask::step()
     }
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();
+    m_ps[0]->acknowledged = m_globalStep;
     m_done = decision.done();
     m_chief->afterStep(decision, batchLoss, measured, m_params);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)

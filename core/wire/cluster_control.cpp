@@ -72,6 +72,10 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
         if (pair.failovers() > 0)
             text += "; " + std::to_string(pair.failovers()) + (pair.failovers() == 1 ? " failover" : " failovers")
                     + ", the last at global step " + std::to_string(pair.last_failover_step());
+        if (pair.acknowledged_updates_lost() > 0)
+            text += "; " + std::to_string(pair.acknowledged_updates_lost())
+                    + " acknowledged updates lost (the pair's other process acknowledged them without a backup, "
+                      "then went)";
         text += "\n";
     }
     if (status.stall().seconds() > 0)

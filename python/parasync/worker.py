@@ -589,6 +589,10 @@ class Worker:
         join.pid = os.getpid()
         join.host = socket.gethostname()
         join.signature.CopyFrom(self.signature.to_proto())
+        if k == 0:
+            # What ps:0 acknowledged last: a replicated ps:0 that took over
+            # says whether acknowledged updates were lost.
+            join.acknowledged_step = self.global_step
         delay = 0.2
         stream = None
         while True:

@@ -160,6 +160,25 @@ private Q_SLOTS:
         trainsOnAndStopsCleanly(cluster);
     }
 
+    // A join that says ps:0 acknowledged a negative global step is refused
+    // with what to send; the cluster trains on.
+    void aJoinWithANegativeAcknowledgedStepIsRefused()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--last_step=100000000")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+        proto::TrainRequest join = joinAs(1);
+        join.mutable_join()->set_acknowledged_step(-5);
+        const auto refused = sendOnTrainStream(cluster.psAddress(0), {join});
+        QCOMPARE(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+        QVERIFY2(QString::fromStdString(refused.error_message())
+                     .contains(QStringLiteral("acknowledged_step is -5: send the last global step ps:0 "
+                                              "acknowledged, or 0 before the first")),
+                 refused.error_message().c_str());
+        trainsOnAndStopsCleanly(cluster);
+    }
+
     // A stranger's Watch that resumes after a negative step is refused with
     // what to send; one that resumes after a step ps:0 never reached gets the
     // live events; the app's watcher and the cluster carry on.

@@ -9,6 +9,7 @@
 #include "orchestration/cluster_watcher.h"
 #include "support/cluster_harness.h"
 #include "support/net_namespace.h"
+#include "wire/cluster_control.h"
 #include "wire/cluster_token.h"
 
 #include <QJsonDocument>
@@ -19,6 +20,7 @@
 #include <QTest>
 
 #include <chrono>
+#include <csignal>
 #include <map>
 #include <set>
 #include <tuple>
@@ -240,6 +242,9 @@ private Q_SLOTS:
                 return;
             appliedTotal += status.workers(i).applied();
         }
+        // The workers' own view agrees: none rejoined with a global step
+        // acknowledged that the process taking over did not hold.
+        QCOMPARE(status.replica().acknowledged_updates_lost(), 0);
         // async and ssp: one global step per applied gradient, none twice, none skipped.
         const bool sync = status.mode().mode() == proto::SYNC;
         if (!sync)
@@ -720,6 +725,66 @@ private Q_SLOTS:
         // The new backup holds everything: the primary may die now.
         const double failover = killAndFailOver(*primary, *backup, cluster.primary, cluster.backup);
         QVERIFY2(failover >= 0, qPrintable(backup->output()));
+        for (auto &worker : cluster.workers) {
+            worker->terminate();
+            QCOMPARE(worker->waitForExit(), 0);
+        }
+        backup->terminate();
+        QCOMPARE(backup->waitForExit(), 0);
+    }
+
+    // The one way to lose acknowledged updates: a backup frozen (SIGSTOP)
+    // long enough that its primary gives it up and trains on alone; then
+    // the primary dies and the backup wakes with the state of when it
+    // froze. It takes over -- training goes on -- but the workers' joins
+    // tell it what they had acknowledged, and it says how much is lost
+    // instead of carrying on as if nothing were.
+    void aStaleBackupThatTakesOverSaysWhatWasLost()
+    {
+        ReplicatedCluster cluster(2, {QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
+        auto primary = cluster.startPs(QStringLiteral("ps:0"));
+        auto backup = cluster.startBackup(QStringLiteral("ps:0's backup"));
+        for (auto &worker : cluster.workers)
+            worker->start();
+        QVERIFY(backup->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary));
+        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) { return s.global_step() > 100; }));
+
+        QCOMPARE(::kill(pid_t(backup->pid()), SIGSTOP), 0);
+        const auto resume = qScopeGuard([&] { ::kill(pid_t(backup->pid()), SIGCONT); });
+        QVERIFY2(primary->waitForOutput(QStringLiteral("lost its backup ") + cluster.backup),
+                 qPrintable(primary->output()));
+        proto::ClusterStatusResponse alone;
+        QVERIFY(statusAt(cluster.primary, &alone));
+        QVERIFY(waitForStatusAt(cluster.primary,
+                                [&](const auto &s) { return s.global_step() > alone.global_step() + 200; }));
+        primary->kill();
+        QCOMPARE(::kill(pid_t(backup->pid()), SIGCONT), 0);
+
+        QVERIFY2(backup->waitForOutput(QStringLiteral("takes over as the pair's primary")),
+                 qPrintable(backup->output()));
+        QVERIFY2(backup->waitForOutput(QStringLiteral(" are lost. The other process of the pair acknowledged them")),
+                 qPrintable(backup->output().right(3000)));
+        proto::ClusterStatusResponse status;
+        QVERIFY(statusAt(cluster.backup, &status));
+        const int64_t lost = status.replica().acknowledged_updates_lost();
+        const int64_t tookOverAt = status.replica().last_failover_step();
+        // It holds what it held when it froze, no more than when the primary
+        // was left alone; the primary took 200 steps alone after that.
+        QVERIFY2(lost > 150 && tookOverAt <= alone.global_step(),
+                 qPrintable(QStringLiteral("%1 lost, took over at %2, the primary was alone from %3")
+                                .arg(lost)
+                                .arg(tookOverAt)
+                                .arg(alone.global_step())));
+        const QString said = backup->output();
+        const qsizetype at = said.indexOf(QStringLiteral("holds global step %1, but worker:").arg(tookOverAt));
+        QVERIFY2(at >= 0, qPrintable(said.right(3000)));
+        qInfo("the backup said: ...%s", qPrintable(said.mid(at, said.indexOf(QLatin1Char('\n'), at) - at)));
+        // Training goes on from what it holds, and --status says it.
+        QVERIFY(everyWorkerStepsAgain(cluster.backup));
+        QVERIFY(statusAt(cluster.backup, &status));
+        QVERIFY2(
+            QString::fromStdString(formatClusterStatus(status)).contains(QStringLiteral("acknowledged updates lost")),
+            formatClusterStatus(status).c_str());
         for (auto &worker : cluster.workers) {
             worker->terminate();
             QCOMPARE(worker->waitForExit(), 0);
