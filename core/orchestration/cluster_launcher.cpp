@@ -582,8 +582,17 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
                  : exitCode == 0 ? tr("stopped on request")
                                  : tr("stopped on request (exit code %1)").arg(exitCode));
     } else if (crashed) {
+        // A signal comes from outside (a user, the OOM killer, a cluster
+        // manager) or from a crash: the last line printed is no cause, only
+        // where the task was. An error line it printed may be one.
+        const QString signal = QString::fromLocal8Bit(::sigabbrev_np(exitCode));
         setState(row, TaskState::Dead,
-                 tr("killed by signal %1").arg(exitCode) + (why.isEmpty() ? QString() : QStringLiteral(": ") + why));
+                 tr("killed by signal %1%2")
+                         .arg(exitCode)
+                         .arg(signal.isEmpty() ? QString() : QStringLiteral(" (SIG%1)").arg(signal))
+                     + (!p.lastError.isEmpty()  ? QStringLiteral(": ") + p.lastError
+                        : !p.lastLine.isEmpty() ? tr("; its last line: %1").arg(p.lastLine)
+                                                : QString()));
     } else if (exitCode == 0) {
         setState(row, TaskState::Finished, info.detail.isEmpty() ? tr("exited normally") : info.detail);
     } else {

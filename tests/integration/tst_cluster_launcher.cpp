@@ -308,6 +308,17 @@ private Q_SLOTS:
                                   qPrintable(describe(launcher)), kTimeoutMs);
         QVERIFY(!processExists(secondPid));
 
+        // Killed from outside (a user's kill -9, the OOM killer): the row
+        // names the signal, and the last line the task printed is shown as
+        // that, not as the cause.
+        const qint64 thirdPid = launcher.tasks()[size_t(worker1)].pid;
+        QCOMPARE(::kill(pid_t(thirdPid), SIGKILL), 0);
+        QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Dead, qPrintable(describe(launcher)), kTimeoutMs);
+        const QString detail = launcher.tasks()[size_t(worker1)].detail;
+        QVERIFY2(detail.startsWith(QLatin1String("killed by signal 9 (SIGKILL); its last line: ")), qPrintable(detail));
+        launcher.restartTask(worker1);
+        QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Training, qPrintable(describe(launcher)), kTimeoutMs);
+
         // Stop: SIGTERM, a clean exit.
         launcher.stopTask(worker1);
         QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Stopped, qPrintable(describe(launcher)), kTimeoutMs);
