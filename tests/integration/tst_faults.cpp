@@ -238,13 +238,17 @@ private Q_SLOTS:
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("worker:2 rejoined")));
         proto::ClusterStatusResponse rejoined;
         QVERIFY(cluster.clusterStatus(&rejoined));
-        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > rejoined.global_step() + 200; }));
+        // Three workers under ThreadSanitizer beside another test's cluster
+        // on two cores take a sync step in about 0.4 s (seen: 160 steps in
+        // 60 s): ask for fewer steps, and give them longer.
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > rejoined.global_step() + 150; },
+                                      180s));
         if (mode == QStringLiteral("sync")) {
             const auto steps = contributionsByStep(dir.path(), rejoined.global_step());
             int full = 0;
             for (const auto &[step, n] : steps)
                 full += n == 3;
-            QVERIFY2(full > 100, qPrintable(QStringLiteral("%1 steps with all three workers").arg(full)));
+            QVERIFY2(full > 75, qPrintable(QStringLiteral("%1 steps with all three workers").arg(full)));
         }
         stopCluster(cluster, 3);
     }
