@@ -208,7 +208,7 @@ private Q_SLOTS:
 
         // The live workers go on without it, in every mode.
         const qint64 deadAt = afterDeath.global_step();
-        QVERIFY2(cluster.waitForStatus([&](const auto &s) { return s.global_step() > deadAt + 300; }, 60s),
+        QVERIFY2(cluster.waitForStatus([&](const auto &s) { return s.global_step() > deadAt + 200; }, 180s),
                  "the cluster stopped stepping after a worker died");
         if (mode == QStringLiteral("sync")) {
             const auto steps = syncStepsAfterDeath(dir.path(), 2);
@@ -226,7 +226,7 @@ private Q_SLOTS:
             }
             // Most of them with both survivors: a second worker lost would
             // be a failure of its own, not a test of this one.
-            QVERIFY2(withTwo > 150, qPrintable(QStringLiteral("%1 steps with both live workers").arg(withTwo)));
+            QVERIFY2(withTwo > 100, qPrintable(QStringLiteral("%1 steps with both live workers").arg(withTwo)));
         }
 
         // Restarted with the same index, it rejoins; sync aggregates all three again.
@@ -240,7 +240,8 @@ private Q_SLOTS:
         QVERIFY(cluster.clusterStatus(&rejoined));
         // Three workers under ThreadSanitizer beside another test's cluster
         // on two cores take a sync step in about 0.4 s (seen: 160 steps in
-        // 60 s): ask for fewer steps, and give them longer.
+        // 60 s; with two workers 298 in 60 s): ask for fewer steps, and give
+        // them longer.
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > rejoined.global_step() + 150; },
                                       180s));
         if (mode == QStringLiteral("sync")) {
