@@ -30,6 +30,14 @@ def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def fmt_signed(value, digits=None):
+    """A difference: +1.0, −3.0 (a real minus sign), ±0.0."""
+    if value is None:
+        return "—"
+    text = fmt(abs(value), digits)
+    return ("±" if float(text.replace(",", "")) == 0 else "+" if value > 0 else "−") + text
+
+
 def fmt(value, digits=None):
     if value is None:
         return "—"
@@ -317,7 +325,8 @@ def add_roundtrip(report, doc):
         extra_worker = big["worker_large_allocs"]["median"] - summary(echo["client_large_allocs"])["median"]
         report.target("1,000,000-parameter steady state: no tensor-sized (≥64 KiB) allocation per step beyond the "
                       "bare gRPC echo's",
-                      f"ps +{fmt(extra_ps, 1)}, worker +{fmt(extra_worker, 1)} per step",
+                      f"ps {fmt_signed(extra_ps, 1)}, worker {fmt_signed(extra_worker, 1)} per step "
+                      "(fewer than the echo's, where negative)",
                       max(extra_ps, extra_worker) < 0.5)
 
 
