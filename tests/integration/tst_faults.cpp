@@ -242,8 +242,8 @@ private Q_SLOTS:
         // on two cores take a sync step in about 0.4 s (seen: 160 steps in
         // 60 s; with two workers 298 in 60 s): ask for fewer steps, and give
         // them longer.
-        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > rejoined.global_step() + 150; },
-                                      180s));
+        QVERIFY(
+            cluster.waitForStatus([&](const auto &s) { return s.global_step() > rejoined.global_step() + 150; }, 180s));
         if (mode == QStringLiteral("sync")) {
             const auto steps = contributionsByStep(dir.path(), rejoined.global_step());
             int full = 0;
