@@ -128,6 +128,18 @@ struct ReplicatedCluster
         return process;
     }
 
+    // Starts the pair and the workers and waits until the backup follows
+    // and the cluster has trained 100 steps.
+    bool startTraining(std::unique_ptr<NodeProcess> *primaryProcess, std::unique_ptr<NodeProcess> *backupProcess)
+    {
+        *primaryProcess = startPs(QStringLiteral("ps:0"));
+        *backupProcess = startBackup(QStringLiteral("ps:0's backup"));
+        for (auto &worker : workers)
+            worker->start();
+        return (*backupProcess)->waitForOutput(QStringLiteral("follows its primary at ") + primary)
+               && waitForStatusAt(primary, [](const auto &s) { return s.global_step() > 100; });
+    }
+
     QString primary;
     QString backup;
     QStringList flags;
@@ -703,12 +715,8 @@ private Q_SLOTS:
     void thePrimaryTrainsOnWhenItsBackupDiesAndTakesANewOne()
     {
         ReplicatedCluster cluster(2, {QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
-        auto primary = cluster.startPs(QStringLiteral("ps:0"));
-        auto backup = cluster.startBackup(QStringLiteral("ps:0's backup"));
-        for (auto &worker : cluster.workers)
-            worker->start();
-        QVERIFY(backup->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary));
-        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) { return s.global_step() > 100; }));
+        std::unique_ptr<NodeProcess> primary, backup;
+        QVERIFY(cluster.startTraining(&primary, &backup));
         backup->kill();
         QVERIFY2(primary->waitForOutput(QStringLiteral("lost its backup ") + cluster.backup),
                  qPrintable(primary->output()));
@@ -742,12 +750,8 @@ private Q_SLOTS:
     void aStaleBackupThatTakesOverSaysWhatWasLost()
     {
         ReplicatedCluster cluster(2, {QStringLiteral("--last_step=0"), QStringLiteral("--compute_ms=2")});
-        auto primary = cluster.startPs(QStringLiteral("ps:0"));
-        auto backup = cluster.startBackup(QStringLiteral("ps:0's backup"));
-        for (auto &worker : cluster.workers)
-            worker->start();
-        QVERIFY(backup->waitForOutput(QStringLiteral("follows its primary at ") + cluster.primary));
-        QVERIFY(waitForStatusAt(cluster.primary, [](const auto &s) { return s.global_step() > 100; }));
+        std::unique_ptr<NodeProcess> primary, backup;
+        QVERIFY(cluster.startTraining(&primary, &backup));
 
         QCOMPARE(::kill(pid_t(backup->pid()), SIGSTOP), 0);
         const auto resume = qScopeGuard([&] { ::kill(pid_t(backup->pid()), SIGCONT); });
