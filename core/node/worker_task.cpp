@@ -445,9 +445,8 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
                 continue;
             }
             readParameters(ps->index, join_.parameters());
-            if (ps->index == 0)
-                ps->acknowledged = join_.global_step();
             if (ps->index == 0) {
+                ps->acknowledged = join_.global_step();
                 m_globalStep = join_.global_step();
                 m_done = join_.last_step() > 0 && m_globalStep >= join_.last_step();
             }
