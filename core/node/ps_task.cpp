@@ -225,7 +225,7 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log)
     if (isCoordinator()) {
         m_policy.emplace(
             m_options.cluster.numWorkers(), m_options.training.mode,
-            [this](const Parameters &gradient, int) { m_shard.apply(gradient); },
+            [this](const GradientView &gradient, int) { m_shard.apply(gradient); },
             [this](int worker, int64_t from, const PushDecision &decision) { onDecision(worker, from, decision); });
     }
 }
@@ -373,8 +373,11 @@ CallStatus PsTask::train(TrainStream &stream)
     // mid-way -- the worker's index is given up, and ps:0 no longer waits
     // for a worker whose stream is over (a sync step would hold forever).
     const CallStatus status = [&]() -> CallStatus {
-        // A staged push's gradients, until the decision that follows it.
-        std::optional<Parameters> staged;
+        // A staged push, until the decision that follows it: swapped out of
+        // `request` rather than copied, so the two messages take turns
+        // keeping a push's storage.
+        proto::TrainRequest staged;
+        bool holdsStaged = false;
         while (stream.read(&request)) {
             if (response.has_push())
                 response.mutable_push()->Clear();
@@ -419,20 +422,23 @@ CallStatus PsTask::train(TrainStream &stream)
                     if (worker < 0)
                         return CallStatus::failedPrecondition("push before join: send a JoinRequest first");
                     const proto::PushRequest &push = request.push();
-                    if (const CallStatus refused = checkStaging(push, staged.has_value()); !refused.ok())
+                    if (const CallStatus refused = checkStaging(push, holdsStaged); !refused.ok())
                         return refused;
                     if (push.staged()) {
                         std::string parseError;
-                        staged = parseGradients(push, &parseError);
+                        parseGradients(push, &parseError);
                         if (!parseError.empty())
                             return CallStatus::invalidArgument(parseError);
+                        request.Swap(&staged);
+                        holdsStaged = true;
                         continue; // answered with the decision that follows
                     }
                     if (isCoordinator()) {
                         error = pushLocked(lock, worker, push, response.mutable_push());
                     } else {
-                        error = pushShardLocked(lock, push, staged ? &*staged : nullptr, response.mutable_push());
-                        staged.reset();
+                        error = pushShardLocked(lock, push, holdsStaged ? &staged.push() : nullptr,
+                                                response.mutable_push());
+                        holdsStaged = false;
                     }
                 } else if (request.has_leave()) {
                     if (worker >= 0 && isCoordinator())
@@ -603,9 +609,8 @@ void PsTask::admitWorkerLocked(int worker, int64_t pid, const std::string &host)
     m_changed.notify_all();
 }
 
-Parameters PsTask::parseGradients(const proto::PushRequest &push, std::string *error) const
+GradientView PsTask::parseGradients(const proto::PushRequest &push, std::string *error) const
 {
-    Parameters gradient;
     const auto &values = m_shard.values();
     if (push.gradients_size() != int(values.size())) {
         *error = "the push has " + std::to_string(push.gradients_size()) + " gradient tensors but " + psName()
@@ -623,12 +628,29 @@ Parameters PsTask::parseGradients(const proto::PushRequest &push, std::string *e
                      + ": push each gradient in its variable's shape";
             return {};
         }
+    }
+    return viewGradients(push.gradients(), error);
+}
+
+GradientView PsTask::viewGradients(const google::protobuf::RepeatedPtrField<proto::Tensor> &tensors,
+                                   std::string *error) const
+{
+    const auto &values = m_shard.values();
+    if (tensors.size() != int(values.size())) {
+        *error = std::to_string(tensors.size()) + " gradient tensors for the " + std::to_string(values.size())
+                 + " variables " + psName() + " holds";
+        return {};
+    }
+    GradientView gradient;
+    gradient.reserve(values.size());
+    for (int i = 0; i < tensors.size(); ++i) {
+        const proto::Tensor &tensor = tensors[i];
         if (tensor.values_size() != values[size_t(i)].size()) {
             *error = "gradient " + std::to_string(i) + " has " + std::to_string(tensor.values_size())
                      + " values, the variable has " + std::to_string(values[size_t(i)].size());
             return {};
         }
-        gradient.push_back(fromTensor(push.gradients(i)));
+        gradient.emplace_back(tensor.values().data(), size_t(tensor.values_size()));
     }
     return gradient;
 }
@@ -650,7 +672,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
         return {};
     }
     std::string error;
-    Parameters gradient = parseGradients(push, &error);
+    const GradientView gradient = parseGradients(push, &error);
     if (!error.empty())
         return CallStatus::invalidArgument("worker:" + std::to_string(worker) + ": " + error);
     if (push.metrics_size() != 0 && push.metrics_size() != m_signature.metric_names_size())
@@ -684,7 +706,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
         recordLocked(std::move(record));
     }
     const int64_t stepBefore = m_policy->globalStep();
-    if (!takeGradientLocked(worker, push, std::move(gradient))) {
+    if (!takeGradientLocked(worker, push, gradient)) {
         response->set_outcome(proto::REJECTED_NONFINITE);
         response->set_global_step(m_policy->globalStep());
         response->set_done(doneLocked());
@@ -735,11 +757,11 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     return {};
 }
 
-bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, Parameters gradient)
+bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient)
 {
     auto &info = m_workers[size_t(worker)];
     const bool finite
-        = std::all_of(gradient.begin(), gradient.end(), [](const Eigen::VectorXf &g) { return allFinite(g); });
+        = std::all_of(gradient.begin(), gradient.end(), [](std::span<const float> g) { return allFinite(g); });
     if (!finite) {
         ++info.nonfinite;
         if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
@@ -775,7 +797,7 @@ bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, Para
     info.arrival = std::chrono::steady_clock::now();
     info.lastSeen = info.arrival;
     info.phase = proto::TRAINING;
-    m_policy->push(worker, push.computed_from_step(), std::move(gradient));
+    m_policy->push(worker, push.computed_from_step(), gradient);
     return true;
 }
 
@@ -797,28 +819,37 @@ CallStatus PsTask::checkStaging(const proto::PushRequest &push, bool holdsStaged
 }
 
 CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
-                                   Parameters *staged, proto::PushResponse *response)
+                                   const proto::PushRequest *staged, proto::PushResponse *response)
 {
     const int64_t update = push.update();
     if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
         note(psName() + ": a late contribution to update " + std::to_string(update)
              + " arrived after it was applied without it; not applied");
+    } else if (push.contributions() == 1 && !m_pendingUpdates.contains(update)) {
+        // async, ssp, a sync step of one: applied where the gradient lies.
+        std::string error;
+        const GradientView gradient = parseGradients(staged ? *staged : push, &error);
+        if (!error.empty())
+            return CallStatus::invalidArgument(error);
+        applyShardUpdateLocked(update, gradient, false);
+        m_changed.notify_all();
     } else if (push.contributions() > 0) {
         std::string error;
-        Parameters gradient = staged ? std::move(*staged) : parseGradients(push, &error);
+        const GradientView gradient = parseGradients(staged ? *staged : push, &error);
         if (!error.empty())
             return CallStatus::invalidArgument(error);
         auto &pending = m_pendingUpdates[update];
         if (pending.received == 0)
-            pending.sum = std::move(gradient);
+            for (std::span<const float> g : gradient)
+                pending.sum.emplace_back(asVector(g));
         else
             for (size_t v = 0; v < pending.sum.size(); ++v)
-                pending.sum[v] += gradient[v];
+                pending.sum[v] += asVector(gradient[v]);
         pending.expected = push.contributions();
         if (++pending.received >= pending.expected) {
             for (auto &v : pending.sum)
                 v /= float(pending.received);
-            applyShardUpdateLocked(update, pending.sum, false);
+            applyShardUpdateLocked(update, viewOf(pending.sum), false);
             m_pendingUpdates.erase(update);
             m_changed.notify_all();
         } else {
@@ -834,7 +865,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
                 auto &partial = it->second;
                 for (auto &v : partial.sum)
                     v /= float(partial.received);
-                applyShardUpdateLocked(update, partial.sum, true);
+                applyShardUpdateLocked(update, viewOf(partial.sum), true);
                 note(psName() + ": update " + std::to_string(update) + " applied with "
                      + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
                      + " gradients: the others never came (a worker died between ps:0 and " + psName() + "?)");
@@ -850,15 +881,15 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
     return {};
 }
 
-void PsTask::applyShardUpdateLocked(int64_t update, const Parameters &average, bool incomplete)
+void PsTask::applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete)
 {
     if (m_follower) {
         proto::ReplicaRecord record;
         auto *applied = record.mutable_shard_update();
         applied->set_update(update);
         applied->set_incomplete(incomplete);
-        for (const auto &g : average)
-            toTensor(g, {int64_t(g.size())}, applied->add_gradient());
+        for (std::span<const float> g : average)
+            toTensor(g.data(), int64_t(g.size()), {int64_t(g.size())}, applied->add_gradient());
         recordLocked(std::move(record));
     }
     m_shard.apply(average);

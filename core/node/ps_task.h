@@ -145,10 +145,10 @@ private:
                           proto::PushResponse *response);
     // Refuses a staged push where the protocol has none (PushRequest.staged).
     CallStatus checkStaging(const proto::PushRequest &push, bool holdsStaged) const;
-    // `staged`: the gradients of an earlier staged push on this stream, of
-    // which `push` is ps:0's decision; null when `push` brings its own.
-    CallStatus pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push, Parameters *staged,
-                               proto::PushResponse *response);
+    // `staged`: an earlier staged push on this stream, whose gradients
+    // `push` (ps:0's decision) applies; null when `push` brings its own.
+    CallStatus pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
+                               const proto::PushRequest *staged, proto::PushResponse *response);
     void leaveLocked(int worker, const proto::LeaveRequest &leave);
     void streamEndedLocked(int worker, uint64_t streamId, const std::string &reason);
     void markDeadLocked(int worker, const std::string &reason);
@@ -160,9 +160,9 @@ private:
     void checkAcknowledgedLocked(int worker, int64_t acknowledged);
     // ps:0: a checked gradient goes to the policy, or is rejected as
     // non-finite (false).
-    bool takeGradientLocked(int worker, const proto::PushRequest &push, Parameters gradient);
+    bool takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient);
     // Other ps tasks: an averaged gradient is applied as update `update`.
-    void applyShardUpdateLocked(int64_t update, const Parameters &average, bool incomplete);
+    void applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete);
     UpdatePolicy::ModeChange setModeLocked(const proto::SetModeRequest &request);
     // The cluster's signature, and the parameter names the step log shows.
     void adoptSignatureLocked(const proto::ModelSignature &signature);
@@ -229,7 +229,12 @@ private:
     // The hang watchdog: called about once a second by run().
     void watchForHangLocked();
     std::string describeWaitLocked() const;
-    Parameters parseGradients(const proto::PushRequest &push, std::string *error) const;
+    // The push's gradients checked against the variables this task holds, as
+    // views of the push's own tensors (valid while `push` is unchanged).
+    GradientView parseGradients(const proto::PushRequest &push, std::string *error) const;
+    // An update's tensors checked the same way (a record from ps:k's primary).
+    GradientView viewGradients(const google::protobuf::RepeatedPtrField<proto::Tensor> &tensors,
+                               std::string *error) const;
 
     NodeOptions m_options;
     IdentityTimings m_identityTimings;

@@ -389,10 +389,10 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
         if (const std::string problem = checkWorker(push.worker(), m_workers.size()); !problem.empty())
             throw InputError("a push record names " + problem);
         std::string error;
-        Parameters gradient = parseGradients(push.push(), &error);
+        const GradientView gradient = parseGradients(push.push(), &error);
         if (!error.empty())
             throw InputError("a push record: " + error);
-        takeGradientLocked(push.worker(), push.push(), std::move(gradient));
+        takeGradientLocked(push.worker(), push.push(), gradient);
         m_changed.notify_all();
         return;
     }
@@ -402,13 +402,10 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
             throw InputError(
                 "an applied update sent to " + psName()
                 + (m_policy ? ", whose updates its policy makes" : " before its variables were initialised"));
-        const Parameters &values = m_shard.values();
-        if (update.gradient_size() != int(values.size()))
-            throw InputError("an applied update has " + std::to_string(update.gradient_size()) + " tensors for "
-                             + std::to_string(values.size()) + " variables");
-        Parameters average;
-        for (int i = 0; i < update.gradient_size(); ++i)
-            average.push_back(fromTensor(update.gradient(i), values[size_t(i)].size()));
+        std::string error;
+        const GradientView average = viewGradients(update.gradient(), &error);
+        if (!error.empty())
+            throw InputError("an applied update: " + error);
         applyShardUpdateLocked(update.update(), average, update.incomplete());
         return;
     }

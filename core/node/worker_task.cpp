@@ -505,8 +505,7 @@ bool WorkerTask::step()
     if (const int delay = m_stragglerMs.load(); delay > 0)
         sleepUnlessStopped(std::chrono::milliseconds(delay));
     sleepUnlessStopped(drawComputeTime());
-    Parameters gradient;
-    const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &gradient);
+    const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &m_gradient);
     const bool evaluates = m_chief->evaluatesFullLoss(m_clock);
     ChiefMeasurement measured;
     if (evaluates) {
@@ -518,10 +517,15 @@ bool WorkerTask::step()
     const int64_t computeUs = microsSince(computeStart);
 
     const auto pushStart = Clock::now();
+    // A push's tensors carry the slices' shapes; their values go out from
+    // m_gradient itself (TrainCall::writeSharingValues).
     auto makePush = [&](int ps, proto::PushRequest *push) {
-        for (const VariableSlice &slice : m_placement.on(ps))
-            toTensor(gradient[size_t(slice.variable)].data() + slice.offset, slice.size, slice.shape,
-                     push->add_gradients());
+        TensorValues values;
+        for (const VariableSlice &slice : m_placement.on(ps)) {
+            push->add_gradients()->mutable_shape()->Assign(slice.shape.begin(), slice.shape.end());
+            values.emplace_back(m_gradient[size_t(slice.variable)].data() + slice.offset, size_t(slice.size));
+        }
+        return values;
     };
 
     // ps:0 first: its update policy decides what happens to the gradient.
@@ -547,24 +551,23 @@ bool WorkerTask::step()
     if (total <= kMaxViewedParameters)
         for (const auto &p : m_params)
             push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
-    makePush(0, push);
+    const TensorValues gradient = makePush(0, push);
 
     // ps:0 first: its decision is on every step's critical path. The other
     // ps tasks get their slices of the gradient staged while ps:0 decides,
     // so the uploads overlap ps:0's work and its answer instead of
     // following them; then each gets the decision (a few bytes) and answers
     // with its fresh slices. Every write goes out before any answer is read.
-    // The gradients go out from the kept requests' storage, refilled only
-    // after every answer of this step has been read.
-    if (!ps0.stream->writeSharingValues(request))
+    // The gradients go out from m_gradient, computed again only after every
+    // answer of this step has been read.
+    if (!ps0.stream->writeSharingValues(request, gradient))
         return false;
     for (size_t k = 1; k < m_ps.size(); ++k) {
         proto::TrainRequest &staged = m_ps[k]->push;
         staged.mutable_push()->Clear();
         staged.mutable_push()->set_staged(true);
         staged.mutable_push()->set_computed_from_step(m_globalStep);
-        makePush(int(k), staged.mutable_push());
-        if (!m_ps[k]->stream->writeSharingValues(staged))
+        if (!m_ps[k]->stream->writeSharingValues(staged, makePush(int(k), staged.mutable_push())))
             return false;
     }
     proto::TrainResponse &response = ps0.answer;

@@ -104,6 +104,9 @@ private:
     proto::ModelSignature m_signature; // made once in start()
     VariablePlacement m_placement;     // which ps task holds which piece
     Parameters m_params;               // current view, model order
+    // The step's gradient, model order: kept so that its vectors keep their
+    // storage from step to step, and sent from there (no copy into the push).
+    Parameters m_gradient;
     int64_t m_globalStep = 0;
     std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
     int64_t m_previousPushUs = 0;

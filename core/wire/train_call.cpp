@@ -85,23 +85,26 @@ size_t lengthDelimitedSize(int field, size_t length)
            + google::protobuf::io::CodedOutputStream::VarintSize64(length) + length;
 }
 
-// `message`, whose one field is `push` (field `pushField`), whose field
-// `tensorsField` holds the tensors whose values are shared. Protobuf writes
-// everything but those values; the values' slices point at the tensors'
-// storage.
-template<typename Message, typename Push>
-bool serializeSharing(const Message &message, Push *push, int pushField,
-                      google::protobuf::RepeatedPtrField<proto::Tensor> *tensors, int tensorsField,
-                      grpc::ByteBuffer *buffer)
+// Below 64 KiB of values a copy costs less than the pieces sharing needs
+// (bench_roundtrip: 9 more allocations per 2-float step, each end).
+constexpr size_t kShareFromBytes = 64 * 1024;
+
+size_t valueBytes(const TensorValues &values)
 {
-    // Below 64 KiB of values a copy costs less than the pieces sharing
-    // needs (bench_roundtrip: 9 more allocations per 2-float step, each end).
-    constexpr size_t kShareFromBytes = 64 * 1024;
-    size_t totalValueBytes = 0;
-    for (const proto::Tensor &tensor : *tensors)
-        totalValueBytes += size_t(tensor.values_size()) * sizeof(float);
-    if (totalValueBytes < kShareFromBytes)
-        return serialize(message, buffer);
+    size_t bytes = 0;
+    for (std::span<const float> v : values)
+        bytes += v.size_bytes();
+    return bytes;
+}
+
+// A message whose one field is `push` (field `pushField`), whose field
+// `tensorsField` holds tensors whose values are `values` (one span per
+// tensor) and not in the tensors themselves: protobuf writes everything but
+// those values, whose slices point at where they lie.
+template<typename Push>
+bool serializeSharing(Push *push, int pushField, google::protobuf::RepeatedPtrField<proto::Tensor> *tensors,
+                      int tensorsField, const TensorValues &values, grpc::ByteBuffer *buffer)
+{
     constexpr int valuesField = proto::Tensor::kValuesFieldNumber;
     // The tensors are moved out (a pointer swap) while the rest is written.
     google::protobuf::RepeatedPtrField<proto::Tensor> moved;
@@ -112,23 +115,22 @@ bool serializeSharing(const Message &message, Push *push, int pushField,
     size_t pushLength = head.size();
     for (int i = 0; written && i < moved.size(); ++i) {
         proto::Tensor &tensor = moved[i];
-        google::protobuf::RepeatedField<float> values;
-        values.Swap(tensor.mutable_values());
+        google::protobuf::RepeatedField<float> kept;
+        kept.Swap(tensor.mutable_values());
         std::string &tensorHead = tensorHeads[size_t(i)];
         tensor.AppendToString(&tensorHead);
-        values.Swap(tensor.mutable_values());
-        const size_t valueBytes = size_t(tensor.values_size()) * sizeof(float);
+        kept.Swap(tensor.mutable_values());
+        const size_t bytes = values[size_t(i)].size_bytes();
         // Protobuf writes no field for an empty packed list; nor does this.
-        const size_t tensorLength
-            = tensorHead.size() + (valueBytes > 0 ? lengthDelimitedSize(valuesField, valueBytes) : 0);
+        const size_t tensorLength = tensorHead.size() + (bytes > 0 ? lengthDelimitedSize(valuesField, bytes) : 0);
         pushLength += lengthDelimitedSize(tensorsField, tensorLength);
         std::string prefix;
         appendTag(&prefix, tensorsField);
         appendLength(&prefix, tensorLength);
         tensorHead.insert(0, prefix);
-        if (valueBytes > 0) {
+        if (bytes > 0) {
             appendTag(&tensorHead, valuesField);
-            appendLength(&tensorHead, valueBytes);
+            appendLength(&tensorHead, bytes);
         }
     }
     moved.Swap(tensors);
@@ -142,21 +144,29 @@ bool serializeSharing(const Message &message, Push *push, int pushField,
     std::vector<grpc::Slice> slices;
     slices.reserve(2 * tensorHeads.size() + 1);
     std::string pending = std::move(first);
-    for (int i = 0; i < tensors->size(); ++i) {
-        pending += tensorHeads[size_t(i)];
-        const proto::Tensor &tensor = (*tensors)[i];
-        if (tensor.values_size() == 0)
+    for (size_t i = 0; i < tensorHeads.size(); ++i) {
+        pending += tensorHeads[i];
+        if (values[i].empty())
             continue;
         slices.emplace_back(pending);
         pending.clear();
-        slices.emplace_back(tensor.values().data(), size_t(tensor.values_size()) * sizeof(float),
-                            grpc::Slice::STATIC_SLICE);
+        slices.emplace_back(values[i].data(), values[i].size_bytes(), grpc::Slice::STATIC_SLICE);
     }
     if (!pending.empty())
         slices.emplace_back(pending);
     grpc::ByteBuffer shared(slices.data(), slices.size());
     buffer->Swap(&shared);
     return true;
+}
+
+// The values of `tensors`, where they lie.
+TensorValues valuesOf(const google::protobuf::RepeatedPtrField<proto::Tensor> &tensors)
+{
+    TensorValues values;
+    values.reserve(size_t(tensors.size()));
+    for (const proto::Tensor &tensor : tensors)
+        values.emplace_back(tensor.values().data(), size_t(tensor.values_size()));
+    return values;
 }
 
 const google::protobuf::MethodDescriptor &trainMethod()
@@ -180,18 +190,27 @@ bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainResponse *respons
 
 bool serialize(const google::protobuf::MessageLite &message, grpc::ByteBuffer *buffer)
 {
+    buffer->Clear(); // gRPC's writer asserts that it starts empty
     bool ownBuffer = false;
     return grpc::GenericSerialize<grpc::ProtoBufferWriter, google::protobuf::MessageLite>(message, buffer, &ownBuffer)
         .ok();
 }
 
-bool serializeSharingValues(proto::TrainRequest &request, grpc::ByteBuffer *buffer)
+bool serializeSharingValues(proto::TrainRequest &request, const TensorValues &gradients, grpc::ByteBuffer *buffer)
 {
-    if (!request.has_push())
-        return serialize(request, buffer);
     proto::PushRequest *push = request.mutable_push();
-    return serializeSharing(request, push, proto::TrainRequest::kPushFieldNumber, push->mutable_gradients(),
-                            proto::PushRequest::kGradientsFieldNumber, buffer);
+    if (size_t(push->gradients_size()) != gradients.size())
+        return false;
+    for (const proto::Tensor &tensor : push->gradients())
+        if (tensor.values_size() != 0)
+            return false; // values in two places: which would be sent?
+    if (valueBytes(gradients) < kShareFromBytes) {
+        for (size_t i = 0; i < gradients.size(); ++i)
+            push->mutable_gradients(int(i))->mutable_values()->Add(gradients[i].begin(), gradients[i].end());
+        return serialize(request, buffer);
+    }
+    return serializeSharing(push, proto::TrainRequest::kPushFieldNumber, push->mutable_gradients(),
+                            proto::PushRequest::kGradientsFieldNumber, gradients, buffer);
 }
 
 bool serializeSharingValues(proto::TrainResponse &response, grpc::ByteBuffer *buffer)
@@ -199,8 +218,11 @@ bool serializeSharingValues(proto::TrainResponse &response, grpc::ByteBuffer *bu
     if (!response.has_push())
         return serialize(response, buffer);
     proto::PushResponse *push = response.mutable_push();
-    return serializeSharing(response, push, proto::TrainResponse::kPushFieldNumber, push->mutable_parameters(),
-                            proto::PushResponse::kParametersFieldNumber, buffer);
+    const TensorValues values = valuesOf(push->parameters());
+    if (valueBytes(values) < kShareFromBytes)
+        return serialize(response, buffer);
+    return serializeSharing(push, proto::TrainResponse::kPushFieldNumber, push->mutable_parameters(),
+                            proto::PushResponse::kParametersFieldNumber, values, buffer);
 }
 
 const char *trainMethodPath()
@@ -226,10 +248,10 @@ bool TrainCall::write(const proto::TrainRequest &request)
     return serialize(request, &out) && m_stream->Write(out);
 }
 
-bool TrainCall::writeSharingValues(proto::TrainRequest &request)
+bool TrainCall::writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients)
 {
     grpc::ByteBuffer out;
-    return serializeSharingValues(request, &out) && m_stream->Write(out);
+    return serializeSharingValues(request, gradients, &out) && m_stream->Write(out);
 }
 
 bool TrainCall::read(proto::TrainResponse *response)

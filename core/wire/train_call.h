@@ -19,7 +19,9 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace parasync {
 
@@ -30,18 +32,27 @@ namespace parasync {
 bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainRequest *request);
 bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainResponse *response);
 
-// The message's bytes as gRPC would send them.
+// The message's bytes as gRPC would send them, in place of what `buffer` held.
 bool serialize(const google::protobuf::MessageLite &message, grpc::ByteBuffer *buffer);
 
-// The same message, but the values of its push's tensors (a request's
-// gradients, a response's parameters) are not copied: the buffer's slices
-// point at the message's own storage. A packed `repeated float` is its
-// values' little-endian bytes on the wire, so only the tags and lengths
-// around them are written here; the bytes parse to the same message. The
-// message is left as it was, and must stay unchanged until gRPC is done with
-// the buffer -- for a Train stream, until the answer to it has been read.
-bool serializeSharingValues(proto::TrainRequest &request, grpc::ByteBuffer *buffer);
+// Tensors' values where they lie, one span per tensor.
+using TensorValues = std::vector<std::span<const float>>;
+
+// The same message, but the values of its push's parameter tensors are not
+// copied: the buffer's slices point at the message's own storage. A packed
+// `repeated float` is its values' little-endian bytes on the wire, so only
+// the tags and lengths around them are written here; the bytes parse to the
+// same message. The message is left as it was, and must stay unchanged
+// until gRPC is done with the buffer -- for a Train stream, until the answer
+// to it has been read. Below 64 KiB of values it is serialized as usual.
 bool serializeSharingValues(proto::TrainResponse &response, grpc::ByteBuffer *buffer);
+// A push whose gradient tensors carry their shapes but no values: tensor i's
+// values are `gradients[i]` (the worker's own gradient vectors), sent from
+// there, and the bytes parse to the push with those values in its tensors.
+// The gradients must stay unchanged until the answer has been read. Below
+// 64 KiB they are copied into the tensors and serialized as usual. False
+// when the counts differ or a tensor holds values of its own.
+bool serializeSharingValues(proto::TrainRequest &request, const TensorValues &gradients, grpc::ByteBuffer *buffer);
 
 // "/parasync.proto.ParameterService/Train", and Train's place among the
 // service's methods (what grpc::Service numbers its handlers by).
@@ -59,10 +70,10 @@ public:
 
     // As grpc::ClientReaderWriter's Write, Read, WritesDone and Finish.
     bool write(const proto::TrainRequest &request);
-    // A push whose gradients go out from the request's own storage
-    // (serializeSharingValues): leave the request unchanged until the
-    // answer to it has been read.
-    bool writeSharingValues(proto::TrainRequest &request);
+    // A push whose gradients go out from where they lie
+    // (serializeSharingValues): leave them and the request unchanged until
+    // the answer to it has been read.
+    bool writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients);
     // Keeps the storage of `response`'s push for the next: pass the same
     // message every step.
     bool read(proto::TrainResponse *response);

@@ -163,17 +163,28 @@ private Q_SLOTS:
         QVERIFY(!parseKeepingStorage(buffer, &kept));
     }
 
-    // Sharing the values: the bytes parse to the same message, the values'
-    // slices are the tensors' own memory, and the message is left as it was.
-    void aPushSentSharingItsValuesParsesToTheSameMessage()
+    // A worker's push: its tensors carry shapes, the values are the
+    // worker's own gradient vectors. The bytes parse to the push with those
+    // values in its tensors, and the large ones go out from where they lie.
+    void aPushSentFromTheGradientsParsesToTheFullMessage()
     {
-        proto::TrainRequest request = pushOf({100000, 10, 0, 3}, 1.5f);
-        request.mutable_push()->add_metrics(0.25f);
-        request.mutable_push()->mutable_gradients(1)->add_shape(1); // a [10, 1] tensor
-        const std::string before = request.SerializeAsString();
+        const proto::TrainRequest full = [] {
+            proto::TrainRequest request = pushOf({100000, 10, 0, 3}, 1.5f);
+            request.mutable_push()->add_metrics(0.25f);
+            request.mutable_push()->mutable_gradients(1)->add_shape(1); // a [10, 1] tensor
+            return request;
+        }();
+        std::vector<std::vector<float>> gradients;
+        proto::TrainRequest request = full;
+        for (auto &tensor : *request.mutable_push()->mutable_gradients()) {
+            gradients.emplace_back(tensor.values().begin(), tensor.values().end());
+            tensor.clear_values();
+        }
+        const TensorValues values(gradients.begin(), gradients.end());
+        const std::string shapesOnly = request.SerializeAsString();
         grpc::ByteBuffer buffer;
-        QVERIFY(serializeSharingValues(request, &buffer));
-        QCOMPARE(request.SerializeAsString(), before);
+        QVERIFY(serializeSharingValues(request, values, &buffer));
+        QCOMPARE(request.SerializeAsString(), shapesOnly);
 
         std::vector<grpc::Slice> slices;
         QVERIFY(buffer.Dump(&slices).ok());
@@ -181,14 +192,38 @@ private Q_SLOTS:
         bool shared = false;
         for (const grpc::Slice &slice : slices) {
             bytes.append(reinterpret_cast<const char *>(slice.begin()), slice.size());
-            shared = shared
-                     || slice.begin() == reinterpret_cast<const uint8_t *>(request.push().gradients(0).values().data());
+            shared = shared || slice.begin() == reinterpret_cast<const uint8_t *>(gradients[0].data());
         }
         QVERIFY2(shared, "the first gradient's values were copied");
-        QCOMPARE(bytes.size(), before.size());
+        // The push's other fields come before its tensors here: other bytes
+        // than protobuf's order, as many as its, and the same message.
+        QCOMPARE(bytes.size(), full.SerializeAsString().size());
         proto::TrainRequest parsed;
         QVERIFY(parsed.ParseFromString(bytes));
-        QCOMPARE(parsed.SerializeAsString(), before);
+        QCOMPARE(parsed.SerializeAsString(), full.SerializeAsString());
+
+        // Under 64 KiB of values a copy is cheaper: into the tensors, and the
+        // bytes are protobuf's own.
+        const proto::TrainRequest smallFull = pushOf({7850}, 2.0f);
+        proto::TrainRequest small = smallFull;
+        const std::vector<float> smallGradient(small.push().gradients(0).values().begin(),
+                                               small.push().gradients(0).values().end());
+        small.mutable_push()->mutable_gradients(0)->clear_values();
+        QVERIFY(serializeSharingValues(small, {smallGradient}, &buffer));
+        slices.clear();
+        QVERIFY(buffer.Dump(&slices).ok());
+        for (const grpc::Slice &slice : slices)
+            QVERIFY(slice.begin() != reinterpret_cast<const uint8_t *>(smallGradient.data()));
+        QVERIFY(parseKeepingStorage(buffer, &parsed));
+        QCOMPARE(parsed.SerializeAsString(), smallFull.SerializeAsString());
+
+        // Values in two places, or a span per tensor missing: refused, not guessed.
+        proto::TrainRequest both = full;
+        QVERIFY(!serializeSharingValues(both, values, &buffer));
+        request = full;
+        for (auto &tensor : *request.mutable_push()->mutable_gradients())
+            tensor.clear_values();
+        QVERIFY(!serializeSharingValues(request, TensorValues(values.begin(), values.end() - 1), &buffer));
     }
 
     void anAnswerSentSharingItsParametersParsesToTheSameMessage()
@@ -212,15 +247,15 @@ private Q_SLOTS:
         QCOMPARE(answer.SerializeAsString(), before);
 
         // Under 64 KiB of values a copy is cheaper: the bytes are protobuf's own.
-        proto::TrainRequest small = pushOf({7850}, 2.0f);
+        proto::TrainResponse small;
+        small.mutable_push()->add_parameters()->mutable_values()->Resize(7850, 0.5f);
         QVERIFY(serializeSharingValues(small, &buffer));
         std::vector<grpc::Slice> slices;
         QVERIFY(buffer.Dump(&slices).ok());
         for (const grpc::Slice &slice : slices)
-            QVERIFY(slice.begin() != reinterpret_cast<const uint8_t *>(small.push().gradients(0).values().data()));
-        proto::TrainRequest parsed;
-        QVERIFY(parseKeepingStorage(buffer, &parsed));
-        QCOMPARE(parsed.SerializeAsString(), small.SerializeAsString());
+            QVERIFY(slice.begin() != reinterpret_cast<const uint8_t *>(small.push().parameters(0).values().data()));
+        QVERIFY(parseKeepingStorage(buffer, &kept));
+        QCOMPARE(kept.SerializeAsString(), small.SerializeAsString());
 
         // Not a push: as protobuf writes it.
         proto::TrainResponse joined;

@@ -19,11 +19,17 @@ proto::ModeConfig mode(proto::UpdateMode m, int staleness = 10, int replicas = 0
     return config;
 }
 
-Parameters gradient(float value)
+// A one-value gradient whose storage lives until the end of the push that
+// reads it, as a parsed request's does.
+struct OneValueGradient
 {
-    Eigen::VectorXf g(1);
-    g << value;
-    return {g};
+    Parameters values;
+    operator GradientView() const { return viewOf(values); }
+};
+
+OneValueGradient gradient(float value)
+{
+    return {{Eigen::VectorXf::Constant(1, value)}};
 }
 
 // Records what the policy applied and decided, as the ps would.
@@ -35,7 +41,7 @@ struct Recorder
     UpdatePolicy make(int workers, const proto::ModeConfig &config)
     {
         UpdatePolicy policy(
-            workers, config, [this](const Parameters &g, int n) { applied.emplace_back(g[0][0], n); },
+            workers, config, [this](const GradientView &g, int n) { applied.emplace_back(g[0][0], n); },
             [this](int worker, int64_t, const PushDecision &d) { decisions.emplace_back(worker, d); });
         for (int i = 0; i < workers; ++i)
             policy.join(i);
@@ -85,6 +91,22 @@ private Q_SLOTS:
         QCOMPARE(policy.result(0).update, 1);
         QCOMPARE(policy.result(1).contributions, 2);
         QCOMPARE(r.decisions.size(), size_t(2));
+    }
+
+    void syncKeepsItsGradientsWhenTheRequestIsReused()
+    {
+        // The ps parses every message of a stream into the same request and
+        // hands the policy views of it: an open sync step must hold its own
+        // copy, or the next message would change a gradient already counted.
+        Recorder r;
+        auto policy = r.make(2, mode(proto::SYNC));
+        Parameters request{Eigen::VectorXf::Constant(1, 1.0f)};
+        policy.push(0, 0, viewOf(request));
+        request[0][0] = 101.0f;
+        QVERIFY(r.applied.empty());
+        policy.push(1, 0, viewOf(request));
+        QCOMPARE(r.applied.size(), size_t(1));
+        QCOMPARE(r.applied[0].first, 51.0f); // (1 + 101) / 2, not (101 + 101) / 2
     }
 
     void syncDropsAndCountsStaleGradients()
