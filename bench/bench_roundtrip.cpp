@@ -442,7 +442,8 @@ public:
         if (m_count <= 16)
             for (const auto &p : m_params)
                 push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
-        TensorValues gradient;
+        TensorValues &gradient = m_gradientValues;
+        gradient.clear();
         for (size_t i = 0; i < m_gradient.size(); ++i) {
             const auto &shape = m_variables[i].shape;
             push->add_gradients()->mutable_shape()->Assign(shape.begin(), shape.end());
@@ -484,6 +485,7 @@ private:
     std::vector<Variable> m_variables;
     Parameters m_params;
     Parameters m_gradient;
+    TensorValues m_gradientValues; // kept, as the worker keeps it
     Eigen::Index m_count = 0;
     int64_t m_globalStep = 0;
     int64_t m_previousPushUs = 0;

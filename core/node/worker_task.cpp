@@ -44,6 +44,9 @@ struct WorkerTask::PsConnection
     // (wire/train_call.h): the push to this ps and its answer.
     proto::TrainRequest push;
     proto::TrainResponse answer;
+    // Where the push's gradient values lie (slices of m_gradient), refilled
+    // every step into the same vector: no allocation per step.
+    TensorValues gradient;
     // ps:0 only: the last global step it acknowledged, told to it when
     // joining again, so that a replicated ps:0 that took over can tell
     // whether acknowledged updates were lost.
@@ -519,8 +522,9 @@ bool WorkerTask::step()
     const auto pushStart = Clock::now();
     // A push's tensors carry the slices' shapes; their values go out from
     // m_gradient itself (TrainCall::writeSharingValues).
-    auto makePush = [&](int ps, proto::PushRequest *push) {
-        TensorValues values;
+    auto makePush = [&](int ps, proto::PushRequest *push) -> const TensorValues & {
+        TensorValues &values = m_ps[size_t(ps)]->gradient;
+        values.clear();
         for (const VariableSlice &slice : m_placement.on(ps)) {
             push->add_gradients()->mutable_shape()->Assign(slice.shape.begin(), slice.shape.end());
             values.emplace_back(m_gradient[size_t(slice.variable)].data() + slice.offset, size_t(slice.size));
@@ -551,7 +555,7 @@ bool WorkerTask::step()
     if (total <= kMaxViewedParameters)
         for (const auto &p : m_params)
             push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
-    const TensorValues gradient = makePush(0, push);
+    const TensorValues &gradient = makePush(0, push);
 
     // ps:0 first: its decision is on every step's critical path. The other
     // ps tasks get their slices of the gradient staged while ps:0 decides,
