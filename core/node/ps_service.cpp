@@ -1,5 +1,6 @@
 #include "node/ps_service.h"
 
+#include "node/network_probe.h"
 #include "node/ps_task.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/cluster_token.h"
@@ -8,6 +9,8 @@
 #include "wire/train_call.h"
 
 #include <grpcpp/grpcpp.h>
+
+#include <algorithm>
 
 namespace parasync {
 
@@ -301,7 +304,11 @@ std::unique_ptr<PrimaryLink> openPrimaryLink(const std::string &address, const R
 
 PeerStatus askPeer(const std::string &address, const RpcSettings &rpc, std::chrono::milliseconds timeout)
 {
-    auto stub = proto::TaskControl::NewStub(makeChannel(address, rpc));
+    // The question has its own deadline. Keepalive pings would only cut it
+    // short: a loaded peer slow to answer a ping may still answer the call.
+    RpcSettings patient = rpc;
+    patient.heartbeatMs = std::max(rpc.heartbeatMs, int(timeout.count()));
+    auto stub = proto::TaskControl::NewStub(makeChannel(address, patient));
     auto context = makeContext(rpc, timeout);
     proto::TaskStatusResponse status;
     const grpc::Status result = stub->GetTaskStatus(context.get(), {}, &status);
@@ -311,8 +318,17 @@ PeerStatus askPeer(const std::string &address, const RpcSettings &rpc, std::chro
         peer.role = status.replica_role();
         peer.holdsState = status.replica_holds_state();
     } else {
-        peer.absent = result.error_code() == grpc::StatusCode::UNAVAILABLE;
         peer.error = describeRpcError(result);
+        // gRPC says UNAVAILABLE both for a refused connection and for one it
+        // closed itself: a keepalive the loaded peer did not answer in time,
+        // or the peer's GOAWAY. Only the first says nobody is there; a peer
+        // that accepts a connection is alive, however slow, and may be the
+        // pair's primary.
+        if (result.error_code() == grpc::StatusCode::UNAVAILABLE) {
+            peer.absent = !canConnect(parseHostPort(address), int(timeout.count()), nullptr);
+            if (!peer.absent)
+                peer.error += "; it accepts connections";
+        }
     }
     return peer;
 }

@@ -22,6 +22,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace parasync {
 
 namespace {
@@ -74,22 +76,29 @@ void PsTask::chooseRole()
         return;
     }
     // A peer that is there but slow to answer (a loaded machine) may be the
-    // one serving the workers: serving beside it would make two primaries.
-    // Only a refused connection, or an answer, settles the role; a peer that
-    // accepts connections but never answers is given about ten heartbeats.
+    // one serving the workers: serving beside it would make two primaries,
+    // which is worse than starting late. Only a refused connection, or an
+    // answer, settles the role; a peer that accepts connections but does
+    // not answer is asked, with ever longer deadlines, for thirty heartbeats
+    // (half a minute at the default --heartbeat_ms). Under a sanitizer on
+    // two loaded cores a live primary took over five seconds to answer.
     const auto heartbeat = std::chrono::milliseconds(m_rpc.heartbeatMs);
-    const auto giveUpAt = std::chrono::steady_clock::now() + 10 * heartbeat;
+    const auto giveUpAt = std::chrono::steady_clock::now() + 30 * heartbeat;
     PeerStatus peer = askPeer(peerAddress(), m_rpc, heartbeat);
     bool askedAgain = false;
-    for (auto timeout = 2 * heartbeat; !peer.reached && !peer.absent && std::chrono::steady_clock::now() < giveUpAt;
-         timeout *= 2) {
+    for (auto timeout = 2 * heartbeat; !peer.reached && !peer.absent; timeout *= 2) {
+        const auto left
+            = std::chrono::duration_cast<std::chrono::milliseconds>(giveUpAt - std::chrono::steady_clock::now());
+        if (left <= std::chrono::milliseconds(0))
+            break;
         m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
               + ", does not answer yet (" + peer.error + "); asking again before taking a role");
-        peer = askPeer(peerAddress(), m_rpc, timeout);
+        peer = askPeer(peerAddress(), m_rpc, std::min(timeout, left));
         askedAgain = true;
     }
-    // Said whenever it was asked again: the refused connection that ends the
-    // asking may be gRPC giving up on a peer that accepts but never answers.
+    // Said whenever it was asked again and never answered: the asking ended
+    // on a refused connection or after thirty heartbeats of a peer that
+    // accepts connections but does not answer.
     if (!peer.reached && askedAgain)
         m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
               + ", did not answer (" + peer.error
