@@ -460,21 +460,19 @@ public:
         }
         const auto start = Clock::now();
         proto::TrainResponse &response = m_response;
-        if (!m_stream->writeSharingValues(request, gradient) || !m_stream->read(&response))
+        // Straight into m_params, as the worker reads them.
+        TensorDestinations &destinations = m_destinations;
+        destinations.clear();
+        for (auto &p : m_params)
+            destinations.emplace_back(p.data(), size_t(p.size()));
+        bool delivered = false;
+        if (!m_stream->writeSharingValues(request, gradient) || !m_stream->read(&response, destinations, &delivered)
+            || !delivered)
             return false;
         const auto &decision = response.push();
-        if (decision.parameters_size() != int(m_params.size()))
-            return false;
-        for (size_t i = 0; i < m_params.size(); ++i) {
-            const proto::Tensor &tensor = decision.parameters(int(i));
-            if (tensor.values_size() != m_params[i].size())
-                return false;
-            // In place, as the worker reads them.
-            m_params[i] = Eigen::Map<const Eigen::VectorXf>(tensor.values().data(), tensor.values_size());
-        }
         m_globalStep = decision.global_step();
         m_previousPushUs = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-        m_lastResponseBytes = response.ByteSizeLong();
+        m_lastResponseBytes = m_stream->lastReadBytes();
         return decision.outcome() == proto::APPLIED;
     }
 
@@ -486,6 +484,7 @@ private:
     Parameters m_params;
     Parameters m_gradient;
     TensorValues m_gradientValues; // kept, as the worker keeps it
+    TensorDestinations m_destinations;
     Eigen::Index m_count = 0;
     int64_t m_globalStep = 0;
     int64_t m_previousPushUs = 0;

@@ -47,6 +47,9 @@ struct WorkerTask::PsConnection
     // Where the push's gradient values lie (slices of m_gradient), refilled
     // every step into the same vector: no allocation per step.
     TensorValues gradient;
+    // Where this ps's answer puts its parameters' values: the rows of
+    // m_params its slices cover (parameterDestinations()).
+    TensorDestinations parameterRows;
     // ps:0 only: the last global step it acknowledged, told to it when
     // joining again, so that a replicated ps:0 that took over can tell
     // whether acknowledged updates were lost.
@@ -307,6 +310,16 @@ void WorkerTask::readParameters(int ps, const google::protobuf::RepeatedPtrField
         m_params[size_t(slice.variable)].segment(slice.offset, slice.size)
             = Eigen::Map<const Eigen::VectorXf>(tensor.values().data(), slice.size);
     }
+}
+
+const TensorDestinations &WorkerTask::parameterDestinations(int ps)
+{
+    // Refilled every step: m_params is assigned anew when the worker joins.
+    TensorDestinations &destinations = m_ps[size_t(ps)]->parameterRows;
+    destinations.clear();
+    for (const VariableSlice &slice : m_placement.on(ps))
+        destinations.emplace_back(m_params[size_t(slice.variable)].data() + slice.offset, size_t(slice.size));
+    return destinations;
 }
 
 bool WorkerTask::waitForPs(int ps)
@@ -574,11 +587,15 @@ bool WorkerTask::step()
         if (!m_ps[k]->stream->writeSharingValues(staged, makePush(int(k), staged.mutable_push())))
             return false;
     }
+    // The answers' parameters go straight into m_params (TrainCall::read);
+    // readParameters() copies them from an answer of another form.
     proto::TrainResponse &response = ps0.answer;
-    if (!ps0.stream->read(&response))
+    bool delivered = false;
+    if (!ps0.stream->read(&response, parameterDestinations(0), &delivered))
         return false;
     const auto &decision = response.push();
-    readParameters(0, decision.parameters());
+    if (!delivered)
+        readParameters(0, decision.parameters());
 
     const bool counted = decision.outcome() == proto::APPLIED || decision.outcome() == proto::AGGREGATED;
     for (size_t k = 1; k < m_ps.size(); ++k) {
@@ -593,9 +610,10 @@ bool WorkerTask::step()
     }
     for (size_t k = 1; k < m_ps.size(); ++k) {
         proto::TrainResponse &shardResponse = m_ps[k]->answer;
-        if (!m_ps[k]->stream->read(&shardResponse))
+        if (!m_ps[k]->stream->read(&shardResponse, parameterDestinations(int(k)), &delivered))
             return false;
-        readParameters(int(k), shardResponse.push().parameters());
+        if (!delivered)
+            readParameters(int(k), shardResponse.push().parameters());
     }
     m_previousPushUs = microsSince(pushStart) - decision.waited_us();
     m_globalStep = decision.global_step();

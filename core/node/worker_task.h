@@ -8,6 +8,7 @@
 #include "proto/parasync.grpc.pb.h"
 #include "wire/cluster_token.h"
 #include "wire/rpc.h"
+#include "wire/train_call.h"
 
 #include <atomic>
 #include <chrono>
@@ -72,6 +73,8 @@ private:
     // Copies the pieces of the variables ps task `ps` answered with into
     // m_params; throws InputError when one has another size than its slice.
     void readParameters(int ps, const google::protobuf::RepeatedPtrField<proto::Tensor> &parameters);
+    // Where ps task `ps`'s answer puts its values: its slices' rows of m_params.
+    const TensorDestinations &parameterDestinations(int ps);
     // Loads m_heldOut and checks it fits the model; throws InputError.
     void loadHeldOutData(const DatasetOptions &training);
     // One training step; returns false when a stream broke (reconnect).

@@ -39,15 +39,14 @@ int lastOneofMember(grpc::ByteBuffer &buffer, const google::protobuf::OneofDescr
     return last;
 }
 
+// Clears `message` for a parse (merging into a cleared message is parsing
+// into it); when the next message is a push too, the push's own Clear()
+// keeps its repeated fields' capacity. Everything else goes as Clear()
+// would take it.
 template<typename Message>
-bool parseKeepingPush(grpc::ByteBuffer &buffer, Message *message)
+void clearKeepingPush(Message *message, bool nextIsPush)
 {
-    const google::protobuf::FieldDescriptor &push
-        = *Message::descriptor()->FindFieldByNumber(Message::kPushFieldNumber);
-    if (message->has_push() && lastOneofMember(buffer, *push.containing_oneof()) == push.number()) {
-        // Everything but the push goes as Clear() would take it; the push's
-        // own Clear() keeps its repeated fields' capacity, and merging into
-        // it is parsing into it.
+    if (message->has_push() && nextIsPush) {
         auto *kept = message->release_push();
         kept->Clear();
         message->Clear();
@@ -55,6 +54,15 @@ bool parseKeepingPush(grpc::ByteBuffer &buffer, Message *message)
     } else {
         message->Clear();
     }
+}
+
+template<typename Message>
+bool parseKeepingPush(grpc::ByteBuffer &buffer, Message *message)
+{
+    const google::protobuf::FieldDescriptor &push
+        = *Message::descriptor()->FindFieldByNumber(Message::kPushFieldNumber);
+    clearKeepingPush(message,
+                     message->has_push() && lastOneofMember(buffer, *push.containing_oneof()) == push.number());
     grpc::ProtoBufferReader reader(&buffer);
     const bool parsed = message->MergeFromBoundedZeroCopyStream(&reader, int(buffer.Length()));
     buffer.Clear();
@@ -169,6 +177,50 @@ TensorValues valuesOf(const google::protobuf::RepeatedPtrField<proto::Tensor> &t
     return values;
 }
 
+// Appends the field `tag` starts, read from `in`, to `out` as it was (the
+// tag too: SkipField() writes it).
+bool copyField(google::protobuf::io::CodedInputStream &in, uint32_t tag, std::string *out)
+{
+    google::protobuf::io::StringOutputStream stream(out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    return WireFormatLite::SkipField(&in, tag, &coded);
+}
+
+// Appends field `field` holding `body` (a message) to `out`.
+void appendMessageField(std::string *out, int field, const std::string &body)
+{
+    appendTag(out, field);
+    appendLength(out, body.size());
+    out->append(body);
+}
+
+// Reads a message field's length and limits `in` to it. A length that runs
+// past the message around it is refused here: PushLimit() would quietly cut
+// it to that message's end.
+bool enterMessage(google::protobuf::io::CodedInputStream &in, google::protobuf::io::CodedInputStream::Limit *limit)
+{
+    uint32_t length = 0;
+    if (!in.ReadVarint32(&length) || length > uint32_t(in.BytesUntilTotalBytesLimit()))
+        return false;
+    if (const int around = in.BytesUntilLimit(); around >= 0 && length > uint32_t(around))
+        return false;
+    *limit = in.PushLimit(int(length));
+    return true;
+}
+
+// Whether the message `in` is limited to ended where its length said:
+// ReadTag() returns 0 at the limit, but also at the end of the bytes and on
+// a tag that is no tag.
+bool endedAtLimit(google::protobuf::io::CodedInputStream &in)
+{
+    return in.ConsumedEntireMessage() && in.BytesUntilLimit() == 0;
+}
+
+uint32_t lengthDelimitedTag(int field)
+{
+    return WireFormatLite::MakeTag(field, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+}
+
 const google::protobuf::MethodDescriptor &trainMethod()
 {
     static const google::protobuf::MethodDescriptor *method
@@ -225,6 +277,72 @@ bool serializeSharingValues(proto::TrainResponse &response, grpc::ByteBuffer *bu
                             proto::PushResponse::kParametersFieldNumber, values, buffer);
 }
 
+ParameterDelivery AnswerReader::read(grpc::ByteBuffer &buffer, proto::TrainResponse *response,
+                                     const TensorDestinations &destinations)
+{
+    if (!deliver(buffer, destinations))
+        return parseKeepingStorage(buffer, response) ? ParameterDelivery::InMessage : ParameterDelivery::Malformed;
+    buffer.Clear();
+    clearKeepingPush(response, true);
+    return response->MergeFromString(m_rest) ? ParameterDelivery::Delivered : ParameterDelivery::Malformed;
+}
+
+bool AnswerReader::deliver(grpc::ByteBuffer &buffer, const TensorDestinations &destinations)
+{
+    using google::protobuf::io::CodedInputStream;
+    grpc::ProtoBufferReader reader(&buffer);
+    CodedInputStream in(&reader);
+    // The answer is one field, its push: anything else (a join, two pushes
+    // that protobuf would merge, a field of a later .proto) is left to
+    // protobuf's own parse.
+    CodedInputStream::Limit pushLimit;
+    if (in.ReadTag() != lengthDelimitedTag(proto::TrainResponse::kPushFieldNumber) || !enterMessage(in, &pushLimit))
+        return false;
+    m_push.clear();
+    size_t tensors = 0;
+    for (uint32_t tag = in.ReadTag(); tag != 0; tag = in.ReadTag()) {
+        if (tag != lengthDelimitedTag(proto::PushResponse::kParametersFieldNumber)) {
+            if (!copyField(in, tag, &m_push))
+                return false;
+            continue;
+        }
+        CodedInputStream::Limit tensorLimit;
+        if (tensors == destinations.size() || !enterMessage(in, &tensorLimit))
+            return false;
+        const std::span<float> to = destinations[tensors];
+        m_tensor.clear();
+        bool delivered = false;
+        for (uint32_t field = in.ReadTag(); field != 0; field = in.ReadTag()) {
+            if (WireFormatLite::GetTagFieldNumber(field) != proto::Tensor::kValuesFieldNumber) {
+                if (!copyField(in, field, &m_tensor))
+                    return false;
+                continue;
+            }
+            // One packed run of exactly the destination's size. A second
+            // run, or values written one by one, are legal protobuf too:
+            // protobuf's parse takes those.
+            uint32_t length = 0;
+            if (delivered || field != lengthDelimitedTag(proto::Tensor::kValuesFieldNumber) || !in.ReadVarint32(&length)
+                || length != to.size_bytes() || !in.ReadRaw(to.data(), int(length)))
+                return false;
+            delivered = true;
+        }
+        if (!endedAtLimit(in) || (!delivered && !to.empty()))
+            return false;
+        in.PopLimit(tensorLimit);
+        appendMessageField(&m_push, proto::PushResponse::kParametersFieldNumber, m_tensor);
+        ++tensors;
+    }
+    if (!endedAtLimit(in) || tensors != destinations.size())
+        return false;
+    in.PopLimit(pushLimit);
+    if (in.ReadTag() != 0 || !in.ConsumedEntireMessage())
+        return false;
+    m_rest.clear();
+    appendMessageField(&m_rest, proto::TrainResponse::kPushFieldNumber, m_push);
+    return true;
+}
+
 const char *trainMethodPath()
 {
     static const std::string path = "/" + trainMethod().service()->full_name() + "/" + trainMethod().name();
@@ -256,7 +374,20 @@ bool TrainCall::writeSharingValues(proto::TrainRequest &request, const TensorVal
 
 bool TrainCall::read(proto::TrainResponse *response)
 {
-    return m_stream->Read(&m_in) && parseKeepingStorage(m_in, response);
+    if (!m_stream->Read(&m_in))
+        return false;
+    m_lastReadBytes = m_in.Length();
+    return parseKeepingStorage(m_in, response);
+}
+
+bool TrainCall::read(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered)
+{
+    if (!m_stream->Read(&m_in))
+        return false;
+    m_lastReadBytes = m_in.Length();
+    const ParameterDelivery delivery = m_answers.read(m_in, response, destinations);
+    *delivered = delivery == ParameterDelivery::Delivered;
+    return delivery != ParameterDelivery::Malformed;
 }
 
 bool TrainCall::writesDone()

@@ -54,6 +54,44 @@ bool serializeSharingValues(proto::TrainResponse &response, grpc::ByteBuffer *bu
 // when the counts differ or a tensor holds values of its own.
 bool serializeSharingValues(proto::TrainRequest &request, const TensorValues &gradients, grpc::ByteBuffer *buffer);
 
+// Where a push answer's parameter values go: one span per tensor.
+using TensorDestinations = std::vector<std::span<float>>;
+
+// How a push answer's parameter values arrived (AnswerReader::read).
+enum class ParameterDelivery {
+    Delivered, // in the destinations; the tensors keep their shapes only
+    InMessage, // in the message's tensors, as parseKeepingStorage leaves them
+    Malformed, // the bytes are no TrainResponse
+};
+
+// Reads the answers of one Train stream. A worker copies an answer's
+// parameters into its own vectors; parsed into the message first, 4 MB of
+// them at 1M floats would be copied twice. This reader copies them once,
+// from gRPC's slices to where they go. It keeps its scratch from answer to
+// answer: no allocation per step.
+class AnswerReader
+{
+public:
+    // When `buffer` is a push answer whose parameters are
+    // destinations.size() tensors, tensor i holding exactly
+    // destinations[i].size() values in one packed run (how protobuf writes
+    // them), the values go to destinations[i] and the rest of the answer
+    // into `response`: Delivered. Any other answer is parsed as
+    // parseKeepingStorage parses it (the destinations may then hold some of
+    // its values): InMessage, or Malformed. Empties `buffer`.
+    ParameterDelivery read(grpc::ByteBuffer &buffer, proto::TrainResponse *response,
+                           const TensorDestinations &destinations);
+
+private:
+    // The answer but its parameters' values, into m_rest; false, with
+    // destinations perhaps written, when it is not of the form above.
+    bool deliver(grpc::ByteBuffer &buffer, const TensorDestinations &destinations);
+
+    std::string m_tensor; // one tensor without its values
+    std::string m_push;   // the push without its parameters' values
+    std::string m_rest;   // the answer without them
+};
+
 // "/parasync.proto.ParameterService/Train", and Train's place among the
 // service's methods (what grpc::Service numbers its handlers by).
 const char *trainMethodPath();
@@ -77,12 +115,20 @@ public:
     // Keeps the storage of `response`'s push for the next: pass the same
     // message every step.
     bool read(proto::TrainResponse *response);
+    // Reads the answer through AnswerReader: a push answer's parameters go
+    // straight to `destinations` when it has their form, and *delivered
+    // says whether they did (else they are in the message).
+    bool read(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered);
+    // The size of the last message read, in bytes on the wire.
+    size_t lastReadBytes() const { return m_lastReadBytes; }
     bool writesDone();
     grpc::Status finish();
 
 private:
     std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> m_stream;
     grpc::ByteBuffer m_in;
+    AnswerReader m_answers;
+    size_t m_lastReadBytes = 0;
 };
 
 } // namespace parasync

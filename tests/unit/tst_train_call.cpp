@@ -3,6 +3,8 @@
 // hold, the message ends up exactly as a fresh parse would make it.
 #include "wire/train_call.h"
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/unknown_field_set.h>
 
 #include <QTest>
@@ -41,6 +43,68 @@ proto::TrainRequest joinOf(int worker)
 
 // Field 15, varint 1: a field this version of the .proto does not have.
 const std::string kUnknownField = std::string("\x78\x01", 2);
+
+// Field `field` holding `body` (a message or a packed run), as protobuf writes it.
+std::string lengthDelimited(int field, const std::string &body)
+{
+    std::string out;
+    {
+        google::protobuf::io::StringOutputStream stream(&out);
+        google::protobuf::io::CodedOutputStream coded(&stream);
+        coded.WriteTag(uint32_t(field) << 3 | 2);
+        coded.WriteVarint32(uint32_t(body.size()));
+    }
+    return out + body;
+}
+
+// A push answer with `sizes` parameter tensors of values i / 3 + first.
+proto::TrainResponse answerOf(std::vector<int> sizes, float first)
+{
+    proto::TrainResponse answer;
+    auto *push = answer.mutable_push();
+    push->set_global_step(41);
+    push->set_outcome(proto::APPLIED);
+    push->set_contributions(2);
+    push->mutable_mode()->set_mode(proto::SSP);
+    push->mutable_mode()->set_staleness(3);
+    for (const int size : sizes) {
+        auto *parameters = push->add_parameters();
+        parameters->add_shape(size);
+        for (int i = 0; i < size; ++i)
+            parameters->add_values(float(i) / 3 + first);
+    }
+    return answer;
+}
+
+// The push answer's bytes with `tensors` (each a Tensor's bytes) as its
+// parameters, after its other fields.
+std::string answerBytes(const std::vector<std::string> &tensors)
+{
+    proto::TrainResponse head = answerOf({}, 0);
+    std::string push = head.push().SerializeAsString();
+    for (const std::string &tensor : tensors)
+        push += lengthDelimited(proto::PushResponse::kParametersFieldNumber, tensor);
+    return lengthDelimited(proto::TrainResponse::kPushFieldNumber, push);
+}
+
+std::string tensorBytes(int size, float first)
+{
+    return answerOf({size}, first).push().parameters(0).SerializeAsString();
+}
+
+// Rows of vectors sized as `sizes`, and their spans.
+struct Destinations
+{
+    explicit Destinations(std::vector<int> sizes)
+    {
+        for (const int size : sizes)
+            rows.emplace_back(size_t(size), -1.0f);
+        for (auto &row : rows)
+            spans.emplace_back(row);
+    }
+    std::vector<std::vector<float>> rows;
+    TensorDestinations spans;
+};
 
 } // namespace
 
@@ -263,6 +327,101 @@ private Q_SLOTS:
         QVERIFY(serializeSharingValues(joined, &buffer));
         QVERIFY(parseKeepingStorage(buffer, &kept));
         QCOMPARE(kept.SerializeAsString(), joined.SerializeAsString());
+    }
+
+    // The worker's read of an answer: the parameters' values go from the
+    // bytes straight to its vectors, the rest into the message. As the ps
+    // sends it and as protobuf writes it.
+    void anAnswersParametersGoStraightToWhereTheyBelong()
+    {
+        const proto::TrainResponse answer = answerOf({20000, 1, 0}, 0.5f);
+        proto::TrainResponse withoutValues = answer;
+        for (auto &tensor : *withoutValues.mutable_push()->mutable_parameters())
+            tensor.clear_values();
+
+        proto::TrainResponse sharing = answer;
+        grpc::ByteBuffer sent;
+        QVERIFY(serializeSharingValues(sharing, &sent));
+        grpc::ByteBuffer plain = bufferOf(answer.SerializeAsString());
+        AnswerReader reader;
+        proto::TrainResponse response;
+        for (grpc::ByteBuffer *bytes : {&sent, &plain}) {
+            Destinations to({20000, 1, 0});
+            QCOMPARE(reader.read(*bytes, &response, to.spans), ParameterDelivery::Delivered);
+            QCOMPARE(response.SerializeAsString(), withoutValues.SerializeAsString());
+            for (size_t i = 0; i < to.rows.size(); ++i) {
+                const auto &values = answer.push().parameters(int(i)).values();
+                QVERIFY(std::equal(to.rows[i].begin(), to.rows[i].end(), values.begin(), values.end()));
+            }
+            QCOMPARE(bytes->Length(), size_t(0)); // emptied for the next read
+        }
+
+        // A join answer after pushes: the push is gone, as a fresh parse has it.
+        proto::TrainResponse joined;
+        joined.mutable_join()->set_ready(true);
+        grpc::ByteBuffer bytes = bufferOf(joined.SerializeAsString());
+        Destinations to({20000, 1, 0});
+        QCOMPARE(reader.read(bytes, &response, to.spans), ParameterDelivery::InMessage);
+        QCOMPARE(response.SerializeAsString(), joined.SerializeAsString());
+    }
+
+    // Legal protobuf the ps does not write, and answers that do not fit the
+    // worker's variables: the message is what protobuf's own parse makes,
+    // values included, so the worker copies them or says what is wrong.
+    void anAnswerOfAnotherFormIsParsedAsProtobufParsesIt_data()
+    {
+        QTest::addColumn<std::string>("bytes");
+        const std::string whole = tensorBytes(300, 1.0f);
+        const std::string small = tensorBytes(2, 2.0f);
+        QTest::newRow("the values in two packed runs")
+            << answerBytes({tensorBytes(150, 1.0f) + tensorBytes(150, 51.0f).substr(4), small});
+        std::string oneByOne = std::string("\x08\x02", 2); // shape [2]
+        for (const float value : {2.0f, 7.0f})
+            oneByOne += std::string("\x15", 1) + std::string(reinterpret_cast<const char *>(&value), 4);
+        QTest::newRow("values written one by one") << answerBytes({whole, oneByOne});
+        QTest::newRow("more values than the variable has") << answerBytes({tensorBytes(301, 1.0f), small});
+        QTest::newRow("a tensor without values") << answerBytes({whole, std::string("\x08\x02", 2)});
+        QTest::newRow("one tensor too few") << answerBytes({whole});
+        QTest::newRow("one tensor too many") << answerBytes({whole, small, small});
+        QTest::newRow("two pushes, which protobuf merges") << answerBytes({whole}) + answerBytes({small});
+        QTest::newRow("a field of a later .proto after the push") << answerBytes({whole, small}) + kUnknownField;
+    }
+
+    void anAnswerOfAnotherFormIsParsedAsProtobufParsesIt()
+    {
+        QFETCH(std::string, bytes);
+        proto::TrainResponse fresh;
+        QVERIFY(fresh.ParseFromString(bytes));
+        AnswerReader reader;
+        proto::TrainResponse response = answerOf({300, 2}, 9.0f);
+        Destinations to({300, 2});
+        grpc::ByteBuffer buffer = bufferOf(bytes);
+        QCOMPARE(reader.read(buffer, &response, to.spans), ParameterDelivery::InMessage);
+        QCOMPARE(response.SerializeAsString(), fresh.SerializeAsString());
+    }
+
+    void anAnswerThatIsNoMessageIsRefused_data()
+    {
+        QTest::addColumn<std::string>("bytes");
+        const std::string whole = answerBytes({tensorBytes(300, 1.0f), tensorBytes(2, 2.0f)});
+        QTest::newRow("cut in the values") << whole.substr(0, whole.size() - 20);
+        QTest::newRow("cut after a tensor") << whole.substr(0, whole.size() - tensorBytes(2, 2.0f).size());
+        QTest::newRow("a tensor longer than its push") << lengthDelimited(
+            proto::TrainResponse::kPushFieldNumber, std::string("\x32\x7f", 2) + tensorBytes(2, 2.0f));
+        QTest::newRow("a push that claims 2 GB") << std::string("\x12\xff\xff\xff\xff\x07", 6);
+        QTest::newRow("field number 0 after the push") << whole + std::string("\x00\x01", 2);
+    }
+
+    void anAnswerThatIsNoMessageIsRefused()
+    {
+        QFETCH(std::string, bytes);
+        proto::TrainResponse fresh;
+        QVERIFY(!fresh.ParseFromString(bytes));
+        AnswerReader reader;
+        proto::TrainResponse response;
+        Destinations to({300, 2});
+        grpc::ByteBuffer buffer = bufferOf(bytes);
+        QCOMPARE(reader.read(buffer, &response, to.spans), ParameterDelivery::Malformed);
     }
 
     void trainIsCalledByItsGrpcPath()
