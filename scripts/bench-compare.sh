@@ -21,6 +21,7 @@ out="$here/build/compare-run"
 targets=(bench_roundtrip parasync-node)
 "$here/scripts/setup.sh" release "${targets[@]}"
 if [ ! -d "$old/src" ]; then
+  git -C "$here" worktree prune # a worktree of a build/ since removed
   git -C "$here" worktree add --detach "$old/src" "$commit"
 fi
 (cd "$old/src" && cmake --preset release > /dev/null && cmake --build --preset release --target "${targets[@]}")
