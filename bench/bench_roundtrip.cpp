@@ -367,7 +367,9 @@ const std::vector<ModelShape> &modelShapes()
 class StepClient
 {
 public:
-    StepClient(const std::string &address, const ModelShape &shape)
+    // With `dataLink`, the join offers a data link as a worker's does (for
+    // 64 KiB of variables or more) and the values go on it when granted.
+    StepClient(const std::string &address, const ModelShape &shape, bool dataLink)
     {
         auto model = makeModel(shape.model, shape.featureDim, shape.outputDim);
         m_variables = model->initialVariables(1);
@@ -412,10 +414,17 @@ public:
         join.mutable_join()->set_worker_index(0);
         join.mutable_join()->set_pid(::getpid());
         *join.mutable_join()->mutable_signature() = signature;
+        join.mutable_join()->set_offers_data_link(dataLink && shape.featureDim * shape.outputDim >= 16 * 1024);
         proto::TrainResponse joined;
         if (!m_stream->write(join) || !m_stream->read(&joined) || !joined.join().ready())
             throw std::runtime_error("the ps did not accept the join");
         m_globalStep = joined.join().global_step();
+        if (joined.join().has_data_link()) {
+            std::string error;
+            if (!m_stream->openDataLink(m_links, "127.0.0.1", joined.join().data_link(), std::chrono::seconds(5),
+                                        std::chrono::seconds(5), &error))
+                throw std::runtime_error("cannot open the data link: " + error);
+        }
     }
 
     ~StepClient()
@@ -490,6 +499,7 @@ private:
     int64_t m_previousPushUs = 0;
     size_t m_lastRequestBytes = 0;
     size_t m_lastResponseBytes = 0;
+    DataLinkContext m_links; // before m_stream, which it outlives
     std::shared_ptr<grpc::Channel> m_channel;
     std::unique_ptr<proto::ParameterService::Stub> m_stub;
     std::unique_ptr<grpc::ClientContext> m_context;
@@ -637,7 +647,7 @@ void registerBenchmarks(bool quick)
             ->MinTime(minTime(shape.label));
         benchmark::RegisterBenchmark(("step/" + shape.label).c_str(),
                                      [shape, request, reply](benchmark::State &state) {
-                                         StepClient client(g_fixture->psAddresses.at(shape.label), shape);
+                                         StepClient client(g_fixture->psAddresses.at(shape.label), shape, true);
                                          for (int i = 0; i < kWarmUpRoundTrips; ++i)
                                              client.step();
                                          measure(state, *g_fixture->psTasks.at(shape.label), request, reply,
@@ -645,9 +655,22 @@ void registerBenchmarks(bool quick)
                                      })
             ->UseRealTime()
             ->MinTime(minTime(shape.label));
+        // The same step with its values on the gRPC stream (--data_link=0),
+        // where a data link would carry them.
+        if (shape.featureDim * shape.outputDim >= 16 * 1024)
+            benchmark::RegisterBenchmark(("step_grpc/" + shape.label).c_str(),
+                                         [shape, request, reply](benchmark::State &state) {
+                                             StepClient client(g_fixture->psAddresses.at(shape.label), shape, false);
+                                             for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                                                 client.step();
+                                             measure(state, *g_fixture->psTasks.at(shape.label), request, reply,
+                                                     [&] { return client.step(); });
+                                         })
+                ->UseRealTime()
+                ->MinTime(minTime(shape.label));
         benchmark::RegisterBenchmark(("step_replicated/" + shape.label).c_str(),
                                      [shape, request, reply](benchmark::State &state) {
-                                         StepClient client(g_fixture->replicatedAddresses.at(shape.label), shape);
+                                         StepClient client(g_fixture->replicatedAddresses.at(shape.label), shape, true);
                                          for (int i = 0; i < kWarmUpRoundTrips; ++i)
                                              client.step();
                                          measure(state, *g_fixture->replicatedPs.at(shape.label), request, reply,
@@ -700,7 +723,7 @@ int runBenchmarks(int argc, char **argv, bool quick)
         }
         // The chief's initialisation, and the step's sizes for the baselines.
         {
-            StepClient client(psAddress.toStdString(), shape);
+            StepClient client(psAddress.toStdString(), shape, true);
             for (int i = 0; i < kWarmUpRoundTrips; ++i)
                 if (!client.step())
                     throw std::runtime_error("a warm-up step was not applied");
@@ -742,7 +765,7 @@ int runBenchmarks(int argc, char **argv, bool quick)
             return 1;
         }
         {
-            StepClient client(primaryAddress.toStdString(), shape);
+            StepClient client(primaryAddress.toStdString(), shape, true);
             for (int i = 0; i < kWarmUpRoundTrips; ++i)
                 if (!client.step())
                     throw std::runtime_error("a warm-up step against the replicated ps was not applied");

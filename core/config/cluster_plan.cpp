@@ -104,6 +104,8 @@ void addConnectionArguments(QStringList &args, const ConnectionOptions &c, bool 
         addFlag(args, "max_message_bytes", QString::number(c.maxMessageBytes));
     if (c.heartbeatMs != defaults.heartbeatMs)
         addFlag(args, "heartbeat_ms", QString::number(c.heartbeatMs));
+    if (c.dataLink != defaults.dataLink)
+        addFlag(args, "data_link", c.dataLink ? QStringLiteral("1") : QStringLiteral("0"));
 }
 
 } // namespace

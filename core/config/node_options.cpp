@@ -127,6 +127,11 @@ constexpr FlagInfo kFlags[] = {
      "largest message a task sends or accepts; larger ones are refused (RESOURCE_EXHAUSTED) and the "
      "task keeps serving. Must hold one step of the model (4 bytes per parameter)",
      "67108864"},
+    {"data_link", "0|1", FlagGroup::Faults,
+     "1: a worker's pushes of 64 KiB or more carry their tensors' values, and the answers theirs, on a TCP "
+     "connection beside the gRPC stream (an ephemeral port of the ps's host, opened with a one-time nonce "
+     "the stream grants); 0 keeps them on the stream. Under TLS they stay on the stream",
+     "1"},
     {"cluster_token_file", "PATH", FlagGroup::Security,
      "file (mode 0600) holding the cluster token every call must carry; the environment variable "
      "PARASYNC_CLUSTER_TOKEN is the other way to give it (never give it on a command line)",
@@ -508,7 +513,7 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
 }
 
 constexpr const char *kConnectionFlags[]
-    = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes", "heartbeat_ms"};
+    = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes", "heartbeat_ms", "data_link"};
 
 ConnectionOptions connectionFromFlags(const TrainingParser &p)
 {
@@ -521,6 +526,7 @@ ConnectionOptions connectionFromFlags(const TrainingParser &p)
     // a few kB for metadata.
     p.integer("max_message_bytes", &c.maxMessageBytes, 4096);
     p.integer("heartbeat_ms", &c.heartbeatMs, 100, 600000);
+    p.boolean("data_link", &c.dataLink);
     return c;
 }
 

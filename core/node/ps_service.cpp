@@ -4,6 +4,7 @@
 #include "node/ps_task.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/cluster_token.h"
+#include "wire/data_link.h"
 #include "wire/rpc.h"
 #include "wire/task_server.h"
 #include "wire/train_call.h"
@@ -31,32 +32,119 @@ grpc::Status toGrpc(const CallStatus &status)
 
 // The ps's end of a Train stream: ByteBuffers parsed into the request that
 // PsTask::train keeps for the stream's life (wire/train_call.h says why).
+// When the worker offers a data link and the ps has an acceptor, the join's
+// answer grants one, and the values of pushes flagged values_on_data_link
+// (and of their answers) travel on it (wire/data_link.h); PsTask sees the
+// same messages either way.
 class GrpcTrainStream final : public TrainStream
 {
 public:
-    explicit GrpcTrainStream(grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &stream) : m_stream(stream) {}
+    GrpcTrainStream(grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &stream, DataLinkAcceptor *acceptor,
+                    int maxMessageBytes)
+        : m_stream(stream)
+        , m_acceptor(acceptor)
+        , m_maxValues(maxMessageBytes / int64_t(sizeof(float)))
+    {
+    }
+    ~GrpcTrainStream() override
+    {
+        if (m_acceptor && !m_nonce.empty())
+            m_acceptor->revoke(m_nonce);
+    }
     bool read(proto::TrainRequest *request) override
     {
         if (!m_stream.Read(&m_in))
             return false;
-        m_malformed = !parseKeepingStorage(m_in, request);
-        return !m_malformed;
+        if (!parseKeepingStorage(m_in, request))
+            return refuse({grpc::StatusCode::INVALID_ARGUMENT,
+                           "a Train request was not a parasync.proto.TrainRequest (it does not parse): "
+                           "speak ParameterService as core/proto/parasync.proto defines it"});
+        if (request->has_join())
+            m_offered = request->join().offers_data_link();
+        m_linkedPush = request->has_push() && request->push().values_on_data_link();
+        return !m_linkedPush || readLinkedValues(request->mutable_push());
     }
     bool write(proto::TrainResponse &response) override
     {
-        // The parameters go out from the response's own storage: PsTask
-        // refills it only after the next read, and the worker sends that
-        // request only once it has this whole answer.
+        if (response.has_join() && response.join().ready() && m_offered && m_acceptor && !m_link && m_nonce.empty()) {
+            const DataLinkGrant grant = m_acceptor->grant();
+            m_nonce = grant.nonce;
+            response.mutable_join()->mutable_data_link()->set_port(grant.port);
+            response.mutable_join()->mutable_data_link()->set_nonce(grant.nonce);
+        }
         grpc::ByteBuffer out;
-        return serializeSharingValues(response, &out) && m_stream.Write(out);
+        if (!response.has_push() || !m_linkedPush) {
+            // The parameters go out from the response's own storage: PsTask
+            // refills it only after the next read, and the worker sends that
+            // request only once it has this whole answer.
+            return serializeSharingValues(response, &out) && m_stream.Write(out);
+        }
+        // The answer's values go on the link, from the response's storage;
+        // the stream carries the rest.
+        auto &parameters = *response.mutable_push()->mutable_parameters();
+        m_held.resize(size_t(parameters.size()));
+        m_answer.clear();
+        for (int i = 0; i < parameters.size(); ++i) {
+            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
+            m_answer.emplace_back(m_held[size_t(i)].data(), size_t(m_held[size_t(i)].size()));
+        }
+        response.mutable_push()->set_values_on_data_link(true);
+        bool sent = serialize(response, &out) && m_stream.Write(out);
+        if (sent) {
+            sent = (m_link->startWrite(m_answer) && m_link->finishWrites()) || refuse(linkBroke());
+        }
+        response.mutable_push()->set_values_on_data_link(false);
+        for (int i = 0; i < parameters.size(); ++i)
+            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
+        return sent;
     }
-    // Whether the stream ended on bytes that are no TrainRequest.
-    bool malformed() const { return m_malformed; }
+    // Why the stream ended on the ps's side (bytes that are no TrainRequest,
+    // a data link misused or broken); OK when the worker ended it.
+    const grpc::Status &refusal() const { return m_refusal; }
 
 private:
+    bool refuse(grpc::Status status)
+    {
+        m_refusal = std::move(status);
+        return false;
+    }
+    grpc::Status linkBroke() const
+    {
+        return {grpc::StatusCode::UNAVAILABLE, m_link->error() + "; join again to make a new link"};
+    }
+    // A push flagged values_on_data_link: its gradients' values from the
+    // link, into the tensors' kept storage.
+    bool readLinkedValues(proto::PushRequest *push)
+    {
+        if (!m_link && m_acceptor && !m_nonce.empty()) {
+            // The worker connects, and the ps accepts, before its first push;
+            // the acceptor's thread may still be storing the link.
+            m_link = m_acceptor->claim(m_nonce, std::chrono::seconds(2));
+            m_nonce.clear();
+        }
+        if (!m_link)
+            return refuse({grpc::StatusCode::INVALID_ARGUMENT,
+                           "a push set values_on_data_link on a stream without a data link: offer one in the "
+                           "JoinRequest (offers_data_link) and connect it as JoinResponse.data_link says, or send "
+                           "the values in the message"});
+        std::string error;
+        if (!sizeForLinkedValues(*push->mutable_gradients(), m_maxValues, &m_gradient, &error))
+            return refuse({grpc::StatusCode::INVALID_ARGUMENT, "a push's values on the data link: " + error});
+        return m_link->read(m_gradient) || refuse(linkBroke());
+    }
+
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &m_stream;
     grpc::ByteBuffer m_in;
-    bool m_malformed = false;
+    grpc::Status m_refusal;
+    DataLinkAcceptor *m_acceptor;
+    const int64_t m_maxValues;
+    bool m_offered = false;
+    std::string m_nonce; // granted, not yet claimed
+    std::unique_ptr<DataLink> m_link;
+    bool m_linkedPush = false; // the push being answered came on the link
+    TensorDestinations m_gradient;
+    std::vector<google::protobuf::RepeatedField<float>> m_held;
+    TensorValues m_answer;
 };
 
 class GrpcWatchStream final : public WatchStream
@@ -81,7 +169,11 @@ private:
 class ParameterServiceImpl final : public proto::ParameterService::Service
 {
 public:
-    ParameterServiceImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth)
+    ParameterServiceImpl(PsTask &task, const TokenCheck &auth, DataLinkAcceptor *links, int maxMessageBytes)
+        : m_task(task)
+        , m_auth(auth)
+        , m_links(links)
+        , m_maxMessageBytes(maxMessageBytes)
     {
         // Train is served on ByteBuffers, parsed by GrpcTrainStream into
         // storage kept from step to step; the generated handler would parse
@@ -116,17 +208,17 @@ private:
     {
         if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
             return denied;
-        GrpcTrainStream trainStream(*stream);
+        GrpcTrainStream trainStream(*stream, m_links, m_maxMessageBytes);
         const grpc::Status status = toGrpc(m_task.train(trainStream));
-        if (status.ok() && trainStream.malformed())
-            return {grpc::StatusCode::INVALID_ARGUMENT,
-                    "a Train request was not a parasync.proto.TrainRequest (it does not parse): "
-                    "speak ParameterService as core/proto/parasync.proto defines it"};
+        if (status.ok() && !trainStream.refusal().ok())
+            return trainStream.refusal();
         return status;
     }
 
     PsTask &m_task;
     const TokenCheck &m_auth;
+    DataLinkAcceptor *m_links; // null: no data links granted
+    const int m_maxMessageBytes;
 };
 
 class GrpcFollowStream final : public FollowStream
@@ -264,7 +356,14 @@ private:
 PsServer::PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &rpc, Log log)
 {
     m_auth = std::make_unique<TokenCheck>(rpc.clusterToken, std::move(log));
-    m_services.push_back(std::make_unique<ParameterServiceImpl>(task, *m_auth));
+    // Data links are plain TCP: under TLS the values stay on the encrypted
+    // stream. A link that moves no byte for two heartbeats is taken for
+    // broken, as gRPC takes a connection whose pings go unanswered.
+    if (options.connection.dataLink && !rpc.tls.enabled())
+        m_dataLinks = std::make_unique<DataLinkAcceptor>(
+            options.cluster.address(options.task).host,
+            std::max(std::chrono::milliseconds(2 * rpc.heartbeatMs), std::chrono::milliseconds(2000)));
+    m_services.push_back(std::make_unique<ParameterServiceImpl>(task, *m_auth, m_dataLinks.get(), rpc.maxMessageBytes));
     if (options.cluster.replicated())
         m_services.push_back(std::make_unique<PsReplicationImpl>(task, *m_auth));
     if (options.task.index == 0) {

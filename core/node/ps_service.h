@@ -24,6 +24,7 @@ class Service;
 
 namespace parasync {
 
+class DataLinkAcceptor;
 class PsTask;
 class TokenCheck;
 
@@ -50,6 +51,8 @@ public:
 
 private:
     std::unique_ptr<TokenCheck> m_auth;
+    // Before the server: its streams' links go before the acceptor does.
+    std::unique_ptr<DataLinkAcceptor> m_dataLinks;
     std::vector<std::unique_ptr<grpc::Service>> m_services;
     std::unique_ptr<grpc::Server> m_server;
 };

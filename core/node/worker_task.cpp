@@ -393,6 +393,28 @@ bool WorkerTask::connectAndJoin()
     }
 }
 
+bool WorkerTask::offersDataLink(int ps) const
+{
+    // Below 64 KiB a second connection costs more than the copies it saves
+    // (wire/train_call.h serializes such pushes as usual, too).
+    int64_t bytes = 0;
+    for (const VariableSlice &slice : m_placement.on(ps))
+        bytes += slice.size * int64_t(sizeof(float));
+    return m_options.connection.dataLink && !m_rpc.tls.enabled() && bytes >= 64 * 1024;
+}
+
+void WorkerTask::openDataLink(PsConnection &ps, const proto::DataLinkGrant &grant)
+{
+    if (!m_dataLinks)
+        m_dataLinks = std::make_unique<DataLinkContext>();
+    // As the ps: a link that moves no byte for two heartbeats is broken.
+    const auto stall = std::max(std::chrono::milliseconds(2 * m_rpc.heartbeatMs), std::chrono::milliseconds(2000));
+    std::string why;
+    if (!ps.stream->openDataLink(*m_dataLinks, parseHostPort(ps.address).host, grant, stall, stall, &why))
+        m_log("worker:" + std::to_string(m_options.task.index) + ": no data link to ps:" + std::to_string(ps.index)
+              + " (" + why + "); its tensors go on the gRPC stream");
+}
+
 WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
 {
     const int index = m_options.task.index;
@@ -428,6 +450,7 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             join->set_host(m_hostName);
             join->set_acknowledged_step(ps->acknowledged);
             *join->mutable_signature() = m_signature;
+            join->set_offers_data_link(offersDataLink(ps->index));
             proto::TrainResponse response;
             if (!ps->stream->write(request) || !ps->stream->read(&response)) {
                 const auto status = ps->stream->finish();
@@ -461,6 +484,8 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
                 continue;
             }
             readParameters(ps->index, join_.parameters());
+            if (join_.has_data_link())
+                openDataLink(*ps, join_.data_link());
             if (ps->index == 0) {
                 ps->acknowledged = join_.global_step();
                 m_globalStep = join_.global_step();
@@ -469,7 +494,12 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             break;
         }
     }
-    setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep));
+    std::string linked;
+    for (const auto &ps : m_ps)
+        if (ps->stream->hasDataLink())
+            linked += (linked.empty() ? "ps:" : ", ps:") + std::to_string(ps->index);
+    setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep)
+                                      + (linked.empty() ? "" : " (tensor values on data links to " + linked + ")"));
     return JoinOutcome::Joined;
 }
 

@@ -83,6 +83,12 @@ private:
     // The state TaskControl reports in words, and -- when it changed -- one
     // state line (task_state_line.h) for whoever reads this task's output.
     void setState(TaskPhase phase, const std::string &detail);
+    // Whether the join to ps `ps` offers a data link: on, not TLS, and its
+    // slices big enough to gain from one.
+    bool offersDataLink(int ps) const;
+    // Connects the link a join granted; on failure says so, and the stream
+    // carries the values.
+    void openDataLink(PsConnection &ps, const proto::DataLinkGrant &grant);
     std::vector<int64_t> nextBatch();
     // The simulated compute time of one step (WorkerPace): log-normal with the
     // pace's mean and spread; zero at full speed.
@@ -118,6 +124,9 @@ private:
     std::mt19937_64 m_rng;
     bool m_done = false;
 
+    // Moves the bytes of the data links to the ps tasks (wire/data_link.h);
+    // declared first, it outlives the streams that hold them.
+    std::unique_ptr<DataLinkContext> m_dataLinks;
     std::vector<std::unique_ptr<PsConnection>> m_ps;
 
     // Requested once, by requestStop() or at the end of run(); also ends the

@@ -9,6 +9,7 @@
 #include <grpcpp/support/proto_buffer_writer.h>
 
 #include <bit>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -363,31 +364,122 @@ TrainCall::TrainCall(grpc::ChannelInterface &channel, grpc::ClientContext &conte
 bool TrainCall::write(const proto::TrainRequest &request)
 {
     grpc::ByteBuffer out;
-    return serialize(request, &out) && m_stream->Write(out);
+    if (!m_link || !request.has_push())
+        return serialize(request, &out) && m_stream->Write(out);
+    // On a linked stream every push sends its values on the link: a copy
+    // without them goes on the stream, and they go from the request's own
+    // tensors before this returns.
+    proto::TrainRequest linked = request;
+    for (auto &tensor : *linked.mutable_push()->mutable_gradients())
+        tensor.clear_values();
+    TensorValues values;
+    for (const auto &tensor : request.push().gradients())
+        values.emplace_back(tensor.values().data(), size_t(tensor.values_size()));
+    linked.mutable_push()->set_values_on_data_link(true);
+    if (!serialize(linked, &out) || !m_stream->Write(out))
+        return false;
+    size_t bytes = 0;
+    for (const auto &v : values)
+        bytes += v.size_bytes();
+    if (bytes == 0)
+        return true; // a decision (PushRequest.update) brings none
+    return m_link->startWrite(values) && finishWrites();
 }
 
 bool TrainCall::writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients)
 {
     grpc::ByteBuffer out;
-    return serializeSharingValues(request, gradients, &out) && m_stream->Write(out);
+    if (!m_link)
+        return serializeSharingValues(request, gradients, &out) && m_stream->Write(out);
+    // The tensors carry their shapes; the values go on the link from where
+    // they lie, while the stream carries the rest.
+    if (size_t(request.push().gradients_size()) != gradients.size())
+        return false;
+    request.mutable_push()->set_values_on_data_link(true);
+    if (!serialize(request, &out) || !m_stream->Write(out))
+        return false;
+    return m_link->startWrite(gradients) || linkFailed(m_link->error());
+}
+
+bool TrainCall::finishWrites()
+{
+    return !m_link || m_link->finishWrites() || linkFailed(m_link->error());
+}
+
+bool TrainCall::linkFailed(const std::string &what)
+{
+    m_linkError = what;
+    return false;
 }
 
 bool TrainCall::read(proto::TrainResponse *response)
 {
-    if (!m_stream->Read(&m_in))
-        return false;
-    m_lastReadBytes = m_in.Length();
-    return parseKeepingStorage(m_in, response);
+    bool delivered = false;
+    return read(response, {}, &delivered);
 }
 
 bool TrainCall::read(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered)
 {
+    *delivered = false;
+    // The ps answers only once it has every value: they must have gone.
+    if (!finishWrites())
+        return false;
     if (!m_stream->Read(&m_in))
         return false;
     m_lastReadBytes = m_in.Length();
-    const ParameterDelivery delivery = m_answers.read(m_in, response, destinations);
-    *delivered = delivery == ParameterDelivery::Delivered;
-    return delivery != ParameterDelivery::Malformed;
+    if (!m_link) {
+        if (destinations.empty())
+            return parseKeepingStorage(m_in, response);
+        const ParameterDelivery delivery = m_answers.read(m_in, response, destinations);
+        *delivered = delivery == ParameterDelivery::Delivered;
+        return delivery != ParameterDelivery::Malformed;
+    }
+    if (!parseKeepingStorage(m_in, response))
+        return false;
+    if (!response->has_push() || !response->push().values_on_data_link())
+        return true;
+    return readLinkedAnswer(response, destinations, delivered);
+}
+
+bool TrainCall::readLinkedAnswer(proto::TrainResponse *response, const TensorDestinations &destinations,
+                                 bool *delivered)
+{
+    auto &parameters = *response->mutable_push()->mutable_parameters();
+    bool fits = size_t(parameters.size()) == destinations.size();
+    for (int i = 0; fits && i < parameters.size(); ++i) {
+        int64_t count = 1;
+        for (const int64_t d : parameters[i].shape())
+            count = d < 0 || count > (int64_t(1) << 40) ? -1 : count * d;
+        fits = parameters[i].values_size() == 0 && count == int64_t(destinations[size_t(i)].size());
+    }
+    const uint64_t before = m_link->bytesReceived();
+    if (fits) {
+        if (!m_link->read(destinations))
+            return linkFailed(m_link->error());
+        *delivered = true;
+    } else {
+        // Not the worker's rows: into the tensors, where readParameters()
+        // says what does not fit. Bounded as the stream bounds a message.
+        std::string error;
+        if (!sizeForLinkedValues(parameters, std::numeric_limits<int32_t>::max() / 4, &m_scratch, &error))
+            return linkFailed("the ps's answer cannot be read from the data link: " + error);
+        if (!m_link->read(m_scratch))
+            return linkFailed(m_link->error());
+    }
+    m_lastReadBytes += size_t(m_link->bytesReceived() - before);
+    return true;
+}
+
+bool TrainCall::openDataLink(DataLinkContext &context, const std::string &host, const proto::DataLinkGrant &grant,
+                             std::chrono::milliseconds timeout, std::chrono::milliseconds stall, std::string *error)
+{
+    if (grant.port() <= 0 || grant.port() > 65535 || grant.nonce().size() != kNonceBytes) {
+        *error = "the ps granted a data link that cannot be connected (port " + std::to_string(grant.port()) + ", "
+                 + std::to_string(grant.nonce().size()) + "-byte nonce)";
+        return false;
+    }
+    m_link = DataLink::connect(context, host, grant.port(), grant.nonce(), timeout, stall, error);
+    return m_link != nullptr;
 }
 
 bool TrainCall::writesDone()
@@ -397,7 +489,57 @@ bool TrainCall::writesDone()
 
 grpc::Status TrainCall::finish()
 {
-    return m_stream->Finish();
+    grpc::Status status = m_stream->Finish();
+    // The worker cancels a stream whose link broke: the link says why.
+    if (!m_linkError.empty() && (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED))
+        return {grpc::StatusCode::UNAVAILABLE, m_linkError};
+    return status;
+}
+
+bool sizeForLinkedValues(google::protobuf::RepeatedPtrField<proto::Tensor> &tensors, int64_t maxValues,
+                         TensorDestinations *destinations, std::string *error)
+{
+    destinations->clear();
+    int64_t total = 0;
+    for (int i = 0; i < tensors.size(); ++i) {
+        proto::Tensor &tensor = tensors[i];
+        if (tensor.values_size() != 0) {
+            *error = "tensor " + std::to_string(i) + " carries " + std::to_string(tensor.values_size())
+                     + " values in the message although values_on_data_link is set: send them on the link only";
+            return false;
+        }
+        int64_t count = 1;
+        for (const int64_t d : tensor.shape()) {
+            if (d < 0) {
+                *error = "tensor " + std::to_string(i) + " has a negative dimension (" + std::to_string(d) + ")";
+                return false;
+            }
+            if (d != 0 && count > maxValues / d) {
+                count = maxValues + 1;
+                break;
+            }
+            count *= d;
+        }
+        total += count;
+        if (total > maxValues) {
+            *error = "the tensors' shapes hold more than " + std::to_string(maxValues)
+                     + " values, more than a message may carry (--max_message_bytes)";
+            return false;
+        }
+    }
+    for (auto &tensor : tensors) {
+        const int64_t count = [&] {
+            int64_t c = 1;
+            for (const int64_t d : tensor.shape())
+                c *= d;
+            return c;
+        }();
+        auto *values = tensor.mutable_values();
+        values->Reserve(int(count));
+        float *first = count > 0 ? values->AddNAlreadyReserved(int(count)) : nullptr;
+        destinations->emplace_back(first, size_t(count));
+    }
+    return true;
 }
 
 } // namespace parasync

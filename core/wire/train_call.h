@@ -14,6 +14,8 @@
 // the wire are the .proto's; any client of ParameterService still works.
 
 #include "proto/parasync.pb.h"
+#include "wire/data_link.h"
+#include "wire/tensor_spans.h"
 
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/sync_stream.h>
@@ -35,9 +37,6 @@ bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainResponse *respons
 // The message's bytes as gRPC would send them, in place of what `buffer` held.
 bool serialize(const google::protobuf::MessageLite &message, grpc::ByteBuffer *buffer);
 
-// Tensors' values where they lie, one span per tensor.
-using TensorValues = std::vector<std::span<const float>>;
-
 // The same message, but the values of its push's parameter tensors are not
 // copied: the buffer's slices point at the message's own storage. A packed
 // `repeated float` is its values' little-endian bytes on the wire, so only
@@ -53,9 +52,6 @@ bool serializeSharingValues(proto::TrainResponse &response, grpc::ByteBuffer *bu
 // 64 KiB they are copied into the tensors and serialized as usual. False
 // when the counts differ or a tensor holds values of its own.
 bool serializeSharingValues(proto::TrainRequest &request, const TensorValues &gradients, grpc::ByteBuffer *buffer);
-
-// Where a push answer's parameter values go: one span per tensor.
-using TensorDestinations = std::vector<std::span<float>>;
 
 // How a push answer's parameter values arrived (AnswerReader::read).
 enum class ParameterDelivery {
@@ -92,6 +88,15 @@ private:
     std::string m_rest;   // the answer without them
 };
 
+// For a push or an answer whose values follow on the data link
+// (values_on_data_link): sizes each tensor's values to what its shape holds
+// and points `destinations` at them, the storage kept from step to step and
+// not zeroed. False, with *error for the sender, when a tensor carries values
+// of its own, has a negative dimension, or the tensors hold more than
+// `maxValues` in all.
+bool sizeForLinkedValues(google::protobuf::RepeatedPtrField<proto::Tensor> &tensors, int64_t maxValues,
+                         TensorDestinations *destinations, std::string *error);
+
 // "/parasync.proto.ParameterService/Train", and Train's place among the
 // service's methods (what grpc::Service numbers its handlers by).
 const char *trainMethodPath();
@@ -113,7 +118,8 @@ public:
     // the answer to it has been read.
     bool writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients);
     // Keeps the storage of `response`'s push for the next: pass the same
-    // message every step.
+    // message every step. A push answer whose values come on the data link
+    // has them in its tensors.
     bool read(proto::TrainResponse *response);
     // Reads the answer through AnswerReader: a push answer's parameters go
     // straight to `destinations` when it has their form, and *delivered
@@ -122,13 +128,33 @@ public:
     // The size of the last message read, in bytes on the wire.
     size_t lastReadBytes() const { return m_lastReadBytes; }
     bool writesDone();
+    // The stream's status; when its data link broke, UNAVAILABLE saying how.
     grpc::Status finish();
 
+    // After a join answer that grants a data link: connects it to `host`
+    // (where the stream reached the ps) within `timeout`. From then on every
+    // push's values, and its answer's, go on the link. False, with *error,
+    // when it cannot be made: the stream carries the values as before.
+    bool openDataLink(DataLinkContext &context, const std::string &host, const proto::DataLinkGrant &grant,
+                      std::chrono::milliseconds timeout, std::chrono::milliseconds stall, std::string *error);
+    bool hasDataLink() const { return m_link != nullptr; }
+    // Waits until the values that writeSharingValues() put on the data link
+    // have gone; false when the link broke.
+    bool finishWrites();
+
 private:
+    // An answer flagged values_on_data_link: its values from the link, into
+    // `destinations` when they fit, else into its tensors.
+    bool readLinkedAnswer(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered);
+    bool linkFailed(const std::string &what);
+
     std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> m_stream;
     grpc::ByteBuffer m_in;
     AnswerReader m_answers;
     size_t m_lastReadBytes = 0;
+    std::unique_ptr<DataLink> m_link;
+    std::string m_linkError;
+    TensorDestinations m_scratch;
 };
 
 } // namespace parasync

@@ -1,0 +1,459 @@
+#include "wire/data_link.h"
+
+#include "base/error.h"
+
+#include <utility> // boost/asio/awaitable.hpp uses std::exchange without it
+
+#include <boost/asio.hpp>
+#include <openssl/rand.h>
+
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <future>
+
+namespace parasync {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Greetings being read at once; more connections are closed unread, so that
+// a flood of idle ones cannot hold the ps's descriptors.
+constexpr int kMaxGreetings = 64;
+
+int64_t nowNs()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
+
+std::string describe(const boost::system::error_code &error)
+{
+    if (error == asio::error::eof)
+        return "the other end closed it";
+    return error.message();
+}
+
+} // namespace
+
+struct DataLinkContext::Impl
+{
+    asio::io_context io;
+    asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
+    std::thread thread{[this] { io.run(); }};
+
+    ~Impl()
+    {
+        work.reset();
+        io.stop();
+        thread.join();
+    }
+};
+
+DataLinkContext::DataLinkContext() : m_impl(std::make_unique<Impl>()) {}
+DataLinkContext::~DataLinkContext() = default;
+
+// The socket and the state of the one write and the one read that may be in
+// flight on it. The socket is touched on the context's thread only; the
+// thread using the link starts operations by posting them there and waits
+// for their handlers under `mutex`.
+struct DataLink::Impl
+{
+    Impl(DataLinkContext::Impl &context, std::chrono::milliseconds stall, tcp::socket socket)
+        : context(context)
+        , socket(std::move(socket))
+        , stall(stall)
+    {
+    }
+
+    // Runs `start` on the context's thread; it starts one operation whose
+    // handler sets *done. Waits for *done; when no byte moved for `stall`,
+    // closes the socket (the operation ends, aborted) and says so.
+    bool run(const std::function<void()> &start, bool Impl::*done, boost::system::error_code Impl::*error,
+             std::string *why)
+    {
+        {
+            std::lock_guard lock(mutex);
+            this->*done = false;
+            this->*error = {};
+        }
+        progressNs = nowNs();
+        asio::post(context.io, start);
+        return wait(done, error, why);
+    }
+
+    bool wait(bool Impl::*done, boost::system::error_code Impl::*error, std::string *why)
+    {
+        std::unique_lock lock(mutex);
+        bool stalled = false;
+        while (!(this->*done)) {
+            finished.wait_for(lock, stall / 4 + std::chrono::milliseconds(1));
+            if (!(this->*done) && !stalled && nowNs() - progressNs.load() > int64_t(stall.count()) * 1000000) {
+                stalled = true;
+                asio::post(context.io, [this] {
+                    boost::system::error_code ignored;
+                    socket.close(ignored);
+                });
+            }
+        }
+        if (stalled) {
+            *why = "no byte moved for " + std::to_string(stall.count()) + " ms";
+            return false;
+        }
+        if (this->*error) {
+            *why = describe(this->*error);
+            return false;
+        }
+        return true;
+    }
+
+    // Called by async_read/async_write before each chunk: stamps progress
+    // and asks for everything at once. (Asio's own transfer_all asks for
+    // 64 KiB at a time: 64 system calls, each after a wait, for 4 MB.)
+    size_t progress(const boost::system::error_code &error, size_t)
+    {
+        progressNs = nowNs();
+        return error ? 0 : size_t(1) << 30;
+    }
+
+    void finish(bool Impl::*done, boost::system::error_code Impl::*error, const boost::system::error_code &result)
+    {
+        std::lock_guard lock(mutex);
+        this->*done = true;
+        this->*error = result;
+        finished.notify_all();
+    }
+
+    DataLinkContext::Impl &context;
+    tcp::socket socket;
+    std::chrono::milliseconds stall;
+
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool written = true;
+    boost::system::error_code writeError;
+    bool received = true;
+    boost::system::error_code readError;
+    std::atomic<int64_t> progressNs{0};
+
+    std::vector<asio::const_buffer> out;
+    std::vector<asio::mutable_buffer> in;
+};
+
+DataLink::DataLink(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
+
+DataLink::~DataLink()
+{
+    // Close on the context's thread, wait for the handlers of operations
+    // in flight, and let the socket go there too.
+    Impl &i = *m_impl;
+    std::promise<void> gone;
+    asio::post(i.context.io, [&i] {
+        boost::system::error_code ignored;
+        i.socket.close(ignored);
+    });
+    {
+        std::unique_lock lock(i.mutex);
+        i.finished.wait(lock, [&i] { return i.written && i.received; });
+    }
+    asio::post(i.context.io, [this, &gone] {
+        m_impl.reset();
+        gone.set_value();
+    });
+    gone.get_future().wait();
+}
+
+std::unique_ptr<DataLink> DataLink::connect(DataLinkContext &context, const std::string &host, int port,
+                                            const std::string &nonce, std::chrono::milliseconds timeout,
+                                            std::chrono::milliseconds stall, std::string *error)
+{
+    const std::string where = host + ":" + std::to_string(port);
+    boost::system::error_code resolveError;
+    tcp::resolver resolver(context.impl().io);
+    const auto endpoints = resolver.resolve(host, std::to_string(port), resolveError);
+    if (resolveError) {
+        *error = "cannot resolve " + host + ": " + resolveError.message();
+        return nullptr;
+    }
+
+    // Connect and greet under `timeout`, then run with `stall`.
+    auto handshake = std::make_unique<Impl>(context.impl(), timeout, tcp::socket(context.impl().io));
+    Impl &i = *handshake;
+    std::string why;
+    const bool connected = i.run(
+        [&i, &endpoints] {
+            asio::async_connect(i.socket, endpoints, [&i](const boost::system::error_code &result, const tcp::endpoint &) {
+                i.finish(&Impl::written, &Impl::writeError, result);
+            });
+        },
+        &Impl::written, &Impl::writeError, &why);
+    std::unique_ptr<DataLink> link(new DataLink(std::move(handshake)));
+    if (!connected) {
+        *error = "cannot connect to " + where + ": " + why;
+        return nullptr;
+    }
+    std::string greeting(kGreeting, sizeof kGreeting);
+    greeting += nonce;
+    unsigned char answer = 0;
+    link->m_impl->out = {asio::buffer(greeting)};
+    link->m_impl->in = {asio::buffer(&answer, 1)};
+    if (!link->m_impl->run(
+            [&i] {
+                boost::system::error_code ignored;
+                i.socket.set_option(tcp::no_delay(true), ignored);
+                asio::async_write(i.socket, i.out, [&i](const boost::system::error_code &result, size_t) {
+                    i.finish(&Impl::written, &Impl::writeError, result);
+                });
+            },
+            &Impl::written, &Impl::writeError, &why)
+        || !link->m_impl->run(
+            [&i] {
+                asio::async_read(i.socket, i.in, [&i](const boost::system::error_code &result, size_t) {
+                    i.finish(&Impl::received, &Impl::readError, result);
+                });
+            },
+            &Impl::received, &Impl::readError, &why)) {
+        *error = "the ps at " + where + " did not accept the link's greeting (" + why + ")";
+        return nullptr;
+    }
+    if (answer != kAccepted) {
+        *error = "the ps at " + where + " answered the link's greeting with " + std::to_string(answer);
+        return nullptr;
+    }
+    // The handshake's timeout was its stall; the link's own is `stall`.
+    i.stall = stall;
+    return link;
+}
+
+bool DataLink::fail(const std::string &what)
+{
+    m_error = what;
+    return false;
+}
+
+bool DataLink::startWrite(const TensorValues &values)
+{
+    if (!finishWrites())
+        return false;
+    Impl &i = *m_impl;
+    i.out.clear();
+    size_t bytes = 0;
+    for (const auto &v : values) {
+        i.out.push_back(asio::buffer(v.data(), v.size_bytes()));
+        bytes += v.size_bytes();
+    }
+    {
+        std::lock_guard lock(i.mutex);
+        i.written = false;
+        i.writeError = {};
+    }
+    i.progressNs = nowNs();
+    asio::post(i.context.io, [&i] {
+        asio::async_write(
+            i.socket, i.out, [&i](const boost::system::error_code &e, size_t n) { return i.progress(e, n); },
+            [&i](const boost::system::error_code &result, size_t) {
+                i.finish(&Impl::written, &Impl::writeError, result);
+            });
+    });
+    m_sent += bytes;
+    m_writing = true;
+    return true;
+}
+
+bool DataLink::finishWrites()
+{
+    if (!m_writing)
+        return m_error.empty();
+    m_writing = false;
+    std::string why;
+    if (!m_impl->wait(&Impl::written, &Impl::writeError, &why))
+        return fail("sending on the data link failed: " + why);
+    return true;
+}
+
+bool DataLink::read(const TensorDestinations &destinations)
+{
+    if (!finishWrites())
+        return false;
+    Impl &i = *m_impl;
+    i.in.clear();
+    size_t bytes = 0;
+    for (const auto &d : destinations) {
+        i.in.push_back(asio::buffer(d.data(), d.size_bytes()));
+        bytes += d.size_bytes();
+    }
+    std::string why;
+    if (!i.run(
+            [&i] {
+                asio::async_read(
+                    i.socket, i.in, [&i](const boost::system::error_code &e, size_t n) { return i.progress(e, n); },
+                    [&i](const boost::system::error_code &result, size_t) {
+                        i.finish(&Impl::received, &Impl::readError, result);
+                    });
+            },
+            &Impl::received, &Impl::readError, &why))
+        return fail("receiving on the data link failed: " + why);
+    m_received += bytes;
+    return true;
+}
+
+// ---------------------------------------------------------------------------
+
+struct DataLinkAcceptor::Impl
+{
+    explicit Impl(DataLinkAcceptor &owner) : owner(owner) {}
+
+    // One connection that has yet to greet.
+    struct Greeting
+    {
+        explicit Greeting(asio::io_context &io, tcp::socket s) : socket(std::move(s)), timer(io) {}
+        tcp::socket socket;
+        asio::steady_timer timer;
+        std::array<char, sizeof kGreeting + kNonceBytes> bytes{};
+    };
+
+    void acceptNext()
+    {
+        acceptor.async_accept([this](const boost::system::error_code &error, tcp::socket socket) {
+            if (error == asio::error::operation_aborted)
+                return;
+            if (!error)
+                greet(std::move(socket));
+            acceptNext();
+        });
+    }
+
+    void greet(tcp::socket socket)
+    {
+        if (greetings >= kMaxGreetings)
+            return; // closed as it goes
+        ++greetings;
+        auto g = std::make_shared<Greeting>(context.impl().io, std::move(socket));
+        g->timer.expires_after(kGreetingTimeout);
+        g->timer.async_wait([g](const boost::system::error_code &error) {
+            if (!error) {
+                boost::system::error_code ignored;
+                g->socket.close(ignored);
+            }
+        });
+        asio::async_read(g->socket, asio::buffer(g->bytes), [this, g](const boost::system::error_code &error, size_t) {
+            --greetings;
+            g->timer.cancel();
+            if (error || std::memcmp(g->bytes.data(), kGreeting, sizeof kGreeting) != 0)
+                return; // the socket closes with g
+            match(std::string(g->bytes.data() + sizeof kGreeting, kNonceBytes), std::move(g->socket));
+        });
+    }
+
+    // A greeting came with `nonce`: when it was granted and not yet used,
+    // the ps accepts (one byte) and keeps the link for claim(). Otherwise the
+    // socket closes unanswered.
+    void match(const std::string &nonce, tcp::socket socket)
+    {
+        std::lock_guard lock(owner.m_mutex);
+        auto it = owner.m_granted.find(nonce);
+        if (it == owner.m_granted.end() || it->second)
+            return; // never granted, revoked, or spent
+        boost::system::error_code error;
+        socket.set_option(tcp::no_delay(true), error);
+        asio::write(socket, asio::buffer(&kAccepted, 1), error);
+        if (error)
+            return;
+        it->second = std::unique_ptr<DataLink>(
+            new DataLink(std::make_unique<DataLink::Impl>(context.impl(), owner.m_stall, std::move(socket))));
+        owner.m_matched.notify_all();
+    }
+
+    DataLinkAcceptor &owner;
+    DataLinkContext context;
+    tcp::acceptor acceptor{context.impl().io};
+    int greetings = 0; // on the context's thread only
+};
+
+DataLinkAcceptor::DataLinkAcceptor(const std::string &host, std::chrono::milliseconds stall)
+    : m_impl(std::make_unique<Impl>(*this))
+    , m_stall(stall)
+{
+    boost::system::error_code error;
+    tcp::resolver resolver(m_impl->context.impl().io);
+    const std::string bindHost = host == "localhost" ? "127.0.0.1" : host;
+    const auto endpoints = resolver.resolve(bindHost, "0", error);
+    if (error || endpoints.empty())
+        throw InputError("the data link cannot listen on " + host + ": " + error.message()
+                         + "; run the ps task with --data_link=0 to keep tensors on the gRPC stream");
+    tcp::acceptor &acceptor = m_impl->acceptor;
+    const tcp::endpoint endpoint = *endpoints.begin();
+    acceptor.open(endpoint.protocol(), error);
+    if (!error)
+        acceptor.bind(endpoint, error);
+    if (!error)
+        acceptor.listen(asio::socket_base::max_listen_connections, error);
+    if (error)
+        throw InputError("the data link cannot listen on " + bindHost + ": " + error.message()
+                         + "; run the ps task with --data_link=0 to keep tensors on the gRPC stream");
+    m_port = acceptor.local_endpoint().port();
+    asio::post(m_impl->context.impl().io, [this] { m_impl->acceptNext(); });
+}
+
+DataLinkAcceptor::~DataLinkAcceptor()
+{
+    std::promise<void> closed;
+    asio::post(m_impl->context.impl().io, [this, &closed] {
+        boost::system::error_code ignored;
+        m_impl->acceptor.close(ignored);
+        closed.set_value();
+    });
+    closed.get_future().wait();
+    std::map<std::string, std::unique_ptr<DataLink>> granted;
+    {
+        std::lock_guard lock(m_mutex);
+        granted.swap(m_granted);
+    }
+    granted.clear(); // the links close on the context's thread, still running
+    m_impl.reset();
+}
+
+DataLinkGrant DataLinkAcceptor::grant()
+{
+    DataLinkGrant grant;
+    grant.port = m_port;
+    grant.nonce.resize(kNonceBytes);
+    if (RAND_bytes(reinterpret_cast<unsigned char *>(grant.nonce.data()), int(kNonceBytes)) != 1)
+        throw std::runtime_error("OpenSSL's RAND_bytes failed: no random nonce for a data link");
+    std::lock_guard lock(m_mutex);
+    m_granted[grant.nonce] = nullptr;
+    return grant;
+}
+
+std::unique_ptr<DataLink> DataLinkAcceptor::claim(const std::string &nonce, std::chrono::milliseconds timeout)
+{
+    std::unique_lock lock(m_mutex);
+    auto it = m_granted.find(nonce);
+    m_matched.wait_for(lock, timeout, [&] {
+        it = m_granted.find(nonce);
+        return it == m_granted.end() || it->second;
+    });
+    if (it == m_granted.end())
+        return nullptr;
+    std::unique_ptr<DataLink> link = std::move(it->second);
+    m_granted.erase(it);
+    return link;
+}
+
+void DataLinkAcceptor::revoke(const std::string &nonce)
+{
+    std::unique_ptr<DataLink> link;
+    {
+        std::lock_guard lock(m_mutex);
+        auto it = m_granted.find(nonce);
+        if (it == m_granted.end())
+            return;
+        link = std::move(it->second);
+        m_granted.erase(it);
+    }
+}
+
+} // namespace parasync
