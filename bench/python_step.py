@@ -50,22 +50,22 @@ def percentile(values, q):
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def start_ps(node, size, logs):
+def start_ps(node, size, logs, data_link):
     features, classes, dataset = SHAPES[size]
     ps, worker = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     log = open(os.path.join(logs, f"python-step-ps-{size}.log"), "w") if logs else subprocess.DEVNULL
     process = subprocess.Popen([node, "--job_name=ps", "--task_index=0", f"--ps_hosts={ps}", f"--worker_hosts={worker}",
                                 "--model=softmax", f"--dataset={dataset}", "--last_step=1000000000000"],
                                stdout=log, stderr=subprocess.STDOUT)
-    cluster = parasync.ClusterConfig(ps=[ps], workers=[worker], task_index=0)
+    cluster = parasync.ClusterConfig(ps=[ps], workers=[worker], task_index=0, data_link=data_link)
     signature = parasync.Signature(model="softmax", dataset=dataset, feature_dim=features, output_dim=classes,
                                    variables=[parasync.VariableSpec("W", (features, classes)),
                                               parasync.VariableSpec("b", (classes,))])
     return process, cluster, signature
 
 
-def measure(node, size, steps, logs):
-    process, cluster, signature = start_ps(node, size, logs)
+def measure(node, size, steps, logs, data_link):
+    process, cluster, signature = start_ps(node, size, logs, data_link)
     try:
         with parasync.Worker(cluster, signature, log=lambda line: None, serve_control=False) as worker:
             rng = np.random.default_rng(1)
@@ -87,14 +87,23 @@ def measure(node, size, steps, logs):
             # The C++ bench's span: the request built before the clock starts.
             stream = worker._streams[0]  # one ps: every variable is on ps:0
             trip_us = []
+            link = stream.link is not None
             for _ in range(steps):
                 head = pb.PushRequest(computed_from_step=worker.global_step, batch_loss=0.5, full_loss=float("nan"))
-                request = tensors.encode_push(head, [grads["W"], grads["b"]])
-                start = time.perf_counter()
-                answer = stream.exchange(request)
+                if link:
+                    # On a data link the values go from the arrays themselves:
+                    # nothing to encode beforehand.
+                    start = time.perf_counter()
+                    stream.send_push(head, [grads["W"], grads["b"]])
+                else:
+                    request = tensors.encode_push(head, [grads["W"], grads["b"]])
+                    start = time.perf_counter()
+                    stream.send(request)
+                answer = stream.receive_answer()
                 trip_us.append((time.perf_counter() - start) * 1e6)
                 worker.global_step = answer.message.global_step
-        return {"push_p50_us": statistics.median(push_us), "push_p99_us": percentile(push_us, 0.99),
+        return {"data_link": link,
+                "push_p50_us": statistics.median(push_us), "push_p99_us": percentile(push_us, 0.99),
                 "round_trip_p50_us": statistics.median(trip_us), "round_trip_p99_us": percentile(trip_us, 0.99),
                 "faults_per_step": faults / steps, "steps": steps}
     finally:
@@ -108,6 +117,8 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--quick", action="store_true", help="2 repetitions of few steps")
     parser.add_argument("--repetitions", type=int, default=7)
+    parser.add_argument("--data_link", type=int, choices=(0, 1), default=1,
+                        help="0: the 1M step's values on the gRPC stream, as without a data link")
     args = parser.parse_args()
     repetitions = 2 if args.quick else args.repetitions
     steps = {"7850": 50 if args.quick else 400, "1000000": 10 if args.quick else 60}
@@ -115,12 +126,13 @@ def main():
     results = []
     for repetition in range(repetitions):
         for size in SHAPES:
-            figures = measure(args.node, size, steps[size], logs)
+            figures = measure(args.node, size, steps[size], logs, bool(args.data_link))
             figures.update(size=size, repetition=repetition)
             results.append(figures)
             print(f"python step/{size} rep {repetition}: push p50 {figures['push_p50_us']:,.0f} us, "
                   f"round trip p50 {figures['round_trip_p50_us']:,.0f} us, "
-                  f"{figures['faults_per_step']:.1f} faults/step", flush=True)
+                  f"{figures['faults_per_step']:.1f} faults/step"
+                  + (", values on a data link" if figures["data_link"] else ""), flush=True)
     with open(args.out, "w") as f:
         json.dump({"benchmarks": results}, f, indent=1)
     return 0

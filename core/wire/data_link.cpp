@@ -185,9 +185,10 @@ std::unique_ptr<DataLink> DataLink::connect(DataLinkContext &context, const std:
     std::string why;
     const bool connected = i.run(
         [&i, &endpoints] {
-            asio::async_connect(i.socket, endpoints, [&i](const boost::system::error_code &result, const tcp::endpoint &) {
-                i.finish(&Impl::written, &Impl::writeError, result);
-            });
+            asio::async_connect(i.socket, endpoints,
+                                [&i](const boost::system::error_code &result, const tcp::endpoint &) {
+                                    i.finish(&Impl::written, &Impl::writeError, result);
+                                });
         },
         &Impl::written, &Impl::writeError, &why);
     std::unique_ptr<DataLink> link(new DataLink(std::move(handshake)));

@@ -44,6 +44,9 @@ class ClusterConfig:
     tls_ca: bytes = b""
     heartbeat_ms: int = 1000
     max_message_bytes: int = 64 << 20
+    # True: a ps task's join is offered a data link when this worker's
+    # variables on it come to 64 KiB or more (as parasync-node's --data_link).
+    data_link: bool = True
     # The run directory, where the chief keeps its checkpoints and restores
     # from (empty: none), as parasync-node's --logdir.
     logdir: str = ""
@@ -88,6 +91,8 @@ def add_arguments(parser):
     group.add_argument("--heartbeat_ms", type=int, default=1000, help="HTTP/2 keepalive interval (default 1000)")
     group.add_argument("--max_message_bytes", type=int, default=64 << 20,
                        help="largest message sent or accepted (default 67108864)")
+    group.add_argument("--data_link", type=int, choices=(0, 1), default=1,
+                       help="1: big tensors' values go on a TCP link beside the gRPC stream (default 1)")
     group = parser.add_argument_group("the run directory (as parasync-node takes it)")
     group.add_argument("--logdir", default="",
                        help="run directory: the chief saves its checkpoints there and restores from the newest")
@@ -279,7 +284,8 @@ def from_arguments(args, environ=None):
         tls_cert=_read_file(args.tls_cert, "--tls_cert") if args.tls_cert else b"",
         tls_key=_read_file(args.tls_key, "--tls_key") if args.tls_key else b"",
         tls_ca=_read_file(args.tls_ca, "--tls_ca") if args.tls_ca else b"",
-        heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes, logdir=args.logdir,
+        heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes,
+        data_link=bool(getattr(args, "data_link", 1)), logdir=args.logdir,
         save_checkpoint_secs=args.save_checkpoint_secs, max_to_keep=args.max_to_keep,
         min_slice_bytes=min_slice_bytes)
 

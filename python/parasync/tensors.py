@@ -85,17 +85,24 @@ def _fields(buf, start, end):
         pos = value_end
 
 
-def _tensor_parts(array):
+def _tensor_parts(array, with_values=True):
     """The pieces of a `Tensor` message holding `array` (as float32), the
-    values as a view of the array's own memory; and their total length."""
+    values as a view of the array's own memory (or, without them, its shape
+    alone); and their total length."""
     values = np.asarray(array, dtype=_FLOAT32, order="C")  # keeps a 0-d scalar 0-d
     shape = b"".join(_varint(int(d)) for d in values.shape)
     parts = []
     if shape:
         parts += [b"\x0a" + _varint(len(shape)) + shape]
-    if values.size:
+    if values.size and with_values:
         parts += [b"\x12" + _varint(values.nbytes), memoryview(values).cast("B")]
     return parts, sum(len(p) for p in parts)
+
+
+def value_bytes(array):
+    """The array's values as little-endian float32 bytes, a view of its own
+    memory where it already is such an array: what a data link carries."""
+    return memoryview(np.ascontiguousarray(array, dtype=_FLOAT32)).cast("B")
 
 
 def encode_tensor(array):
@@ -141,16 +148,17 @@ def decode_tensor(buf, start=0, end=None, copy=True):
     return values.reshape(shape)
 
 
-def encode_push(head, gradients):
+def encode_push(head, gradients, with_values=True):
     """A `TrainRequest` whose push is `head` (a PushRequest without gradients)
     with `gradients` (arrays, in the order of the ps task's variables).
     The values are copied once, into the message: its pieces are joined as
-    views of the arrays' memory."""
+    views of the arrays' memory. Without values, the tensors carry their
+    shapes only (the values go on a data link: head.values_on_data_link)."""
     head_bytes = head.SerializeToString()
     parts = [None, head_bytes]
     length = len(head_bytes)
     for gradient in gradients:
-        tensor_parts, tensor_length = _tensor_parts(gradient)
+        tensor_parts, tensor_length = _tensor_parts(gradient, with_values)
         key = b"\x12" + _varint(tensor_length)  # PushRequest.gradients = 2
         parts.append(key)
         parts += tensor_parts
@@ -167,11 +175,35 @@ def encode_request(request):
     return request.SerializeToString()
 
 
+def decode_shape(buf, start=0, end=None):
+    """The shape a `Tensor` message gives, and the number of values it
+    carries itself (0 when they come on a data link)."""
+    view = memoryview(buf)
+    end = len(view) if end is None else end
+    shape = []
+    carried = 0
+    for number, wire_type, _, value_start, value_end in _fields(view, start, end):
+        if number == 1 and wire_type == _LEN:
+            pos = value_start
+            while pos < value_end:
+                dim, pos = _read_varint(view, pos, value_end)
+                shape.append(_as_int64(dim))
+        elif number == 1 and wire_type == 0:
+            shape.append(_as_int64(_read_varint(view, value_start, value_end)[0]))
+        elif number == 2:
+            carried += (value_end - value_start) // 4 if wire_type == _LEN else 1
+    if any(d < 0 for d in shape):
+        raise WireError(f"tensor shape {shape} has a negative dimension")
+    return tuple(shape), carried
+
+
 class TrainAnswer:
     """One answer of the Train stream: `kind` is "join" or "push", `message`
     the JoinResponse or PushResponse without its tensors, `tensors` the
     parameters it carried as arrays (in the order of the ps task's variable
-    list; read-only views of the answer's bytes when decoded with copy=False)."""
+    list; read-only views of the answer's bytes when decoded with copy=False).
+    When the answer's values come on a data link (values_on_data_link),
+    `tensors` holds their shapes, and the link's reader fills arrays of them."""
 
     __slots__ = ("kind", "message", "tensors")
 
@@ -195,13 +227,21 @@ def decode_answer(data, copy=True):
             continue  # a field a newer ps sends; protobuf would skip it too
         kind, message_class, tensor_field = _ANSWERS[number]
         rest = []
-        tensors = []
+        spans = []
         for inner, inner_type, field_start, value_start, value_end in _fields(view, start, end):
             if inner == tensor_field and inner_type == _LEN:
-                tensors.append(decode_tensor(view, value_start, value_end, copy))
+                spans.append((value_start, value_end))
             else:
                 rest.append(view[field_start:value_end])
-        answer = TrainAnswer(kind, message_class.FromString(b"".join(rest)), tensors)
+        message = message_class.FromString(b"".join(rest))
+        if kind == "push" and message.values_on_data_link:
+            shapes = [decode_shape(view, s, e) for s, e in spans]
+            if any(carried for _, carried in shapes):
+                raise WireError("an answer whose values come on the data link carries values itself")
+            tensors = [shape for shape, _ in shapes]
+        else:
+            tensors = [decode_tensor(view, s, e, copy) for s, e in spans]
+        answer = TrainAnswer(kind, message, tensors)
     if answer is None:
         raise WireError("a Train answer with neither join nor push")
     return answer

@@ -46,6 +46,10 @@ from parasync.proto import parasync_pb2 as pb
 from parasync.proto import parasync_pb2_grpc as pb_grpc
 
 _TRAIN_METHOD = "/parasync.proto.ParameterService/Train"
+# What a data link's first bytes say, before the nonce (parasync.proto, DataLinkGrant).
+_LINK_GREETING = b"PSYNCDL1"
+# A worker whose variables on a ps come to less gains nothing from a link.
+_LINK_MIN_BYTES = 64 * 1024
 # Parameters small enough to travel with every push for the telemetry's w/b
 # view, as parasync-node's workers send them.
 _MAX_VIEWED_PARAMETERS = 16
@@ -123,6 +127,7 @@ class _PsStream:
 
     def __init__(self, index, channel, metadata):
         self.index = index
+        self.link = None  # the data link's socket, once one is open
         self._requests = queue.Queue()
         # The answers' parameters stay views of the message until
         # Placement.join copies them into their variables: one copy each.
@@ -142,6 +147,56 @@ class _PsStream:
         self.send(request)
         return self.receive()
 
+    # -- the data link (core/wire/data_link.h; parasync.proto's DataLinkGrant) --
+
+    def open_link(self, host, grant, timeout):
+        """Connects the data link a join granted and greets with its nonce;
+        raises OSError when it cannot be made."""
+        if not 0 < grant.port <= 65535 or len(grant.nonce) != 16:
+            raise OSError(f"the ps granted a data link that cannot be connected (port {grant.port}, "
+                          f"{len(grant.nonce)}-byte nonce)")
+        link = socket.create_connection((host, grant.port), timeout=timeout)
+        try:
+            link.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            link.sendall(_LINK_GREETING + grant.nonce)
+            if link.recv(1) != b"\x01":
+                raise OSError(f"the ps at {host}:{grant.port} did not accept the link's greeting")
+        except BaseException:
+            link.close()
+            raise
+        self.link = link
+
+    def send_push(self, head, arrays):
+        """Sends a push: its arrays' values on the data link when one is open
+        (from the arrays' own memory), else in the message."""
+        if self.link is None:
+            self.send(tensors.encode_push(head, arrays))
+            return
+        head.values_on_data_link = True
+        self.send(tensors.encode_push(head, arrays, with_values=False))
+        for array in arrays:
+            self.link.sendall(tensors.value_bytes(array))
+
+    def receive_answer(self):
+        """The next answer, its parameters as arrays: read from the data link
+        into arrays of their shapes when they come on it."""
+        answer = self.receive()
+        if answer.kind == "push" and answer.message.values_on_data_link:
+            if self.link is None:
+                raise OSError(f"ps:{self.index} sent an answer's values on a data link this stream does not have")
+            arrays = []
+            for shape in answer.tensors:
+                array = np.empty(shape, dtype=np.float32)
+                view = memoryview(array).cast("B")
+                while view:
+                    received = self.link.recv_into(view)
+                    if received == 0:
+                        raise OSError(f"ps:{self.index} closed the data link")
+                    view = view[received:]
+                arrays.append(array)
+            answer.tensors = arrays
+        return answer
+
     def close(self, last_request=None):
         if last_request is not None:
             self._requests.put(last_request)
@@ -151,9 +206,16 @@ class _PsStream:
                 pass
         except grpc.RpcError:
             pass
+        self._close_link()
 
     def cancel(self):
         self._answers.cancel()
+        self._close_link()
+
+    def _close_link(self):
+        if self.link is not None:
+            self.link.close()
+            self.link = None
 
 
 class _TaskControl(pb_grpc.TaskControlServicer):
@@ -578,7 +640,9 @@ class Worker:
             self._wait_for_ps(k)
         self._take_parameters([self._join_ps(k) for k in range(len(self.cluster.ps))])
         self._params_at = time.monotonic()
-        self._set_state("training", f"joined the cluster at global step {self.global_step}")
+        linked = ", ".join(f"ps:{s.index}" for s in self._streams if s and s.link)
+        self._set_state("training", f"joined the cluster at global step {self.global_step}"
+                                    + (f" (tensor values on data links to {linked})" if linked else ""))
         return dict(self.parameters)
 
     def _join_ps(self, k):
@@ -593,6 +657,9 @@ class Worker:
             # What ps:0 acknowledged last: a replicated ps:0 that took over
             # says whether acknowledged updates were lost.
             join.acknowledged_step = self.global_step
+        # Data links are plain TCP: under TLS the values stay on the stream.
+        join.offers_data_link = (self.cluster.data_link and not self.cluster.uses_tls
+                                 and 4 * sum(s.size for s in self.placement.on(k)) >= _LINK_MIN_BYTES)
         delay = 0.2
         stream = None
         while True:
@@ -627,11 +694,27 @@ class Worker:
                 # Asked often: a worker that joins late misses the chief's first steps.
                 self._stop.wait(0.05)
                 continue
+            if message.HasField("data_link"):
+                self._open_link(stream, message.data_link)
             self._streams[k] = stream
             if k == 0:
                 self.global_step = message.global_step
                 self.done = message.last_step > 0 and self.global_step >= message.last_step
             return answer.tensors
+
+    def _open_link(self, stream, grant):
+        """Connects the data link ps task stream.index granted; when it cannot,
+        says so, and the values stay on the gRPC stream."""
+        host = self._serving[stream.index].rsplit(":", 1)[0].strip("[]")
+        # As parasync-node: a link that moves nothing for two heartbeats
+        # (at least 2 s) is taken for broken. Python's socket timeout bounds
+        # a whole sendall, so a 4 MB send gets room on a slow link too.
+        timeout = max(2 * self.cluster.heartbeat_ms / 1000, 2.0)
+        try:
+            stream.open_link(host, grant, timeout)
+            stream.link.settimeout(5 * timeout)
+        except OSError as e:
+            self._log(f"{self._name}: no data link to ps:{stream.index} ({e}); its tensors go on the gRPC stream")
 
     def _take_parameters(self, pieces):
         """pieces: per ps task, the arrays it answered with (views of its
@@ -678,8 +761,10 @@ class Worker:
         started = time.monotonic()
         try:
             result = self._push(grads, float(loss), float(full_loss), values, compute_us)
-        except grpc.RpcError as e:
-            self._set_state("waiting", f"reconnecting: lost a ps: {e.details()}")
+        except (grpc.RpcError, OSError) as e:
+            # OSError: a data link broke (socket.timeout is one too).
+            why = e.details() if isinstance(e, grpc.RpcError) else f"the data link broke: {e}"
+            self._set_state("waiting", f"reconnecting: lost a ps: {why}")
             for stream in self._streams:
                 if stream:
                     stream.cancel()
@@ -727,19 +812,19 @@ class Worker:
         # the decision (0 contributions drops the staged slices) and answers
         # with its fresh slices.
         others = range(1, len(self._streams))
-        self._streams[0].send(tensors.encode_push(head, pieces[0]))
+        self._streams[0].send_push(head, pieces[0])
         for k in others:
             staged = pb.PushRequest(computed_from_step=self.global_step, staged=True)
-            self._streams[k].send(tensors.encode_push(staged, pieces[k]))
-        answer = self._streams[0].receive()
+            self._streams[k].send_push(staged, pieces[k])
+        answer = self._streams[0].receive_answer()
         decision = answer.message
         answers = [answer.tensors]
         counted = decision.outcome in (pb.APPLIED, pb.AGGREGATED)
         for k in others:
             decided = pb.PushRequest(computed_from_step=self.global_step, update=decision.update,
                                      contributions=decision.contributions if counted else 0)
-            self._streams[k].send(tensors.encode_push(decided, []))
-        answers.extend(self._streams[k].receive().tensors for k in others)
+            self._streams[k].send_push(decided, [])
+        answers.extend(self._streams[k].receive_answer().tensors for k in others)
         self._take_parameters(answers)
         self.global_step = decision.global_step
         self.done = decision.done

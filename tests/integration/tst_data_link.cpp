@@ -28,10 +28,14 @@ namespace {
 // stream's values are big enough for a link (64 KiB).
 QStringList bigSoftmaxFlags(int lastStep)
 {
-    return {QStringLiteral("--model=softmax"),    QStringLiteral("--dataset=blobs:4:8192"),
-            QStringLiteral("--samples_per_shard=60"), QStringLiteral("--optimizer=adam"),
-            QStringLiteral("--learning_rate=0.01"), QStringLiteral("--batch_size=10"),
-            QStringLiteral("--mode=async"),       QStringLiteral("--display_step=50"),
+    return {QStringLiteral("--model=softmax"),
+            QStringLiteral("--dataset=blobs:4:8192"),
+            QStringLiteral("--samples_per_shard=60"),
+            QStringLiteral("--optimizer=adam"),
+            QStringLiteral("--learning_rate=0.01"),
+            QStringLiteral("--batch_size=10"),
+            QStringLiteral("--mode=async"),
+            QStringLiteral("--display_step=50"),
             QStringLiteral("--last_step=%1").arg(lastStep)};
 }
 
@@ -119,8 +123,7 @@ public:
     {
         m_stream->WritesDone();
         proto::TrainResponse ignored;
-        while (m_stream->Read(&ignored)) {
-        }
+        while (m_stream->Read(&ignored)) {}
         return m_stream->Finish();
     }
 

@@ -44,6 +44,17 @@ def digits_csv(directory):
     return path
 
 
+def wide_digits_csv(directory, repeat):
+    """The digits with their 64 features repeated `repeat` times over: a
+    softmax whose W is `repeat` times as big, learning the same thing."""
+    path = os.path.join(directory, f"digits_x{repeat}.csv")
+    with gzip.open(DIGITS_GZ, "rt") as source, open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        for row in csv.reader(source):
+            writer.writerow(row[:-1] * repeat + row[-1:])
+    return path
+
+
 def read_metrics(logdir):
     with open(os.path.join(logdir, "metrics.csv")) as f:
         return list(csv.DictReader(f))

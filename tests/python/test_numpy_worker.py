@@ -15,15 +15,20 @@ from parasync import checkpoints
 
 class NumpyWorkerTest(unittest.TestCase):
     def start_softmax_cluster(self, last_step, *mode_flags, python_flags=(), node_flags=(), num_ps=1, logdir=None,
-                              backup=False):
+                              backup=False, repeat_features=1):
         """ps:0 (and ps:1.. given the same flags; with `backup`, ps:0's
         backup too), the NumPy worker:1, then the C++ chief worker:0;
-        node_flags go to every parasync-node task."""
+        node_flags go to every parasync-node task. With repeat_features, the
+        digits' features are repeated that many times over (a bigger W)."""
         cluster = Cluster(self, num_ps=num_ps, backups=backup)
-        data = node_cluster.digits_csv(cluster.dir)
+        if repeat_features == 1:
+            data = node_cluster.digits_csv(cluster.dir)
+        else:
+            data = node_cluster.wide_digits_csv(cluster.dir, repeat_features)
         self.logdir = logdir or os.path.join(cluster.dir, "run")
-        common = ["--model=softmax", f"--dataset=csv:{data}", "--learning_rate=0.05", "--batch_size=50",
-                  f"--last_step={last_step}", "--display_step=10", *node_flags]
+        # Features repeated n times make each gradient n times as strong.
+        common = ["--model=softmax", f"--dataset=csv:{data}", f"--learning_rate={0.05 / repeat_features}",
+                  "--batch_size=50", f"--last_step={last_step}", "--display_step=10", *node_flags]
         cluster.start_node("ps", 0, *common, *mode_flags, f"--logdir={self.logdir}")
         if backup:
             cluster.start_node("ps_backup", 0, *common, *mode_flags, f"--logdir={self.logdir}")
@@ -73,6 +78,16 @@ class NumpyWorkerTest(unittest.TestCase):
                                 (b"PSYNCKP0" + data[8:], "bad magic")):
             with self.assertRaisesRegex(checkpoints.CheckpointError, reason):
                 checkpoints.parse(damaged, path)
+
+    def test_a_wide_softmax_moves_its_values_on_data_links(self):
+        # 2,048 features: W is 80 KiB, so both workers' joins offer a data
+        # link (core/wire/data_link.h), and both train on theirs.
+        cluster = self.start_softmax_cluster(300, "--mode=async", repeat_features=32)
+        self.check_trained_together(cluster, 300)
+        for name in ("worker:1", "worker:0"):
+            self.assertIn("joined the cluster at global step", cluster.output(name))
+            self.assertIn("(tensor values on data links to ps:0)", cluster.output(name), describe(cluster))
+        self.assertNotIn("no data link", cluster.output("worker:1"))
 
     def test_in_sync_each_step_averages_a_python_and_a_cpp_gradient(self):
         cluster = self.start_softmax_cluster(300, "--mode=sync")
@@ -185,21 +200,27 @@ class NumpyWorkerTest(unittest.TestCase):
         # ps:0 has a backup (--ps_backup_hosts, which the Python worker takes
         # as parasync-node does). ps:0 is SIGKILLed while both workers train:
         # the NumPy worker turns to the backup by itself, and the run ends at
-        # its last step with every step in the step log once.
-        cluster = self.start_softmax_cluster(3000, "--mode=async", backup=True)
-        cluster.wait_for_output("ps_backup:0", "follows its primary at")
-        cluster.wait_for_output("worker:1", " (local ")  # it trains: its first loss line
-        cluster.kill("ps:0")
-        cluster.wait_for_output("worker:1", "ps:0 is served by " + cluster.ps_backup_hosts + " now")
-        for name in ("worker:1", "worker:0", "ps_backup:0"):
-            self.assertEqual(cluster.wait(name), 0, describe(cluster))
-        self.assertIn("worker:1 state finished", cluster.output("worker:1"))
-        self.assertIn("takes over as the pair's primary", cluster.output("ps_backup:0"))
-        steps = [int(r["global_step"]) for r in read_metrics(self.logdir)]
-        self.assertEqual(max(steps), 3000)
-        # The Python worker's gradients went in after the failover too.
-        after = [r for r in read_metrics(self.logdir) if r["worker"] == "1"]
-        self.assertGreater(max(int(r["global_step"]) for r in after), 2000, describe(cluster))
+        # its last step with every step in the step log once. With the
+        # digits' W on the gRPC stream, and with an 80 KiB W on data links,
+        # which both workers make anew to the backup.
+        for repeat in (1, 32):
+            with self.subTest(features=64 * repeat):
+                cluster = self.start_softmax_cluster(3000, "--mode=async", backup=True, repeat_features=repeat)
+                cluster.wait_for_output("ps_backup:0", "follows its primary at")
+                cluster.wait_for_output("worker:1", " (local ")  # it trains: its first loss line
+                cluster.kill("ps:0")
+                cluster.wait_for_output("worker:1", "ps:0 is served by " + cluster.ps_backup_hosts + " now")
+                for name in ("worker:1", "worker:0", "ps_backup:0"):
+                    self.assertEqual(cluster.wait(name), 0, describe(cluster))
+                self.assertIn("worker:1 state finished", cluster.output("worker:1"))
+                self.assertIn("takes over as the pair's primary", cluster.output("ps_backup:0"))
+                steps = [int(r["global_step"]) for r in read_metrics(self.logdir)]
+                self.assertEqual(max(steps), 3000)
+                # The Python worker's gradients went in after the failover too.
+                after = [r for r in read_metrics(self.logdir) if r["worker"] == "1"]
+                self.assertGreater(max(int(r["global_step"]) for r in after), 2000, describe(cluster))
+                linked = cluster.output("worker:1").count("(tensor values on data links to ps:0)")
+                self.assertEqual(linked, 0 if repeat == 1 else 2, describe(cluster))
 
 
 if __name__ == "__main__":
