@@ -186,6 +186,55 @@ private Q_SLOTS:
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }
 
+    // Data links are plain TCP (wire/data_link.h): under TLS a model big
+    // enough for one trains with its values on the encrypted stream, and a
+    // client that offers a link anyway is granted none.
+    void underTlsBigTensorsStayOnTheEncryptedStream()
+    {
+        QTemporaryDir temporary;
+        const QDir dir(temporary.path());
+        QVERIFY(makeCa(dir, QStringLiteral("cluster-ca")));
+        QVERIFY(makeSigned(dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
+        // W [8192, 4]: 128 KiB, twice what a worker offers a link for.
+        LocalCluster cluster(1, 2,
+                             {QStringLiteral("--last_step=100000000"), QStringLiteral("--model=softmax"),
+                              QStringLiteral("--dataset=blobs:4:8192"), QStringLiteral("--samples_per_shard=60"),
+                              QStringLiteral("--tls_cert=") + dir.filePath(QStringLiteral("node.pem")),
+                              QStringLiteral("--tls_key=") + dir.filePath(QStringLiteral("node.key")),
+                              QStringLiteral("--tls_ca=") + dir.filePath(QStringLiteral("cluster-ca.pem"))});
+        const RpcSettings member
+            = rpcSettingsFor(tlsFiles(dir, QStringLiteral("cluster-ca"), QStringLiteral("node"), false), false);
+        cluster.setClientTls(member.tls);
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY2(cluster.waitForStatus([](const auto &s) { return s.global_step() > 50; }, 30s),
+                 qPrintable(cluster.worker(0).output()));
+        QVERIFY2(cluster.worker(0).output().contains(u"joined the cluster at global step 0\n"),
+                 qPrintable(cluster.worker(0).output()));
+
+        proto::ClusterStatusResponse status;
+        QVERIFY(cluster.clusterStatus(&status));
+        auto stub = proto::ParameterService::NewStub(makeChannel(cluster.psAddress(0).toStdString(), member));
+        auto context = makeContext(member, 10s);
+        auto stream = stub->Train(context.get());
+        proto::TrainRequest join;
+        join.mutable_join()->set_worker_index(1);
+        join.mutable_join()->set_offers_data_link(true);
+        *join.mutable_join()->mutable_signature() = status.signature();
+        proto::TrainResponse joined;
+        QVERIFY(stream->Write(join) && stream->Read(&joined));
+        QVERIFY(joined.join().ready());
+        QVERIFY(!joined.join().has_data_link());
+        stream->WritesDone();
+        while (stream->Read(&joined)) {}
+        QVERIFY2(stream->Finish().ok(), "the stranger's stream did not end cleanly");
+
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
     void tlsMistakesAreReportedAtStart_data()
     {
         QTest::addColumn<QString>("cert");
