@@ -281,6 +281,29 @@ def add_roundtrip(report, doc):
                         "copy and read without being parsed -- the least any tensor data path over gRPC can "
                         "cost (zero-copy buffers over the tensors' own memory would cost at least this)."])
 
+    link_rows = []
+    for size, label in sizes:
+        linked, stream, tcp = samples.get(("step", size)), samples.get(("step_grpc", size)), samples.get(("tcp", size))
+        if not (linked and stream and tcp):
+            continue
+        link_rows.append([label, fmt_summary(summary(linked["p50_us"])), fmt_summary(summary(stream["p50_us"])),
+                          fmt_ratio(ratio(linked["p50_us"], stream["p50_us"])),
+                          fmt_ratio(ratio(linked["p50_us"], tcp["p50_us"])),
+                          fmt_ratio(ratio(stream["p50_us"], tcp["p50_us"])),
+                          fmt_summary(summary(linked["server_cpu_us"])), fmt_summary(summary(stream["server_cpu_us"])),
+                          fmt_summary(summary(linked["client_cpu_us"])), fmt_summary(summary(stream["client_cpu_us"]))])
+    if link_rows:
+        report.section("1–2g. The step with its tensors' values on a data link and on the gRPC stream",
+                       ["parameters", "link p50 (µs)", "stream p50 (µs)", "link/stream p50", "link/TCP p50",
+                        "stream/TCP p50", "ps CPU link (µs)", "ps CPU stream (µs)", "worker CPU link (µs)",
+                        "worker CPU stream (µs)"],
+                       link_rows,
+                       ["`step/N` is the worker step as parasync-node's workers take it: a model of 64 KiB or more "
+                        "offers a data link (core/wire/data_link.h), and the values go on a TCP socket beside the "
+                        "Train stream. `step_grpc/N` is the same step, in the same run, with the join offering no "
+                        "link (`--data_link=0`): the values on the stream, zero-copy ByteBuffers both ways. The "
+                        "worker's CPU includes the link's I/O thread."])
+
     # Issue 13's goals, each beside the floor gRPC itself sets for the same
     # bytes: where the raw gRPC echo alone is above a goal, no step over gRPC
     # can meet it.
