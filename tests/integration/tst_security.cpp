@@ -186,19 +186,18 @@ private Q_SLOTS:
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }
 
-    // Data links are plain TCP (wire/data_link.h): under TLS a model big
-    // enough for one trains with its values on the encrypted stream, and a
-    // client that offers a link anyway is granted none.
-    void underTlsBigTensorsStayOnTheEncryptedStream()
+    // Data links are plain TCP (wire/data_link.h): under TLS the ps grants
+    // none, so a client that offers one anyway keeps its values on the
+    // encrypted stream. (parasync-node's and Python's workers do not even
+    // offer one under TLS.)
+    void underTlsNoDataLinkIsGranted()
     {
         QTemporaryDir temporary;
         const QDir dir(temporary.path());
         QVERIFY(makeCa(dir, QStringLiteral("cluster-ca")));
         QVERIFY(makeSigned(dir, QStringLiteral("node"), QStringLiteral("cluster-ca"), QStringLiteral("IP:127.0.0.1")));
-        // W [8192, 4]: 128 KiB, twice what a worker offers a link for.
         LocalCluster cluster(1, 2,
-                             {QStringLiteral("--last_step=100000000"), QStringLiteral("--model=softmax"),
-                              QStringLiteral("--dataset=blobs:4:8192"), QStringLiteral("--samples_per_shard=60"),
+                             {QStringLiteral("--last_step=100000000"),
                               QStringLiteral("--tls_cert=") + dir.filePath(QStringLiteral("node.pem")),
                               QStringLiteral("--tls_key=") + dir.filePath(QStringLiteral("node.key")),
                               QStringLiteral("--tls_ca=") + dir.filePath(QStringLiteral("cluster-ca.pem"))});
@@ -207,21 +206,13 @@ private Q_SLOTS:
         cluster.setClientTls(member.tls);
         cluster.startPs(0);
         cluster.startWorker(0);
-        // A few steps: under ThreadSanitizer a 128 KiB step on the gRPC
-        // stream takes over a second.
-        QVERIFY2(cluster.waitForStatus([](const auto &s) { return s.global_step() > 3; }, 120s),
+        QVERIFY2(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }, 60s),
                  qPrintable(cluster.worker(0).output()));
-        QVERIFY2(cluster.worker(0).waitForOutput(QStringLiteral("joined the cluster at global step 0\n")),
-                 qPrintable(cluster.worker(0).output()));
-        // Stopped before the stranger's turn: its steps would keep the ps
-        // busy for seconds each under ThreadSanitizer.
-        cluster.worker(0).terminate();
-        QCOMPARE(cluster.worker(0).waitForExit(), 0);
 
         proto::ClusterStatusResponse status;
         QVERIFY(cluster.clusterStatus(&status));
         auto stub = proto::ParameterService::NewStub(makeChannel(cluster.psAddress(0).toStdString(), member));
-        auto context = makeContext(member, 10s);
+        auto context = makeContext(member, 30s);
         auto stream = stub->Train(context.get());
         proto::TrainRequest join;
         join.mutable_join()->set_worker_index(1);
@@ -233,8 +224,11 @@ private Q_SLOTS:
         QVERIFY(!joined.join().has_data_link());
         stream->WritesDone();
         while (stream->Read(&joined)) {}
-        QVERIFY2(stream->Finish().ok(), "the stranger's stream did not end cleanly");
+        const grpc::Status ended = stream->Finish();
+        QVERIFY2(ended.ok(), ended.error_message().c_str());
 
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
         cluster.ps(0).terminate();
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }
