@@ -91,7 +91,7 @@ public:
         response.mutable_push()->set_values_on_data_link(true);
         bool sent = serialize(response, &out) && m_stream.Write(out);
         if (sent) {
-            sent = (m_link->startWrite(m_answer) && m_link->finishWrites()) || refuse(linkBroke());
+            sent = m_link->write(m_answer) || refuse(linkBroke());
         }
         response.mutable_push()->set_values_on_data_link(false);
         for (int i = 0; i < parameters.size(); ++i)

@@ -607,14 +607,19 @@ bool WorkerTask::step()
     // with its fresh slices. Every write goes out before any answer is read.
     // The gradients go out from m_gradient, computed again only after every
     // answer of this step has been read.
-    if (!ps0.stream->writeSharingValues(request, gradient))
+    // On data links, every upload but the last is overlapped with the
+    // next ones; the last goes on this thread.
+    auto linkWrite = [this](size_t k) {
+        return k + 1 < m_ps.size() ? TrainCall::LinkWrite::Overlapped : TrainCall::LinkWrite::Here;
+    };
+    if (!ps0.stream->writeSharingValues(request, gradient, linkWrite(0)))
         return false;
     for (size_t k = 1; k < m_ps.size(); ++k) {
         proto::TrainRequest &staged = m_ps[k]->push;
         staged.mutable_push()->Clear();
         staged.mutable_push()->set_staged(true);
         staged.mutable_push()->set_computed_from_step(m_globalStep);
-        if (!m_ps[k]->stream->writeSharingValues(staged, makePush(int(k), staged.mutable_push())))
+        if (!m_ps[k]->stream->writeSharingValues(staged, makePush(int(k), staged.mutable_push()), linkWrite(k)))
             return false;
     }
     // The answers' parameters go straight into m_params (TrainCall::read);

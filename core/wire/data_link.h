@@ -27,7 +27,9 @@
 // stream, and so do clients that do not offer a link (Python workers,
 // strangers' clients).
 //
-// Boost.Asio does the socket work. Its headers stay in data_link.cpp.
+// Boost.Asio connects, accepts and greets, and moves what a worker's
+// overlapped uploads leave over; reads and the other writes are system calls
+// on the thread that uses the link. Asio's headers stay in data_link.cpp.
 
 #include "wire/tensor_spans.h"
 
@@ -49,9 +51,10 @@ inline constexpr unsigned char kAccepted = 1;
 // How long an accepted connection has to send its greeting.
 inline constexpr std::chrono::milliseconds kGreetingTimeout{5000};
 
-// The thread that moves links' bytes (a Boost.Asio io_context), so that a
-// worker's uploads to its ps tasks go on while it waits for an answer.
-// Whoever uses a link waits on it; the bytes move on this thread.
+// The thread that connects and accepts links and greets on them, and moves
+// the part of a startWrite() that the socket did not take at once, so that
+// a worker's uploads to its ps tasks go on together. Reads, and write(),
+// move their bytes on the thread that calls them.
 class DataLinkContext
 {
 public:
@@ -82,15 +85,20 @@ public:
     DataLink(const DataLink &) = delete;
     DataLink &operator=(const DataLink &) = delete;
 
-    // Starts sending the values, in order; they must stay unchanged until
-    // finishWrites() (or read()) has returned. Finishes the writes before
-    // first: false, with error(), when those failed.
+    // Starts sending the values, in order: what the socket takes at once
+    // goes before this returns, the rest on the context's thread. They must
+    // stay unchanged until finishWrites() (or read()) has returned. Finishes
+    // the writes before first: false, with error(), when those failed.
     bool startWrite(const TensorValues &values);
+    // Sends the values, in order, on the calling thread; returns when they
+    // have gone. False, with error(), when the link broke or stalled.
+    bool write(const TensorValues &values);
     // Drives the context until what startWrite() started has gone out.
     // False, with error(), when the link broke or stalled.
     bool finishWrites();
     // Finishes the writes, then fills each destination, in order, from the
-    // link. False, with error(), when the link broke or stalled.
+    // link, on the calling thread. False, with error(), when the link broke
+    // or stalled.
     bool read(const TensorDestinations &destinations);
     // Why the last call failed, in words; the link is closed then.
     const std::string &error() const { return m_error; }
@@ -104,6 +112,8 @@ public:
 
 private:
     bool fail(const std::string &what);
+    // fail(), and shuts the socket down so that the other end stops too.
+    bool failClosing(const std::string &what);
 
     std::unique_ptr<Impl> m_impl;
     bool m_writing = false;
@@ -121,8 +131,8 @@ struct DataLinkGrant
 
 // The ps's side: listens on an ephemeral port of its host, grants nonces to
 // Train streams, and matches the connections that greet with them. Its own
-// thread accepts, reads greetings, and moves the bytes of every link it
-// made; each link is used by its stream's thread only.
+// thread accepts and reads greetings; each link it made is used by its
+// stream's thread only, which moves the link's bytes itself.
 class DataLinkAcceptor
 {
 public:

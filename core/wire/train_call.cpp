@@ -383,10 +383,10 @@ bool TrainCall::write(const proto::TrainRequest &request)
         bytes += v.size_bytes();
     if (bytes == 0)
         return true; // a decision (PushRequest.update) brings none
-    return m_link->startWrite(values) && finishWrites();
+    return m_link->write(values) || linkFailed(m_link->error());
 }
 
-bool TrainCall::writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients)
+bool TrainCall::writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients, LinkWrite linkWrite)
 {
     grpc::ByteBuffer out;
     if (!m_link)
@@ -398,7 +398,8 @@ bool TrainCall::writeSharingValues(proto::TrainRequest &request, const TensorVal
     request.mutable_push()->set_values_on_data_link(true);
     if (!serialize(request, &out) || !m_stream->Write(out))
         return false;
-    return m_link->startWrite(gradients) || linkFailed(m_link->error());
+    const bool sent = linkWrite == LinkWrite::Overlapped ? m_link->startWrite(gradients) : m_link->write(gradients);
+    return sent || linkFailed(m_link->error());
 }
 
 bool TrainCall::finishWrites()

@@ -113,10 +113,16 @@ public:
 
     // As grpc::ClientReaderWriter's Write, Read, WritesDone and Finish.
     bool write(const proto::TrainRequest &request);
+    // How a push's values go on a data link: on the calling thread before
+    // writeSharingValues() returns, or Overlapped: what the socket does not
+    // take at once goes on the link's I/O thread while the caller starts its
+    // writes to other ps tasks.
+    enum class LinkWrite { Here, Overlapped };
     // A push whose gradients go out from where they lie
     // (serializeSharingValues): leave them and the request unchanged until
     // the answer to it has been read.
-    bool writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients);
+    bool writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients,
+                            LinkWrite linkWrite = LinkWrite::Here);
     // Keeps the storage of `response`'s push for the next: pass the same
     // message every step. A push answer whose values come on the data link
     // has them in its tensors.
