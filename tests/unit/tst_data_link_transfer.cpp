@@ -57,8 +57,7 @@ TensorDestinations destinationsOf(std::vector<std::vector<float>> &tensors)
 // them: a grant, a greeting with its nonce, the ps's claim.
 struct LinkPair
 {
-    explicit LinkPair(std::chrono::milliseconds stall)
-        : acceptor("127.0.0.1", stall)
+    explicit LinkPair(std::chrono::milliseconds stall) : acceptor("127.0.0.1", stall)
     {
         const DataLinkGrant grant = acceptor.grant();
         std::string error;
