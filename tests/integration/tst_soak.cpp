@@ -330,7 +330,11 @@ private Q_SLOTS:
         int modeSwitches = 0;
         int kills = 0;
         int ps0Kills = 0;
-        while (run.elapsed() < qint64(seconds) * 1000) {
+        // The soak's time, and at least until each pair has lost its serving
+        // process once: under ThreadSanitizer one failover with twelve
+        // processes on 2 cores has taken 15 s before training went on, and
+        // a 30 s soak then ended after a single kill.
+        while (run.elapsed() < qint64(seconds) * 1000 || kills < 2) {
             QTest::qWait(3000);
             proto::SetModeResponse response;
             const auto status = cluster.setMode(modeNumber(++modeSwitches), &response);
@@ -372,7 +376,6 @@ private Q_SLOTS:
             QVERIFY2(again.waitForOutput(QStringLiteral("follows its primary at ") + survivorAddress, 30s),
                      qPrintable(again.output()));
         }
-        QVERIFY(kills >= 2);
 
         for (int i = 0; i < kWorkers; ++i)
             cluster.worker(i).terminate();
