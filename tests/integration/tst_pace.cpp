@@ -96,6 +96,14 @@ private Q_SLOTS:
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() >= 10; }, 60s));
         QCOMPARE(taskStatus(cluster.workerAddress(1)).compute_ms(), 500);
 
+        // Every step before this one was taken at 500 ms. Read before the
+        // first SetPace: worker:0 goes at full speed as soon as it has its
+        // answer, and under ThreadSanitizer it took dozens of steps while
+        // worker:1's SetPace was still on its way.
+        proto::ClusterStatusResponse now;
+        QVERIFY(cluster.clusterStatus(&now));
+        const qint64 changedAt = now.global_step();
+
         // Full speed, while it trains: the next 600 steps come in seconds
         // (at least ~50 a second even under ThreadSanitizer on a busy machine).
         for (int i = 0; i < 2; ++i) {
@@ -105,9 +113,6 @@ private Q_SLOTS:
             QCOMPARE(response.compute_ms(), 0);
             QCOMPARE(response.compute_jitter(), 0.0f); // kept, as asked
         }
-        proto::ClusterStatusResponse now;
-        QVERIFY(cluster.clusterStatus(&now));
-        const qint64 changedAt = now.global_step();
         QVERIFY2(cluster.waitForStatus([changedAt](const auto &s) { return s.global_step() >= changedAt + 600; }, 60s),
                  "the workers kept their slow pace after SetPace(0)");
         QCOMPARE(taskStatus(cluster.workerAddress(0)).compute_ms(), 0);
