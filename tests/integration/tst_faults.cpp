@@ -193,7 +193,11 @@ private Q_SLOTS:
                               QStringLiteral("--last_step=100000000")},
                              dir.path());
         cluster.startAll();
-        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 200; }));
+        // All three must have joined: in async the first two can take 200
+        // steps while worker:2 is still starting (under ThreadSanitizer),
+        // and a worker the ps never saw cannot be noticed dead.
+        QVERIFY(cluster.waitForStatus(
+            [](const auto &s) { return s.global_step() > 200 && worker(s, 2)->phase() == proto::TRAINING; }));
 
         QElapsedTimer sinceKill;
         cluster.worker(2).kill(); // SIGKILL: no goodbye
