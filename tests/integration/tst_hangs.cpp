@@ -72,7 +72,7 @@ private Q_SLOTS:
         NodeProcess status(QStringLiteral("status"),
                            {QStringLiteral("--ps_hosts=") + cluster.psAddress(0), QStringLiteral("--status")});
         status.start();
-        QCOMPARE(status.waitForExit(), 0);
+        QVERIFY2(status.waitForExit() == 0, qPrintable(status.output()));
         QVERIFY2(status.output().contains(QStringLiteral("hang watchdog: no progress for")),
                  qPrintable(status.output()));
 
