@@ -489,6 +489,13 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
                 ps->acknowledged = join_.global_step();
                 m_globalStep = join_.global_step();
                 m_done = join_.last_step() > 0 && m_globalStep >= join_.last_step();
+                // ps:0's --last_step ends the run; a worker started with
+                // another one is told which counts, once.
+                if (join_.last_step() != m_options.training.lastStep && m_clusterLastStep != join_.last_step())
+                    m_log("worker:" + std::to_string(index) + ": ps:0 runs to --last_step="
+                          + std::to_string(join_.last_step()) + ", not this worker's "
+                          + std::to_string(m_options.training.lastStep) + ": ps:0's decides");
+                m_clusterLastStep = join_.last_step();
             }
             break;
         }
@@ -770,7 +777,7 @@ int WorkerTask::run()
     m_runFinished.notify_all();
     if (finished) {
         setState(TaskPhase::Finished, "global step " + std::to_string(m_globalStep)
-                                          + " reached --last_step=" + std::to_string(m_options.training.lastStep)
+                                          + " reached --last_step=" + std::to_string(m_clusterLastStep)
                                           + " (local steps " + std::to_string(m_clock.load()) + ")");
     } else {
         std::string reason;

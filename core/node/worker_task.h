@@ -116,6 +116,8 @@ private:
     // storage from step to step, and sent from there (no copy into the push).
     Parameters m_gradient;
     int64_t m_globalStep = 0;
+    // ps:0's --last_step, as its join answered (0: until stopped).
+    int64_t m_clusterLastStep = 0;
     std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
     int64_t m_previousPushUs = 0;
     std::vector<int64_t> m_order;
