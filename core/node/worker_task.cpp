@@ -492,8 +492,8 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
                 // ps:0's --last_step ends the run; a worker started with
                 // another one is told which counts, once.
                 if (join_.last_step() != m_options.training.lastStep && m_clusterLastStep != join_.last_step())
-                    m_log("worker:" + std::to_string(index) + ": ps:0 runs to --last_step="
-                          + std::to_string(join_.last_step()) + ", not this worker's "
+                    m_log("worker:" + std::to_string(index)
+                          + ": ps:0 runs to --last_step=" + std::to_string(join_.last_step()) + ", not this worker's "
                           + std::to_string(m_options.training.lastStep) + ": ps:0's decides");
                 m_clusterLastStep = join_.last_step();
             }
