@@ -8,31 +8,70 @@
 
 namespace parasync {
 
+namespace {
+
+// A control call's whole budget. A loaded ps (a busy step loop, a machine
+// shared with other jobs) may take seconds to accept a connection.
+constexpr auto kControlDeadline = std::chrono::seconds(10);
+
+// Makes one control call, riding out a connection that breaks while it is
+// set up. A fresh channel's first attempt fails fast, so a ps that is not
+// there ("connection refused") is reported at once. Any other UNAVAILABLE
+// (a starved ps closing a half-made connection, a restart) is tried again
+// with wait_for_ready until the budget is spent: gRPC then reconnects with
+// its backoff and sends the call once a connection stands. A call that
+// failed after reaching the ps is sent again too; both control calls are
+// safe to repeat (a status read; a mode set to the same values).
+template<typename Call>
+grpc::Status callControl(const RpcSettings &settings, Call &&call)
+{
+    const auto until = std::chrono::system_clock::now() + kControlDeadline;
+    auto context = makeContext(settings);
+    context->set_deadline(until);
+    grpc::Status status = call(context.get());
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE
+        || status.error_message().find("onnection refused") != std::string::npos)
+        return status;
+    context = makeContext(settings);
+    context->set_deadline(until);
+    context->set_wait_for_ready(true);
+    const grpc::Status retried = call(context.get());
+    // Out of time on the retry: the first failure says more than "deadline".
+    return retried.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? status : retried;
+}
+
+std::string unreachable(const std::string &psAddress, const grpc::Status &status)
+{
+    return "cannot reach ps:0 at " + psAddress + ": " + describeRpcError(status);
+}
+
+} // namespace
+
 proto::SetModeResponse setClusterMode(const std::string &psAddress, const proto::ModeConfig &mode,
                                       const std::string &requestedBy, const RpcSettings &settings)
 {
     auto stub = proto::ClusterControl::NewStub(makeChannel(psAddress, settings));
-    auto context = makeContext(settings, std::chrono::seconds(5));
     proto::SetModeRequest request;
     *request.mutable_mode() = mode;
     request.set_requested_by(requestedBy);
     proto::SetModeResponse response;
-    const auto status = stub->SetMode(context.get(), request, &response);
+    const auto status = callControl(
+        settings, [&](grpc::ClientContext *context) { return stub->SetMode(context, request, &response); });
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
         throw InputError("ps:0 at " + psAddress + " refused the mode: " + status.error_message());
     if (!status.ok())
-        throw InputError("cannot reach ps:0 at " + psAddress + ": " + describeRpcError(status));
+        throw InputError(unreachable(psAddress, status));
     return response;
 }
 
 proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, const RpcSettings &settings)
 {
     auto stub = proto::ClusterControl::NewStub(makeChannel(psAddress, settings));
-    auto context = makeContext(settings, std::chrono::seconds(5));
     proto::ClusterStatusResponse response;
-    const auto status = stub->GetClusterStatus(context.get(), {}, &response);
+    const auto status = callControl(
+        settings, [&](grpc::ClientContext *context) { return stub->GetClusterStatus(context, {}, &response); });
     if (!status.ok())
-        throw InputError("cannot reach ps:0 at " + psAddress + ": " + describeRpcError(status));
+        throw InputError(unreachable(psAddress, status));
     return response;
 }
 

@@ -2,7 +2,8 @@
 
 // Blocking control calls on a running cluster, for the command line
 // (`parasync-node --set_mode=...`, `--status`) and tools. Thread-safe; each
-// call blocks up to its deadline.
+// call blocks up to 10 s: a ps that refuses connections is reported at once,
+// a connection that breaks while it is set up (a loaded ps) is tried again.
 
 #include "config/node_options.h"
 #include "proto/parasync.pb.h"
@@ -28,7 +29,7 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status);
 // what to print: the status, or the mode now in force. Numbers --set_mode
 // does not give keep ps:0's current values. Throws InputError when the
 // token or TLS files are wrong, or ps:0 cannot be reached or refuses the
-// mode. Blocks up to 10 s.
+// mode. Blocks up to 10 s per ps:0 process it asks.
 std::string runControlCommand(const ControlCommand &command);
 
 } // namespace parasync

@@ -188,8 +188,9 @@ std::string describeRpcError(const grpc::Status &status)
         // A plaintext client at a TLS server (or any other protocol) sees the
         // connection closed during the HTTP/2 set-up.
         if (says("Socket closed") || says("onnection reset") || says("End of TCP stream"))
-            return "the connection was closed while setting it up: does the task use TLS (then give --tls_ca) "
-                   "or is another program on that port? ("
+            return "the connection was closed while setting it up: does the task use TLS (then give --tls_ca), "
+                   "is another program on that port, or is this machine too loaded to answer the task's "
+                   "keepalive pings in time (--heartbeat_ms)? ("
                    + message + ")";
         // HTTP/2 pings unanswered: the TCP connection was made, so the
         // process is there, but it does not run (see the seeds' pitfalls).

@@ -11,6 +11,8 @@
 #include <QDir>
 #include <QFile>
 #include <QRegularExpression>
+#include <QTcpServer>
+#include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -22,6 +24,46 @@ using namespace parasync::testing;
 using namespace std::chrono_literals;
 
 namespace {
+
+// A TCP relay to a task that closes the first connection it accepts
+// unanswered, as a loaded ps does when the new client misses its keepalive
+// ping, and relays every later one. Runs on the test's event loop.
+class FlakyRelay : public QObject
+{
+public:
+    explicit FlakyRelay(quint16 target) : m_target(target)
+    {
+        connect(&m_server, &QTcpServer::newConnection, this, &FlakyRelay::accept);
+    }
+    bool listen() { return m_server.listen(QHostAddress::LocalHost); }
+    QString address() const { return QStringLiteral("127.0.0.1:%1").arg(m_server.serverPort()); }
+    int accepted() const { return m_accepted; }
+
+private:
+    void accept()
+    {
+        while (QTcpSocket *client = m_server.nextPendingConnection()) {
+            if (m_accepted++ == 0) {
+                client->close();
+                client->deleteLater();
+                continue;
+            }
+            auto *task = new QTcpSocket(client);
+            task->connectToHost(QHostAddress::LocalHost, m_target);
+            const auto pass = [](QTcpSocket *from, QTcpSocket *to) {
+                QObject::connect(from, &QTcpSocket::readyRead, to, [from, to] { to->write(from->readAll()); });
+                QObject::connect(from, &QTcpSocket::disconnected, to, [to] { to->disconnectFromHost(); });
+            };
+            pass(client, task);
+            pass(task, client);
+            connect(client, &QTcpSocket::disconnected, client, &QObject::deleteLater);
+        }
+    }
+
+    quint16 m_target;
+    QTcpServer m_server;
+    int m_accepted = 0;
+};
 
 proto::ModeConfig modeConfig(proto::UpdateMode mode, int staleness = 10)
 {
@@ -272,6 +314,45 @@ private Q_SLOTS:
             cluster.worker(i).terminate();
         QCOMPARE(cluster.worker(0).waitForExit(), 0);
         QCOMPARE(cluster.worker(1).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    // `--status` rides out a connection that breaks while it is set up (a
+    // loaded ps drops it) instead of failing, and still says at once when
+    // nothing listens at all.
+    void commandLineRidesOutAConnectionClosedWhileItIsSetUp()
+    {
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100000000")});
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+        const quint16 psPort = cluster.psAddress(0).section(QLatin1Char(':'), 1).toUShort();
+        FlakyRelay relay(psPort);
+        QVERIFY(relay.listen());
+
+        NodeProcess status(QStringLiteral("status"),
+                           {QStringLiteral("--ps_hosts=") + relay.address(), QStringLiteral("--status")});
+        status.start();
+        // The relay runs on this thread's event loop: spin it while --status runs.
+        QTRY_VERIFY_WITH_TIMEOUT(!status.isRunning(), 30000);
+        QCOMPARE(status.waitForExit(), 0);
+        QVERIFY2(status.output().contains(QStringLiteral("mode async")), qPrintable(status.output()));
+        QCOMPARE(relay.accepted(), 2);
+
+        QTcpServer closed; // a port that was free and is free again: nothing listens
+        QVERIFY(closed.listen(QHostAddress::LocalHost));
+        const QString nobody = QStringLiteral("127.0.0.1:%1").arg(closed.serverPort());
+        closed.close();
+        NodeProcess refused(QStringLiteral("status"),
+                            {QStringLiteral("--ps_hosts=") + nobody, QStringLiteral("--status")});
+        refused.start();
+        QCOMPARE(refused.waitForExit(), 2);
+        QVERIFY2(refused.output().contains(QStringLiteral("cannot reach ps:0 at ") + nobody
+                                           + QStringLiteral(": connection refused")),
+                 qPrintable(refused.output()));
+
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
         cluster.ps(0).terminate();
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }

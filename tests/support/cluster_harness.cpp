@@ -246,15 +246,32 @@ bool LocalCluster::waitAllExitCleanly(QString *report, std::chrono::milliseconds
     return clean;
 }
 
-bool LocalCluster::clusterStatus(proto::ClusterStatusResponse *status) const
+bool LocalCluster::askStatusOnce(proto::ClusterStatusResponse *status, grpc::Status *error) const
 {
     const RpcSettings rpc = rpcSettings();
     for (const QString &address : ps0Pair()) {
         auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), rpc));
-        auto context = makeContext(rpc, std::chrono::milliseconds(1000));
-        if (stub->GetClusterStatus(context.get(), {}, status).ok() && status->replica().role() != proto::REPLICA_BACKUP)
+        auto context = makeContext(rpc, std::chrono::milliseconds(2000));
+        const grpc::Status result = stub->GetClusterStatus(context.get(), {}, status);
+        if (result.ok() && status->replica().role() != proto::REPLICA_BACKUP)
             return true;
+        *error = result.ok() ? grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "only a backup answered") : result;
     }
+    return false;
+}
+
+bool LocalCluster::clusterStatus(proto::ClusterStatusResponse *status) const
+{
+    QDeadlineTimer deadline(std::chrono::seconds(15));
+    grpc::Status error;
+    do {
+        if (askStatusOnce(status, &error))
+            return true;
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+        QThread::msleep(50);
+    } while (!deadline.hasExpired());
+    qWarning("clusterStatus: no answer from ps:0 in 15 s: %s",
+             qPrintable(QString::fromStdString(describeRpcError(error))));
     return false;
 }
 
@@ -266,7 +283,8 @@ bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterSt
     proto::ClusterStatusResponse last;
     while (!deadline.hasExpired()) {
         proto::ClusterStatusResponse status;
-        if (clusterStatus(&status)) {
+        grpc::Status ignored;
+        if (askStatusOnce(&status, &ignored)) {
             if (predicate(status))
                 return true;
             if (!first)

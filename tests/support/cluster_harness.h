@@ -92,7 +92,10 @@ public:
     bool waitAllExitCleanly(QString *report, std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
     // ps:0's view of the cluster, through its control service. With
-    // backups, the process of ps:0's pair that serves answers.
+    // backups, the process of ps:0's pair that serves answers. Asks again
+    // for up to 15 s: a loaded machine (ThreadSanitizer, two suites at once)
+    // may drop a connection while it is set up. False, with a warning that
+    // says what failed, when no answer came.
     bool clusterStatus(proto::ClusterStatusResponse *status) const;
     // Polls ps:0 until `predicate` holds for its status.
     bool waitForStatus(const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
@@ -102,6 +105,9 @@ public:
 private:
     QProcessEnvironment environment() const;
     RpcSettings rpcSettings() const;
+    // One status call to each process of ps:0's pair; the error of the last
+    // failed one in `error`.
+    bool askStatusOnce(proto::ClusterStatusResponse *status, grpc::Status *error) const;
     // ps:0's addresses: its own, then its backup's.
     QStringList ps0Pair() const;
     QStringList m_psHosts;
