@@ -56,6 +56,7 @@ grpc::Status sendOnTrainStream(const QString &address, const std::vector<proto::
     auto stub = proto::ParameterService::NewStub(makeChannel(address.toStdString(), {}));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + 10s);
+    context.set_wait_for_ready(true); // a loaded ps may drop the first connection: wait for one
     auto stream = stub->Train(&context);
     for (const auto &request : requests) {
         if (!stream->Write(request))
@@ -192,6 +193,7 @@ private Q_SLOTS:
         for (const int64_t after : {int64_t(-1), std::numeric_limits<int64_t>::min()}) {
             grpc::ClientContext context;
             context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+            context.set_wait_for_ready(true);
             proto::WatchRequest request;
             request.set_resume_after_step(after);
             auto reader = stub->Watch(&context, request);
@@ -206,6 +208,7 @@ private Q_SLOTS:
         {
             grpc::ClientContext context;
             context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+            context.set_wait_for_ready(true);
             proto::WatchRequest request;
             request.set_resume_after_step(std::numeric_limits<int64_t>::max());
             auto reader = stub->Watch(&context, request);
@@ -356,6 +359,7 @@ private Q_SLOTS:
         auto channel = makeChannel(cluster.psAddress(0).toStdString(), {});
         grpc::ClientContext context;
         context.set_deadline(std::chrono::system_clock::now() + 10s);
+        context.set_wait_for_ready(true);
         std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
             grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
                 channel.get(), grpc::internal::RpcMethod(trainMethodPath(), grpc::internal::RpcMethod::BIDI_STREAMING),

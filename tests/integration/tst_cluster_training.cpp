@@ -600,6 +600,7 @@ private Q_SLOTS:
             grpc::GenericStub stub(makeChannel(address.toStdString(), {}));
             grpc::ClientContext context;
             context.set_deadline(std::chrono::system_clock::now() + 5s);
+            context.set_wait_for_ready(true); // a loaded task may drop the first connection
             // grpc.health.v1.HealthCheckRequest{service: ""} is empty on the wire.
             grpc::ByteBuffer request, response;
             grpc::Slice empty;

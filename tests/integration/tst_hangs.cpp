@@ -18,6 +18,7 @@ grpc::Status setStraggler(const QString &address, int delayMs)
     auto stub = proto::TaskControl::NewStub(makeChannel(address.toStdString(), {}));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + 5s);
+    context.set_wait_for_ready(true); // a loaded task may drop the first connection
     proto::SetStragglerRequest request;
     request.set_delay_ms(delayMs);
     proto::SetStragglerResponse response;

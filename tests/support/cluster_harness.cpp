@@ -329,6 +329,9 @@ grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetMode
     for (const QString &address : ps0Pair()) {
         auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), rpc));
         auto context = makeContext(rpc, std::chrono::milliseconds(5000));
+        // A loaded ps may drop the first connection: wait for one. Not with a
+        // backup, whose turn comes when the primary does not answer.
+        context->set_wait_for_ready(ps0Pair().size() == 1);
         status = stub->SetMode(context.get(), request, response ? response : &ignored);
         if (status.error_code() != grpc::StatusCode::UNAVAILABLE)
             return status;
