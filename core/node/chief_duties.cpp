@@ -152,10 +152,15 @@ grpc::Status ChiefDuties::callPs(int k, const std::function<grpc::Status(proto::
     return status;
 }
 
-bool ChiefDuties::evaluatesFullLoss(int64_t localStep) const
+bool ChiefDuties::evaluatesFullLoss(int64_t globalStep)
 {
     const int64_t display = m_options.training.displayStep;
-    return held() && display > 0 && localStep % display == 0;
+    if (!held() || display <= 0)
+        return false;
+    if (m_lastEvaluatedStep >= 0 && globalStep / display <= m_lastEvaluatedStep / display)
+        return false;
+    m_lastEvaluatedStep = globalStep;
+    return true;
 }
 
 std::vector<VariableSummary> ChiefDuties::summarizeVariables(const Parameters &params, int64_t globalStep)
@@ -277,6 +282,7 @@ void ChiefDuties::take(bool take)
         }
     }
     m_held = true;
+    m_lastEvaluatedStep = -1;
     if (!m_options.task.isChief())
         m_log(me() + ": the chief worker:0 is dead; taking over its duties"
               + (m_checkpoints ? " (checkpoints to " + training.logdir + ")" : std::string()));

@@ -65,9 +65,13 @@ public:
     void take(bool take);
     bool held() const { return m_held.load(); }
 
-    // Whether the push of the step at `localStep` carries the loss over the
-    // whole shard: every --display_step local steps while the duties are held.
-    bool evaluatesFullLoss(int64_t localStep) const;
+    // Whether the push of the step computed from `globalStep` carries the
+    // chief's measurements (the loss over its shard, the held-out scores):
+    // the first step after the duties are taken, then each step that finds
+    // the global step past another --display_step boundary. Counted in
+    // global steps, not the chief's own: in async a slow chief takes few of
+    // them, and its last measurement must still be of a trained model.
+    bool evaluatesFullLoss(int64_t globalStep);
     // The variables' norms, distances from the start (the first call) and
     // update sizes, for the push of a step that evaluates; `params` belong
     // to `globalStep`.
@@ -108,7 +112,8 @@ private:
     VariableTrajectory m_trajectory;
 
     std::atomic<bool> m_held{false};
-    std::mutex m_checkpointMutex; // one checkpoint at a time
+    int64_t m_lastEvaluatedStep = -1; // run()'s thread only; -1: none since the duties were taken
+    std::mutex m_checkpointMutex;     // one checkpoint at a time
     // Wakes the checkpoint thread when the duties are given back or the
     // worker stops; m_stopping and the wait are guarded by m_wakeMutex.
     std::mutex m_wakeMutex;

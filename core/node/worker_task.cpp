@@ -559,7 +559,7 @@ bool WorkerTask::step()
         sleepUnlessStopped(std::chrono::milliseconds(delay));
     sleepUnlessStopped(drawComputeTime());
     const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &m_gradient);
-    const bool evaluates = m_chief->evaluatesFullLoss(m_clock);
+    const bool evaluates = m_chief->evaluatesFullLoss(m_globalStep);
     ChiefMeasurement measured;
     if (evaluates) {
         measured.fullLoss = m_model->loss(m_params, m_data);

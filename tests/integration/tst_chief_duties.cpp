@@ -248,8 +248,12 @@ private Q_SLOTS:
         duties->afterStep(applied(5, 1), 0.5f, ChiefMeasurement{}, {});
         QVERIFY(duties->held());
         QVERIFY(second.log.contains(QStringLiteral("worker:1: the chief worker:0 is dead; taking over its duties")));
-        QVERIFY(duties->evaluatesFullLoss(20));
-        QVERIFY(!duties->evaluatesFullLoss(21));
+        // Measured on its first step, then once per --display_step global steps.
+        QVERIFY(duties->evaluatesFullLoss(25));
+        QVERIFY(!duties->evaluatesFullLoss(29));
+        QVERIFY(duties->evaluatesFullLoss(31));
+        QVERIFY(!duties->evaluatesFullLoss(35));
+        QVERIFY(duties->evaluatesFullLoss(52));
         QTRY_VERIFY2_WITH_TIMEOUT(checkpointsIn(logdir) >= 1, qPrintable(second.log.all()), 15000);
 
         // worker:0 is back.

@@ -225,6 +225,37 @@ private Q_SLOTS:
         QVERIFY2(last > 0 && last < 0.3, qPrintable(QString::number(last)));
     }
 
+    // In async a slow chief takes few of the steps; it still scores the model
+    // every --display_step global steps, so the last held-out loss written is
+    // the trained line's, not the one it measured at the start.
+    void aSlowChiefStillScoresTheTrainedModel()
+    {
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 2,
+                             {QStringLiteral("--eval_dataset=linear"), QStringLiteral("--last_step=1000"),
+                              QStringLiteral("--display_step=100")},
+                             dir.path());
+        cluster.startPs(0);
+        cluster.startWorker(0, {QStringLiteral("--straggler_ms=20")});
+        cluster.startWorker(1);
+        QString report;
+        QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
+        const MetricsTable metrics = readMetrics(dir.path());
+        const int workerColumn = metrics.column(QStringLiteral("worker"));
+        int chiefRows = 0;
+        QList<double> heldOut;
+        for (const QStringList &row : metrics.rows) {
+            chiefRows += row.at(workerColumn) == QStringLiteral("0");
+            if (!row.last().isEmpty())
+                heldOut.append(row.last().toDouble());
+        }
+        // The setting under test: the chief took well under 100 of the 1,000
+        // steps, so counting its own steps it would have scored only once.
+        QVERIFY2(chiefRows > 0 && chiefRows < 100, qPrintable(QString::number(chiefRows)));
+        QVERIFY2(heldOut.size() >= 5, qPrintable(QString::number(heldOut.size())));
+        QVERIFY2(heldOut.last() > 0 && heldOut.last() < 0.3, qPrintable(QString::number(heldOut.last())));
+    }
+
     void badHeldOutFlagsExitWith2SayingWhatToFix_data()
     {
         QTest::addColumn<QStringList>("flags");
