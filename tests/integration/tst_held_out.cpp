@@ -235,9 +235,12 @@ private Q_SLOTS:
                              {QStringLiteral("--eval_dataset=linear"), QStringLiteral("--last_step=1000"),
                               QStringLiteral("--display_step=100")},
                              dir.path());
+        // Paced, so the chief's share is about the same in a plain and a
+        // ThreadSanitizer build, loaded or not: worker:1 takes at least 3 ms
+        // a step, the chief at least 60.
         cluster.startPs(0);
-        cluster.startWorker(0, {QStringLiteral("--straggler_ms=20")});
-        cluster.startWorker(1);
+        cluster.startWorker(0, {QStringLiteral("--straggler_ms=60")});
+        cluster.startWorker(1, {QStringLiteral("--compute_ms=3"), QStringLiteral("--compute_jitter=0")});
         QString report;
         QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
         const MetricsTable metrics = readMetrics(dir.path());
@@ -249,9 +252,11 @@ private Q_SLOTS:
             if (!row.last().isEmpty())
                 heldOut.append(row.last().toDouble());
         }
-        // The setting under test: the chief took well under 100 of the 1,000
-        // steps, so counting its own steps it would have scored only once.
-        QVERIFY2(chiefRows > 0 && chiefRows < 100, qPrintable(QString::number(chiefRows)));
+        // The setting under test: the chief took under 200 of the 1,000
+        // steps, so counting its own steps it would have scored at most
+        // twice; and enough of them to have crossed most 100-step marks.
+        qInfo("the chief took %d of the 1,000 steps and wrote %d held-out losses", chiefRows, int(heldOut.size()));
+        QVERIFY2(chiefRows >= 10 && chiefRows < 200, qPrintable(QString::number(chiefRows)));
         QVERIFY2(heldOut.size() >= 5, qPrintable(QString::number(heldOut.size())));
         QVERIFY2(heldOut.last() > 0 && heldOut.last() < 0.3, qPrintable(QString::number(heldOut.last())));
     }
