@@ -14,30 +14,34 @@ namespace {
 // shared with other jobs) may take seconds to accept a connection.
 constexpr auto kControlDeadline = std::chrono::seconds(10);
 
-// Makes one control call, riding out a connection that breaks while it is
-// set up. A fresh channel's first attempt fails fast, so a ps that is not
-// there ("connection refused") is reported at once. Any other UNAVAILABLE
-// (a starved ps closing a half-made connection, a restart) is tried again
-// with wait_for_ready until the budget is spent: gRPC then reconnects with
-// its backoff and sends the call once a connection stands. A call that
-// failed after reaching the ps is sent again too; both control calls are
-// safe to repeat (a status read; a mode set to the same values).
+// Makes one control call, riding out connections that break. A fresh
+// channel's first attempt fails fast, so a ps that is not there
+// ("connection refused") is reported at once. Any other UNAVAILABLE (a
+// loaded ps closing a connection whose client did not answer its keepalive
+// ping in time: "Socket closed", "Broken pipe") is tried again, with
+// wait_for_ready, until the budget is spent: gRPC reconnects with its
+// backoff and sends the call once a connection stands. A call that failed
+// after reaching the ps is sent again too; both control calls are safe to
+// repeat (a status read; a mode set to the same values).
 template<typename Call>
 grpc::Status callControl(const RpcSettings &settings, Call &&call)
 {
     const auto until = std::chrono::system_clock::now() + kControlDeadline;
     auto context = makeContext(settings);
     context->set_deadline(until);
-    grpc::Status status = call(context.get());
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE
-        || status.error_message().find("onnection refused") != std::string::npos)
-        return status;
-    context = makeContext(settings);
-    context->set_deadline(until);
-    context->set_wait_for_ready(true);
-    const grpc::Status retried = call(context.get());
-    // Out of time on the retry: the first failure says more than "deadline".
-    return retried.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? status : retried;
+    const grpc::Status first = call(context.get());
+    if (first.error_code() != grpc::StatusCode::UNAVAILABLE
+        || first.error_message().find("onnection refused") != std::string::npos)
+        return first;
+    grpc::Status last = first;
+    while (last.error_code() == grpc::StatusCode::UNAVAILABLE && std::chrono::system_clock::now() < until) {
+        context = makeContext(settings);
+        context->set_deadline(until);
+        context->set_wait_for_ready(true);
+        last = call(context.get());
+    }
+    // Out of time: the first failure says more than "deadline exceeded".
+    return last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? first : last;
 }
 
 std::string unreachable(const std::string &psAddress, const grpc::Status &status)
