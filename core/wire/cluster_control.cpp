@@ -11,38 +11,10 @@ namespace parasync {
 namespace {
 
 // A control call's whole budget. A loaded ps (a busy step loop, a machine
-// shared with other jobs) may take seconds to accept a connection.
+// shared with other jobs) may take seconds to accept a connection, and may
+// close a starved client's connection more than once. Both control calls are
+// safe to repeat (a status read; a mode set to the same values).
 constexpr auto kControlDeadline = std::chrono::seconds(10);
-
-// Makes one control call, riding out connections that break. A fresh
-// channel's first attempt fails fast, so a ps that is not there
-// ("connection refused") is reported at once. Any other UNAVAILABLE (a
-// loaded ps closing a connection whose client did not answer its keepalive
-// ping in time: "Socket closed", "Broken pipe") is tried again, with
-// wait_for_ready, until the budget is spent: gRPC reconnects with its
-// backoff and sends the call once a connection stands. A call that failed
-// after reaching the ps is sent again too; both control calls are safe to
-// repeat (a status read; a mode set to the same values).
-template<typename Call>
-grpc::Status callControl(const RpcSettings &settings, Call &&call)
-{
-    const auto until = std::chrono::system_clock::now() + kControlDeadline;
-    auto context = makeContext(settings);
-    context->set_deadline(until);
-    const grpc::Status first = call(context.get());
-    if (first.error_code() != grpc::StatusCode::UNAVAILABLE
-        || first.error_message().find("onnection refused") != std::string::npos)
-        return first;
-    grpc::Status last = first;
-    while (last.error_code() == grpc::StatusCode::UNAVAILABLE && std::chrono::system_clock::now() < until) {
-        context = makeContext(settings);
-        context->set_deadline(until);
-        context->set_wait_for_ready(true);
-        last = call(context.get());
-    }
-    // Out of time: the first failure says more than "deadline exceeded".
-    return last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? first : last;
-}
 
 std::string unreachable(const std::string &psAddress, const grpc::Status &status)
 {
@@ -59,8 +31,9 @@ proto::SetModeResponse setClusterMode(const std::string &psAddress, const proto:
     *request.mutable_mode() = mode;
     request.set_requested_by(requestedBy);
     proto::SetModeResponse response;
-    const auto status = callControl(
-        settings, [&](grpc::ClientContext *context) { return stub->SetMode(context, request, &response); });
+    const auto status = callRidingOutDrops(settings, kControlDeadline, [&](grpc::ClientContext *context) {
+        return stub->SetMode(context, request, &response);
+    });
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
         throw InputError("ps:0 at " + psAddress + " refused the mode: " + status.error_message());
     if (!status.ok())
@@ -72,8 +45,9 @@ proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, cons
 {
     auto stub = proto::ClusterControl::NewStub(makeChannel(psAddress, settings));
     proto::ClusterStatusResponse response;
-    const auto status = callControl(
-        settings, [&](grpc::ClientContext *context) { return stub->GetClusterStatus(context, {}, &response); });
+    const auto status = callRidingOutDrops(settings, kControlDeadline, [&](grpc::ClientContext *context) {
+        return stub->GetClusterStatus(context, {}, &response);
+    });
     if (!status.ok())
         throw InputError(unreachable(psAddress, status));
     return response;

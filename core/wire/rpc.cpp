@@ -113,6 +113,28 @@ std::unique_ptr<grpc::ClientContext> makeContext(const RpcSettings &settings, st
     return context;
 }
 
+grpc::Status callRidingOutDrops(const RpcSettings &settings, std::chrono::milliseconds budget,
+                                const std::function<grpc::Status(grpc::ClientContext *)> &call)
+{
+    const auto until = std::chrono::system_clock::now() + budget;
+    auto context = makeContext(settings);
+    context->set_deadline(until);
+    const grpc::Status first = call(context.get());
+    const auto says = [&first](const char *part) { return first.error_message().find(part) != std::string::npos; };
+    // Nothing listening, or a certificate refused: no second try would differ.
+    if (first.error_code() != grpc::StatusCode::UNAVAILABLE || says("onnection refused") || says("ertificate")
+        || says("CERTIFICATE"))
+        return first;
+    grpc::Status last = first;
+    while (last.error_code() == grpc::StatusCode::UNAVAILABLE && std::chrono::system_clock::now() < until) {
+        context = makeContext(settings);
+        context->set_deadline(until);
+        context->set_wait_for_ready(true);
+        last = call(context.get());
+    }
+    return last.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? first : last;
+}
+
 void configureServer(grpc::ServerBuilder &builder, const std::string &address, const RpcSettings &settings,
                      int *selectedPort)
 {

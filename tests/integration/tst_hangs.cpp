@@ -16,13 +16,12 @@ namespace {
 grpc::Status setStraggler(const QString &address, int delayMs)
 {
     auto stub = proto::TaskControl::NewStub(makeChannel(address.toStdString(), {}));
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + 5s);
-    context.set_wait_for_ready(true); // a loaded task may drop the first connection
     proto::SetStragglerRequest request;
     request.set_delay_ms(delayMs);
     proto::SetStragglerResponse response;
-    return stub->SetStraggler(&context, request, &response);
+    // A loaded task may drop a fresh connection; setting a delay twice is harmless.
+    return callRidingOutDrops(
+        {}, 10s, [&](grpc::ClientContext *context) { return stub->SetStraggler(context, request, &response); });
 }
 
 // One training stream of a hand-driven worker.
@@ -57,6 +56,7 @@ private Q_SLOTS:
                               QStringLiteral("--last_step=100000000")});
         cluster.startAll();
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 100; }));
+        QVERIFY(cluster.waitForWorkerTraining(1));
 
         // worker:1 now takes 4 s per step; sync waits for it, so the global
         // step stands still while both workers are alive.

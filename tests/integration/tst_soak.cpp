@@ -202,13 +202,7 @@ private Q_SLOTS:
                 const int victim = 2 + kills++ % (kWorkers - 2);
                 // Killed only once ps:0 has it training: a worker still
                 // starting (slow under ThreadSanitizer) is never seen dead.
-                QVERIFY(cluster.waitForStatus(
-                    [victim](const auto &s) {
-                        const auto phase = s.workers(victim).phase();
-                        return phase == proto::TRAINING || phase == proto::BLOCKED_BY_SYNC
-                               || phase == proto::BLOCKED_BY_STALENESS;
-                    },
-                    60s));
+                QVERIFY(cluster.waitForWorkerTraining(victim));
                 cluster.worker(victim).kill();
                 QVERIFY(cluster.waitForStatus(
                     [victim](const auto &s) { return s.workers(victim).phase() == proto::DEAD; }, 10s));

@@ -317,6 +317,18 @@ bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterSt
     return false;
 }
 
+bool LocalCluster::waitForWorkerTraining(int index, std::chrono::milliseconds timeout) const
+{
+    return waitForStatus(
+        [index](const proto::ClusterStatusResponse &s) {
+            if (index >= s.workers_size())
+                return false;
+            const auto phase = s.workers(index).phase();
+            return phase == proto::TRAINING || phase == proto::BLOCKED_BY_SYNC || phase == proto::BLOCKED_BY_STALENESS;
+        },
+        timeout);
+}
+
 grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response) const
 {
     const RpcSettings rpc = rpcSettings();
@@ -328,11 +340,17 @@ grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetMode
     // A backup answers UNAVAILABLE while its primary serves: ask the other.
     for (const QString &address : ps0Pair()) {
         auto stub = proto::ClusterControl::NewStub(makeChannel(address.toStdString(), rpc));
-        auto context = makeContext(rpc, std::chrono::milliseconds(5000));
-        // A loaded ps may drop the first connection: wait for one. Not with a
-        // backup, whose turn comes when the primary does not answer.
-        context->set_wait_for_ready(ps0Pair().size() == 1);
-        status = stub->SetMode(context.get(), request, response ? response : &ignored);
+        const auto call = [&](grpc::ClientContext *context) {
+            return stub->SetMode(context, request, response ? response : &ignored);
+        };
+        // A loaded ps may drop a fresh connection (its keepalive): ride that
+        // out. Not with a backup, whose turn comes when the primary does not
+        // answer.
+        if (ps0Pair().size() == 1) {
+            status = callRidingOutDrops(rpc, std::chrono::seconds(10), call);
+        } else {
+            status = call(makeContext(rpc, std::chrono::milliseconds(5000)).get());
+        }
         if (status.error_code() != grpc::StatusCode::UNAVAILABLE)
             return status;
     }

@@ -100,6 +100,10 @@ public:
     // Polls ps:0 until `predicate` holds for its status.
     bool waitForStatus(const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
                        std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+    // Waits until ps:0 has worker `index` training (it joined and pushed, so
+    // its own control service listens). ps:0 counts a worker from its first
+    // push: the global step can pass 100 while a slow worker still starts.
+    bool waitForWorkerTraining(int index, std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
     grpc::Status setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response = nullptr) const;
 
 private:

@@ -228,9 +228,10 @@ private Q_SLOTS:
         // Each worker says so itself.
         for (const HostPort &worker : plan.cluster.workers) {
             auto stub = proto::TaskControl::NewStub(makeChannel(worker.toString(), {}));
-            auto context = makeContext({}, 5s);
             proto::TaskStatusResponse status;
-            QVERIFY(stub->GetTaskStatus(context.get(), {}, &status).ok());
+            QVERIFY(callRidingOutDrops({}, 10s, [&](grpc::ClientContext *context) {
+                        return stub->GetTaskStatus(context, {}, &status);
+                    }).ok());
             QCOMPARE(status.compute_ms(), 300);
         }
         window.close();
@@ -368,16 +369,18 @@ private Q_SLOTS:
         QVERIFY(file.open(QIODevice::ReadOnly));
         QVERIFY(!file.readAll().contains(token.toUtf8()));
 
+        QVERIFY(cluster.waitForWorkerTraining(1)); // it is slowed through its control service
         // worker:1 takes 4 s a step: sync stands still, ps:0's watchdog
         // says whom it waits for, and the window shows it above the charts.
         RpcSettings member;
         member.clusterToken = token.toStdString();
         auto stub = proto::TaskControl::NewStub(makeChannel(cluster.workerAddress(1).toStdString(), member));
-        auto context = makeContext(member, 5s);
         proto::SetStragglerRequest slow;
         slow.set_delay_ms(4000);
         proto::SetStragglerResponse ignored;
-        QVERIFY(stub->SetStraggler(context.get(), slow, &ignored).ok());
+        const grpc::Status slowed = callRidingOutDrops(
+            member, 10s, [&](grpc::ClientContext *context) { return stub->SetStraggler(context, slow, &ignored); });
+        QVERIFY2(slowed.ok(), slowed.error_message().c_str());
         auto *alert = window.findChild<QLabel *>(QStringLiteral("stallAlert"));
         QVERIFY(alert);
         QTRY_VERIFY_WITH_TIMEOUT(alert->isVisible(), 15000);
