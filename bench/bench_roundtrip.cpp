@@ -367,8 +367,8 @@ const std::vector<ModelShape> &modelShapes()
 class StepClient
 {
 public:
-    // With `dataLink`, the join offers a data link as a worker's does (for
-    // 64 KiB of variables or more) and the values go on it when granted.
+    // With `dataLink`, the join offers a data link as a worker's does, and
+    // the whole step goes on it when granted.
     StepClient(const std::string &address, const ModelShape &shape, bool dataLink)
     {
         auto model = makeModel(shape.model, shape.featureDim, shape.outputDim);
@@ -414,7 +414,8 @@ public:
         join.mutable_join()->set_worker_index(0);
         join.mutable_join()->set_pid(::getpid());
         *join.mutable_join()->mutable_signature() = signature;
-        join.mutable_join()->set_offers_data_link(dataLink && shape.featureDim * shape.outputDim >= 16 * 1024);
+        join.mutable_join()->set_offers_data_link(dataLink);
+        join.mutable_join()->set_offers_messages_on_data_link(dataLink);
         proto::TrainResponse joined;
         if (!m_stream->write(join) || !m_stream->read(&joined) || !joined.join().ready())
             throw std::runtime_error("the ps did not accept the join");
@@ -655,19 +656,17 @@ void registerBenchmarks(bool quick)
                                      })
             ->UseRealTime()
             ->MinTime(minTime(shape.label));
-        // The same step with its values on the gRPC stream (--data_link=0),
-        // where a data link would carry them.
-        if (shape.featureDim * shape.outputDim >= 16 * 1024)
-            benchmark::RegisterBenchmark(("step_grpc/" + shape.label).c_str(),
-                                         [shape, request, reply](benchmark::State &state) {
-                                             StepClient client(g_fixture->psAddresses.at(shape.label), shape, false);
-                                             for (int i = 0; i < kWarmUpRoundTrips; ++i)
-                                                 client.step();
-                                             measure(state, *g_fixture->psTasks.at(shape.label), request, reply,
-                                                     [&] { return client.step(); });
-                                         })
-                ->UseRealTime()
-                ->MinTime(minTime(shape.label));
+        // The same step on the gRPC stream (--data_link=0).
+        benchmark::RegisterBenchmark(("step_grpc/" + shape.label).c_str(),
+                                     [shape, request, reply](benchmark::State &state) {
+                                         StepClient client(g_fixture->psAddresses.at(shape.label), shape, false);
+                                         for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                                             client.step();
+                                         measure(state, *g_fixture->psTasks.at(shape.label), request, reply,
+                                                 [&] { return client.step(); });
+                                     })
+            ->UseRealTime()
+            ->MinTime(minTime(shape.label));
         benchmark::RegisterBenchmark(("step_replicated/" + shape.label).c_str(),
                                      [shape, request, reply](benchmark::State &state) {
                                          StepClient client(g_fixture->replicatedAddresses.at(shape.label), shape, true);

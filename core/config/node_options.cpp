@@ -128,9 +128,9 @@ constexpr FlagInfo kFlags[] = {
      "task keeps serving. Must hold one step of the model (4 bytes per parameter)",
      "67108864"},
     {"data_link", "0|1", FlagGroup::Faults,
-     "1: a worker's pushes of 64 KiB or more carry their tensors' values, and the answers theirs, on a TCP "
-     "connection beside the gRPC stream (an ephemeral port of the ps's host, opened with a one-time nonce "
-     "the stream grants); 0 keeps them on the stream. Under TLS they stay on the stream",
+     "1: a worker's pushes and their answers travel on a TCP connection beside the gRPC stream (an "
+     "ephemeral port of the ps's host, opened with a one-time nonce the stream grants); 0 keeps them on "
+     "the stream. Under TLS they stay on the stream",
      "1"},
     {"cluster_token_file", "PATH", FlagGroup::Security,
      "file (mode 0600) holding the cluster token every call must carry; the environment variable "

@@ -39,10 +39,12 @@ grpc::Status toGrpc(const CallStatus &status)
 class GrpcTrainStream final : public TrainStream
 {
 public:
-    GrpcTrainStream(grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &stream, DataLinkAcceptor *acceptor,
-                    int maxMessageBytes)
-        : m_stream(stream)
+    GrpcTrainStream(grpc::ServerContext &context, grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &stream,
+                    DataLinkAcceptor *acceptor, int maxMessageBytes)
+        : m_context(context)
+        , m_stream(stream)
         , m_acceptor(acceptor)
+        , m_maxBytes(size_t(maxMessageBytes))
         , m_maxValues(maxMessageBytes / int64_t(sizeof(float)))
     {
     }
@@ -53,14 +55,29 @@ public:
     }
     bool read(proto::TrainRequest *request) override
     {
-        if (!m_stream.Read(&m_in))
-            return false;
-        if (!parseKeepingStorage(m_in, request))
-            return refuse({grpc::StatusCode::INVALID_ARGUMENT,
-                           "a Train request was not a parasync.proto.TrainRequest (it does not parse): "
-                           "speak ParameterService as core/proto/parasync.proto defines it"});
-        if (request->has_join())
+        if (m_messagesGranted && !m_link) {
+            // The worker connects its link before it sends anything more. If
+            // it could not, the ps's claim spent the nonce: a late greeting is
+            // refused, and the worker goes on on the stream.
+            claimLink();
+            m_messagesGranted = false;
+            m_onLink = m_link != nullptr;
+        }
+        if (m_onLink) {
+            if (!readFrame(request))
+                return false;
+        } else {
+            if (!m_stream.Read(&m_in))
+                return false;
+            if (!parseKeepingStorage(m_in, request))
+                return refuse({grpc::StatusCode::INVALID_ARGUMENT,
+                               "a Train request was not a parasync.proto.TrainRequest (it does not parse): "
+                               "speak ParameterService as core/proto/parasync.proto defines it"});
+        }
+        if (request->has_join()) {
             m_offered = request->join().offers_data_link();
+            m_messagesOffered = m_offered && request->join().offers_messages_on_data_link();
+        }
         m_linkedPush = request->has_push() && request->push().values_on_data_link();
         return !m_linkedPush || readLinkedValues(request->mutable_push());
     }
@@ -71,7 +88,11 @@ public:
             m_nonce = grant.nonce;
             response.mutable_join()->mutable_data_link()->set_port(grant.port);
             response.mutable_join()->mutable_data_link()->set_nonce(grant.nonce);
+            response.mutable_join()->mutable_data_link()->set_messages(m_messagesOffered);
+            m_messagesGranted = m_messagesOffered;
         }
+        if (m_onLink)
+            return writeFrame(response);
         grpc::ByteBuffer out;
         if (!response.has_push() || !m_linkedPush) {
             // The parameters go out from the response's own storage: PsTask
@@ -81,21 +102,12 @@ public:
         }
         // The answer's values go on the link, from the response's storage;
         // the stream carries the rest.
-        auto &parameters = *response.mutable_push()->mutable_parameters();
-        m_held.resize(size_t(parameters.size()));
-        m_answer.clear();
-        for (int i = 0; i < parameters.size(); ++i) {
-            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
-            m_answer.emplace_back(m_held[size_t(i)].data(), size_t(m_held[size_t(i)].size()));
-        }
-        response.mutable_push()->set_values_on_data_link(true);
+        holdAnswerValues(response);
         bool sent = serialize(response, &out) && m_stream.Write(out);
         if (sent) {
             sent = m_link->write(m_answer) || refuse(linkBroke());
         }
-        response.mutable_push()->set_values_on_data_link(false);
-        for (int i = 0; i < parameters.size(); ++i)
-            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
+        restoreAnswerValues(response);
         return sent;
     }
     // Why the stream ended on the ps's side (bytes that are no TrainRequest,
@@ -112,16 +124,77 @@ private:
     {
         return {grpc::StatusCode::UNAVAILABLE, m_link->error() + "; join again to make a new link"};
     }
+    void claimLink()
+    {
+        if (!m_link && m_acceptor && !m_nonce.empty()) {
+            // The worker connects, and the ps accepts, before its next
+            // request; the acceptor's thread may still be storing the link.
+            m_link = m_acceptor->claim(m_nonce, std::chrono::seconds(2));
+            m_nonce.clear();
+        }
+    }
+    // The next request, from a frame on the link. False when the stream is
+    // over: the worker closed its link (as a stream's end without a goodbye)
+    // or the stream was cancelled, or the frame was refused.
+    bool readFrame(proto::TrainRequest *request)
+    {
+        switch (m_link->readFrame(&m_frame, m_maxBytes, [this] { return !m_context.IsCancelled(); })) {
+        case DataLink::FrameRead::Read: break;
+        case DataLink::FrameRead::Closed:
+        case DataLink::FrameRead::Abandoned: return false;
+        case DataLink::FrameRead::TooLarge:
+            return refuse({grpc::StatusCode::INVALID_ARGUMENT,
+                           m_link->error() + ": send values_on_data_link for large tensors, or raise the ps's limit"});
+        case DataLink::FrameRead::Failed: return refuse(linkBroke());
+        }
+        if (!parseKeepingStorage(m_frame, request))
+            return refuse({grpc::StatusCode::INVALID_ARGUMENT,
+                           "a frame on the data link was not a parasync.proto.TrainRequest (it does not parse): "
+                           "frame each request as DataLinkGrant in core/proto/parasync.proto says"});
+        return true;
+    }
+    // An answer as a frame on the link, its parameters' values after it when
+    // the push's came that way too.
+    bool writeFrame(proto::TrainResponse &response)
+    {
+        DataLink::startFrame(&m_frameOut);
+        const bool linked = response.has_push() && m_linkedPush;
+        if (linked)
+            holdAnswerValues(response);
+        bool sent = response.AppendToString(&m_frameOut);
+        if (linked)
+            restoreAnswerValues(response);
+        if (!sent)
+            return false;
+        return m_link->writeFrame(m_frameOut, linked ? m_answer : TensorValues{}, false) || refuse(linkBroke());
+    }
+    // Moves the answer's parameter values out of its tensors (a swap of
+    // storage, no copy) into m_held, m_answer pointing at them, and flags
+    // the answer values_on_data_link; restoreAnswerValues() undoes it, so
+    // that PsTask finds its storage again for the next answer.
+    void holdAnswerValues(proto::TrainResponse &response)
+    {
+        auto &parameters = *response.mutable_push()->mutable_parameters();
+        m_held.resize(size_t(parameters.size()));
+        m_answer.clear();
+        for (int i = 0; i < parameters.size(); ++i) {
+            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
+            m_answer.emplace_back(m_held[size_t(i)].data(), size_t(m_held[size_t(i)].size()));
+        }
+        response.mutable_push()->set_values_on_data_link(true);
+    }
+    void restoreAnswerValues(proto::TrainResponse &response)
+    {
+        auto &parameters = *response.mutable_push()->mutable_parameters();
+        response.mutable_push()->set_values_on_data_link(false);
+        for (int i = 0; i < parameters.size(); ++i)
+            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
+    }
     // A push flagged values_on_data_link: its gradients' values from the
     // link, into the tensors' kept storage.
     bool readLinkedValues(proto::PushRequest *push)
     {
-        if (!m_link && m_acceptor && !m_nonce.empty()) {
-            // The worker connects, and the ps accepts, before its first push;
-            // the acceptor's thread may still be storing the link.
-            m_link = m_acceptor->claim(m_nonce, std::chrono::seconds(2));
-            m_nonce.clear();
-        }
+        claimLink();
         if (!m_link)
             return refuse({grpc::StatusCode::INVALID_ARGUMENT,
                            "a push set values_on_data_link on a stream without a data link: offer one in the "
@@ -133,12 +206,19 @@ private:
         return m_link->read(m_gradient) || refuse(linkBroke());
     }
 
+    grpc::ServerContext &m_context;
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> &m_stream;
     grpc::ByteBuffer m_in;
     grpc::Status m_refusal;
     DataLinkAcceptor *m_acceptor;
+    const size_t m_maxBytes;
     const int64_t m_maxValues;
     bool m_offered = false;
+    bool m_messagesOffered = false;
+    bool m_messagesGranted = false; // granted, the link not claimed yet
+    bool m_onLink = false;          // requests and answers come and go as frames
+    std::string m_frame;            // kept from step to step, as m_in
+    std::string m_frameOut;
     std::string m_nonce; // granted, not yet claimed
     std::unique_ptr<DataLink> m_link;
     bool m_linkedPush = false; // the push being answered came on the link
@@ -208,7 +288,7 @@ private:
     {
         if (auto denied = m_auth.check(*context, "Train"); !denied.ok())
             return denied;
-        GrpcTrainStream trainStream(*stream, m_links, m_maxMessageBytes);
+        GrpcTrainStream trainStream(*context, *stream, m_links, m_maxMessageBytes);
         const grpc::Status status = toGrpc(m_task.train(trainStream));
         if (status.ok() && !trainStream.refusal().ok())
             return trainStream.refusal();

@@ -393,14 +393,12 @@ bool WorkerTask::connectAndJoin()
     }
 }
 
-bool WorkerTask::offersDataLink(int ps) const
+bool WorkerTask::offersDataLink() const
 {
-    // Below 64 KiB a second connection costs more than the copies it saves
-    // (wire/train_call.h serializes such pushes as usual, too).
-    int64_t bytes = 0;
-    for (const VariableSlice &slice : m_placement.on(ps))
-        bytes += slice.size * int64_t(sizeof(float));
-    return m_options.connection.dataLink && !m_rpc.tls.enabled() && bytes >= 64 * 1024;
+    // At every size: with the whole step on the link (offers_messages_on_
+    // data_link) a 2-float step is one TCP exchange, where gRPC's own
+    // framing costs more than the step's bytes (BENCHMARKS.md, raw gRPC echo).
+    return m_options.connection.dataLink && !m_rpc.tls.enabled();
 }
 
 void WorkerTask::openDataLink(PsConnection &ps, const proto::DataLinkGrant &grant)
@@ -450,7 +448,8 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             join->set_host(m_hostName);
             join->set_acknowledged_step(ps->acknowledged);
             *join->mutable_signature() = m_signature;
-            join->set_offers_data_link(offersDataLink(ps->index));
+            join->set_offers_data_link(offersDataLink());
+            join->set_offers_messages_on_data_link(offersDataLink());
             proto::TrainResponse response;
             if (!ps->stream->write(request) || !ps->stream->read(&response)) {
                 const auto status = ps->stream->finish();

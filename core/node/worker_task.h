@@ -83,9 +83,8 @@ private:
     // The state TaskControl reports in words, and -- when it changed -- one
     // state line (task_state_line.h) for whoever reads this task's output.
     void setState(TaskPhase phase, const std::string &detail);
-    // Whether the join to ps `ps` offers a data link: on, not TLS, and its
-    // slices big enough to gain from one.
-    bool offersDataLink(int ps) const;
+    // Whether the joins offer a data link, for the whole step: on, not TLS.
+    bool offersDataLink() const;
     // Connects the link a join granted; on failure says so, and the stream
     // carries the values.
     void openDataLink(PsConnection &ps, const proto::DataLinkGrant &grant);

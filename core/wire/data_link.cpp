@@ -329,17 +329,31 @@ bool DataLink::failClosing(const std::string &what)
 
 bool DataLink::startWrite(const TensorValues &values)
 {
+    return send({}, values, true);
+}
+
+bool DataLink::write(const TensorValues &values)
+{
+    return send({}, values, false);
+}
+
+bool DataLink::send(std::string_view head, const TensorValues &values, bool overlapped)
+{
     if (!finishWrites())
         return false;
     Impl &i = *m_impl;
-    // What the socket takes now goes from this thread; the rest from the
-    // context's, while the caller goes on (a worker starts its uploads to
-    // every ps task before it waits for the first).
     size_t bytes = 0;
     std::vector<iovec> iov = ioVectors(values, &bytes);
+    if (!head.empty()) {
+        iov.insert(iov.begin(), iovec{const_cast<char *>(head.data()), head.size()});
+        bytes += head.size();
+    }
+    // Overlapped: what the socket takes now goes from this thread, the rest
+    // from the context's while the caller goes on (a worker starts its
+    // uploads to every ps task before it waits for the first).
     size_t first = 0;
-    const std::string why
-        = moveOnThisThread(i.socket.native_handle(), Direction::Send, iov, &first, i.stall, Waiting::No);
+    const std::string why = moveOnThisThread(i.socket.native_handle(), Direction::Send, iov, &first, i.stall,
+                                             overlapped ? Waiting::No : Waiting::UntilDone);
     if (!why.empty())
         return failClosing("sending on the data link failed: " + why);
     m_sent += bytes;
@@ -365,19 +379,131 @@ bool DataLink::startWrite(const TensorValues &values)
     return true;
 }
 
-bool DataLink::write(const TensorValues &values)
+void DataLink::startFrame(std::string *frame)
+{
+    frame->assign(kFrameLengthBytes, '\0');
+}
+
+bool DataLink::writeFrame(std::string &frame, const TensorValues &values, bool overlapped)
+{
+    const size_t length = frame.size() - kFrameLengthBytes;
+    if (frame.size() < kFrameLengthBytes || length > UINT32_MAX)
+        return fail("a frame of " + std::to_string(length) + " bytes cannot be sent on the data link");
+    for (size_t k = 0; k < kFrameLengthBytes; ++k)
+        frame[k] = char((length >> (8 * k)) & 0xff);
+    return send(frame, values, overlapped);
+}
+
+DataLink::Fill DataLink::fillInbox(bool betweenFrames, const std::function<bool()> &keepWaiting, std::string *why)
+{
+    const int fd = m_impl->socket.native_handle();
+    for (;;) {
+        const ssize_t n = ::recv(fd, m_inbox.data() + m_inboxEnd, m_inbox.size() - m_inboxEnd, MSG_DONTWAIT);
+        if (n > 0) {
+            m_inboxEnd += size_t(n);
+            m_received += uint64_t(n);
+            return Fill::Some;
+        }
+        if (n == 0) {
+            *why = "the other end closed it";
+            return Fill::Closed;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            *why = std::system_category().message(errno);
+            return Fill::Failed;
+        }
+        pollfd ready{fd, POLLIN, 0};
+        const std::chrono::milliseconds wait = betweenFrames ? kIdleCheck : m_impl->stall;
+        int polled;
+        do
+            polled = ::poll(&ready, 1, int(wait.count()));
+        while (polled < 0 && errno == EINTR);
+        if (polled < 0) {
+            *why = std::system_category().message(errno);
+            return Fill::Failed;
+        }
+        if (polled > 0)
+            continue;
+        if (!betweenFrames) {
+            *why = "no byte moved for " + std::to_string(m_impl->stall.count()) + " ms";
+            return Fill::Failed;
+        }
+        if (keepWaiting && !keepWaiting())
+            return Fill::Abandoned;
+    }
+}
+
+DataLink::FrameRead DataLink::readFrame(std::string *message, size_t maxBytes, const std::function<bool()> &keepWaiting)
 {
     if (!finishWrites())
-        return false;
-    size_t bytes = 0;
-    std::vector<iovec> iov = ioVectors(values, &bytes);
+        return FrameRead::Failed;
+    // Large enough for the frame of a step of 7,850 floats and more: one
+    // system call reads it whole.
+    constexpr size_t kInboxBytes = 64 * 1024;
+    if (m_inbox.empty())
+        m_inbox.resize(kInboxBytes);
+    if (m_inboxBegin == m_inboxEnd) {
+        m_inboxBegin = m_inboxEnd = 0;
+    } else if (m_inboxBegin + kFrameLengthBytes > m_inbox.size()) {
+        std::memmove(m_inbox.data(), m_inbox.data() + m_inboxBegin, m_inboxEnd - m_inboxBegin);
+        m_inboxEnd -= m_inboxBegin;
+        m_inboxBegin = 0;
+    }
+    while (m_inboxEnd - m_inboxBegin < kFrameLengthBytes) {
+        const bool betweenFrames = m_inboxEnd == m_inboxBegin;
+        std::string why;
+        switch (fillInbox(betweenFrames, keepWaiting, &why)) {
+        case Fill::Some: continue;
+        case Fill::Abandoned: failClosing("the stream beside the data link ended"); return FrameRead::Abandoned;
+        case Fill::Closed:
+            if (betweenFrames) {
+                failClosing("the other end closed the data link");
+                return FrameRead::Closed;
+            }
+            break;
+        case Fill::Failed: break;
+        }
+        failClosing("receiving on the data link failed: " + why);
+        return FrameRead::Failed;
+    }
+    size_t length = 0;
+    for (size_t k = 0; k < kFrameLengthBytes; ++k)
+        length |= size_t(static_cast<unsigned char>(m_inbox[m_inboxBegin + k])) << (8 * k);
+    m_inboxBegin += kFrameLengthBytes;
+    if (length > maxBytes) {
+        failClosing("a frame of " + std::to_string(length) + " bytes came on the data link, more than the "
+                    + std::to_string(maxBytes) + " a message may have (--max_message_bytes)");
+        return FrameRead::TooLarge;
+    }
+    message->resize(length);
+    const size_t buffered = std::min(length, m_inboxEnd - m_inboxBegin);
+    std::memcpy(message->data(), m_inbox.data() + m_inboxBegin, buffered);
+    m_inboxBegin += buffered;
+    if (buffered == length)
+        return FrameRead::Read;
+    std::vector<iovec> iov{{message->data() + buffered, length - buffered}};
     size_t first = 0;
-    const std::string why = moveOnThisThread(m_impl->socket.native_handle(), Direction::Send, iov, &first,
+    const std::string why = moveOnThisThread(m_impl->socket.native_handle(), Direction::Receive, iov, &first,
                                              m_impl->stall, Waiting::UntilDone);
-    if (!why.empty())
-        return failClosing("sending on the data link failed: " + why);
-    m_sent += bytes;
-    return true;
+    if (!why.empty()) {
+        failClosing("receiving on the data link failed: " + why);
+        return FrameRead::Failed;
+    }
+    m_received += length - buffered;
+    return FrameRead::Read;
+}
+
+void DataLink::shutdown()
+{
+    // On the context's thread, which alone closes the socket: a descriptor
+    // closed and reused meanwhile is never shut down by mistake.
+    Impl &i = *m_impl;
+    asio::post(i.context.io, [&i] {
+        boost::system::error_code ignored;
+        i.socket.shutdown(tcp::socket::shutdown_both, ignored);
+    });
 }
 
 bool DataLink::finishWrites()
@@ -398,6 +524,15 @@ bool DataLink::read(const TensorDestinations &destinations)
     size_t bytes = 0;
     std::vector<iovec> iov = ioVectors(destinations, &bytes);
     size_t first = 0;
+    // Values that came with the frame before them.
+    for (size_t buffered = std::min(bytes, m_inboxEnd - m_inboxBegin); buffered > 0;) {
+        const size_t n = std::min(buffered, iov[first].iov_len);
+        std::memcpy(iov[first].iov_base, m_inbox.data() + m_inboxBegin, n);
+        m_inboxBegin += n;
+        buffered -= n;
+        bytes -= n;
+        consume(iov, &first, n);
+    }
     const std::string why = moveOnThisThread(m_impl->socket.native_handle(), Direction::Receive, iov, &first,
                                              m_impl->stall, Waiting::UntilDone);
     if (!why.empty())

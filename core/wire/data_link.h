@@ -23,9 +23,17 @@
 // parameter values. A link that breaks, or moves no byte for its stall time,
 // ends the stream: the worker joins again, as after any broken stream.
 //
+// A worker that offers it (JoinRequest.offers_messages_on_data_link) is
+// granted more: after its join, its requests and the ps's answers travel
+// whole on the link as frames (DataLinkGrant.messages), and a step of any
+// size is one exchange on one TCP connection. The stream stays open, carrying
+// nothing but its end: the ps's reason when it ends the stream, and the
+// worker's cancellation. gRPC's keepalive on it still tells either end that
+// the other froze or went away, and either end then closes the link.
+//
 // Links are plain TCP: a cluster on TLS keeps its values on the (encrypted)
-// stream, and so do clients that do not offer a link (Python workers,
-// strangers' clients).
+// stream, and so do clients that do not offer a link. Python workers offer
+// one for 64 KiB of values or more, without frames.
 //
 // Boost.Asio connects, accepts and greets, and moves what a worker's
 // overlapped uploads leave over; reads and the other writes are system calls
@@ -36,11 +44,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 namespace parasync {
 
@@ -50,6 +61,10 @@ inline constexpr size_t kNonceBytes = 16;
 inline constexpr unsigned char kAccepted = 1;
 // How long an accepted connection has to send its greeting.
 inline constexpr std::chrono::milliseconds kGreetingTimeout{5000};
+// A frame's length, in bytes, before its message (DataLinkGrant.messages).
+inline constexpr size_t kFrameLengthBytes = 4;
+// How often a link waiting for the next frame asks whether to go on waiting.
+inline constexpr std::chrono::milliseconds kIdleCheck{100};
 
 // The thread that connects and accepts links and greets on them, and moves
 // the part of a startWrite() that the socket did not take at once, so that
@@ -100,6 +115,32 @@ public:
     // link, on the calling thread. False, with error(), when the link broke
     // or stalled.
     bool read(const TensorDestinations &destinations);
+
+    // Frames. startFrame() makes `frame` the room for a length; append the
+    // message after it, then writeFrame() fills the length in and sends the
+    // frame and the values that follow it (none, for a message that carries
+    // its own): Overlapped as startWrite() (frame and values unchanged until
+    // finishWrites()), else as write().
+    static void startFrame(std::string *frame);
+    bool writeFrame(std::string &frame, const TensorValues &values, bool overlapped);
+    enum class FrameRead {
+        Read,      // *message holds the next frame's message
+        Closed,    // the other end closed the link between frames
+        Abandoned, // keepWaiting said to stop waiting
+        TooLarge,  // the frame is longer than maxBytes (error() says how long)
+        Failed,    // the link broke or stalled mid-frame (error())
+    };
+    // Reads the next frame's message into *message. Until its first byte the
+    // wait has no bound but `keepWaiting` (when given), asked every
+    // kIdleCheck: a worker may compute for minutes between two pushes. Once
+    // the frame has begun, the rest must come within the stall. Values that
+    // follow the frame are read with read(). Anything but Read leaves the
+    // link closed.
+    FrameRead readFrame(std::string *message, size_t maxBytes, const std::function<bool()> &keepWaiting);
+    // From any thread: shuts the link down, so that a readFrame() waiting on
+    // another thread returns Closed at once.
+    void shutdown();
+
     // Why the last call failed, in words; the link is closed then.
     const std::string &error() const { return m_error; }
     // Bytes moved so far, each way.
@@ -114,9 +155,20 @@ private:
     bool fail(const std::string &what);
     // fail(), and shuts the socket down so that the other end stops too.
     bool failClosing(const std::string &what);
+    // Sends `head`, then `values`; Overlapped as startWrite().
+    bool send(std::string_view head, const TensorValues &values, bool overlapped);
+    enum class Fill { Some, Closed, Abandoned, Failed };
+    // Receives what the socket has into the inbox: at least one byte,
+    // waiting as readFrame() says (`betweenFrames`: for a frame's first byte).
+    Fill fillInbox(bool betweenFrames, const std::function<bool()> &keepWaiting, std::string *why);
 
     std::unique_ptr<Impl> m_impl;
     bool m_writing = false;
+    // Bytes received ahead of where they go: a frame is read with one
+    // system call when it fits, and the values after it may come along.
+    std::vector<char> m_inbox;
+    size_t m_inboxBegin = 0;
+    size_t m_inboxEnd = 0;
     std::string m_error;
     uint64_t m_sent = 0;
     uint64_t m_received = 0;

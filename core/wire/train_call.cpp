@@ -8,6 +8,7 @@
 #include <grpcpp/support/proto_buffer_reader.h>
 #include <grpcpp/support/proto_buffer_writer.h>
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 #include <string>
@@ -24,10 +25,8 @@ using google::protobuf::internal::WireFormatLite;
 // Reads only tags and lengths: a pushed tensor's bytes are skipped, not
 // touched. Bytes that are no message stop the scan; the parse after it
 // refuses them.
-int lastOneofMember(grpc::ByteBuffer &buffer, const google::protobuf::OneofDescriptor &oneof)
+int lastOneofMember(google::protobuf::io::CodedInputStream &input, const google::protobuf::OneofDescriptor &oneof)
 {
-    grpc::ProtoBufferReader reader(&buffer);
-    google::protobuf::io::CodedInputStream input(&reader);
     const google::protobuf::Descriptor &message = *oneof.containing_type();
     int last = 0;
     for (uint32_t tag = input.ReadTag(); tag != 0; tag = input.ReadTag()) {
@@ -58,16 +57,42 @@ void clearKeepingPush(Message *message, bool nextIsPush)
 }
 
 template<typename Message>
-bool parseKeepingPush(grpc::ByteBuffer &buffer, Message *message)
+bool nextIsPush(google::protobuf::io::CodedInputStream &input)
 {
     const google::protobuf::FieldDescriptor &push
         = *Message::descriptor()->FindFieldByNumber(Message::kPushFieldNumber);
-    clearKeepingPush(message,
-                     message->has_push() && lastOneofMember(buffer, *push.containing_oneof()) == push.number());
+    return lastOneofMember(input, *push.containing_oneof()) == push.number();
+}
+
+template<typename Message>
+bool parseKeepingPush(grpc::ByteBuffer &buffer, Message *message)
+{
+    if (message->has_push()) {
+        grpc::ProtoBufferReader reader(&buffer);
+        google::protobuf::io::CodedInputStream input(&reader);
+        clearKeepingPush(message, nextIsPush<Message>(input));
+    } else {
+        message->Clear();
+    }
     grpc::ProtoBufferReader reader(&buffer);
     const bool parsed = message->MergeFromBoundedZeroCopyStream(&reader, int(buffer.Length()));
     buffer.Clear();
     return parsed;
+}
+
+template<typename Message>
+bool parseKeepingPush(const std::string &bytes, Message *message)
+{
+    if (bytes.size() > size_t(std::numeric_limits<int>::max()))
+        return false;
+    if (message->has_push()) {
+        google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t *>(bytes.data()),
+                                                     int(bytes.size()));
+        clearKeepingPush(message, nextIsPush<Message>(input));
+    } else {
+        message->Clear();
+    }
+    return message->MergeFromString(bytes);
 }
 
 static_assert(std::endian::native == std::endian::little,
@@ -168,6 +193,13 @@ bool serializeSharing(Push *push, int pushField, google::protobuf::RepeatedPtrFi
     return true;
 }
 
+// Small gradients go in the message: copied into its tensors.
+void copyIntoTensors(const TensorValues &gradients, proto::PushRequest *push)
+{
+    for (size_t i = 0; i < gradients.size(); ++i)
+        push->mutable_gradients(int(i))->mutable_values()->Add(gradients[i].begin(), gradients[i].end());
+}
+
 // The values of `tensors`, where they lie.
 TensorValues valuesOf(const google::protobuf::RepeatedPtrField<proto::Tensor> &tensors)
 {
@@ -241,6 +273,16 @@ bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainResponse *respons
     return parseKeepingPush(buffer, response);
 }
 
+bool parseKeepingStorage(const std::string &bytes, proto::TrainRequest *request)
+{
+    return parseKeepingPush(bytes, request);
+}
+
+bool parseKeepingStorage(const std::string &bytes, proto::TrainResponse *response)
+{
+    return parseKeepingPush(bytes, response);
+}
+
 bool serialize(const google::protobuf::MessageLite &message, grpc::ByteBuffer *buffer)
 {
     buffer->Clear(); // gRPC's writer asserts that it starts empty
@@ -258,8 +300,7 @@ bool serializeSharingValues(proto::TrainRequest &request, const TensorValues &gr
         if (tensor.values_size() != 0)
             return false; // values in two places: which would be sent?
     if (valueBytes(gradients) < kShareFromBytes) {
-        for (size_t i = 0; i < gradients.size(); ++i)
-            push->mutable_gradients(int(i))->mutable_values()->Add(gradients[i].begin(), gradients[i].end());
+        copyIntoTensors(gradients, push);
         return serialize(request, buffer);
     }
     return serializeSharing(push, proto::TrainRequest::kPushFieldNumber, push->mutable_gradients(),
@@ -356,14 +397,51 @@ int trainMethodIndex()
 }
 
 TrainCall::TrainCall(grpc::ChannelInterface &channel, grpc::ClientContext &context)
-    : m_stream(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-        &channel, grpc::internal::RpcMethod(trainMethodPath(), grpc::internal::RpcMethod::BIDI_STREAMING), &context))
+    : m_context(context)
+    , m_stream(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+          &channel, grpc::internal::RpcMethod(trainMethodPath(), grpc::internal::RpcMethod::BIDI_STREAMING), &context))
 {
+}
+
+TrainCall::~TrainCall()
+{
+    if (m_streamWatch.joinable()) {
+        m_context.TryCancel();
+        m_streamWatch.join();
+    }
+}
+
+void TrainCall::watchStreamEnd()
+{
+    grpc::ByteBuffer nothing;
+    while (m_stream->Read(&nothing)) {
+        // The ps sends nothing on a stream whose answers go on the link.
+    }
+    {
+        std::lock_guard lock(m_streamMutex);
+        m_streamEnded = true;
+    }
+    m_streamEndedChanged.notify_all();
+    m_link->shutdown();
+}
+
+bool TrainCall::writeFrame(const google::protobuf::MessageLite &message, const TensorValues &values,
+                           LinkWrite linkWrite)
+{
+    // The frame of an overlapped write is still going out until then.
+    if (!m_link->finishWrites())
+        return linkFailed(m_link->error());
+    DataLink::startFrame(&m_frameOut);
+    if (!message.AppendToString(&m_frameOut))
+        return false;
+    return m_link->writeFrame(m_frameOut, values, linkWrite == LinkWrite::Overlapped) || linkFailed(m_link->error());
 }
 
 bool TrainCall::write(const proto::TrainRequest &request)
 {
     grpc::ByteBuffer out;
+    if (m_messages && (!request.has_push() || valueBytes(valuesOf(request.push().gradients())) < kShareFromBytes))
+        return writeFrame(request, {}, LinkWrite::Here);
     if (!m_link || !request.has_push())
         return serialize(request, &out) && m_stream->Write(out);
     // On a linked stream every push sends its values on the link: a copy
@@ -376,6 +454,8 @@ bool TrainCall::write(const proto::TrainRequest &request)
     for (const auto &tensor : request.push().gradients())
         values.emplace_back(tensor.values().data(), size_t(tensor.values_size()));
     linked.mutable_push()->set_values_on_data_link(true);
+    if (m_messages)
+        return writeFrame(linked, values, LinkWrite::Here);
     if (!serialize(linked, &out) || !m_stream->Write(out))
         return false;
     size_t bytes = 0;
@@ -392,10 +472,19 @@ bool TrainCall::writeSharingValues(proto::TrainRequest &request, const TensorVal
     if (!m_link)
         return serializeSharingValues(request, gradients, &out) && m_stream->Write(out);
     // The tensors carry their shapes; the values go on the link from where
-    // they lie, while the stream carries the rest.
+    // they lie, while the stream (or the frame before them) carries the rest.
     if (size_t(request.push().gradients_size()) != gradients.size())
         return false;
+    if (m_messages && valueBytes(gradients) < kShareFromBytes) {
+        for (const proto::Tensor &tensor : request.push().gradients())
+            if (tensor.values_size() != 0)
+                return false; // values in two places, as serializeSharingValues refuses
+        copyIntoTensors(gradients, request.mutable_push());
+        return writeFrame(request, {}, linkWrite);
+    }
     request.mutable_push()->set_values_on_data_link(true);
+    if (m_messages)
+        return writeFrame(request, gradients, linkWrite);
     if (!serialize(request, &out) || !m_stream->Write(out))
         return false;
     const bool sent = linkWrite == LinkWrite::Overlapped ? m_link->startWrite(gradients) : m_link->write(gradients);
@@ -410,6 +499,12 @@ bool TrainCall::finishWrites()
 bool TrainCall::linkFailed(const std::string &what)
 {
     m_linkError = what;
+    if (m_messages) {
+        // A ps that ends the stream closes the link first: wait a moment for
+        // its reason, which finish() then returns rather than the link's end.
+        std::unique_lock lock(m_streamMutex);
+        m_streamEndedChanged.wait_for(lock, std::chrono::seconds(1), [this] { return m_streamEnded; });
+    }
     return false;
 }
 
@@ -425,6 +520,8 @@ bool TrainCall::read(proto::TrainResponse *response, const TensorDestinations &d
     // The ps answers only once it has every value: they must have gone.
     if (!finishWrites())
         return false;
+    if (m_messages)
+        return readFrame(response, destinations, delivered);
     if (!m_stream->Read(&m_in))
         return false;
     m_lastReadBytes = m_in.Length();
@@ -440,6 +537,34 @@ bool TrainCall::read(proto::TrainResponse *response, const TensorDestinations &d
     if (!response->has_push() || !response->push().values_on_data_link())
         return true;
     return readLinkedAnswer(response, destinations, delivered);
+}
+
+bool TrainCall::readFrame(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered)
+{
+    // The stream's bound on a message is the bound here too.
+    switch (m_link->readFrame(&m_frameIn, size_t(std::numeric_limits<int32_t>::max()), nullptr)) {
+    case DataLink::FrameRead::Read: break;
+    case DataLink::FrameRead::Closed: return linkFailed("the ps closed the data link");
+    default: return linkFailed(m_link->error());
+    }
+    m_lastReadBytes = kFrameLengthBytes + m_frameIn.size();
+    if (!parseKeepingStorage(m_frameIn, response))
+        return linkFailed("the ps's answer on the data link is no parasync.proto.TrainResponse");
+    if (!response->has_push())
+        return true;
+    if (response->push().values_on_data_link())
+        return readLinkedAnswer(response, destinations, delivered);
+    // A small answer carries its values: to where they go when they fit.
+    const auto &parameters = response->push().parameters();
+    if (destinations.empty() || size_t(parameters.size()) != destinations.size())
+        return true;
+    for (int i = 0; i < parameters.size(); ++i)
+        if (size_t(parameters[i].values_size()) != destinations[size_t(i)].size())
+            return true;
+    for (int i = 0; i < parameters.size(); ++i)
+        std::copy(parameters[i].values().begin(), parameters[i].values().end(), destinations[size_t(i)].begin());
+    *delivered = true;
+    return true;
 }
 
 bool TrainCall::readLinkedAnswer(proto::TrainResponse *response, const TensorDestinations &destinations,
@@ -480,6 +605,10 @@ bool TrainCall::openDataLink(DataLinkContext &context, const std::string &host, 
         return false;
     }
     m_link = DataLink::connect(context, host, grant.port(), grant.nonce(), timeout, stall, error);
+    if (m_link && grant.messages()) {
+        m_messages = true;
+        m_streamWatch = std::thread([this] { watchStreamEnd(); });
+    }
     return m_link != nullptr;
 }
 
@@ -490,6 +619,9 @@ bool TrainCall::writesDone()
 
 grpc::Status TrainCall::finish()
 {
+    // Finish() may only follow the last Read(): the watch's.
+    if (m_streamWatch.joinable())
+        m_streamWatch.join();
     grpc::Status status = m_stream->Finish();
     // The worker cancels a stream whose link broke: the link says why.
     if (!m_linkError.empty() && (status.ok() || status.error_code() == grpc::StatusCode::CANCELLED))

@@ -20,9 +20,12 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/support/sync_stream.h>
 
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace parasync {
@@ -33,6 +36,9 @@ namespace parasync {
 // into the old push's storage. Empties `buffer`.
 bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainRequest *request);
 bool parseKeepingStorage(grpc::ByteBuffer &buffer, proto::TrainResponse *response);
+// The same for a message read from a data link's frame.
+bool parseKeepingStorage(const std::string &bytes, proto::TrainRequest *request);
+bool parseKeepingStorage(const std::string &bytes, proto::TrainResponse *response);
 
 // The message's bytes as gRPC would send them, in place of what `buffer` held.
 bool serialize(const google::protobuf::MessageLite &message, grpc::ByteBuffer *buffer);
@@ -108,6 +114,9 @@ class TrainCall
 public:
     // `context` must outlive the call.
     TrainCall(grpc::ChannelInterface &channel, grpc::ClientContext &context);
+    // Cancels a stream whose requests went on its data link and that has
+    // not ended yet.
+    ~TrainCall();
     TrainCall(const TrainCall &) = delete;
     TrainCall &operator=(const TrainCall &) = delete;
 
@@ -139,11 +148,14 @@ public:
 
     // After a join answer that grants a data link: connects it to `host`
     // (where the stream reached the ps) within `timeout`. From then on every
-    // push's values, and its answer's, go on the link. False, with *error,
-    // when it cannot be made: the stream carries the values as before.
+    // push's values, and its answer's, go on the link -- and when the grant
+    // says `messages`, every request and answer, whole (data_link.h). False,
+    // with *error, when it cannot be made: the stream carries everything as
+    // before.
     bool openDataLink(DataLinkContext &context, const std::string &host, const proto::DataLinkGrant &grant,
                       std::chrono::milliseconds timeout, std::chrono::milliseconds stall, std::string *error);
     bool hasDataLink() const { return m_link != nullptr; }
+    bool messagesOnDataLink() const { return m_messages; }
     // Waits until the values that writeSharingValues() put on the data link
     // have gone; false when the link broke.
     bool finishWrites();
@@ -153,7 +165,17 @@ private:
     // `destinations` when they fit, else into its tensors.
     bool readLinkedAnswer(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered);
     bool linkFailed(const std::string &what);
+    // Sends `message` as a frame on the link, `values` after it.
+    bool writeFrame(const google::protobuf::MessageLite &message, const TensorValues &values, LinkWrite linkWrite);
+    // The next answer's frame into `response`, its values where they go.
+    bool readFrame(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered);
+    // With messages on the link nothing comes on the stream but its end; a
+    // thread waits for it there (the ps's refusal, a lost connection that
+    // gRPC's keepalive found, this worker's cancellation) and then shuts the
+    // link down, so that a read waiting on it stops at once.
+    void watchStreamEnd();
 
+    grpc::ClientContext &m_context;
     std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> m_stream;
     grpc::ByteBuffer m_in;
     AnswerReader m_answers;
@@ -161,6 +183,13 @@ private:
     std::unique_ptr<DataLink> m_link;
     std::string m_linkError;
     TensorDestinations m_scratch;
+    bool m_messages = false; // requests and answers on the link
+    std::string m_frameOut;  // kept from step to step: no allocation per frame
+    std::string m_frameIn;
+    std::thread m_streamWatch;
+    std::mutex m_streamMutex;
+    std::condition_variable m_streamEndedChanged;
+    bool m_streamEnded = false;
 };
 
 } // namespace parasync

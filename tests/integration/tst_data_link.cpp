@@ -14,6 +14,7 @@
 #include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
+#include <QtEndian>
 
 #include <cmath>
 #include <cstring>
@@ -167,6 +168,27 @@ QByteArray readExactly(QTcpSocket &socket, qint64 size)
         bytes += socket.read(size - bytes.size());
     }
     return bytes;
+}
+
+// A message as a frame on a link: its length as 4 little-endian bytes, then
+// its bytes (parasync.proto, DataLinkGrant.messages).
+QByteArray frame(const google::protobuf::MessageLite &message)
+{
+    const std::string bytes = message.SerializeAsString();
+    QByteArray out(4, '\0');
+    qToLittleEndian(quint32(bytes.size()), out.data());
+    return out + QByteArray::fromStdString(bytes);
+}
+
+// The next answer's frame from a link; false when none came whole.
+bool readAnswerFrame(QTcpSocket &socket, proto::TrainResponse *response)
+{
+    const QByteArray length = readExactly(socket, 4);
+    if (length.size() != 4)
+        return false;
+    const qint64 size = qFromLittleEndian<quint32>(length.constData());
+    const QByteArray bytes = readExactly(socket, size);
+    return bytes.size() == size && response->ParseFromArray(bytes.constData(), int(bytes.size()));
 }
 
 } // namespace
@@ -355,6 +377,101 @@ private Q_SLOTS:
             const grpc::Status status = refusal(stream, linkedPush({1, 1}));
             QCOMPARE(status.error_code(), grpc::StatusCode::UNAVAILABLE);
             QVERIFY2(status.error_message().find("receiving on the data link failed: no byte moved for 2000 ms")
+                         != std::string::npos,
+                     status.error_message().c_str());
+        }
+
+        proto::ClusterStatusResponse before;
+        QVERIFY(cluster.clusterStatus(&before));
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 100; }));
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        cluster.ps(0).terminate();
+        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+    }
+
+    // The whole step on the link (DataLinkGrant.messages), as a stranger's
+    // client speaks it from parasync.proto: the demo's 2-float push as a
+    // frame, its answer's w and b in the frame that comes back, a goodbye
+    // that ends the stream cleanly. A frame that does not parse, or says it
+    // is longer than a message may be, is refused with why; the ps's own
+    // worker, on frames too, trains on.
+    void aStrangersFramedStepWorksAndItsMisuseIsRefused()
+    {
+        LocalCluster cluster(1, 8,
+                             {QStringLiteral("--last_step=100000000"), QStringLiteral("--max_message_bytes=1048576")});
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+        QVERIFY2(cluster.worker(0).waitForOutput(QStringLiteral("(tensor values on data links to ps:0)")),
+                 qPrintable(cluster.worker(0).output()));
+        const QString ps = cluster.psAddress(0);
+
+        // Joins as `worker` offering frames, connects the granted link.
+        const auto joinOnFrames
+            = [&](int worker, StrangerStream &stream, QTcpSocket &link, proto::TrainResponse *joined) {
+                  proto::TrainRequest join = joinAs(worker, true);
+                  join.mutable_join()->set_offers_messages_on_data_link(true);
+                  return stream.exchange(join, joined) && joined->join().data_link().messages()
+                         && greet(link, joined->join().data_link().port(), joined->join().data_link().nonce());
+              };
+        {
+            StrangerStream stream(ps);
+            QTcpSocket link;
+            proto::TrainResponse joined;
+            QVERIFY(joinOnFrames(1, stream, link, &joined));
+            proto::TrainRequest push;
+            push.mutable_push()->set_computed_from_step(joined.join().global_step());
+            for (float g : {0.25f, -0.5f}) {
+                auto *gradient = push.mutable_push()->add_gradients();
+                gradient->add_shape(1);
+                gradient->add_values(g);
+            }
+            link.write(frame(push));
+            QVERIFY(link.waitForBytesWritten(5000));
+            proto::TrainResponse answer;
+            QVERIFY(readAnswerFrame(link, &answer));
+            QCOMPARE(answer.push().outcome(), proto::APPLIED);
+            QVERIFY(!answer.push().values_on_data_link());
+            QCOMPARE(answer.push().parameters_size(), 2);
+            const float w = answer.push().parameters(0).values(0);
+            const float b = answer.push().parameters(1).values(0);
+            QVERIFY2(std::abs(w - 2.0f) < 1.0f && std::abs(b - 10.0f) < 3.0f,
+                     qPrintable(QStringLiteral("w %1 b %2").arg(w).arg(b)));
+            proto::TrainRequest leave;
+            leave.mutable_leave()->set_finished(false);
+            link.write(frame(leave));
+            QVERIFY(link.waitForBytesWritten(5000));
+            const grpc::Status status = stream.end();
+            QVERIFY2(status.ok(), status.error_message().c_str());
+        }
+        {
+            StrangerStream stream(ps);
+            QTcpSocket link;
+            proto::TrainResponse joined;
+            QVERIFY(joinOnFrames(2, stream, link, &joined));
+            QByteArray garbage = frame(proto::TrainRequest());
+            garbage[0] = 3;
+            garbage += QByteArray("\xff\xff\xff", 3);
+            link.write(garbage);
+            QVERIFY(link.waitForBytesWritten(5000));
+            const grpc::Status status = stream.end();
+            QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+            QVERIFY2(status.error_message().find("a frame on the data link was not a parasync.proto.TrainRequest")
+                         != std::string::npos,
+                     status.error_message().c_str());
+        }
+        {
+            StrangerStream stream(ps);
+            QTcpSocket link;
+            proto::TrainResponse joined;
+            QVERIFY(joinOnFrames(3, stream, link, &joined));
+            link.write(QByteArray("\xff\xff\xff\x7f", 4));
+            QVERIFY(link.waitForBytesWritten(5000));
+            const grpc::Status status = stream.end();
+            QCOMPARE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+            QVERIFY2(status.error_message().find("a frame of 2147483647 bytes came on the data link, more than the "
+                                                 "1048576 a message may have (--max_message_bytes)")
                          != std::string::npos,
                      status.error_message().c_str());
         }

@@ -3,10 +3,15 @@
 // whether the sender waits on its own thread or overlaps on the link's I/O
 // thread; a peer that goes mid-transfer, or sends nothing, is reported with
 // why, and the link stays failed. The protocol against parasync-node is in
-// tests/integration/tst_data_link.cpp.
+// tests/integration/tst_data_link.cpp. Frames (whole messages on a link)
+// come apart where they should, and a reader between frames waits until it
+// is told to stop.
 #include "wire/data_link.h"
 
+#include <QElapsedTimer>
 #include <QTest>
+
+#include <cstring>
 
 #include <numeric>
 #include <thread>
@@ -166,6 +171,113 @@ private Q_SLOTS:
         QVERIFY(!link.worker->read({std::span<float>(gradient)}));
         QVERIFY2(link.worker->error().find("the other end closed it") != std::string::npos,
                  link.worker->error().c_str());
+    }
+
+    // Frames (DataLinkGrant.messages): a message, then values, in one go;
+    // frames that follow each other closely come apart where they should,
+    // whatever the receiver's inbox took along with the first.
+    void framesAndTheValuesAfterThemArriveInOrder()
+    {
+        LinkPair link(5s);
+        const auto sent = sentTensors();
+        std::string small;
+        DataLink::startFrame(&small);
+        small += "a small message";
+        std::string head;
+        DataLink::startFrame(&head);
+        head += std::string(100'000, 'h'); // beyond the inbox
+        std::string empty;
+        DataLink::startFrame(&empty);
+        const std::vector<float> few{1.5f, -2.25f};
+        bool wrote = false;
+        std::thread worker([&] {
+            wrote = link.worker->writeFrame(small, {std::span<const float>(few)}, false)
+                    && link.worker->writeFrame(head, valuesOf(sent), true) && link.worker->writeFrame(empty, {}, false);
+        });
+        const auto keepWaiting = [] { return true; };
+        std::string message;
+        QCOMPARE(link.ps->readFrame(&message, 1 << 20, keepWaiting), DataLink::FrameRead::Read);
+        QCOMPARE(message, std::string("a small message"));
+        std::vector<float> fewReceived(2);
+        QVERIFY2(link.ps->read({std::span<float>(fewReceived)}), link.ps->error().c_str());
+        QVERIFY(fewReceived == few);
+        QCOMPARE(link.ps->readFrame(&message, 1 << 20, keepWaiting), DataLink::FrameRead::Read);
+        QCOMPARE(message, std::string(100'000, 'h'));
+        auto received = sameShapes(sent);
+        QVERIFY2(link.ps->read(destinationsOf(received)), link.ps->error().c_str());
+        QVERIFY(received == sent);
+        QCOMPARE(link.ps->readFrame(&message, 1 << 20, keepWaiting), DataLink::FrameRead::Read);
+        QCOMPARE(message, std::string());
+        worker.join();
+        QVERIFY2(wrote, link.worker->error().c_str());
+        const uint64_t bytes = 3 * kFrameLengthBytes + 15 + 8 + 100'000 + 4 * uint64_t(3'000'000 + 7 + 1'000'000 + 2);
+        QCOMPARE(link.worker->bytesSent(), bytes);
+        QCOMPARE(link.ps->bytesReceived(), bytes);
+
+        // The worker closes its end between frames: the stream is over.
+        link.worker.reset();
+        QCOMPARE(link.ps->readFrame(&message, 1 << 20, keepWaiting), DataLink::FrameRead::Closed);
+    }
+
+    // Between frames a reader waits as long as it is told to -- past the
+    // stall, which bounds only a frame that has begun -- and stops when told.
+    void aReaderWaitsForTheNextFrameUntilToldToStop()
+    {
+        LinkPair link(300ms);
+        QElapsedTimer waited;
+        waited.start();
+        int asked = 0;
+        std::string message;
+        QCOMPARE(link.ps->readFrame(&message, 1 << 20, [&] { return waited.elapsed() < 1000 || (++asked, false); }),
+                 DataLink::FrameRead::Abandoned);
+        QVERIFY(waited.elapsed() >= 1000);
+        QCOMPARE(asked, 1);
+        // The other end sees the link closed.
+        QCOMPARE(link.worker->readFrame(&message, 1 << 20, nullptr), DataLink::FrameRead::Closed);
+    }
+
+    // shutdown() from another thread wakes a reader that waits with no bound.
+    void aShutdownWakesAReaderWaitingForAFrame()
+    {
+        LinkPair link(5s);
+        std::thread other([&] {
+            std::this_thread::sleep_for(200ms);
+            link.worker->shutdown();
+        });
+        std::string message;
+        QCOMPARE(link.worker->readFrame(&message, 1 << 20, nullptr), DataLink::FrameRead::Closed);
+        other.join();
+    }
+
+    // A hostile length is refused before anything is allocated for it; a
+    // frame cut short is a broken link, not the end of the stream.
+    void aFrameTooLongOrCutShortIsRefused()
+    {
+        {
+            LinkPair link(5s);
+            std::string frame;
+            DataLink::startFrame(&frame);
+            frame += std::string(2000, 'x');
+            QVERIFY(link.worker->writeFrame(frame, {}, false));
+            std::string message;
+            QCOMPARE(link.ps->readFrame(&message, 1000, nullptr), DataLink::FrameRead::TooLarge);
+            QCOMPARE(QString::fromStdString(link.ps->error()),
+                     QStringLiteral("a frame of 2000 bytes came on the data link, more than the 1000 a message may "
+                                    "have (--max_message_bytes)"));
+            QVERIFY(message.capacity() < 1000);
+        }
+        {
+            LinkPair link(5s);
+            // A length of 100 and 10 bytes of the message, then the end.
+            std::vector<float> cut(3);
+            const unsigned char bytes[12] = {100, 0, 0, 0};
+            std::memcpy(cut.data(), bytes, sizeof bytes);
+            QVERIFY(link.worker->write({std::span<const float>(cut)}));
+            link.worker.reset();
+            std::string message;
+            QCOMPARE(link.ps->readFrame(&message, 1 << 20, nullptr), DataLink::FrameRead::Failed);
+            QVERIFY2(link.ps->error().find("the other end closed it") != std::string::npos, link.ps->error().c_str());
+        }
     }
 };
 
