@@ -61,12 +61,21 @@ private Q_SLOTS:
         // worker:1 now takes 4 s per step; sync waits for it, so the global
         // step stands still while both workers are alive.
         QVERIFY(setStraggler(cluster.workerAddress(1), 4000).ok());
-        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.stall().seconds() >= 1; }, 10s));
+        // Waited for, not read at the first stall: under ThreadSanitizer on a
+        // loaded machine the step can stand still for a second before the
+        // delay takes effect, while both workers are still computing.
         proto::ClusterStatusResponse stalled;
-        QVERIFY(cluster.clusterStatus(&stalled));
+        QVERIFY2(cluster.waitForStatus(
+                     [&](const auto &s) {
+                         stalled = s;
+                         return s.stall().seconds() >= 1
+                                && QString::fromStdString(s.stall().waiting_for())
+                                       .contains(QStringLiteral("worker:0 is held in sync step"));
+                     },
+                     20s),
+                 stalled.stall().waiting_for().c_str());
         const QString waitingFor = QString::fromStdString(stalled.stall().waiting_for());
         QVERIFY2(waitingFor.contains(QStringLiteral("worker:1, last heard from")), qPrintable(waitingFor));
-        QVERIFY2(waitingFor.contains(QStringLiteral("worker:0 is held in sync step")), qPrintable(waitingFor));
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("hang watchdog: the global step has not moved from ")
                                             + QString::number(stalled.stall().global_step())));
         // --status, as a user without the app asks.

@@ -408,21 +408,26 @@ private Q_SLOTS:
         NodeProcess ps(QStringLiteral("ps:0"),
                        {QStringLiteral("--ps_hosts=") + addresses[0],
                         QStringLiteral("--ps_backup_hosts=") + addresses[1],
-                        QStringLiteral("--worker_hosts=127.0.0.1:1"), QStringLiteral("--heartbeat_ms=300"),
+                        QStringLiteral("--worker_hosts=127.0.0.1:1"), QStringLiteral("--heartbeat_ms=600"),
                         QStringLiteral("--job_name=ps"), QStringLiteral("--task_index=0")});
         ps.start();
         QVERIFY2(ps.waitForOutput(QStringLiteral("does not answer yet")), qPrintable(ps.output()));
 
+        // The calls' deadlines are well inside the thirty heartbeats (18 s)
+        // the process asks for, and long enough for a process under
+        // ThreadSanitizer on a loaded machine to answer.
         auto channel = makeChannel(addresses[0].toStdString(), {});
         proto::TaskStatusResponse status;
         {
-            auto context = makeContext({}, std::chrono::seconds(2));
-            QVERIFY(proto::TaskControl::NewStub(channel)->GetTaskStatus(context.get(), {}, &status).ok());
+            auto context = makeContext({}, std::chrono::seconds(6));
+            const grpc::Status answered
+                = proto::TaskControl::NewStub(channel)->GetTaskStatus(context.get(), {}, &status);
+            QVERIFY2(answered.ok(), answered.error_message().c_str());
         }
         QCOMPARE(status.replica_role(), proto::REPLICA_ROLE_UNSPECIFIED);
         QVERIFY2(QString::fromStdString(status.state()).startsWith(QStringLiteral("starting")), status.state().c_str());
         {
-            auto context = makeContext({}, std::chrono::seconds(2));
+            auto context = makeContext({}, std::chrono::seconds(6));
             proto::InitializeResponse response;
             const grpc::Status refused
                 = proto::ParameterService::NewStub(channel)->Initialize(context.get(), {}, &response);

@@ -60,8 +60,15 @@ void NodeProcess::start(const QProcessEnvironment &environment)
 
 void NodeProcess::drain()
 {
-    if (m_process)
-        m_output += QString::fromUtf8(m_process->readAll());
+    if (!m_process)
+        return;
+    // QProcess moves what the node wrote from the pipe into its buffer only
+    // when events are processed or waited for. Take it now, so that output()
+    // holds every line written before the call: a test that learned from a
+    // status call that something happened reads the node's line about it.
+    while (m_process->state() == QProcess::Running && m_process->waitForReadyRead(0)) {
+    }
+    m_output += QString::fromUtf8(m_process->readAll());
 }
 
 QString NodeProcess::output()
