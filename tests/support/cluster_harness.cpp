@@ -66,8 +66,7 @@ void NodeProcess::drain()
     // when events are processed or waited for. Take it now, so that output()
     // holds every line written before the call: a test that learned from a
     // status call that something happened reads the node's line about it.
-    while (m_process->state() == QProcess::Running && m_process->waitForReadyRead(0)) {
-    }
+    while (m_process->state() == QProcess::Running && m_process->waitForReadyRead(0)) {}
     m_output += QString::fromUtf8(m_process->readAll());
 }
 
