@@ -24,7 +24,7 @@ def load(path):
 
 
 def summary(values):
-    values = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    values = [v for v in values if measured(v)]
     if not values:
         return None
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
@@ -55,14 +55,20 @@ def fmt_summary(s, digits=None):
     return f"{fmt(s['median'], digits)} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)}, n={s['n']})"
 
 
+def measured(value):
+    """A repetition that measured nothing is None in the JSON (its NaN) or NaN."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
 def ratio(a, b):
     """Median ratio of two sample lists, with the spread of per-repetition ratios."""
-    if not a or not b:
+    sa, sb = summary(a), summary(b)
+    if sa is None or sb is None:
         return None
-    ma, mb = statistics.median(a), statistics.median(b)
-    if mb == 0 or any(math.isnan(x) for x in (ma, mb)):
+    ma, mb = sa["median"], sb["median"]
+    if mb == 0:
         return None
-    per_rep = [x / y for x, y in zip(a, b) if y and not math.isnan(x) and not math.isnan(y)]
+    per_rep = [x / y for x, y in zip(a, b) if measured(x) and measured(y) and y]
     r = {"median": ma / mb, "n": len(per_rep)}
     r["min"] = min(per_rep) if per_rep else r["median"]
     r["max"] = max(per_rep) if per_rep else r["median"]
@@ -558,7 +564,7 @@ def add_many(report, doc):
                          fmt_ratio(r) if workers != base else "1.00×",
                          fmt_summary(summary(samples(rss, mode, workers)), 1),
                          fmt_summary(summary(samples(switches, mode, workers)), 1)])
-    diverged = sorted(n for n, r in nonfinite.items() if any(v > 0 for v in r["samples"] if not math.isnan(v)))
+    diverged = sorted(n for n, r in nonfinite.items() if any(v > 0 for v in r["samples"] if measured(v)))
     notes = [
         "Each cluster: `parasync-node` ps + N workers on free loopback ports, the demo's flags with "
         "`--learning_rate=0.005` (the demo's 0.05 diverges in async and ssp from 32 workers on: a gradient is up "
@@ -596,7 +602,7 @@ def add_many(report, doc):
                   all(r and r["median"] <= bound for r in memory.values()) if all(memory.values()) else None)
     if "sync" in modes:
         sync_steps = summary(samples(steps, "sync", top))
-        flags = [v for v in samples(closed, "sync", top) if not math.isnan(v)]
+        flags = [v for v in samples(closed, "sync", top) if measured(v)]
         figure = "—" if not sync_steps else (f"{fmt_summary(sync_steps)} steps/s; closed in "
                                             f"{sum(1 for v in flags if v > 0)} of {len(flags)} windows")
         report.target(f"a sync step closes with {top} replicas (sync steps/s > 0)", figure,
