@@ -12,6 +12,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <set>
 
 namespace parasync {
 
@@ -433,6 +434,21 @@ private:
 
 } // namespace
 
+namespace {
+
+// Every port a task of the cluster serves on, whatever its host: a ps's data
+// link takes none of them (two hosts' names may be one machine).
+std::set<int> clusterPorts(const ClusterSpec &cluster)
+{
+    std::set<int> ports;
+    for (const auto *list : {&cluster.ps, &cluster.psBackups, &cluster.workers})
+        for (const HostPort &address : *list)
+            ports.insert(address.port);
+    return ports;
+}
+
+} // namespace
+
 PsServer::PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &rpc, Log log)
 {
     m_auth = std::make_unique<TokenCheck>(rpc.clusterToken, std::move(log));
@@ -442,7 +458,8 @@ PsServer::PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &
     if (options.connection.dataLink && !rpc.tls.enabled())
         m_dataLinks = std::make_unique<DataLinkAcceptor>(
             options.cluster.address(options.task).host,
-            std::max(std::chrono::milliseconds(2 * rpc.heartbeatMs), std::chrono::milliseconds(2000)));
+            std::max(std::chrono::milliseconds(2 * rpc.heartbeatMs), std::chrono::milliseconds(2000)),
+            clusterPorts(options.cluster));
     m_services.push_back(std::make_unique<ParameterServiceImpl>(task, *m_auth, m_dataLinks.get(), rpc.maxMessageBytes));
     if (options.cluster.replicated())
         m_services.push_back(std::make_unique<PsReplicationImpl>(task, *m_auth));
@@ -465,6 +482,11 @@ PsServer::~PsServer()
 {
     if (m_server)
         m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+int PsServer::dataLinkPort() const
+{
+    return m_dataLinks ? m_dataLinks->port() : 0;
 }
 
 void PsServer::shutdown(std::chrono::milliseconds grace)

@@ -48,6 +48,9 @@ public:
     // Stops accepting calls, gives those in flight `grace` to end (then
     // cancels them) and blocks until the server is gone.
     void shutdown(std::chrono::milliseconds grace);
+    // The port its data links are accepted on (a firewall must let the
+    // workers reach it); 0 without data links.
+    int dataLinkPort() const;
 
 private:
     std::unique_ptr<TokenCheck> m_auth;

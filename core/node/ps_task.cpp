@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -252,8 +253,10 @@ void PsTask::start()
     if (isCoordinator() && m_role != proto::REPLICA_BACKUP && !m_options.training.logdir.empty())
         writeRunClusterJson(m_options.training.logdir, m_options.cluster.toJson(), m_options.training.toJson());
 
+    const int linkPort = m_server->dataLinkPort();
     m_log(m_options.task.toString() + " listening on " + ownAddress()
-          + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string()));
+          + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string())
+          + (linkPort ? "; data links on port " + std::to_string(linkPort) : std::string()));
     if (m_role == proto::REPLICA_BACKUP) {
         m_log(taskStateLine({m_options.task, TaskPhase::Waiting,
                              "backup of " + psName() + ": following its primary at " + peerAddress()}));
@@ -1387,7 +1390,12 @@ CallStatus PsTask::watch(const proto::WatchRequest &request, WatchStream &stream
         // second) without one message per event.
         const bool open = subscription->next(&batch, std::chrono::milliseconds(50));
         const auto now = std::chrono::steady_clock::now();
-        if ((first && request.include_status()) || now - lastStatus > std::chrono::milliseconds(500)) {
+        // A failover changes which process serves: the watcher learns the
+        // new primary's role with the event, not up to 0.5 s after it (the
+        // panel would show the dead ps:0 serving meanwhile).
+        const bool failover = std::any_of(batch.events().begin(), batch.events().end(),
+                                          [](const proto::TelemetryEvent &event) { return event.has_failover(); });
+        if ((first && request.include_status()) || failover || now - lastStatus > std::chrono::milliseconds(500)) {
             *batch.mutable_status() = clusterStatus();
             lastStatus = now;
         }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <future>
 #include <system_error>
+#include <vector>
 
 namespace parasync {
 
@@ -614,7 +615,7 @@ struct DataLinkAcceptor::Impl
     int greetings = 0; // on the context's thread only
 };
 
-DataLinkAcceptor::DataLinkAcceptor(const std::string &host, std::chrono::milliseconds stall)
+DataLinkAcceptor::DataLinkAcceptor(const std::string &host, std::chrono::milliseconds stall, const std::set<int> &avoid)
     : m_impl(std::make_unique<Impl>(*this))
     , m_stall(stall)
 {
@@ -622,20 +623,31 @@ DataLinkAcceptor::DataLinkAcceptor(const std::string &host, std::chrono::millise
     tcp::resolver resolver(m_impl->context.impl().io);
     const std::string bindHost = host == "localhost" ? "127.0.0.1" : host;
     const auto endpoints = resolver.resolve(bindHost, "0", error);
+    const std::string advice = "; run the ps task with --data_link=0 to keep tensors on the gRPC stream";
     if (error || endpoints.empty())
-        throw InputError("the data link cannot listen on " + host + ": " + error.message()
-                         + "; run the ps task with --data_link=0 to keep tensors on the gRPC stream");
-    tcp::acceptor &acceptor = m_impl->acceptor;
+        throw InputError("the data link cannot listen on " + host + ": " + error.message() + advice);
     const tcp::endpoint endpoint = *endpoints.begin();
-    acceptor.open(endpoint.protocol(), error);
-    if (!error)
-        acceptor.bind(endpoint, error);
-    if (!error)
-        acceptor.listen(asio::socket_base::max_listen_connections, error);
-    if (error)
-        throw InputError("the data link cannot listen on " + bindHost + ": " + error.message()
-                         + "; run the ps task with --data_link=0 to keep tensors on the gRPC stream");
-    m_port = acceptor.local_endpoint().port();
+    // A port the kernel gave that a task of the cluster is to serve on stays
+    // bound here until a good one comes, so that the kernel does not give it
+    // again; the cluster has at most a few hundred.
+    std::vector<tcp::acceptor> passedOver;
+    for (;;) {
+        tcp::acceptor acceptor(m_impl->context.impl().io);
+        acceptor.open(endpoint.protocol(), error);
+        if (!error)
+            acceptor.bind(endpoint, error);
+        if (error)
+            throw InputError("the data link cannot listen on " + bindHost + ": " + error.message() + advice);
+        if (!avoid.contains(acceptor.local_endpoint().port())) {
+            acceptor.listen(asio::socket_base::max_listen_connections, error);
+            if (error)
+                throw InputError("the data link cannot listen on " + bindHost + ": " + error.message() + advice);
+            m_impl->acceptor = std::move(acceptor);
+            break;
+        }
+        passedOver.push_back(std::move(acceptor));
+    }
+    m_port = m_impl->acceptor.local_endpoint().port();
     asio::post(m_impl->context.impl().io, [this] { m_impl->acceptNext(); });
 }
 

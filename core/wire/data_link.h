@@ -48,6 +48,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -188,9 +189,12 @@ struct DataLinkGrant
 class DataLinkAcceptor
 {
 public:
-    // Listens on `host` (the address the task serves gRPC on), any port.
+    // Listens on `host` (the address the task serves gRPC on), on a port the
+    // kernel picks other than those in `avoid`: the cluster's task ports. A
+    // cluster on ephemeral ports (free ports picked before its tasks start)
+    // would otherwise find a worker's port taken by the link.
     // Throws InputError when it cannot.
-    DataLinkAcceptor(const std::string &host, std::chrono::milliseconds stall);
+    DataLinkAcceptor(const std::string &host, std::chrono::milliseconds stall, const std::set<int> &avoid = {});
     ~DataLinkAcceptor();
     DataLinkAcceptor(const DataLinkAcceptor &) = delete;
     DataLinkAcceptor &operator=(const DataLinkAcceptor &) = delete;

@@ -6,9 +6,11 @@
 // mid-run comes back on a new link. And a stranger's client that speaks the
 // protocol from parasync.proto -- greeting, nonce, values on the socket --
 // gets what it asks for, or, when it misuses the link, a refusal that says
-// what to do, and the ps trains on.
+// what to do, and the ps trains on. Its link never takes a port the
+// cluster's tasks are to serve on.
 #include "formats/checkpoint.h"
 #include "support/cluster_harness.h"
+#include "support/net_namespace.h"
 #include "wire/data_link.h"
 
 #include <QTcpSocket>
@@ -256,6 +258,40 @@ private Q_SLOTS:
         cluster.ps(0).terminate();
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
         QVERIFY2(!cluster.ps(0).output().contains(u"INVALID_ARGUMENT"), qPrintable(cluster.ps(0).output()));
+    }
+
+    // A cluster on ephemeral ports (picked free before its tasks start, as
+    // the app and the bench do): ps:0's link must not take a port a task of
+    // the cluster is to serve on. A host of its own (a network namespace)
+    // whose ephemeral range is two ports, the second a worker's: the kernel
+    // gives bind() a port of the other parity than the range's first (it
+    // keeps those for connect()), so the link would take the worker's.
+    void aPsNeverTakesATasksPortForItsLinks()
+    {
+        NetNamespace host(53);
+        QString whyNot;
+        if (!host.create(&whyNot))
+            QSKIP(qPrintable(QStringLiteral("cannot create a separate host (network namespace): ") + whyNot));
+        QString output;
+        QVERIFY2(NetNamespace::run({QStringLiteral("netns"), QStringLiteral("exec"), host.name(), QStringLiteral("sh"),
+                                    QStringLiteral("-c"),
+                                    QStringLiteral("echo '40000 40001' > /proc/sys/net/ipv4/ip_local_port_range")},
+                                   &output),
+                 qPrintable(output));
+        const QString at = host.address();
+        NodeProcess ps(QStringLiteral("ps"), {QStringLiteral("--ps_hosts=%1:40100").arg(at),
+                                              QStringLiteral("--worker_hosts=%1:40001,%1:40200").arg(at),
+                                              QStringLiteral("--job_name=ps"), QStringLiteral("--task_index=0"),
+                                              // The namespace is this test's alone: no token.
+                                              QStringLiteral("--insecure")});
+        ps.setNetNamespace(host.name());
+        ps.start();
+        QVERIFY2(ps.waitForOutput(QStringLiteral("; data links on port ")), qPrintable(ps.output()));
+        QVERIFY2(ps.output().contains(
+                     QStringLiteral("ps:0 listening on %1:40100, mode async; data links on port 40000").arg(at)),
+                 qPrintable(ps.output()));
+        ps.terminate();
+        QCOMPARE(ps.waitForExit(), 0);
     }
 
     // A stranger's client that follows parasync.proto gets its step on the
