@@ -3,12 +3,15 @@
 // ClusterWatcher and RunState, wired as app/parasync/main.cpp wires them.
 //
 //   latency  the demo cluster (real parasync-node processes: ps + 2 workers,
-//            linear model, async) trains at full speed while the window
-//            watches it through MainWindow::connectToCluster. A probe thread
-//            posts a timestamped call to the GUI thread every 2 ms; the delay
-//            until the GUI thread runs it is the event-loop latency a user's
-//            click would see. Then the same with 64 workers (issue 13):
-//            64 lanes of events, and 65 processes on the cores the GUI uses.
+//            linear model, async) trains at full speed, started from the
+//            window as a user starts it (MainWindow::startCluster: the app's
+//            ClusterLauncher runs the tasks) and watched by it. A probe
+//            thread posts a timestamped call to the GUI thread every 2 ms; the
+//            delay until the GUI thread runs it is the event-loop latency a
+//            user's click would see. Then the same with 64 workers (issue
+//            13): 64 lanes of events, and 65 processes on the cores the GUI
+//            uses; and those 64 started by another program at the app's own
+//            priority, the window only watching (MainWindow::connectToCluster).
 //   memory   10 million real steps take far too long on this machine (the
 //            demo does a few thousand a second), so a child process serves
 //            ps:0's telemetry (ClusterControl.GetClusterStatus and
@@ -17,11 +20,13 @@
 //            resident memory is read after 1 and 10 million events have been
 //            ingested by its RunState (the snapshot's stepEvents count).
 //
-//   bench_app_ingest [--quick] [--only=latency,memory] [--latency_workers=2,64] --out=FILE
+//   bench_app_ingest [--quick] [--only=latency,memory] [--latency_workers=2,64]
+//                    [--outside_workers=64] --out=FILE
 //   bench_app_ingest --serve-telemetry=PORT   (the feeder)
 
 #include "base/port_holder.h"
 #include "bench_support.h"
+#include "config/cluster_plan.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "proto/parasync.grpc.pb.h"
@@ -38,6 +43,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -233,23 +240,47 @@ double quantile(std::vector<double> values, double q)
     return values[std::min(values.size() - 1, size_t(q * double(values.size())))];
 }
 
-// Results of the demo's 2 workers go under "app_latency", others under
-// "app_latency_<N>w".
-void benchLatency(bench::ResultFile &results, bool quick, int workers)
+// How the cluster whose latency is measured came to run.
+enum class StartedBy {
+    TheWindow, // the user's Start: the app's ClusterLauncher runs every task
+    Outside,   // another program started it at the app's own priority; the window watches
+};
+
+// The demo's plan, endless and async, with `workers` workers; every task on
+// a free port of this machine.
+ClusterPlan endlessDemo(int workers)
 {
-    // The demo's flags (scripts/demo.sh), only endless. Its learning rate
-    // diverges in async from 32 workers on (gradients up to N updates stale),
-    // after which ps:0 rejects every gradient: a tenth of it stays finite.
-    QStringList flags{u"--mode=async"_s, u"--last_step=1000000000000"_s};
-    if (workers > 8)
-        flags << u"--learning_rate=0.005"_s;
-    bench::BenchCluster cluster(u"app-demo-"_s + QString::number(workers), 1, workers, flags);
-    QString error;
-    if (!cluster.start(&error, {}, std::chrono::seconds(60) + workers * std::chrono::seconds(1))) {
-        std::fprintf(stderr, "bench_app_ingest: %s\n", qPrintable(error));
-        return;
+    ClusterPlan plan = ClusterPlan::demo();
+    plan.cluster.workers.resize(size_t(workers));
+    std::set<uint16_t> taken;
+    for (auto *list : {&plan.cluster.ps, &plan.cluster.workers}) {
+        for (auto &address : *list) {
+            uint16_t port = 0;
+            while (port == 0 || !taken.insert(port).second)
+                port = pickFreePort();
+            address = HostPort{"127.0.0.1", port};
+        }
     }
-    const std::string group = workers == 2 ? "app_latency" : "app_latency_" + std::to_string(workers) + "w";
+    plan.training.mode.set_mode(proto::ASYNC);
+    plan.training.lastStep = 1'000'000'000'000;
+    return plan;
+}
+
+// Results of the demo's 2 workers go under "app_latency", others under
+// "app_latency_<N>w"; a cluster started outside the app under
+// "app_latency_outside_<N>w".
+void benchLatency(bench::ResultFile &results, bool quick, int workers, StartedBy startedBy)
+{
+    const bool outside = startedBy == StartedBy::Outside;
+    const std::string group = workers == 2 && !outside ? std::string("app_latency")
+                                                       : "app_latency_" + std::string(outside ? "outside_" : "")
+                                                             + std::to_string(workers) + "w";
+    // The demo's learning rate diverges in async from 32 workers on
+    // (gradients up to N updates stale), after which ps:0 rejects every
+    // gradient: a tenth of it stays finite.
+    const float learningRate = workers > 8 ? 0.005f : ClusterPlan::demo().training.learningRate;
+    const auto startTimeout = std::chrono::seconds(60) + workers * std::chrono::seconds(1);
+
     ClusterLauncher launcher;
     ClusterWatcher watcher;
     ui::MainWindow window(&launcher, &watcher);
@@ -257,11 +288,45 @@ void benchLatency(bench::ResultFile &results, bool quick, int workers)
     window.show();
     int64_t lastSteps = 0;
     int64_t lost = 0;
+    int training = 0;
     QObject::connect(&watcher, &ClusterWatcher::snapshotReady, &window, [&](const RunSnapshot &snapshot) {
         lastSteps = snapshot.stepEvents;
         lost = snapshot.lostEvents;
+        training = int(std::count_if(snapshot.workers.begin(), snapshot.workers.end(),
+                                     [](const WorkerFigures &w) { return w.phase == proto::TRAINING; }));
     });
-    window.connectToCluster(QString::fromStdString(cluster.ps0Address()));
+    std::optional<bench::BenchCluster> cluster;
+    if (outside) {
+        // The demo's flags (scripts/demo.sh), only endless.
+        QStringList flags{u"--mode=async"_s, u"--last_step=1000000000000"_s,
+                          u"--learning_rate="_s + QString::number(double(learningRate))};
+        cluster.emplace(u"app-demo-"_s + QString::number(workers), 1, workers, flags);
+        QString error;
+        if (!cluster->start(&error, {}, startTimeout)) {
+            std::fprintf(stderr, "bench_app_ingest: %s\n", qPrintable(error));
+            return;
+        }
+        window.connectToCluster(QString::fromStdString(cluster->ps0Address()));
+    } else {
+        ClusterPlan plan = endlessDemo(workers);
+        plan.training.learningRate = learningRate;
+        // A port taken since it was picked would put a question to the user.
+        if (!launcher.checkPorts(plan).empty())
+            plan = endlessDemo(workers);
+        if (!window.startCluster(plan)) {
+            std::fprintf(stderr, "bench_app_ingest: the window did not start the cluster of %d workers\n", workers);
+            return;
+        }
+    }
+    QElapsedTimer started;
+    started.start();
+    while (training < workers && std::chrono::milliseconds(started.elapsed()) < startTimeout)
+        spinFor(std::chrono::milliseconds(100));
+    if (training < workers) {
+        std::fprintf(stderr, "bench_app_ingest: %d of %d workers training after %lld s\n", training, workers,
+                     static_cast<long long>(started.elapsed() / 1000));
+        return;
+    }
     LatencyProbe probe(&window);
     spinFor(std::chrono::seconds(2)); // connected, charts filled once
 
@@ -290,13 +355,17 @@ void benchLatency(bench::ResultFile &results, bool quick, int workers)
         const double waiting = 100 * (scheduleAfter.waiting - scheduleBefore.waiting) / seconds;
         results.add(group, "GUI thread running", "% of wall time").values.push_back(busy);
         results.add(group, "GUI thread waiting for a core", "% of wall time").values.push_back(waiting);
-        std::printf("app latency, %d workers, window %d: p50 %.2f ms, p99 %.2f ms (%zu probes), demo at %.0f steps/s, "
-                    "%lld lost; GUI thread running %.0f%%, waiting for a core %.0f%% of the time\n",
-                    workers, rep + 1, p50, p99, latencies.size(), rate, static_cast<long long>(lost), busy, waiting);
+        std::printf("app latency, %d workers %s, window %d: p50 %.2f ms, p99 %.2f ms (%zu probes), demo at %.0f "
+                    "steps/s, %lld lost; GUI thread running %.0f%%, waiting for a core %.0f%% of the time\n",
+                    workers, outside ? "started outside the app" : "started from the window", rep + 1, p50, p99,
+                    latencies.size(), rate, static_cast<long long>(lost), busy, waiting);
         std::fflush(stdout);
     }
     watcher.disconnectFromCluster();
-    cluster.stop();
+    if (cluster)
+        cluster->stop();
+    else
+        launcher.stopAll();
 }
 
 void benchMemory(bench::ResultFile &results, bool quick)
@@ -386,6 +455,7 @@ int main(int argc, char **argv)
     QString out = u"bench_app_ingest.json"_s;
     QStringList only = {u"latency"_s, u"memory"_s};
     QList<int> latencyWorkers = {2, 64};
+    QList<int> outsideWorkers = {64};
     for (const QString &arg : app.arguments().mid(1)) {
         if (arg == u"--quick")
             quick = true;
@@ -393,17 +463,20 @@ int main(int argc, char **argv)
             out = arg.mid(6);
         else if (arg.startsWith(u"--only="))
             only = arg.mid(7).split(u',');
-        else if (arg.startsWith(u"--latency_workers=")) {
-            latencyWorkers.clear();
-            for (const QString &n : arg.mid(18).split(u','))
-                latencyWorkers << n.toInt();
+        else if (arg.startsWith(u"--latency_workers=") || arg.startsWith(u"--outside_workers=")) {
+            QList<int> &list = arg.startsWith(u"--latency") ? latencyWorkers : outsideWorkers;
+            list.clear();
+            for (const QString &n : arg.mid(18).split(u',', Qt::SkipEmptyParts))
+                list << n.toInt();
         }
     }
     bench::ResultFile results(u"bench_app_ingest"_s, quick);
     results.note(u"platform"_s, QApplication::platformName());
     if (only.contains(u"latency"_s)) {
         for (int workers : std::as_const(latencyWorkers))
-            benchLatency(results, quick, workers);
+            benchLatency(results, quick, workers, StartedBy::TheWindow);
+        for (int workers : std::as_const(outsideWorkers))
+            benchLatency(results, quick, workers, StartedBy::Outside);
     }
     if (only.contains(u"memory"_s))
         benchMemory(results, quick);

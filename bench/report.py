@@ -12,6 +12,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 
@@ -612,24 +613,28 @@ def add_many(report, doc):
 def add_app(report, latency, memory):
     rows = []
     if latency:
-        groups = [("app_latency", 2)] + sorted(
-            ((r["group"], int(r["group"][len("app_latency_"):-1])) for r in latency.get("results", [])
-             if r["group"].startswith("app_latency_") and r["group"].endswith("w")),
-            key=lambda g: g[1])
-        for group, workers in dict.fromkeys(groups):
+        # "app_latency" (2 workers) and "app_latency_<N>w": clusters the window
+        # started; "app_latency_outside_<N>w": started by another program.
+        groups = [("app_latency", 2, False)] + sorted(
+            ((r["group"], int(m.group(2)), bool(m.group(1))) for r in latency.get("results", [])
+             if (m := re.fullmatch(r"app_latency_(outside_)?(\d+)w", r["group"]))),
+            key=lambda g: (g[2], g[1]))
+        for group, workers, outside in dict.fromkeys(groups):
             lat = by_name(latency, group)
+            who = f"{workers} workers" + (", started outside the app" if outside else "")
             for name, unit in (("p50", "ms"), ("p99", "ms"), ("max", "ms"), ("demo steps/s while watched", "steps/s"),
                                ("GUI thread running", "% of wall time"),
                                ("GUI thread waiting for a core", "% of wall time")):
                 if name in lat:
                     label = f"GUI event-loop latency {name}" if unit == "ms" else name
-                    rows.append([f"{label}, {workers} workers", fmt_summary(summary(lat[name]["samples"])), unit])
+                    rows.append([f"{label}, {who}", fmt_summary(summary(lat[name]["samples"])), unit])
             p99 = summary(lat.get("p99", {}).get("samples", []))
-            if workers == 2:
+            if workers == 2 and not outside:
                 report.target("GUI event-loop latency p99 < 50 ms at full demo speed (2 workers)",
                               fmt_summary(p99) + " ms" if p99 else "—", p99 and p99["median"] < 50)
-            elif lat:
-                report.target(f"GUI event-loop latency p99 < 50 ms with {workers} workers (async, full speed)",
+            elif lat and not outside:
+                report.target(f"GUI event-loop latency p99 < 50 ms with {workers} workers started from the window "
+                              "(async, full speed)",
                               fmt_summary(p99) + " ms" if p99 else "—", p99 and p99["median"] < 50)
     if memory:
         mem = by_name(memory, "app_memory")
@@ -650,7 +655,9 @@ def add_app(report, latency, memory):
         report.section(
             "6. The app's ingest (real MainWindow, ClusterWatcher, RunState; offscreen)",
             ["figure", "value", "unit"], rows,
-            ["Latency: the demo cluster (real processes) at full speed, watched by the window; a probe thread "
+            ["Latency: the demo cluster (real processes) at full speed, started from the window as a user starts "
+             "it (the app's launcher runs its tasks) and watched by it; for comparison, the same cluster started "
+             "by another program at the app's own priority, the window only watching. A probe thread "
              "posts a timestamped call to the GUI thread every 2 ms, the delay until it runs is the latency. "
              "With 2 workers, the demo's flags; with more than 8, `--learning_rate=0.005` (see 3d). GUI thread "
              "running / waiting for a core: from the scheduler (/proc/self/task/TID/schedstat) over the window: "

@@ -7,7 +7,10 @@
 #include <QProcessEnvironment>
 
 #include <csignal>
+#include <cstdio>
 #include <sys/prctl.h>
+#include <unistd.h>
+#include <utility>
 
 namespace parasync {
 
@@ -33,6 +36,33 @@ QString TaskRunner::where() const
 
 namespace {
 
+// How much lower than the app's own the CPU priority of a task it runs on
+// this machine is (nice(2)'s increment). A local cluster takes every core
+// it can: 64 workers at full speed on 2 cores left the window's thread one
+// runnable thread among ~70, so a click waited up to a second (nice 10:
+// still 100-200 ms; 19: under 50 ms, BENCHMARKS.md table 6). Niced, the
+// tasks still take every core nothing else wants; they only yield.
+// PARASYNC_TASK_NICE=0..19 chooses another (0: the app's own priority).
+constexpr int kDefaultTaskNiceIncrement = 19;
+
+int taskNiceIncrement()
+{
+    const QByteArray text = qgetenv("PARASYNC_TASK_NICE");
+    if (text.isEmpty())
+        return kDefaultTaskNiceIncrement;
+    bool ok = false;
+    const int increment = text.toInt(&ok);
+    if (ok && increment >= 0 && increment <= 19)
+        return increment;
+    static bool told = false;
+    if (!std::exchange(told, true))
+        std::fprintf(stderr,
+                     "parasync: PARASYNC_TASK_NICE=%s is not a niceness increment from 0 to 19; local tasks run at "
+                     "nice +%d (unset it, or give e.g. PARASYNC_TASK_NICE=0 for the app's own priority)\n",
+                     text.constData(), kDefaultTaskNiceIncrement);
+    return kDefaultTaskNiceIncrement;
+}
+
 // A child of this process: signals go to it directly.
 class LocalRunner final : public TaskRunner
 {
@@ -40,8 +70,15 @@ public:
     void start(QProcess &process, const TaskCommand &command, const std::string &clusterToken) override
     {
         // Should the app itself die (a crash, kill -9), its tasks are told to
-        // stop cleanly rather than left holding their ports.
-        process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
+        // stop cleanly rather than left holding their ports. Between fork and
+        // exec only async-signal-safe calls: prctl and nice are system calls.
+        process.setChildProcessModifier([increment = taskNiceIncrement()] {
+            ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+            // Failing (it cannot when lowering) leaves the app's priority.
+            if (increment > 0) {
+                [[maybe_unused]] const int niceness = ::nice(increment);
+            }
+        });
         if (!clusterToken.empty() || !command.localEnvironment.empty()) {
             QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
             for (const auto &[name, value] : command.localEnvironment)

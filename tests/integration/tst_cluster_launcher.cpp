@@ -4,15 +4,20 @@
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 
+#include <QDir>
+#include <QFile>
 #include <QRegularExpression>
+#include <QScopeGuard>
 #include <QSignalSpy>
 #include <QTest>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <csignal>
 #include <netinet/in.h>
 #include <set>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -148,6 +153,55 @@ private Q_SLOTS:
         QVERIFY(launcher.output(0).contains(QLatin1String("all workers finished at global step 1500")));
         // The ports are usable again at once (connections in TIME_WAIT do not count).
         QVERIFY(launcher.checkPorts(plan).empty());
+    }
+
+    // Tasks started on this machine yield the cores to the window: +19 by
+    // default, PARASYNC_TASK_NICE's increment when it is one (ctest gives
+    // the other tests 0); every thread a task starts has it.
+    void localTasksRunAtALowerPriorityThanTheApp_data()
+    {
+        QTest::addColumn<QByteArray>("setting");
+        QTest::addColumn<int>("increment");
+        QTest::newRow("unset") << QByteArray() << 19;
+        QTest::newRow("chosen") << QByteArrayLiteral("5") << 5;
+        QTest::newRow("not a number") << QByteArrayLiteral("low") << 19;
+        QTest::newRow("out of range") << QByteArrayLiteral("-5") << 19;
+    }
+    void localTasksRunAtALowerPriorityThanTheApp()
+    {
+        QFETCH(QByteArray, setting);
+        QFETCH(int, increment);
+        const QByteArray saved = qgetenv("PARASYNC_TASK_NICE");
+        const auto restore = qScopeGuard([&saved] { qputenv("PARASYNC_TASK_NICE", saved); });
+        if (setting.isEmpty())
+            qunsetenv("PARASYNC_TASK_NICE");
+        else
+            qputenv("PARASYNC_TASK_NICE", setting);
+        errno = 0;
+        const int own = ::getpriority(PRIO_PROCESS, 0);
+        QCOMPARE(errno, 0);
+        const int expected = std::min(19, own + increment);
+
+        ClusterLauncher launcher;
+        QString error;
+        QVERIFY2(launcher.launch(demoOnFreePorts(1'000'000'000), &error), qPrintable(error));
+        QTRY_VERIFY2_WITH_TIMEOUT(launcher.tasks()[2].state == TaskState::Training, qPrintable(describe(launcher)),
+                                  kTimeoutMs);
+        for (const auto &info : launcher.tasks()) {
+            const QDir threads(QStringLiteral("/proc/%1/task").arg(info.pid));
+            const QStringList tids = threads.entryList(QDir::Dirs | QDir::NoDotAndDotDot);
+            QVERIFY2(tids.size() > 1, qPrintable(threads.path()));
+            for (const QString &tid : tids) {
+                QFile stat(threads.filePath(tid + QStringLiteral("/stat")));
+                QVERIFY(stat.open(QIODevice::ReadOnly));
+                // "pid (comm) state ppid ...": nice is the 19th field.
+                const QByteArray text = stat.readAll();
+                const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
+                QCOMPARE(fields.value(16).toInt(), expected);
+            }
+        }
+        launcher.stopAll();
+        QVERIFY(!launcher.anyRunning());
     }
 
     // A plan that backs ps:0 with a replica (the designer's "ps backups",
