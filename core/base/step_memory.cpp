@@ -13,4 +13,11 @@ void keepStepBuffersMapped()
     ::mallopt(M_TRIM_THRESHOLD, 1024 * 1024 * 1024);
 }
 
+int64_t heapInUseBytes()
+{
+    // In the heap, plus the blocks above the mmap threshold, mapped apart.
+    const struct mallinfo2 info = ::mallinfo2();
+    return int64_t(info.uordblks + info.hblkhd);
+}
+
 } // namespace parasync

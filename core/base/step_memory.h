@@ -9,6 +9,8 @@
 // thirds of the step's time at 1M floats (bench_roundtrip's fault columns).
 // Kept in the heap, the same pages serve the next step.
 
+#include <cstdint>
+
 namespace parasync {
 
 // Serves blocks of up to 32 MiB (glibc's ceiling for this setting) from the
@@ -18,5 +20,11 @@ namespace parasync {
 // holds on to its largest step's worth of memory per allocating thread,
 // which it would map again at the next step anyway.
 void keepStepBuffersMapped();
+
+// Bytes the allocator has handed out and not had back, over all its arenas
+// (glibc's mallinfo2): the live heap. With free memory kept mapped, resident
+// memory is the heap's high-water mark since the process started -- a burst
+// of queued work once stays in it -- so a leak shows here, not there.
+int64_t heapInUseBytes();
 
 } // namespace parasync

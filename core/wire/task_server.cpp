@@ -3,6 +3,7 @@
 
 #include "base/error.h"
 #include "base/port_holder.h"
+#include "base/step_memory.h"
 
 #include <grpcpp/health_check_service_interface.h>
 
@@ -26,6 +27,7 @@ grpc::Status TaskControlService::GetTaskStatus(grpc::ServerContext *context, con
         return denied;
     *response = m_callbacks.status();
     response->set_version(version());
+    response->set_heap_in_use_bytes(heapInUseBytes());
     return grpc::Status::OK;
 }
 
