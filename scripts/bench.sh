@@ -2,7 +2,7 @@
 # Builds the benchmarks with the release preset, runs them all, prints the
 # table, writes it as JSON (build/bench-run/results.json) and regenerates
 # BENCHMARKS.md with the machine it came from.
-#   scripts/bench.sh            the full run (about 25 minutes on 2 cores, 4 to 5 of them
+#   scripts/bench.sh            the full run (about 40 minutes on 2 cores, 4 to 5 of them
 #                               for the clusters of 8 to 64 workers)
 #   scripts/bench.sh --quick    one short repetition of everything (about 2 minutes);
 #                               BENCHMARKS.md is left alone unless --write-md
@@ -55,7 +55,7 @@ PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "
   --node="$PARASYNC_NODE" --worker_rate=1gbit --out="$out/partition_scaling_fast_workers.json"
 if [ -x "$build/bench/bench_app_ingest" ]; then
   # Separate processes, so the memory figure is the app's alone.
-  echo "== the app's ingest: GUI event-loop latency with the demo at full speed, 2 and 64 workers"
+  echo "== the app's ingest: GUI event-loop latency with the demo at full speed: 2 and 64 workers started from the window, 64 started outside the app"
   "$build/bench/bench_app_ingest" "${quick_flag[@]}" --only=latency --out="$out/app_latency.json"
   echo "== the app's ingest: resident memory after 1M and 10M step events"
   "$build/bench/bench_app_ingest" "${quick_flag[@]}" --only=memory --out="$out/app_memory.json"
