@@ -25,6 +25,7 @@ void keepStepBuffersMapped();
 // (glibc's mallinfo2): the live heap. With free memory kept mapped, resident
 // memory is the heap's high-water mark since the process started -- a burst
 // of queued work once stays in it -- so a leak shows here, not there.
+// 0 under a sanitizer that brings its own allocator (ASan, TSan).
 int64_t heapInUseBytes();
 
 } // namespace parasync
