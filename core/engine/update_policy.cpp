@@ -190,17 +190,28 @@ void UpdatePolicy::closeSyncStep()
     m_pending.clear();
 }
 
+int64_t UpdatePolicy::sspClock(int worker) const
+{
+    const auto &w = m_workers[size_t(worker)];
+    return w.clock - w.sspBase;
+}
+
 std::optional<int> UpdatePolicy::slowestLiveWorker(int except) const
 {
     std::optional<int> slowest;
     for (int i = 0; i < int(m_workers.size()); ++i) {
         if (i == except || !isLive(i))
             continue;
-        const auto sspClock = [this](int k) { return m_workers[size_t(k)].clock - m_workers[size_t(k)].sspBase; };
         if (!slowest || sspClock(i) < sspClock(*slowest))
             slowest = i;
     }
     return slowest;
+}
+
+bool UpdatePolicy::atSlowestClock(int worker) const
+{
+    const auto slowest = slowestLiveWorker(worker);
+    return !slowest || sspClock(worker) <= sspClock(*slowest);
 }
 
 Hold UpdatePolicy::hold(int worker) const

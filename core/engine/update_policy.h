@@ -76,6 +76,11 @@ public:
     // Whether `worker` must still wait after its last push, and for what.
     Hold hold(int worker) const;
 
+    // Whether no live worker's clock is behind this worker's (in ssp, counted
+    // from when ssp began). Only such a worker's push can move the slowest
+    // clock, and so release a worker held by the staleness bound.
+    bool atSlowestClock(int worker) const;
+
     // The final decision of the worker's last push (complete once hold() is None).
     const PushDecision &result(int worker) const { return m_workers.at(size_t(worker)).last; }
 
@@ -150,6 +155,7 @@ private:
 
     void closeSyncStep();
     void maybeCloseSyncStep();
+    int64_t sspClock(int worker) const;
     std::optional<int> slowestLiveWorker(int except) const;
 
     std::vector<WorkerState> m_workers;

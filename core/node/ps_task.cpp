@@ -389,6 +389,7 @@ CallStatus PsTask::train(TrainStream &stream)
             CallStatus error;
             // The last change this answer reflects: the backup must hold it first.
             int64_t replicateThrough = 0;
+            bool wakeHeld = false;
             {
                 std::unique_lock lock(m_mutex);
                 if (const CallStatus notServing = servesLocked(lock); !notServing.ok())
@@ -437,7 +438,7 @@ CallStatus PsTask::train(TrainStream &stream)
                         continue; // answered with the decision that follows
                     }
                     if (isCoordinator()) {
-                        error = pushLocked(lock, worker, push, response.mutable_push());
+                        error = pushLocked(lock, worker, push, response.mutable_push(), &wakeHeld);
                     } else {
                         error = pushShardLocked(lock, push, holdsStaged ? &staged.push() : nullptr,
                                                 response.mutable_push());
@@ -451,6 +452,10 @@ CallStatus PsTask::train(TrainStream &stream)
                 }
                 replicateThrough = lastRecordLocked();
             }
+            // Notified with m_mutex let go, so the released workers do not
+            // wake only to wait again for the lock this thread still holds.
+            if (wakeHeld)
+                m_changed.notify_all();
             if (!error.ok())
                 return error;
             awaitBackup(replicateThrough);
@@ -659,7 +664,7 @@ GradientView PsTask::viewGradients(const google::protobuf::RepeatedPtrField<prot
 }
 
 CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                              proto::PushResponse *response)
+                              proto::PushResponse *response, bool *wakeHeld)
 {
     auto &info = m_workers[size_t(worker)];
     if (!m_initialized)
@@ -709,6 +714,9 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
         recordLocked(std::move(record));
     }
     const int64_t stepBefore = m_policy->globalStep();
+    // In ssp every push moves the global step, but only the slowest worker's
+    // moves the bound that holds the others.
+    const bool mayReleaseOthers = m_policy->mode().mode() != proto::SSP || m_policy->atSlowestClock(worker);
     if (!takeGradientLocked(worker, push, gradient)) {
         response->set_outcome(proto::REJECTED_NONFINITE);
         response->set_global_step(m_policy->globalStep());
@@ -721,8 +729,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     // to move (ssp), and both move the global step; in async nobody is held.
     // Waking every waiting thread on every push cost each of them a context
     // switch and a turn at m_mutex per push: O(workers^2) per sync step.
-    if (m_policy->globalStep() != stepBefore && m_policy->mode().mode() != proto::ASYNC)
-        m_changed.notify_all();
+    bool wake = m_policy->globalStep() != stepBefore && m_policy->mode().mode() != proto::ASYNC && mayReleaseOthers;
 
     const auto holdStart = std::chrono::steady_clock::now();
     proto::WorkerPhase heldBy = proto::WORKER_PHASE_UNSPECIFIED;
@@ -730,6 +737,10 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
         const Hold hold = m_policy->hold(worker);
         if (hold.reason == HoldReason::None || doneLocked() || m_finished)
             break;
+        if (wake) { // this worker waits too: the others cannot wait for it to let go
+            m_changed.notify_all();
+            wake = false;
+        }
         heldBy = holdPhase(hold.reason);
         info.phase = heldBy;
         info.waitingFor = hold.waitingFor;
@@ -757,6 +768,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     *response->mutable_mode() = m_policy->mode();
     response->set_acting_chief(m_actingChief);
     m_shard.copyValuesTo(response->mutable_parameters());
+    *wakeHeld = wake;
     return {};
 }
 

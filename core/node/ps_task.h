@@ -141,8 +141,10 @@ private:
 
     proto::TrainResponse joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
                                     CallStatus *error);
+    // `wakeHeld` is set when the push moved the global step while others may
+    // be held for it: the caller wakes them once it has let go of m_mutex.
     CallStatus pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                          proto::PushResponse *response);
+                          proto::PushResponse *response, bool *wakeHeld);
     // Refuses a staged push where the protocol has none (PushRequest.staged).
     CallStatus checkStaging(const proto::PushRequest &push, bool holdsStaged) const;
     // `staged`: an earlier staged push on this stream, whose gradients

@@ -250,6 +250,47 @@ private Q_SLOTS:
         QCOMPARE(policy.hold(0).reason, HoldReason::None);
     }
 
+    // ps:0 wakes the workers an ssp bound holds only after a push by a worker
+    // at the slowest clock (atSlowestClock); no other push may release one,
+    // or a held worker would sleep through its release.
+    void onlyAPushAtTheSlowestClockReleasesAnSspHold()
+    {
+        Recorder r;
+        const int workers = 4;
+        auto policy = r.make(workers, mode(proto::ASYNC));
+        for (int i = 0; i < 5; ++i)
+            policy.push(2, policy.globalStep(), gradient(1)); // worker:2 enters ssp with a head start
+        policy.setMode(mode(proto::SSP, 1));
+        uint32_t state = 12345; // a fixed walk, the same on every run
+        int releasingPushes = 0;
+        for (int step = 0; step < 2000; ++step) {
+            std::vector<int> free;
+            for (int i = 0; i < workers; ++i)
+                if (policy.hold(i).reason == HoldReason::None)
+                    free.push_back(i);
+            QVERIFY(!free.empty()); // the slowest worker is never held
+            state = state * 1103515245u + 12345u;
+            const int pusher = free[(state >> 16) % free.size()];
+            std::vector<HoldReason> before;
+            for (int i = 0; i < workers; ++i)
+                before.push_back(policy.hold(i).reason);
+            const bool atSlowest = policy.atSlowestClock(pusher);
+            policy.push(pusher, policy.globalStep(), gradient(1));
+            for (int i = 0; i < workers; ++i) {
+                if (i == pusher || before[size_t(i)] != HoldReason::StalenessBound
+                    || policy.hold(i).reason != HoldReason::None)
+                    continue;
+                QVERIFY2(atSlowest, qPrintable(QStringLiteral("step %1: worker:%2's push released worker:%3 "
+                                                              "but was not at the slowest clock")
+                                                   .arg(step)
+                                                   .arg(pusher)
+                                                   .arg(i)));
+                ++releasingPushes;
+            }
+        }
+        QVERIFY(releasingPushes > 100); // the walk did exercise releases
+    }
+
     void switchingFromSyncMidStepAppliesThePendingGradients()
     {
         Recorder r;
