@@ -500,12 +500,22 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             break;
         }
     }
-    std::string linked;
-    for (const auto &ps : m_ps)
-        if (ps->stream->hasDataLink())
-            linked += (linked.empty() ? "ps:" : ", ps:") + std::to_string(ps->index);
-    setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep)
-                                      + (linked.empty() ? "" : " (tensor values on data links to " + linked + ")"));
+    // Says what goes where: a link with frames carries the whole step, one
+    // without (a ps that grants values only) the tensors' values.
+    std::string wholeSteps;
+    std::string valuesOnly;
+    for (const auto &ps : m_ps) {
+        if (!ps->stream->hasDataLink())
+            continue;
+        std::string &list = ps->stream->messagesOnDataLink() ? wholeSteps : valuesOnly;
+        list += (list.empty() ? "ps:" : ", ps:") + std::to_string(ps->index);
+    }
+    std::string links;
+    if (!wholeSteps.empty())
+        links += " (steps on data links to " + wholeSteps + ")";
+    if (!valuesOnly.empty())
+        links += " (tensor values on data links to " + valuesOnly + ")";
+    setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep) + links);
     return JoinOutcome::Joined;
 }
 

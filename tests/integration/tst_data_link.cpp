@@ -218,9 +218,9 @@ private Q_SLOTS:
         QCOMPARE(split.global_step(), int64_t(10));
         // The worker says where its values go.
         QVERIFY2(!streamOutput.contains(u"data link"), qPrintable(streamOutput));
-        QVERIFY2(linksOutput.contains(u"joined the cluster at global step 0 (tensor values on data links to ps:0)"),
+        QVERIFY2(linksOutput.contains(u"joined the cluster at global step 0 (steps on data links to ps:0)"),
                  qPrintable(linksOutput));
-        QVERIFY2(splitOutput.contains(u"(tensor values on data links to ps:0, ps:1)"), qPrintable(splitOutput));
+        QVERIFY2(splitOutput.contains(u"(steps on data links to ps:0, ps:1)"), qPrintable(splitOutput));
         QCOMPARE(split.signature().variables(0).slice_rows_size(), 2);
         // Every value, moment and update count as on the stream.
         QCOMPARE(reference.variables(0).value().values_size(), 8192 * 4);
@@ -234,14 +234,14 @@ private Q_SLOTS:
         cluster.startPs(0);
         cluster.startWorker(0);
         cluster.startWorker(1);
-        QVERIFY(cluster.worker(1).waitForOutput(QStringLiteral("(tensor values on data links to ps:0)")));
+        QVERIFY(cluster.worker(1).waitForOutput(QStringLiteral("(steps on data links to ps:0)")));
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 50; }));
         cluster.worker(1).kill();
         cluster.worker(1).waitForExit();
         proto::ClusterStatusResponse before;
         QVERIFY(cluster.clusterStatus(&before));
         cluster.startWorker(1);
-        QVERIFY2(cluster.worker(1).waitForOutput(QStringLiteral("(tensor values on data links to ps:0)")),
+        QVERIFY2(cluster.worker(1).waitForOutput(QStringLiteral("(steps on data links to ps:0)")),
                  qPrintable(cluster.worker(1).output()));
         // Both train on: the new worker:1 process makes steps of its own.
         const qint64 pid = cluster.worker(1).pid();
@@ -439,7 +439,7 @@ private Q_SLOTS:
         cluster.startPs(0);
         cluster.startWorker(0);
         QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
-        QVERIFY2(cluster.worker(0).waitForOutput(QStringLiteral("(tensor values on data links to ps:0)")),
+        QVERIFY2(cluster.worker(0).waitForOutput(QStringLiteral("(steps on data links to ps:0)")),
                  qPrintable(cluster.worker(0).output()));
         const QString ps = cluster.psAddress(0);
 

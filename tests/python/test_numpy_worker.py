@@ -54,13 +54,16 @@ class NumpyWorkerTest(unittest.TestCase):
         self.assertGreater(len(by_worker["0"]), last_step // 5, describe(cluster))
         self.assertEqual(max(int(r["global_step"]) for r in rows), last_step)
         # And the model learnt: the chief's full-shard loss ended far below
-        # an untrained softmax's ln 10 = 2.30 (the median of its last five
-        # evaluations: plain SGD on raw pixels spikes). Not against its own
+        # an untrained softmax's ln 10 = 2.30 (the median of its last ten
+        # evaluations: plain SGD on raw pixels spikes, in async with two or
+        # three evaluations in a row far up: 0.84, 4.07, 2.41 in one run of
+        # the wide softmax before it fell to 0.17). Not against its own
         # first evaluation: the chief may join after the Python worker has
         # trained for dozens of steps, when the loss has already fallen.
         full = [float(r["full_loss"]) for r in rows if r["full_loss"] not in ("", "nan")]
         self.assertGreaterEqual(len(full), 5, describe(cluster))  # every 10 of its at least 80 steps
-        self.assertLess(sorted(full[-5:])[2], math.log(10) / 3, (full, describe(cluster)))
+        recent = sorted(full[-10:])
+        self.assertLess(recent[len(recent) // 2], math.log(10) / 3, (full, describe(cluster)))
         self.assertIn("worker:1 state finished", cluster.output("worker:1"))
 
     def test_python_and_cpp_workers_train_one_softmax_async(self):
@@ -84,9 +87,12 @@ class NumpyWorkerTest(unittest.TestCase):
         # link (core/wire/data_link.h), and both train on theirs.
         cluster = self.start_softmax_cluster(300, "--mode=async", repeat_features=32)
         self.check_trained_together(cluster, 300)
-        for name in ("worker:1", "worker:0"):
+        # The C++ worker:0 sends its whole step as frames on its link; the
+        # Python worker:1 its tensors' values.
+        for name, link in (("worker:1", "(tensor values on data links to ps:0)"),
+                           ("worker:0", "(steps on data links to ps:0)")):
             self.assertIn("joined the cluster at global step", cluster.output(name))
-            self.assertIn("(tensor values on data links to ps:0)", cluster.output(name), describe(cluster))
+            self.assertIn(link, cluster.output(name), describe(cluster))
         self.assertNotIn("no data link", cluster.output("worker:1"))
 
     def test_in_sync_each_step_averages_a_python_and_a_cpp_gradient(self):
