@@ -3,6 +3,7 @@
 #include "base/error.h"
 
 #include <cmath>
+#include <vector>
 
 namespace parasync {
 
@@ -37,7 +38,49 @@ Eigen::VectorXf fromTensor(const proto::Tensor &tensor, Eigen::Index expectedSiz
     return Eigen::Map<const Eigen::VectorXf>(tensor.values().data(), tensor.values_size());
 }
 
+ValuesSnapshot::ValuesSnapshot(ValuesSnapshot &&other) noexcept
+    : m_values(std::move(other.m_values))
+    , m_readers(std::move(other.m_readers))
+{
+    other.m_values.clear();
+    other.m_readers.clear();
+}
+
+ValuesSnapshot &ValuesSnapshot::operator=(ValuesSnapshot &&other) noexcept
+{
+    if (this != &other) {
+        release();
+        m_values = std::move(other.m_values);
+        m_readers = std::move(other.m_readers);
+        other.m_values.clear();
+        other.m_readers.clear();
+    }
+    return *this;
+}
+
+void ValuesSnapshot::copyInto(google::protobuf::RepeatedPtrField<proto::Tensor> *tensors) const
+{
+    for (size_t i = 0; i < m_values.size() && int(i) < tensors->size(); ++i) {
+        auto *values = (*tensors)[int(i)].mutable_values();
+        values->Clear();
+        values->Reserve(int(m_values[i].size()));
+        values->Add(m_values[i].begin(), m_values[i].end());
+    }
+}
+
+void ValuesSnapshot::release()
+{
+    // Release order: the reads of the values (a send, a copy) happen before
+    // the shard, seeing no reader (acquire), writes to the buffer again.
+    for (std::atomic<int> *readers : m_readers)
+        readers->fetch_sub(1, std::memory_order_release);
+    m_readers.clear();
+    m_values.clear();
+}
+
 ParameterShard::ParameterShard(std::unique_ptr<Optimizer> optimizer) : m_optimizer(std::move(optimizer)) {}
+
+ParameterShard::~ParameterShard() = default;
 
 void ParameterShard::load(const proto::ShardState &state)
 {
@@ -66,13 +109,16 @@ void ParameterShard::load(const proto::ShardState &state)
     }
     m_names.clear();
     m_shapes.clear();
+    for (auto &buffer : m_values)
+        retire(std::move(buffer));
     m_values.clear();
     m_slots.clear();
     for (const auto &var : state.variables()) {
         m_names.push_back(var.name());
         m_shapes.emplace_back(var.value().shape().begin(), var.value().shape().end());
-        m_values.push_back(fromTensor(var.value()));
-        SlotState slots = m_optimizer->makeSlots(m_values.back().size());
+        m_values.push_back(std::make_unique<Buffer>());
+        m_values.back()->values = fromTensor(var.value());
+        SlotState slots = m_optimizer->makeSlots(m_values.back()->values.size());
         for (auto &[name, value] : slots.slots) {
             auto it = var.slots().find(name);
             if (it != var.slots().end() && it->second.values_size() == value.size())
@@ -91,7 +137,7 @@ proto::ShardState ParameterShard::save(int psIndex) const
     for (size_t i = 0; i < m_values.size(); ++i) {
         auto *var = state.add_variables();
         var->set_name(m_names[i]);
-        toTensor(m_values[i], m_shapes[i], var->mutable_value());
+        toTensor(m_values[i]->values, m_shapes[i], var->mutable_value());
         for (const auto &[name, value] : m_slots[i].slots)
             toTensor(value, m_shapes[i], &(*var->mutable_slots())[name]);
         var->set_update_count(m_slots[i].updateCount);
@@ -105,19 +151,79 @@ void ParameterShard::apply(const GradientView &gradient)
         throw InputError("gradient has " + std::to_string(gradient.size()) + " variables, this ps holds "
                          + std::to_string(m_values.size()));
     for (size_t i = 0; i < m_values.size(); ++i) {
-        if (Eigen::Index(gradient[i].size()) != m_values[i].size())
+        if (Eigen::Index(gradient[i].size()) != m_values[i]->values.size())
             throw InputError("gradient of '" + m_names[i] + "' has " + std::to_string(gradient[i].size())
-                             + " values, the variable has " + std::to_string(m_values[i].size()));
+                             + " values, the variable has " + std::to_string(m_values[i]->values.size()));
     }
     for (size_t i = 0; i < m_values.size(); ++i)
-        m_optimizer->apply(m_values[i], asVector(gradient[i]), m_slots[i]);
+        m_optimizer->apply(writable(i), asVector(gradient[i]), m_slots[i]);
+}
+
+std::span<const float> ParameterShard::values(int i) const
+{
+    const Eigen::VectorXf &values = m_values[size_t(i)]->values;
+    return {values.data(), size_t(values.size())};
 }
 
 void ParameterShard::copyValuesTo(google::protobuf::RepeatedPtrField<proto::Tensor> *out) const
 {
     out->Clear();
     for (size_t i = 0; i < m_values.size(); ++i)
-        toTensor(m_values[i], m_shapes[i], out->Add());
+        toTensor(m_values[i]->values, m_shapes[i], out->Add());
+}
+
+void ParameterShard::share(google::protobuf::RepeatedPtrField<proto::Tensor> *shapes, ValuesSnapshot *snapshot)
+{
+    snapshot->release();
+    // Clear() keeps the tensors and their values' capacity for the next
+    // answer that needs them in the message.
+    shapes->Clear();
+    for (size_t i = 0; i < m_values.size(); ++i) {
+        Buffer &buffer = *m_values[i];
+        // Relaxed: the shard's guard orders this against writable().
+        buffer.readers.fetch_add(1, std::memory_order_relaxed);
+        snapshot->m_readers.push_back(&buffer.readers);
+        snapshot->m_values.emplace_back(buffer.values.data(), size_t(buffer.values.size()));
+        proto::Tensor *tensor = shapes->Add();
+        tensor->mutable_shape()->Assign(m_shapes[i].begin(), m_shapes[i].end());
+        tensor->mutable_values()->Clear();
+    }
+}
+
+Eigen::VectorXf &ParameterShard::writable(size_t i)
+{
+    std::unique_ptr<Buffer> &current = m_values[i];
+    if (current->readers.load(std::memory_order_acquire) == 0)
+        return current->values;
+    // An answer is still being sent from these values: update a copy. A
+    // retired buffer of the same size that no snapshot holds any more is
+    // reused, so that a busy ps copies into memory it already has mapped
+    // instead of faulting in 4 MB a step at 1,000,000 parameters.
+    std::unique_ptr<Buffer> next;
+    for (auto it = m_retired.begin(); it != m_retired.end(); ++it) {
+        if ((*it)->values.size() == current->values.size() && (*it)->readers.load(std::memory_order_acquire) == 0) {
+            next = std::move(*it);
+            m_retired.erase(it);
+            break;
+        }
+    }
+    if (!next)
+        next = std::make_unique<Buffer>();
+    next->values = current->values;
+    retire(std::move(current));
+    current = std::move(next);
+    return current->values;
+}
+
+void ParameterShard::retire(std::unique_ptr<Buffer> buffer)
+{
+    m_retired.push_back(std::move(buffer));
+    // As many snapshots as there are workers may hold buffers at once; of
+    // the free ones, one per variable is kept for the next copy.
+    size_t free = 0;
+    std::erase_if(m_retired, [&](const std::unique_ptr<Buffer> &b) {
+        return b->readers.load(std::memory_order_acquire) == 0 && ++free > m_values.size();
+    });
 }
 
 } // namespace parasync

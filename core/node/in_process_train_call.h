@@ -63,7 +63,7 @@ public:
 private:
     // The ps's side, on the call's thread.
     bool read(proto::TrainRequest *request) override;
-    bool write(proto::TrainResponse &response) override;
+    bool write(proto::TrainResponse &response, const ValuesSnapshot &parameters) override;
 
     Progress progressLocked() const;
 

@@ -6,6 +6,7 @@
 // translates them to and from gRPC, and the fuzzer and tests drive the same
 // logic in-process through them (in_process_train_call.h).
 
+#include "engine/parameter_shard.h"
 #include "proto/parasync.pb.h"
 
 #include <string>
@@ -57,8 +58,11 @@ public:
     virtual bool read(proto::TrainRequest *request) = 0;
     // Sends one response; false when the worker can no longer be reached.
     // The stream may send the response's tensors from their own storage: the
-    // caller leaves the response as it is until the next read().
-    virtual bool write(proto::TrainResponse &response) = 0;
+    // caller leaves the response as it is until the next read(). An answer
+    // to a push carries its parameters' shapes only, their values are in
+    // `parameters` (empty for other responses): the stream sends them from
+    // there, or copies them into the message (ValuesSnapshot::copyInto).
+    virtual bool write(proto::TrainResponse &response, const ValuesSnapshot &parameters) = 0;
 };
 
 // A watcher's Telemetry stream, as PsTask::watch sees it. Called from the

@@ -82,7 +82,7 @@ public:
         m_linkedPush = request->has_push() && request->push().values_on_data_link();
         return !m_linkedPush || readLinkedValues(request->mutable_push());
     }
-    bool write(proto::TrainResponse &response) override
+    bool write(proto::TrainResponse &response, const ValuesSnapshot &parameters) override
     {
         if (response.has_join() && response.join().ready() && m_offered && m_acceptor && !m_link && m_nonce.empty()) {
             const DataLinkGrant grant = m_acceptor->grant();
@@ -92,24 +92,26 @@ public:
             response.mutable_join()->mutable_data_link()->set_messages(m_messagesOffered);
             m_messagesGranted = m_messagesOffered;
         }
+        // An answer's values go on the link when its push's came that way,
+        // from the shard's memory; otherwise in the message, copied there
+        // now that the ps's lock is let go.
+        const bool linked = !parameters.empty() && m_linkedPush;
+        if (linked)
+            response.mutable_push()->set_values_on_data_link(true);
+        else if (!parameters.empty())
+            parameters.copyInto(response.mutable_push()->mutable_parameters());
         if (m_onLink)
-            return writeFrame(response);
+            return writeFrame(response, linked ? parameters.values() : TensorValues{});
         grpc::ByteBuffer out;
-        if (!response.has_push() || !m_linkedPush) {
+        if (!linked) {
             // The parameters go out from the response's own storage: PsTask
             // refills it only after the next read, and the worker sends that
             // request only once it has this whole answer.
             return serializeSharingValues(response, &out) && m_stream.Write(out);
         }
-        // The answer's values go on the link, from the response's storage;
-        // the stream carries the rest.
-        holdAnswerValues(response);
-        bool sent = serialize(response, &out) && m_stream.Write(out);
-        if (sent) {
-            sent = m_link->write(m_answer) || refuse(linkBroke());
-        }
-        restoreAnswerValues(response);
-        return sent;
+        // The stream carries the rest.
+        return serialize(response, &out) && m_stream.Write(out)
+               && (m_link->write(parameters.values()) || refuse(linkBroke()));
     }
     // Why the stream ended on the ps's side (bytes that are no TrainRequest,
     // a data link misused or broken); OK when the worker ended it.
@@ -154,42 +156,13 @@ private:
                            "frame each request as DataLinkGrant in core/proto/parasync.proto says"});
         return true;
     }
-    // An answer as a frame on the link, its parameters' values after it when
-    // the push's came that way too.
-    bool writeFrame(proto::TrainResponse &response)
+    // An answer as a frame on the link, `values` after it.
+    bool writeFrame(const proto::TrainResponse &response, const TensorValues &values)
     {
         DataLink::startFrame(&m_frameOut);
-        const bool linked = response.has_push() && m_linkedPush;
-        if (linked)
-            holdAnswerValues(response);
-        bool sent = response.AppendToString(&m_frameOut);
-        if (linked)
-            restoreAnswerValues(response);
-        if (!sent)
+        if (!response.AppendToString(&m_frameOut))
             return false;
-        return m_link->writeFrame(m_frameOut, linked ? m_answer : TensorValues{}, false) || refuse(linkBroke());
-    }
-    // Moves the answer's parameter values out of its tensors (a swap of
-    // storage, no copy) into m_held, m_answer pointing at them, and flags
-    // the answer values_on_data_link; restoreAnswerValues() undoes it, so
-    // that PsTask finds its storage again for the next answer.
-    void holdAnswerValues(proto::TrainResponse &response)
-    {
-        auto &parameters = *response.mutable_push()->mutable_parameters();
-        m_held.resize(size_t(parameters.size()));
-        m_answer.clear();
-        for (int i = 0; i < parameters.size(); ++i) {
-            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
-            m_answer.emplace_back(m_held[size_t(i)].data(), size_t(m_held[size_t(i)].size()));
-        }
-        response.mutable_push()->set_values_on_data_link(true);
-    }
-    void restoreAnswerValues(proto::TrainResponse &response)
-    {
-        auto &parameters = *response.mutable_push()->mutable_parameters();
-        response.mutable_push()->set_values_on_data_link(false);
-        for (int i = 0; i < parameters.size(); ++i)
-            parameters[i].mutable_values()->Swap(&m_held[size_t(i)]);
+        return m_link->writeFrame(m_frameOut, values, false) || refuse(linkBroke());
     }
     // A push flagged values_on_data_link: its gradients' values from the
     // link, into the tensors' kept storage.
@@ -224,8 +197,6 @@ private:
     std::unique_ptr<DataLink> m_link;
     bool m_linkedPush = false; // the push being answered came on the link
     TensorDestinations m_gradient;
-    std::vector<google::protobuf::RepeatedField<float>> m_held;
-    TensorValues m_answer;
 };
 
 class GrpcWatchStream final : public WatchStream

@@ -372,6 +372,8 @@ CallStatus PsTask::train(TrainStream &stream)
     // parameter tensors' storage, so a step reuses the last step's instead of
     // allocating its own (bench_roundtrip's table 1-2f counts them).
     proto::TrainResponse response;
+    // A push's answer's parameter values, in the shard's memory until sent.
+    ValuesSnapshot answerValues;
     // However the stream ends -- a goodbye, a cut, or a request refused
     // mid-way -- the worker's index is given up, and ps:0 no longer waits
     // for a worker whose stream is over (a sync step would hold forever).
@@ -438,10 +440,10 @@ CallStatus PsTask::train(TrainStream &stream)
                         continue; // answered with the decision that follows
                     }
                     if (isCoordinator()) {
-                        error = pushLocked(lock, worker, push, response.mutable_push(), &wakeHeld);
+                        error = pushLocked(lock, worker, push, response.mutable_push(), &answerValues, &wakeHeld);
                     } else {
                         error = pushShardLocked(lock, push, holdsStaged ? &staged.push() : nullptr,
-                                                response.mutable_push());
+                                                response.mutable_push(), &answerValues);
                         holdsStaged = false;
                     }
                 } else if (request.has_leave()) {
@@ -459,7 +461,9 @@ CallStatus PsTask::train(TrainStream &stream)
             if (!error.ok())
                 return error;
             awaitBackup(replicateThrough);
-            if (!stream.write(response))
+            const bool sent = stream.write(response, answerValues);
+            answerValues.release(); // the next update of the shard need not copy
+            if (!sent)
                 break;
         }
         return {};
@@ -619,10 +623,9 @@ void PsTask::admitWorkerLocked(int worker, int64_t pid, const std::string &host)
 
 GradientView PsTask::parseGradients(const proto::PushRequest &push, std::string *error) const
 {
-    const auto &values = m_shard.values();
-    if (push.gradients_size() != int(values.size())) {
+    if (push.gradients_size() != m_shard.size()) {
         *error = "the push has " + std::to_string(push.gradients_size()) + " gradient tensors but " + psName()
-                 + " holds " + std::to_string(values.size()) + " variables";
+                 + " holds " + std::to_string(m_shard.size()) + " variables";
         return {};
     }
     for (int i = 0; i < push.gradients_size(); ++i) {
@@ -643,19 +646,18 @@ GradientView PsTask::parseGradients(const proto::PushRequest &push, std::string 
 GradientView PsTask::viewGradients(const google::protobuf::RepeatedPtrField<proto::Tensor> &tensors,
                                    std::string *error) const
 {
-    const auto &values = m_shard.values();
-    if (tensors.size() != int(values.size())) {
-        *error = std::to_string(tensors.size()) + " gradient tensors for the " + std::to_string(values.size())
+    if (tensors.size() != m_shard.size()) {
+        *error = std::to_string(tensors.size()) + " gradient tensors for the " + std::to_string(m_shard.size())
                  + " variables " + psName() + " holds";
         return {};
     }
     GradientView gradient;
-    gradient.reserve(values.size());
+    gradient.reserve(size_t(m_shard.size()));
     for (int i = 0; i < tensors.size(); ++i) {
         const proto::Tensor &tensor = tensors[i];
-        if (tensor.values_size() != values[size_t(i)].size()) {
+        if (size_t(tensor.values_size()) != m_shard.values(i).size()) {
             *error = "gradient " + std::to_string(i) + " has " + std::to_string(tensor.values_size())
-                     + " values, the variable has " + std::to_string(values[size_t(i)].size());
+                     + " values, the variable has " + std::to_string(m_shard.values(i).size());
             return {};
         }
         gradient.emplace_back(tensor.values().data(), size_t(tensor.values_size()));
@@ -664,7 +666,7 @@ GradientView PsTask::viewGradients(const google::protobuf::RepeatedPtrField<prot
 }
 
 CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                              proto::PushResponse *response, bool *wakeHeld)
+                              proto::PushResponse *response, ValuesSnapshot *values, bool *wakeHeld)
 {
     auto &info = m_workers[size_t(worker)];
     if (!m_initialized)
@@ -676,7 +678,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
         response->set_done(true);
         response->set_global_step(m_policy->globalStep());
         *response->mutable_mode() = m_policy->mode();
-        m_shard.copyValuesTo(response->mutable_parameters());
+        m_shard.share(response->mutable_parameters(), values);
         return {};
     }
     std::string error;
@@ -722,7 +724,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
         response->set_global_step(m_policy->globalStep());
         response->set_done(doneLocked());
         *response->mutable_mode() = m_policy->mode();
-        m_shard.copyValuesTo(response->mutable_parameters());
+        m_shard.share(response->mutable_parameters(), values);
         return {};
     }
     // Held workers wait for their sync step to close or for the slowest clock
@@ -767,7 +769,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     response->set_done(doneLocked());
     *response->mutable_mode() = m_policy->mode();
     response->set_acting_chief(m_actingChief);
-    m_shard.copyValuesTo(response->mutable_parameters());
+    m_shard.share(response->mutable_parameters(), values);
     *wakeHeld = wake;
     return {};
 }
@@ -834,7 +836,8 @@ CallStatus PsTask::checkStaging(const proto::PushRequest &push, bool holdsStaged
 }
 
 CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
-                                   const proto::PushRequest *staged, proto::PushResponse *response)
+                                   const proto::PushRequest *staged, proto::PushResponse *response,
+                                   ValuesSnapshot *values)
 {
     const int64_t update = push.update();
     if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
@@ -892,7 +895,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
     response->set_outcome(proto::APPLIED);
     response->set_update(update);
     response->set_global_step(update);
-    m_shard.copyValuesTo(response->mutable_parameters());
+    m_shard.share(response->mutable_parameters(), values);
     return {};
 }
 

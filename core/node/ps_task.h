@@ -141,16 +141,18 @@ private:
 
     proto::TrainResponse joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
                                     CallStatus *error);
+    // An answer to a push carries its parameters' shapes; their values are
+    // in `values`, sent from the shard's memory once m_mutex is let go.
     // `wakeHeld` is set when the push moved the global step while others may
     // be held for it: the caller wakes them once it has let go of m_mutex.
     CallStatus pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                          proto::PushResponse *response, bool *wakeHeld);
+                          proto::PushResponse *response, ValuesSnapshot *values, bool *wakeHeld);
     // Refuses a staged push where the protocol has none (PushRequest.staged).
     CallStatus checkStaging(const proto::PushRequest &push, bool holdsStaged) const;
     // `staged`: an earlier staged push on this stream, whose gradients
     // `push` (ps:0's decision) applies; null when `push` brings its own.
     CallStatus pushShardLocked(std::unique_lock<std::mutex> &lock, const proto::PushRequest &push,
-                               const proto::PushRequest *staged, proto::PushResponse *response);
+                               const proto::PushRequest *staged, proto::PushResponse *response, ValuesSnapshot *values);
     void leaveLocked(int worker, const proto::LeaveRequest &leave);
     void streamEndedLocked(int worker, uint64_t streamId, const std::string &reason);
     void markDeadLocked(int worker, const std::string &reason);
