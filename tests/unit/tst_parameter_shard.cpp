@@ -90,7 +90,7 @@ private Q_SLOTS:
         for (int step = 0; step < 10; ++step) {
             google::protobuf::RepeatedPtrField<proto::Tensor> shapes;
             ValuesSnapshot answer;
-        shard->share(&shapes, &answer);
+            shard->share(&shapes, &answer);
             answer.release(); // sent before the next push, as one worker's are
             addToEveryValue(*shard, plusOne);
         }
@@ -120,7 +120,7 @@ private Q_SLOTS:
         for (int step = 0; step < 3; ++step) {
             google::protobuf::RepeatedPtrField<proto::Tensor> shapes;
             ValuesSnapshot answer;
-        shard->share(&shapes, &answer);
+            shard->share(&shapes, &answer);
             addToEveryValue(*shard, plusOne);
         }
         QVERIFY2(shard->retiredBuffers() <= 2, std::to_string(shard->retiredBuffers()).c_str());
