@@ -225,8 +225,10 @@ class Placement:
     def join(self, pieces):
         """The variables (writable float32 arrays in their shapes, in
         declaration order) that `pieces` -- per ps task, the arrays it
-        answered with, in the order of its variable list -- hold. Each value
-        is copied once, from the answer into its variable."""
+        answered with, in the order of its variable list -- hold. A whole
+        variable read from a data link is the array it was read into (the
+        worker's own, writable); other values are copied once, from the
+        answer into their variable."""
         for k in range(self.num_ps):
             if len(pieces[k]) != len(self.on(k)):
                 raise PlacementError(f"ps:{k} answered with {len(pieces[k])} tensors, but holds "
@@ -238,7 +240,15 @@ class Placement:
                     raise PlacementError(f"ps:{k} sent {np.size(array)} values for '{s.name}', which holds {s.size}")
                 shape = self.shapes[s.variable]
                 if s.whole:
-                    out[s.variable] = np.array(array, dtype=np.float32).reshape(shape)
+                    value = np.asarray(array, dtype=np.float32)
+                    # A view of an answer's message bytes is read-only and
+                    # lives as long as the message: copied. An array of its
+                    # own (read from a data link) is taken as it is: at 1M
+                    # parameters that copy was 0.8 ms of a 3.7 ms push
+                    # (bench/analysis.md, the first table).
+                    if not (value.flags.writeable and value.flags.owndata):
+                        value = value.copy()
+                    out[s.variable] = value.reshape(shape)
                     continue
                 if out[s.variable] is None:
                     out[s.variable] = np.empty(shape, dtype=np.float32)
