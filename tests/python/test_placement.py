@@ -166,6 +166,23 @@ class PlacementTest(unittest.TestCase):
         with self.assertRaisesRegex(PlacementError, "'W' has shape \\(10, 784\\), the variable \\(784, 10\\)"):
             placed.split([w.T, b])
 
+    def test_a_whole_variable_read_from_a_data_link_is_taken_without_a_copy(self):
+        placed = Placement.from_signature(signature(("W", (784, 10)), ("b", (10,))), 1)
+        # What a data link's answer holds: arrays the worker read the values
+        # into, its own (parasync.worker's receive_answer), flat or shaped.
+        w = np.arange(7840, dtype=np.float32)
+        b = np.arange(10, dtype=np.float32)
+        joined = placed.join([[w, b]])
+        self.assertEqual(joined[0].shape, (784, 10))
+        self.assertTrue(np.shares_memory(joined[0], w))  # 4 MB at 1M parameters, not copied again
+        self.assertTrue(np.shares_memory(joined[1], b))
+        # A writable view of memory the answer does not own (another
+        # array's rows) is copied: that memory may be reused.
+        buffer = np.zeros(8000, dtype=np.float32)
+        joined = placed.join([[buffer[:7840], b]])
+        self.assertFalse(np.shares_memory(joined[0], buffer))
+        self.assertTrue(joined[0].flags.writeable)
+
     @staticmethod
     def read_only(values):
         view = np.frombuffer(np.ascontiguousarray(values).tobytes(), dtype=np.float32).reshape(values.shape)
