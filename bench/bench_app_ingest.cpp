@@ -21,7 +21,7 @@
 //            ingested by its RunState (the snapshot's stepEvents count).
 //
 //   bench_app_ingest [--quick] [--only=latency,memory] [--latency_workers=2,64]
-//                    [--outside_workers=64] --out=FILE
+//                    [--outside_workers=64] [--out=FILE]
 //   bench_app_ingest --serve-telemetry=PORT   (the feeder)
 
 #include "base/port_holder.h"
@@ -452,7 +452,7 @@ int main(int argc, char **argv)
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::proto::ModeConfig>();
     bool quick = false;
-    QString out = u"bench_app_ingest.json"_s;
+    QString out; // --out: where the samples go for bench/report.py; none by default
     QStringList only = {u"latency"_s, u"memory"_s};
     QList<int> latencyWorkers = {2, 64};
     QList<int> outsideWorkers = {64};

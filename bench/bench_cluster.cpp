@@ -19,7 +19,7 @@
 // go to the JSON file; bench/report.py makes the table.
 //
 //   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,replicated,many] [--workers=1,2,4,8]
-//                 [--many=8,16,32,64] [--repetitions=N] --out=FILE
+//                 [--many=8,16,32,64] [--repetitions=N] [--out=FILE]
 
 #include "bench_support.h"
 #include "orchestration/cluster_watcher.h"
@@ -468,7 +468,7 @@ int main(int argc, char **argv)
 {
     QCoreApplication app(argc, argv);
     bool quick = false;
-    QString out = u"bench_cluster.json"_s;
+    QString out; // --out: where the samples go for bench/report.py; none by default
     QStringList only = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s, u"replicated"_s, u"many"_s};
     std::vector<int> workerCounts = {1, 2, 4, 8};
     std::vector<int> manyCounts = {8, 16, 32, 64};

@@ -248,6 +248,8 @@ Samples *ResultFile::find(const std::string &group, const std::string &name)
 
 bool ResultFile::write(const QString &path) const
 {
+    if (path.isEmpty())
+        return true;
     QJsonArray results;
     for (const auto &s : m_samples) {
         QJsonArray values;

@@ -121,6 +121,8 @@ public:
     Samples &add(std::string group, std::string name, std::string unit);
     Samples *find(const std::string &group, const std::string &name);
     void note(const QString &key, const QJsonValue &value) { m_notes.insert(key, value); }
+    // An empty path keeps nothing (a bench run by hand for its printed
+    // lines, which left a JSON file in whatever directory it ran from).
     bool write(const QString &path) const;
 
 private:
