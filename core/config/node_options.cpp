@@ -785,8 +785,11 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     } else if (hasTfConfig) {
         result.cluster = parseTfConfigCluster(tfConfig);
     } else {
+        // The seeds' scripts had their hosts as flag defaults, and their
+        // commands name none: say what the local demo cluster's flags are.
         throw InputError("no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, set TF_CONFIG, "
-                         "or run under srun in a Slurm job (--slurm) (see --help)");
+                         "or run under srun in a Slurm job (--slurm) (see --help); the local demo cluster is "
+                         "--ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224");
     }
     result.cluster.validate();
 

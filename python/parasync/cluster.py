@@ -216,7 +216,10 @@ def from_arguments(args, environ=None):
         backup_origin = "TF_CONFIG \"ps_backup\""
         tf_task = root.get("task")
     else:
-        raise ClusterError("no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG")
+        raise ClusterError(
+            "no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, or set TF_CONFIG; the local "
+            "demo cluster is --ps_hosts=127.0.0.1:2222 --worker_hosts=127.0.0.1:2223,127.0.0.1:2224"
+        )
     if getattr(args, "ps_backup_hosts", None):
         backups = _hosts(args.ps_backup_hosts, "--ps_backup_hosts")
         backup_origin = "--ps_backup_hosts"

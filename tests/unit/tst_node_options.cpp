@@ -407,7 +407,9 @@ private Q_SLOTS:
         QTest::newRow("no cluster")
             << QStringList{u"--job_name=ps"_s} << QString()
             << QStringList{u"no cluster given: pass --ps_hosts and --worker_hosts, --cluster_file, set TF_CONFIG"_s,
-                           u"run under srun in a Slurm job (--slurm)"_s};
+                           u"run under srun in a Slurm job (--slurm)"_s,
+                           u"the local demo cluster is --ps_hosts=127.0.0.1:2222 "
+                           u"--worker_hosts=127.0.0.1:2223,127.0.0.1:2224"_s};
         QTest::newRow("no job name") << QStringList{kPs, kWorkers} << QString()
                                      << QStringList{u"--job_name is missing"_s};
         QTest::newRow("job chief") << QStringList{kPs, kWorkers, u"--job_name=chief"_s} << QString()
