@@ -19,7 +19,7 @@ packages=(
   # the build: the libraries and tools of both programs
   build-essential cmake ninja-build pkg-config git
   libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  libeigen3-dev libssl-dev openssl libyaml-cpp-dev libboost-dev
+  libeigen3-dev libssl-dev openssl libyaml-cpp-dev libboost-dev zlib1g-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
   # the tests, the benchmarks and the Debian package: a display server for

@@ -148,6 +148,8 @@ void HeadlessRunner::start()
                 .arg(run.info.skippedLines)
                 .arg(run.snapshot->globalStep)
                 .arg(run.snapshot->modeChanges.size()));
+        if (!run.info.recordsNote.empty())
+            say(QString::fromStdString(run.info.recordsNote));
         m_latest = run.snapshot;
         finishWith(exportCharts() ? Success : RunFailed, QString());
         return;
@@ -421,14 +423,19 @@ void HeadlessRunner::nextTourStop()
 
 void HeadlessRunner::printProgress()
 {
-    if (!m_latest || m_latest->globalStep == m_printedStep)
+    if (!m_latest)
+        return;
+    if (m_latest->recordsProblem != m_saidRecordsProblem) {
+        m_saidRecordsProblem = m_latest->recordsProblem;
+        if (!m_saidRecordsProblem.empty())
+            say(tr("ps:0 %1").arg(QString::fromStdString(m_saidRecordsProblem)));
+    }
+    if (m_latest->globalStep == m_printedStep)
         return;
     m_printedStep = m_latest->globalStep;
-    double rate = 0;
     QStringList perWorker;
     for (const WorkerFigures &worker : m_latest->workers) {
-        rate += worker.stepsPerSecond;
-        perWorker << tr("worker:%1 %2/s, waiting %3%")
+        perWorker << tr("worker:%1 %2 steps/s, waiting %3%")
                          .arg(worker.index)
                          .arg(worker.stepsPerSecond, 0, 'f', 1)
                          .arg(worker.waitFraction * 100, 0, 'f', 0);
@@ -444,11 +451,14 @@ void HeadlessRunner::printProgress()
                          .arg(QString::fromStdString(m_latest->parameterNames[i]))
                          .arg(double(m_latest->parameterSeries[i].buckets().back().last), 0, 'f', 3);
     // The mode's short name: its numbers were said when it began.
-    say(tr("global step %1%2, %3, %4 steps/s%5 (%6)")
+    // Both rates, named by their units: in sync a global step takes several
+    // workers' gradients, so the two differ by the number it aggregates.
+    say(tr("global step %1%2, %3, %4 global steps/s, %5 gradients/s%6 (%7)")
             .arg(m_latest->globalStep)
             .arg(m_latest->lastStep > 0 ? QStringLiteral("/%1").arg(m_latest->lastStep) : QString())
             .arg(QString::fromStdString(updateModeName(m_latest->mode.mode())))
-            .arg(rate, 0, 'f', 0)
+            .arg(m_latest->globalStepsPerSecond, 0, 'f', 1)
+            .arg(m_latest->gradientsPerSecond, 0, 'f', 1)
             .arg(model, perWorker.join(QStringLiteral("; "))));
 }
 

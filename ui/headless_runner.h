@@ -126,7 +126,8 @@ private:
     bool m_clusterFinished = false;
     QString m_runDirectory; // the launched run's --logdir, replayed for the export
     int64_t m_printedStep = -1;
-    QHash<int, QString> m_taskLines; // per task: the state and pid last printed
+    std::string m_saidRecordsProblem; // ps:0's, as last said
+    QHash<int, QString> m_taskLines;  // per task: the state and pid last printed
     QTimer m_tourTimer;
     size_t m_tourStop = 0; // index into m_options.tour of the stop in force
     bool m_tourStarted = false;

@@ -299,12 +299,25 @@ void MainWindow::createActions()
     // grows with a sync mode's numbers and would push it out of sight.
     toolbar->addSeparator();
     toolbar->addWidget(m_pace);
+    showDemoPace();
     updateRecentMenu();
 }
 
 ClusterPlan MainWindow::demoPlan() const
 {
     return m_demoPlanOverride ? *m_demoPlanOverride : demoPlanFromEnvironment();
+}
+
+void MainWindow::setDemoPlan(const ClusterPlan &plan)
+{
+    m_demoPlanOverride = plan;
+    if (!m_launcher->anyRunning() && !m_connected)
+        showDemoPace();
+}
+
+void MainWindow::showDemoPace()
+{
+    m_pace->setPlanned(demoPlan().training.pace.computeMs, tr("the demo's pace"));
 }
 
 void MainWindow::startDemo()
@@ -481,6 +494,8 @@ void MainWindow::setWorkersPace(int computeMs)
             workers << QString::fromStdString(address.toString());
     }
     if (workers.isEmpty() || !m_connected) {
+        // The slider goes back to the pace that will run, not the one asked for.
+        showDemoPace();
         statusBar()->showMessage(tr("No cluster is training: the pace applies to the workers of a running cluster."),
                                  8000);
         return;
@@ -651,12 +666,18 @@ void MainWindow::onRedrawn()
     m_stepLabel->setText(step);
     // ps:0's hang watchdog, in plain sight while it lasts.
     const bool stalled = m_connected && snapshot->stallSeconds > 0 && !snapshot->finished;
+    QStringList alerts;
     if (stalled)
-        m_alert->setText(tr("No progress for %1 s at global step %2. ps:0 is waiting for %3.")
-                             .arg(qRound(snapshot->stallSeconds))
-                             .arg(snapshot->globalStep)
-                             .arg(QString::fromStdString(snapshot->stallWaitingFor)));
-    m_alert->setVisible(stalled);
+        alerts << tr("No progress for %1 s at global step %2. ps:0 is waiting for %3.")
+                      .arg(qRound(snapshot->stallSeconds))
+                      .arg(snapshot->globalStep)
+                      .arg(QString::fromStdString(snapshot->stallWaitingFor));
+    // Records that stopped being written are as urgent: the run goes on,
+    // but what a replay or comparison reads later is being lost.
+    if (m_connected && !snapshot->recordsProblem.empty())
+        alerts << tr("ps:0 %1").arg(QString::fromStdString(snapshot->recordsProblem));
+    m_alert->setText(alerts.join(QLatin1Char('\n')));
+    m_alert->setVisible(!alerts.isEmpty());
 }
 
 void MainWindow::onConnectionState(bool connected, const QString &message)

@@ -50,7 +50,7 @@ public:
     // The demo cluster's plan: ClusterPlan::demo(), with its ports replaced by
     // PARASYNC_DEMO_PORTS ("ps,worker0,worker1") or by setDemoPlan (tests).
     ClusterPlan demoPlan() const;
-    void setDemoPlan(const ClusterPlan &plan) { m_demoPlanOverride = plan; }
+    void setDemoPlan(const ClusterPlan &plan);
 
     // Launches `plan` and starts watching ps:0, through the pre-flight
     // dialog first for remote hosts and asking about taken ports. Returns
@@ -98,6 +98,8 @@ protected:
     void closeEvent(QCloseEvent *event) override;
 
 private:
+    // With no cluster training, the Pace control shows the demo's pace.
+    void showDemoPace();
     void createActions();
     void onSnapshotReady(const RunSnapshot &snapshot);
     void onRedrawn();

@@ -81,7 +81,8 @@ QString timeToTargetText(const ModeRunSummary &run)
 // An empty chart's axes and stray titles say nothing: a grey line instead.
 QLabel *shownOnceARunEnds(const QString &title, QWidget *parent)
 {
-    auto *placeholder = new QLabel(QObject::tr("%1: shown once the first run has ended").arg(title), parent);
+    auto *placeholder
+        = new QLabel(QObject::tr("%1: drawn as soon as the first run has logged its steps").arg(title), parent);
     placeholder->setWordWrap(true);
     return placeholder;
 }

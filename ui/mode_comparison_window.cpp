@@ -49,7 +49,10 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
     m_status->setObjectName(QStringLiteral("modeComparisonStatus"));
     m_status->setWordWrap(true);
     m_progressBar->setRange(0, 1000);
-    m_progressBar->setTextVisible(false);
+    // Says which run and how far, so that the bar reads at a glance even
+    // while the first of several runs has filled only a sliver of it.
+    m_progressBar->setTextVisible(true);
+    m_progressBar->setFormat(tr("starting"));
     m_progressBar->setMaximumWidth(260);
     m_cancel->setObjectName(QStringLiteral("cancelModeComparison"));
     m_cancel->setToolTip(tr("Stop the run in progress and show the runs made so far"));
@@ -160,6 +163,8 @@ void ModeComparisonWindow::onProgress(const ModeRunProgress &progress)
     const ModeComparisonOptions &options = m_comparison->options();
     const double share = std::min(1.0, progress.seconds / std::max(1, options.runSeconds));
     m_progressBar->setValue(int(1000 * (progress.index + share) / std::max(1, progress.count)));
+    m_progressBar->setFormat(
+        tr("run %1 of %2: %3 s").arg(progress.index + 1).arg(progress.count).arg(progress.seconds, 0, 'f', 0));
     const QString mode = shortModeLabel(options.modes[size_t(progress.index)]);
     m_status->setText(tr("Run %1 of %2: %3 \u2014 global step %4, %5 s of at most %6, full loss %7 (target %8)")
                           .arg(progress.index + 1)
@@ -178,6 +183,7 @@ void ModeComparisonWindow::onFinished(const ModeComparisonSummary &summary)
     m_done = true;
     m_view->setSummary(summary);
     m_progressBar->setValue(m_progressBar->maximum());
+    m_progressBar->setFormat(tr("done"));
     m_cancel->setEnabled(false);
     m_export->setEnabled(true);
     m_compareRuns->setEnabled(!summary.runs.empty());

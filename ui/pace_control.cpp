@@ -74,6 +74,12 @@ int PaceControl::computeMs() const
     return stops()[size_t(m_slider->value())];
 }
 
+void PaceControl::setPlanned(int computeMs, const QString &whose)
+{
+    setComputeMs(computeMs);
+    m_value->setText(tr("%1, %2").arg(describe(computeMs), whose));
+}
+
 void PaceControl::setUnknown()
 {
     m_value->setText(tr("as the workers were started"));

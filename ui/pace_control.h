@@ -26,6 +26,9 @@ public:
     // For a cluster whose pace this app does not know (connected to, not
     // started here): the label says so until the user picks one.
     void setUnknown();
+    // No cluster trains: shows the pace the next start (the demo) will run
+    // at, and says so, rather than a pace that is not running.
+    void setPlanned(int computeMs, const QString &whose);
 
     // The slider's stops, in ms per step; 0 is full speed.
     static const std::vector<int> &stops();

@@ -41,6 +41,8 @@ RunReplayWindow::RunReplayWindow(const LoadedRun &run, QWidget *parent)
     if (run.info.skippedLines > 0)
         message
             += tr("; %1 line(s) skipped (a run stopped mid-write leaves a torn last line)").arg(run.info.skippedLines);
+    if (!run.info.recordsNote.empty())
+        message += QStringLiteral("; ") + QString::fromStdString(run.info.recordsNote);
     statusBar()->showMessage(message);
     resize(1400, 850);
 }

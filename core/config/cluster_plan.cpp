@@ -174,6 +174,8 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("save_checkpoint_secs", QString::number(t.saveCheckpointSecs));
     if (t.maxToKeep != defaults.maxToKeep)
         flag("max_to_keep", QString::number(t.maxToKeep));
+    if (t.logdirMaxMb != defaults.logdirMaxMb)
+        flag("logdir_max_mb", QString::number(t.logdirMaxMb));
     if (t.seed != defaults.seed)
         flag("seed", QString::number(t.seed));
     if (t.minSliceBytes != defaults.minSliceBytes)

@@ -745,6 +745,7 @@ const std::vector<std::string> &trainingFlagNames()
         "logdir",
         "save_checkpoint_secs",
         "max_to_keep",
+        "logdir_max_mb",
         "seed",
         "min_slice_bytes",
         "nonfinite_gradients",

@@ -111,6 +111,11 @@ constexpr FlagInfo kFlags[] = {
     {"save_checkpoint_secs", "N", FlagGroup::RunDirectory,
      "the chief saves a checkpoint every N seconds and at the end; 0 is only at the end", nullptr},
     {"max_to_keep", "N", FlagGroup::RunDirectory, "newest checkpoints kept; 0 keeps all", nullptr},
+    {"logdir_max_mb", "N", FlagGroup::RunDirectory,
+     "ps:0's step log and metrics.csv stay within N MiB: the step log is rotated and compressed "
+     "(steps.jsonl.1.gz, ...) and its oldest segments removed when the budget is reached, as records.json "
+     "says; 0 is unbounded",
+     nullptr},
     {"hang_timeout_secs", "N", FlagGroup::Faults,
      "ps:0 reports whom it waits for when the global step has not moved for N seconds while workers "
      "are alive; 0 turns the watchdog off",
@@ -196,6 +201,7 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"logdir", QJsonValue(qs(t.logdir))},
         {"save_checkpoint_secs", number(t.saveCheckpointSecs)},
         {"max_to_keep", number(t.maxToKeep)},
+        {"logdir_max_mb", number(t.logdirMaxMb)},
         {"seed", seed},
         {"min_slice_bytes", number(t.minSliceBytes)},
         {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
@@ -483,6 +489,7 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     p.string("logdir", &t.logdir, true);
     p.integer("save_checkpoint_secs", &t.saveCheckpointSecs, 0);
     p.integer("max_to_keep", &t.maxToKeep, 0);
+    p.integer("logdir_max_mb", &t.logdirMaxMb, 0, 1 << 30);
     p.unsignedInteger("seed", &t.seed);
     p.integer("min_slice_bytes", &t.minSliceBytes, 0);
     std::string nonfinite = t.applyNonfinite ? "apply" : "reject";

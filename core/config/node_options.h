@@ -48,6 +48,7 @@ struct TrainingOptions
     std::string logdir;             // --logdir (empty: no run directory)
     int saveCheckpointSecs = 50;    // --save_checkpoint_secs
     int maxToKeep = 5;              // --max_to_keep
+    int logdirMaxMb = 1024;         // --logdir_max_mb: ps:0's records' budget in MiB (0: none)
     uint64_t seed = 1;              // --seed
     bool applyNonfinite = false;    // --nonfinite_gradients=reject|apply
     int hangTimeoutSecs = 30;       // --hang_timeout_secs (0: no watchdog)

@@ -1,9 +1,11 @@
 #include "formats/run_log.h"
 
 #include "base/error.h"
+#include "formats/step_log_reader.h"
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QSaveFile>
@@ -13,8 +15,10 @@
 #include <cmath>
 #include <cstring>
 #include <fcntl.h>
+#include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace parasync {
 
@@ -167,6 +171,16 @@ RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterN
         std::fputs(header.c_str(), m_metrics);
         std::fflush(m_metrics);
     }
+    // Segments of an earlier process of this run go on being counted.
+    const QList<int> segments = StepLogReader::segmentIndices(QString::fromStdString(directory));
+    for (const int n : segments) {
+        m_segmentLastStep[n] = -1;
+        // One it left uncompressed (killed while compressing) is compressed now.
+        if (QFileInfo::exists(StepLogReader::segmentPath(QString::fromStdString(directory), n, false)))
+            m_toCompress.emplace_back(n, -1);
+    }
+    if (!segments.isEmpty())
+        m_nextSegment = segments.back() + 1;
     m_thread = std::thread([this] { run(); });
 }
 
@@ -179,8 +193,174 @@ RunLog::~RunLog()
     m_wake.notify_all();
     m_room.notify_all();
     m_thread.join();
+    {
+        std::lock_guard lock(m_compressMutex);
+        m_compressorStopping = true;
+    }
+    m_compressWake.notify_all();
+    if (m_compressor.joinable())
+        m_compressor.join();
     std::fclose(m_stepLog);
     std::fclose(m_metrics);
+}
+
+void RunLog::setMaxBytes(int64_t maxBytes)
+{
+    m_maxBytes = std::max<int64_t>(0, maxBytes);
+    // Sixteen segments to a budget: removing the oldest gives back a
+    // sixteenth, and a compressed segment is written in well under a second.
+    // At least 64 KiB, so that a tiny budget still makes whole segments.
+    m_segmentBytes = m_maxBytes > 0 ? std::max<int64_t>(m_maxBytes / 16, 64 * 1024) : 0;
+}
+
+void RunLog::report(const std::string &words) const
+{
+    if (m_onProblem)
+        m_onProblem(words);
+}
+
+void RunLog::rotate()
+{
+    const int n = m_nextSegment++;
+    const QString directory = QString::fromStdString(m_directory);
+    const std::string current = m_directory + "/" + run_files::kStepLog;
+    std::fclose(m_stepLog);
+    m_stepLog = nullptr;
+    const std::string segment = StepLogReader::segmentPath(directory, n, false).toStdString();
+    if (std::rename(current.c_str(), segment.c_str()) != 0)
+        report("cannot rotate " + current + " to " + segment + ": " + std::strerror(errno) + "; it goes on growing");
+    bool empty = false;
+    try {
+        m_stepLog = openForAppend(current, &empty);
+    } catch (const InputError &e) {
+        // Reported as any failed write is; /dev/null keeps the writer simple.
+        m_stepLog = std::fopen("/dev/null", "ab");
+        std::lock_guard lock(m_mutex);
+        m_problem = e.what();
+    }
+    {
+        std::lock_guard lock(m_compressMutex);
+        m_toCompress.emplace_back(n, m_keptThrough);
+    }
+    // Started here, by the writer, at the first rotation: what it reads (the
+    // budget, the problem callback) was set before the first record().
+    if (!m_compressor.joinable())
+        m_compressor = std::thread([this] { compressLoop(); });
+    m_compressWake.notify_all();
+}
+
+void RunLog::compressLoop()
+{
+    std::unique_lock lock(m_compressMutex);
+    for (;;) {
+        m_compressWake.wait(lock, [this] { return m_compressorStopping || !m_toCompress.empty(); });
+        if (m_toCompress.empty())
+            return; // stopping, nothing left
+        const auto [n, lastStep] = m_toCompress.front();
+        m_toCompress.pop_front();
+        lock.unlock();
+        compressSegment(n);
+        lock.lock();
+        if (lastStep >= 0 || !m_segmentLastStep.count(n))
+            m_segmentLastStep[n] = lastStep;
+        lock.unlock();
+        keepWithinBudget();
+        lock.lock();
+    }
+}
+
+void RunLog::compressSegment(int n)
+{
+    const QString directory = QString::fromStdString(m_directory);
+    const QString plain = StepLogReader::segmentPath(directory, n, false);
+    const QString compressed = StepLogReader::segmentPath(directory, n, true);
+    const QString temporary = compressed + QStringLiteral(".tmp");
+    QFile in(plain);
+    if (!in.open(QIODevice::ReadOnly))
+        return; // compressed already by an earlier process
+    // Level 1: the step log's JSON shrinks about tenfold at it, at a speed
+    // that keeps the compressor far ahead of the writer.
+    gzFile out = gzopen(QFile::encodeName(temporary).constData(), "wb1");
+    bool ok = out != nullptr;
+    while (ok && !in.atEnd()) {
+        const QByteArray chunk = in.read(1 << 20);
+        ok = gzwrite(out, chunk.constData(), unsigned(chunk.size())) == int(chunk.size());
+    }
+    if (out && gzclose(out) != Z_OK)
+        ok = false;
+    if (!ok || std::rename(QFile::encodeName(temporary).constData(), QFile::encodeName(compressed).constData()) != 0) {
+        QFile::remove(temporary);
+        report("cannot compress " + plain.toStdString() + " (" + std::strerror(errno) + "); it is kept as it is");
+        return;
+    }
+    QFile::remove(plain);
+}
+
+void RunLog::keepWithinBudget()
+{
+    if (m_maxBytes <= 0)
+        return;
+    const QDir dir(QString::fromStdString(m_directory));
+    const auto sizeOf = [&](const QString &name) { return QFileInfo(dir.filePath(name)).size(); };
+    int64_t total = sizeOf(QLatin1String(run_files::kStepLog)) + sizeOf(QLatin1String(run_files::kMetrics));
+    std::map<int, int64_t> segmentSizes;
+    for (const int n : StepLogReader::segmentIndices(dir.path())) {
+        const int64_t size = QFileInfo(StepLogReader::segmentPath(dir.path(), n, true)).size()
+                             + QFileInfo(StepLogReader::segmentPath(dir.path(), n, false)).size();
+        segmentSizes[n] = size;
+        total += size;
+    }
+    bool removed = false;
+    std::unique_lock lock(m_compressMutex);
+    if (total > m_maxBytes && segmentSizes.size() <= 1 && m_toCompress.empty() && !m_saidOverBudget) {
+        // metrics.csv (about a fifth of the step log's size) is never cut:
+        // every step's loss stays. Past the budget with nothing left to cut,
+        // the records go on, and the user is told once.
+        m_saidOverBudget = true;
+        lock.unlock();
+        report("the run's records hold " + std::to_string(total / (1024 * 1024))
+               + " MiB, more than --logdir_max_mb=" + std::to_string(m_maxBytes / (1024 * 1024))
+               + " even with the step log cut to its newest segment: metrics.csv keeps every step and goes on "
+                 "growing. Raise --logdir_max_mb (0 is unbounded)");
+        return;
+    }
+    // The newest segment stays: the log always keeps its last stretch whole.
+    // Only compressed ones go (a segment still queued is newer than they).
+    while (total > m_maxBytes && segmentSizes.size() > 1 && m_segmentLastStep.count(segmentSizes.begin()->first)) {
+        const auto [n, size] = *segmentSizes.begin();
+        QFile::remove(StepLogReader::segmentPath(dir.path(), n, true));
+        QFile::remove(StepLogReader::segmentPath(dir.path(), n, false));
+        total -= size;
+        segmentSizes.erase(segmentSizes.begin());
+        const auto last = m_segmentLastStep.find(n);
+        if (last != m_segmentLastStep.end()) {
+            m_removedThrough = std::max(m_removedThrough, last->second);
+            m_segmentLastStep.erase(last);
+        }
+        ++m_removedSegments;
+        removed = true;
+    }
+    if (!removed)
+        return;
+    const int64_t through = m_removedThrough;
+    const int segments = m_removedSegments;
+    lock.unlock();
+    const std::string budget = std::to_string(m_maxBytes / (1024 * 1024)) + " MiB";
+    const std::string words
+        = "the run's records reached their budget of " + budget + " (--logdir_max_mb): the step log's oldest "
+          + std::to_string(segments) + (segments == 1 ? " segment was" : " segments were") + " removed"
+          + (through >= 0 ? ", so it holds global steps after " + std::to_string(through) : std::string())
+          + "; metrics.csv keeps every step. Raise --logdir_max_mb (0 is unbounded) to keep more";
+    QSaveFile file(dir.filePath(QLatin1String(run_files::kRecords)));
+    if (file.open(QIODevice::WriteOnly)) {
+        QJsonObject o{{QStringLiteral("budget_bytes"), double(m_maxBytes)},
+                      {QStringLiteral("removed_segments"), segments},
+                      {QStringLiteral("removed_through_global_step"), double(through)},
+                      {QStringLiteral("said"), QString::fromStdString(words)}};
+        file.write(QJsonDocument(o).toJson());
+        file.commit();
+    }
+    report(words);
 }
 
 void RunLog::skipStepsAlreadyLogged()
@@ -296,12 +476,103 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
             metrics += '\n';
         }
     }
-    std::fwrite(steps.data(), 1, steps.size(), m_stepLog);
-    std::fflush(m_stepLog);
-    if (!metrics.empty()) {
-        std::fwrite(metrics.data(), 1, metrics.size(), m_metrics);
-        std::fflush(m_metrics);
+    int64_t newest = m_keptThrough;
+    for (const auto &event : batch)
+        if (event.has_step())
+            newest = std::max(newest, event.step().global_step());
+
+    const auto now = std::chrono::steady_clock::now();
+    const bool failing = !problem().empty();
+    if (failing && now < m_retryAt) {
+        m_droppedSince += int64_t(batch.size());
+        return;
     }
+    const off_t stepLogSize = fileSize(m_stepLog);
+    std::string failure = append(m_stepLog, steps);
+    std::string file = run_files::kStepLog;
+    if (failure.empty() && !metrics.empty()) {
+        failure = append(m_metrics, metrics);
+        file = run_files::kMetrics;
+        // Both files end at the same step: the batch's step lines go too.
+        if (!failure.empty())
+            cutBack(m_stepLog, stepLogSize);
+    }
+    if (!failure.empty()) {
+        m_retryAt = now + kRetryAfter;
+        m_droppedSince += int64_t(batch.size());
+        if (failing)
+            return; // said already
+        const std::string words = "cannot write " + m_directory + "/" + file + ": " + failure + ". The run's records ("
+                                  + run_files::kStepLog + ", " + run_files::kMetrics + ") stop at global step "
+                                  + std::to_string(m_keptThrough)
+                                  + ", every line up to it complete; training goes on, and the records are tried "
+                                    "again every "
+                                  + std::to_string(kRetryAfter.count()) + " s. Free space in " + m_directory
+                                  + " (or give --logdir another place) to keep the rest";
+        {
+            std::lock_guard lock(m_mutex);
+            m_problem = words;
+        }
+        if (m_onProblem)
+            m_onProblem(words);
+        return;
+    }
+    if (failing) {
+        const std::string words = "the run's records in " + m_directory + " resume at global step "
+                                  + std::to_string(newest) + ": " + std::to_string(m_droppedSince)
+                                  + " records after global step " + std::to_string(m_keptThrough)
+                                  + " could not be written and are missing";
+        {
+            std::lock_guard lock(m_mutex);
+            m_problem.clear();
+        }
+        m_droppedSince = 0;
+        if (m_onProblem)
+            m_onProblem(words);
+    }
+    m_keptThrough = newest;
+    if (m_segmentBytes > 0 && fileSize(m_stepLog) >= m_segmentBytes)
+        rotate();
+}
+
+off_t RunLog::fileSize(std::FILE *file)
+{
+    // The streams are flushed after every batch: their buffers are empty
+    // between batches, and a file's size is where the next batch starts.
+    struct stat st
+    {
+    };
+    return ::fstat(::fileno(file), &st) == 0 ? st.st_size : -1;
+}
+
+void RunLog::cutBack(std::FILE *file, off_t size)
+{
+    // What stdio still buffers is dropped with the purge; what reached the
+    // file of this batch is cut off, so that it ends on a complete line.
+    ::__fpurge(file);
+    std::clearerr(file);
+    if (size >= 0 && ::ftruncate(::fileno(file), size) != 0) {
+        // Left as it is (a device that takes no truncation): the readers
+        // skip a torn line, and the next open cuts it off.
+    }
+}
+
+std::string RunLog::append(std::FILE *file, const std::string &text)
+{
+    const off_t before = fileSize(file);
+    errno = 0;
+    const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size();
+    if (written && std::fflush(file) == 0)
+        return {};
+    const std::string reason = std::strerror(errno != 0 ? errno : EIO);
+    cutBack(file, before);
+    return reason;
+}
+
+std::string RunLog::problem() const
+{
+    std::lock_guard lock(m_mutex);
+    return m_problem;
 }
 
 std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,

@@ -2,12 +2,17 @@
 
 #include "proto/parasync.pb.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
+#include <sys/types.h>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -20,6 +25,8 @@ inline constexpr const char *kStepLog = "steps.jsonl";
 inline constexpr const char *kMetrics = "metrics.csv";
 inline constexpr const char *kCluster = "cluster.json";
 inline constexpr const char *kModel = "model.json";
+// What RunLog removed of the step log to keep within --logdir_max_mb.
+inline constexpr const char *kRecords = "records.json";
 } // namespace run_files
 
 // Writes ps:0's record of a run into the run directory:
@@ -34,7 +41,17 @@ inline constexpr const char *kModel = "model.json";
 //                working.
 // Files are appended to (a restarted run continues them) and flushed after
 // every batch, so `tail -f` follows the run and a killed process leaves every
-// record up to its last complete line. record() only queues: a background
+// record up to its last complete line. A write that fails (no space left, a
+// removed directory, a read-only mount) takes back what it wrote of its
+// batch, so the files end on a complete line, and is reported at once
+// through the problem callback, naming the last global step kept; the
+// records are tried again every kRetryAfter, and a resumption is reported
+// with the steps missing between.
+// With a budget (setMaxBytes) the step log is rotated when it reaches a
+// sixteenth of it: steps.jsonl becomes steps.jsonl.N, which a thread of its
+// own compresses to steps.jsonl.N.gz (StepLogReader reads them all as one);
+// when the records outgrow the budget, the oldest segments are removed, and
+// records.json says through which global step the log was cut and why. record() only queues: a background
 // thread formats and writes, so training waits for the disk only when the
 // writer is kMaxQueued events behind (memory stays bounded).
 // Thread-safe.
@@ -53,6 +70,18 @@ public:
     ~RunLog();
     RunLog(const RunLog &) = delete;
     RunLog &operator=(const RunLog &) = delete;
+
+    // Words for the user when the records stop being written and when they
+    // resume; called on the writer's thread. Set before the first record().
+    using ProblemReport = std::function<void(const std::string &)>;
+    void onProblem(ProblemReport report) { m_onProblem = std::move(report); }
+    // Why the records stopped, from which step, and what was kept; empty
+    // while they are written. Thread-safe.
+    std::string problem() const;
+
+    // The records' budget in bytes (the step log's segments, steps.jsonl and
+    // metrics.csv); 0, the default, is unbounded. Call before record().
+    void setMaxBytes(int64_t maxBytes);
 
     void record(const proto::TelemetryEvent &event);
     // For a process that takes over from another that wrote this log (a
@@ -73,9 +102,26 @@ public:
                                          const std::vector<std::string> &metricNames = {},
                                          const std::vector<std::string> &variableNames = {});
 
+    static constexpr std::chrono::seconds kRetryAfter{5};
+
 private:
     void run();
     void writeBatch(std::vector<proto::TelemetryEvent> &batch);
+    // Appends `text` to `file` and flushes it; on failure cuts the file back
+    // to where it ended before and returns the system's reason.
+    static std::string append(std::FILE *file, const std::string &text);
+    static off_t fileSize(std::FILE *file);
+    // Drops what the stream buffers and truncates the file to `size`.
+    static void cutBack(std::FILE *file, off_t size);
+    // The writer's thread: steps.jsonl becomes segment N, handed to the
+    // compressor; a new steps.jsonl is started.
+    void rotate();
+    // The compressor's thread: gzips the segments handed to it, then keeps
+    // the records within the budget.
+    void compressLoop();
+    void compressSegment(int n);
+    void keepWithinBudget();
+    void report(const std::string &words) const;
 
     std::string m_directory;
     std::vector<std::string> m_parameterNames;
@@ -83,8 +129,31 @@ private:
     std::vector<std::string> m_variableNames;
     std::FILE *m_stepLog = nullptr;
     std::FILE *m_metrics = nullptr;
+    // The writer thread's own: the newest global step written in full, and
+    // while writes fail, when to try again and the steps dropped meanwhile.
+    int64_t m_keptThrough = 0;
+    std::chrono::steady_clock::time_point m_retryAt;
+    int64_t m_droppedSince = 0;
+    ProblemReport m_onProblem;
+    int64_t m_maxBytes = 0;
+    int64_t m_segmentBytes = 0;
+    int m_nextSegment = 1;
 
-    std::mutex m_mutex;
+    // The compressor's: segments to compress (index, the newest global step
+    // it holds), and each kept segment's newest global step (-1: unknown, a
+    // segment of an earlier process).
+    std::mutex m_compressMutex;
+    std::condition_variable m_compressWake;
+    std::deque<std::pair<int, int64_t>> m_toCompress;
+    bool m_compressorStopping = false;
+    std::map<int, int64_t> m_segmentLastStep;
+    int64_t m_removedThrough = -1;
+    int m_removedSegments = 0;
+    bool m_saidOverBudget = false;
+    std::thread m_compressor;
+
+    mutable std::mutex m_mutex;
+    std::string m_problem;                     // guarded by m_mutex
     static constexpr size_t kMaxQueued = 8192; // ~2 MB of events, ~1 s at full speed
     std::condition_variable m_wake;
     std::condition_variable m_room; // the queue fell below kMaxQueued

@@ -1211,6 +1211,9 @@ void PsTask::openRunLogLocked()
             m_options.training.logdir, m_parameterNames,
             std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
             std::move(variableNames));
+        // Said at once, in ps:0's log; --status and the app show it too.
+        m_runLog->onProblem([this](const std::string &words) { note(psName() + ": " + words); });
+        m_runLog->setMaxBytes(int64_t(m_options.training.logdirMaxMb) * 1024 * 1024);
         // A backup that took over continues its old primary's log, which
         // may hold the last steps already (one host, one --logdir).
         if (tookOver)
@@ -1384,6 +1387,8 @@ proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
         *status.add_workers() = workerStatusLocked(i);
     if (m_options.cluster.replicated())
         *status.mutable_replica() = replicaStatusLocked();
+    if (m_runLog)
+        status.set_records_problem(m_runLog->problem());
     return status;
 }
 

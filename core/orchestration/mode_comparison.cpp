@@ -5,6 +5,7 @@
 #include "config/node_options.h"
 #include "engine/dataset.h"
 #include "formats/run_log.h"
+#include "formats/step_log_reader.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
 
@@ -27,6 +28,9 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // A progress line (for headless mode) at most this often.
 constexpr qint64 kLineIntervalMs = 5000;
+// How often the figure is redrawn from the run in progress: its step log is
+// read again each time (a minute's run is read in tens of milliseconds).
+constexpr qint64 kLiveSummaryMs = 2000;
 // Tasks told to stop (or a cluster that reported its end) that have not all
 // exited by then are stopped the hard way.
 constexpr int kExitGraceMs = 8000;
@@ -132,10 +136,11 @@ private:
 
 // steps.jsonl: every applied, aggregated and dropped gradient with its
 // timings. A line that does not parse (a torn last line) is skipped.
-void readStepLog(QFile &file, RunAccumulator *run, int *modeChanges)
+void readStepLog(StepLogReader &log, RunAccumulator *run, int *modeChanges)
 {
-    while (!file.atEnd()) {
-        const QByteArray line = file.readLine().trimmed();
+    QByteArray read;
+    while (log.next(&read)) {
+        const QByteArray line = read.trimmed();
         if (line.isEmpty())
             continue;
         const QJsonObject o = QJsonDocument::fromJson(line).object();
@@ -296,9 +301,9 @@ ModeRunSummary summarizeModeRun(const QString &directory, double targetLoss)
         run.mode = modeFromTraining(root.value(QStringLiteral("training")).toObject());
     }
     RunAccumulator accumulator(targetLoss);
-    QFile stepLog(dir.filePath(QLatin1String(run_files::kStepLog)));
+    StepLogReader stepLog(dir.path());
     QFile metrics(dir.filePath(QLatin1String(run_files::kMetrics)));
-    if (stepLog.open(QIODevice::ReadOnly)) {
+    if (stepLog.exists()) {
         readStepLog(stepLog, &accumulator, &run.modeChanges);
     } else if (metrics.open(QIODevice::ReadOnly)) {
         readMetrics(metrics, &accumulator);
@@ -475,6 +480,7 @@ void ModeComparison::startNextRun()
     m_belowTarget.invalidate();
     m_sinceLaunch.start();
     m_sinceLine.start();
+    m_sinceLiveSummary.start();
 
     Q_EMIT runStarted(m_index, name, directory);
     Q_EMIT line(tr("[%1/%2] %3: starting %4 task(s), run directory %5")
@@ -552,6 +558,11 @@ void ModeComparison::onTick()
                 .arg(seconds, 0, 'f', 0)
                 .arg(m_globalStep)
                 .arg(std::isfinite(m_latestLoss) ? QString::number(m_latestLoss, 'g', 4) : tr("not logged yet")));
+    }
+    // The figure follows the run in progress, not only the runs that ended.
+    if (m_sinceFirstStep.isValid() && !m_summaryBusy && m_sinceLiveSummary.elapsed() >= kLiveSummaryMs) {
+        m_sinceLiveSummary.start();
+        summarize(false);
     }
     if (m_sinceFirstStep.isValid() && seconds >= m_options.runSeconds) {
         stopRun(tr("time limit"));
@@ -655,11 +666,16 @@ void ModeComparison::summarize(bool final)
     if (m_summaryThread.joinable())
         m_summaryThread.join();
     const uint64_t generation = ++m_summaryGeneration;
+    m_summaryBusy = true;
     const int runsToCome = final ? 0 : int(m_options.modes.size()) - int(m_directories.size());
+    // A run still training is drawn as far as it has come, and says so.
+    std::vector<QString> reasons = m_stopReasons;
+    if (!final && m_runActive && !reasons.empty() && reasons.back().isEmpty())
+        reasons.back() = tr("in progress");
     // Step logs of long runs take a while to read: not on the owner's thread.
     m_summaryThread
         = std::thread([this, generation, final, runsToCome, directories = m_directories, target = m_options.targetLoss,
-                       reasons = m_stopReasons, failures = m_failures, cancelled = m_cancelled] {
+                       reasons, failures = m_failures, cancelled = m_cancelled] {
               ModeComparisonSummary summary = summarizeModeComparison(directories, target);
               summary.cancelled = cancelled;
               summary.runsToCome = runsToCome;
@@ -675,6 +691,7 @@ void ModeComparison::summarize(bool final)
                       if (generation != m_summaryGeneration)
                           return;
                       m_summaryThread.join();
+                      m_summaryBusy = false;
                       if (!final) {
                           Q_EMIT runsSummarized(summary);
                           return;

@@ -222,6 +222,8 @@ private:
     bool m_finishing = false;
     std::thread m_summaryThread;
     uint64_t m_summaryGeneration = 0; // owner's thread only
+    bool m_summaryBusy = false;       // a reader is at work (owner's thread only)
+    QElapsedTimer m_sinceLiveSummary; // the figure's last redraw during a run
 };
 
 } // namespace parasync

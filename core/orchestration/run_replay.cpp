@@ -5,6 +5,7 @@
 #include "config/node_options.h"
 #include "formats/event_file.h"
 #include "formats/run_log.h"
+#include "formats/step_log_reader.h"
 
 #include <QDir>
 #include <QFile>
@@ -132,15 +133,16 @@ StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &pa
     return step;
 }
 
-void replayStepLog(QFile &file, RunState *state, RunDirectoryInfo *info)
+void replayStepLog(StepLogReader &log, RunState *state, RunDirectoryInfo *info)
 {
     bool namesKnown = false;
     std::vector<std::string> names;
     std::vector<std::string> metricNames;
     std::vector<std::string> variableNames;
     std::map<int, proto::WorkerPhase> lastPhase;
-    while (!file.atEnd()) {
-        const QByteArray line = file.readLine().trimmed();
+    QByteArray read;
+    while (log.next(&read)) {
+        const QByteArray line = read.trimmed();
         if (line.isEmpty())
             continue;
         QJsonParseError error{};
@@ -317,7 +319,7 @@ RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *stat
     if (cluster.open(QIODevice::ReadOnly))
         info.clusterJson = cluster.readAll().toStdString();
 
-    QFile stepLog(dir.filePath(QLatin1String(run_files::kStepLog)));
+    StepLogReader stepLog(dir.path());
     QFile metrics(dir.filePath(QLatin1String(run_files::kMetrics)));
     const bool haveStepLog = stepLog.exists();
     if (!haveStepLog && !metrics.exists()) {
@@ -339,13 +341,20 @@ RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *stat
         state->setClusterJson(info.clusterJson);
     if (proto::ModelSignature signature; readRunModelJson(directory, &signature))
         state->setSignature(signature);
-    QFile &source = haveStepLog ? stepLog : metrics;
-    if (!source.open(QIODevice::ReadOnly))
-        throw InputError("cannot read " + source.fileName().toStdString() + ": " + source.errorString().toStdString());
     if (haveStepLog) {
-        replayStepLog(source, state, &info);
+        replayStepLog(stepLog, state, &info);
+        QFile records(dir.filePath(QLatin1String(run_files::kRecords)));
+        if (records.open(QIODevice::ReadOnly))
+            info.recordsNote = QJsonDocument::fromJson(records.readAll())
+                                   .object()
+                                   .value(QStringLiteral("said"))
+                                   .toString()
+                                   .toStdString();
     } else {
-        replayMetrics(source, state, &info);
+        if (!metrics.open(QIODevice::ReadOnly))
+            throw InputError("cannot read " + metrics.fileName().toStdString() + ": "
+                             + metrics.errorString().toStdString());
+        replayMetrics(metrics, state, &info);
         // metrics.csv does not say when workers left; reaching --last_step does.
         const RunSnapshot replayed = state->snapshot();
         state->setFinished(replayed.lastStep > 0 && replayed.globalStep >= replayed.lastStep);

@@ -23,6 +23,9 @@ struct RunDirectoryInfo
     std::string clusterJson;  // contents of cluster.json, or empty
     int64_t records = 0;      // lines read
     int64_t skippedLines = 0; // lines that did not parse (a torn last line)
+    // records.json's words when ps:0 removed the step log's oldest segments
+    // to keep within --logdir_max_mb; empty when it kept all.
+    std::string recordsNote;
 };
 RunDirectoryInfo replayRunDirectory(const std::string &directory, RunState *state);
 

@@ -120,6 +120,7 @@ void RunState::clear()
     m_provisionalVariableNames = false;
     m_recent.clear();
     m_rates.clear();
+    m_globalSteps = {};
     m_psClock = 0;
 }
 
@@ -288,6 +289,7 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
     m_snapshot.droppedTotal = status.dropped_total();
     m_snapshot.stallSeconds = status.stall().seconds();
     m_snapshot.stallWaitingFor = status.stall().waiting_for();
+    m_snapshot.recordsProblem = status.records_problem();
     m_snapshot.actingChief = status.acting_chief();
     m_snapshot.psHosts.assign(status.ps_hosts().begin(), status.ps_hosts().end());
     m_snapshot.psReplica = status.replica();
@@ -356,20 +358,9 @@ void RunState::addStep(const StepRecord &step)
     rate.waitUs += step.waitUs;
     const int64_t busy = rate.computeUs + rate.pushUs + rate.waitUs;
     figures.waitFraction = busy > 0 ? double(rate.waitUs) / double(busy) : 0;
-    rate.latestTime = std::max(rate.latestTime, step.wallTime);
-    rate.latestClock = std::max(rate.latestClock, step.workerClock);
-    // Samples ~50 ms apart, the newest always the latest step: a burst that
-    // ends (a straggler slows a sync step to seconds) must not leave its last
-    // 50 ms of steps uncounted in the base, or later rates come out too high.
-    const size_t count = rate.samples.size();
-    if (count >= 2 && step.wallTime >= rate.samples.back().first
-        && step.wallTime - rate.samples[count - 2].first < kRateSampleSeconds)
-        rate.samples.back() = {step.wallTime, step.workerClock};
-    else if (count == 0 || step.wallTime > rate.samples.back().first)
-        rate.samples.emplace_back(step.wallTime, step.workerClock);
-    // Keep one sample at or before the window's start as the rate's base.
-    while (rate.samples.size() > 2 && rate.samples[1].first <= rate.latestTime - kRateWindowSeconds)
-        rate.samples.pop_front();
+    rate.steps.record(step.wallTime, step.workerClock);
+    if (counted)
+        m_globalSteps.record(step.wallTime, step.globalStep);
 
     m_recent.push_back(step);
     while (m_recent.size() > m_recentCapacity)
@@ -490,29 +481,53 @@ RunSnapshot RunState::snapshot() const
     // while others go on falls to 0. Live, ps:0's clock also moves with the
     // batches it sends, so a cluster that stands still falls to 0 too.
     const double now = std::max(m_snapshot.lastWallTime, m_psClock);
+    out.gradientsPerSecond = 0;
     for (auto &figures : out.workers) {
         const auto it = m_rates.find(figures.index);
-        if (it == m_rates.end() || figures.phase == proto::FINISHED || figures.phase == proto::DEAD
-            || figures.phase == proto::STOPPED) {
-            figures.stepsPerSecond = 0;
-            continue;
-        }
-        const Rate &rate = it->second;
-        if (rate.samples.empty() || rate.latestTime < now - kRateWindowSeconds) {
-            figures.stepsPerSecond = 0;
-            continue;
-        }
-        // The newest sample at or before the window's start is the base.
-        auto base = rate.samples.front();
-        for (const auto &sample : rate.samples) {
-            if (sample.first > now - kRateWindowSeconds)
-                break;
-            base = sample;
-        }
-        const double span = now - base.first;
-        figures.stepsPerSecond = span > 0 ? double(rate.latestClock - base.second) / span : 0;
+        const bool gone
+            = figures.phase == proto::FINISHED || figures.phase == proto::DEAD || figures.phase == proto::STOPPED;
+        const double rate = it == m_rates.end() ? 0 : it->second.steps.perSecond(now);
+        // A worker that is gone steps no more: its own figure reads 0 at
+        // once. The cluster's gradients/s counts what arrived in the window,
+        // its last ones too, as the step log does.
+        figures.stepsPerSecond = gone ? 0 : rate;
+        out.gradientsPerSecond += rate;
     }
+    out.globalStepsPerSecond = m_globalSteps.perSecond(now);
+    out.rateClock = now;
     return out;
+}
+
+void WindowedRate::record(double time, int64_t count)
+{
+    m_latestTime = std::max(m_latestTime, time);
+    m_latestCount = std::max(m_latestCount, count);
+    // Samples ~50 ms apart, the newest always the latest record: a burst that
+    // ends (a straggler slows a sync step to seconds) must not leave its last
+    // 50 ms uncounted in the base, or later rates come out too high.
+    const size_t n = m_samples.size();
+    if (n >= 2 && time >= m_samples.back().first && time - m_samples[n - 2].first < kRateSampleSeconds)
+        m_samples.back() = {time, std::max(m_samples.back().second, count)};
+    else if (n == 0 || time > m_samples.back().first)
+        m_samples.emplace_back(time, count);
+    // Keep one sample at or before the window's start as the rate's base.
+    while (m_samples.size() > 2 && m_samples[1].first <= m_latestTime - kRateWindowSeconds)
+        m_samples.pop_front();
+}
+
+double WindowedRate::perSecond(double now) const
+{
+    if (m_samples.empty() || m_latestTime < now - kRateWindowSeconds)
+        return 0;
+    // The newest sample at or before the window's start is the base.
+    auto base = m_samples.front();
+    for (const auto &sample : m_samples) {
+        if (sample.first > now - kRateWindowSeconds)
+            break;
+        base = sample;
+    }
+    const double span = now - base.first;
+    return span > 0 ? double(m_latestCount - base.second) / span : 0;
 }
 
 std::vector<std::string> variablesHeldByPs(const proto::ModelSignature &signature, int numPs)

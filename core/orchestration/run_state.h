@@ -122,6 +122,24 @@ struct FailoverMarker
     std::string reason;
 };
 
+// A count's rate per second over the last ~2 s of a clock: a worker's steps,
+// the global step. Samples about 50 ms apart, so a bounded few dozen
+// however fast the count grows. Records may come out of order (several
+// workers' events); the rate is taken from the highest count seen.
+class WindowedRate
+{
+public:
+    void record(double time, int64_t count);
+    // Per second at `now` (the clock's newest reading): 0 when nothing was
+    // recorded within the window, so a count that stopped reads 0.
+    double perSecond(double now) const;
+
+private:
+    std::deque<std::pair<double, int64_t>> m_samples; // (time, count)
+    double m_latestTime = 0;
+    int64_t m_latestCount = 0;
+};
+
 struct WorkerFigures
 {
     int index = 0;
@@ -131,8 +149,11 @@ struct WorkerFigures
     int64_t clock = 0;
     int64_t applied = 0;
     int64_t dropped = 0;
-    int64_t nonfinite = 0;                   // gradients with NaN/Inf (rejected, or applied and counted)
-    double stepsPerSecond = 0;               // over the last ~2 s of wall time
+    int64_t nonfinite = 0; // gradients with NaN/Inf (rejected, or applied and counted)
+    // This worker's steps (gradients it pushed) per second, over the last
+    // ~2 s of the run's clock. Not global steps: in sync a global step
+    // takes one gradient from each of several workers.
+    double stepsPerSecond = 0;
     double waitFraction = 0;                 // waitUs / (compute + push + wait), whole run
     std::vector<int64_t> stalenessHistogram; // [staleness] -> count; last bin is ">= size-1"
     int64_t pid = 0;
@@ -143,6 +164,14 @@ struct WorkerFigures
 struct RunSnapshot
 {
     int64_t globalStep = 0;
+    // The two rates of a run, over the last ~2 s of the run's clock, each
+    // defined here only: global steps per second (updates to the model) and
+    // gradients per second (steps of all workers, applied or dropped). In
+    // async they agree; in sync the first is the second divided by the
+    // gradients a step aggregates.
+    double globalStepsPerSecond = 0;
+    double gradientsPerSecond = 0;
+    double rateClock = 0; // the run's wall time (ps:0's clock) the rates were taken at
     proto::ModeConfig mode;
     int64_t lastStep = 0;
     bool finished = false;
@@ -189,6 +218,9 @@ struct RunSnapshot
     // workers are alive (0: it moves), and whom ps:0 waits for.
     double stallSeconds = 0;
     std::string stallWaitingFor;
+    // ps:0 cannot write the run's records: why, and where they stop (empty
+    // while they are written).
+    std::string recordsProblem;
     int actingChief = 0;     // the worker doing the chief's duties
     int64_t stepEvents = 0;  // step records seen (applied, aggregated and dropped)
     double lastWallTime = 0; // wall time of the newest record
@@ -250,17 +282,14 @@ private:
     std::deque<StepRecord> m_recent;
     struct Rate
     {
-        // (wall time, clock), one per ~50 ms, covering the last ~2 s: a
-        // bounded few dozen entries however fast the worker runs.
-        std::deque<std::pair<double, int64_t>> samples;
-        double latestTime = 0;
-        int64_t latestClock = 0;
+        WindowedRate steps; // the worker's clock
         int64_t computeUs = 0, pushUs = 0, waitUs = 0;
         // Counts from the step events seen, and as ps:0 last reported them.
         int64_t appliedSeen = 0, droppedSeen = 0, rejectedSeen = 0;
         int64_t appliedReported = 0, droppedReported = 0, nonfiniteReported = 0;
     };
     std::map<int, Rate> m_rates;
+    WindowedRate m_globalSteps;
     double m_psClock = 0; // ps:0's wall time of the newest telemetry batch
 };
 

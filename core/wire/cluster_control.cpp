@@ -95,6 +95,8 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
                       "then went)";
         text += "\n";
     }
+    if (!status.records_problem().empty())
+        text += "run records: " + status.records_problem() + "\n";
     if (status.stall().seconds() > 0)
         text += "hang watchdog: no progress for " + std::to_string(int(status.stall().seconds())) + " s at global step "
                 + std::to_string(status.stall().global_step()) + "; waiting for " + status.stall().waiting_for() + "\n";

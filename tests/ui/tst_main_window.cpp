@@ -204,6 +204,31 @@ private Q_SLOTS:
         QVERIFY(!launcher.anyRunning());
     }
 
+    // Before the demo starts, the Pace control shows the pace the demo will
+    // run at (it once read "full speed", and the demo then ran at 40 ms a
+    // step); moved while nothing trains, it goes back to that pace.
+    void thePaceShowsTheDemosPaceBeforeItStarts()
+    {
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        auto *slider = window.paceControl()->findChild<QSlider *>(QStringLiteral("paceSlider"));
+        auto *label = window.paceControl()->findChild<QLabel *>(QStringLiteral("paceValue"));
+        QVERIFY(slider && label);
+        QCOMPARE(window.demoPlan().training.pace.computeMs, 40); // the README's demo
+        QCOMPARE(label->text(), QStringLiteral("40 ms a step (about 25 steps/s per worker), the demo's pace"));
+        QCOMPARE(window.paceControl()->computeMs(), 40);
+
+        ClusterPlan plan = planOnFreePorts(0);
+        plan.training.pace.computeMs = 150;
+        window.setDemoPlan(plan);
+        QCOMPARE(label->text(), QStringLiteral("150 ms a step (about 7 steps/s per worker), the demo's pace"));
+        const auto &stops = PaceControl::stops();
+        slider->setValue(int(std::find(stops.begin(), stops.end(), 5) - stops.begin())); // as a drag ends
+        QCOMPARE(window.paceControl()->computeMs(), 150);
+        QCOMPARE(label->text(), QStringLiteral("150 ms a step (about 7 steps/s per worker), the demo's pace"));
+    }
+
     void thePaceSliderSetsEveryWorkersStepTimeWhileItTrains()
     {
         ClusterLauncher launcher;

@@ -31,6 +31,7 @@
 #include <QJsonObject>
 #include <QLabel>
 #include <QProcess>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QStandardPaths>
@@ -322,10 +323,21 @@ private Q_SLOTS:
         QCOMPARE(finished.front().front().toInt(), int(HeadlessModeComparison::Success));
         QVERIFY(!headless.comparison()->launcher()->anyRunning());
         QCOMPARE(ended.size(), 3);
-        // The figure can grow run by run: after async, then after sync.
-        QCOMPARE(soFar.size(), 2);
+        // The figure grows run by run: after async, then after sync, each
+        // drawn whole once it ended (and, while a run trains, as far as it
+        // has come: those summaries end on a run "in progress").
+        std::vector<ModeComparisonSummary> afterARun;
+        for (const QList<QVariant> &arguments : std::as_const(soFar)) {
+            const auto summary = arguments.front().value<ModeComparisonSummary>();
+            QVERIFY(!summary.runs.empty());
+            for (size_t i = 0; i + 1 < summary.runs.size(); ++i)
+                QVERIFY(summary.runs[i].stopReason != QStringLiteral("in progress"));
+            if (summary.runs.back().stopReason != QStringLiteral("in progress"))
+                afterARun.push_back(summary);
+        }
+        QCOMPARE(afterARun.size(), size_t(2));
         for (int i = 0; i < 2; ++i) {
-            const auto summary = soFar.at(i).front().value<ModeComparisonSummary>();
+            const ModeComparisonSummary &summary = afterARun[size_t(i)];
             QCOMPARE(summary.runs.size(), size_t(i + 1));
             QCOMPARE(summary.runsToCome, 2 - i);
             QVERIFY(!summary.runs.back().loss.empty());
@@ -527,6 +539,16 @@ private Q_SLOTS:
                                      && status->text().contains(QStringLiteral("global step"))
                                      && !status->text().contains(QStringLiteral("global step 0,")),
                                  30000);
+        // The figure draws the first run while it trains, and the bar says
+        // which run it is and how far.
+        QTRY_VERIFY_WITH_TIMEOUT(comparisonWindow->view()->summary()
+                                     && comparisonWindow->view()->summary()->runs.size() == 1
+                                     && !comparisonWindow->view()->summary()->runs.front().loss.empty(),
+                                 30000);
+        QCOMPARE(comparisonWindow->view()->summary()->runs.front().stopReason, QStringLiteral("in progress"));
+        auto *bar = comparisonWindow->findChild<QProgressBar *>();
+        QVERIFY(bar);
+        QVERIFY2(bar->text().startsWith(QStringLiteral("run 1 of 3: ")), qPrintable(bar->text()));
         std::vector<qint64> pids;
         for (const TaskInfo &task : comparison->launcher()->tasks())
             pids.push_back(task.pid);

@@ -383,6 +383,38 @@ private Q_SLOTS:
         QVERIFY2(slow > 0 && slow <= 0.5, qPrintable(QString::number(slow)));
     }
 
+    // In sync a global step takes one gradient from each worker: the run's
+    // global steps per second are half its gradients per second with two
+    // workers, and each worker's steps/s is its own gradients. The headless
+    // line once summed the workers' rates and called them "steps/s".
+    void syncGlobalStepsPerSecondAreGradientsPerSecondOverTheAggregated()
+    {
+        RunState state;
+        // 3 s of sync at 20 global steps/s, each step aggregating both workers.
+        for (int64_t step = 1; step <= 60; ++step) {
+            const double t = 1000.0 + double(step) * 0.05;
+            for (int worker = 0; worker < 2; ++worker)
+                state.apply(stepEvent(step, t, worker, step, 1.f, kNaN, proto::AGGREGATED));
+        }
+        // A stale gradient dropped: a gradient, but no global step.
+        state.apply(stepEvent(60, 1003.0, 1, 61, 1.f, kNaN, proto::DROPPED_STALE));
+        const auto s = state.snapshot();
+        QVERIFY2(std::abs(s.globalStepsPerSecond - 20) < 1, qPrintable(QString::number(s.globalStepsPerSecond)));
+        QVERIFY2(std::abs(s.gradientsPerSecond - 40) < 2, qPrintable(QString::number(s.gradientsPerSecond)));
+        QVERIFY2(std::abs(s.workers[0].stepsPerSecond - 20) < 1,
+                 qPrintable(QString::number(s.workers[0].stepsPerSecond)));
+        QCOMPARE(s.gradientsPerSecond, s.workers[0].stepsPerSecond + s.workers[1].stepsPerSecond);
+
+        // In async every applied gradient is a global step: the two agree.
+        RunState async;
+        for (int64_t step = 1; step <= 120; ++step)
+            async.apply(stepEvent(step, 1000.0 + double(step) * 0.025, int(step % 2), (step + 1) / 2, 1.f));
+        const auto a = async.snapshot();
+        QVERIFY2(std::abs(a.globalStepsPerSecond - a.gradientsPerSecond) < 1.5,
+                 qPrintable(QStringLiteral("%1 against %2").arg(a.globalStepsPerSecond).arg(a.gradientsPerSecond)));
+        QVERIFY2(std::abs(a.globalStepsPerSecond - 40) < 2, qPrintable(QString::number(a.globalStepsPerSecond)));
+    }
+
     void memoryStaysBoundedAfterMillionsOfSteps()
     {
         RunState state(1000, 256);

@@ -3,13 +3,21 @@
 // to the last record.
 #include "engine/telemetry_hub.h"
 #include "formats/run_log.h"
+#include "formats/step_log_reader.h"
 
+#include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
+#include <QRegularExpression>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
+
+#include <mutex>
+#include <random>
 
 #include <map>
 
@@ -248,6 +256,183 @@ private Q_SLOTS:
             QCOMPARE(QJsonDocument::fromJson(steps[i].toUtf8()).object().value(QStringLiteral("global_step")).toInt(),
                      i + 1);
         QCOMPARE(lines(dir.filePath(QStringLiteral("metrics.csv"))).size(), kBurst + 1);
+    }
+
+    // A run directory on a file system that fills: the records stop on a
+    // complete line, the failure is said at once with the step they stop
+    // at, and once space is back they resume and say what is missing. A
+    // real file system (a 128 KiB tmpfs this test mounts), not a stand-in.
+    void aFullFileSystemIsReportedAndLeavesCompleteRecords()
+    {
+        QTemporaryDir mountPoint;
+        QVERIFY(mountPoint.isValid());
+        const QByteArray where = QFile::encodeName(mountPoint.path());
+        if (QProcess::execute(QStringLiteral("mount"),
+                              {QStringLiteral("-t"), QStringLiteral("tmpfs"), QStringLiteral("-o"),
+                               QStringLiteral("size=128k"), QStringLiteral("tmpfs"), mountPoint.path()})
+            != 0)
+            QSKIP("mounting a small tmpfs needs root (CI runs as root)");
+        const auto unmount = qScopeGuard([&] {
+            QProcess::execute(QStringLiteral("umount"), {QStringLiteral("-l"), mountPoint.path()});
+        });
+        QDir dir(mountPoint.path());
+        {
+            QFile filler(dir.filePath(QStringLiteral("filler")));
+            QVERIFY(filler.open(QIODevice::WriteOnly));
+            QVERIFY(filler.write(QByteArray(48 * 1024, 'x')) == 48 * 1024);
+        }
+        std::mutex saidMutex;
+        QStringList said;
+        RunLog log(dir.filePath(QStringLiteral("run")).toStdString(), {"w", "b"});
+        log.onProblem([&](const std::string &words) {
+            std::lock_guard lock(saidMutex);
+            said << QString::fromStdString(words);
+        });
+        int step = 0;
+        while (log.problem().empty() && step < 5000) {
+            log.record(stepEvent(++step));
+            if (step % 50 == 0)
+                log.flush();
+        }
+        log.flush();
+        const QString problem = QString::fromStdString(log.problem());
+        QVERIFY2(problem.contains(QStringLiteral("No space left on device")), qPrintable(problem));
+        static const QRegularExpression stopsAt(QStringLiteral("stop at global step (\\d+), every line up to it"));
+        const auto match = stopsAt.match(problem);
+        QVERIFY2(match.hasMatch(), qPrintable(problem));
+        const int keptThrough = match.captured(1).toInt();
+        {
+            std::lock_guard lock(saidMutex);
+            QCOMPARE(said.size(), 1); // said once, at once
+            QCOMPARE(said.front(), problem);
+        }
+
+        // What is there is whole: every line parses, the last is the step said.
+        const auto readSteps = [&] {
+            QFile file(dir.filePath(QStringLiteral("run/steps.jsonl")));
+            file.open(QIODevice::ReadOnly);
+            return file.readAll();
+        };
+        QByteArray bytes = readSteps();
+        QVERIFY(bytes.endsWith('\n'));
+        int last = 0;
+        for (const QByteArray &line : bytes.split('\n')) {
+            if (line.isEmpty())
+                continue;
+            const QJsonDocument json = QJsonDocument::fromJson(line);
+            QVERIFY2(json.isObject(), line.constData());
+            last = json.object().value(QStringLiteral("global_step")).toInt();
+        }
+        QCOMPARE(last, keptThrough);
+        QVERIFY(keptThrough > 0 && keptThrough < step);
+        const auto metrics = lines(dir.filePath(QStringLiteral("run/metrics.csv")));
+        QVERIFY(!metrics.isEmpty());
+        QVERIFY2(metrics.back().count(QLatin1Char(',')) == 6, qPrintable(metrics.back()));
+
+        // Space comes back: the records resume and say what is missing.
+        QVERIFY(dir.remove(QStringLiteral("filler")));
+        // A step at a time, as a slow run records them, until one is written.
+        const auto giveUpAt = std::chrono::steady_clock::now() + 3 * RunLog::kRetryAfter;
+        do {
+            log.record(stepEvent(++step));
+            log.flush();
+            if (!log.problem().empty())
+                QTest::qWait(50);
+        } while (!log.problem().empty() && std::chrono::steady_clock::now() < giveUpAt);
+        QVERIFY2(log.problem().empty(), log.problem().c_str());
+        {
+            std::lock_guard lock(saidMutex);
+            QCOMPARE(said.size(), 2);
+            QVERIFY2(said.back().contains(QStringLiteral("resume at global step %1").arg(step)),
+                     qPrintable(said.back()));
+            QVERIFY2(said.back().contains(QStringLiteral("after global step %1 could not be written").arg(keptThrough)),
+                     qPrintable(said.back()));
+        }
+        bytes = readSteps();
+        QVERIFY(bytes.endsWith('\n'));
+        const QList<QByteArray> all = bytes.trimmed().split('\n');
+        QCOMPARE(QJsonDocument::fromJson(all.back()).object().value(QStringLiteral("global_step")).toInt(), step);
+    }
+
+    // With a budget the step log is rotated into compressed segments, read
+    // back as one log, and its oldest segments go when the records outgrow
+    // the budget -- said in records.json and to the log's owner.
+    void aBudgetRotatesCompressesAndKeepsTheNewestSteps()
+    {
+        QTemporaryDir dir;
+        constexpr int64_t kBudget = 2 << 20;
+        // ~8 MB of step lines, about a fifth of it once compressed, and
+        // ~1.3 MB of metrics.csv: more than the budget.
+        constexpr int kSteps = 30000;
+        QStringList said;
+        std::mutex saidMutex;
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"});
+            log.setMaxBytes(kBudget);
+            log.onProblem([&](const std::string &words) {
+                std::lock_guard lock(saidMutex);
+                said << QString::fromStdString(words);
+            });
+            // Losses and parameters as a run has them: not a repeated text
+            // that compresses a thousandfold.
+            std::mt19937 random(7);
+            std::uniform_real_distribution<float> value(0.f, 10.f);
+            for (int i = 1; i <= kSteps; ++i) {
+                proto::TelemetryEvent event = stepEvent(i);
+                event.mutable_step()->set_batch_loss(value(random));
+                event.mutable_step()->set_parameters(0, value(random));
+                event.mutable_step()->set_parameters(1, value(random));
+                log.record(event);
+            }
+        } // the writer and the compressor finish their work
+        const QList<int> segments = StepLogReader::segmentIndices(dir.path());
+        QVERIFY2(segments.size() >= 1, "the step log was never rotated");
+        for (const int n : segments) {
+            QVERIFY2(QFileInfo::exists(StepLogReader::segmentPath(dir.path(), n, true)),
+                     qPrintable(QStringLiteral("segment %1 is not compressed").arg(n)));
+            QVERIFY(!QFileInfo::exists(StepLogReader::segmentPath(dir.path(), n, false)));
+        }
+        // Read as one: every step from the first kept to the last, once, in order.
+        StepLogReader reader(dir.path());
+        QByteArray line;
+        int first = 0;
+        int expected = 0;
+        while (reader.next(&line)) {
+            const int step = QJsonDocument::fromJson(line).object().value(QStringLiteral("global_step")).toInt();
+            if (first == 0)
+                first = expected = step;
+            QCOMPARE(step, expected);
+            ++expected;
+        }
+        QCOMPARE(expected - 1, kSteps);
+        // metrics.csv keeps every step.
+        QCOMPARE(lines(dir.filePath(QStringLiteral("metrics.csv"))).size(), kSteps + 1);
+
+        // The oldest went, and the run directory says through which step.
+        qint64 total = 0;
+        QStringList sizes;
+        for (const QFileInfo &file : QDir(dir.path()).entryInfoList(QDir::Files)) {
+            total += file.size();
+            sizes << QStringLiteral("%1 %2").arg(file.fileName()).arg(file.size());
+        }
+        QVERIFY2(first > 1, qPrintable(QStringLiteral("nothing was removed: ") + sizes.join(QStringLiteral(", "))));
+        QFile records(dir.filePath(QStringLiteral("records.json")));
+        QVERIFY(records.open(QIODevice::ReadOnly));
+        const QJsonObject note = QJsonDocument::fromJson(records.readAll()).object();
+        QCOMPARE(note.value(QStringLiteral("removed_through_global_step")).toInt(), first - 1);
+        QVERIFY2(note.value(QStringLiteral("said")).toString().contains(QStringLiteral("--logdir_max_mb")),
+                 qPrintable(note.value(QStringLiteral("said")).toString()));
+        {
+            std::lock_guard lock(saidMutex);
+            QVERIFY(!said.isEmpty());
+            QVERIFY2(said.back().contains(QStringLiteral("holds global steps after %1").arg(first - 1)),
+                     qPrintable(said.back()));
+        }
+        // Within the budget, give or take the segment being written and the
+        // metrics.csv rows written since the last look.
+        QVERIFY2(total <= kBudget + kBudget / 8,
+                 qPrintable(QStringLiteral("%1 bytes for a budget of %2: ").arg(total).arg(kBudget)
+                            + sizes.join(QStringLiteral(", "))));
     }
 
     void anUnwritableRunDirectoryIsAClearError()
