@@ -56,7 +56,7 @@ std::string ChiefDuties::me() const
     return "worker:" + std::to_string(m_options.task.index);
 }
 
-std::string ChiefDuties::initializeVariables()
+std::string ChiefDuties::initializeVariables(const Parameters *lastValues, int64_t lastGlobalStep)
 {
     const int numPs = int(m_ps.size());
 
@@ -94,9 +94,16 @@ std::string ChiefDuties::initializeVariables()
         }
     }
     if (globalStep == 0 && origin.rfind("fresh", 0) == 0) {
+        const bool ownValues = lastValues && lastValues->size() == m_variables.size();
         for (size_t i = 0; i < m_variables.size(); ++i) {
             states[i].set_name(m_variables[i].name);
-            toTensor(m_variables[i].value, m_variables[i].shape, states[i].mutable_value());
+            toTensor(ownValues ? (*lastValues)[i] : m_variables[i].value, m_variables[i].shape,
+                     states[i].mutable_value());
+        }
+        if (ownValues) {
+            globalStep = lastGlobalStep;
+            origin = "the chief's own parameters at global step " + std::to_string(lastGlobalStep)
+                     + ", no checkpoint in --logdir; optimizer state starts again";
         }
     }
 

@@ -53,12 +53,16 @@ public:
 
     // Hands every ps its variables (whole or its slices of them, as the
     // placement says), fresh or from the newest checkpoint -- whatever the
-    // number of ps tasks and the partitioning it was saved with.
+    // number of ps tasks and the partitioning it was saved with. Without a
+    // checkpoint, `lastValues` (the chief's own parameters, of global step
+    // `lastGlobalStep`) stand in for fresh ones when given: a ps that lost
+    // its memory mid-run goes on from where the chief last saw the model.
+    // A ps that holds its variables keeps them.
     // Returns why it could not, for a ps that did not answer (then retry),
     // or empty when done; throws InputError when a ps refused them or the
     // newest checkpoint belongs to another model. Blocks up to 10 s per ps.
     // Called on run()'s thread, by worker:0 only.
-    std::string initializeVariables();
+    std::string initializeVariables(const Parameters *lastValues = nullptr, int64_t lastGlobalStep = 0);
 
     // Takes the duties (starting the checkpoint thread) or gives them back
     // (waiting for a checkpoint in progress). Called on run()'s thread.

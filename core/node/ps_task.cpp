@@ -1202,7 +1202,7 @@ void PsTask::openRunLogLocked()
 {
     if (m_options.training.logdir.empty() || m_runLog)
         return;
-    const bool tookOver = m_failovers > 0;
+    const bool tookOver = m_failovers > 0 && !m_tookOverEmpty;
     try {
         std::vector<std::string> variableNames;
         for (const auto &variable : m_signature.variables())
@@ -1238,6 +1238,13 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
         if (const CallStatus status = initializeLocked(request, response); !status.ok())
             return status;
         replicateThrough = lastRecordLocked();
+        // A primary does not wait for its backup to start training: a backup
+        // that never comes would hold the cluster. Until one attaches its
+        // updates live in this process alone, and the user is told so.
+        if (response->initialized_now() && m_options.cluster.replicated() && !m_follower)
+            note(psName() + " at " + ownAddress() + " trains WITHOUT its backup at " + peerAddress()
+                 + ": none has attached yet. Until one does, the updates it acknowledges live in this process alone; "
+                   "if it dies first, the backup serves in its place without them and says how many were lost");
     }
     // The chief goes on (and checkpoints) only once the backup holds the variables too.
     awaitBackup(replicateThrough);

@@ -194,12 +194,20 @@ private:
     // A worker turned to this backup: it takes over if the primary is gone,
     // else says where the primary is (Unavailable).
     CallStatus takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock);
+    // The same for a backup that never received the state: it takes over
+    // empty once its primary has been gone for emptyTakeOverAfter().
+    CallStatus takeOverWithoutStateIfPrimaryGone(std::unique_lock<std::mutex> &lock);
     // Before a call that changes or reads the pair's state: fine on the
     // primary (or a ps without a backup); a backup takes over or says where
     // the primary is; a process still choosing its role says to ask again.
     CallStatus servesLocked(std::unique_lock<std::mutex> &lock);
-    // The backup becomes the pair's primary; `why` goes to the log.
+    // The backup becomes the pair's primary; `why` goes to the log. A backup
+    // without the state takes over as a ps that lost its memory: the chief
+    // gives it the variables again.
     void takeOverLocked(const std::string &why);
+    // How long a backup without the state waits, after its last failed
+    // attempt to follow, before it serves in its primary's place.
+    std::chrono::milliseconds emptyTakeOverAfter() const { return std::chrono::milliseconds(3 * m_rpc.heartbeatMs); }
     // After taking over: workers that did not come back by now are dead.
     void checkRejoinDeadlineLocked();
     std::string peerAddress() const;
@@ -320,9 +328,17 @@ private:
     bool m_hasState = false;
     bool m_following = false; // its state is current: the stream to the primary is up
     std::string m_primaryLostReason;
+    // Backup: since when every attempt to follow its primary has failed
+    // (unset before the first attempt and while it follows). A backup
+    // without the state serves in its primary's place, empty, only once its
+    // primary has been gone this long (takeOverIfPrimaryGone).
+    std::optional<std::chrono::steady_clock::time_point> m_primaryGoneSince;
     // Primary: why its last backup went (empty while one follows).
     std::string m_backupLostReason = "no backup has attached yet";
     int m_failovers = 0;
+    // It took over without the state: its step log starts the history again
+    // rather than continuing the old primary's (openRunLogLocked).
+    bool m_tookOverEmpty = false;
     int64_t m_lastFailoverStep = 0;
     // Acknowledged updates this process found it does not hold, at most
     // (checkAcknowledgedLocked).

@@ -486,6 +486,7 @@ void PsTask::followPrimary()
                     applied = record.sequence();
                     if (record.has_state()) {
                         m_following = true;
+                        m_primaryGoneSince.reset();
                         saidLost = false;
                         m_log(psName() + " at " + ownAddress() + " follows its primary at " + primary
                               + ": holds its state"
@@ -510,13 +511,18 @@ void PsTask::followPrimary()
         if (m_finished || m_role != proto::REPLICA_BACKUP)
             return;
         m_primaryLostReason = broke.empty() ? ended : broke;
+        if (!m_primaryGoneSince)
+            m_primaryGoneSince = std::chrono::steady_clock::now();
         if (!saidLost) {
             saidLost = true;
             m_log(psName() + " at " + ownAddress() + " cannot follow its primary at " + primary + ": "
                   + m_primaryLostReason
                   + (m_hasState ? ". It holds the state up to the last acknowledged update and takes over when a "
                                   "worker turns to it"
-                                : ". It holds no state yet; it keeps trying"));
+                                : ". It holds no state yet; it keeps trying, and serves in its primary's place "
+                                  "(empty: the chief gives it the variables again) if a worker turns to it after "
+                                  "its primary has been gone for "
+                                      + std::to_string(emptyTakeOverAfter().count()) + " ms"));
         }
         // The primary may be back (or answer again) in a moment; a worker may
         // come first and make this one take over.
@@ -540,7 +546,7 @@ CallStatus PsTask::takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock)
     const std::string primary = peerAddress();
     const std::string self = psName() + " at " + ownAddress();
     if (!m_hasState)
-        return CallStatus::unavailable(self + " is a backup that holds no state yet; the pair's primary is " + primary);
+        return takeOverWithoutStateIfPrimaryGone(lock);
     if (m_following)
         return CallStatus::unavailable(self + " is the backup and still follows its primary at " + primary
                                        + "; turn to it (if it is gone, this backup notices within about two "
@@ -558,8 +564,48 @@ CallStatus PsTask::takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock)
     return {};
 }
 
+CallStatus PsTask::takeOverWithoutStateIfPrimaryGone(std::unique_lock<std::mutex> &lock)
+{
+    // The primary went before this backup held its state (it trained alone
+    // before the backup attached, or the backup came after it died). Waiting
+    // for a state nobody holds any more would hang the cluster, so this
+    // process serves in the primary's place as a ps that lost its memory, as
+    // a restarted ps without a backup does: the chief gives it the variables
+    // again, and the workers' joins say how many acknowledged updates went
+    // with the primary (checkAcknowledgedLocked). Only once the primary has
+    // been gone for a few heartbeats and does not answer now: a primary that
+    // is merely starting a moment after its backup keeps its role.
+    const std::string primary = peerAddress();
+    const std::string self = psName() + " at " + ownAddress();
+    const auto goneFor = m_primaryGoneSince ? std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - *m_primaryGoneSince)
+                                            : std::chrono::milliseconds(0);
+    if (goneFor < emptyTakeOverAfter())
+        return CallStatus::unavailable(self + " is a backup that holds no state yet; the pair's primary is " + primary
+                                       + (m_primaryGoneSince
+                                              ? " and has not answered for " + std::to_string(goneFor.count()) + " ms ("
+                                                    + m_primaryLostReason + "); if it stays gone for "
+                                                    + std::to_string(emptyTakeOverAfter().count())
+                                                    + " ms this backup serves in its place, without the state"
+                                              : ""));
+    lock.unlock();
+    const PeerStatus peer = askPeer(primary, m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+    lock.lock();
+    if (m_role != proto::REPLICA_BACKUP)
+        return {}; // another call made it take over meanwhile
+    if (m_hasState)
+        return takeOverIfPrimaryGone(lock); // it attached meanwhile
+    if (peer.reached)
+        return CallStatus::unavailable(self + " is a backup that holds no state yet; its primary at " + primary
+                                       + " answers again: turn to it");
+    takeOverLocked("its primary at " + primary + " is gone (" + m_primaryLostReason + "; asked again: " + peer.error
+                   + ") and no process holds the pair's state: the primary trained without a backup attached");
+    return {};
+}
+
 void PsTask::takeOverLocked(const std::string &why)
 {
+    const bool empty = !m_hasState;
     m_role = proto::REPLICA_PRIMARY;
     m_ackedSequence = m_recordSequence = 0;
     ++m_failovers;
@@ -603,9 +649,20 @@ void PsTask::takeOverLocked(const std::string &why)
         failover->set_reason(why);
         publishLocked(event);
     }
-    m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + ": " + why
-          + ". No acknowledged update is lost; the workers turn to it, and a backup started again at " + peerAddress()
-          + " follows it");
+    if (empty) {
+        m_tookOverEmpty = true;
+        m_hasState = true; // the pair's state is what this process serves from now on
+        m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary WITHOUT its state: " + why
+              + ". It lost the pair's memory as a restarted ps without a backup does: the chief gives it the "
+                "variables again (from its newest checkpoint, or the chief's own last values), and every update the "
+                "old primary acknowledged after that point is lost; each worker that rejoins says how many it had "
+                "acknowledged. A backup started again at "
+              + peerAddress() + " follows it");
+    } else {
+        m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + ": " + why
+              + ". No acknowledged update is lost; the workers turn to it, and a backup started again at "
+              + peerAddress() + " follows it");
+    }
     m_log(taskStateLine(
         {m_options.task, TaskPhase::Serving, "primary of " + psName() + " (took over from " + peerAddress() + ")"}));
     m_changed.notify_all();

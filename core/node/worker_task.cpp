@@ -333,12 +333,15 @@ bool WorkerTask::waitForPs(int ps)
         std::string why;
         std::optional<size_t> serving;
         std::optional<size_t> backupWithState;
+        std::optional<size_t> backupWithoutState;
+        size_t unreachable = 0;
         for (size_t p = 0; p < connection.addresses.size() && !serving; ++p) {
             auto stub = proto::TaskControl::NewStub(connection.channels[p]);
             auto context = makeContext(m_rpc, std::chrono::milliseconds(1000));
             proto::TaskStatusResponse status;
             const auto result = stub->GetTaskStatus(context.get(), {}, &status);
             if (!result.ok()) {
+                ++unreachable;
                 why += (why.empty() ? "" : "; ")
                        + ("cannot reach " + name + " at " + connection.addresses[p] + ": " + describeRpcError(result));
             } else if (status.replica_role() == proto::REPLICA_PRIMARY
@@ -351,14 +354,20 @@ bool WorkerTask::waitForPs(int ps)
                 backupWithState = p;
                 why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is the backup");
             } else {
+                backupWithoutState = p;
                 why += (why.empty() ? "" : "; ")
                        + (name + " at " + connection.addresses[p] + " is a backup without the state yet");
             }
         }
         // No process serves, but a backup holds the state: the join makes it
         // take over if its primary is gone (or tells this worker where it is).
+        // A backup without the state is turned to when its primary cannot be
+        // reached at all: it serves in the primary's place, empty, once the
+        // primary has been gone a few heartbeats, else says how long it waits.
         if (!serving && backupWithState && connection.addresses.size() > 1)
             serving = backupWithState;
+        if (!serving && backupWithoutState && unreachable + 1 == connection.addresses.size())
+            serving = backupWithoutState;
         if (serving) {
             if (connection.address != connection.addresses[*serving]) {
                 std::lock_guard lock(m_streamMutex);
@@ -421,8 +430,12 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             return JoinOutcome::Stopping;
     if (m_options.task.isChief()) {
         Backoff backoff;
-        for (std::string failure = m_chief->initializeVariables(); !failure.empty();
-             failure = m_chief->initializeVariables()) {
+        // On a rejoin a ps may have lost its memory (restarted, or a backup
+        // that took over without the state): the chief's own parameters are
+        // the newest it can give when no checkpoint holds them.
+        const Parameters *lastValues = m_joinedBefore ? &m_params : nullptr;
+        for (std::string failure = m_chief->initializeVariables(lastValues, m_globalStep); !failure.empty();
+             failure = m_chief->initializeVariables(lastValues, m_globalStep)) {
             setState(TaskPhase::Waiting, failure);
             if (!backoff.wait(failure, m_log, [this] { return stopping(); }))
                 return JoinOutcome::Stopping;
@@ -516,6 +529,7 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
     if (!valuesOnly.empty())
         links += " (tensor values on data links to " + valuesOnly + ")";
     setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep) + links);
+    m_joinedBefore = true;
     return JoinOutcome::Joined;
 }
 

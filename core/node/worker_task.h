@@ -116,6 +116,9 @@ private:
     // storage from step to step, and sent from there (no copy into the push).
     Parameters m_gradient;
     int64_t m_globalStep = 0;
+    // Whether m_params came from a ps (this worker joined once): then they
+    // are the newest values the chief can give a ps that lost its memory.
+    bool m_joinedBefore = false;
     // ps:0's --last_step, as its join answered (0: until stopped).
     int64_t m_clusterLastStep = 0;
     std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread

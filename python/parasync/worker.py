@@ -543,7 +543,8 @@ class Worker:
         delay = 0.1
         while not self.stopping:
             reasons = []
-            serving = backup_with_state = None
+            serving = backup_with_state = backup_without_state = None
+            unreachable = 0
             for p, address in enumerate(addresses):
                 try:
                     status = pb_grpc.TaskControlStub(self._pairs[k][p]).GetTaskStatus(
@@ -554,6 +555,7 @@ class Worker:
                                           "(give the cluster's token: --cluster_token_file or "
                                           "PARASYNC_CLUSTER_TOKEN)") from None
                     reasons.append(f"cannot reach ps:{k} at {address}: {e.details()}")
+                    unreachable += 1
                     continue
                 if status.replica_role == pb.REPLICA_PRIMARY or (
                         len(addresses) == 1 and status.replica_role != pb.REPLICA_BACKUP):
@@ -565,9 +567,16 @@ class Worker:
                     backup_with_state = p
                     reasons.append(f"ps:{k} at {address} is the backup")
                 else:
+                    backup_without_state = p
                     reasons.append(f"ps:{k} at {address} is a backup without the state yet")
             if serving is None and backup_with_state is not None:
                 serving = backup_with_state
+            # Its primary cannot be reached at all: the backup without the
+            # state serves in its place, empty (the chief gives it the
+            # variables again), once the primary has been gone a few
+            # heartbeats; until then the join says how long it waits.
+            if serving is None and backup_without_state is not None and unreachable + 1 == len(addresses):
+                serving = backup_without_state
             if serving is not None:
                 if self._serving[k] != addresses[serving]:
                     self._serving[k] = addresses[serving]

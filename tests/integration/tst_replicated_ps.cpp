@@ -812,6 +812,120 @@ private Q_SLOTS:
         backup->terminate();
         QCOMPARE(backup->waitForExit(), 0);
     }
+
+    // The hang of a pair whose backup never attached: the primary trains
+    // alone (its backup came late, or came after it died), is SIGKILLed, and
+    // the backup holds nothing. It must not leave the workers retrying
+    // forever: once the primary has been gone a few heartbeats the backup
+    // serves in its place as a ps that lost its memory, the chief gives it
+    // the variables again -- from the newest checkpoint, or without one its
+    // own last values -- and the workers' joins say, with the number, what
+    // the dead primary had acknowledged that is now lost. The chief steps
+    // slowly (--straggler_ms) so that worker:1 has always acknowledged more
+    // than the chief's own values hold: the loss is certain, and said.
+    void aPrimaryKilledBeforeItsBackupAttachedLeavesNoHang_data()
+    {
+        QTest::addColumn<bool>("checkpoint");
+        QTest::newRow("the chief's own values") << false;
+        QTest::newRow("the newest checkpoint") << true;
+    }
+
+    void aPrimaryKilledBeforeItsBackupAttachedLeavesNoHang()
+    {
+        QFETCH(bool, checkpoint);
+        QTemporaryDir logdir;
+        QVERIFY(logdir.isValid());
+        QStringList training{QStringLiteral("--mode=async"), QStringLiteral("--compute_ms=2"),
+                             QStringLiteral("--save_checkpoint_secs=3600")};
+        if (checkpoint)
+            training << QStringLiteral("--logdir=") + logdir.path();
+        ReplicatedCluster cluster(2, training + QStringList{QStringLiteral("--last_step=0")});
+        cluster.workers[0] = std::make_unique<NodeProcess>(QStringLiteral("worker:0"),
+                                                           cluster.flags
+                                                               + QStringList{QStringLiteral("--job_name=worker"),
+                                                                             QStringLiteral("--task_index=0"),
+                                                                             QStringLiteral("--straggler_ms=150")});
+        int64_t checkpointStep = 0;
+        if (checkpoint) {
+            // A first run leaves a checkpoint at global step 200 (the final
+            // one); the run under test restores it and saves no other.
+            ReplicatedCluster first(2, training + QStringList{QStringLiteral("--last_step=200")});
+            auto ps = first.startPs(QStringLiteral("first run's ps:0"));
+            for (auto &worker : first.workers)
+                worker->start();
+            for (auto &worker : first.workers)
+                QVERIFY2(worker->waitForExit(std::chrono::seconds(120)) == 0, qPrintable(worker->output().right(2000)));
+            QCOMPARE(ps->waitForExit(), 0);
+            checkpointStep = 200;
+        }
+
+        auto primary = cluster.startPs(QStringLiteral("ps:0"));
+        for (auto &worker : cluster.workers)
+            worker->start();
+        QVERIFY2(
+            waitForStatusAt(cluster.primary, [&](const auto &s) { return s.global_step() > checkpointStep + 300; }),
+            qPrintable(primary->output().right(2000) + cluster.workers[0]->output().right(2000)));
+        QVERIFY2(!primary->output().contains(QStringLiteral("backup ") + cluster.backup + QStringLiteral(" (pid")),
+                 qPrintable(primary->output()));
+        primary->kill();
+        const auto killedAt = Clock::now();
+        // Started after its primary died, the backup can follow nobody.
+        auto backup = cluster.startBackup(QStringLiteral("ps:0's backup"));
+        const auto trainingAgain = [&](const proto::ClusterStatusResponse &s) {
+            return s.replica().role() == proto::REPLICA_PRIMARY && s.replica().failovers() == 1
+                   && s.global_step() > s.replica().last_failover_step() + 50 && s.workers(0).phase() == proto::TRAINING
+                   && s.workers(1).phase() == proto::TRAINING;
+        };
+        QVERIFY2(waitForStatusAt(cluster.backup, trainingAgain, std::chrono::seconds(60)),
+                 qPrintable(backup->output().right(3000) + cluster.workers[1]->output().right(2000)));
+        const double seconds = std::chrono::duration<double>(Clock::now() - killedAt).count();
+        QVERIFY2(backup->output().contains(QStringLiteral("takes over as the pair's primary WITHOUT its state")),
+                 qPrintable(backup->output()));
+        // The chief gave it the variables again, from where it says.
+        const QString origin = checkpoint ? QStringLiteral("variables initialised (restored from model.ckpt-200")
+                                          : QStringLiteral("variables initialised (the chief's own parameters at "
+                                                           "global step ");
+        const int initialisations = checkpoint ? 2 : 1; // the run's start restored it too
+        QTRY_VERIFY2_WITH_TIMEOUT(cluster.workers[0]->output().count(origin) == initialisations,
+                                  qPrintable(cluster.workers[0]->output().right(3000)), 30000);
+
+        // What went with the primary is said, with its size.
+        QVERIFY2(backup->waitForOutput(QStringLiteral(" are lost. The other process of the pair acknowledged them")),
+                 qPrintable(backup->output().right(3000)));
+        static const QRegularExpression said(
+            QStringLiteral("holds global step (\\d+), but worker:\\d had global step (\\d+) acknowledged: (\\d+) "
+                           "updates are lost"));
+        const auto match = said.match(backup->output());
+        QVERIFY2(match.hasMatch(), qPrintable(backup->output().right(3000)));
+        const qint64 held = match.captured(1).toLongLong();
+        const qint64 lost = match.captured(3).toLongLong();
+        QCOMPARE(lost, match.captured(2).toLongLong() - held);
+        QVERIFY(lost > 0);
+        if (checkpoint)
+            QCOMPARE(held, checkpointStep);
+        else
+            QVERIFY2(held > 0, qPrintable(match.captured(0))); // where the chief was, not a fresh start
+        proto::ClusterStatusResponse status;
+        QVERIFY(statusAt(cluster.backup, &status));
+        QVERIFY(status.replica().acknowledged_updates_lost() >= lost);
+        QVERIFY2(
+            QString::fromStdString(formatClusterStatus(status)).contains(QStringLiteral("acknowledged updates lost")),
+            formatClusterStatus(status).c_str());
+        qInfo("killed to training again: %.2f s; the backup said: %s", seconds, qPrintable(match.captured(0)));
+
+        // The dead primary started again follows the process that serves now.
+        primary = cluster.startPs(QStringLiteral("ps:0 again"));
+        QVERIFY2(primary->waitForOutput(QStringLiteral("follows its primary at ") + cluster.backup),
+                 qPrintable(primary->output()));
+        for (auto &worker : cluster.workers) {
+            worker->terminate();
+            QCOMPARE(worker->waitForExit(), 0);
+        }
+        backup->terminate();
+        QCOMPARE(backup->waitForExit(), 0);
+        primary->terminate();
+        QCOMPARE(primary->waitForExit(), 0);
+    }
 };
 
 QTEST_GUILESS_MAIN(ReplicatedPsTest)

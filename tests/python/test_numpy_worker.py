@@ -15,11 +15,13 @@ from parasync import checkpoints
 
 class NumpyWorkerTest(unittest.TestCase):
     def start_softmax_cluster(self, last_step, *mode_flags, python_flags=(), node_flags=(), num_ps=1, logdir=None,
-                              backup=False, repeat_features=1):
+                              backup=False, repeat_features=1, start_backup=True):
         """ps:0 (and ps:1.. given the same flags; with `backup`, ps:0's
         backup too), the NumPy worker:1, then the C++ chief worker:0;
         node_flags go to every parasync-node task. With repeat_features, the
-        digits' features are repeated that many times over (a bigger W)."""
+        digits' features are repeated that many times over (a bigger W).
+        With start_backup=False the backup is declared but left to the test
+        (self.ps_flags are the flags to start it with)."""
         cluster = Cluster(self, num_ps=num_ps, backups=backup)
         if repeat_features == 1:
             data = node_cluster.digits_csv(cluster.dir)
@@ -29,9 +31,10 @@ class NumpyWorkerTest(unittest.TestCase):
         # Features repeated n times make each gradient n times as strong.
         common = ["--model=softmax", f"--dataset=csv:{data}", f"--learning_rate={0.05 / repeat_features}",
                   "--batch_size=50", f"--last_step={last_step}", "--display_step=10", *node_flags]
-        cluster.start_node("ps", 0, *common, *mode_flags, f"--logdir={self.logdir}")
-        if backup:
-            cluster.start_node("ps_backup", 0, *common, *mode_flags, f"--logdir={self.logdir}")
+        self.ps_flags = [*common, *mode_flags, f"--logdir={self.logdir}"]
+        cluster.start_node("ps", 0, *self.ps_flags)
+        if backup and start_backup:
+            cluster.start_node("ps_backup", 0, *self.ps_flags)
         for k in range(1, num_ps):
             cluster.start_node("ps", k, *common, *mode_flags)
         cluster.start_python_worker(1, "numpy_softmax.py", f"--dataset=csv:{data}", "--batch_size=50",
@@ -245,6 +248,26 @@ class NumpyWorkerTest(unittest.TestCase):
                 self.assertGreater(max(int(r["global_step"]) for r in after), 2000, describe(cluster))
                 linked = cluster.output("worker:1").count("(tensor values on data links to ps:0)")
                 self.assertEqual(linked, 0 if repeat == 1 else 2, describe(cluster))
+
+    def test_a_python_worker_trains_on_when_ps0_dies_before_its_backup_attached(self):
+        # ps:0 trains alone: its backup is started only after it was
+        # SIGKILLed, so nobody holds the pair's state. The NumPy worker turns
+        # to the backup all the same; the backup serves in its place without
+        # the state, the C++ chief gives it its own last values, and the run
+        # ends at its last step, the lost updates said in words.
+        cluster = self.start_softmax_cluster(3000, "--mode=async", backup=True, start_backup=False)
+        cluster.wait_for_output("worker:1", " (local ")  # it trains: its first loss line
+        self.assertIn("trains WITHOUT its backup", cluster.output("ps:0"))
+        cluster.kill("ps:0")
+        cluster.start_node("ps_backup", 0, *self.ps_flags)
+        cluster.wait_for_output("worker:1", "ps:0 is served by " + cluster.ps_backup_hosts + " now")
+        for name in ("worker:1", "worker:0", "ps_backup:0"):
+            self.assertEqual(cluster.wait(name), 0, describe(cluster))
+        backup = cluster.output("ps_backup:0")
+        self.assertIn("takes over as the pair's primary WITHOUT its state", backup)
+        self.assertIn("variables initialised (the chief's own parameters at global step", cluster.output("worker:0"))
+        self.assertIn("worker:1 state finished", cluster.output("worker:1"))
+        self.assertEqual(max(int(r["global_step"]) for r in read_metrics(self.logdir)), 3000)
 
 
 if __name__ == "__main__":
