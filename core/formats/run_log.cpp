@@ -371,10 +371,34 @@ void RunLog::skipStepsAlreadyLogged()
     QFile file(QString::fromStdString(m_directory + "/" + run_files::kStepLog));
     if (!file.open(QIODevice::ReadOnly))
         return;
-    const bool truncated = file.size() > kTail;
+    bool truncated = file.size() > kTail;
     if (truncated)
         file.seek(file.size() - kTail);
-    const QList<QByteArray> lines = file.readAll().split('\n');
+    QByteArray tail = file.readAll();
+    // Just after a rotation steps.jsonl is short: the rest of the tail is
+    // the end of the newest segment (decompressed whole, kept in part; a
+    // takeover meets this once in some hundred thousand steps).
+    const QString directory = QString::fromStdString(m_directory);
+    if (const QList<int> segments = StepLogReader::segmentIndices(directory); !truncated && !segments.isEmpty()) {
+        const int n = segments.back();
+        const QString plain = StepLogReader::segmentPath(directory, n, false);
+        const QString path = QFileInfo::exists(plain) ? plain : StepLogReader::segmentPath(directory, n, true);
+        if (gzFile segment = gzopen(QFile::encodeName(path).constData(), "rb")) {
+            QByteArray before;
+            char buffer[1 << 16];
+            for (int got; (got = gzread(segment, buffer, sizeof buffer)) > 0;) {
+                before.append(buffer, got);
+                if (before.size() > 2 * kTail)
+                    before.remove(0, before.size() - kTail);
+            }
+            gzclose(segment);
+            if (before.size() + tail.size() > kTail)
+                before.remove(0, before.size() + tail.size() - kTail);
+            tail.prepend(before);
+            truncated = true;
+        }
+    }
+    const QList<QByteArray> lines = tail.split('\n');
     std::lock_guard lock(m_mutex);
     int64_t oldest = -1;
     for (const QByteArray &line : lines) {

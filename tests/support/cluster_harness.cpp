@@ -1,6 +1,7 @@
 #include "support/cluster_harness.h"
 
 #include "base/port_holder.h"
+#include "formats/step_log_reader.h"
 #include "wire/rpc.h"
 
 #include <QCoreApplication>
@@ -366,11 +367,11 @@ grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetMode
 std::vector<QJsonObject> readStepLog(const QString &logdir)
 {
     std::vector<QJsonObject> records;
-    QFile file(logdir + QStringLiteral("/steps.jsonl"));
-    if (!file.open(QIODevice::ReadOnly))
-        return records;
-    while (!file.atEnd()) {
-        const QByteArray line = file.readLine().trimmed();
+    // The log as one: its rotated segments (a long run's), then steps.jsonl.
+    StepLogReader log(logdir);
+    QByteArray read;
+    while (log.next(&read)) {
+        const QByteArray line = read.trimmed();
         if (line.isEmpty())
             continue;
         const auto document = QJsonDocument::fromJson(line);
