@@ -741,6 +741,8 @@ QString modeComparisonVerdict(const ModeComparisonSummary &summary)
             reached.push_back(&run);
         else if (!run.failure.isEmpty())
             others << QObject::tr("%1 failed").arg(modeRunLabel(run));
+        else if (run.inProgress)
+            others << QObject::tr("%1 has not reached it yet (%2 so far)").arg(modeRunLabel(run), seconds(run.seconds));
         else
             others << QObject::tr("%1 did not reach it in its %2 run").arg(modeRunLabel(run), seconds(run.seconds));
     }

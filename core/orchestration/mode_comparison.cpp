@@ -670,15 +670,18 @@ void ModeComparison::summarize(bool final)
     const int runsToCome = final ? 0 : int(m_options.modes.size()) - int(m_directories.size());
     // A run still training is drawn as far as it has come, and says so.
     std::vector<QString> reasons = m_stopReasons;
-    if (!final && m_runActive && !reasons.empty() && reasons.back().isEmpty())
+    const bool inProgress = !final && m_runActive && !reasons.empty() && reasons.back().isEmpty();
+    if (inProgress)
         reasons.back() = tr("in progress");
     // Step logs of long runs take a while to read: not on the owner's thread.
     m_summaryThread
         = std::thread([this, generation, final, runsToCome, directories = m_directories, target = m_options.targetLoss,
-                       reasons, failures = m_failures, cancelled = m_cancelled] {
+                       reasons, inProgress, failures = m_failures, cancelled = m_cancelled] {
               ModeComparisonSummary summary = summarizeModeComparison(directories, target);
               summary.cancelled = cancelled;
               summary.runsToCome = runsToCome;
+              if (inProgress && !summary.runs.empty())
+                  summary.runs.back().inProgress = true;
               for (size_t i = 0; i < summary.runs.size() && i < reasons.size(); ++i) {
                   summary.runs[i].stopReason = reasons[i];
                   if (!failures[i].isEmpty())

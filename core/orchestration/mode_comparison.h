@@ -110,8 +110,9 @@ struct ModeRunSummary
     double globalStepsPerSecond = 0;
     std::vector<WorkerStepFigures> workers; // by worker index
     // Filled in by ModeComparison, empty when summarized on their own:
-    QString stopReason; // "target reached", "time limit", "last step", "cancelled", ...
-    QString failure;    // what went wrong, when the run failed
+    QString stopReason;      // "target reached", "time limit", "last step", "cancelled", ...
+    bool inProgress = false; // still training: drawn as far as it has come (stopReason "in progress")
+    QString failure;         // what went wrong, when the run failed
 };
 
 struct ModeComparisonSummary

@@ -546,6 +546,10 @@ private Q_SLOTS:
                                      && !comparisonWindow->view()->summary()->runs.front().loss.empty(),
                                  30000);
         QCOMPARE(comparisonWindow->view()->summary()->runs.front().stopReason, QStringLiteral("in progress"));
+        QVERIFY(comparisonWindow->view()->summary()->runs.front().inProgress);
+        QVERIFY2(modeComparisonVerdict(*comparisonWindow->view()->summary())
+                     .contains(QStringLiteral("so far"), Qt::CaseInsensitive),
+                 qPrintable(modeComparisonVerdict(*comparisonWindow->view()->summary())));
         auto *bar = comparisonWindow->findChild<QProgressBar *>();
         QVERIFY(bar);
         QVERIFY2(bar->text().startsWith(QStringLiteral("run 1 of 3: ")), qPrintable(bar->text()));
