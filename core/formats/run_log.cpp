@@ -278,7 +278,7 @@ void RunLog::compressSegment(int n)
     QFile in(plain);
     if (!in.open(QIODevice::ReadOnly))
         return; // compressed already by an earlier process
-    // Level 1: the step log's JSON shrinks about tenfold at it, at a speed
+    // Level 1: the step log's JSON shrinks about sixfold at it, at a speed
     // that keeps the compressor far ahead of the writer.
     gzFile out = gzopen(QFile::encodeName(temporary).constData(), "wb1");
     bool ok = out != nullptr;
