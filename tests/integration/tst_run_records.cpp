@@ -72,10 +72,7 @@ struct StepLine
 std::vector<StepLine> stepLines(const QString &logdir)
 {
     std::vector<StepLine> steps;
-    StepLogReader log(logdir);
-    QByteArray line;
-    while (log.next(&line)) {
-        const QJsonObject o = QJsonDocument::fromJson(line).object();
+    for (const QJsonObject &o : readStepLog(logdir)) {
         if (o.value(QStringLiteral("type")).toString() != QLatin1String("step"))
             continue;
         steps.push_back({int64_t(o.value(QStringLiteral("global_step")).toDouble()),
