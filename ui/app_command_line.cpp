@@ -40,14 +40,16 @@ std::optional<std::string> valueIfSet(const QCommandLineParser &parser, const ch
 
 void declareAppCommandLine(QCommandLineParser &parser)
 {
-    parser.setApplicationDescription(
-        QStringLiteral("Parasync: start, watch and steer a parameter-server training cluster.\n"
-                       "  parasync --demo                      the three-port demo cluster, in the window\n"
-                       "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
-                       "  parasync --open=RUN_DIR              replay a finished run (its --logdir)\n"
-                       "  parasync --headless --compare_modes --export=DIR   async, sync and ssp in turn; runs, "
-                       "figure, CSV into DIR\n"
-                       "  parasync --headless --slurm --cluster_file=FILE --export=DIR   as a job of your Slurm"));
+    parser.setApplicationDescription(QStringLiteral(
+        "Parasync: start, watch and steer a parameter-server training cluster.\n"
+        "  parasync --demo                      the three-port demo cluster, in the window\n"
+        "  parasync --headless --demo --export=DIR   the same without a window; charts into DIR\n"
+        "  parasync --open=RUN_DIR              replay a finished run (its --logdir)\n"
+        "  parasync --headless --compare_modes --export=DIR   async, sync and ssp in turn; runs, "
+        "figure, CSV into DIR\n"
+        "  parasync --headless --compare_modes --workload=staleness --export=DIR   what staleness costs: "
+        "16 workers, held-out loss and staleness per mode\n"
+        "  parasync --headless --slurm --cluster_file=FILE --export=DIR   as a job of your Slurm"));
     parser.addHelpOption();
     parser.addVersionOption();
     const auto option = [&parser](const char *name, const char *description, const char *valueName = nullptr) {
@@ -76,12 +78,25 @@ void declareAppCommandLine(QCommandLineParser &parser)
     option("compare_modes", "Run the demo (or --cluster_file) once per update mode -- async, sync, ssp -- with the "
                             "same seed, data and straggler, and show the runs side by side; headless: print the "
                             "results and write the runs, the figure and comparison.csv into --export.");
+    option("modes",
+           "With --compare_modes: the contenders, comma-separated: async, sync, sync:R (R gradients a step), "
+           "sync:R/T (R of T replicas: T - R backup workers), ssp:S (staleness bound S). Default: async,sync,ssp:10 "
+           "(ssp at --staleness).",
+           "LIST");
+    option("compare_full_time",
+           "With --compare_modes: every run trains its whole --compare_seconds, past the target (still timed), so "
+           "that the runs' final held-out figures compare at one wall time (--workload=staleness does this).");
     option("compare_seconds", "With --compare_modes: the time limit of each mode's run (default 40).", "SECONDS");
     option("target_loss",
            "With --compare_modes: the chief's full-shard loss each run goes to (default: 1.2 x "
            "the best loss the linear model can reach on the chief's data).",
            "LOSS");
     option("cluster_file", "Start the cluster described by a cluster file (JSON).", "FILE");
+    option("workload",
+           "Start a named training problem instead of the demo: staleness (16 workers, softmax with momentum on 10 "
+           "blobs, where async's stale gradients cost accuracy; with --compare_modes, async, sync, sync:15/16, "
+           "ssp:3 and ssp:10 train 20 s each, timed to a full loss of 0.3).",
+           "NAME");
     option("ps_hosts", "ps addresses for the cluster started, e.g. 127.0.0.1:2222.", "HOSTS");
     option("worker_hosts", "worker addresses for the cluster started, e.g. 127.0.0.1:2223,127.0.0.1:2224.", "HOSTS");
     option("ps_backup_hosts",
@@ -98,6 +113,12 @@ void declareAppCommandLine(QCommandLineParser &parser)
     option("learning_rate", "Learning rate.", "LR");
     option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
     option("batch_size", "Samples per worker step.", "N");
+    option("model", "Model: linear or softmax (as parasync-node's --model).", "NAME");
+    option("dataset",
+           "Training data, as parasync-node's --dataset: linear, blobs:K:D, csv:FILE, mnist:DIR, idx:IMAGES,LABELS.",
+           "SPEC");
+    option("seed", "Seed of the data, the initial parameters and the simulated pace (default 1).", "N");
+    option("eval_fraction", "Share of the chief's data held out for held-out loss and accuracy (0: none).", "X");
     option("compute_ms", "Simulated compute time per worker step, ms (the demo: 40; 0 is full speed).", "N");
     option("compute_jitter", "Spread of that time (coefficient of variation; the demo: 0.5).", "X");
     option("straggler_ms", "Extra delay per step for every worker, ms (the demo slows worker:1 by 40).", "N");
@@ -129,13 +150,15 @@ void declareAppCommandLine(QCommandLineParser &parser)
 
 bool wantsCluster(const QCommandLineParser &parser)
 {
-    return parser.isSet(QStringLiteral("demo")) || parser.isSet(QStringLiteral("cluster_file"));
+    return parser.isSet(QStringLiteral("demo")) || parser.isSet(QStringLiteral("cluster_file"))
+           || parser.isSet(QStringLiteral("workload"));
 }
 
 ClusterPlan planFromArguments(const QCommandLineParser &parser)
 {
     PlanFlags flags;
     flags.clusterFile = valueIfSet(parser, "cluster_file");
+    flags.workload = valueIfSet(parser, "workload");
     flags.psHosts = valueIfSet(parser, "ps_hosts");
     flags.workerHosts = valueIfSet(parser, "worker_hosts");
     flags.psBackupHosts = valueIfSet(parser, "ps_backup_hosts");

@@ -2,6 +2,9 @@
 
 #include "base/error.h"
 #include "config/node_options.h"
+#include "config/update_modes.h"
+#include "config/workloads.h"
+#include "engine/update_policy.h"
 #include "ui/mode_comparison_view.h"
 
 #include <QCommandLineParser>
@@ -12,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 namespace parasync::ui {
 
@@ -34,6 +38,9 @@ std::string text(const QString &value)
     return value.toStdString();
 }
 
+// Workers shown a column each in the results; more get one column of spreads.
+constexpr size_t kWorkerColumnsAtMost = 4;
+
 } // namespace
 
 ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParser &parser, const ClusterPlan &plan)
@@ -44,7 +51,7 @@ ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParse
     const auto has = [&given](const char *name) { return given.contains(QLatin1String(name)); };
     if (has("mode"))
         throw InputError("--compare_modes runs every update mode (async, sync, ssp) in turn: leave out --mode "
-                         "(--staleness sets ssp's bound)");
+                         "(--modes chooses the contenders, --staleness sets ssp's bound)");
     if (has("connect") || has("open"))
         throw InputError("--compare_modes starts its own clusters: leave out --connect and --open");
 
@@ -59,8 +66,32 @@ ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParse
     if (has("last_step"))
         options.plan.training.lastStep = plan.training.lastStep;
     options.modes = comparedModes(plan.training.mode.staleness());
+    // A workload brings its own contenders and target; the flags still win.
+    std::optional<Workload> named;
+    if (has("workload"))
+        named = workload(text(parser.value(QStringLiteral("workload"))));
+    if (named)
+        options.modes = parseModeSpecList(named->contenders);
+    if (has("modes")) {
+        try {
+            options.modes = parseModeSpecList(text(parser.value(QStringLiteral("modes"))));
+        } catch (const InputError &e) {
+            throw InputError(std::string("--modes: ") + e.what());
+        }
+        // What ps:0 would refuse at start, refused before the first run.
+        for (const proto::ModeConfig &mode : options.modes) {
+            try {
+                UpdatePolicy::validate(mode, plan.cluster.numWorkers());
+            } catch (const InputError &e) {
+                throw InputError("--modes: " + modeSpec(mode) + ": " + e.what());
+            }
+        }
+    }
 
-    options.runSeconds = kDefaultCompareSeconds;
+    options.runSeconds = named ? named->compareSeconds : kDefaultCompareSeconds;
+    options.stopAtTarget = named ? named->stopAtTarget : true;
+    if (has("compare_full_time"))
+        options.stopAtTarget = false;
     if (has("compare_seconds")) {
         const QString value = parser.value(QStringLiteral("compare_seconds"));
         bool ok = false;
@@ -76,6 +107,8 @@ ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParse
         if (!ok || !(options.targetLoss > 0) || !std::isfinite(options.targetLoss))
             throw InputError("--target_loss must be a positive number (the chief's full-shard loss to reach); got '"
                              + text(value) + "'");
+    } else if (named) {
+        options.targetLoss = named->targetLoss;
     } else {
         options.targetLoss = defaultTargetLoss(options.plan);
         if (!std::isfinite(options.targetLoss))
@@ -86,13 +119,22 @@ ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParse
     return options;
 }
 
+void refuseComparisonFlagsAlone(const QCommandLineParser &parser)
+{
+    const QStringList given = parser.optionNames();
+    for (const char *name : {"modes", "compare_seconds", "target_loss", "compare_full_time"})
+        if (given.contains(QLatin1String(name)))
+            throw InputError(std::string("--") + name + " only means something with --compare_modes: add "
+                             + "--compare_modes, or leave out --" + name);
+}
+
 HeadlessModeComparison::HeadlessModeComparison(ModeComparisonOptions options, QObject *parent)
     : QObject(parent)
     , m_options(std::move(options))
     , m_comparison(new ModeComparison(this))
     , m_view(std::make_unique<ModeComparisonView>())
 {
-    m_view->resize(1800, 1050);
+    m_view->resize(1800, 1500);
     connect(m_comparison, &ModeComparison::line, this, &say);
     connect(m_comparison, &ModeComparison::runEnded, this,
             [](int, const QString &name, const QString &, const QString &failure) {
@@ -129,15 +171,31 @@ void HeadlessModeComparison::start()
 void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) const
 {
     say(tr("Results (target: the chief's full-shard loss at or below %1):").arg(summary.targetLoss, 0, 'g', 4));
-    QStringList header{tr("mode"), tr("to target"), tr("at step"), tr("final loss"), tr("global steps/s")};
+    QStringList header{tr("mode"), tr("to target"), tr("at step"), tr("final loss")};
+    // The held-out metrics any run logged: what the model learned, beside
+    // how fast the training loss fell.
+    QStringList metricNames;
+    for (const ModeRunSummary &run : summary.runs)
+        for (const auto &entry : run.metrics)
+            if (!metricNames.contains(entry.first))
+                metricNames << entry.first;
+    for (const QString &name : std::as_const(metricNames))
+        header << tr("final %1").arg(QString(name).replace(QLatin1Char('_'), QLatin1Char(' ')));
+    header << tr("global steps/s") << tr("staleness median/p90/max");
     std::vector<int> workers;
     for (const ModeRunSummary &run : summary.runs)
         for (const WorkerStepFigures &worker : run.workers)
             if (std::find(workers.begin(), workers.end(), worker.worker) == workers.end())
                 workers.push_back(worker.worker);
     std::sort(workers.begin(), workers.end());
-    for (const int index : workers)
-        header << tr("worker:%1 steps/s, waiting").arg(index);
+    // A column per worker reads well up to a few workers; beyond, the spread.
+    const bool perWorker = workers.size() <= kWorkerColumnsAtMost;
+    if (perWorker) {
+        for (const int index : workers)
+            header << tr("worker:%1 steps/s, waiting").arg(index);
+    } else {
+        header << tr("workers' steps/s min-max, median waiting");
+    }
     header << tr("ended");
     std::vector<QStringList> rows{header};
     for (const ModeRunSummary &run : summary.runs) {
@@ -145,15 +203,40 @@ void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) co
                         run.secondsToTarget ? QStringLiteral("%1 s").arg(*run.secondsToTarget, 0, 'f', 1)
                                             : tr("not reached"),
                         run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QStringLiteral("-"),
-                        std::isfinite(run.finalLoss) ? QString::number(run.finalLoss, 'g', 4) : QStringLiteral("-"),
-                        QString::number(run.globalStepsPerSecond, 'f', 1)};
-        for (const int index : workers) {
-            const auto it = std::find_if(run.workers.begin(), run.workers.end(),
-                                         [index](const WorkerStepFigures &w) { return w.worker == index; });
-            row << (it == run.workers.end() ? QStringLiteral("-")
-                                            : QStringLiteral("%1, %2 %")
-                                                  .arg(it->stepsPerSecond, 0, 'f', 1)
-                                                  .arg(100 * it->waitFraction, 0, 'f', 0));
+                        std::isfinite(run.finalLoss) ? QString::number(run.finalLoss, 'g', 4) : QStringLiteral("-")};
+        for (const QString &name : std::as_const(metricNames)) {
+            const double value = run.finalMetric(name);
+            row << (std::isfinite(value) ? QString::number(value, 'g', 4) : QStringLiteral("-"));
+        }
+        row << QString::number(run.globalStepsPerSecond, 'f', 1);
+        row << (run.staleness.gradients > 0 ? QStringLiteral("%1/%2/%3")
+                                                  .arg(run.staleness.quantile(0.5))
+                                                  .arg(run.staleness.quantile(0.9))
+                                                  .arg(run.staleness.max)
+                                            : QStringLiteral("-"));
+        if (perWorker) {
+            for (const int index : workers) {
+                const auto it = std::find_if(run.workers.begin(), run.workers.end(),
+                                             [index](const WorkerStepFigures &w) { return w.worker == index; });
+                row << (it == run.workers.end() ? QStringLiteral("-")
+                                                : QStringLiteral("%1, %2 %")
+                                                      .arg(it->stepsPerSecond, 0, 'f', 1)
+                                                      .arg(100 * it->waitFraction, 0, 'f', 0));
+            }
+        } else if (run.workers.empty()) {
+            row << QStringLiteral("-");
+        } else {
+            std::vector<double> rates, waits;
+            for (const WorkerStepFigures &w : run.workers) {
+                rates.push_back(w.stepsPerSecond);
+                waits.push_back(w.waitFraction);
+            }
+            std::sort(rates.begin(), rates.end());
+            std::sort(waits.begin(), waits.end());
+            row << QStringLiteral("%1-%2, %3 %")
+                       .arg(rates.front(), 0, 'f', 1)
+                       .arg(rates.back(), 0, 'f', 1)
+                       .arg(100 * waits[waits.size() / 2], 0, 'f', 0);
         }
         row << (run.failure.isEmpty() ? run.stopReason
                                       : tr("failed: %1").arg(run.failure.section(QLatin1Char('\n'), 0, 0)));

@@ -24,10 +24,16 @@ class ModeComparisonView;
 // cluster file, with the command line's training flags) with the
 // comparison's defaults (withComparisonDefaults) where the command line
 // says nothing -- its pace flags, --last_step or a cluster file's per-worker
-// pace win -- plus --compare_seconds (per mode), --target_loss (default:
-// defaultTargetLoss) and --export (the output folder; empty when not
-// given). Throws InputError naming the flag to fix.
+// pace win -- plus --workload's contenders, target and run time, then
+// --modes (the contenders, default comparedModes), --compare_full_time,
+// --compare_seconds (per mode), --target_loss (default: defaultTargetLoss)
+// and --export (the output folder; empty when not given). Throws InputError
+// naming the flag to fix.
 ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParser &parser, const ClusterPlan &plan);
+// Throws InputError when a flag that only --compare_modes reads (--modes,
+// --compare_seconds, --target_loss, --compare_full_time) is given without it: ignored, it would
+// leave the user wondering why nothing changed.
+void refuseComparisonFlagsAlone(const QCommandLineParser &parser);
 
 // The time limit per mode when none is given: the default runs take 5-20 s
 // each to the target on the machine they were tuned on; the rest is room

@@ -244,6 +244,16 @@ void MainWindow::createActions()
         ModeComparisonWindow::open(this, ModeComparisonWindow::defaultOptions(demoPlan()), m_launcher->nodeBinary());
     });
 
+    // The same, one click away, on a problem where the modes' staleness
+    // costs the model (what a newcomer should see next to the pace).
+    auto *compareStaleness = new QAction(tr("Compare modes: the price of staleness..."), this);
+    compareStaleness->setObjectName(QStringLiteral("compareModesStaleness"));
+    compareStaleness->setToolTip(tr("16 workers train a softmax classifier with momentum in async, sync, sync with a "
+                                    "backup worker and ssp at two bounds: held-out loss and staleness side by side"));
+    connect(compareStaleness, &QAction::triggered, this, [this] {
+        ModeComparisonWindow::open(this, ModeComparisonWindow::workloadOptions("staleness"), m_launcher->nodeBinary());
+    });
+
     m_exportAll = new QAction(tr("Export all..."), this);
     m_exportAll->setObjectName(QStringLiteral("exportAll"));
     m_exportAll->setShortcut(QKeySequence(tr("Ctrl+E")));
@@ -269,6 +279,7 @@ void MainWindow::createActions()
     runs->addAction(openRun);
     runs->addAction(compare);
     runs->addAction(compareModes);
+    runs->addAction(compareStaleness);
     QMenu *exportMenu = menuBar()->addMenu(tr("&Export"));
     exportMenu->addAction(m_exportAll);
     exportMenu->addAction(tr("Run report (PDF)..."), this, &MainWindow::askExportReport);

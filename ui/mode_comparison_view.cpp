@@ -1,5 +1,6 @@
 #include "ui/mode_comparison_view.h"
 
+#include "base/qt_text.h"
 #include "config/node_options.h"
 #include "ui/chart_exporter.h"
 #include "ui/chart_setup.h"
@@ -85,6 +86,22 @@ QLabel *shownOnceARunEnds(const QString &title, QWidget *parent)
         = new QLabel(QObject::tr("%1: drawn as soon as the first run has logged its steps").arg(title), parent);
     placeholder->setWordWrap(true);
     return placeholder;
+}
+
+// The held-out metric the figure and the verdict speak of: accuracy where a
+// run logged it (it reads at a glance: higher is better, 0 to 1), else
+// held-out loss, else the first metric there is; empty when none.
+QString heldOutMetric(const ModeComparisonSummary &summary)
+{
+    QString fallback;
+    for (const ModeRunSummary &run : summary.runs) {
+        if (run.metrics.count(QStringLiteral("heldout_accuracy")))
+            return QStringLiteral("heldout_accuracy");
+        if (fallback.isEmpty() && !run.metrics.empty())
+            fallback = run.metrics.count(QStringLiteral("heldout_loss")) ? QStringLiteral("heldout_loss")
+                                                                         : run.metrics.begin()->first;
+    }
+    return fallback;
 }
 
 } // namespace
@@ -217,6 +234,217 @@ CsvTable ModeLossChart::csv() const
 }
 
 int ModeLossChart::pointCount() const
+{
+    int count = 0;
+    for (const QLineSeries *line : m_lines)
+        count += int(line->count());
+    return count;
+}
+
+// ---------------------------------------------------------------------------
+
+ModeHeldOutChart::ModeHeldOutChart(QWidget *parent)
+    : ChartWidget(parent)
+    , m_chart(new QChart)
+    , m_view(new QChartView(m_chart, this))
+    , m_placeholder(shownOnceARunEnds(title(), this))
+    , m_xAxis(new QValueAxis)
+    , m_yAxis(new QValueAxis)
+{
+    styleChart(m_chart, title());
+    m_xAxis->setTitleText(tr("global step"));
+    m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
+    m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
+    addAxes(m_chart, m_xAxis, m_yAxis);
+    m_view->setRubberBand(QChartView::RectangleRubberBand);
+    setChartView(m_view, m_placeholder);
+}
+
+QString ModeHeldOutChart::title() const
+{
+    return tr("What the model learned: held-out data by global step");
+}
+
+QString ModeHeldOutChart::metric() const
+{
+    return m_summary ? heldOutMetric(*m_summary) : QString();
+}
+
+void ModeHeldOutChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
+{
+    m_summary = std::move(summary);
+    markDirty();
+}
+
+void ModeHeldOutChart::rebuild()
+{
+    const QString name = metric();
+    const size_t runs = m_summary && !name.isEmpty() ? m_summary->runs.size() : 0;
+    if (m_summary && !m_summary->runs.empty() && name.isEmpty())
+        m_placeholder->setText(tr("No held-out data in these runs: give the chief some (--eval_fraction=0.2, or "
+                                  "--eval_dataset) to see what each mode's model learned, beside how fast it "
+                                  "trained"));
+    showData(runs > 0);
+    while (m_lines.size() < runs) {
+        auto *line = new QLineSeries;
+        addSeries(m_chart, line, m_xAxis, m_yAxis);
+        m_lines.push_back(line);
+    }
+    while (m_lines.size() > runs) {
+        m_chart->removeSeries(m_lines.back());
+        delete m_lines.back();
+        m_lines.pop_back();
+    }
+    double xMax = 0;
+    double yMin = std::numeric_limits<double>::max(), yMax = std::numeric_limits<double>::lowest();
+    for (size_t i = 0; i < runs; ++i) {
+        const ModeRunSummary &run = m_summary->runs[i];
+        QList<QPointF> points;
+        const auto it = run.metrics.find(name);
+        if (it != run.metrics.end()) {
+            for (const MetricPoint &p : it->second) {
+                if (!std::isfinite(p.value))
+                    continue;
+                points.append(QPointF(double(p.globalStep), p.value));
+                xMax = std::max(xMax, double(p.globalStep));
+                yMin = std::min(yMin, p.value);
+                yMax = std::max(yMax, p.value);
+            }
+        }
+        m_lines[i]->setName(modeRunLabel(run));
+        m_lines[i]->setPen(QPen(runColor(int(i)), 2));
+        m_lines[i]->replace(points);
+    }
+    m_yAxis->setTitleText(QString(name).replace(QLatin1Char('_'), QLatin1Char(' ')));
+    setRoundRange(m_xAxis, 0, xMax > 0 ? xMax : 1);
+    if (yMax >= yMin) {
+        if (name.endsWith(QLatin1String("accuracy")))
+            setRoundRange(m_yAxis, std::max(0.0, yMin - 0.05), std::min(1.0, yMax + 0.05));
+        else
+            setRoundRange(m_yAxis, yMin, yMax > yMin ? yMax : yMin + 1);
+    }
+}
+
+CsvTable ModeHeldOutChart::csv() const
+{
+    CsvTable table;
+    const QString name = metric();
+    table.header = {QStringLiteral("mode"), QStringLiteral("seconds_since_first_step"), QStringLiteral("global_step"),
+                    name.isEmpty() ? QStringLiteral("heldout") : name};
+    if (!m_summary || name.isEmpty())
+        return table;
+    for (const ModeRunSummary &run : m_summary->runs) {
+        const auto it = run.metrics.find(name);
+        if (it == run.metrics.end())
+            continue;
+        for (const MetricPoint &p : it->second)
+            table.rows.push_back({run.name, QString::number(p.seconds, 'f', 3), QString::number(p.globalStep),
+                                  QString::number(p.value, 'g', 8)});
+    }
+    return table;
+}
+
+int ModeHeldOutChart::pointCount() const
+{
+    int count = 0;
+    for (const QLineSeries *line : m_lines)
+        count += int(line->count());
+    return count;
+}
+
+// ---------------------------------------------------------------------------
+
+ModeStalenessChart::ModeStalenessChart(QWidget *parent)
+    : ChartWidget(parent)
+    , m_chart(new QChart)
+    , m_view(new QChartView(m_chart, this))
+    , m_xAxis(new QValueAxis)
+    , m_yAxis(new QValueAxis)
+{
+    styleChart(m_chart, title());
+    m_xAxis->setTitleText(tr("staleness (global steps between read and apply)"));
+    m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
+    m_yAxis->setTitleText(tr("% of applied gradients at or below"));
+    m_yAxis->setLabelFormat(QStringLiteral("%.0f"));
+    addAxes(m_chart, m_xAxis, m_yAxis);
+    m_view->setRubberBand(QChartView::RectangleRubberBand);
+    setChartView(m_view, shownOnceARunEnds(title(), this));
+}
+
+QString ModeStalenessChart::title() const
+{
+    return tr("How stale the applied gradients were");
+}
+
+void ModeStalenessChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
+{
+    m_summary = std::move(summary);
+    markDirty();
+}
+
+void ModeStalenessChart::rebuild()
+{
+    const size_t runs = m_summary ? m_summary->runs.size() : 0;
+    bool any = false;
+    for (size_t i = 0; i < runs; ++i)
+        any = any || m_summary->runs[i].staleness.gradients > 0;
+    showData(any);
+    while (m_lines.size() < runs) {
+        auto *line = new QLineSeries;
+        addSeries(m_chart, line, m_xAxis, m_yAxis);
+        m_lines.push_back(line);
+    }
+    while (m_lines.size() > runs) {
+        m_chart->removeSeries(m_lines.back());
+        delete m_lines.back();
+        m_lines.pop_back();
+    }
+    int64_t xMax = 1;
+    for (size_t i = 0; i < runs; ++i)
+        xMax = std::max(xMax, m_summary->runs[i].staleness.max);
+    for (size_t i = 0; i < runs; ++i) {
+        const ModeRunSummary &run = m_summary->runs[i];
+        const StalenessFigures &staleness = run.staleness;
+        // A step line: flat between the stalenesses seen, rising at each.
+        QList<QPointF> points;
+        double share = 0;
+        for (const auto &[value, count] : staleness.counts) {
+            points.append(QPointF(double(value), share));
+            share += 100.0 * double(count) / double(staleness.gradients);
+            points.append(QPointF(double(value), share));
+        }
+        if (!points.isEmpty())
+            points.append(QPointF(double(xMax), 100.0));
+        m_lines[i]->setName(
+            staleness.gradients > 0
+                ? tr("%1 (median %2, max %3)").arg(modeRunLabel(run)).arg(staleness.quantile(0.5)).arg(staleness.max)
+                : modeRunLabel(run));
+        m_lines[i]->setPen(QPen(runColor(int(i)), 2));
+        m_lines[i]->replace(points);
+    }
+    setRoundRange(m_xAxis, 0, double(xMax));
+    m_yAxis->setRange(0, 100);
+}
+
+CsvTable ModeStalenessChart::csv() const
+{
+    CsvTable table;
+    table.header = {QStringLiteral("mode"), QStringLiteral("staleness"), QStringLiteral("gradients"),
+                    QStringLiteral("share_at_or_below")};
+    if (!m_summary)
+        return table;
+    for (const ModeRunSummary &run : m_summary->runs) {
+        int64_t seen = 0;
+        for (const auto &[value, count] : run.staleness.counts) {
+            seen += count;
+            table.rows.push_back({run.name, QString::number(value), QString::number(count),
+                                  QString::number(double(seen) / double(run.staleness.gradients), 'f', 6)});
+        }
+    }
+    return table;
+}
+
+int ModeStalenessChart::pointCount() const
 {
     int count = 0;
     for (const QLineSeries *line : m_lines)
@@ -515,6 +743,8 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
     , m_heading(new QLabel(this))
     , m_byTime(new ModeLossChart(ModeLossChart::Axis::WallTime, this))
     , m_byStep(new ModeLossChart(ModeLossChart::Axis::GlobalStep, this))
+    , m_heldOut(new ModeHeldOutChart(this))
+    , m_staleness(new ModeStalenessChart(this))
     , m_timeToTarget(new ModeBarChart(ModeBarChart::Figure::TimeToTarget, this))
     , m_stepsPerSecond(new ModeBarChart(ModeBarChart::Figure::WorkerStepsPerSecond, this))
     , m_waitFraction(new ModeBarChart(ModeBarChart::Figure::WorkerWaitFraction, this))
@@ -525,7 +755,9 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
     m_heading->setObjectName(QStringLiteral("modeComparisonHeading"));
     auto *grid = new QGridLayout;
     grid->setContentsMargins(0, 0, 0, 0);
-    const QList<QWidget *> widgets{m_byTime, m_byStep, m_timeToTarget, m_stepsPerSecond, m_waitFraction, m_table};
+    // The pace in the first row, its price in the second, the workers in the third.
+    const QList<QWidget *> widgets{m_byTime,    m_byStep, m_timeToTarget,   m_heldOut,
+                                   m_staleness, m_table,  m_stepsPerSecond, m_waitFraction};
     for (int i = 0; i < widgets.size(); ++i) {
         widgets[i]->setMinimumSize(320, 240);
         grid->addWidget(widgets[i], i / 3, i % 3);
@@ -540,7 +772,7 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
 
 QList<ExportableChart *> ModeComparisonView::panels() const
 {
-    return {m_byTime, m_byStep, m_timeToTarget, m_stepsPerSecond, m_waitFraction, m_table};
+    return {m_byTime, m_byStep, m_timeToTarget, m_heldOut, m_staleness, m_table, m_stepsPerSecond, m_waitFraction};
 }
 
 void ModeComparisonView::setSummary(const ModeComparisonSummary &summary)
@@ -548,6 +780,8 @@ void ModeComparisonView::setSummary(const ModeComparisonSummary &summary)
     m_summary = std::make_shared<const ModeComparisonSummary>(summary);
     m_byTime->setSummary(m_summary);
     m_byStep->setSummary(m_summary);
+    m_heldOut->setSummary(m_summary);
+    m_staleness->setSummary(m_summary);
     m_timeToTarget->setSummary(m_summary);
     m_stepsPerSecond->setSummary(m_summary);
     m_waitFraction->setSummary(m_summary);
@@ -583,12 +817,15 @@ void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
     painter->translate(target.topLeft());
     const QSizeF size = target.size();
     const double margin = size.width() * 0.012;
+    // Text sized by the figure's width as much as its height: a taller
+    // figure (more panel rows) keeps the title of a wide one.
+    const double textScale = std::min(size.height(), size.width() * 1050 / 1800);
     QFont titleFont = painter->font();
     titleFont.setBold(true);
-    titleFont.setPixelSize(std::max(12, int(size.height() * 0.026)));
+    titleFont.setPixelSize(std::max(12, int(textScale * 0.026)));
     QFont textFont = titleFont;
     textFont.setBold(false);
-    textFont.setPixelSize(std::max(10, int(size.height() * 0.017)));
+    textFont.setPixelSize(std::max(10, int(textScale * 0.017)));
     painter->setPen(Qt::black);
     double y = margin;
     painter->setFont(titleFont);
@@ -611,7 +848,8 @@ void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
     const QList<ExportableChart *> cells = panels();
     const double gap = margin;
     const double cellWidth = (size.width() - 2 * margin - 2 * gap) / 3;
-    const double cellHeight = (size.height() - y - margin - gap) / 2;
+    const int rows = int((cells.size() + 2) / 3);
+    const double cellHeight = (size.height() - y - margin - (rows - 1) * gap) / rows;
     const double zoom = cellWidth / 600;
     for (int i = 0; i < cells.size(); ++i) {
         const int row = i / 3; // three panels a row
@@ -633,8 +871,8 @@ CsvTable ModeComparisonView::csv() const
         return table;
     for (const ModeRunSummary &run : m_summary->runs)
         for (const LossPoint &p : run.loss)
-            table.rows.push_back({modeRunName(run.mode), QString::number(p.seconds, 'f', 3),
-                                  QString::number(p.globalStep), QString::number(p.loss, 'g', 8)});
+            table.rows.push_back({run.name, QString::number(p.seconds, 'f', 3), QString::number(p.globalStep),
+                                  QString::number(p.loss, 'g', 8)});
     return table;
 }
 
@@ -662,7 +900,10 @@ QString describeComparisonSetting(const ClusterPlan &plan)
     for (const auto &[pace, workers] : byPace) {
         const QString time = pace.first > 0 ? QObject::tr("%1 ms").arg(pace.first) : QObject::tr("full speed");
         const QString delay = pace.second > 0 ? QObject::tr(" + %1 ms delay").arg(pace.second) : QString();
-        paces << workers.join(QStringLiteral(", ")) + QLatin1Char(' ') + time + delay;
+        // Past a few, the workers of one pace are counted, not named.
+        const QString who
+            = workers.size() > 3 ? QObject::tr("%1 workers").arg(workers.size()) : workers.join(QStringLiteral(", "));
+        paces << who + QLatin1Char(' ') + time + delay;
     }
     return QObject::tr("%1 ps, %2 workers; compute per step: %3 (jitter %4); %5 model, learning rate %6, batch %7, "
                        "seed %8")
@@ -688,9 +929,19 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
     table.header << QStringLiteral("staleness") << QStringLiteral("global_step_at_target")
                  << QStringLiteral("run_seconds") << QStringLiteral("ended") << QStringLiteral("failure")
                  << QStringLiteral("run_directory");
+    // The price of each mode's pace: how stale its applied gradients were,
+    // and what the model learned (the held-out metrics any run logged).
+    table.header << QStringLiteral("mode_spec") << QStringLiteral("staleness_median") << QStringLiteral("staleness_p90")
+                 << QStringLiteral("staleness_max") << QStringLiteral("staleness_mean");
+    QStringList metricNames;
+    for (const ModeRunSummary &run : summary.runs)
+        for (const auto &entry : run.metrics)
+            if (!metricNames.contains(entry.first))
+                metricNames << entry.first;
+    for (const QString &name : std::as_const(metricNames))
+        table.header << QStringLiteral("final_") + name;
     for (const ModeRunSummary &run : summary.runs) {
-        QStringList row{run.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? run.name : modeRunName(run.mode),
-                        QString::number(summary.targetLoss, 'g', 9),
+        QStringList row{run.name, QString::number(summary.targetLoss, 'g', 9),
                         run.secondsToTarget ? QString::number(*run.secondsToTarget, 'f', 3) : QString(),
                         std::isfinite(run.finalLoss) ? QString::number(run.finalLoss, 'g', 6) : QString(),
                         QString::number(run.globalStepsPerSecond, 'f', 2)};
@@ -703,6 +954,16 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
             << (run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QString())
             << QString::number(run.seconds, 'f', 3) << run.stopReason << oneLine(run.failure)
             << QDir::toNativeSeparators(run.directory);
+        const bool hasStaleness = run.staleness.gradients > 0;
+        row << (run.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? QString() : qs(modeSpec(run.mode)))
+            << (hasStaleness ? QString::number(run.staleness.quantile(0.5)) : QString())
+            << (hasStaleness ? QString::number(run.staleness.quantile(0.9)) : QString())
+            << (hasStaleness ? QString::number(run.staleness.max) : QString())
+            << (hasStaleness ? QString::number(run.staleness.mean, 'f', 3) : QString());
+        for (const QString &name : std::as_const(metricNames)) {
+            const double value = run.finalMetric(name);
+            row << (std::isfinite(value) ? QString::number(value, 'g', 6) : QString());
+        }
         table.rows.push_back(row);
     }
     return table;
@@ -762,6 +1023,27 @@ QString modeComparisonVerdict(const ModeComparisonSummary &summary)
     }
     if (!others.isEmpty())
         text += QLatin1Char(' ') + others.join(QStringLiteral("; ")) + QLatin1Char('.');
+    // What each model learned, best first: the price of the pace above.
+    const QString metric = heldOutMetric(summary);
+    if (!metric.isEmpty()) {
+        std::vector<std::pair<double, QString>> finals;
+        for (const ModeRunSummary &run : summary.runs) {
+            const double value = run.finalMetric(metric);
+            if (std::isfinite(value))
+                finals.emplace_back(value, modeRunLabel(run));
+        }
+        const bool higherIsBetter = metric.endsWith(QLatin1String("accuracy")) || metric.endsWith(QLatin1String("auc"));
+        std::stable_sort(finals.begin(), finals.end(), [higherIsBetter](const auto &a, const auto &b) {
+            return higherIsBetter ? a.first > b.first : a.first < b.first;
+        });
+        QStringList parts;
+        for (const auto &[value, label] : finals)
+            parts << QStringLiteral("%1 %2").arg(label, QString::number(value, 'g', 3));
+        if (!parts.isEmpty())
+            text += QObject::tr(" Final %1, best first: %2.")
+                        .arg(QString(metric).replace(QLatin1Char('_'), QLatin1Char(' ')),
+                             parts.join(QStringLiteral(", ")));
+    }
     if (summary.cancelled)
         text += QObject::tr(" (Cancelled before every mode ran.)");
     if (summary.runsToCome > 0)

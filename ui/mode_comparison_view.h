@@ -2,7 +2,9 @@
 
 // The figure of "Compare modes": one run per update mode, side by side --
 // the chief's full-shard loss by wall time and by global step with the
-// target marked, the time each mode took to reach the target, and per
+// target marked, a held-out metric by global step and the staleness of the
+// applied gradients (what the pace costs), the time each mode took to reach
+// the target, and per
 // worker its steps per second and the share of its step time spent waiting,
 // with the numbers in a table. Each panel is a chart of its own; the view
 // paints them all as one exportable figure (PNG, SVG, PDF), and the numbers
@@ -64,6 +66,68 @@ private:
     QLineSeries *m_target;
     std::vector<QLineSeries *> m_lines;
     std::vector<QScatterSeries *> m_reached;
+};
+
+// What each run's model learned: a held-out metric by global step (held-out
+// accuracy where the model has one, else held-out loss) -- the price of a
+// mode's staleness, where the loss charts show its pace. Says how to get
+// held-out data when no run has any.
+class ModeHeldOutChart : public ChartWidget
+{
+    Q_OBJECT
+
+public:
+    explicit ModeHeldOutChart(QWidget *parent = nullptr);
+    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
+    // The metric drawn ("heldout_accuracy"); empty when no run logged one.
+    QString metric() const;
+
+    QString exportName() const override { return QStringLiteral("mode_heldout_by_step"); }
+    QString title() const override;
+    CsvTable csv() const override;
+    int modeMarkerCount() const override { return 0; }
+    int pointCount() const override;
+
+protected:
+    void rebuild() override;
+
+private:
+    std::shared_ptr<const ModeComparisonSummary> m_summary;
+    QChart *m_chart;
+    QChartView *m_view;
+    QLabel *m_placeholder;
+    QValueAxis *m_xAxis;
+    QValueAxis *m_yAxis;
+    std::vector<QLineSeries *> m_lines;
+};
+
+// How stale each run's applied gradients were: the share of them at or below
+// each staleness (a cumulative distribution). sync is a step at 0, ssp stops
+// at its bound, async's tail grows with the workers.
+class ModeStalenessChart : public ChartWidget
+{
+    Q_OBJECT
+
+public:
+    explicit ModeStalenessChart(QWidget *parent = nullptr);
+    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
+
+    QString exportName() const override { return QStringLiteral("mode_staleness"); }
+    QString title() const override;
+    CsvTable csv() const override;
+    int modeMarkerCount() const override { return 0; }
+    int pointCount() const override;
+
+protected:
+    void rebuild() override;
+
+private:
+    std::shared_ptr<const ModeComparisonSummary> m_summary;
+    QChart *m_chart;
+    QChartView *m_view;
+    QValueAxis *m_xAxis;
+    QValueAxis *m_yAxis;
+    std::vector<QLineSeries *> m_lines;
 };
 
 // Bars: the time to the target by mode, or by worker (one bar per mode) its
@@ -128,8 +192,8 @@ private:
     std::shared_ptr<const ModeComparisonSummary> m_summary;
 };
 
-// All panels in a 3 x 2 grid under a title naming the setting; exported as
-// one figure.
+// All panels in a grid three wide under a title naming the setting;
+// exported as one figure.
 class ModeComparisonView : public QWidget, public ExportableChart
 {
     Q_OBJECT
@@ -146,7 +210,7 @@ public:
 
     QString exportName() const override { return QStringLiteral("mode_comparison"); }
     QString title() const override;
-    QSize exportSize() const override { return QSize(1800, 1050); }
+    QSize exportSize() const override { return QSize(1800, 1500); }
     void renderTo(QPainter *painter, const QRectF &target) override;
     // Every loss point of every run, long format.
     CsvTable csv() const override;
@@ -159,6 +223,8 @@ private:
     QLabel *m_heading;
     ModeLossChart *m_byTime;
     ModeLossChart *m_byStep;
+    ModeHeldOutChart *m_heldOut;
+    ModeStalenessChart *m_staleness;
     ModeBarChart *m_timeToTarget;
     ModeBarChart *m_stepsPerSecond;
     ModeBarChart *m_waitFraction;

@@ -1,6 +1,8 @@
 #include "ui/mode_comparison_window.h"
 
 #include "config/node_options.h"
+#include "config/update_modes.h"
+#include "config/workloads.h"
 #include "ui/compare_runs_window.h"
 #include "ui/mode_comparison_view.h"
 #include "ui/models/chart_style.h"
@@ -123,6 +125,17 @@ ModeComparisonOptions ModeComparisonWindow::defaultOptions(const ClusterPlan &pl
     return options;
 }
 
+ModeComparisonOptions ModeComparisonWindow::workloadOptions(const std::string &name)
+{
+    const Workload named = workload(name);
+    ModeComparisonOptions options = defaultOptions(named.plan);
+    options.modes = parseModeSpecList(named.contenders);
+    options.targetLoss = named.targetLoss;
+    options.runSeconds = named.compareSeconds;
+    options.stopAtTarget = named.stopAtTarget;
+    return options;
+}
+
 ModeComparisonWindow *ModeComparisonWindow::open(QWidget *parent, ModeComparisonOptions options,
                                                  const QString &nodeBinary)
 {
@@ -150,11 +163,17 @@ bool ModeComparisonWindow::start(const ModeComparisonOptions &options, const QSt
     QStringList modes;
     for (const proto::ModeConfig &mode : options.modes)
         modes << QString::fromStdString(describeMode(mode));
-    m_status->setText(tr("Starting: %1, one after the other, each until the chief's full loss stays at or below "
-                         "%2 (at most %3 s)")
-                          .arg(modes.join(QStringLiteral(", ")))
-                          .arg(options.targetLoss, 0, 'g', 3)
-                          .arg(options.runSeconds));
+    if (options.stopAtTarget)
+        m_status->setText(tr("Starting: %1, one after the other, each until the chief's full loss stays at or below "
+                             "%2 (at most %3 s)")
+                              .arg(modes.join(QStringLiteral(", ")))
+                              .arg(options.targetLoss, 0, 'g', 3)
+                              .arg(options.runSeconds));
+    else
+        m_status->setText(tr("Starting: %1, one after the other, each for %2 s, timed to a full loss of %3")
+                              .arg(modes.join(QStringLiteral(", ")))
+                              .arg(options.runSeconds)
+                              .arg(options.targetLoss, 0, 'g', 3));
     return true;
 }
 

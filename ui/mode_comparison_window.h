@@ -37,6 +37,9 @@ public:
     // plan's staleness, the default target, into a new folder among the
     // app's data.
     static ModeComparisonOptions defaultOptions(const ClusterPlan &plan);
+    // A named workload's comparison (config/workloads.h): its plan with the
+    // comparison's defaults, its contenders and its target.
+    static ModeComparisonOptions workloadOptions(const std::string &name);
     // A new window over `parent`, shown, running `options` (with a folder
     // among the app's data when they name none).
     static ModeComparisonWindow *open(QWidget *parent, ModeComparisonOptions options, const QString &nodeBinary);

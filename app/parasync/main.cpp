@@ -62,6 +62,8 @@ int main(int argc, char **argv)
         // --compare_modes: the demo (or the cluster file) once per update mode.
         if (parser.isSet(QStringLiteral("compare_modes")))
             modeComparison = ui::modeComparisonOptionsFromArguments(parser, ui::planFromArguments(parser));
+        else
+            ui::refuseComparisonFlagsAlone(parser);
         if (headless && !modeComparison)
             headlessOptions = ui::headlessOptionsFromArguments(parser, plan);
     } catch (const InputError &error) {

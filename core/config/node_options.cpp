@@ -4,8 +4,6 @@
 #include "base/qt_text.h"
 #include "config/slurm_environment.h"
 
-#include <google/protobuf/util/message_differencer.h>
-
 #include <QCommandLineOption>
 #include <QCommandLineParser>
 #include <QJsonDocument>
@@ -615,7 +613,7 @@ std::optional<ControlCommand> parseControlCommand(const std::vector<std::string>
 TrainingOptions::TrainingOptions()
 {
     mode.set_mode(proto::ASYNC);
-    mode.set_staleness(10);
+    mode.set_staleness(kDefaultStaleness);
 }
 
 std::string TrainingOptions::toJson() const
@@ -624,49 +622,6 @@ std::string TrainingOptions::toJson() const
     for (const auto &[name, value] : trainingEntries(*this))
         object.insert(qs(name), value);
     return QJsonDocument(object).toJson(QJsonDocument::Compact).toStdString();
-}
-
-proto::UpdateMode parseUpdateMode(const std::string &text)
-{
-    std::string name = text;
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-    if (name == "async")
-        return proto::ASYNC;
-    if (name == "sync")
-        return proto::SYNC;
-    if (name == "ssp")
-        return proto::SSP;
-    throw InputError("unknown update mode '" + text + "': use async, sync or ssp");
-}
-
-std::string updateModeName(proto::UpdateMode mode)
-{
-    switch (mode) {
-    case proto::ASYNC: return "async";
-    case proto::SYNC: return "sync";
-    case proto::SSP: return "ssp";
-    default: return "unspecified";
-    }
-}
-
-bool sameMode(const proto::ModeConfig &a, const proto::ModeConfig &b)
-{
-    return google::protobuf::util::MessageDifferencer::Equals(a, b);
-}
-
-std::string describeMode(const proto::ModeConfig &mode)
-{
-    switch (mode.mode()) {
-    case proto::SYNC: {
-        const std::string replicas = mode.replicas_to_aggregate() > 0 ? std::to_string(mode.replicas_to_aggregate())
-                                                                      : std::string("all live workers");
-        const std::string total
-            = mode.total_num_replicas() > 0 ? std::to_string(mode.total_num_replicas()) : std::string("all workers");
-        return "sync (replicas_to_aggregate=" + replicas + ", total_num_replicas=" + total + ")";
-    }
-    case proto::SSP: return "ssp (staleness=" + std::to_string(mode.staleness()) + ")";
-    default: return updateModeName(mode.mode());
-    }
 }
 
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig)

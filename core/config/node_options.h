@@ -1,6 +1,7 @@
 #pragma once
 
 #include "config/cluster_spec.h"
+#include "config/update_modes.h" // the mode names and their parsing, used with the flags
 #include "proto/parasync.pb.h"
 
 #include <cstdint>
@@ -142,14 +143,5 @@ std::optional<ControlCommand> parseControlCommand(const std::vector<std::string>
 
 // Text for --help: every flag with its default and meaning.
 std::string nodeHelpText();
-
-// "async" / "sync" / "ssp" and back. parseUpdateMode throws InputError.
-proto::UpdateMode parseUpdateMode(const std::string &text);
-std::string updateModeName(proto::UpdateMode mode);
-// "sync (replicas_to_aggregate=2, total_num_replicas=2)", "ssp (staleness=10)".
-std::string describeMode(const proto::ModeConfig &mode);
-// Whether two modes are the same in every field (the window compares what
-// ps:0 reports with what it asked for).
-bool sameMode(const proto::ModeConfig &a, const proto::ModeConfig &b);
 
 } // namespace parasync

@@ -1,7 +1,9 @@
 #include "config/plan_from_flags.h"
 
+#include "base/error.h"
 #include "config/cluster_plan_file.h"
 #include "config/cluster_spec.h"
+#include "config/workloads.h"
 
 #include <QString>
 #include <QStringList>
@@ -52,16 +54,20 @@ ClusterPlan demoPlanFromEnvironment()
 
 const std::vector<std::string> &appTrainingFlags()
 {
-    static const std::vector<std::string> names
-        = {"mode",       "staleness",  "replicas_to_aggregate", "last_step",   "logdir", "learning_rate", "optimizer",
-           "batch_size", "compute_ms", "compute_jitter",        "straggler_ms"};
+    static const std::vector<std::string> names = {
+        "mode",         "staleness",  "replicas_to_aggregate", "last_step",    "logdir", "learning_rate", "optimizer",
+        "batch_size",   "compute_ms", "compute_jitter",        "straggler_ms", "model",  "dataset",       "seed",
+        "eval_fraction"};
     return names;
 }
 
 ClusterPlan planFromFlags(const PlanFlags &flags)
 {
-    const ClusterPlan base
-        = flags.clusterFile ? planFromClusterFile(readClusterFile(*flags.clusterFile)) : demoPlanFromEnvironment();
+    if (flags.clusterFile && flags.workload)
+        throw InputError("--workload and --cluster_file each describe the cluster: give one of them");
+    const ClusterPlan base = flags.clusterFile ? planFromClusterFile(readClusterFile(*flags.clusterFile))
+                             : flags.workload  ? workload(*flags.workload).plan
+                                               : demoPlanFromEnvironment();
     // Through a cluster file's form, so that parasync-node's parser checks
     // the flags given as it checks the file's.
     ClusterFile file = clusterFileFromPlan(base);

@@ -30,6 +30,7 @@ const std::vector<std::string> &appTrainingFlags();
 struct PlanFlags
 {
     std::optional<std::string> clusterFile;   // --cluster_file; without it, demoPlanFromEnvironment()
+    std::optional<std::string> workload;      // --workload: that workload's plan (config/workloads.h)
     std::optional<std::string> psHosts;       // --ps_hosts
     std::optional<std::string> workerHosts;   // --worker_hosts
     std::optional<std::string> psBackupHosts; // --ps_backup_hosts

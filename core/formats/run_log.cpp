@@ -1,6 +1,7 @@
 #include "formats/run_log.h"
 
 #include "base/error.h"
+#include "config/update_modes.h"
 #include "formats/step_log_reader.h"
 
 #include <QDir>
@@ -93,16 +94,6 @@ constexpr std::pair<proto::WorkerPhase, const char *> kPhaseNames[] = {
     {proto::STOPPED, "stopped"},
 };
 
-const char *modeName(proto::UpdateMode mode)
-{
-    switch (mode) {
-    case proto::ASYNC: return "async";
-    case proto::SYNC: return "sync";
-    case proto::SSP: return "ssp";
-    default: return "unspecified";
-    }
-}
-
 // JSON has no NaN: missing values are written as null.
 std::string number(double value)
 {
@@ -141,7 +132,8 @@ std::string quoted(const std::string &text)
 
 std::string modeJson(const proto::ModeConfig &mode)
 {
-    return std::string("{\"mode\":\"") + modeName(mode.mode()) + "\",\"staleness\":" + std::to_string(mode.staleness())
+    return std::string("{\"mode\":\"") + updateModeName(mode.mode())
+           + "\",\"staleness\":" + std::to_string(mode.staleness())
            + ",\"replicas_to_aggregate\":" + std::to_string(mode.replicas_to_aggregate())
            + ",\"total_num_replicas\":" + std::to_string(mode.total_num_replicas()) + "}";
 }

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/qt_text.h"
 #include "config/node_options.h"
+#include "config/update_modes.h"
 #include "engine/dataset.h"
 #include "formats/run_log.h"
 #include "formats/step_log_reader.h"
@@ -17,6 +18,7 @@
 
 #include <Eigen/Dense>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -35,21 +37,6 @@ constexpr qint64 kLiveSummaryMs = 2000;
 // exited by then are stopped the hard way.
 constexpr int kExitGraceMs = 8000;
 
-proto::ModeConfig modeFromTraining(const QJsonObject &training)
-{
-    proto::ModeConfig mode;
-    const QString name = training.value(QStringLiteral("mode")).toString();
-    try {
-        mode.set_mode(parseUpdateMode(name.toStdString()));
-    } catch (const InputError &) {
-        mode.set_mode(proto::UPDATE_MODE_UNSPECIFIED);
-    }
-    mode.set_staleness(training.value(QStringLiteral("staleness")).toInt());
-    mode.set_replicas_to_aggregate(training.value(QStringLiteral("replicas_to_aggregate")).toInt());
-    mode.set_total_num_replicas(training.value(QStringLiteral("total_num_replicas")).toInt());
-    return mode;
-}
-
 // What a step log or metrics.csv line contributes; the two readers below
 // turn their files into these.
 struct StepLine
@@ -61,6 +48,8 @@ struct StepLine
     bool dropped = false;
     double fullLoss = kNaN;
     int64_t computeUs = 0, pushUs = 0, waitUs = 0;
+    int64_t staleness = -1;                          // -1: not recorded (metrics.csv)
+    std::vector<std::pair<QString, double>> metrics; // held-out metrics evaluated at this step
 };
 
 struct WorkerTotals
@@ -95,6 +84,10 @@ public:
         m_lastStep = std::max(m_lastStep, step.globalStep);
         if (std::isfinite(step.fullLoss))
             m_loss.push_back({step.wallTime - m_start, step.globalStep, step.fullLoss});
+        for (const auto &[name, value] : step.metrics)
+            m_metrics[name].push_back({step.wallTime - m_start, step.globalStep, value});
+        if (step.staleness >= 0)
+            ++m_staleness[step.staleness];
     }
 
     void finishInto(ModeRunSummary *run) const
@@ -121,6 +114,16 @@ public:
             figures.waitFraction = busy > 0 ? double(totals.waitUs) / busy : 0;
             run->workers.push_back(figures);
         }
+        run->metrics = m_metrics;
+        StalenessFigures &staleness = run->staleness;
+        staleness.counts = m_staleness;
+        double sum = 0;
+        for (const auto &[value, count] : m_staleness) {
+            staleness.gradients += count;
+            sum += double(value) * double(count);
+            staleness.max = std::max(staleness.max, value);
+        }
+        staleness.mean = staleness.gradients > 0 ? sum / double(staleness.gradients) : 0;
     }
 
 private:
@@ -131,6 +134,8 @@ private:
     int64_t m_firstStep = 0;
     int64_t m_lastStep = 0;
     std::vector<LossPoint> m_loss;
+    std::map<QString, std::vector<MetricPoint>> m_metrics;
+    std::map<int64_t, int64_t> m_staleness;
     std::map<int, WorkerTotals> m_workers;
 };
 
@@ -163,6 +168,12 @@ void readStepLog(StepLogReader &log, RunAccumulator *run, int *modeChanges)
         step.computeUs = int64_t(o.value(QStringLiteral("compute_us")).toDouble());
         step.pushUs = int64_t(o.value(QStringLiteral("push_us")).toDouble());
         step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
+        if (step.counted)
+            step.staleness = std::max<int64_t>(0, int64_t(o.value(QStringLiteral("staleness")).toDouble()));
+        const QJsonObject metrics = o.value(QStringLiteral("metrics")).toObject();
+        for (auto it = metrics.begin(); it != metrics.end(); ++it)
+            if (it.value().isDouble()) // null: not evaluated at this step
+                step.metrics.emplace_back(it.key(), it.value().toDouble());
         run->add(step);
     }
 }
@@ -207,9 +218,41 @@ std::vector<proto::ModeConfig> comparedModes(int staleness)
     return modes;
 }
 
-QString modeRunName(const proto::ModeConfig &mode)
+QStringList modeRunNames(const std::vector<proto::ModeConfig> &modes)
 {
-    return qs(updateModeName(mode.mode()));
+    QStringList names;
+    for (const proto::ModeConfig &mode : modes) {
+        const auto shared = std::count_if(modes.begin(), modes.end(), [&mode](const proto::ModeConfig &other) {
+            return other.mode() == mode.mode();
+        });
+        QString name = qs(shared > 1 ? modeSpec(mode) : updateModeName(mode.mode()));
+        // "sync:3/4" as a directory name: no ':' (Windows, scp), no '/'.
+        name.replace(QLatin1Char(':'), QLatin1Char('-')).replace(QLatin1Char('/'), QLatin1String("of"));
+        names << name;
+    }
+    return names;
+}
+
+int64_t StalenessFigures::quantile(double q) const
+{
+    if (gradients == 0)
+        return 0;
+    // At least ceil(q n) gradients, and at least one: the tolerance keeps
+    // 0.9 x 10 from counting as a little over 9.
+    const auto wanted = std::max<int64_t>(1, int64_t(std::ceil(std::clamp(q, 0.0, 1.0) * double(gradients) - 1e-9)));
+    int64_t seen = 0;
+    for (const auto &[staleness, count] : counts) {
+        seen += count;
+        if (seen >= wanted)
+            return staleness;
+    }
+    return max;
+}
+
+double ModeRunSummary::finalMetric(const QString &name) const
+{
+    const auto it = metrics.find(name);
+    return it == metrics.end() || it->second.empty() ? kNaN : it->second.back().value;
 }
 
 ClusterPlan withComparisonDefaults(ClusterPlan plan)
@@ -298,7 +341,7 @@ ModeRunSummary summarizeModeRun(const QString &directory, double targetLoss)
     QFile cluster(dir.filePath(QLatin1String(run_files::kCluster)));
     if (cluster.open(QIODevice::ReadOnly)) {
         const QJsonObject root = QJsonDocument::fromJson(cluster.readAll()).object();
-        run.mode = modeFromTraining(root.value(QStringLiteral("training")).toObject());
+        run.mode = modeFromJson(root.value(QStringLiteral("training")).toObject());
     }
     RunAccumulator accumulator(targetLoss);
     StepLogReader stepLog(dir.path());
@@ -352,7 +395,7 @@ ModeComparison::ModeComparison(QObject *parent)
         if (!m_runActive)
             return;
         Q_EMIT line(tr("%1: tasks still running %2 s after the run ended: stopping them")
-                        .arg(modeRunName(m_options.modes[size_t(m_index)]))
+                        .arg(m_names[m_index])
                         .arg(kExitGraceMs / 1000));
         m_launcher->stopAll(); // blocks a few seconds at most
         onAllExited();
@@ -411,12 +454,10 @@ bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
     if (options.outputDirectory.isEmpty())
         return fail(tr("no output folder for the runs and the figure"));
     const QDir out(options.outputDirectory);
-    QStringList names;
-    for (const proto::ModeConfig &mode : options.modes) {
-        const QString name = modeRunName(mode);
-        if (names.contains(name))
-            return fail(tr("%1 is compared twice: each mode runs once").arg(name));
-        names << name;
+    const QStringList names = modeRunNames(options.modes);
+    for (const QString &name : names) {
+        if (names.count(name) > 1)
+            return fail(tr("%1 is compared twice: each contender runs once").arg(name));
         // A run directory with a checkpoint would make the chief restore it
         // and continue that run: the comparison would not start from scratch.
         const QDir runDir(out.filePath(name));
@@ -429,6 +470,7 @@ bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
                         .arg(QDir::toNativeSeparators(options.outputDirectory)));
 
     m_options = options;
+    m_names = names;
     m_running = true;
     m_finishing = false;
     m_cancelled = false;
@@ -436,12 +478,15 @@ bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
     m_directories.clear();
     m_stopReasons.clear();
     m_failures.clear();
-    Q_EMIT line(tr("Comparing %1 with the same seed, data and pace; each run until the chief's full loss stays "
-                   "at or below %2, at most %3 s; runs in %4")
-                    .arg(names.join(QStringLiteral(", ")))
+    const QString until
+        = options.stopAtTarget
+              ? tr("each run until the chief's full loss stays at or below %1, at most %2 s")
                     .arg(options.targetLoss)
                     .arg(options.runSeconds)
-                    .arg(QDir::toNativeSeparators(QDir(options.outputDirectory).absolutePath())));
+              : tr("each run for %1 s, timed to a full loss of %2").arg(options.runSeconds).arg(options.targetLoss);
+    Q_EMIT line(tr("Comparing %1 with the same seed, data and pace; %2; runs in %3")
+                    .arg(names.join(QStringLiteral(", ")), until,
+                         QDir::toNativeSeparators(QDir(options.outputDirectory).absolutePath())));
     QTimer::singleShot(0, this, &ModeComparison::startNextRun);
     return true;
 }
@@ -464,7 +509,7 @@ void ModeComparison::startNextRun()
     }
     ++m_index;
     const proto::ModeConfig &mode = m_options.modes[size_t(m_index)];
-    const QString name = modeRunName(mode);
+    const QString name = m_names[m_index];
     const QString directory = QDir(m_options.outputDirectory).absoluteFilePath(name);
     ClusterPlan plan = m_options.plan;
     plan.training.mode = mode;
@@ -504,7 +549,7 @@ void ModeComparison::onLaunched()
 void ModeComparison::onLaunchFailed(const QString &error)
 {
     // What stops one launch (no binary, a bad plan) stops them all.
-    const QString name = modeRunName(m_options.modes[size_t(m_index)]);
+    const QString name = m_names[m_index];
     m_failures.back() = tr("could not start: %1").arg(error);
     m_stopReasons.back() = tr("not started");
     Q_EMIT runEnded(m_index, name, m_stopReasons.back(), m_failures.back());
@@ -523,6 +568,8 @@ void ModeComparison::onSnapshot(const RunSnapshot &snapshot)
     if (snapshot.fullLoss.isEmpty())
         return;
     m_latestLoss = snapshot.fullLoss.buckets().back().last;
+    if (!m_options.stopAtTarget)
+        return; // the time limit ends the run; the summary times the target
     if (m_latestLoss > m_options.targetLoss) {
         m_belowTarget.invalidate();
         return;
@@ -538,7 +585,7 @@ void ModeComparison::onTick()
 {
     if (!m_runActive)
         return;
-    const QString name = modeRunName(m_options.modes[size_t(m_index)]);
+    const QString name = m_names[m_index];
     const double seconds = m_sinceFirstStep.isValid() ? double(m_sinceFirstStep.elapsed()) / 1000 : 0;
     ModeRunProgress now;
     now.index = m_index;
@@ -630,7 +677,7 @@ void ModeComparison::onAllExited()
     m_tick.stop();
     m_grace.stop();
     m_watcher->disconnectFromCluster();
-    const QString name = modeRunName(m_options.modes[size_t(m_index)]);
+    const QString name = m_names[m_index];
     QString &reason = m_stopReasons[size_t(m_index)];
     QString &failure = m_failures[size_t(m_index)];
     if (reason.isEmpty()) {

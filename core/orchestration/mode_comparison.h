@@ -32,6 +32,7 @@
 #include <QTimer>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -52,15 +53,21 @@ struct ModeComparisonOptions
     double targetLoss = 0;                // the chief's full-shard loss to reach
     int runSeconds = 25;                  // per run, from its first step
     double holdSeconds = 1.5;             // at/below the target this long ends a run
-    int startSeconds = 30;                // no first step by then: the run failed
-    QString outputDirectory;              // <out>/<mode> for each run
+    // false: every run trains its whole runSeconds, past the target (still
+    // timed), so that what the runs learned compares at one wall time.
+    bool stopAtTarget = true;
+    int startSeconds = 30;   // no first step by then: the run failed
+    QString outputDirectory; // <out>/<mode> for each run
 };
 
 // The modes of the paper, in the order the seeds tell them: async, sync over
-// all live workers, ssp with `staleness`.
+// all live workers, ssp with `staleness`. Other contenders (sync with backup
+// workers, ssp at two bounds) come from parseModeSpecList.
 std::vector<proto::ModeConfig> comparedModes(int staleness);
-// A run directory's name for a mode: "async", "sync", "ssp".
-QString modeRunName(const proto::ModeConfig &mode);
+// The run directory's name of each contender: the mode's name ("async"), or,
+// where two contenders share a mode, its spec as a file name ("sync",
+// "sync-3of4"; "ssp-3", "ssp-30").
+QStringList modeRunNames(const std::vector<proto::ModeConfig> &modes);
 // The comparison's defaults on top of `plan`: the pace, the straggler, the
 // loss logging interval and no last step (the reasons are in the definition).
 ClusterPlan withComparisonDefaults(ClusterPlan plan);
@@ -78,6 +85,30 @@ struct LossPoint
     double seconds = 0; // since the run's first step
     int64_t globalStep = 0;
     double loss = 0; // the chief's full-shard loss
+};
+
+// A held-out metric the chief evaluated ("heldout_loss", "heldout_accuracy").
+struct MetricPoint
+{
+    double seconds = 0; // since the run's first step
+    int64_t globalStep = 0;
+    double value = 0;
+};
+
+// How stale the gradients that reached the model were: the global step when
+// applied minus the step each was computed from, over every applied or
+// aggregated gradient (a dropped one never reached the model). What the
+// modes trade for their pace: async's staleness grows with the workers,
+// ssp's is bounded, sync's is 0.
+struct StalenessFigures
+{
+    std::map<int64_t, int64_t> counts; // staleness -> gradients
+    int64_t gradients = 0;
+    double mean = 0;
+    int64_t max = 0;
+    // The smallest staleness s with at least a fraction q of the gradients at
+    // s or below (q in [0, 1]); 0 when there are none.
+    int64_t quantile(double q) const;
 };
 
 struct WorkerStepFigures
@@ -109,6 +140,12 @@ struct ModeRunSummary
     double seconds = 0;      // the run's first step to its last record
     double globalStepsPerSecond = 0;
     std::vector<WorkerStepFigures> workers; // by worker index
+    StalenessFigures staleness;
+    // The held-out metrics the chief logged, by name, in log order; empty
+    // when the run had no held-out data (--eval_fraction, --eval_dataset).
+    std::map<QString, std::vector<MetricPoint>> metrics;
+    // A metric's last value, NaN when the run has none.
+    double finalMetric(const QString &name) const;
     // Filled in by ModeComparison, empty when summarized on their own:
     QString stopReason;      // "target reached", "time limit", "last step", "cancelled", ...
     bool inProgress = false; // still training: drawn as far as it has come (stopReason "in progress")
@@ -211,6 +248,7 @@ private:
     int m_index = -1;
     bool m_runActive = false;
     bool m_stopping = false;
+    QStringList m_names;       // each contender's run directory name (modeRunNames)
     QStringList m_directories; // of every run started
     std::vector<QString> m_stopReasons;
     std::vector<QString> m_failures;

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/qt_text.h"
 #include "config/node_options.h"
+#include "config/update_modes.h"
 #include "formats/event_file.h"
 #include "formats/run_log.h"
 #include "formats/step_log_reader.h"
@@ -22,20 +23,6 @@
 namespace parasync {
 
 namespace {
-
-proto::ModeConfig modeFromJson(const QJsonObject &object)
-{
-    proto::ModeConfig mode;
-    const QString name = object.value(QStringLiteral("mode")).toString();
-    mode.set_mode(name == QLatin1String("async")  ? proto::ASYNC
-                  : name == QLatin1String("sync") ? proto::SYNC
-                  : name == QLatin1String("ssp")  ? proto::SSP
-                                                  : proto::UPDATE_MODE_UNSPECIFIED);
-    mode.set_staleness(object.value(QStringLiteral("staleness")).toInt());
-    mode.set_replicas_to_aggregate(object.value(QStringLiteral("replicas_to_aggregate")).toInt());
-    mode.set_total_num_replicas(object.value(QStringLiteral("total_num_replicas")).toInt());
-    return mode;
-}
 
 // JSON null (a NaN loss in the log) reads as NaN, not 0.
 float floatOrNan(const QJsonValue &value)

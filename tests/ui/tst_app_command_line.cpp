@@ -48,6 +48,22 @@ private Q_SLOTS:
                 qPrintable(QStringLiteral("--%1 is handed on but not declared").arg(QString::fromStdString(name))));
     }
 
+    // A workload from the command line, with the model and data flags a
+    // user trains their own problem with.
+    void aWorkloadWithSeedAndDataFlagsBecomesThePlan()
+    {
+        QCommandLineParser parser;
+        QVERIFY(parse(parser, {QStringLiteral("--workload=staleness"), QStringLiteral("--seed=3"),
+                               QStringLiteral("--eval_fraction=0.1"), QStringLiteral("--dataset=blobs:5:3")}));
+        QVERIFY(wantsCluster(parser));
+        const ClusterPlan plan = planFromArguments(parser);
+        QCOMPARE(plan.cluster.numWorkers(), 16);
+        QCOMPARE(plan.training.seed, uint64_t(3));
+        QCOMPARE(plan.training.evalFraction, 0.1);
+        QCOMPARE(plan.training.dataset, std::string("blobs:5:3"));
+        QCOMPARE(plan.training.model, std::string("softmax"));
+    }
+
     void demoFlagsBecomeThePlan()
     {
         QCommandLineParser parser;

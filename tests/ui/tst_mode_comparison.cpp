@@ -38,12 +38,14 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 
 using namespace parasync;
+using namespace Qt::StringLiterals;
 using namespace parasync::ui;
 
 namespace {
@@ -229,6 +231,77 @@ private Q_SLOTS:
         QCOMPARE(strict.globalStepAtTarget, int64_t(-1));
     }
 
+    // What a mode's pace costs, read from the log as ps:0 wrote it: the
+    // staleness of every gradient that reached the model (not the dropped
+    // one's), and the held-out metrics the chief logged at its evaluations.
+    void stalenessAndHeldOutMetricsComeFromTheStepLog()
+    {
+        QTemporaryDir dir;
+        TrainingOptions training; // async
+        writeRunClusterJson(dir.path().toStdString(), "{}", training.toJson());
+        const std::vector<std::string> metricNames{"heldout_loss", "heldout_accuracy"};
+        const float none = std::nanf("");
+        QByteArray log;
+        // Staleness of the ten applied gradients: 0 0 1 2 2 3 5 8 13 40.
+        const std::vector<int64_t> staleness{0, 0, 1, 2, 2, 3, 5, 8, 13, 40};
+        for (size_t i = 0; i < staleness.size(); ++i) {
+            proto::TelemetryEvent event
+                = stepEvent(int64_t(i) + 1, 1000.0 + double(i), int(i % 3), proto::APPLIED, none, 1000, 0, 0);
+            event.mutable_step()->set_staleness(staleness[i]);
+            if (i == 2 || i == 9) { // the chief evaluated at global steps 3 and 10
+                event.mutable_step()->add_metrics(i == 2 ? 1.5f : 0.25f);
+                event.mutable_step()->add_metrics(i == 2 ? 0.5f : 0.875f);
+            }
+            log += QByteArray::fromStdString(RunLog::formatStepLogLine(event, {"w", "b"}, metricNames)) + '\n';
+        }
+        proto::TelemetryEvent dropped = stepEvent(10, 1010.0, 1, proto::DROPPED_STALE, none, 1000, 0, 0);
+        dropped.mutable_step()->set_staleness(500); // never reached the model: not counted
+        log += QByteArray::fromStdString(RunLog::formatStepLogLine(dropped, {"w", "b"}, metricNames)) + '\n';
+        writeFile(dir.filePath(QStringLiteral("steps.jsonl")), log);
+
+        const ModeRunSummary run = summarizeModeRun(dir.path(), 0.5);
+        QCOMPARE(run.staleness.gradients, int64_t(10));
+        QCOMPARE(run.staleness.max, int64_t(40));
+        QCOMPARE(run.staleness.mean, 74.0 / 10);
+        QCOMPARE(run.staleness.quantile(0.5), int64_t(2));  // 5 of 10 at 2 or below
+        QCOMPARE(run.staleness.quantile(0.9), int64_t(13)); // 9 of 10 at 13 or below
+        QCOMPARE(run.staleness.quantile(1.0), int64_t(40));
+        QCOMPARE(run.staleness.quantile(0.0), int64_t(0));
+        QCOMPARE(run.staleness.counts.at(2), int64_t(2));
+
+        QCOMPARE(run.metrics.size(), size_t(2));
+        const std::vector<MetricPoint> &accuracy = run.metrics.at(QStringLiteral("heldout_accuracy"));
+        QCOMPARE(accuracy.size(), size_t(2));
+        QCOMPARE(accuracy[0].globalStep, int64_t(3));
+        QCOMPARE(accuracy[0].seconds, 2.0);
+        QCOMPARE(accuracy[0].value, 0.5);
+        QCOMPARE(run.finalMetric(QStringLiteral("heldout_accuracy")), 0.875);
+        QCOMPARE(run.finalMetric(QStringLiteral("heldout_loss")), 0.25);
+        QVERIFY(std::isnan(run.finalMetric(QStringLiteral("auc"))));
+
+        // comparison.csv carries them, one row per run.
+        ModeComparisonSummary summary;
+        summary.runs = {run};
+        const CsvTable table = modeComparisonTable(summary);
+        const auto cell = [&table](const char *column) {
+            const qsizetype c = table.header.indexOf(QLatin1String(column));
+            return c < 0 ? QStringLiteral("(no column %1)").arg(QLatin1String(column)) : table.rows[0][c];
+        };
+        QCOMPARE(cell("mode_spec"), QStringLiteral("async"));
+        QCOMPARE(cell("staleness_median"), QStringLiteral("2"));
+        QCOMPARE(cell("staleness_p90"), QStringLiteral("13"));
+        QCOMPARE(cell("staleness_max"), QStringLiteral("40"));
+        QCOMPARE(cell("final_heldout_accuracy"), QStringLiteral("0.875"));
+    }
+
+    // Contenders that share a mode get run directories of their own.
+    void contendersThatShareAModeGetTheirOwnRunDirectories()
+    {
+        QCOMPARE(modeRunNames(comparedModes(10)), (QStringList{u"async"_s, u"sync"_s, u"ssp"_s}));
+        QCOMPARE(modeRunNames(parseModeSpecList("async,sync,sync:3/4,ssp:2,ssp:30")),
+                 (QStringList{u"async"_s, u"sync"_s, u"sync-3of4"_s, u"ssp-2"_s, u"ssp-30"_s}));
+    }
+
     void summaryFallsBackToMetricsWithoutAStepLog()
     {
         QTemporaryDir dir;
@@ -258,10 +331,13 @@ private Q_SLOTS:
     {
         ModeComparisonSummary summary;
         summary.targetLoss = 0.25;
-        for (const proto::ModeConfig &mode : comparedModes(4)) {
+        const std::vector<proto::ModeConfig> modes = comparedModes(4);
+        const QStringList names = modeRunNames(modes);
+        for (size_t i = 0; i < modes.size(); ++i) {
+            const proto::ModeConfig &mode = modes[i];
             ModeRunSummary run;
             run.mode = mode;
-            run.name = modeRunName(mode);
+            run.name = names[qsizetype(i)];
             run.seconds = 10;
             run.finalLoss = 0.3;
             run.workers = {{0, 100, 0, 10, 0.5}, {1, 50, 2, 5, 0.1}};
@@ -366,7 +442,7 @@ private Q_SLOTS:
             QVERIFY2(QFileInfo(out.filePath(name)).size() > 0, qPrintable(name));
         const QImage png(out.filePath(QStringLiteral("mode_comparison.png")));
         QVERIFY(!png.isNull());
-        QCOMPARE(png.size(), QSize(1800, 1050));
+        QCOMPARE(png.size(), QSize(1800, 1500));
 
         // comparison.csv: one row per mode; its times to the target are the
         // ones each run's metrics.csv shows, so the order is the data's.
@@ -399,6 +475,25 @@ private Q_SLOTS:
                 QVERIFY2(waiting > 0.2, qPrintable(QString::number(waiting)));
             if (csv.value(i, QStringLiteral("mode")) == QLatin1String("async"))
                 QCOMPARE(waiting, 0.0);
+        }
+        // Each mode's staleness, as the step log has it: the largest and the
+        // median of the gradients that reached the model. Sync's are all 0.
+        for (size_t i = 0; i < csv.rows.size(); ++i) {
+            const QString mode = csv.value(i, QStringLiteral("mode"));
+            std::vector<int64_t> staleness;
+            for (const QJsonObject &record : testing::readStepLog(out.filePath(mode))) {
+                const QString outcome = record.value(QStringLiteral("outcome")).toString();
+                if (record.value(QStringLiteral("type")).toString() == QLatin1String("step")
+                    && (outcome == QLatin1String("applied") || outcome == QLatin1String("aggregated")))
+                    staleness.push_back(int64_t(record.value(QStringLiteral("staleness")).toDouble()));
+            }
+            QVERIFY2(!staleness.empty(), qPrintable(mode));
+            std::sort(staleness.begin(), staleness.end());
+            QCOMPARE(csv.value(i, QStringLiteral("staleness_max")).toLongLong(), staleness.back());
+            QCOMPARE(csv.value(i, QStringLiteral("staleness_median")).toLongLong(),
+                     staleness[(staleness.size() + 1) / 2 - 1]);
+            if (mode == QLatin1String("sync"))
+                QCOMPARE(staleness.back(), int64_t(0));
         }
     }
 
@@ -474,6 +569,52 @@ private Q_SLOTS:
         QCOMPARE(summary.runs.size(), size_t(1));
         QVERIFY(summary.runs.front().secondsToTarget);
         QVERIFY(!comparison.launcher()->anyRunning());
+    }
+
+    // The backup-worker contender (sync:1/2: each step takes the first of
+    // the two workers' gradients), run past its target for its whole time:
+    // the run still says when it got there, and its records are of that mode.
+    void aBackupWorkerContenderTrainsItsWholeTimeAndIsTimedToTheTarget()
+    {
+        QTemporaryDir dir;
+        ModeComparisonOptions options = fastComparison(dir.path());
+        options.modes = parseModeSpecList("sync:1/2");
+        options.stopAtTarget = false;
+        options.runSeconds = 4;
+        ModeComparison comparison;
+        comparison.setNodeBinary(testing::nodeBinary());
+        QSignalSpy ended(&comparison, &ModeComparison::runEnded);
+        QSignalSpy finished(&comparison, &ModeComparison::finished);
+        QString error;
+        QVERIFY2(comparison.start(options, &error), qPrintable(error));
+        QVERIFY(finished.wait(60000));
+        QCOMPARE(ended.size(), 1);
+        QCOMPARE(ended.front().at(3).toString(), QString());
+        QCOMPARE(ended.front().at(2).toString(), QStringLiteral("time limit"));
+        const auto summary = finished.front().front().value<ModeComparisonSummary>();
+        QCOMPARE(summary.runs.size(), size_t(1));
+        const ModeRunSummary &run = summary.runs.front();
+        QCOMPARE(run.name, QStringLiteral("sync"));
+        QCOMPARE(run.mode.replicas_to_aggregate(), 1);
+        QCOMPARE(run.mode.total_num_replicas(), 2);
+        QVERIFY(run.secondsToTarget);
+        QVERIFY2(run.seconds > *run.secondsToTarget, qPrintable(QString::number(run.seconds)));
+        // Every step took one gradient; the slower worker's, computed
+        // against a step that had closed meanwhile, were dropped.
+        int64_t aggregated = 0;
+        for (const QJsonObject &record : testing::readStepLog(run.directory)) {
+            if (record.value(QStringLiteral("type")).toString() != QLatin1String("step")
+                || record.value(QStringLiteral("outcome")).toString() != QLatin1String("aggregated"))
+                continue;
+            ++aggregated;
+            QCOMPARE(record.value(QStringLiteral("contributions")).toInt(), 1);
+            QCOMPARE(record.value(QStringLiteral("staleness")).toInt(), 0);
+        }
+        QCOMPARE(aggregated, run.staleness.gradients);
+        int64_t dropped = 0;
+        for (const WorkerStepFigures &worker : run.workers)
+            dropped += worker.dropped;
+        QVERIFY2(dropped > 0, "the straggler's late gradients are dropped");
     }
 
     void aRunThatCannotStartEndsTheComparisonSayingWhy()
@@ -582,6 +723,14 @@ private Q_SLOTS:
         QTest::newRow("target") << QStringList{QStringLiteral("--target_loss=-3")} << QStringLiteral("--target_loss");
         QTest::newRow("mode") << QStringList{QStringLiteral("--mode=sync")} << QStringLiteral("leave out --mode");
         QTest::newRow("no export") << QStringList{} << QStringLiteral("--export");
+        QTest::newRow("unknown contender")
+            << QStringList{QStringLiteral("--modes=async,semi")} << QStringLiteral("the mode 'semi' is not one");
+        QTest::newRow("contender twice") << QStringList{QStringLiteral("--modes=ssp:3,ssp:3")}
+                                         << QStringLiteral("twice");
+        QTest::newRow("unknown workload")
+            << QStringList{QStringLiteral("--workload=bogus")} << QStringLiteral("unknown workload 'bogus'");
+        QTest::newRow("more replicas than workers")
+            << QStringList{QStringLiteral("--modes=async,sync:3")} << QStringLiteral("sync:3");
     }
 
     void badFlagsExitWithTwoAndSayWhatToFix()
@@ -599,6 +748,18 @@ private Q_SLOTS:
         QCOMPARE(app.exitCode(), 2);
         QVERIFY2(errors.contains(mentions), qPrintable(errors));
         QVERIFY(QDir(dir.path()).isEmpty()); // nothing started
+    }
+
+    // A comparison flag without --compare_modes would be ignored in silence.
+    void comparisonFlagsWithoutCompareModesAreRefused()
+    {
+        QProcess app;
+        app.start(QStringLiteral(PARASYNC_APP), {QStringLiteral("--headless"), QStringLiteral("--modes=async,sync")});
+        QVERIFY(app.waitForFinished(30000));
+        QCOMPARE(app.exitCode(), 2);
+        const QString errors = QString::fromLocal8Bit(app.readAllStandardError());
+        QVERIFY2(errors.contains(QStringLiteral("--modes only means something with --compare_modes")),
+                 qPrintable(errors));
     }
 };
 

@@ -6,6 +6,8 @@
 
 #include "config/cluster_plan_file.h"
 #include "config/cluster_spec.h"
+#include "config/update_modes.h"
+#include "config/workloads.h"
 #include "support/input_error_checks.h"
 
 #include <QTemporaryDir>
@@ -13,6 +15,7 @@
 
 using namespace parasync;
 using namespace parasync::testing;
+using namespace Qt::StringLiterals;
 
 class TestPlanFromFlags : public QObject
 {
@@ -151,6 +154,33 @@ private Q_SLOTS:
                  qPrintable(ps.join(u' ')));
     }
 
+    // --workload=staleness: 16 workers on one softmax with momentum and held-out
+    // data; the training flags given still win, and every task's command
+    // line carries the workload (what parasync-node parses is the plan).
+    void aWorkloadIsItsPlanWithTheFlagsOnTop()
+    {
+        PlanFlags flags;
+        flags.workload = "staleness";
+        flags.training = {{"learning_rate", "0.25"}};
+        const ClusterPlan plan = planFromFlags(flags);
+        QCOMPARE(plan.cluster.numWorkers(), 16);
+        QCOMPARE(plan.cluster.numPs(), 1);
+        QCOMPARE(plan.training.model, std::string("softmax"));
+        QCOMPARE(plan.training.optimizer, std::string("momentum"));
+        QVERIFY(plan.training.hasHeldOutData());
+        QCOMPARE(plan.training.learningRate, 0.25f);
+        QCOMPARE(plan.training.lastStep, int64_t(0));
+        const QStringList worker = plan.arguments(TaskId{JobName::Worker, 15});
+        for (const QString &expected : {QStringLiteral("--model=softmax"), QStringLiteral("--dataset=blobs:10:2"),
+                                        QStringLiteral("--optimizer=momentum"), QStringLiteral("--eval_fraction=0.2"),
+                                        QStringLiteral("--learning_rate=0.25")})
+            QVERIFY2(worker.contains(expected), qPrintable(expected + u" not in "_s + worker.join(u' ')));
+        // Its contenders and target are a valid comparison.
+        const Workload named = workload("staleness");
+        QVERIFY(parseModeSpecList(named.contenders).size() >= 4);
+        QVERIFY(named.targetLoss > 0);
+    }
+
     void aWrongFlagIsRefusedByName_data()
     {
         QTest::addColumn<QString>("flag");
@@ -170,6 +200,10 @@ private Q_SLOTS:
             << QStringLiteral("address 127.0.0.1:2223 is used twice");
         QTest::newRow("cluster file") << QStringLiteral("cluster_file") << QStringLiteral("/nonexistent/cluster.json")
                                       << QStringLiteral("/nonexistent/cluster.json");
+        QTest::newRow("unknown workload") << QStringLiteral("workload") << QStringLiteral("bogus")
+                                          << QStringLiteral("unknown workload 'bogus': the workloads are staleness");
+        QTest::newRow("workload and cluster file") << QStringLiteral("workload_and_cluster_file")
+                                                   << QStringLiteral("staleness") << QStringLiteral("give one of them");
     }
 
     void aWrongFlagIsRefusedByName()
@@ -186,7 +220,12 @@ private Q_SLOTS:
             flags.psBackupHosts = value.toStdString();
         else if (flag == QLatin1String("cluster_file"))
             flags.clusterFile = value.toStdString();
-        else
+        else if (flag == QLatin1String("workload"))
+            flags.workload = value.toStdString();
+        else if (flag == QLatin1String("workload_and_cluster_file")) {
+            flags.workload = value.toStdString();
+            flags.clusterFile = "/nonexistent/cluster.json";
+        } else
             flags.training = {{flag.toStdString(), value.toStdString()}};
         verifyMentions(inputErrorOf([&flags] { planFromFlags(flags); }), {mentions});
     }

@@ -1,0 +1,62 @@
+#pragma once
+
+// The update modes, in one table: each mode's name, what it means, and the
+// short written form of a mode with its numbers (a "mode spec") that command
+// lines and the mode comparison take. A new mode starts here (README.md,
+// "Update modes"); the policy that carries it out is engine/update_policy.
+
+#include "proto/parasync.pb.h"
+
+#include <string>
+#include <vector>
+
+class QJsonObject;
+
+namespace parasync {
+
+struct UpdateModeInfo
+{
+    proto::UpdateMode mode;
+    const char *name;     // "ssp": flags, cluster files, run directories
+    const char *meaning;  // one line, for help texts
+    const char *specForm; // how its spec is written, e.g. "ssp:STALENESS"
+};
+
+// Every mode a cluster can train in, in the order help texts list them.
+const std::vector<UpdateModeInfo> &updateModes();
+
+// "async" / "sync" / "ssp" and back (any letter case in). parseUpdateMode
+// throws InputError naming the known modes; updateModeName gives
+// "unspecified" for a mode outside the table.
+proto::UpdateMode parseUpdateMode(const std::string &text);
+std::string updateModeName(proto::UpdateMode mode);
+
+// "sync (replicas_to_aggregate=2, total_num_replicas=2)", "ssp (staleness=10)".
+std::string describeMode(const proto::ModeConfig &mode);
+// Whether two modes are the same in every field (the window compares what
+// ps:0 reports with what it asked for).
+bool sameMode(const proto::ModeConfig &a, const proto::ModeConfig &b);
+
+// A mode as cluster.json's "training" section and the step log's mode_change
+// records write it ("mode", "staleness", "replicas_to_aggregate",
+// "total_num_replicas"); a missing or unknown name reads as unspecified.
+proto::ModeConfig modeFromJson(const QJsonObject &object);
+
+// A mode with its numbers in a few characters, as the comparison's
+// contenders are given (--modes=async,sync,sync:3/4,ssp:10):
+//   async
+//   sync          every live worker's gradient in each step
+//   sync:R        R gradients per step, of every worker
+//   sync:R/T      R of T replicas: T - R backup workers (Chen et al., 2016)
+//   ssp:S         staleness bound S (ssp alone: 10, the demo's bound)
+// parseModeSpec throws InputError saying what to write; modeSpec(parse(x))
+// gives x back in this form.
+proto::ModeConfig parseModeSpec(const std::string &text);
+std::string modeSpec(const proto::ModeConfig &mode);
+// A comma-separated list of specs; throws InputError for an empty list, a
+// bad spec (naming it), or the same mode twice.
+std::vector<proto::ModeConfig> parseModeSpecList(const std::string &text);
+// The staleness bound ssp gets when none is given.
+constexpr int kDefaultStaleness = 10;
+
+} // namespace parasync

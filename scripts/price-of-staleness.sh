@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# What each update mode costs, measured: the staleness workload's mode
+# comparison (16 workers, softmax with momentum on 10 blobs; async, sync,
+# sync with a backup worker, ssp at two bounds) run once per seed, then a
+# table of every contender's median and range over the seeds -- time to the
+# target, global step there, final held-out accuracy and loss, staleness.
+# docs/price-of-staleness.md holds the table this wrote on our machines.
+# Usage: scripts/price-of-staleness.sh [OUT_DIR] [SEEDS...]
+#   (default: build/price-of-staleness, seeds 1 2 3; about 3 minutes a seed)
+# Extra flags for every comparison in PARASYNC_COMPARE_FLAGS, e.g.
+#   PARASYNC_COMPARE_FLAGS="--modes=async,sync,ssp:4 --compare_seconds=60"
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+out=${1:-$here/build/price-of-staleness}
+shift || true
+seeds=("$@")
+[ ${#seeds[@]} -gt 0 ] || seeds=(1 2 3)
+"$here/scripts/setup.sh" dev parasync parasync-node
+app="$here/build/dev/app/parasync/parasync"
+
+mkdir -p "$out"
+read -r -a extra <<<"${PARASYNC_COMPARE_FLAGS:-}"
+for seed in "${seeds[@]}"; do
+  dir="$out/seed-$seed"
+  if [ -f "$dir/comparison.csv" ]; then
+    echo "seed $seed: already in $dir (delete it to run again)"
+    continue
+  fi
+  rm -rf "$dir"
+  echo "seed $seed: comparing into $dir"
+  "$app" --headless --compare_modes --workload=staleness --seed="$seed" --export="$dir" "${extra[@]}" \
+    >"$out/seed-$seed.log" 2>&1 || { echo "seed $seed failed: see $out/seed-$seed.log" >&2; exit 1; }
+done
+
+echo "load while measuring: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >"$out/table.md"
+/usr/bin/python3 - "$out" "${seeds[@]}" >>"$out/table.md" <<'EOF'
+import csv, statistics, sys
+
+out, seeds = sys.argv[1], sys.argv[2:]
+runs = {}   # contender -> list of rows, one per seed
+order = []
+for seed in seeds:
+    with open(f"{out}/seed-{seed}/comparison.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            name = row["mode_spec"] or row["mode"]
+            if name not in runs:
+                order.append(name)
+            runs.setdefault(name, []).append(row)
+
+def spread(rows, column, digits):
+    values = [float(r[column]) for r in rows if r.get(column, "") != ""]
+    if not values:
+        return "not reached"
+    missing = len(rows) - len(values)
+    text = f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    return text + (f", {missing} of {len(rows)} not" if missing else "")
+
+print(f"seeds {', '.join(seeds)}: median (min-max) over the seeds")
+print()
+print("| contender | time to target, s | global step there | final held-out accuracy | final held-out loss "
+      "| staleness median | staleness max | global steps/s |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+for name in order:
+    rows = runs[name]
+    print(f"| {name} | {spread(rows, 'time_to_target_s', 1)} | {spread(rows, 'global_step_at_target', 0)} "
+          f"| {spread(rows, 'final_heldout_accuracy', 3)} | {spread(rows, 'final_heldout_loss', 3)} "
+          f"| {spread(rows, 'staleness_median', 0)} | {spread(rows, 'staleness_max', 0)} "
+          f"| {spread(rows, 'global_steps_per_s', 0)} |")
+EOF
+cat "$out/table.md"
