@@ -8,6 +8,8 @@
 #include <QPainter>
 #include <QVBoxLayout>
 
+#include <algorithm>
+
 namespace parasync::ui {
 
 ChartWidget::ChartWidget(QWidget *parent) : QWidget(parent) {}
@@ -54,6 +56,7 @@ void ChartWidget::setChartView(QChartView *view, QLabel *placeholder, QLayout *c
 
 void ChartWidget::showData(bool hasData)
 {
+    m_hasData = hasData || !m_placeholder;
     if (m_placeholder)
         m_placeholder->setVisible(!hasData);
     m_chartView->setVisible(hasData);
@@ -62,6 +65,19 @@ void ChartWidget::showData(bool hasData)
 void ChartWidget::renderTo(QPainter *painter, const QRectF &target)
 {
     ensureUpToDate();
+    if (!m_hasData) {
+        // Empty axes say nothing in an exported figure either: the
+        // placeholder's words, as the window shows them.
+        painter->save();
+        painter->fillRect(target, Qt::white);
+        QFont font = painter->font();
+        font.setPixelSize(std::max(11, int(target.height() / 24)));
+        painter->setFont(font);
+        painter->setPen(Qt::gray);
+        painter->drawText(target.adjusted(24, 24, -24, -24), Qt::AlignCenter | Qt::TextWordWrap, m_placeholder->text());
+        painter->restore();
+        return;
+    }
     QChart *chart = m_chartView->chart();
     const QRectF onScreen = chart->geometry();
     // The chart's layout (axes, legend, plot area) is normally applied on the

@@ -27,7 +27,8 @@ public:
     void ensureUpToDate();
     // Paints the chart of the view given to setChartView (title, legend,
     // axes and everything parented to it) into `target` at the target's
-    // size, then gives the chart its on-screen size back.
+    // size, then gives the chart its on-screen size back; while there is no
+    // data (showData(false)), the placeholder's text instead.
     void renderTo(QPainter *painter, const QRectF &target) override;
 
 protected:
@@ -45,6 +46,7 @@ protected:
 
 private:
     bool m_dirty = false;
+    bool m_hasData = true; // false: the placeholder stands in, on screen and in exports
     QChartView *m_chartView = nullptr;
     QLabel *m_placeholder = nullptr;
 };

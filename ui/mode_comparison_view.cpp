@@ -34,6 +34,9 @@ namespace parasync::ui {
 
 namespace {
 
+// Bars drawn with their value above them, at most (ModeBarChart).
+constexpr size_t kLabelledBarsAtMost = 16;
+
 QString seconds(double value)
 {
     return QObject::tr("%1 s").arg(value, 0, 'f', value < 10 ? 1 : 0);
@@ -88,20 +91,34 @@ QLabel *shownOnceARunEnds(const QString &title, QWidget *parent)
     return placeholder;
 }
 
-// The held-out metric the figure and the verdict speak of: accuracy where a
-// run logged it (it reads at a glance: higher is better, 0 to 1), else
-// held-out loss, else the first metric there is; empty when none.
+// The held-out metric the figure and the verdict speak of: held-out loss
+// where a run logged it -- it keeps telling the modes apart after accuracy
+// has saturated (on the staleness workload every mode ends near accuracy 1,
+// while async's held-out loss is ten times sync's) -- else accuracy, else
+// the first metric there is; empty when none.
 QString heldOutMetric(const ModeComparisonSummary &summary)
 {
     QString fallback;
     for (const ModeRunSummary &run : summary.runs) {
-        if (run.metrics.count(QStringLiteral("heldout_accuracy")))
-            return QStringLiteral("heldout_accuracy");
+        if (run.metrics.count(QStringLiteral("heldout_loss")))
+            return QStringLiteral("heldout_loss");
         if (fallback.isEmpty() && !run.metrics.empty())
-            fallback = run.metrics.count(QStringLiteral("heldout_loss")) ? QStringLiteral("heldout_loss")
-                                                                         : run.metrics.begin()->first;
+            fallback = run.metrics.count(QStringLiteral("heldout_accuracy")) ? QStringLiteral("heldout_accuracy")
+                                                                             : run.metrics.begin()->first;
     }
     return fallback;
+}
+
+bool higherIsBetter(const QString &metric)
+{
+    return metric.endsWith(QLatin1String("accuracy")) || metric.endsWith(QLatin1String("auc"));
+}
+
+QString metricText(const QString &metric)
+{
+    return QString(metric)
+        .replace(QLatin1Char('_'), QLatin1Char(' '))
+        .replace(QLatin1String("heldout"), QLatin1String("held-out"));
 }
 
 } // namespace
@@ -249,12 +266,15 @@ ModeHeldOutChart::ModeHeldOutChart(QWidget *parent)
     , m_view(new QChartView(m_chart, this))
     , m_placeholder(shownOnceARunEnds(title(), this))
     , m_xAxis(new QValueAxis)
-    , m_yAxis(new QValueAxis)
+    , m_yAxis(new QLogValueAxis)
 {
     styleChart(m_chart, title());
-    m_xAxis->setTitleText(tr("global step"));
+    // By wall time: a sync step averages many gradients, an async one is
+    // one, so what the runs learned compares at equal time, not equal steps.
+    m_xAxis->setTitleText(tr("seconds since the run's first step"));
     m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
     m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
+    m_yAxis->setBase(10);
     addAxes(m_chart, m_xAxis, m_yAxis);
     m_view->setRubberBand(QChartView::RectangleRubberBand);
     setChartView(m_view, m_placeholder);
@@ -262,7 +282,7 @@ ModeHeldOutChart::ModeHeldOutChart(QWidget *parent)
 
 QString ModeHeldOutChart::title() const
 {
-    return tr("What the model learned: held-out data by global step");
+    return tr("What the model learned: held-out data by wall time");
 }
 
 QString ModeHeldOutChart::metric() const
@@ -303,10 +323,10 @@ void ModeHeldOutChart::rebuild()
         const auto it = run.metrics.find(name);
         if (it != run.metrics.end()) {
             for (const MetricPoint &p : it->second) {
-                if (!std::isfinite(p.value))
-                    continue;
-                points.append(QPointF(double(p.globalStep), p.value));
-                xMax = std::max(xMax, double(p.globalStep));
+                if (!std::isfinite(p.value) || !(p.value > 0))
+                    continue; // the log axis
+                points.append(QPointF(p.seconds, p.value));
+                xMax = std::max(xMax, p.seconds);
                 yMin = std::min(yMin, p.value);
                 yMax = std::max(yMax, p.value);
             }
@@ -315,14 +335,10 @@ void ModeHeldOutChart::rebuild()
         m_lines[i]->setPen(QPen(runColor(int(i)), 2));
         m_lines[i]->replace(points);
     }
-    m_yAxis->setTitleText(QString(name).replace(QLatin1Char('_'), QLatin1Char(' ')));
+    m_yAxis->setTitleText(tr("%1 (log scale)").arg(metricText(name)));
     setRoundRange(m_xAxis, 0, xMax > 0 ? xMax : 1);
-    if (yMax >= yMin) {
-        if (name.endsWith(QLatin1String("accuracy")))
-            setRoundRange(m_yAxis, std::max(0.0, yMin - 0.05), std::min(1.0, yMax + 0.05));
-        else
-            setRoundRange(m_yAxis, yMin, yMax > yMin ? yMax : yMin + 1);
-    }
+    if (yMax >= yMin)
+        setLogRange(m_yAxis, yMin / 1.5, yMax * 1.5);
 }
 
 CsvTable ModeHeldOutChart::csv() const
@@ -415,10 +431,7 @@ void ModeStalenessChart::rebuild()
         }
         if (!points.isEmpty())
             points.append(QPointF(double(xMax), 100.0));
-        m_lines[i]->setName(
-            staleness.gradients > 0
-                ? tr("%1 (median %2, max %3)").arg(modeRunLabel(run)).arg(staleness.quantile(0.5)).arg(staleness.max)
-                : modeRunLabel(run));
+        m_lines[i]->setName(modeRunLabel(run)); // the table has the medians and maxima
         m_lines[i]->setPen(QPen(runColor(int(i)), 2));
         m_lines[i]->replace(points);
     }
@@ -487,6 +500,7 @@ ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
         break;
     }
     if (figure != Figure::TimeToTarget) {
+        // Shown while they fit (see rebuild); the table has every number.
         m_bars->setLabelsVisible(true);
         m_bars->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
         m_bars->setLabelsFormat(QStringLiteral("@value"));
@@ -574,6 +588,10 @@ void ModeBarChart::rebuild()
         for (const double v : data.sets[i].second)
             maxValue = std::max(maxValue, v);
     }
+    // A number over each bar reads up to a dozen or so bars; past that (16
+    // workers, five runs) the labels pile into one another.
+    if (m_figure != Figure::TimeToTarget)
+        m_bars->setLabelsVisible(data.sets.size() * size_t(data.categories.size()) <= kLabelledBarsAtMost);
     if (m_figure == Figure::WorkerWaitFraction)
         setRoundRange(m_valueAxis, 0, std::min(100.0, std::max(5.0, maxValue * 1.15)), 6);
     else
@@ -644,6 +662,22 @@ CsvTable ModeSummaryTable::csv() const
         return run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QStringLiteral("–");
     });
     row(tr("final full loss"), [](const ModeRunSummary &run) { return lossText(run.finalLoss); });
+    // What the pace cost: the held-out metrics and the staleness behind them.
+    std::set<QString> metrics;
+    for (const ModeRunSummary &run : m_summary->runs)
+        for (const auto &entry : run.metrics)
+            metrics.insert(entry.first);
+    for (const QString &metric : metrics)
+        row(tr("final %1").arg(metricText(metric)),
+            [&metric](const ModeRunSummary &run) { return lossText(run.finalMetric(metric)); });
+    row(tr("staleness median/p90/max"), [](const ModeRunSummary &run) {
+        const StalenessFigures &staleness = run.staleness;
+        return staleness.gradients == 0 ? QStringLiteral("–")
+                                        : QStringLiteral("%1 / %2 / %3")
+                                              .arg(staleness.quantile(0.5))
+                                              .arg(staleness.quantile(0.9))
+                                              .arg(staleness.max);
+    });
     row(tr("global steps/s"),
         [](const ModeRunSummary &run) { return QString::number(run.globalStepsPerSecond, 'f', 1); });
     for (const int index : workerIndices(*m_summary)) {
@@ -1032,17 +1066,15 @@ QString modeComparisonVerdict(const ModeComparisonSummary &summary)
             if (std::isfinite(value))
                 finals.emplace_back(value, modeRunLabel(run));
         }
-        const bool higherIsBetter = metric.endsWith(QLatin1String("accuracy")) || metric.endsWith(QLatin1String("auc"));
-        std::stable_sort(finals.begin(), finals.end(), [higherIsBetter](const auto &a, const auto &b) {
-            return higherIsBetter ? a.first > b.first : a.first < b.first;
+        const bool higher = higherIsBetter(metric);
+        std::stable_sort(finals.begin(), finals.end(), [higher](const auto &a, const auto &b) {
+            return higher ? a.first > b.first : a.first < b.first;
         });
         QStringList parts;
         for (const auto &[value, label] : finals)
             parts << QStringLiteral("%1 %2").arg(label, QString::number(value, 'g', 3));
         if (!parts.isEmpty())
-            text += QObject::tr(" Final %1, best first: %2.")
-                        .arg(QString(metric).replace(QLatin1Char('_'), QLatin1Char(' ')),
-                             parts.join(QStringLiteral(", ")));
+            text += QObject::tr(" Final %1, best first: %2.").arg(metricText(metric), parts.join(QStringLiteral(", ")));
     }
     if (summary.cancelled)
         text += QObject::tr(" (Cancelled before every mode ran.)");

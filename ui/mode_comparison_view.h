@@ -68,8 +68,8 @@ private:
     std::vector<QScatterSeries *> m_reached;
 };
 
-// What each run's model learned: a held-out metric by global step (held-out
-// accuracy where the model has one, else held-out loss) -- the price of a
+// What each run's model learned: a held-out metric by wall time (held-out
+// loss where the model logs it, else accuracy; log scale) -- the price of a
 // mode's staleness, where the loss charts show its pace. Says how to get
 // held-out data when no run has any.
 class ModeHeldOutChart : public ChartWidget
@@ -79,10 +79,10 @@ class ModeHeldOutChart : public ChartWidget
 public:
     explicit ModeHeldOutChart(QWidget *parent = nullptr);
     void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
-    // The metric drawn ("heldout_accuracy"); empty when no run logged one.
+    // The metric drawn ("heldout_loss"); empty when no run logged one.
     QString metric() const;
 
-    QString exportName() const override { return QStringLiteral("mode_heldout_by_step"); }
+    QString exportName() const override { return QStringLiteral("mode_heldout_by_time"); }
     QString title() const override;
     CsvTable csv() const override;
     int modeMarkerCount() const override { return 0; }
@@ -97,7 +97,7 @@ private:
     QChartView *m_view;
     QLabel *m_placeholder;
     QValueAxis *m_xAxis;
-    QValueAxis *m_yAxis;
+    QLogValueAxis *m_yAxis;
     std::vector<QLineSeries *> m_lines;
 };
 

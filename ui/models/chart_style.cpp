@@ -63,6 +63,9 @@ QString shortModeLabel(const proto::ModeConfig &mode)
 {
     switch (mode.mode()) {
     case proto::SYNC:
+        // "sync 15/16": 15 gradients a step of 16 replicas, one a backup.
+        if (mode.replicas_to_aggregate() > 0 && mode.total_num_replicas() > 0)
+            return QStringLiteral("sync %1/%2").arg(mode.replicas_to_aggregate()).arg(mode.total_num_replicas());
         return mode.replicas_to_aggregate() > 0 ? QStringLiteral("sync r=%1").arg(mode.replicas_to_aggregate())
                                                 : QStringLiteral("sync");
     case proto::SSP: return QStringLiteral("ssp s=%1").arg(mode.staleness());
