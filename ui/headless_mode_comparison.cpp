@@ -38,9 +38,6 @@ std::string text(const QString &value)
     return value.toStdString();
 }
 
-// Workers shown a column each in the results; more get one column of spreads.
-constexpr size_t kWorkerColumnsAtMost = 4;
-
 } // namespace
 
 ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParser &parser, const ClusterPlan &plan)
@@ -189,7 +186,7 @@ void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) co
                 workers.push_back(worker.worker);
     std::sort(workers.begin(), workers.end());
     // A column per worker reads well up to a few workers; beyond, the spread.
-    const bool perWorker = workers.size() <= kWorkerColumnsAtMost;
+    const bool perWorker = workers.size() <= kWorkersNamedAtMost;
     if (perWorker) {
         for (const int index : workers)
             header << tr("worker:%1 steps/s, waiting").arg(index);
@@ -223,20 +220,9 @@ void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) co
                                                       .arg(it->stepsPerSecond, 0, 'f', 1)
                                                       .arg(100 * it->waitFraction, 0, 'f', 0));
             }
-        } else if (run.workers.empty()) {
-            row << QStringLiteral("-");
         } else {
-            std::vector<double> rates, waits;
-            for (const WorkerStepFigures &w : run.workers) {
-                rates.push_back(w.stepsPerSecond);
-                waits.push_back(w.waitFraction);
-            }
-            std::sort(rates.begin(), rates.end());
-            std::sort(waits.begin(), waits.end());
-            row << QStringLiteral("%1-%2, %3 %")
-                       .arg(rates.front(), 0, 'f', 1)
-                       .arg(rates.back(), 0, 'f', 1)
-                       .arg(100 * waits[waits.size() / 2], 0, 'f', 0);
+            row << (run.workers.empty() ? QStringLiteral("-")
+                                        : workerRateSpread(run) + QStringLiteral(", ") + medianWaitingText(run));
         }
         row << (run.failure.isEmpty() ? run.stopReason
                                       : tr("failed: %1").arg(run.failure.section(QLatin1Char('\n'), 0, 0)));

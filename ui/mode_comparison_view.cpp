@@ -128,6 +128,27 @@ QString modeRunLabel(const ModeRunSummary &run)
     return run.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? run.name : shortModeLabel(run.mode);
 }
 
+QString workerRateSpread(const ModeRunSummary &run)
+{
+    if (run.workers.empty())
+        return QStringLiteral("–");
+    const auto [slowest, fastest] = std::minmax_element(
+        run.workers.begin(), run.workers.end(),
+        [](const WorkerStepFigures &a, const WorkerStepFigures &b) { return a.stepsPerSecond < b.stepsPerSecond; });
+    return QStringLiteral("%1-%2").arg(slowest->stepsPerSecond, 0, 'f', 1).arg(fastest->stepsPerSecond, 0, 'f', 1);
+}
+
+QString medianWaitingText(const ModeRunSummary &run)
+{
+    if (run.workers.empty())
+        return QStringLiteral("–");
+    std::vector<double> waits;
+    for (const WorkerStepFigures &worker : run.workers)
+        waits.push_back(worker.waitFraction);
+    std::sort(waits.begin(), waits.end());
+    return QStringLiteral("%1 %").arg(100 * waits[waits.size() / 2], 0, 'f', 0);
+}
+
 // ---------------------------------------------------------------------------
 
 ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
@@ -680,7 +701,12 @@ CsvTable ModeSummaryTable::csv() const
     });
     row(tr("global steps/s"),
         [](const ModeRunSummary &run) { return QString::number(run.globalStepsPerSecond, 'f', 1); });
-    for (const int index : workerIndices(*m_summary)) {
+    const std::vector<int> workers = workerIndices(*m_summary);
+    if (workers.size() > kWorkersNamedAtMost) {
+        row(tr("workers' steps/s"), &workerRateSpread);
+        row(tr("median waiting"), &medianWaitingText);
+    }
+    for (const int index : workers.size() > kWorkersNamedAtMost ? std::vector<int>() : workers) {
         row(tr("%1 steps/s").arg(workerName(index)), [index](const ModeRunSummary &run) {
             const WorkerStepFigures *worker = workerOf(run, index);
             return worker ? QString::number(worker->stepsPerSecond, 'f', 1) : QStringLiteral("–");

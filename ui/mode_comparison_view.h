@@ -35,6 +35,14 @@ namespace parasync::ui {
 // "async", "sync", "ssp s=10": a run's mode as the figure names it.
 QString modeRunLabel(const ModeRunSummary &run);
 
+// Past this many workers, the tables give the workers' spread instead of a
+// row (or column) each: 16 workers' 32 rows do not read.
+constexpr size_t kWorkersNamedAtMost = 4;
+// "16.2-48.8": the slowest and the fastest worker's steps per second.
+QString workerRateSpread(const ModeRunSummary &run);
+// "49 %": the median worker's share of its step time spent waiting.
+QString medianWaitingText(const ModeRunSummary &run);
+
 // The chief's full-shard loss of every run by wall time or by global step,
 // a dashed line at the target and a dot where each run first reached it.
 class ModeLossChart : public ChartWidget

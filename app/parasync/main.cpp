@@ -106,6 +106,9 @@ int main(int argc, char **argv)
         QTimer::singleShot(0, &window, [&window, &parser, plan = *plan, settings = *slurm] {
             window.submitToSlurm(plan, settings, parser.isSet(QStringLiteral("cancel_on_quit")));
         });
+    } else if (modeComparison) {
+        // The comparison starts its own clusters on the plan's ports: the
+        // window starting the same plan beside them would take those ports.
     } else if (parser.isSet(QStringLiteral("cluster_file"))) {
         // With remote hosts, startCluster shows the pre-flight check first.
         QTimer::singleShot(0, &window, [&window, plan = *plan] { window.startCluster(plan); });
