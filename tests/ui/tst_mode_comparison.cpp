@@ -714,6 +714,45 @@ private Q_SLOTS:
         comparisonWindow->close();
     }
 
+    // One click to the price of staleness: the staleness workload's five
+    // contenders on 16 workers, the first run drawn with its held-out loss
+    // and its stale gradients while it trains.
+    void thePriceOfStalenessIsOneClickAway()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+        auto *action = window.findChild<QAction *>(QStringLiteral("compareModesStaleness"));
+        QVERIFY(action);
+        action->trigger();
+        ModeComparisonWindow *comparisonWindow = window.findChild<ModeComparisonWindow *>();
+        QVERIFY(comparisonWindow);
+        ModeComparison *comparison = comparisonWindow->comparison();
+        QVERIFY(comparison->isRunning());
+        const ModeComparisonOptions &options = comparison->options();
+        QCOMPARE(modeRunNames(options.modes),
+                 (QStringList{u"async"_s, u"sync"_s, u"sync-15of16"_s, u"ssp-3"_s, u"ssp-10"_s}));
+        QCOMPARE(options.plan.cluster.numWorkers(), 16);
+        QVERIFY(options.plan.training.hasHeldOutData());
+        QVERIFY(!options.stopAtTarget);
+        // async, drawn as it trains: every worker pushing, held-out loss
+        // logged, gradients stale.
+        QTRY_VERIFY_WITH_TIMEOUT(
+            comparisonWindow->view()->summary() && !comparisonWindow->view()->summary()->runs.empty()
+                && comparisonWindow->view()->summary()->runs.front().metrics.count(u"heldout_loss"_s)
+                && comparisonWindow->view()->summary()->runs.front().staleness.max > 0
+                && comparisonWindow->view()->summary()->runs.front().workers.size() == 16,
+            60000);
+        QSignalSpy done(comparisonWindow, &ModeComparisonWindow::comparisonFinished);
+        comparisonWindow->findChild<QPushButton *>(QStringLiteral("cancelModeComparison"))->click();
+        QVERIFY(done.wait(30000));
+        QVERIFY(!comparison->launcher()->anyRunning());
+        QDir(options.outputDirectory).removeRecursively();
+        comparisonWindow->close();
+    }
+
     void badFlagsExitWithTwoAndSayWhatToFix_data()
     {
         QTest::addColumn<QStringList>("arguments");
