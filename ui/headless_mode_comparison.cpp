@@ -171,13 +171,9 @@ void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) co
     QStringList header{tr("mode"), tr("to target"), tr("at step"), tr("final loss")};
     // The held-out metrics any run logged: what the model learned, beside
     // how fast the training loss fell.
-    QStringList metricNames;
-    for (const ModeRunSummary &run : summary.runs)
-        for (const auto &entry : run.metrics)
-            if (!metricNames.contains(entry.first))
-                metricNames << entry.first;
-    for (const QString &name : std::as_const(metricNames))
-        header << tr("final %1").arg(QString(name).replace(QLatin1Char('_'), QLatin1Char(' ')));
+    const QStringList metricNames = heldOutMetricNames(summary);
+    for (const QString &name : metricNames)
+        header << tr("final %1").arg(metricText(name));
     header << tr("global steps/s") << tr("staleness median/p90/max");
     std::vector<int> workers;
     for (const ModeRunSummary &run : summary.runs)
@@ -201,7 +197,7 @@ void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) co
                                             : tr("not reached"),
                         run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QStringLiteral("-"),
                         std::isfinite(run.finalLoss) ? QString::number(run.finalLoss, 'g', 4) : QStringLiteral("-")};
-        for (const QString &name : std::as_const(metricNames)) {
+        for (const QString &name : metricNames) {
             const double value = run.finalMetric(name);
             row << (std::isfinite(value) ? QString::number(value, 'g', 4) : QStringLiteral("-"));
         }
