@@ -7,6 +7,9 @@
 //                slowed by 2 ms per step (TaskControl.SetStraggler);
 //   telemetry    updates/s of one cluster with the app's ClusterWatcher
 //                attached against none, in alternating windows;
+//   probe        updates/s with the workers' staleness probe off, at its
+//                default (every 100 steps) and every 10 steps (issue 32):
+//                the demo with 2 and 8 workers and a 16-worker softmax, async;
 //   replicated   updates/s with and without a backup for ps:0
 //                (--ps_backup_hosts, issue 15): the demo model with 2 and 8
 //                workers in async, sync and ssp, and 1,000,000 parameters;
@@ -18,7 +21,7 @@
 // the load of this shared machine drifts over all of them alike. Raw samples
 // go to the JSON file; bench/report.py makes the table.
 //
-//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,replicated,many] [--workers=1,2,4,8]
+//   bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,probe,replicated,many] [--workers=1,2,4,8]
 //                 [--many=8,16,32,64] [--repetitions=N] [--out=FILE]
 
 #include "bench_support.h"
@@ -349,6 +352,54 @@ void benchTelemetry(ResultFile &results, const Timing &timing)
     cluster.stop();
 }
 
+// Issue 32: what measuring staleness's cost costs. On every Nth step a
+// worker reads the parameters from every ps task (Snapshot) and computes its
+// batch's gradient a second time; the step's push waits for both. Clusters
+// of the same shape with the probe off, at the default and at ten times the
+// default rate, in turn, so that all three see the same load.
+void benchProbe(ResultFile &results, const Timing &timing)
+{
+    struct Shape
+    {
+        std::string name;
+        int workers;
+        QStringList flags;
+    };
+    const std::vector<Shape> shapes = {
+        {"demo/async/2w", 2, {u"--mode=async"_s}},
+        {"demo/async/8w", 8, {u"--mode=async"_s}},
+        {"softmax/async/16w",
+         16,
+         {u"--mode=async"_s, u"--model=softmax"_s, u"--dataset=blobs:10:2"_s, u"--learning_rate=0.05"_s}},
+    };
+    const std::vector<std::pair<std::string, QString>> settings = {
+        {"off", u"--staleness_probe_every=0"_s},
+        {"every 100 (default)", u"--staleness_probe_every=100"_s},
+        {"every 10", u"--staleness_probe_every=10"_s},
+    };
+    for (int rep = 0; rep < timing.repetitions; ++rep) {
+        for (const auto &shape : shapes) {
+            for (const auto &[setting, flag] : settings) {
+                const std::string name = shape.name + " probe " + setting;
+                BenchCluster cluster(u"probe"_s, 1, shape.workers, endlessFlags() + shape.flags + QStringList{flag});
+                QString error;
+                Rates rates;
+                if (cluster.start(&error))
+                    rates = measureRates(cluster, timing.warmup, timing.window);
+                else
+                    std::fprintf(stderr, "bench_cluster: probe %s: %s\n", name.c_str(), qPrintable(error));
+                cluster.stop();
+                auto &samples = results.add("probe", name, "global steps/s");
+                samples.values.push_back(rates.steps);
+                samples.extra = QJsonObject{{u"shape"_s, QString::fromStdString(shape.name)},
+                                            {u"probe"_s, QString::fromStdString(setting)}};
+                std::printf("probe %-40s rep %d: %9.1f global steps/s\n", name.c_str(), rep + 1, rates.steps);
+                std::fflush(stdout);
+            }
+        }
+    }
+}
+
 // Issue 15: what a backup costs. Each update is acknowledged only once the
 // backup holds it, so the step's round trip grows by a hop to the backup and
 // back; these are the updates/s that follow. The same cluster with and
@@ -469,7 +520,8 @@ int main(int argc, char **argv)
     QCoreApplication app(argc, argv);
     bool quick = false;
     QString out; // --out: where the samples go for bench/report.py; none by default
-    QStringList only = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s, u"replicated"_s, u"many"_s};
+    QStringList only
+        = {u"throughput"_s, u"ps"_s, u"accuracy"_s, u"telemetry"_s, u"probe"_s, u"replicated"_s, u"many"_s};
     std::vector<int> workerCounts = {1, 2, 4, 8};
     std::vector<int> manyCounts = {8, 16, 32, 64};
     int repetitions = 0; // 0: the mode's default
@@ -491,9 +543,10 @@ int main(int argc, char **argv)
         } else if (arg.startsWith(u"--repetitions="))
             repetitions = arg.mid(14).toInt();
         else {
-            std::fprintf(stderr,
-                         "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,replicated,many] "
-                         "[--workers=1,2,4,8] [--many=8,16,32,64] [--repetitions=N] [--out=FILE]\n");
+            std::fprintf(
+                stderr,
+                "usage: bench_cluster [--quick] [--only=throughput,ps,accuracy,telemetry,probe,replicated,many] "
+                "[--workers=1,2,4,8] [--many=8,16,32,64] [--repetitions=N] [--out=FILE]\n");
             return 2;
         }
     }
@@ -515,6 +568,8 @@ int main(int argc, char **argv)
             benchAccuracy(results, repetitions > 0 ? repetitions : quick ? 1 : 5);
         if (only.contains(u"telemetry"_s))
             benchTelemetry(results, timing);
+        if (only.contains(u"probe"_s))
+            benchProbe(results, timing);
         if (only.contains(u"replicated"_s))
             benchReplicated(results, timing);
         if (only.contains(u"many"_s))

@@ -499,7 +499,45 @@ def add_cluster(report, doc):
              "and publishes snapshots to this thread's event loop, as in the app)."])
         report.target("telemetry attached costs ≤ 10% of updates/s", fmt_ratio(r), r and r["median"] >= 0.9)
 
+    add_probe(report, doc)
     add_replicated_cluster(report, doc)
+
+
+def add_probe(report, doc):
+    """Issue 32: updates/s with the workers' staleness probe off, at its default and every 10 steps."""
+    steps = by_name(doc, "probe")
+    if not steps:
+        return
+    shapes = []
+    for name in steps:
+        shape = name.split(" probe ", 1)[0]
+        if shape not in shapes:
+            shapes.append(shape)
+    rows = []
+    results = {}
+    for shape in shapes:
+        off = steps.get(shape + " probe off", {}).get("samples")
+        default = steps.get(shape + " probe every 100 (default)", {}).get("samples")
+        often = steps.get(shape + " probe every 10", {}).get("samples")
+        if not off or not default:
+            continue
+        r_default, r_often = ratio(default, off), ratio(often, off) if often else None
+        results[shape] = {"off": summary(off), "default": summary(default), "ratio_default": r_default,
+                          "ratio_every_10": r_often}
+        rows.append([shape, fmt_summary(summary(off)), fmt_summary(summary(default)), fmt_ratio(r_default),
+                     fmt_summary(summary(often or [])), fmt_ratio(r_often)])
+        report.target(f"the staleness probe at its default costs ≤ 3% of updates/s ({shape})", fmt_ratio(r_default),
+                      r_default and r_default["median"] >= 0.97)
+    if not rows:
+        return
+    report.data["staleness_probe"] = results
+    report.section(
+        "5e. The cost of measuring staleness's cost: the workers' probe off, every 100 steps (default), every 10",
+        ["shape", "global steps/s, probe off", "every 100", "ratio", "every 10", "ratio"],
+        rows,
+        ["bench_cluster `probe`: clusters of the same shape, one per setting in turn. On a probed step the worker "
+         "reads every ps task's parameters (Snapshot) and computes its batch's gradient again before it pushes "
+         "(`--staleness_probe_every`). softmax: 10 classes of blobs in 2 dimensions, learning rate 0.05."])
 
 
 def add_replicated_cluster(report, doc):

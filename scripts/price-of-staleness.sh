@@ -3,7 +3,8 @@
 # comparison (16 workers, softmax with momentum on 10 blobs; async, sync,
 # sync with a backup worker, ssp at two bounds) run once per seed, then a
 # table of every contender's median and range over the seeds -- time to the
-# target, global step there, final held-out accuracy and loss, staleness.
+# target, global step there, final held-out accuracy and loss, staleness and
+# what the workers' probes found a stale gradient worth.
 # docs/price-of-staleness.md holds the table this wrote on our machines.
 # Usage: scripts/price-of-staleness.sh [OUT_DIR] [SEEDS...]
 #   (default: build/price-of-staleness, seeds 1 2 3; about 3 minutes a seed)
@@ -59,13 +60,13 @@ def spread(rows, column, digits):
 print(f"seeds {', '.join(seeds)}: median (min-max) over the seeds")
 print()
 print("| contender | time to target, s | global step there | final held-out accuracy | final held-out loss "
-      "| staleness median | staleness max | global steps/s |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+      "| staleness median | staleness max | probed gradient's cosine, median | global steps/s |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for name in order:
     rows = runs[name]
     print(f"| {name} | {spread(rows, 'time_to_target_s', 1)} | {spread(rows, 'global_step_at_target', 0)} "
           f"| {spread(rows, 'final_heldout_accuracy', 3)} | {spread(rows, 'final_heldout_loss', 3)} "
           f"| {spread(rows, 'staleness_median', 0)} | {spread(rows, 'staleness_max', 0)} "
-          f"| {spread(rows, 'global_steps_per_s', 0)} |")
+          f"| {spread(rows, 'probe_cosine_median', 3)} | {spread(rows, 'global_steps_per_s', 0)} |")
 EOF
 cat "$out/table.md"

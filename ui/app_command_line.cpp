@@ -80,8 +80,9 @@ void declareAppCommandLine(QCommandLineParser &parser)
                             "results and write the runs, the figure and comparison.csv into --export.");
     option("modes",
            "With --compare_modes: the contenders, comma-separated: async, sync, sync:R (R gradients a step), "
-           "sync:R/T (R of T replicas: T - R backup workers), ssp:S (staleness bound S). Default: async,sync,ssp:10 "
-           "(ssp at --staleness).",
+           "sync:R/T (R of T replicas: T - R backup workers), ssp:S (staleness bound S); async and ssp:S with "
+           "+lr/staleness divide the learning rate by each gradient's staleness (Zhang et al.). Default: "
+           "async,sync,ssp:10 (ssp at --staleness).",
            "LIST");
     option("compare_full_time",
            "With --compare_modes: every run trains its whole --compare_seconds, past the target (still timed), so "

@@ -412,6 +412,7 @@ void HeadlessRunner::nextTourStop()
         m_tourTimer.start(stop.seconds * 1000);
         return;
     }
+    sayStalenessCost();
     say(tr("the tour is over: stopping the cluster"));
     m_watcher->disconnectFromCluster();
     if (m_slurmJob) {
@@ -419,6 +420,26 @@ void HeadlessRunner::nextTourStop()
         return;
     }
     m_launcher->stopAll(); // allExited follows: the charts are exported from the run directory
+}
+
+void HeadlessRunner::sayStalenessCost()
+{
+    if (!m_latest || m_latest->stalenessCost.empty())
+        return;
+    // The pace of each mode was on every line; what the stale gradients were
+    // worth is the other half of the trade.
+    QStringList buckets;
+    for (const StalenessCostFigures &bucket : m_latest->stalenessCost)
+        buckets << tr("%1 steps apart %2 (%3)")
+                       .arg(QString::fromStdString(bucket.label))
+                       .arg(double(bucket.medianCosine), 0, 'f', 3)
+                       .arg(bucket.count);
+    say(tr("what a stale gradient was worth (%1 probes; median cosine with the fresh gradient of the same batch, "
+           "1 = as good as fresh): %2")
+            .arg(m_latest->stalenessProbes)
+            .arg(buckets.join(QStringLiteral(", "))));
+    say(tr("what staleness costs in what the model learns: parasync --headless --compare_modes "
+           "--workload=staleness --export=DIR (about two minutes)"));
 }
 
 void HeadlessRunner::printProgress()

@@ -100,6 +100,9 @@ private:
     void printProgress();
     // Moves the tour on: the next stop's mode, or the end of the run.
     void nextTourStop();
+    // At the tour's end: the run's staleness probes by steps apart, and where
+    // to see what staleness costs in what the model learns.
+    void sayStalenessCost();
     void finishWith(int exitCode, const QString &message);
     bool exportCharts();
     QString taskFailures() const;

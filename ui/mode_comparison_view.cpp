@@ -375,7 +375,8 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
     // The price of each mode's pace: how stale its applied gradients were,
     // and what the model learned (the held-out metrics any run logged).
     table.header << QStringLiteral("mode_spec") << QStringLiteral("staleness_median") << QStringLiteral("staleness_p90")
-                 << QStringLiteral("staleness_max") << QStringLiteral("staleness_mean");
+                 << QStringLiteral("staleness_max") << QStringLiteral("staleness_mean")
+                 << QStringLiteral("staleness_probes") << QStringLiteral("probe_cosine_median");
     const QStringList metricNames = heldOutMetricNames(summary);
     for (const QString &name : metricNames)
         table.header << QStringLiteral("final_") + name;
@@ -399,6 +400,10 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
             << (hasStaleness ? QString::number(run.staleness.quantile(0.9)) : QString())
             << (hasStaleness ? QString::number(run.staleness.max) : QString())
             << (hasStaleness ? QString::number(run.staleness.mean, 'f', 3) : QString());
+        // What its gradients were worth against fresh ones, over every probe.
+        const std::optional<float> cosine = run.stalenessCost.medianCosineFrom(0);
+        row << QString::number(run.stalenessCost.count())
+            << (cosine ? QString::number(double(*cosine), 'g', 4) : QString());
         for (const QString &name : metricNames) {
             const double value = run.finalMetric(name);
             row << (std::isfinite(value) ? QString::number(value, 'g', 6) : QString());

@@ -2,6 +2,7 @@
 
 #include "config/node_options.h"
 
+#include <QCheckBox>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSpinBox>
@@ -14,7 +15,8 @@ namespace {
 // live workers", which ps:0 may report as a number).
 bool satisfies(const proto::ModeConfig &reported, const proto::ModeConfig &requested)
 {
-    if (reported.mode() != requested.mode())
+    if (reported.mode() != requested.mode()
+        || reported.learning_rate_by_staleness() != requested.learning_rate_by_staleness())
         return false;
     if (requested.mode() == proto::SSP)
         return reported.staleness() == requested.staleness();
@@ -32,6 +34,7 @@ ModeControls::ModeControls(QWidget *parent)
     , m_ssp(new QToolButton(this))
     , m_staleness(new QSpinBox(this))
     , m_replicas(new QSpinBox(this))
+    , m_byStaleness(new QCheckBox(tr("LR \u00f7 staleness"), this))
     , m_status(new QLabel(this))
 {
     const struct
@@ -78,6 +81,11 @@ ModeControls::ModeControls(QWidget *parent)
     layout->addSpacing(8);
     layout->addWidget(m_staleness);
     layout->addWidget(m_replicas);
+    m_byStaleness->setToolTip(tr("Async and SSP: a gradient computed S global steps ago is applied at the learning "
+                                 "rate divided by S (Zhang et al., staleness-aware async SGD). Sync's gradients are "
+                                 "all fresh: it changes nothing there."));
+    m_byStaleness->setObjectName(QStringLiteral("modeLearningRateByStaleness"));
+    layout->addWidget(m_byStaleness);
     layout->addSpacing(8);
     layout->addWidget(m_status);
     m_status->setObjectName(QStringLiteral("modeStatus"));
@@ -92,6 +100,11 @@ ModeControls::ModeControls(QWidget *parent)
         if (m_connected && m_reported && m_reported->mode() == proto::SYNC
             && m_reported->replicas_to_aggregate() != m_replicas->value())
             requestMode(proto::SYNC);
+    });
+    // The rule applies to the mode in force, so a click changes it at once.
+    connect(m_byStaleness, &QCheckBox::toggled, this, [this](bool on) {
+        if (m_connected && m_reported && m_reported->learning_rate_by_staleness() != on)
+            requestMode(m_reported->mode());
     });
     setConnected(false);
 }
@@ -114,6 +127,7 @@ proto::ModeConfig ModeControls::modeFor(proto::UpdateMode mode) const
     config.set_mode(mode);
     config.set_staleness(m_staleness->value());
     config.set_replicas_to_aggregate(m_replicas->value());
+    config.set_learning_rate_by_staleness(m_byStaleness->isChecked());
     return config;
 }
 
@@ -142,6 +156,8 @@ void ModeControls::setReportedMode(const proto::ModeConfig &mode, qint64 sinceSt
         // Show ps:0's numbers, without echoing them back as a request.
         const QSignalBlocker blockStaleness(m_staleness);
         const QSignalBlocker blockReplicas(m_replicas);
+        const QSignalBlocker blockRule(m_byStaleness);
+        m_byStaleness->setChecked(mode.learning_rate_by_staleness());
         if (mode.mode() == proto::SSP || !m_staleness->hasFocus())
             m_staleness->setValue(mode.staleness());
         if (mode.mode() == proto::SYNC || !m_replicas->hasFocus())
@@ -157,6 +173,7 @@ void ModeControls::setConnected(bool connected)
         b->setEnabled(connected);
     m_staleness->setEnabled(connected);
     m_replicas->setEnabled(connected);
+    m_byStaleness->setEnabled(connected);
     if (!connected)
         m_pending.reset();
     showReported();

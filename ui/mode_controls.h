@@ -1,6 +1,7 @@
 #pragma once
 
-// Async / sync / ssp buttons with staleness and replicas to aggregate. The
+// Async / sync / ssp buttons with staleness and replicas to aggregate, and
+// the staleness-aware learning rate (learning rate / staleness). The
 // buttons show the mode ps:0 reports, not the one last clicked: a click
 // sends a request and marks it pending until ps:0's report says it is in
 // force (or an error comes back).
@@ -11,6 +12,7 @@
 
 #include <optional>
 
+class QCheckBox;
 class QLabel;
 class QSpinBox;
 class QToolButton;
@@ -50,6 +52,7 @@ private:
     QToolButton *m_ssp;
     QSpinBox *m_staleness;
     QSpinBox *m_replicas;
+    QCheckBox *m_byStaleness;
     QLabel *m_status;
     std::optional<proto::ModeConfig> m_reported;
     std::optional<proto::ModeConfig> m_pending;

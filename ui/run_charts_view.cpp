@@ -181,7 +181,7 @@ QList<ExportableChart *> RunChartsView::charts() const
     else
         for (VariableSummaryChart *chart : m_variables)
             list << chart;
-    for (WorkerBarChart *chart : m_stats->charts())
+    for (ChartWidget *chart : m_stats->charts())
         list.append(chart);
     return list;
 }

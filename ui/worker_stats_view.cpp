@@ -3,6 +3,7 @@
 #include "ui/chart_setup.h"
 #include "ui/models/chart_style.h"
 #include "ui/models/series_math.h"
+#include "ui/staleness_cost_chart.h"
 
 #include <QBarCategoryAxis>
 #include <QBarSeries>
@@ -267,8 +268,10 @@ int WorkerBarChart::pointCount() const
     return barCount(m_bars);
 }
 
-WorkerStatsView::WorkerStatsView(QWidget *parent) : QWidget(parent)
+WorkerStatsView::WorkerStatsView(QWidget *parent) : QWidget(parent), m_stalenessCost(new StalenessCostChart(this))
 {
+    // The pace on top, three abreast; below, staleness: how much of it there
+    // is, and (twice as wide, it has two scales) what it costs.
     auto *grid = new QGridLayout(this);
     grid->setContentsMargins(0, 0, 0, 0);
     const WorkerBarChart::Figure figures[]
@@ -276,15 +279,19 @@ WorkerStatsView::WorkerStatsView(QWidget *parent) : QWidget(parent)
            WorkerBarChart::Figure::DroppedGradients, WorkerBarChart::Figure::StalenessHistogram};
     for (int i = 0; i < 4; ++i) {
         auto *chart = new WorkerBarChart(figures[i], this);
-        grid->addWidget(chart, i / 2, i % 2);
+        grid->addWidget(chart, i / 3, i % 3);
+        m_bars.push_back(chart);
         m_charts.push_back(chart);
     }
+    grid->addWidget(m_stalenessCost, 1, 1, 1, 2);
+    m_charts.push_back(m_stalenessCost);
 }
 
 void WorkerStatsView::setSnapshot(const std::shared_ptr<const RunSnapshot> &snapshot)
 {
-    for (WorkerBarChart *chart : m_charts)
+    for (WorkerBarChart *chart : m_bars)
         chart->setSnapshot(snapshot);
+    m_stalenessCost->setSnapshot(snapshot);
 }
 
 } // namespace parasync::ui

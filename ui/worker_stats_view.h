@@ -3,7 +3,8 @@
 // Per-worker figures as bar charts: steps per second, fraction of time
 // waiting, dropped gradients and the staleness histogram. Each is shown for
 // the whole run (or "now") and once per update-mode period, so that the bars
-// of a mode change sit side by side.
+// of a mode change sit side by side. Beside the histogram, what staleness
+// costs (StalenessCostChart).
 
 #include "orchestration/run_state.h"
 #include "ui/chart_widget.h"
@@ -60,6 +61,8 @@ private:
     int m_periodSets = 0;
 };
 
+class StalenessCostChart;
+
 class WorkerStatsView : public QWidget
 {
     Q_OBJECT
@@ -67,10 +70,13 @@ class WorkerStatsView : public QWidget
 public:
     explicit WorkerStatsView(QWidget *parent = nullptr);
     void setSnapshot(const std::shared_ptr<const RunSnapshot> &snapshot);
-    const std::vector<WorkerBarChart *> &charts() const { return m_charts; }
+    // The four bar charts, then the staleness cost.
+    const std::vector<ChartWidget *> &charts() const { return m_charts; }
 
 private:
-    std::vector<WorkerBarChart *> m_charts;
+    std::vector<ChartWidget *> m_charts;
+    std::vector<WorkerBarChart *> m_bars;
+    StalenessCostChart *m_stalenessCost;
 };
 
 } // namespace parasync::ui

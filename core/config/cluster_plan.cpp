@@ -148,6 +148,8 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("replicas_to_aggregate", QString::number(t.mode.replicas_to_aggregate()));
     if (t.mode.total_num_replicas() != defaults.mode.total_num_replicas())
         flag("total_num_replicas", QString::number(t.mode.total_num_replicas()));
+    if (t.mode.learning_rate_by_staleness())
+        flag("learning_rate_by_staleness", QStringLiteral("1"));
     if (t.model != defaults.model)
         flag("model", qs(t.model));
     if (t.dataset != defaults.dataset)
@@ -168,6 +170,8 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("last_step", QString::number(t.lastStep));
     if (t.displayStep != defaults.displayStep)
         flag("display_step", QString::number(t.displayStep));
+    if (t.stalenessProbeEvery != defaults.stalenessProbeEvery)
+        flag("staleness_probe_every", QString::number(t.stalenessProbeEvery));
     if (t.logdir != defaults.logdir)
         flag("logdir", qs(t.logdir));
     if (t.saveCheckpointSecs != defaults.saveCheckpointSecs)

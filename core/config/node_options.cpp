@@ -68,6 +68,10 @@ constexpr FlagInfo kFlags[] = {
      "sync: workers expected per step, more than replicas_to_aggregate means backup workers; 0 is "
      "the number of workers",
      nullptr},
+    {"learning_rate_by_staleness", "0|1", FlagGroup::Mode,
+     "async and ssp: apply a gradient computed S global steps ago at the learning rate divided by max(1, S) "
+     "(Zhang et al., staleness-aware async SGD)",
+     "0"},
     {"model", "NAME", FlagGroup::ModelAndData, "linear (y = w x + b) or softmax", nullptr},
     {"dataset", "SPEC", FlagGroup::ModelAndData,
      "linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the model's default", "the model's"},
@@ -85,6 +89,10 @@ constexpr FlagInfo kFlags[] = {
     {"batch_size", "N", FlagGroup::Training, "samples per step on each worker", nullptr},
     {"last_step", "N", FlagGroup::Training, "stop when the global step reaches N; 0 trains until stopped", nullptr},
     {"display_step", "N", FlagGroup::Training, "the chief logs the loss over its shard every N steps", nullptr},
+    {"staleness_probe_every", "N", FlagGroup::Training,
+     "workers: on every Nth step also compute the batch's gradient at the parameters the ps tasks hold by then, and "
+     "report how far the stale gradient is from it (cosine, relative error); 0 never",
+     nullptr},
     {"seed", "N", FlagGroup::Training, "random seed for initial values and synthetic data", nullptr},
     {"min_slice_bytes", "B", FlagGroup::Training,
      "partition a variable larger than this over the ps tasks along its rows, at most one slice per ps task and "
@@ -185,6 +193,7 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"staleness", number(t.mode.staleness())},
         {"replicas_to_aggregate", number(t.mode.replicas_to_aggregate())},
         {"total_num_replicas", number(t.mode.total_num_replicas())},
+        {"learning_rate_by_staleness", QJsonValue(t.mode.learning_rate_by_staleness() ? 1 : 0)},
         {"model", QJsonValue(qs(t.model))},
         {"dataset", QJsonValue(qs(t.dataset))},
         {"samples_per_shard", number(t.samplesPerShard)},
@@ -196,6 +205,7 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"batch_size", number(t.batchSize)},
         {"last_step", number(t.lastStep)},
         {"display_step", number(t.displayStep)},
+        {"staleness_probe_every", number(t.stalenessProbeEvery)},
         {"logdir", QJsonValue(qs(t.logdir))},
         {"save_checkpoint_secs", number(t.saveCheckpointSecs)},
         {"max_to_keep", number(t.maxToKeep)},
@@ -456,6 +466,9 @@ void parseMode(const TrainingParser &p, proto::ModeConfig *mode)
     int32_t total = mode->total_num_replicas();
     p.integer("total_num_replicas", &total, 0);
     mode->set_total_num_replicas(total);
+    bool byStaleness = mode->learning_rate_by_staleness();
+    p.boolean("learning_rate_by_staleness", &byStaleness);
+    mode->set_learning_rate_by_staleness(byStaleness);
 }
 
 void parsePace(const TrainingParser &p, WorkerPace *pace)
@@ -484,6 +497,7 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     p.integer("batch_size", &t.batchSize, 1);
     p.integer("last_step", &t.lastStep, 0);
     p.integer("display_step", &t.displayStep, 1);
+    p.integer("staleness_probe_every", &t.stalenessProbeEvery, 0);
     p.string("logdir", &t.logdir, true);
     p.integer("save_checkpoint_secs", &t.saveCheckpointSecs, 0);
     p.integer("max_to_keep", &t.maxToKeep, 0);
@@ -547,6 +561,8 @@ proto::ModeConfig ControlCommand::modeFrom(const proto::ModeConfig &current) con
         config.set_replicas_to_aggregate(*replicasToAggregate);
     if (totalNumReplicas)
         config.set_total_num_replicas(*totalNumReplicas);
+    if (learningRateByStaleness)
+        config.set_learning_rate_by_staleness(*learningRateByStaleness);
     return config;
 }
 
@@ -607,6 +623,12 @@ std::optional<ControlCommand> parseControlCommand(const std::vector<std::string>
     number("staleness", &command.staleness);
     number("replicas_to_aggregate", &command.replicasToAggregate);
     number("total_num_replicas", &command.totalNumReplicas);
+    if (const auto value = flagValue("learning_rate_by_staleness")) {
+        bool byStaleness = false;
+        std::map<std::string, GivenValue> given{{"learning_rate_by_staleness", GivenValue{*value, {}}}};
+        TrainingParser(std::move(given)).boolean("learning_rate_by_staleness", &byStaleness);
+        command.learningRateByStaleness = byStaleness;
+    }
     return command;
 }
 

@@ -34,7 +34,8 @@ constexpr float kMaxComputeJitter = 4.0f;
 // Defaults make the three-port demo converge in seconds at full speed.
 struct TrainingOptions
 {
-    proto::ModeConfig mode;         // --mode --staleness --replicas_to_aggregate --total_num_replicas
+    // --mode --staleness --replicas_to_aggregate --total_num_replicas --learning_rate_by_staleness
+    proto::ModeConfig mode;
     std::string model = "linear";   // --model
     std::string dataset;            // --dataset (empty: the model's default)
     std::string optimizer = "sgd";  // --optimizer
@@ -46,15 +47,18 @@ struct TrainingOptions
     double evalFraction = 0;        // --eval_fraction (0: none)
     int64_t lastStep = 2000;        // --last_step
     int64_t displayStep = 100;      // --display_step
-    std::string logdir;             // --logdir (empty: no run directory)
-    int saveCheckpointSecs = 50;    // --save_checkpoint_secs
-    int maxToKeep = 5;              // --max_to_keep
-    int logdirMaxMb = 1024;         // --logdir_max_mb: ps:0's records' budget in MiB (0: none)
-    uint64_t seed = 1;              // --seed
-    bool applyNonfinite = false;    // --nonfinite_gradients=reject|apply
-    int hangTimeoutSecs = 30;       // --hang_timeout_secs (0: no watchdog)
-    bool chiefHandover = false;     // --chief_handover=1
-    WorkerPace pace;                // --compute_ms --compute_jitter --straggler_ms
+    // --staleness_probe_every: workers measure what staleness costs on every
+    // Nth step (engine/staleness_cost.h); 0: never.
+    int64_t stalenessProbeEvery = 100;
+    std::string logdir;          // --logdir (empty: no run directory)
+    int saveCheckpointSecs = 50; // --save_checkpoint_secs
+    int maxToKeep = 5;           // --max_to_keep
+    int logdirMaxMb = 1024;      // --logdir_max_mb: ps:0's records' budget in MiB (0: none)
+    uint64_t seed = 1;           // --seed
+    bool applyNonfinite = false; // --nonfinite_gradients=reject|apply
+    int hangTimeoutSecs = 30;    // --hang_timeout_secs (0: no watchdog)
+    bool chiefHandover = false;  // --chief_handover=1
+    WorkerPace pace;             // --compute_ms --compute_jitter --straggler_ms
 
     // Whether the chief scores the model on held-out data.
     bool hasHeldOutData() const { return !evalDataset.empty() || evalFraction > 0; }
@@ -125,9 +129,10 @@ struct ControlCommand
     // --set_mode and the numbers given with it; numbers not given keep the
     // values ps:0 has now.
     proto::UpdateMode mode = proto::UPDATE_MODE_UNSPECIFIED;
-    std::optional<int32_t> staleness;           // --staleness
-    std::optional<int32_t> replicasToAggregate; // --replicas_to_aggregate
-    std::optional<int32_t> totalNumReplicas;    // --total_num_replicas
+    std::optional<int32_t> staleness;            // --staleness
+    std::optional<int32_t> replicasToAggregate;  // --replicas_to_aggregate
+    std::optional<int32_t> totalNumReplicas;     // --total_num_replicas
+    std::optional<bool> learningRateByStaleness; // --learning_rate_by_staleness
 
     // The mode --set_mode asks for, given the one ps:0 has now.
     proto::ModeConfig modeFrom(const proto::ModeConfig &current) const;

@@ -39,6 +39,11 @@ std::optional<int> wholeNumber(const std::string &text)
     return value;
 }
 
+std::string stalenessRuleWords(const proto::ModeConfig &mode)
+{
+    return mode.learning_rate_by_staleness() ? ", learning rate / staleness" : "";
+}
+
 } // namespace
 
 const std::vector<UpdateModeInfo> &updateModes()
@@ -84,10 +89,11 @@ std::string describeMode(const proto::ModeConfig &mode)
                                                                       : std::string("all live workers");
         const std::string total
             = mode.total_num_replicas() > 0 ? std::to_string(mode.total_num_replicas()) : std::string("all workers");
+        // The rule divides by a staleness sync never has: not worth a word.
         return "sync (replicas_to_aggregate=" + replicas + ", total_num_replicas=" + total + ")";
     }
-    case proto::SSP: return "ssp (staleness=" + std::to_string(mode.staleness()) + ")";
-    default: return updateModeName(mode.mode());
+    case proto::SSP: return "ssp (staleness=" + std::to_string(mode.staleness()) + ")" + stalenessRuleWords(mode);
+    default: return updateModeName(mode.mode()) + stalenessRuleWords(mode);
     }
 }
 
@@ -107,17 +113,23 @@ proto::ModeConfig modeFromJson(const QJsonObject &object)
     mode.set_staleness(object.value(QLatin1String("staleness")).toInt());
     mode.set_replicas_to_aggregate(object.value(QLatin1String("replicas_to_aggregate")).toInt());
     mode.set_total_num_replicas(object.value(QLatin1String("total_num_replicas")).toInt());
+    mode.set_learning_rate_by_staleness(object.value(QLatin1String("learning_rate_by_staleness")).toBool());
     return mode;
 }
 
-proto::ModeConfig parseModeSpec(const std::string &text)
+proto::ModeConfig parseModeSpec(const std::string &written)
 {
+    const bool byStaleness
+        = written.size() > std::string(kStalenessRuleSuffix).size() && written.ends_with(kStalenessRuleSuffix);
+    const std::string text
+        = byStaleness ? written.substr(0, written.size() - std::string(kStalenessRuleSuffix).size()) : written;
     const size_t colon = text.find(':');
     const std::string name = text.substr(0, colon);
     const std::string numbers = colon == std::string::npos ? std::string() : text.substr(colon + 1);
     const auto bad = [&](const std::string &why) {
-        return InputError("the mode '" + text + "' " + why + ": write " + knownSpecForms()
-                          + " (e.g. async,sync,sync:3/4,ssp:10)");
+        return InputError("the mode '" + written + "' " + why + ": write " + knownSpecForms() + ", each but sync with "
+                          + kStalenessRuleSuffix + " if you like (e.g. async,async" + kStalenessRuleSuffix
+                          + ",sync,sync:3/4,ssp:10)");
     };
     proto::ModeConfig mode;
     try {
@@ -159,14 +171,21 @@ proto::ModeConfig parseModeSpec(const std::string &text)
     }
     default: throw bad("is not one");
     }
+    if (byStaleness) {
+        if (mode.mode() == proto::SYNC)
+            throw bad("divides no learning rate: sync applies fresh gradients only");
+        mode.set_learning_rate_by_staleness(true);
+    }
     return mode;
 }
 
 std::string modeSpec(const proto::ModeConfig &mode)
 {
     const std::string name = updateModeName(mode.mode());
+    const std::string rule = mode.learning_rate_by_staleness() ? kStalenessRuleSuffix : "";
     switch (mode.mode()) {
-    case proto::SSP: return name + ":" + std::to_string(mode.staleness());
+    case proto::SSP: return name + ":" + std::to_string(mode.staleness()) + rule;
+    case proto::ASYNC: return name + rule;
     case proto::SYNC:
         if (mode.replicas_to_aggregate() <= 0)
             return name;

@@ -31,7 +31,8 @@ const std::vector<UpdateModeInfo> &updateModes();
 proto::UpdateMode parseUpdateMode(const std::string &text);
 std::string updateModeName(proto::UpdateMode mode);
 
-// "sync (replicas_to_aggregate=2, total_num_replicas=2)", "ssp (staleness=10)".
+// "sync (replicas_to_aggregate=2, total_num_replicas=2)", "ssp (staleness=10)",
+// "async, learning rate / staleness".
 std::string describeMode(const proto::ModeConfig &mode);
 // Whether two modes are the same in every field (the window compares what
 // ps:0 reports with what it asked for).
@@ -39,7 +40,8 @@ bool sameMode(const proto::ModeConfig &a, const proto::ModeConfig &b);
 
 // A mode as cluster.json's "training" section and the step log's mode_change
 // records write it ("mode", "staleness", "replicas_to_aggregate",
-// "total_num_replicas"); a missing or unknown name reads as unspecified.
+// "total_num_replicas", "learning_rate_by_staleness"); a missing or unknown
+// name reads as unspecified.
 proto::ModeConfig modeFromJson(const QJsonObject &object);
 
 // A mode with its numbers in a few characters, as the comparison's
@@ -49,6 +51,9 @@ proto::ModeConfig modeFromJson(const QJsonObject &object);
 //   sync:R        R gradients per step, of every worker
 //   sync:R/T      R of T replicas: T - R backup workers (Chen et al., 2016)
 //   ssp:S         staleness bound S (ssp alone: 10, the demo's bound)
+// async and ssp take kStalenessRuleSuffix, "+lr/staleness": the learning
+// rate divided by each gradient's staleness (Zhang et al., 2016;
+// ModeConfig.learning_rate_by_staleness), e.g. async+lr/staleness.
 // parseModeSpec throws InputError saying what to write; modeSpec(parse(x))
 // gives x back in this form.
 proto::ModeConfig parseModeSpec(const std::string &text);
@@ -58,5 +63,8 @@ std::string modeSpec(const proto::ModeConfig &mode);
 std::vector<proto::ModeConfig> parseModeSpecList(const std::string &text);
 // The staleness bound ssp gets when none is given.
 constexpr int kDefaultStaleness = 10;
+
+// What a mode spec ends with to divide the learning rate by staleness.
+constexpr const char *kStalenessRuleSuffix = "+lr/staleness";
 
 } // namespace parasync

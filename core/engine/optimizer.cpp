@@ -37,11 +37,11 @@ public:
     std::string name() const override { return "sgd"; }
     SlotState makeSlots(Eigen::Index) const override { return {}; }
 
-    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient,
-               SlotState &state) const override
+    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient, SlotState &state,
+               float learningRateScale) const override
     {
         checkSizes(value, gradient);
-        value -= m_lr * gradient;
+        value -= (m_lr * learningRateScale) * gradient;
         ++state.updateCount;
     }
 
@@ -63,12 +63,12 @@ public:
         return state;
     }
 
-    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient,
-               SlotState &state) const override
+    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient, SlotState &state,
+               float learningRateScale) const override
     {
         checkSizes(value, gradient);
         Eigen::VectorXf &accumulation = slot(state, "momentum", value.size());
-        accumulation = m_momentum * accumulation + gradient;
+        accumulation = m_momentum * accumulation + learningRateScale * gradient;
         value -= m_lr * accumulation;
         ++state.updateCount;
     }
@@ -96,13 +96,13 @@ public:
         return state;
     }
 
-    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient,
-               SlotState &state) const override
+    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient, SlotState &state,
+               float learningRateScale) const override
     {
         checkSizes(value, gradient);
         Eigen::VectorXf &accumulator = slot(state, "accumulator", value.size());
         accumulator += gradient.cwiseAbs2();
-        value.array() -= m_lr * gradient.array() * accumulator.array().rsqrt();
+        value.array() -= (m_lr * learningRateScale) * gradient.array() * accumulator.array().rsqrt();
         ++state.updateCount;
     }
 
@@ -132,8 +132,8 @@ public:
         return state;
     }
 
-    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient,
-               SlotState &state) const override
+    void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient, SlotState &state,
+               float learningRateScale) const override
     {
         checkSizes(value, gradient);
         Eigen::VectorXf &m = slot(state, "m", value.size());
@@ -142,7 +142,7 @@ public:
         const double tDouble = static_cast<double>(t);
         const auto lrT = static_cast<float>(m_lr * std::sqrt(1.0 - std::pow(double(m_beta2), tDouble))
                                             / (1.0 - std::pow(double(m_beta1), tDouble)));
-        m = m_beta1 * m + (1.0f - m_beta1) * gradient;
+        m = m_beta1 * m + ((1.0f - m_beta1) * learningRateScale) * gradient;
         v = m_beta2 * v + (1.0f - m_beta2) * gradient.cwiseAbs2();
         value.array() -= lrT * m.array() / (v.array().sqrt() + m_epsilon);
     }

@@ -37,6 +37,13 @@ struct OptimizerOptions
 //   adam:     t += 1; lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t)
 //             m = b1 m + (1 - b1) g;  s = b2 s + (1 - b2) g^2
 //             v -= lr_t * m / (sqrt(s) + eps)
+// `learningRateScale` (1 but for a staleness-aware rule, ModeConfig.
+// learning_rate_by_staleness) multiplies this gradient's own share of the
+// step, the same way in every rule: sgd and adagrad scale the step, momentum
+// and adam the gradient's entry into the moving average (a = momentum * a +
+// scale * g; m = b1 m + (1 - b1) scale * g), so that the gradients before it
+// keep their weight. Adagrad's accumulator and adam's s see the gradient as
+// it is: they estimate its size, which staleness does not change.
 // Stateless itself (the state is in SlotState); thread-compatible.
 class Optimizer
 {
@@ -46,7 +53,7 @@ public:
     // Creates the slots for a variable of `size` elements.
     virtual SlotState makeSlots(Eigen::Index size) const = 0;
     virtual void apply(Eigen::Ref<Eigen::VectorXf> value, const Eigen::Ref<const Eigen::VectorXf> &gradient,
-                       SlotState &state) const = 0;
+                       SlotState &state, float learningRateScale) const = 0;
 };
 
 // Throws InputError for an unknown name (listing the known ones) or a

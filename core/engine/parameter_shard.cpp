@@ -145,7 +145,7 @@ proto::ShardState ParameterShard::save(int psIndex) const
     return state;
 }
 
-void ParameterShard::apply(const GradientView &gradient)
+void ParameterShard::apply(const GradientView &gradient, float learningRateScale)
 {
     if (gradient.size() != m_values.size())
         throw InputError("gradient has " + std::to_string(gradient.size()) + " variables, this ps holds "
@@ -156,7 +156,7 @@ void ParameterShard::apply(const GradientView &gradient)
                              + " values, the variable has " + std::to_string(m_values[i]->values.size()));
     }
     for (size_t i = 0; i < m_values.size(); ++i)
-        m_optimizer->apply(writable(i), asVector(gradient[i]), m_slots[i]);
+        m_optimizer->apply(writable(i), asVector(gradient[i]), m_slots[i], learningRateScale);
 }
 
 std::span<const float> ParameterShard::values(int i) const

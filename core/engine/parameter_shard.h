@@ -69,10 +69,11 @@ public:
     bool isInitialized() const { return m_initialized; }
     int size() const { return int(m_values.size()); }
 
-    // Applies one (averaged) gradient, one entry per variable of the shard.
-    // A variable whose values a snapshot holds is updated in a copy, which
-    // becomes the variable's values from then on.
-    void apply(const GradientView &gradient);
+    // Applies one (averaged) gradient, one entry per variable of the shard,
+    // its share of the step multiplied by `learningRateScale` (Optimizer::
+    // apply). A variable whose values a snapshot holds is updated in a copy,
+    // which becomes the variable's values from then on.
+    void apply(const GradientView &gradient, float learningRateScale = 1.0f);
 
     // Variable `i`'s values, its shape and name as the chief declared them.
     std::span<const float> values(int i) const;

@@ -54,6 +54,13 @@ void UpdatePolicy::validate(const proto::ModeConfig &mode, int numWorkers)
                          + " is more than total_num_replicas=" + std::to_string(mode.total_num_replicas()));
 }
 
+float UpdatePolicy::learningRateScale(const proto::ModeConfig &mode, int64_t staleness)
+{
+    if (!mode.learning_rate_by_staleness() || staleness <= 1)
+        return 1.0f;
+    return 1.0f / float(staleness);
+}
+
 int UpdatePolicy::liveWorkers() const
 {
     return int(
@@ -145,7 +152,8 @@ PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, const Grad
     }
 
     // async and ssp apply on arrival; ssp holds afterwards (see hold()).
-    m_apply(gradient, 1);
+    decision.learningRateScale = learningRateScale(m_mode, decision.staleness);
+    m_apply(gradient, 1, decision.learningRateScale);
     ++m_globalStep;
     ++w.applied;
     decision.outcome = proto::APPLIED;
@@ -174,7 +182,7 @@ void UpdatePolicy::closeSyncStep()
             average[v] += m_pending[i].gradient[v];
     for (auto &v : average)
         v /= float(n);
-    m_apply(viewOf(average), n);
+    m_apply(viewOf(average), n, 1.0f); // every contribution is fresh
     ++m_globalStep;
     for (const auto &c : m_pending) {
         auto &w = m_workers[size_t(c.worker)];

@@ -37,6 +37,9 @@ struct PushDecision
     int contributions = 0;
     // Global step when applied minus computed_from_step.
     int64_t staleness = 0;
+    // What the learning rate was multiplied by for this gradient
+    // (learningRateScale()); 1 for every gradient of a sync step.
+    float learningRateScale = 1.0f;
 };
 
 // ps:0's update policy: the global step, each worker's clock, and what the
@@ -50,6 +53,11 @@ struct PushDecision
 //          ssp began: a switch into ssp starts every worker level, so the
 //          worker that ran ahead under async is bounded from then on instead
 //          of frozen until the others have made up the whole async phase.
+// With ModeConfig.learning_rate_by_staleness, async and ssp apply a gradient
+// `staleness` updates old at the learning rate / max(1, staleness) (Zhang et
+// al., IJCAI 2016): a gradient computed where the model no longer is moves it
+// less. The decision carries the factor, so that the other ps tasks apply
+// their slices by the same rule.
 //
 // A plain state machine with no threads or clocks of its own, so that tests
 // drive it step by step. Not thread-safe: the ps service calls it under its
@@ -57,9 +65,11 @@ struct PushDecision
 class UpdatePolicy
 {
 public:
-    // Applies an (averaged) gradient of ps:0's variables. Called synchronously
-    // from push() or setMode(); `contributions` gradients were averaged.
-    using ApplyFn = std::function<void(const GradientView &gradient, int contributions)>;
+    // Applies an (averaged) gradient of ps:0's variables, its share of the
+    // step multiplied by `learningRateScale` (ParameterShard::apply). Called
+    // synchronously from push() or setMode(); `contributions` gradients were
+    // averaged.
+    using ApplyFn = std::function<void(const GradientView &gradient, int contributions, float learningRateScale)>;
 
     // Called once for every gradient when its fate is known, in global-step
     // order: on arrival (applied, dropped) or when its sync step closes.
@@ -132,6 +142,13 @@ public:
 
     // Checks a mode's numbers; throws InputError. Exposed for the control call.
     static void validate(const proto::ModeConfig &mode, int numWorkers);
+
+    // The factor on the learning rate for a gradient `staleness` updates old
+    // under `mode`: 1 / max(1, staleness) with learning_rate_by_staleness,
+    // else 1. A fresh gradient (staleness 0) keeps the whole learning rate,
+    // as one a single update old does: the rule divides by the staleness,
+    // never multiplies.
+    static float learningRateScale(const proto::ModeConfig &mode, int64_t staleness);
 
 private:
     struct WorkerState

@@ -135,7 +135,8 @@ std::string modeJson(const proto::ModeConfig &mode)
     return std::string("{\"mode\":\"") + updateModeName(mode.mode())
            + "\",\"staleness\":" + std::to_string(mode.staleness())
            + ",\"replicas_to_aggregate\":" + std::to_string(mode.replicas_to_aggregate())
-           + ",\"total_num_replicas\":" + std::to_string(mode.total_num_replicas()) + "}";
+           + ",\"total_num_replicas\":" + std::to_string(mode.total_num_replicas())
+           + (mode.learning_rate_by_staleness() ? ",\"learning_rate_by_staleness\":true" : "") + "}";
 }
 
 } // namespace
@@ -627,6 +628,15 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
                           + ",\"update_per_step\":" + number(v.update_per_step()) + "}";
             }
             line += ",\"variables\":{" + values + "}";
+        }
+        // Only where they say something: a rule that scaled this gradient,
+        // a sampled step's probe (the step log stays as it was otherwise).
+        if (s.learning_rate_scale() != 0.0f && s.learning_rate_scale() != 1.0f)
+            line += ",\"learning_rate_scale\":" + number(s.learning_rate_scale());
+        if (s.has_staleness_probe()) {
+            const auto &p = s.staleness_probe();
+            line += ",\"staleness_probe\":{\"fresh_step\":" + std::to_string(p.fresh_step())
+                    + ",\"cosine\":" + number(p.cosine()) + ",\"relative_error\":" + number(p.relative_error()) + "}";
         }
         line += "}";
     } else if (event.has_mode_change()) {

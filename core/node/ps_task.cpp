@@ -2,6 +2,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/staleness_cost.h"
 #include "engine/variable_placement.h"
 #include "formats/task_state_line.h"
 #include "node/ps_service.h"
@@ -226,7 +227,9 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log)
     if (isCoordinator()) {
         m_policy.emplace(
             m_options.cluster.numWorkers(), m_options.training.mode,
-            [this](const GradientView &gradient, int) { m_shard.apply(gradient); },
+            [this](const GradientView &gradient, int, float learningRateScale) {
+                m_shard.apply(gradient, learningRateScale);
+            },
             [this](int worker, int64_t from, const PushDecision &decision) { onDecision(worker, from, decision); });
     }
 }
@@ -709,6 +712,14 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
             "worker:" + std::to_string(worker) + " pushed a gradient computed from global step "
             + std::to_string(push.computed_from_step()) + ", but the global step is only "
             + std::to_string(m_policy->globalStep()) + ": a step from the future is refused");
+    if (push.has_staleness_probe())
+        if (const std::string wrong = checkStalenessProbe(push, m_policy->globalStep()); !wrong.empty())
+            return CallStatus::invalidArgument("worker:" + std::to_string(worker) + "'s staleness probe: " + wrong);
+    if (push.learning_rate_scale() != 0.0f)
+        return CallStatus::invalidArgument(
+            "worker:" + std::to_string(worker)
+            + " sent ps:0 a learning_rate_scale: ps:0 chooses it (PushResponse.learning_rate_scale); send it "
+              "only to the other ps tasks, with the decision");
     if (m_follower) {
         proto::ReplicaRecord record;
         record.mutable_push()->set_worker(worker);
@@ -764,6 +775,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     response->set_update(result.update);
     response->set_contributions(result.contributions);
     response->set_staleness(result.staleness);
+    response->set_learning_rate_scale(result.learningRateScale);
     response->set_waited_us(heldUs);
     response->set_global_step(m_policy->globalStep());
     response->set_done(doneLocked());
@@ -811,6 +823,8 @@ bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, cons
     *info.lastPush.mutable_parameter_view() = push.parameter_view();
     *info.lastPush.mutable_metrics() = push.metrics();
     *info.lastPush.mutable_variable_summaries() = push.variable_summaries();
+    if (push.has_staleness_probe())
+        *info.lastPush.mutable_staleness_probe() = push.staleness_probe();
     info.arrival = std::chrono::steady_clock::now();
     info.lastSeen = info.arrival;
     info.phase = proto::TRAINING;
@@ -840,6 +854,13 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
                                    ValuesSnapshot *values)
 {
     const int64_t update = push.update();
+    // 0, unset, is a client that knows no staleness-aware rule: 1.
+    const float learningRateScale = push.learning_rate_scale() == 0.0f ? 1.0f : push.learning_rate_scale();
+    if (!(learningRateScale > 0.0f && learningRateScale <= 1.0f))
+        return CallStatus::invalidArgument(
+            "learning_rate_scale " + std::to_string(push.learning_rate_scale()) + " with the decision on update "
+            + std::to_string(update)
+            + ": send ps:0's PushResponse.learning_rate_scale as it came, a number in (0, 1], or none");
     if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
         note(psName() + ": a late contribution to update " + std::to_string(update)
              + " arrived after it was applied without it; not applied");
@@ -849,7 +870,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
         const GradientView gradient = parseGradients(staged ? *staged : push, &error);
         if (!error.empty())
             return CallStatus::invalidArgument(error);
-        applyShardUpdateLocked(update, gradient, false);
+        applyShardUpdateLocked(update, gradient, false, learningRateScale);
         m_changed.notify_all();
     } else if (push.contributions() > 0) {
         std::string error;
@@ -867,7 +888,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
         if (++pending.received >= pending.expected) {
             for (auto &v : pending.sum)
                 v /= float(pending.received);
-            applyShardUpdateLocked(update, viewOf(pending.sum), false);
+            applyShardUpdateLocked(update, viewOf(pending.sum), false, 1.0f);
             m_pendingUpdates.erase(update);
             m_changed.notify_all();
         } else {
@@ -883,7 +904,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
                 auto &partial = it->second;
                 for (auto &v : partial.sum)
                     v /= float(partial.received);
-                applyShardUpdateLocked(update, viewOf(partial.sum), true);
+                applyShardUpdateLocked(update, viewOf(partial.sum), true, 1.0f);
                 note(psName() + ": update " + std::to_string(update) + " applied with "
                      + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
                      + " gradients: the others never came (a worker died between ps:0 and " + psName() + "?)");
@@ -899,18 +920,21 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
     return {};
 }
 
-void PsTask::applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete)
+void PsTask::applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete,
+                                    float learningRateScale)
 {
     if (m_follower) {
         proto::ReplicaRecord record;
         auto *applied = record.mutable_shard_update();
         applied->set_update(update);
         applied->set_incomplete(incomplete);
+        if (learningRateScale != 1.0f)
+            applied->set_learning_rate_scale(learningRateScale);
         for (std::span<const float> g : average)
             toTensor(g.data(), int64_t(g.size()), {int64_t(g.size())}, applied->add_gradient());
         recordLocked(std::move(record));
     }
-    m_shard.apply(average);
+    m_shard.apply(average, learningRateScale);
     ++m_updatesApplied;
     if (incomplete) {
         m_incompleteUpdates.insert(update);
@@ -1128,6 +1152,10 @@ void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision
     step->set_push_us(info.lastPush.previous_push_us());
     step->set_contributions(decision.contributions);
     step->set_computed_from_step(computedFromStep);
+    if (decision.outcome == proto::APPLIED || decision.outcome == proto::AGGREGATED)
+        step->set_learning_rate_scale(decision.learningRateScale);
+    if (info.lastPush.has_staleness_probe())
+        *step->mutable_staleness_probe() = info.lastPush.staleness_probe();
     if (decision.outcome == proto::AGGREGATED) {
         step->set_wait_us(microsSince(info.arrival));
         step->set_wait_reason(proto::BLOCKED_BY_SYNC);

@@ -165,8 +165,9 @@ private:
     // ps:0: a checked gradient goes to the policy, or is rejected as
     // non-finite (false).
     bool takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient);
-    // Other ps tasks: an averaged gradient is applied as update `update`.
-    void applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete);
+    // Other ps tasks: an averaged gradient is applied as update `update`,
+    // its step multiplied by ps:0's `learningRateScale`.
+    void applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete, float learningRateScale);
     UpdatePolicy::ModeChange setModeLocked(const proto::SetModeRequest &request);
     // The cluster's signature, and the parameter names the step log shows.
     void adoptSignatureLocked(const proto::ModelSignature &signature);

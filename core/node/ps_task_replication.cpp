@@ -415,7 +415,11 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
         const GradientView average = viewGradients(update.gradient(), &error);
         if (!error.empty())
             throw InputError("an applied update: " + error);
-        applyShardUpdateLocked(update.update(), average, update.incomplete());
+        const float learningRateScale = update.learning_rate_scale() == 0.0f ? 1.0f : update.learning_rate_scale();
+        if (!(learningRateScale > 0.0f && learningRateScale <= 1.0f))
+            throw InputError("an applied update with learning_rate_scale "
+                             + std::to_string(update.learning_rate_scale()) + ", outside (0, 1]");
+        applyShardUpdateLocked(update.update(), average, update.incomplete(), learningRateScale);
         return;
     }
     case proto::ReplicaRecord::kSetMode:

@@ -85,6 +85,13 @@ void TrainingSummaries::watchTelemetry(const std::string &address, const RpcSett
                 auto &[sum, count] = m_staleness[step.worker()];
                 sum += double(step.staleness());
                 ++count;
+                if (step.has_staleness_probe()) {
+                    const auto &probe = step.staleness_probe();
+                    m_probes.stepsApart += double(probe.fresh_step() - step.computed_from_step());
+                    m_probes.cosine += double(probe.cosine());
+                    m_probes.relativeError += double(probe.relative_error());
+                    ++m_probes.count;
+                }
             }
         }
         reader->Finish();
@@ -160,6 +167,15 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, const Chi
             if (stats.second > 0)
                 addScalar(summary, "staleness/worker_" + std::to_string(worker), stats.first / double(stats.second));
             stats = {0.0, 0};
+        }
+        // The staleness probes since the last summary: what the gradients
+        // of this stretch of the run were worth, next to how stale they were.
+        if (m_probes.count > 0) {
+            const double n = double(m_probes.count);
+            addScalar(summary, "staleness_cost/steps_apart", m_probes.stepsApart / n);
+            addScalar(summary, "staleness_cost/cosine", m_probes.cosine / n);
+            addScalar(summary, "staleness_cost/relative_error", m_probes.relativeError / n);
+            m_probes = {};
         }
     }
 

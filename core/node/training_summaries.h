@@ -76,6 +76,13 @@ private:
     // Per worker: sum and count of staleness since the last summary.
     std::mutex m_mutex;
     std::map<int, std::pair<double, int64_t>> m_staleness;
+    // Sums over the staleness probes since the last summary.
+    struct ProbeSums
+    {
+        double stepsApart = 0, cosine = 0, relativeError = 0;
+        int64_t count = 0;
+    };
+    ProbeSums m_probes;
     bool m_stopping = false;
     std::condition_variable m_wake;
     std::shared_ptr<grpc::ClientContext> m_watchContext;

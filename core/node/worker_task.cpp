@@ -3,6 +3,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/parameter_shard.h"
+#include "engine/staleness_cost.h"
 #include "node/chief_duties.h"
 #include "wire/task_server.h"
 #include "wire/train_call.h"
@@ -581,7 +582,8 @@ bool WorkerTask::step()
     if (const int delay = m_stragglerMs.load(); delay > 0)
         sleepUnlessStopped(std::chrono::milliseconds(delay));
     sleepUnlessStopped(drawComputeTime());
-    const float batchLoss = m_model->lossAndGradient(m_params, m_data, nextBatch(), &m_gradient);
+    const std::vector<int64_t> batch = nextBatch();
+    const float batchLoss = m_model->lossAndGradient(m_params, m_data, batch, &m_gradient);
     const bool evaluates = m_chief->evaluatesFullLoss(m_globalStep);
     ChiefMeasurement measured;
     if (evaluates) {
@@ -591,6 +593,11 @@ bool WorkerTask::step()
         measured.variables = m_chief->summarizeVariables(m_params, m_globalStep);
     }
     const int64_t computeUs = microsSince(computeStart);
+    // After the compute time is taken: the probe is the measurement's cost,
+    // not the model's.
+    const int64_t probeEvery = m_options.training.stalenessProbeEvery;
+    const std::optional<proto::StalenessProbe> probe
+        = probeEvery > 0 && (m_clock + 1) % probeEvery == 0 ? probeStaleness(batch) : std::nullopt;
 
     const auto pushStart = Clock::now();
     // A push's tensors carry the slices' shapes; their values go out from
@@ -615,6 +622,8 @@ bool WorkerTask::step()
     push->set_full_loss(measured.fullLoss);
     push->set_compute_us(computeUs);
     push->set_previous_push_us(m_previousPushUs);
+    if (probe)
+        *push->mutable_staleness_probe() = *probe;
     push->mutable_metrics()->Add(measured.metrics.begin(), measured.metrics.end());
     for (const VariableSummary &v : measured.variables) {
         auto *summary = push->add_variable_summaries();
@@ -668,8 +677,11 @@ bool WorkerTask::step()
         auto *shardPush = decided.mutable_push();
         shardPush->set_computed_from_step(m_globalStep);
         shardPush->set_update(decision.update());
-        if (counted)
+        if (counted) {
             shardPush->set_contributions(decision.contributions()); // 0: the staged gradient is dropped
+            // Every shard of the update moves by ps:0's rule (ModeConfig.learning_rate_by_staleness).
+            shardPush->set_learning_rate_scale(decision.learning_rate_scale());
+        }
         if (!m_ps[k]->stream->write(decided))
             return false;
     }
@@ -727,6 +739,59 @@ bool WorkerTask::step()
         m_log(line);
     }
     return true;
+}
+
+std::optional<proto::StalenessProbe> WorkerTask::probeStaleness(const std::vector<int64_t> &batch)
+{
+    m_probeParams.resize(m_params.size());
+    for (size_t v = 0; v < m_params.size(); ++v)
+        m_probeParams[v].resize(m_params[v].size());
+    // ps:0 last, as a checkpoint reads them: the global step it gives counts
+    // every update the other tasks' values already hold.
+    int64_t freshStep = 0;
+    for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
+        PsConnection &ps = *m_ps[size_t(k)];
+        proto::SnapshotResponse snapshot;
+        auto context = makeContext(m_rpc, std::chrono::seconds(2));
+        const grpc::Status status = ps.parameters->Snapshot(context.get(), {}, &snapshot);
+        const std::vector<VariableSlice> &slices = m_placement.on(k);
+        const auto &variables = snapshot.shard().variables();
+        bool fits = status.ok() && variables.size() == int(slices.size());
+        for (size_t j = 0; fits && j < slices.size(); ++j) {
+            const VariableSlice &slice = slices[j];
+            const proto::Tensor &value = variables[int(j)].value();
+            fits = value.values_size() == slice.size;
+            if (fits)
+                m_probeParams[size_t(slice.variable)].segment(slice.offset, slice.size)
+                    = Eigen::Map<const Eigen::VectorXf>(value.values().data(), slice.size);
+        }
+        if (!fits) {
+            // A ps failing over or slow to answer: this sample is skipped,
+            // training goes on; said once, then every 100th time.
+            if (m_probesFailed++ % 100 == 0)
+                m_log("worker:" + std::to_string(m_options.task.index)
+                      + ": staleness probe skipped: ps:" + std::to_string(k) + " "
+                      + (status.ok() ? std::string("answered with other variables than it holds")
+                                     : "did not answer: " + describeRpcError(status))
+                      + " (" + std::to_string(m_probesFailed) + " skipped so far)");
+            return std::nullopt;
+        }
+        if (k == 0)
+            freshStep = snapshot.global_step();
+    }
+    // A ps:0 that restarted from an older checkpoint holds an older step: no
+    // stale-against-fresh comparison to make.
+    if (freshStep < m_globalStep)
+        return std::nullopt;
+    m_model->lossAndGradient(m_probeParams, m_data, batch, &m_probeGradient);
+    const std::optional<GradientComparison> comparison = compareGradients(m_gradient, m_probeGradient);
+    if (!comparison)
+        return std::nullopt;
+    proto::StalenessProbe probe;
+    probe.set_fresh_step(freshStep);
+    probe.set_cosine(comparison->cosine);
+    probe.set_relative_error(comparison->relativeError);
+    return probe;
 }
 
 void WorkerTask::leave(bool finished)

@@ -22,6 +22,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
+#include <tuple>
 
 namespace parasync {
 
@@ -50,6 +52,9 @@ struct StepLine
     int64_t computeUs = 0, pushUs = 0, waitUs = 0;
     int64_t staleness = -1;                          // -1: not recorded (metrics.csv)
     std::vector<std::pair<QString, double>> metrics; // held-out metrics evaluated at this step
+    // The worker's staleness probe with this step: global steps between the
+    // stale and the fresh parameters, the cosine, the relative error.
+    std::optional<std::tuple<int64_t, float, float>> probe;
 };
 
 struct WorkerTotals
@@ -88,6 +93,10 @@ public:
             m_metrics[name].push_back({step.wallTime - m_start, step.globalStep, value});
         if (step.staleness >= 0)
             ++m_staleness[step.staleness];
+        if (step.probe) {
+            const auto [stepsApart, cosine, relativeError] = *step.probe;
+            m_stalenessCost.add(stepsApart, cosine, relativeError);
+        }
     }
 
     void finishInto(ModeRunSummary *run) const
@@ -124,6 +133,7 @@ public:
             staleness.max = std::max(staleness.max, value);
         }
         staleness.mean = staleness.gradients > 0 ? sum / double(staleness.gradients) : 0;
+        run->stalenessCost = m_stalenessCost;
     }
 
 private:
@@ -136,6 +146,7 @@ private:
     std::vector<LossPoint> m_loss;
     std::map<QString, std::vector<MetricPoint>> m_metrics;
     std::map<int64_t, int64_t> m_staleness;
+    StalenessCostTable m_stalenessCost;
     std::map<int, WorkerTotals> m_workers;
 };
 
@@ -170,6 +181,11 @@ void readStepLog(StepLogReader &log, RunAccumulator *run, int *modeChanges)
         step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
         if (step.counted)
             step.staleness = std::max<int64_t>(0, int64_t(o.value(QStringLiteral("staleness")).toDouble()));
+        if (const QJsonObject probe = o.value(QStringLiteral("staleness_probe")).toObject(); !probe.isEmpty())
+            step.probe = std::make_tuple(int64_t(probe.value(QStringLiteral("fresh_step")).toDouble())
+                                             - int64_t(o.value(QStringLiteral("computed_from_step")).toDouble()),
+                                         float(probe.value(QStringLiteral("cosine")).toDouble(kNaN)),
+                                         float(probe.value(QStringLiteral("relative_error")).toDouble(kNaN)));
         const QJsonObject metrics = o.value(QStringLiteral("metrics")).toObject();
         for (auto it = metrics.begin(); it != metrics.end(); ++it)
             if (it.value().isDouble()) // null: not evaluated at this step
@@ -227,6 +243,7 @@ QStringList modeRunNames(const std::vector<proto::ModeConfig> &modes)
         });
         QString name = qs(shared > 1 ? modeSpec(mode) : updateModeName(mode.mode()));
         // "sync:3/4" as a directory name: no ':' (Windows, scp), no '/'.
+        name.replace(QLatin1String(kStalenessRuleSuffix), QLatin1String("-lr-by-staleness"));
         name.replace(QLatin1Char(':'), QLatin1Char('-')).replace(QLatin1Char('/'), QLatin1String("of"));
         names << name;
     }

@@ -141,6 +141,9 @@ struct ModeRunSummary
     double globalStepsPerSecond = 0;
     std::vector<WorkerStepFigures> workers; // by worker index
     StalenessFigures staleness;
+    // What its stale gradients were worth: the workers' probes
+    // (--staleness_probe_every) by steps apart; empty when none probed.
+    StalenessCostTable stalenessCost;
     // The held-out metrics the chief logged, by name, in log order; empty
     // when the run had no held-out data (--eval_fraction, --eval_dataset).
     std::map<QString, std::vector<MetricPoint>> metrics;

@@ -35,9 +35,10 @@ const std::set<QString> &stepKeys()
 {
     static const std::set<QString> keys = [] {
         std::set<QString> k;
-        for (const char *name : {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step",
-                                 "staleness", "outcome", "contributions", "batch_loss", "full_loss", "compute_us",
-                                 "push_us", "wait_us", "wait_reason", "metrics", "variables"})
+        for (const char *name :
+             {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step", "staleness",
+              "outcome", "contributions", "batch_loss", "full_loss", "compute_us", "push_us", "wait_us", "wait_reason",
+              "metrics", "variables", "learning_rate_scale", "staleness_probe"})
             k.insert(QString::fromLatin1(name));
         return k;
     }();
@@ -101,6 +102,13 @@ StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &pa
     step.pushUs = int64_t(o.value(QStringLiteral("push_us")).toDouble());
     step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
     step.waitReason = phaseFromName(ss(o.value(QStringLiteral("wait_reason")).toString()));
+    step.learningRateScale = float(o.value(QStringLiteral("learning_rate_scale")).toDouble(1.0));
+    if (const QJsonValue probe = o.value(QStringLiteral("staleness_probe")); probe.isObject()) {
+        const QJsonObject p = probe.toObject();
+        step.probe = StepRecord::Probe{int64_t(p.value(QStringLiteral("fresh_step")).toDouble()),
+                                       floatOrNan(p.value(QStringLiteral("cosine"))),
+                                       floatOrNan(p.value(QStringLiteral("relative_error")))};
+    }
     for (const auto &name : parameterNames)
         step.parameters.push_back(floatOrNan(o.value(qs(name))));
     if (o.contains(QStringLiteral("metrics"))) {
@@ -364,11 +372,12 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
         const size_t last = tag.rfind('/');
         return last > kVariables.size() ? tag.substr(kVariables.size(), last - kVariables.size()) : std::string();
     };
-    // A grouped tag other than the staleness and the variables is a metric
-    // ("heldout/loss" is the metric "heldout_loss", as
+    // A grouped tag other than the staleness, its cost and the variables is
+    // a metric ("heldout/loss" is the metric "heldout_loss", as
     // TrainingSummaries::metricTag names it).
     const auto metricNameOf = [&](std::string tag) {
-        if (tag.rfind("staleness/", 0) == 0 || isVariableTag(tag) || tag.find('/') == std::string::npos)
+        if (tag.rfind("staleness/", 0) == 0 || tag.rfind("staleness_cost/", 0) == 0 || isVariableTag(tag)
+            || tag.find('/') == std::string::npos)
             return std::string();
         tag[tag.find('/')] = '_';
         return tag;

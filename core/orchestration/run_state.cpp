@@ -121,6 +121,7 @@ void RunState::clear()
     m_recent.clear();
     m_rates.clear();
     m_globalSteps = {};
+    m_stalenessCost.clear();
     m_psClock = 0;
 }
 
@@ -232,6 +233,11 @@ void RunState::apply(const proto::TelemetryEvent &event)
         step.metrics.assign(s.metrics().begin(), s.metrics().end());
         for (const auto &v : s.variable_summaries())
             step.variables.push_back({v.norm(), v.distance_from_start(), v.update_per_step()});
+        if (s.learning_rate_scale() > 0)
+            step.learningRateScale = s.learning_rate_scale();
+        if (s.has_staleness_probe())
+            step.probe = StepRecord::Probe{s.staleness_probe().fresh_step(), s.staleness_probe().cosine(),
+                                           s.staleness_probe().relative_error()};
         addStep(step);
     } else if (event.has_mode_change()) {
         const auto &m = event.mode_change();
@@ -352,6 +358,9 @@ void RunState::addStep(const StepRecord &step)
         const size_t bin = std::min<size_t>(size_t(step.staleness), kStalenessBins - 1);
         ++figures.stalenessHistogram[bin];
     }
+    if (step.probe)
+        m_stalenessCost.add(step.probe->freshStep - step.computedFromStep, step.probe->cosine,
+                            step.probe->relativeError);
 
     rate.computeUs += step.computeUs;
     rate.pushUs += step.pushUs;
@@ -458,16 +467,10 @@ void RunState::setClusterJson(const std::string &json)
     if (training.contains(QStringLiteral("last_step")))
         m_snapshot.lastStep = int64_t(training.value(QStringLiteral("last_step")).toDouble());
     if (!m_modeKnown && training.contains(QStringLiteral("mode"))) {
-        try {
-            proto::ModeConfig mode;
-            mode.set_mode(parseUpdateMode(training.value(QStringLiteral("mode")).toString().toStdString()));
-            mode.set_staleness(training.value(QStringLiteral("staleness")).toInt());
-            mode.set_replicas_to_aggregate(training.value(QStringLiteral("replicas_to_aggregate")).toInt());
-            mode.set_total_num_replicas(training.value(QStringLiteral("total_num_replicas")).toInt());
+        // An unknown mode name reads as unspecified: left unknown rather than guessed.
+        if (const proto::ModeConfig mode = modeFromJson(training); mode.mode() != proto::UPDATE_MODE_UNSPECIFIED) {
             m_snapshot.mode = mode;
             m_modeKnown = true;
-        } catch (const InputError &) {
-            // An unknown mode name: leave the mode unknown rather than guess.
         }
     }
 }
@@ -476,6 +479,11 @@ RunSnapshot RunState::snapshot() const
 {
     RunSnapshot out = m_snapshot;
     out.recentSteps.assign(m_recent.begin(), m_recent.end());
+    out.stalenessProbes = int64_t(m_stalenessCost.count());
+    for (const StalenessCostTable::Bucket &bucket : m_stalenessCost.buckets())
+        if (bucket.count() > 0)
+            out.stalenessCost.push_back({bucket.label(), bucket.lowest, int64_t(bucket.count()), bucket.medianCosine(),
+                                         bucket.medianRelativeError()});
     // Steps per second over the last ~2 s of the run's own clock (ps:0's),
     // so a replay shows the speeds the run had, and a worker that stopped
     // while others go on falls to 0. Live, ps:0's clock also moves with the

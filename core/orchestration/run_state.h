@@ -6,6 +6,7 @@
 // thread may keep. No widgets, no sockets.
 
 #include "base/variable_summary.h"
+#include "orchestration/staleness_cost_table.h"
 #include "proto/parasync.pb.h"
 
 #include <QMetaType>
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +87,27 @@ struct StepRecord
     // update per step), aligned with RunSnapshot::variableNames; empty on
     // steps that measured nothing.
     std::vector<VariableSummary> variables;
+    // What ps:0 multiplied the learning rate by for this gradient (a
+    // staleness-aware rule); 1 otherwise.
+    float learningRateScale = 1.0f;
+    // The worker's staleness probe on this step (--staleness_probe_every).
+    struct Probe
+    {
+        int64_t freshStep = 0; // the fresh parameters' global step
+        float cosine = 1.0f;
+        float relativeError = 0.0f;
+    };
+    std::optional<Probe> probe;
+};
+
+// The probes of one bucket of StalenessCostTable, for charts and tables.
+struct StalenessCostFigures
+{
+    std::string label; // "0", "2-3", "128+": global steps between the stale and the fresh parameters
+    int64_t lowest = 0;
+    int64_t count = 0;
+    float medianCosine = 0;
+    float medianRelativeError = 0;
 };
 
 // One variable's summaries over the run, x = the global step the measured
@@ -201,6 +224,10 @@ struct RunSnapshot
     std::vector<ModeMarker> modeChanges;
     std::vector<std::pair<int64_t, double>> checkpoints; // global step, wall time
     std::vector<FailoverMarker> failovers;
+    // What staleness costs, from the workers' probes: one entry per bucket
+    // of steps apart that holds a probe, in order.
+    std::vector<StalenessCostFigures> stalenessCost;
+    int64_t stalenessProbes = 0;
     // ps:0's pair as the process watched describes it (--ps_backup_hosts;
     // role unspecified without a backup).
     proto::ReplicaStatus psReplica;
@@ -290,6 +317,7 @@ private:
     };
     std::map<int, Rate> m_rates;
     WindowedRate m_globalSteps;
+    StalenessCostTable m_stalenessCost;
     double m_psClock = 0; // ps:0's wall time of the newest telemetry batch
 };
 

@@ -830,8 +830,11 @@ class Worker:
         answers = [answer.tensors]
         counted = decision.outcome in (pb.APPLIED, pb.AGGREGATED)
         for k in others:
+            # learning_rate_scale: ps:0's factor under a staleness-aware rule,
+            # so that every shard of the update moves by it (0 reads as 1).
             decided = pb.PushRequest(computed_from_step=self.global_step, update=decision.update,
-                                     contributions=decision.contributions if counted else 0)
+                                     contributions=decision.contributions if counted else 0,
+                                     learning_rate_scale=decision.learning_rate_scale)
             self._streams[k].send_push(decided, [])
         answers.extend(self._streams[k].receive_answer().tensors for k in others)
         self._take_parameters(answers)

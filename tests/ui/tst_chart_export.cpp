@@ -84,6 +84,10 @@ std::shared_ptr<const RunSnapshot> handMadeRun()
     change.requestedBy = "tst_chart_export";
     run->modeChanges.push_back(change);
     run->checkpoints.emplace_back(600, time);
+    // The workers' staleness probes: the async half's gradients, 0 to 2
+    // steps old.
+    run->stalenessCost = {{"0", 0, 30, 1.0f, 0.0f}, {"1", 1, 20, 0.98f, 0.1f}, {"2-3", 2, 10, 0.9f, 0.35f}};
+    run->stalenessProbes = 60;
     for (int worker = 0; worker < 2; ++worker) {
         WorkerFigures figures;
         figures.index = worker;
@@ -202,6 +206,10 @@ private Q_SLOTS:
             // Rendering brings a hidden chart up to date.
             QVERIFY2(ChartExporter::exportPng(chart, dir.filePath(QStringLiteral("x.png")), &error), qPrintable(error));
             QVERIFY2(chart->pointCount() > 0, qPrintable(chart->exportName()));
+            // The staleness cost's axis is the staleness itself: a gradient
+            // so many steps old costs what it costs whichever mode made it.
+            if (chart->exportName() == QStringLiteral("staleness_cost"))
+                continue;
             QVERIFY2(chart->modeMarkerCount() >= 1,
                      qPrintable(chart->exportName() + QStringLiteral(" has no mode marker")));
         }
@@ -249,6 +257,13 @@ private Q_SLOTS:
                    QStringLiteral("async, steps 1"), QStringLiteral("sync, steps 301")});
         verifySvg(target + QStringLiteral("/staleness_histogram.svg"),
                   {QStringLiteral("Staleness of gradients"), QStringLiteral("staleness (global steps)")});
+        verifySvg(target + QStringLiteral("/staleness_cost.svg"),
+                  {QStringLiteral("What a stale gradient is worth"), QStringLiteral("cosine with the fresh gradient"),
+                   QStringLiteral("median relative error"), QStringLiteral("2-3 (10)")});
+        const auto cost = readCsv(target + QStringLiteral("/staleness_cost.csv"));
+        QCOMPARE(cost.size(), 4);
+        QCOMPARE(cost[3], (QStringList{QStringLiteral("2-3"), QStringLiteral("10"), QStringLiteral("0.9"),
+                                       QStringLiteral("0.35")}));
 
         const auto loss = readCsv(target + QStringLiteral("/loss.csv"));
         QCOMPARE(loss.first(), (QStringList{QStringLiteral("series"), QStringLiteral("global_step"),

@@ -252,6 +252,13 @@ private Q_SLOTS:
                 event.mutable_step()->add_metrics(i == 2 ? 1.5f : 0.25f);
                 event.mutable_step()->add_metrics(i == 2 ? 0.5f : 0.875f);
             }
+            if (i % 3 == 0) { // probed at i = 0, 3, 6, 9: 0, 2, 5 and 40 steps apart
+                event.mutable_step()->set_computed_from_step(int64_t(i) + 1 - staleness[i]);
+                auto *probe = event.mutable_step()->mutable_staleness_probe();
+                probe->set_fresh_step(int64_t(i) + 1);
+                probe->set_cosine(i == 0 ? 1.0f : i == 3 ? 0.75f : i == 6 ? 0.5f : -0.25f);
+                probe->set_relative_error(float(i) / 10.0f);
+            }
             log += QByteArray::fromStdString(RunLog::formatStepLogLine(event, {"w", "b"}, metricNames)) + '\n';
         }
         proto::TelemetryEvent dropped = stepEvent(10, 1010.0, 1, proto::DROPPED_STALE, none, 1000, 0, 0);
@@ -292,6 +299,15 @@ private Q_SLOTS:
         QCOMPARE(cell("staleness_p90"), QStringLiteral("13"));
         QCOMPARE(cell("staleness_max"), QStringLiteral("40"));
         QCOMPARE(cell("final_heldout_accuracy"), QStringLiteral("0.875"));
+
+        // The probes, by steps apart, and their median cosine in the table.
+        QCOMPARE(run.stalenessCost.count(), size_t(4));
+        QCOMPARE(run.stalenessCost.buckets()[0].medianCosine(), 1.0f);   // 0 apart
+        QCOMPARE(run.stalenessCost.buckets()[2].medianCosine(), 0.75f);  // 2-3
+        QCOMPARE(run.stalenessCost.buckets()[3].medianCosine(), 0.5f);   // 4-7
+        QCOMPARE(run.stalenessCost.buckets()[6].medianCosine(), -0.25f); // 32-63
+        QCOMPARE(cell("staleness_probes"), QStringLiteral("4"));
+        QCOMPARE(cell("probe_cosine_median"), QStringLiteral("0.625"));
     }
 
     // Contenders that share a mode get run directories of their own.
@@ -300,6 +316,8 @@ private Q_SLOTS:
         QCOMPARE(modeRunNames(comparedModes(10)), (QStringList{u"async"_s, u"sync"_s, u"ssp"_s}));
         QCOMPARE(modeRunNames(parseModeSpecList("async,sync,sync:3/4,ssp:2,ssp:30")),
                  (QStringList{u"async"_s, u"sync"_s, u"sync-3of4"_s, u"ssp-2"_s, u"ssp-30"_s}));
+        QCOMPARE(modeRunNames(parseModeSpecList("async,async+lr/staleness,ssp:3+lr/staleness")),
+                 (QStringList{u"async"_s, u"async-lr-by-staleness"_s, u"ssp"_s}));
     }
 
     void summaryFallsBackToMetricsWithoutAStepLog()

@@ -27,6 +27,8 @@ class TestOptimizers : public QObject
 private Q_SLOTS:
     void updatesMatchHandComputedValues_data();
     void updatesMatchHandComputedValues();
+    void aScaledGradientMovesTheVariableLess_data();
+    void aScaledGradientMovesTheVariableLess();
     void updatesAreElementwise_data();
     void updatesAreElementwise();
     void slotsStartAsTensorFlowStartsThem();
@@ -82,13 +84,55 @@ void TestOptimizers::updatesMatchHandComputedValues()
     SlotState state = opt->makeSlots(1);
     const float gradients[] = {0.5f, -1.0f, 2.0f};
     for (int step = 0; step < 3; ++step) {
-        opt->apply(value, Eigen::VectorXf::Constant(1, gradients[step]), state);
+        opt->apply(value, Eigen::VectorXf::Constant(1, gradients[step]), state, 1.0f);
         QVERIFY2(std::abs(value[0] - expected[step]) < 5e-6, qPrintable(QStringLiteral("step %1: got %2, expected %3")
                                                                             .arg(step + 1)
                                                                             .arg(double(value[0]), 0, 'g', 9)
                                                                             .arg(expected[step], 0, 'g', 9)));
     }
     QCOMPARE(state.updateCount, int64_t(3));
+}
+
+void TestOptimizers::aScaledGradientMovesTheVariableLess_data()
+{
+    QTest::addColumn<QString>("optimizer");
+    QTest::addColumn<QList<double>>("expected");
+
+    // The staleness-aware rule's factor (ModeConfig.learning_rate_by_staleness):
+    // lr = 0.1, the variable starts at 1.0; gradient 0.5 at scale 0.25 (four
+    // updates stale), then -1.0 at scale 1 (fresh). Only the scaled
+    // gradient's own share of the step shrinks.
+
+    // v -= 0.1 * 0.25 * 0.5 = 0.9875;  v += 0.1 = 1.0875
+    QTest::newRow("sgd") << QStringLiteral("sgd") << QList<double>{0.9875, 1.0875};
+    // a = 0.25 * 0.5 = 0.125, v = 0.9875;  a = 0.1125 - 1 = -0.8875, v = 1.07625
+    QTest::newRow("momentum") << QStringLiteral("momentum") << QList<double>{0.9875, 1.07625};
+    // a = 0.1 + 0.25 (the gradient's size, unscaled) = 0.35,
+    //   v = 1 - 0.1 * 0.25 * 0.5 / sqrt(0.35) = 0.9788711;  a = 1.35, v = 1.0649374
+    QTest::newRow("adagrad") << QStringLiteral("adagrad") << QList<double>{0.9788711, 1.0649374};
+    // m = 0.1 * 0.25 * 0.5 = 0.0125, s = 0.001 * 0.25 (unscaled),
+    //   v = 1 - 0.0316228 * 0.0125 / 0.0158114 = 0.975;
+    //   m = 0.01125 - 0.1 = -0.08875, s = 0.00124975, v = 0.975 + 0.0235317 * 0.08875 / 0.0353518 = 1.0340758
+    QTest::newRow("adam") << QStringLiteral("adam") << QList<double>{0.975, 1.0340758};
+}
+
+void TestOptimizers::aScaledGradientMovesTheVariableLess()
+{
+    QFETCH(QString, optimizer);
+    QFETCH(QList<double>, expected);
+
+    const auto opt = makeOptimizer(optionsFor(optimizer));
+    Eigen::VectorXf value = Eigen::VectorXf::Constant(1, 1.0f);
+    SlotState state = opt->makeSlots(1);
+    const float gradients[] = {0.5f, -1.0f};
+    const float scales[] = {0.25f, 1.0f};
+    for (int step = 0; step < 2; ++step) {
+        opt->apply(value, Eigen::VectorXf::Constant(1, gradients[step]), state, scales[step]);
+        QVERIFY2(std::abs(value[0] - expected[step]) < 5e-6, qPrintable(QStringLiteral("step %1: got %2, expected %3")
+                                                                            .arg(step + 1)
+                                                                            .arg(double(value[0]), 0, 'g', 9)
+                                                                            .arg(expected[step], 0, 'g', 9)));
+    }
 }
 
 void TestOptimizers::updatesAreElementwise_data()
@@ -113,9 +157,9 @@ void TestOptimizers::updatesAreElementwise()
     for (int step = 0; step < 4; ++step) {
         Eigen::VectorXf gradient(2);
         gradient << 0.3f * float(step + 1), -2.0f + float(step);
-        opt->apply(pair, gradient, pairState);
-        opt->apply(first, gradient.head(1), firstState);
-        opt->apply(second, gradient.tail(1), secondState);
+        opt->apply(pair, gradient, pairState, 1.0f);
+        opt->apply(first, gradient.head(1), firstState, 1.0f);
+        opt->apply(second, gradient.tail(1), secondState, 1.0f);
     }
     QCOMPARE(pair[0], first[0]);
     QCOMPARE(pair[1], second[0]);

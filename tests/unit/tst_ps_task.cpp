@@ -316,6 +316,39 @@ private Q_SLOTS:
         QCOMPARE(ps.globalStep(), 2);
     }
 
+    // Zhang et al.'s rule on ps:0's update path: the learning rate divided
+    // by the gradient's staleness, and the factor in the answer for the
+    // worker to pass on to the other ps tasks.
+    void underTheStalenessRuleAStaleGradientMovesTheModelLess()
+    {
+        proto::ModeConfig mode = modeConfig(proto::ASYNC);
+        mode.set_learning_rate_by_staleness(true);
+        Ps ps(psOptions(mode));
+        QVERIFY(ps.initialized());
+        auto *worker0 = ps.joined(0);
+        auto *worker1 = ps.joined(1);
+        QVERIFY(worker0 && worker1);
+
+        proto::TrainResponse response;
+        worker0->send(push(0, 1.0f)); // fresh: w = 0 - 0.5
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QCOMPARE(response.push().learning_rate_scale(), 1.0f);
+        worker1->send(push(0, 1.0f)); // one update old: still the whole rate, w = -1
+        QVERIFY(worker1->receive(&response, kAnswer));
+        QCOMPARE(response.push().staleness(), 1);
+        QCOMPARE(response.push().learning_rate_scale(), 1.0f);
+        QCOMPARE(response.push().parameters(0).values(0), -1.0f);
+        worker0->send(push(0, 1.0f)); // two updates old: half the rate, w = -1 - 0.25
+        QVERIFY(worker0->receive(&response, kAnswer));
+        QCOMPARE(response.push().staleness(), 2);
+        QCOMPARE(response.push().learning_rate_scale(), 0.5f);
+        QCOMPARE(response.push().parameters(0).values(0), -1.25f);
+        worker1->send(push(0, 1.0f)); // three: a third, w = -1.25 - 0.5 / 3
+        QVERIFY(worker1->receive(&response, kAnswer));
+        QCOMPARE(response.push().learning_rate_scale(), 1.0f / 3.0f);
+        QCOMPARE(response.push().parameters(0).values(0), -1.25f - kLearningRate / 3.0f);
+    }
+
     void sspHoldsTheWorkerThatRunsAheadOfTheStalenessBound()
     {
         Ps ps(psOptions(modeConfig(proto::SSP, 1)));
@@ -466,6 +499,25 @@ private Q_SLOTS:
         QTest::newRow("gradient of the wrong size")
             << QList<proto::TrainRequest>{joinAs(1), pushTensor({1}, 3)} << CallStatus::Code::InvalidArgument
             << QStringLiteral("worker:1: gradient 0 has 3 values, the variable has 1");
+        proto::TrainRequest futureProbe = push(0, 1.0f);
+        futureProbe.mutable_push()->mutable_staleness_probe()->set_fresh_step(5);
+        QTest::newRow("a staleness probe of parameters from the future")
+            << QList<proto::TrainRequest>{joinAs(1), futureProbe} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1's staleness probe: fresh_step 5 is not between the gradient's global step 0 "
+                              "and the global step 0: send the global step of the parameters the fresh gradient "
+                              "was computed at");
+        proto::TrainRequest oddProbe = push(0, 1.0f);
+        oddProbe.mutable_push()->mutable_staleness_probe()->set_cosine(2.0f);
+        QTest::newRow("a staleness probe's cosine over 1")
+            << QList<proto::TrainRequest>{joinAs(1), oddProbe} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1's staleness probe: cosine 2.000000 is not in [-1, 1]");
+        proto::TrainRequest scaled = push(0, 1.0f);
+        scaled.mutable_push()->set_learning_rate_scale(0.5f);
+        QTest::newRow("a learning rate factor sent to ps:0")
+            << QList<proto::TrainRequest>{joinAs(1), scaled} << CallStatus::Code::InvalidArgument
+            << QStringLiteral("worker:1 sent ps:0 a learning_rate_scale: ps:0 chooses it "
+                              "(PushResponse.learning_rate_scale); send it only to the other ps tasks, with the "
+                              "decision");
         // The same number of values in another shape: refused, not applied
         // as if it were the variable's (a transposed matrix would be).
         QTest::newRow("gradient of another shape, same size")
@@ -804,8 +856,34 @@ private Q_SLOTS:
             QVERIFY(call.receive(&response, kAnswer));
             QCOMPARE(response.push().update(), 2);
             QCOMPARE(response.push().parameters(0).values(0), -kLearningRate);
+            // ps:0 applied its slice at a quarter of the rate (a gradient
+            // four updates old under the staleness rule): so does ps:1.
+            call.send(staged(1.0f));
+            proto::TrainRequest quarter = decision(3, 1);
+            quarter.mutable_push()->set_learning_rate_scale(0.25f);
+            call.send(quarter);
+            QVERIFY(call.receive(&response, kAnswer));
+            QCOMPARE(response.push().parameters(0).values(0), -kLearningRate - 0.25f * kLearningRate);
             call.send(leave(false));
             QVERIFY(call.waitForEnd(kAnswer));
+        }
+        // A factor ps:0 cannot have chosen is refused, and moves nothing.
+        for (const float scale : {1.5f, -0.25f, std::numeric_limits<float>::quiet_NaN()}) {
+            InProcessTrainCall call(task);
+            call.send(joinAs(0));
+            proto::TrainResponse response;
+            QVERIFY(call.receive(&response, kAnswer));
+            call.send(staged(1.0f));
+            proto::TrainRequest odd = decision(10, 1);
+            odd.mutable_push()->set_learning_rate_scale(scale);
+            call.send(odd);
+            const auto status = call.waitForEnd(kAnswer);
+            QVERIFY(status);
+            QCOMPARE(status->code(), CallStatus::Code::InvalidArgument);
+            QVERIFY2(QString::fromStdString(status->message())
+                         .contains(QStringLiteral("send ps:0's PushResponse.learning_rate_scale as it came, a number "
+                                                  "in (0, 1], or none")),
+                     status->message().c_str());
         }
         const auto refusal = [&task](const QList<proto::TrainRequest> &requests) {
             InProcessTrainCall call(task);
@@ -834,7 +912,7 @@ private Q_SLOTS:
         QVERIFY(call.receive(&response, kAnswer));
         call.send(decision(4, 0));
         QVERIFY(call.receive(&response, kAnswer));
-        QCOMPARE(response.push().parameters(0).values(0), -kLearningRate);
+        QCOMPARE(response.push().parameters(0).values(0), -kLearningRate - 0.25f * kLearningRate);
         call.send(leave(false));
         QVERIFY(call.waitForEnd(kAnswer));
     }

@@ -43,6 +43,9 @@ private Q_SLOTS:
         QTest::newRow("sync with a backup worker") << u"sync:3/4"_s << int(proto::SYNC) << 0 << 3 << 4;
         QTest::newRow("ssp lock-step") << u"ssp:0"_s << int(proto::SSP) << 0 << 0 << 0;
         QTest::newRow("ssp") << u"ssp:30"_s << int(proto::SSP) << 30 << 0 << 0;
+        QTest::newRow("async, learning rate / staleness")
+            << u"async+lr/staleness"_s << int(proto::ASYNC) << 0 << 0 << 0;
+        QTest::newRow("ssp, learning rate / staleness") << u"ssp:5+lr/staleness"_s << int(proto::SSP) << 5 << 0 << 0;
     }
 
     void specsReadAsTheirModesAndWriteBackTheSame()
@@ -57,6 +60,7 @@ private Q_SLOTS:
         QCOMPARE(parsed.staleness(), staleness);
         QCOMPARE(parsed.replicas_to_aggregate(), replicas);
         QCOMPARE(parsed.total_num_replicas(), total);
+        QCOMPARE(parsed.learning_rate_by_staleness(), spec.endsWith(u"+lr/staleness"_s));
         QCOMPARE(QString::fromStdString(modeSpec(parsed)), spec);
     }
 
@@ -75,6 +79,9 @@ private Q_SLOTS:
         QTest::newRow("total below replicas") << u"sync:4/3"_s << u"no smaller than"_s;
         QTest::newRow("total missing") << u"sync:4/"_s << u"no smaller than"_s;
         QTest::newRow("overflow") << u"ssp:99999999999999999999"_s << u"staleness bound"_s;
+        QTest::newRow("sync divides nothing")
+            << u"sync:3/4+lr/staleness"_s << u"divides no learning rate: sync applies fresh gradients only"_s;
+        QTest::newRow("the rule alone") << u"+lr/staleness"_s << u"is not one"_s;
     }
 
     void badSpecsSayWhatToWrite()
@@ -96,6 +103,16 @@ private Q_SLOTS:
         verifyMentions(inputErrorOf([] { parseModeSpecList("ssp:3,async,ssp:3"); }), {u"ssp:3 twice"_s});
         verifyMentions(inputErrorOf([] { parseModeSpecList(","); }), {u"no update modes"_s});
         verifyMentions(inputErrorOf([] { parseModeSpecList("async,bogus"); }), {u"'bogus'"_s});
+        // The rule makes another contender of the same mode.
+        QCOMPARE(parseModeSpecList("async,async+lr/staleness").size(), size_t(2));
+    }
+
+    void theRuleIsSaidInWords()
+    {
+        QCOMPARE(describeMode(parseModeSpec("async+lr/staleness")), std::string("async, learning rate / staleness"));
+        QCOMPARE(describeMode(parseModeSpec("ssp:3+lr/staleness")),
+                 std::string("ssp (staleness=3), learning rate / staleness"));
+        QCOMPARE(describeMode(parseModeSpec("async")), std::string("async"));
     }
 
     void theJsonFormReadsBackWhatTheRunDirectoryHolds()
@@ -111,6 +128,9 @@ private Q_SLOTS:
         QCOMPARE(mode.staleness(), 10);
         QCOMPARE(modeFromJson(QJsonObject{{u"mode"_s, u"semi"_s}}).mode(), proto::UPDATE_MODE_UNSPECIFIED);
         QCOMPARE(modeFromJson(QJsonObject{}).mode(), proto::UPDATE_MODE_UNSPECIFIED);
+        QVERIFY(!mode.learning_rate_by_staleness());
+        QVERIFY(modeFromJson(QJsonObject{{u"mode"_s, u"async"_s}, {u"learning_rate_by_staleness"_s, true}})
+                    .learning_rate_by_staleness());
     }
 };
 

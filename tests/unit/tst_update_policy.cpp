@@ -36,12 +36,17 @@ OneValueGradient gradient(float value)
 struct Recorder
 {
     std::vector<std::pair<float, int>> applied; // averaged gradient, contributions
+    std::vector<float> learningRateScales;      // one per applied gradient
     std::vector<std::pair<int, PushDecision>> decisions;
 
     UpdatePolicy make(int workers, const proto::ModeConfig &config)
     {
         UpdatePolicy policy(
-            workers, config, [this](const GradientView &g, int n) { applied.emplace_back(g[0][0], n); },
+            workers, config,
+            [this](const GradientView &g, int n, float scale) {
+                applied.emplace_back(g[0][0], n);
+                learningRateScales.push_back(scale);
+            },
             [this](int worker, int64_t, const PushDecision &d) { decisions.emplace_back(worker, d); });
         for (int i = 0; i < workers; ++i)
             policy.join(i);
@@ -70,6 +75,73 @@ private Q_SLOTS:
         QCOMPARE(r.applied.size(), size_t(2));
         QCOMPARE(policy.hold(0).reason, HoldReason::None);
         QCOMPARE(policy.hold(1).reason, HoldReason::None);
+    }
+
+    void aStaleGradientGetsTheLearningRateOverItsStalenessWhenAsked()
+    {
+        // Zhang et al.'s rule: four workers all compute from step 0; their
+        // gradients arrive 0, 1, 2 and 3 updates stale.
+        for (const proto::UpdateMode m : {proto::ASYNC, proto::SSP}) {
+            Recorder r;
+            auto config = mode(m, 10);
+            config.set_learning_rate_by_staleness(true);
+            auto policy = r.make(4, config);
+            std::vector<PushDecision> decisions;
+            for (int worker = 0; worker < 4; ++worker)
+                decisions.push_back(policy.push(worker, 0, gradient(1)));
+            const std::vector<float> expected{1.0f, 1.0f, 0.5f, 1.0f / 3.0f};
+            QCOMPARE(r.learningRateScales, expected);
+            for (int worker = 0; worker < 4; ++worker) {
+                QCOMPARE(decisions[size_t(worker)].staleness, int64_t(worker));
+                QCOMPARE(decisions[size_t(worker)].learningRateScale, expected[size_t(worker)]);
+                QCOMPARE(r.decisions[size_t(worker)].second.learningRateScale, expected[size_t(worker)]);
+            }
+        }
+    }
+
+    void withoutTheRuleEveryGradientGetsTheWholeLearningRate()
+    {
+        Recorder r;
+        auto policy = r.make(4, mode(proto::ASYNC));
+        for (int worker = 0; worker < 4; ++worker)
+            QCOMPARE(policy.push(worker, 0, gradient(1)).learningRateScale, 1.0f);
+        QCOMPARE(r.learningRateScales, std::vector<float>(4, 1.0f));
+    }
+
+    void syncStepsAreFreshSoTheRuleChangesNothing()
+    {
+        Recorder r;
+        auto config = mode(proto::SYNC);
+        config.set_learning_rate_by_staleness(true);
+        auto policy = r.make(2, config);
+        policy.push(0, 0, gradient(1));
+        policy.push(1, 0, gradient(3));
+        policy.push(0, 1, gradient(1));
+        policy.push(1, 0, gradient(5)); // two steps behind: dropped, never applied
+        policy.push(1, 1, gradient(3));
+        QCOMPARE(r.learningRateScales, std::vector<float>(2, 1.0f));
+        QCOMPARE(policy.result(1).learningRateScale, 1.0f);
+    }
+
+    void theRuleSwitchesOnLiveAndABackupKeepsIt()
+    {
+        Recorder r;
+        auto policy = r.make(3, mode(proto::ASYNC));
+        policy.push(0, 0, gradient(1));
+        policy.push(1, 0, gradient(1)); // staleness 1
+        auto config = mode(proto::ASYNC);
+        config.set_learning_rate_by_staleness(true);
+        policy.setMode(config);
+        policy.push(2, 0, gradient(1)); // staleness 2, under the rule now
+        QCOMPARE(r.learningRateScales, (std::vector<float>{1.0f, 1.0f, 0.5f}));
+
+        // ps:0's backup imports the state and decides as the primary would.
+        Recorder backupRecorder;
+        auto backup = backupRecorder.make(3, mode(proto::ASYNC));
+        backup.importState(policy.exportState());
+        QVERIFY(backup.mode().learning_rate_by_staleness());
+        QCOMPARE(backup.push(0, 0, gradient(1)).learningRateScale, 1.0f / 3.0f);
+        QCOMPARE(policy.push(0, 0, gradient(1)).learningRateScale, 1.0f / 3.0f);
     }
 
     void syncAggregatesOneGradientPerWorker()

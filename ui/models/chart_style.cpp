@@ -68,8 +68,12 @@ QString shortModeLabel(const proto::ModeConfig &mode)
             return QStringLiteral("sync %1/%2").arg(mode.replicas_to_aggregate()).arg(mode.total_num_replicas());
         return mode.replicas_to_aggregate() > 0 ? QStringLiteral("sync r=%1").arg(mode.replicas_to_aggregate())
                                                 : QStringLiteral("sync");
-    case proto::SSP: return QStringLiteral("ssp s=%1").arg(mode.staleness());
-    case proto::ASYNC: return QStringLiteral("async");
+    // "÷S": the learning rate divided by each gradient's staleness.
+    case proto::SSP:
+        return QStringLiteral("ssp s=%1").arg(mode.staleness())
+               + (mode.learning_rate_by_staleness() ? QStringLiteral(" lr\u00f7S") : QString());
+    case proto::ASYNC:
+        return mode.learning_rate_by_staleness() ? QStringLiteral("async lr\u00f7S") : QStringLiteral("async");
     default: return QStringLiteral("?");
     }
 }

@@ -1,0 +1,42 @@
+#pragma once
+
+// What a stale gradient is worth. On a sampled step (--staleness_probe_every)
+// a worker computes its gradient as usual, at the parameters of the global
+// step it last pulled, then reads the parameters the ps tasks hold now and
+// computes the gradient of the same batch there. How far apart the two are
+// -- their cosine, the relative error of the stale one -- against how many
+// global steps lie between the two parameter sets is the price of staleness
+// the update modes trade against pace, measured while the cluster trains.
+
+#include "engine/model.h"
+#include "proto/parasync.pb.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace parasync {
+
+// The stale gradient against the fresh one, over every variable's values as
+// one vector.
+struct GradientComparison
+{
+    // cos(angle): 1 when they point the same way, -1 when opposite.
+    float cosine = 1.0f;
+    // |stale - fresh| / |fresh|.
+    float relativeError = 0.0f;
+};
+
+// Both gradients of the same variables, in the model's order. nullopt when
+// the fresh gradient is zero while the stale one is not (no direction to
+// compare with; a model at an exact minimum). Equal gradients, zero
+// included, compare as cosine 1, relative error 0.
+std::optional<GradientComparison> compareGradients(const Parameters &stale, const Parameters &fresh);
+
+// What is wrong with a pushed probe, in words, or "" when nothing is: the
+// fresh parameters must lie between the push's computed_from_step and the
+// global step ps:0 holds, the cosine within [-1, 1], the relative error
+// finite and not negative.
+std::string checkStalenessProbe(const proto::PushRequest &push, int64_t globalStep);
+
+} // namespace parasync
