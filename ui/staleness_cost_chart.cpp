@@ -46,13 +46,13 @@ StalenessCostChart::StalenessCostChart(QWidget *parent)
     addSeries(m_chart, m_cosines, m_categoryAxis, m_cosineAxis);
     addSeries(m_chart, m_errors, m_categoryAxis, m_errorAxis);
     m_categoryAxis->setTitleText(tr("global steps between the stale and the fresh parameters (probes)"));
-    m_cosineAxis->setTitleText(tr("cosine with the fresh gradient"));
+    m_cosineAxis->setTitleText(tr("cosine"));
     m_cosineAxis->setRange(-1, 1);
     m_cosineAxis->setTickCount(5);
-    m_errorAxis->setTitleText(tr("relative error |stale - fresh| / |fresh|"));
+    m_errorAxis->setTitleText(tr("relative error"));
     m_errorAxis->setTitleBrush(kErrorColor);
     m_errorAxis->setLabelsColor(kErrorColor);
-    m_errors->setName(tr("median relative error"));
+    m_errors->setName(tr("median relative error |stale \u2212 fresh| / |fresh|"));
     m_errors->setColor(kErrorColor);
     m_errors->setPointsVisible(true);
     QPen pen = m_errors->pen();
@@ -97,7 +97,7 @@ void StalenessCostChart::rebuild()
         m_cosines->clear();
         m_categoryAxis->clear();
         m_categoryAxis->append(categories);
-        m_cosines->append(newBarSet(tr("median cosine"), kCosineColor, cosines));
+        m_cosines->append(newBarSet(tr("median cosine with the fresh gradient"), kCosineColor, cosines));
     } else {
         QBarSet *set = m_cosines->barSets().constFirst();
         for (size_t i = 0; i < cosines.size(); ++i)

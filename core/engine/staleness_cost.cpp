@@ -18,10 +18,13 @@ std::optional<GradientComparison> compareGradients(const Parameters &stale, cons
         freshSquared += f.squaredNorm();
         differenceSquared += (s - f).squaredNorm();
     }
-    if (differenceSquared == 0)
-        return GradientComparison{1.0f, 0.0f};
+    // Two zero gradients say nothing about staleness: a softmax that
+    // saturated on its batch (probabilities of exactly 0 and 1) gives them at
+    // any parameters, and they would read as "as good as fresh".
     if (freshSquared == 0 || staleSquared == 0)
         return std::nullopt;
+    if (differenceSquared == 0)
+        return GradientComparison{1.0f, 0.0f};
     GradientComparison comparison;
     comparison.cosine = float(std::clamp(dot / std::sqrt(staleSquared * freshSquared), -1.0, 1.0));
     comparison.relativeError = float(std::sqrt(differenceSquared / freshSquared));

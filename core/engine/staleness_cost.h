@@ -28,9 +28,9 @@ struct GradientComparison
 };
 
 // Both gradients of the same variables, in the model's order. nullopt when
-// the fresh gradient is zero while the stale one is not (no direction to
-// compare with; a model at an exact minimum). Equal gradients, zero
-// included, compare as cosine 1, relative error 0.
+// either is zero (no direction to compare: a batch the model fits exactly,
+// or a saturated softmax). Equal gradients compare as cosine 1, relative
+// error 0.
 std::optional<GradientComparison> compareGradients(const Parameters &stale, const Parameters &fresh);
 
 // What is wrong with a pushed probe, in words, or "" when nothing is: the

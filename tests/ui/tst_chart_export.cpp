@@ -258,8 +258,9 @@ private Q_SLOTS:
         verifySvg(target + QStringLiteral("/staleness_histogram.svg"),
                   {QStringLiteral("Staleness of gradients"), QStringLiteral("staleness (global steps)")});
         verifySvg(target + QStringLiteral("/staleness_cost.svg"),
-                  {QStringLiteral("What a stale gradient is worth"), QStringLiteral("cosine with the fresh gradient"),
-                   QStringLiteral("median relative error"), QStringLiteral("2-3 (10)")});
+                  {QStringLiteral("What a stale gradient is worth"),
+                   QStringLiteral("median cosine with the fresh gradient"), QStringLiteral("median relative error"),
+                   QStringLiteral("2-3 (10)")});
         const auto cost = readCsv(target + QStringLiteral("/staleness_cost.csv"));
         QCOMPARE(cost.size(), 4);
         QCOMPARE(cost[3], (QStringList{QStringLiteral("2-3"), QStringLiteral("10"), QStringLiteral("0.9"),

@@ -113,11 +113,13 @@ private Q_SLOTS:
         QCOMPARE(comparison->relativeError, 0.0f);
     }
 
-    void aZeroFreshGradientGivesNoDirection()
+    void aZeroGradientGivesNoDirection()
     {
         const Parameters stale{Eigen::Vector2f(1, 2)};
         const Parameters zero{Eigen::Vector2f(0, 0)};
         QVERIFY(!compareGradients(stale, zero));
+        QVERIFY(!compareGradients(zero, stale));
+        QVERIFY(!compareGradients(zero, zero)); // a saturated softmax: no sign of staleness either way
         const auto opposite = compareGradients(Parameters{Eigen::Vector2f(1, 2)}, Parameters{Eigen::Vector2f(-2, -4)});
         QVERIFY(opposite);
         QCOMPARE(opposite->cosine, -1.0f);
