@@ -36,10 +36,11 @@ std::optional<GradientComparison> compareGradients(const Parameters &stale, cons
 std::string checkStalenessProbe(const proto::PushRequest &push, int64_t globalStep)
 {
     const proto::StalenessProbe &probe = push.staleness_probe();
-    if (probe.fresh_step() < push.computed_from_step() || probe.fresh_step() > globalStep)
-        return "fresh_step " + std::to_string(probe.fresh_step()) + " is not between the gradient's global step "
-               + std::to_string(push.computed_from_step()) + " and the global step " + std::to_string(globalStep)
-               + ": send the global step of the parameters the fresh gradient was computed at";
+    if (probe.stale_step() < 0 || probe.stale_step() > probe.fresh_step() || probe.fresh_step() > globalStep)
+        return "stale_step " + std::to_string(probe.stale_step()) + " and fresh_step "
+               + std::to_string(probe.fresh_step()) + " are not in order up to the global step "
+               + std::to_string(globalStep)
+               + ": send the global steps of the parameters the two gradients were computed at";
     if (!(probe.cosine() >= -1.0f && probe.cosine() <= 1.0f))
         return "cosine " + std::to_string(probe.cosine()) + " is not in [-1, 1]";
     if (!(probe.relative_error() >= 0.0f) || !std::isfinite(probe.relative_error()))

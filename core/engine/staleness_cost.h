@@ -1,12 +1,14 @@
 #pragma once
 
 // What a stale gradient is worth. On a sampled step (--staleness_probe_every)
-// a worker computes its gradient as usual, at the parameters of the global
-// step it last pulled, then reads the parameters the ps tasks hold now and
-// computes the gradient of the same batch there. How far apart the two are
-// -- their cosine, the relative error of the stale one -- against how many
-// global steps lie between the two parameter sets is the price of staleness
-// the update modes trade against pace, measured while the cluster trains.
+// a worker keeps its batch and the gradient it pushed, computed at the
+// parameters of the global step it last pulled; at the parameters the push's
+// answer brings, some updates later, it computes the gradient of the same
+// batch again. How far apart the two are -- their cosine, the relative error
+// of the stale one -- against how many global steps lie between the two
+// parameter sets is the price of staleness the update modes trade against
+// pace, measured while the cluster trains. The parameters come with every
+// answer anyway: the probe costs one gradient, and no round trip.
 
 #include "engine/model.h"
 #include "proto/parasync.pb.h"
@@ -34,9 +36,8 @@ struct GradientComparison
 std::optional<GradientComparison> compareGradients(const Parameters &stale, const Parameters &fresh);
 
 // What is wrong with a pushed probe, in words, or "" when nothing is: the
-// fresh parameters must lie between the push's computed_from_step and the
-// global step ps:0 holds, the cosine within [-1, 1], the relative error
-// finite and not negative.
+// stale and the fresh step in order, up to the global step ps:0 holds; the
+// cosine within [-1, 1]; the relative error finite and not negative.
 std::string checkStalenessProbe(const proto::PushRequest &push, int64_t globalStep);
 
 } // namespace parasync

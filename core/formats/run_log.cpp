@@ -635,8 +635,9 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
             line += ",\"learning_rate_scale\":" + number(s.learning_rate_scale());
         if (s.has_staleness_probe()) {
             const auto &p = s.staleness_probe();
-            line += ",\"staleness_probe\":{\"fresh_step\":" + std::to_string(p.fresh_step())
-                    + ",\"cosine\":" + number(p.cosine()) + ",\"relative_error\":" + number(p.relative_error()) + "}";
+            line += ",\"staleness_probe\":{\"stale_step\":" + std::to_string(p.stale_step())
+                    + ",\"fresh_step\":" + std::to_string(p.fresh_step()) + ",\"cosine\":" + number(p.cosine())
+                    + ",\"relative_error\":" + number(p.relative_error()) + "}";
         }
         line += "}";
     } else if (event.has_mode_change()) {

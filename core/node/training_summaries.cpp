@@ -87,7 +87,7 @@ void TrainingSummaries::watchTelemetry(const std::string &address, const RpcSett
                 ++count;
                 if (step.has_staleness_probe()) {
                     const auto &probe = step.staleness_probe();
-                    m_probes.stepsApart += double(probe.fresh_step() - step.computed_from_step());
+                    m_probes.stepsApart += double(probe.fresh_step() - probe.stale_step());
                     m_probes.cosine += double(probe.cosine());
                     m_probes.relativeError += double(probe.relative_error());
                     ++m_probes.count;

@@ -593,11 +593,10 @@ bool WorkerTask::step()
         measured.variables = m_chief->summarizeVariables(m_params, m_globalStep);
     }
     const int64_t computeUs = microsSince(computeStart);
-    // After the compute time is taken: the probe is the measurement's cost,
-    // not the model's.
-    const int64_t probeEvery = m_options.training.stalenessProbeEvery;
-    const std::optional<proto::StalenessProbe> probe
-        = probeEvery > 0 && (m_clock + 1) % probeEvery == 0 ? probeStaleness(batch) : std::nullopt;
+    // After the compute time is taken: the probe's gradient is the
+    // measurement's cost, not the model's.
+    const std::optional<proto::StalenessProbe> probe = finishProbe();
+    const int64_t computedFrom = m_globalStep;
 
     const auto pushStart = Clock::now();
     // A push's tensors carry the slices' shapes; their values go out from
@@ -700,6 +699,10 @@ bool WorkerTask::step()
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;
+    // Sampled: the next step compares this gradient with its batch's at the
+    // parameters the answers just brought (finishProbe).
+    if (const int64_t every = m_options.training.stalenessProbeEvery; every > 0 && m_clock % every == 0)
+        m_pendingProbe = PendingProbe{batch, m_gradient, computedFrom};
 
     // As the seeds: print when this worker's update produced a multiple of
     // --display_step, so the workers' printed steps interleave.
@@ -741,54 +744,23 @@ bool WorkerTask::step()
     return true;
 }
 
-std::optional<proto::StalenessProbe> WorkerTask::probeStaleness(const std::vector<int64_t> &batch)
+std::optional<proto::StalenessProbe> WorkerTask::finishProbe()
 {
-    m_probeParams.resize(m_params.size());
-    for (size_t v = 0; v < m_params.size(); ++v)
-        m_probeParams[v].resize(m_params[v].size());
-    // ps:0 last, as a checkpoint reads them: the global step it gives counts
-    // every update the other tasks' values already hold.
-    int64_t freshStep = 0;
-    for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
-        PsConnection &ps = *m_ps[size_t(k)];
-        proto::SnapshotResponse snapshot;
-        auto context = makeContext(m_rpc, std::chrono::seconds(2));
-        const grpc::Status status = ps.parameters->Snapshot(context.get(), {}, &snapshot);
-        const std::vector<VariableSlice> &slices = m_placement.on(k);
-        const auto &variables = snapshot.shard().variables();
-        bool fits = status.ok() && variables.size() == int(slices.size());
-        for (size_t j = 0; fits && j < slices.size(); ++j) {
-            const VariableSlice &slice = slices[j];
-            const proto::Tensor &value = variables[int(j)].value();
-            fits = value.values_size() == slice.size;
-            if (fits)
-                m_probeParams[size_t(slice.variable)].segment(slice.offset, slice.size)
-                    = Eigen::Map<const Eigen::VectorXf>(value.values().data(), slice.size);
-        }
-        if (!fits) {
-            // A ps failing over or slow to answer: this sample is skipped,
-            // training goes on; said once, then every 100th time.
-            if (m_probesFailed++ % 100 == 0)
-                m_log("worker:" + std::to_string(m_options.task.index)
-                      + ": staleness probe skipped: ps:" + std::to_string(k) + " "
-                      + (status.ok() ? std::string("answered with other variables than it holds")
-                                     : "did not answer: " + describeRpcError(status))
-                      + " (" + std::to_string(m_probesFailed) + " skipped so far)");
-            return std::nullopt;
-        }
-        if (k == 0)
-            freshStep = snapshot.global_step();
-    }
-    // A ps:0 that restarted from an older checkpoint holds an older step: no
-    // stale-against-fresh comparison to make.
-    if (freshStep < m_globalStep)
+    if (!m_pendingProbe)
         return std::nullopt;
-    m_model->lossAndGradient(m_probeParams, m_data, batch, &m_probeGradient);
-    const std::optional<GradientComparison> comparison = compareGradients(m_gradient, m_probeGradient);
+    const PendingProbe pending = std::move(*m_pendingProbe);
+    m_pendingProbe.reset();
+    // A worker that joined again may hold an older global step than the one
+    // it probed at (a ps:0 restored from a checkpoint): nothing to compare.
+    if (m_globalStep < pending.staleStep)
+        return std::nullopt;
+    m_model->lossAndGradient(m_params, m_data, pending.batch, &m_probeGradient);
+    const std::optional<GradientComparison> comparison = compareGradients(pending.gradient, m_probeGradient);
     if (!comparison)
         return std::nullopt;
     proto::StalenessProbe probe;
-    probe.set_fresh_step(freshStep);
+    probe.set_stale_step(pending.staleStep);
+    probe.set_fresh_step(m_globalStep);
     probe.set_cosine(comparison->cosine);
     probe.set_relative_error(comparison->relativeError);
     return probe;

@@ -79,11 +79,12 @@ private:
     void loadHeldOutData(const DatasetOptions &training);
     // One training step; returns false when a stream broke (reconnect).
     bool step();
-    // On every --staleness_probe_every'th step: reads the parameters the ps
-    // tasks hold now and compares m_gradient, computed at m_params, with the
-    // gradient of the same batch there. nullopt when a ps does not answer in
-    // time or the fresh gradient gives no direction (engine/staleness_cost.h).
-    std::optional<proto::StalenessProbe> probeStaleness(const std::vector<int64_t> &batch);
+    // The step after a probed one (--staleness_probe_every): the probed
+    // step's gradient against its batch's gradient at m_params, the
+    // parameters this step starts from (engine/staleness_cost.h). nullopt
+    // with nothing to compare: no probed step before, a rejoin in between,
+    // or a gradient with no direction.
+    std::optional<proto::StalenessProbe> finishProbe();
     void leave(bool finished);
     // The state TaskControl reports in words, and -- when it changed -- one
     // state line (task_state_line.h) for whoever reads this task's output.
@@ -120,11 +121,17 @@ private:
     // The step's gradient, model order: kept so that its vectors keep their
     // storage from step to step, and sent from there (no copy into the push).
     Parameters m_gradient;
-    // The staleness probe's fresh parameters and their gradient, kept from
-    // probe to probe for their storage.
-    Parameters m_probeParams;
+    // A probed step's batch and gradient, and the global step of the
+    // parameters it was computed at, until the next step compares them
+    // (finishProbe); the fresh gradient's storage, kept from probe to probe.
+    struct PendingProbe
+    {
+        std::vector<int64_t> batch;
+        Parameters gradient;
+        int64_t staleStep = 0;
+    };
+    std::optional<PendingProbe> m_pendingProbe;
     Parameters m_probeGradient;
-    int64_t m_probesFailed = 0;
     int64_t m_globalStep = 0;
     // Whether m_params came from a ps (this worker joined once): then they
     // are the newest values the chief can give a ps that lost its memory.

@@ -183,7 +183,7 @@ void readStepLog(StepLogReader &log, RunAccumulator *run, int *modeChanges)
             step.staleness = std::max<int64_t>(0, int64_t(o.value(QStringLiteral("staleness")).toDouble()));
         if (const QJsonObject probe = o.value(QStringLiteral("staleness_probe")).toObject(); !probe.isEmpty())
             step.probe = std::make_tuple(int64_t(probe.value(QStringLiteral("fresh_step")).toDouble())
-                                             - int64_t(o.value(QStringLiteral("computed_from_step")).toDouble()),
+                                             - int64_t(probe.value(QStringLiteral("stale_step")).toDouble()),
                                          float(probe.value(QStringLiteral("cosine")).toDouble(kNaN)),
                                          float(probe.value(QStringLiteral("relative_error")).toDouble(kNaN)));
         const QJsonObject metrics = o.value(QStringLiteral("metrics")).toObject();

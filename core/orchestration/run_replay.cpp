@@ -105,7 +105,8 @@ StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &pa
     step.learningRateScale = float(o.value(QStringLiteral("learning_rate_scale")).toDouble(1.0));
     if (const QJsonValue probe = o.value(QStringLiteral("staleness_probe")); probe.isObject()) {
         const QJsonObject p = probe.toObject();
-        step.probe = StepRecord::Probe{int64_t(p.value(QStringLiteral("fresh_step")).toDouble()),
+        step.probe = StepRecord::Probe{int64_t(p.value(QStringLiteral("stale_step")).toDouble()),
+                                       int64_t(p.value(QStringLiteral("fresh_step")).toDouble()),
                                        floatOrNan(p.value(QStringLiteral("cosine"))),
                                        floatOrNan(p.value(QStringLiteral("relative_error")))};
     }

@@ -236,8 +236,8 @@ void RunState::apply(const proto::TelemetryEvent &event)
         if (s.learning_rate_scale() > 0)
             step.learningRateScale = s.learning_rate_scale();
         if (s.has_staleness_probe())
-            step.probe = StepRecord::Probe{s.staleness_probe().fresh_step(), s.staleness_probe().cosine(),
-                                           s.staleness_probe().relative_error()};
+            step.probe = StepRecord::Probe{s.staleness_probe().stale_step(), s.staleness_probe().fresh_step(),
+                                           s.staleness_probe().cosine(), s.staleness_probe().relative_error()};
         addStep(step);
     } else if (event.has_mode_change()) {
         const auto &m = event.mode_change();
@@ -359,7 +359,7 @@ void RunState::addStep(const StepRecord &step)
         ++figures.stalenessHistogram[bin];
     }
     if (step.probe)
-        m_stalenessCost.add(step.probe->freshStep - step.computedFromStep, step.probe->cosine,
+        m_stalenessCost.add(step.probe->freshStep - step.probe->staleStep, step.probe->cosine,
                             step.probe->relativeError);
 
     rate.computeUs += step.computeUs;

@@ -93,7 +93,8 @@ struct StepRecord
     // The worker's staleness probe on this step (--staleness_probe_every).
     struct Probe
     {
-        int64_t freshStep = 0; // the fresh parameters' global step
+        int64_t staleStep = 0; // the global steps of the parameters the two gradients were computed at
+        int64_t freshStep = 0;
         float cosine = 1.0f;
         float relativeError = 0.0f;
     };

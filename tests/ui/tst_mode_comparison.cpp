@@ -253,8 +253,8 @@ private Q_SLOTS:
                 event.mutable_step()->add_metrics(i == 2 ? 0.5f : 0.875f);
             }
             if (i % 3 == 0) { // probed at i = 0, 3, 6, 9: 0, 2, 5 and 40 steps apart
-                event.mutable_step()->set_computed_from_step(int64_t(i) + 1 - staleness[i]);
                 auto *probe = event.mutable_step()->mutable_staleness_probe();
+                probe->set_stale_step(int64_t(i) + 1 - staleness[i]);
                 probe->set_fresh_step(int64_t(i) + 1);
                 probe->set_cosine(i == 0 ? 1.0f : i == 3 ? 0.75f : i == 6 ? 0.5f : -0.25f);
                 probe->set_relative_error(float(i) / 10.0f);

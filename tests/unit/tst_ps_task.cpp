@@ -503,9 +503,9 @@ private Q_SLOTS:
         futureProbe.mutable_push()->mutable_staleness_probe()->set_fresh_step(5);
         QTest::newRow("a staleness probe of parameters from the future")
             << QList<proto::TrainRequest>{joinAs(1), futureProbe} << CallStatus::Code::InvalidArgument
-            << QStringLiteral("worker:1's staleness probe: fresh_step 5 is not between the gradient's global step 0 "
-                              "and the global step 0: send the global step of the parameters the fresh gradient "
-                              "was computed at");
+            << QStringLiteral("worker:1's staleness probe: stale_step 0 and fresh_step 5 are not in order up to the "
+                              "global step 0: send the global steps of the parameters the two gradients were "
+                              "computed at");
         proto::TrainRequest oddProbe = push(0, 1.0f);
         oddProbe.mutable_push()->mutable_staleness_probe()->set_cosine(2.0f);
         QTest::newRow("a staleness probe's cosine over 1")

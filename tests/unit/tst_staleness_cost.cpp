@@ -48,10 +48,11 @@ std::vector<double> handGradient(const Dataset &data, const std::vector<int64_t>
     return g;
 }
 
-proto::PushRequest pushWithProbe(int64_t computedFrom, int64_t freshStep, float cosine, float relativeError)
+proto::PushRequest pushWithProbe(int64_t staleStep, int64_t freshStep, float cosine, float relativeError)
 {
     proto::PushRequest push;
-    push.set_computed_from_step(computedFrom);
+    push.set_computed_from_step(freshStep);
+    push.mutable_staleness_probe()->set_stale_step(staleStep);
     push.mutable_staleness_probe()->set_fresh_step(freshStep);
     push.mutable_staleness_probe()->set_cosine(cosine);
     push.mutable_staleness_probe()->set_relative_error(relativeError);
@@ -128,28 +129,35 @@ private Q_SLOTS:
 
     void psZeroRefusesAProbeThatCannotBe_data()
     {
+        QTest::addColumn<qint64>("staleStep");
         QTest::addColumn<qint64>("freshStep");
         QTest::addColumn<float>("cosine");
         QTest::addColumn<float>("relativeError");
         QTest::addColumn<QString>("saying");
         const float nan = std::numeric_limits<float>::quiet_NaN();
         const float inf = std::numeric_limits<float>::infinity();
-        QTest::newRow("fresh before stale")
-            << qint64(9) << 0.5f << 0.1f << QStringLiteral("fresh_step 9 is not between");
-        QTest::newRow("fresh from the future") << qint64(31) << 0.5f << 0.1f << QStringLiteral("global step 30");
-        QTest::newRow("cosine over 1") << qint64(12) << 1.5f << 0.1f << QStringLiteral("cosine 1.5");
-        QTest::newRow("cosine NaN") << qint64(12) << nan << 0.1f << QStringLiteral("not in [-1, 1]");
-        QTest::newRow("negative error") << qint64(12) << 0.5f << -1.0f << QStringLiteral("relative_error -1");
-        QTest::newRow("infinite error") << qint64(12) << 0.5f << inf << QStringLiteral("leave the probe out");
+        QTest::newRow("fresh before stale") << qint64(10) << qint64(9) << 0.5f << 0.1f
+                                            << QStringLiteral("stale_step 10 and fresh_step 9 are not in order");
+        QTest::newRow("fresh from the future")
+            << qint64(10) << qint64(31) << 0.5f << 0.1f << QStringLiteral("up to the global step 30");
+        QTest::newRow("a step before the first")
+            << qint64(-1) << qint64(12) << 0.5f << 0.1f << QStringLiteral("stale_step -1 and");
+        QTest::newRow("cosine over 1") << qint64(10) << qint64(12) << 1.5f << 0.1f << QStringLiteral("cosine 1.5");
+        QTest::newRow("cosine NaN") << qint64(10) << qint64(12) << nan << 0.1f << QStringLiteral("not in [-1, 1]");
+        QTest::newRow("negative error") << qint64(10) << qint64(12) << 0.5f << -1.0f
+                                        << QStringLiteral("relative_error -1");
+        QTest::newRow("infinite error") << qint64(10) << qint64(12) << 0.5f << inf
+                                        << QStringLiteral("leave the probe out");
     }
 
     void psZeroRefusesAProbeThatCannotBe()
     {
+        QFETCH(qint64, staleStep);
         QFETCH(qint64, freshStep);
         QFETCH(float, cosine);
         QFETCH(float, relativeError);
         QFETCH(QString, saying);
-        const std::string wrong = checkStalenessProbe(pushWithProbe(10, freshStep, cosine, relativeError), 30);
+        const std::string wrong = checkStalenessProbe(pushWithProbe(staleStep, freshStep, cosine, relativeError), 30);
         QVERIFY2(QString::fromStdString(wrong).contains(saying), wrong.c_str());
         QCOMPARE(checkStalenessProbe(pushWithProbe(10, 10, 1.0f, 0.0f), 30), std::string());
         QCOMPARE(checkStalenessProbe(pushWithProbe(10, 30, -1.0f, 7.0f), 30), std::string());
