@@ -113,7 +113,11 @@ proto::ModeConfig modeFromJson(const QJsonObject &object)
     mode.set_staleness(object.value(QLatin1String("staleness")).toInt());
     mode.set_replicas_to_aggregate(object.value(QLatin1String("replicas_to_aggregate")).toInt());
     mode.set_total_num_replicas(object.value(QLatin1String("total_num_replicas")).toInt());
-    mode.set_learning_rate_by_staleness(object.value(QLatin1String("learning_rate_by_staleness")).toBool());
+    // true in the step log, 1 in cluster.json (whose training section is
+    // flags, as a cluster file's); "1" or "true" as a cluster file may say.
+    const QJsonValue rule = object.value(QLatin1String("learning_rate_by_staleness"));
+    mode.set_learning_rate_by_staleness(rule.toBool() || rule.toInt() == 1 || rule.toString() == QLatin1String("1")
+                                        || rule.toString() == QLatin1String("true"));
     return mode;
 }
 

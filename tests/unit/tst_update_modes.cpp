@@ -129,8 +129,13 @@ private Q_SLOTS:
         QCOMPARE(modeFromJson(QJsonObject{{u"mode"_s, u"semi"_s}}).mode(), proto::UPDATE_MODE_UNSPECIFIED);
         QCOMPARE(modeFromJson(QJsonObject{}).mode(), proto::UPDATE_MODE_UNSPECIFIED);
         QVERIFY(!mode.learning_rate_by_staleness());
-        QVERIFY(modeFromJson(QJsonObject{{u"mode"_s, u"async"_s}, {u"learning_rate_by_staleness"_s, true}})
-                    .learning_rate_by_staleness());
+        // As the step log writes it, as cluster.json does, as a cluster file may.
+        for (const QJsonValue &on : {QJsonValue(true), QJsonValue(1), QJsonValue(u"1"_s), QJsonValue(u"true"_s)})
+            QVERIFY(modeFromJson(QJsonObject{{u"mode"_s, u"async"_s}, {u"learning_rate_by_staleness"_s, on}})
+                        .learning_rate_by_staleness());
+        for (const QJsonValue &off : {QJsonValue(false), QJsonValue(0), QJsonValue(u"0"_s)})
+            QVERIFY(!modeFromJson(QJsonObject{{u"mode"_s, u"async"_s}, {u"learning_rate_by_staleness"_s, off}})
+                         .learning_rate_by_staleness());
     }
 };
 
