@@ -159,6 +159,10 @@ private Q_SLOTS:
             // Rendering brings hidden tabs up to date, as an export does.
             QVERIFY(ChartExporter::exportPng(chart, scratch.filePath(QStringLiteral("c.png")), &error));
             QVERIFY2(chart->pointCount() > 0, qPrintable(chart->exportName()));
+            // The staleness cost's axis is the staleness itself: a gradient
+            // so many steps old costs what it costs whichever mode made it.
+            if (chart->exportName() == QStringLiteral("staleness_cost"))
+                continue;
             QVERIFY2(chart->modeMarkerCount() >= 1,
                      qPrintable(chart->exportName() + QStringLiteral(": no mode marker")));
         }
