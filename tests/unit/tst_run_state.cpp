@@ -436,7 +436,9 @@ private Q_SLOTS:
                                      proto::WORKER_PHASE_UNSPECIFIED,
                                      {2.f, 10.f},
                                      {},
-                                     {}});
+                                     {},
+                                     1.0f,
+                                     std::nullopt});
         const auto s = state.snapshot();
         QCOMPARE(s.recentSteps.size(), size_t(1000));
         QCOMPARE(s.recentSteps.back().globalStep, int64_t(3'000'000));
