@@ -443,7 +443,10 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
         }
     }
 
-    Backoff waitingForChief(std::chrono::milliseconds(200), std::chrono::milliseconds(200));
+    // The ps holds a join for up to a second and answers the moment the chief
+    // has initialised; asking again at once keeps this worker in a held join,
+    // so that a sync cluster's first step waits for it too.
+    Backoff waitingForChief(std::chrono::milliseconds(10), std::chrono::milliseconds(10));
     Backoff indexHeld(std::chrono::milliseconds(500), std::chrono::seconds(2));
     for (auto &ps : m_ps) {
         {

@@ -165,9 +165,13 @@ bool Backoff::wait(const std::string &what, const std::function<void(const std::
 {
     const auto now = std::chrono::steady_clock::now();
     if (!m_logged || now - m_lastLog >= std::chrono::seconds(3)) {
-        char seconds[32];
-        std::snprintf(seconds, sizeof seconds, "%.1f", double(m_next.count()) / 1000.0);
-        log(what + ", retrying in " + seconds + " s");
+        if (m_next < std::chrono::milliseconds(100)) {
+            log(what + ", asking again");
+        } else {
+            char seconds[32];
+            std::snprintf(seconds, sizeof seconds, "%.1f", double(m_next.count()) / 1000.0);
+            log(what + ", retrying in " + seconds + " s");
+        }
         m_lastLog = now;
         m_logged = true;
     }

@@ -700,8 +700,9 @@ class Worker:
             message = answer.message
             if not message.ready:
                 self._set_state("waiting", f"waiting for {message.waiting_for}")
-                # Asked often: a worker that joins late misses the chief's first steps.
-                self._stop.wait(0.05)
+                # The ps held this join for up to a second; asked again at once, so
+                # that a worker that joins late does not miss the chief's first steps.
+                self._stop.wait(0.01)
                 continue
             if message.HasField("data_link"):
                 self._open_link(stream, message.data_link)

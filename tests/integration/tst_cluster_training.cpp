@@ -141,7 +141,15 @@ private Q_SLOTS:
     {
         QTemporaryDir dir;
         LocalCluster cluster(1, 2, {QStringLiteral("--mode=sync"), QStringLiteral("--last_step=800")}, dir.path());
-        cluster.startAll();
+        // worker:1 first, and the chief once ps:0 holds worker:1's join: a
+        // sync cluster whose workers wait for the chief starts with all of
+        // them. (Started together, a slow start of worker:1 under
+        // ThreadSanitizer left the chief alone for 725 steps.)
+        cluster.startPs(0);
+        cluster.ps(0).waitForOutput(QStringLiteral("listening on"));
+        cluster.startWorker(1);
+        QVERIFY(cluster.waitForWorkerPhase(1, proto::WAITING_FOR_CHIEF));
+        cluster.startWorker(0);
         QString report;
         QVERIFY2(cluster.waitAllExitCleanly(&report), qPrintable(report));
 
@@ -151,11 +159,12 @@ private Q_SLOTS:
                 byStep[record.value(QStringLiteral("global_step")).toInteger()].push_back(record);
         // Until worker:1 has joined the chief aggregates alone (sync waits for
         // live workers); from the first full step on, every step has both.
+        // worker:1 waited for the chief, so it joins as the chief starts.
         auto it
             = std::find_if(byStep.begin(), byStep.end(), [](const auto &entry) { return entry.second.size() == 2; });
         QVERIFY2(it != byStep.end(), "no sync step aggregated both workers' gradients");
         const qint64 firstFull = it->first;
-        QVERIFY2(firstFull < 400, qPrintable(QStringLiteral("first full step %1").arg(firstFull)));
+        QVERIFY2(firstFull <= 10, qPrintable(QStringLiteral("first full step %1").arg(firstFull)));
         int fullSteps = 0;
         for (; it != byStep.end(); ++it) {
             const auto &records = it->second;

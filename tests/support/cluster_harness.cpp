@@ -336,6 +336,15 @@ bool LocalCluster::waitForWorkerTraining(int index, std::chrono::milliseconds ti
         timeout);
 }
 
+bool LocalCluster::waitForWorkerPhase(int index, proto::WorkerPhase phase, std::chrono::milliseconds timeout) const
+{
+    return waitForStatus(
+        [index, phase](const proto::ClusterStatusResponse &s) {
+            return index < s.workers_size() && s.workers(index).phase() == phase;
+        },
+        timeout);
+}
+
 grpc::Status LocalCluster::setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response) const
 {
     const RpcSettings rpc = rpcSettings();

@@ -104,6 +104,10 @@ public:
     // its own control service listens). ps:0 counts a worker from its first
     // push: the global step can pass 100 while a slow worker still starts.
     bool waitForWorkerTraining(int index, std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+    // Polls ps:0 until worker `index` is in `phase` (WAITING_FOR_CHIEF: its
+    // join is held until the chief initialises).
+    bool waitForWorkerPhase(int index, proto::WorkerPhase phase,
+                            std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
     grpc::Status setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response = nullptr) const;
 
 private:
