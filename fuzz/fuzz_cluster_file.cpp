@@ -4,6 +4,7 @@
 // and read back the same after writeClusterFile, the way the app saves what
 // it loaded.
 #include "base/error.h"
+#include "config/cluster_file.h"
 #include "config/cluster_spec.h"
 
 #include <QByteArray>

@@ -18,7 +18,7 @@
 // until every stream has been answered or is held (a sync barrier, the
 // staleness bound, a join before the chief), so that a session replays
 // alike; at its end ps:0 is stopped, which releases every held push.
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "node/in_process_train_call.h"
 #include "node/ps_task.h"
 

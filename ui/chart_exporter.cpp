@@ -1,6 +1,6 @@
 #include "ui/chart_exporter.h"
 
-#include "config/node_options.h"
+#include "config/update_modes.h"
 #include "orchestration/chrome_trace.h"
 #include "orchestration/run_state.h"
 #include "ui/models/chart_style.h"

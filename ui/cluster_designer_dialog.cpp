@@ -1,8 +1,9 @@
 #include "ui/cluster_designer_dialog.h"
 
 #include "base/error.h"
+#include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "engine/model.h"
 #include "engine/optimizer.h"
 #include "ui/tfjob_dialog.h"

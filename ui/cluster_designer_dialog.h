@@ -4,6 +4,7 @@
 // and optimizer, and the update mode; saves it as a cluster file and hands
 // the plan back to be launched.
 
+#include "config/cluster_file.h"
 #include "config/cluster_plan.h"
 
 #include <QDialog>

@@ -1,7 +1,6 @@
 #include "ui/headless_mode_comparison.h"
 
 #include "base/error.h"
-#include "config/node_options.h"
 #include "config/update_modes.h"
 #include "config/workloads.h"
 #include "engine/update_policy.h"

@@ -1,7 +1,7 @@
 #include "ui/headless_runner.h"
 
 #include "base/error.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/connect_request.h"
 #include "orchestration/launch_sequence.h"

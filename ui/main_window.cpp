@@ -1,17 +1,13 @@
 #include "ui/main_window.h"
 
 #include "base/error.h"
-#include "base/version.h"
+#include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
-#include "config/node_options.h"
 #include "config/plan_from_flags.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
 #include "orchestration/slurm_job.h"
 #include "orchestration/slurm_preflight.h"
-#include "ui/chart_exporter.h"
-#include "ui/cluster_designer_dialog.h"
-#include "ui/compare_runs_window.h"
 #include "ui/mode_comparison_window.h"
 #include "ui/mode_controls.h"
 #include "ui/pace_control.h"
@@ -19,29 +15,19 @@
 #include "ui/process_panel.h"
 #include "ui/run_charts_view.h"
 #include "ui/run_loader.h"
-#include "ui/run_replay_window.h"
-#include "ui/slurm_dialog.h"
-#include "ui/tfjob_dialog.h"
 
 #include <QAction>
-#include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
 #include <QDir>
-#include <QDockWidget>
-#include <QFileDialog>
-#include <QFileInfo>
 #include <QLabel>
 #include <QMenu>
 #include <QMenuBar>
 #include <QMessageBox>
-#include <QPlainTextEdit>
 #include <QPushButton>
-#include <QSettings>
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QStatusBar>
-#include <QTabWidget>
 #include <QTimer>
 #include <QToolBar>
 #include <QVBoxLayout>
@@ -71,9 +57,6 @@ QString psPairText(const proto::ReplicaStatus &replica, size_t failovers)
     return text;
 }
 
-constexpr int kMaxRecentFiles = 8;
-const QString kRecentKey = QStringLiteral("recentClusterFiles");
-const QString kRunDirKey = QStringLiteral("lastRunDirectory");
 } // namespace
 
 MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidget *parent)
@@ -517,117 +500,6 @@ void MainWindow::setWorkersPace(int computeMs)
         m_watcher->setPace(worker, computeMs);
 }
 
-void MainWindow::askRunOnSlurm()
-{
-    SlurmSettings initial = m_slurmSettings;
-    if (initial.outputDirectory.empty())
-        initial.outputDirectory = QDir::home().filePath(QStringLiteral("parasync-slurm")).toStdString();
-    SlurmDialog dialog(m_currentPlan ? *m_currentPlan : demoPlan(), initial, this);
-    if (dialog.exec() != QDialog::Accepted)
-        return;
-    submitToSlurm(dialog.plan(), dialog.settings(), dialog.cancelOnQuit());
-}
-
-bool MainWindow::submitToSlurm(const ClusterPlan &plan, const SlurmSettings &settings, bool cancelOnQuit)
-{
-    if (m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty()) {
-        showError(tr("A Slurm job is running"),
-                  tr("Slurm job %1 is still queued or running: stop it first.").arg(m_slurmJob->jobId()));
-        return false;
-    }
-    m_slurmPlan = plan;
-    m_slurmSettings = settings;
-    // The nodes must run this build: the script's first step checks.
-    m_slurmSettings.expectedVersion = nodeVersionLine();
-    m_slurmCancelOnQuit = cancelOnQuit;
-    if (!m_slurmDock) {
-        m_slurmDock = new QDockWidget(tr("Slurm job"), this);
-        m_slurmDock->setObjectName(QStringLiteral("slurmDock"));
-        m_slurmLog = new QPlainTextEdit(m_slurmDock);
-        m_slurmLog->setObjectName(QStringLiteral("slurmLog"));
-        m_slurmLog->setReadOnly(true);
-        m_slurmLog->setMaximumBlockCount(5000);
-        m_slurmLog->setLineWrapMode(QPlainTextEdit::NoWrap);
-        m_slurmDock->setWidget(m_slurmLog);
-        addDockWidget(Qt::BottomDockWidgetArea, m_slurmDock);
-    }
-    m_slurmDock->show();
-    logSlurm(tr("Pre-flight check of Slurm: the partition, its room, parasync-node on its nodes"));
-    statusBar()->showMessage(tr("Checking Slurm before submitting..."));
-    m_slurmPreflight = std::make_unique<SlurmPreflight>();
-    connect(m_slurmPreflight.get(), &SlurmPreflight::finished, this, [this](bool passed) {
-        const QString report = m_slurmPreflight->report();
-        for (const QString &line : report.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
-            logSlurm(line);
-        if (!passed) {
-            statusBar()->showMessage(tr("Not submitted (pre-flight check)."), 10000);
-            showError(tr("Not submitted to Slurm"), tr("The pre-flight check failed:\n\n%1").arg(report));
-            return;
-        }
-        m_slurmSettings.partition = m_slurmPreflight->resolvedPartition().toStdString();
-        submitSlurmJobNow();
-    });
-    m_slurmPreflight->start(m_slurmPlan, m_slurmSettings);
-    return true;
-}
-
-void MainWindow::submitSlurmJobNow()
-{
-    m_slurmJob = std::make_unique<SlurmJob>();
-    m_slurmJob->setWatcher(m_watcher);
-    m_slurmJob->setCancelOnQuit(m_slurmCancelOnQuit);
-    connect(m_slurmJob.get(), &SlurmJob::submitted, this, [this](const QString &jobId, const QString &script) {
-        logSlurm(tr("Submitted Slurm job %1 (the batch script: %2)").arg(jobId, script));
-        statusBar()->showMessage(tr("Slurm job %1 submitted").arg(jobId), 10000);
-        updateActions();
-    });
-    connect(m_slurmJob.get(), &SlurmJob::statusChanged, this, [this](const SlurmJobStatus &status) {
-        const QString line = QString::fromStdString(describeSlurmJobStatus(status));
-        logSlurm(line);
-        m_connectionLabel->setText(line);
-    });
-    connect(m_slurmJob.get(), &SlurmJob::running, this, [this](const QString &ps0) {
-        logSlurm(tr("ps:0 runs at %1: watching it").arg(ps0));
-        m_runDirectory = QString::fromStdString(m_slurmPlan.training.logdir);
-    });
-    connect(m_slurmJob.get(), &SlurmJob::jobOutput, this,
-            [this](const QString &line) { logSlurm(QStringLiteral("job | ") + line); });
-    connect(m_slurmJob.get(), &SlurmJob::taskOutput, this, [this](int, const TaskId &task, const QString &line) {
-        logSlurm(QString::fromStdString(task.toString()) + QStringLiteral(" | ") + line);
-    });
-    connect(m_slurmJob.get(), &SlurmJob::failed, this, [this](const QString &message) {
-        logSlurm(message);
-        showError(tr("Slurm"), message);
-        updateActions();
-    });
-    connect(m_slurmJob.get(), &SlurmJob::ended, this, [this](const SlurmJobStatus &status) {
-        statusBar()->showMessage(
-            tr("Slurm job %1 ended: %2").arg(m_slurmJob->jobId(), QString::fromStdString(status.state)), 15000);
-        updateActions();
-        // The run directory holds every step: complete the charts from it.
-        if (!m_runDirectory.isEmpty() && QDir(m_runDirectory).exists(QStringLiteral("steps.jsonl"))) {
-            m_finalReplay = QDir(m_runDirectory).absolutePath();
-            m_loader->load(m_runDirectory);
-        }
-    });
-    QString error;
-    if (!m_slurmJob->submit(m_slurmPlan, m_slurmSettings, RpcSettings{}, &error)) {
-        logSlurm(error);
-        showError(tr("Not submitted to Slurm"), error);
-    }
-}
-
-void MainWindow::logSlurm(const QString &line)
-{
-    if (m_slurmLog)
-        m_slurmLog->appendPlainText(line);
-}
-
-QString MainWindow::slurmLog() const
-{
-    return m_slurmLog ? m_slurmLog->toPlainText() : QString();
-}
-
 void MainWindow::stopCluster()
 {
     if (m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty()) {
@@ -752,282 +624,6 @@ void MainWindow::onTaskChanged(int row)
                                "stop the cluster and start again."));
     }
     updateActions();
-}
-
-void MainWindow::openRunDirectory(const QString &directory)
-{
-    QSettings().setValue(kRunDirKey, directory);
-    statusBar()->showMessage(tr("Reading %1...").arg(directory));
-    m_loader->load(directory);
-}
-
-void MainWindow::onRunLoaded(const LoadedRun &run)
-{
-    if (!m_finalReplay.isEmpty() && run.directory == m_finalReplay) {
-        m_finalReplay.clear();
-        if (run.snapshot && !m_launcher->anyRunning()) {
-            m_charts->setSnapshot(run.snapshot);
-            statusBar()->showMessage(tr("The run finished; the charts show all of it, from its run directory %1 "
-                                        "(%2 records).")
-                                         .arg(run.directory)
-                                         .arg(run.info.records),
-                                     20000);
-        }
-        return;
-    }
-    if (!run.snapshot) {
-        showError(tr("Cannot open the run"), run.error);
-        statusBar()->showMessage(run.error, 15000);
-        return;
-    }
-    auto *window = new RunReplayWindow(run, this);
-    window->setWindowFlag(Qt::Window);
-    window->show();
-    statusBar()->showMessage(tr("Opened %1").arg(run.directory), 8000);
-}
-
-void MainWindow::askOpenRun()
-{
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Open a run directory (--logdir)"),
-                                                          QSettings().value(kRunDirKey).toString());
-    if (!dir.isEmpty())
-        openRunDirectory(dir);
-}
-
-void MainWindow::compareRuns(const QStringList &directories)
-{
-    auto *window = new CompareRunsWindow(this);
-    window->setWindowFlag(Qt::Window);
-    for (const QString &dir : directories)
-        window->addRunDirectory(dir);
-    window->show();
-}
-
-void MainWindow::askCompareRuns()
-{
-    // Directories are added one by one in the comparison window; start it with one.
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("First run directory to compare"),
-                                                          QSettings().value(kRunDirKey).toString());
-    if (dir.isEmpty())
-        return;
-    compareRuns({dir});
-}
-
-void MainWindow::designCluster(const ClusterPlan &plan, const QString &path)
-{
-    ClusterDesignerDialog dialog(plan, path, this);
-    connect(&dialog, &ClusterDesignerDialog::saved, this, [this](const QString &saved) {
-        m_currentClusterFile = saved;
-        addRecentClusterFile(saved);
-        statusBar()->showMessage(tr("Saved %1").arg(saved), 8000);
-    });
-    if (dialog.exec() != QDialog::Accepted)
-        return;
-    ClusterPlan designed;
-    QString error;
-    if (!dialog.plan(&designed, &error)) {
-        showError(tr("The cluster is not valid"), error);
-        return;
-    }
-    m_currentClusterFile = dialog.filePath();
-    startCluster(designed);
-}
-
-void MainWindow::openClusterFile(const QString &path)
-{
-    ClusterPlan plan;
-    try {
-        plan = planFromClusterFile(readClusterFile(path.toStdString()));
-    } catch (const InputError &e) {
-        showError(tr("Cannot open the cluster file"), QString::fromStdString(e.what()));
-        return;
-    }
-    addRecentClusterFile(path);
-    m_currentClusterFile = path;
-    designCluster(plan, path);
-}
-
-void MainWindow::askOpenClusterFile()
-{
-    const QString path = QFileDialog::getOpenFileName(this, tr("Open a cluster file"), m_currentClusterFile,
-                                                      tr("Cluster files (*.json);;All files (*)"));
-    if (!path.isEmpty())
-        openClusterFile(path);
-}
-
-void MainWindow::addRecentClusterFile(const QString &path)
-{
-    QSettings settings;
-    QStringList recent = settings.value(kRecentKey).toStringList();
-    const QString absolute = QFileInfo(path).absoluteFilePath();
-    recent.removeAll(absolute);
-    recent.prepend(absolute);
-    while (recent.size() > kMaxRecentFiles)
-        recent.removeLast();
-    settings.setValue(kRecentKey, recent);
-    updateRecentMenu();
-}
-
-void MainWindow::updateRecentMenu()
-{
-    m_recentMenu->clear();
-    const QStringList recent = QSettings().value(kRecentKey).toStringList();
-    for (const QString &path : recent)
-        m_recentMenu->addAction(path, this, [this, path] { openClusterFile(path); });
-    m_recentMenu->setEnabled(!recent.isEmpty());
-}
-
-bool MainWindow::exportAllTo(const QString &directory, QStringList *written, QString *error)
-{
-    return m_charts->exportAll(directory, written, error);
-}
-
-void MainWindow::askExportAll()
-{
-    const QString parent = QFileDialog::getExistingDirectory(this, tr("Export every chart into a new folder in"));
-    if (parent.isEmpty())
-        return;
-    const QString dir = QDir(parent).filePath(
-        QStringLiteral("parasync_") + QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss")));
-    QStringList written;
-    QString error;
-    if (!exportAllTo(dir, &written, &error)) {
-        showError(tr("Export failed"), error);
-        return;
-    }
-    statusBar()->showMessage(
-        tr("Wrote %1 files (PNG, SVG, PDF, CSV, run report, trace) into %2").arg(written.size()).arg(dir), 15000);
-}
-
-void MainWindow::askExportReport()
-{
-    m_charts->flush();
-    const auto snapshot = m_charts->snapshot();
-    if (!snapshot) {
-        showError(tr("Nothing to report"), tr("Start, connect to or open a run first."));
-        return;
-    }
-    const QString path = QFileDialog::getSaveFileName(this, tr("Export the run report"),
-                                                      QStringLiteral("run_report.pdf"), tr("PDF document (*.pdf)"));
-    if (path.isEmpty())
-        return;
-    QString error;
-    if (ChartExporter::exportRunReport(m_charts->charts(), *snapshot, m_runDirectory, path, &error))
-        statusBar()->showMessage(tr("Wrote %1").arg(path), 8000);
-    else
-        showError(tr("Export failed"), error);
-}
-
-void MainWindow::askExportTrace()
-{
-    m_charts->flush();
-    const auto snapshot = m_charts->snapshot();
-    if (!snapshot) {
-        showError(tr("Nothing to export"), tr("Start, connect to or open a run first."));
-        return;
-    }
-    const QString path
-        = QFileDialog::getSaveFileName(this, tr("Export the step timeline for chrome://tracing or Perfetto"),
-                                       QStringLiteral("trace.json"), tr("Chrome trace (*.json)"));
-    if (path.isEmpty())
-        return;
-    QString error;
-    if (ChartExporter::exportTrace(*snapshot, path, &error))
-        statusBar()->showMessage(tr("Wrote %1 (open it in ui.perfetto.dev or chrome://tracing)").arg(path), 8000);
-    else
-        showError(tr("Export failed"), error);
-}
-
-void MainWindow::exportOneChart(int index)
-{
-    const auto charts = m_charts->charts();
-    if (index < 0 || index >= charts.size())
-        return;
-    ExportableChart *chart = charts[index];
-    QString filter;
-    const QString path = QFileDialog::getSaveFileName(
-        this, tr("Export %1").arg(chart->title()), chart->exportName() + QStringLiteral(".png"),
-        tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf);;CSV table (*.csv)"), &filter);
-    if (path.isEmpty())
-        return;
-    m_charts->flush();
-    QString error;
-    bool ok = false;
-    if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive))
-        ok = ChartExporter::exportSvg(chart, path, &error);
-    else if (path.endsWith(QStringLiteral(".pdf"), Qt::CaseInsensitive))
-        ok = ChartExporter::exportPdf(chart, path, &error);
-    else if (path.endsWith(QStringLiteral(".csv"), Qt::CaseInsensitive))
-        ok = ChartExporter::exportCsv(chart, path, &error);
-    else
-        ok = ChartExporter::exportPng(chart, path, &error);
-    if (ok)
-        statusBar()->showMessage(tr("Wrote %1").arg(path), 8000);
-    else
-        showError(tr("Export failed"), error);
-}
-
-QStringList MainWindow::saveScreenshots(const QString &directory)
-{
-    QStringList written;
-    QDir().mkpath(directory);
-    const int current = m_charts->currentIndex();
-    for (int i = 0; i < m_charts->count(); ++i) {
-        m_charts->setCurrentIndex(i);
-        m_charts->flush();
-        QApplication::processEvents();
-        QString name = m_charts->tabText(i).toLower();
-        name.replace(QLatin1Char(' '), QLatin1Char('_'));
-        const QString path = QDir(directory).filePath(QStringLiteral("window_%1_%2.png").arg(i).arg(name));
-        if (grab().save(path))
-            written.append(path);
-    }
-    m_charts->setCurrentIndex(current);
-    // The cluster designer, as "New cluster..." shows it.
-    ClusterDesignerDialog designer(m_currentPlan ? *m_currentPlan : demoPlan(), m_currentClusterFile, this);
-    designer.show();
-    QApplication::processEvents();
-    const QString path = QDir(directory).filePath(QStringLiteral("cluster_designer.png"));
-    if (designer.grab().save(path))
-        written.append(path);
-    designer.close();
-    // Its TFJob export, as the designer's button opens it.
-    TfJobDialog tfJob(m_currentPlan ? *m_currentPlan : demoPlan(), this);
-    tfJob.show();
-    QApplication::processEvents();
-    const QString tfJobPath = QDir(directory).filePath(QStringLiteral("tfjob_export.png"));
-    if (tfJob.grab().save(tfJobPath))
-        written.append(tfJobPath);
-    tfJob.close();
-    return written;
-}
-
-QStringList MainWindow::saveScreenshotsOfEveryWindow(const QString &directory)
-{
-    const QStringList own = saveScreenshots(directory);
-    QStringList written;
-    int n = 0;
-    for (QWidget *top : QApplication::topLevelWidgets()) {
-        if (top == this || !top->isVisible())
-            continue;
-        // A run window shows one tab at a time: take each, as for this window.
-        auto *tabs = top->findChild<QTabWidget *>();
-        const int tabCount = tabs ? tabs->count() : 1;
-        for (int i = 0; i < tabCount; ++i) {
-            QString name;
-            if (tabs) {
-                tabs->setCurrentIndex(i);
-                QApplication::processEvents();
-                name = QLatin1Char('_') + tabs->tabText(i).toLower().replace(QLatin1Char(' '), QLatin1Char('_'));
-            }
-            const QString path = directory + QStringLiteral("/other_window_%1%2.png").arg(n).arg(name);
-            if (top->grab().save(path))
-                written.append(path);
-        }
-        ++n;
-        top->close();
-    }
-    return written + own;
 }
 
 QString MainWindow::connectionText() const

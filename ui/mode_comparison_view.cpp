@@ -1,7 +1,7 @@
 #include "ui/mode_comparison_view.h"
 
 #include "base/qt_text.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "ui/chart_exporter.h"
 #include "ui/models/chart_style.h"
 

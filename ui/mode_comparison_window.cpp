@@ -1,6 +1,5 @@
 #include "ui/mode_comparison_window.h"
 
-#include "config/node_options.h"
 #include "config/update_modes.h"
 #include "config/workloads.h"
 #include "ui/compare_runs_window.h"

@@ -1,6 +1,6 @@
 #include "ui/mode_controls.h"
 
-#include "config/node_options.h"
+#include "config/update_modes.h"
 
 #include <QCheckBox>
 #include <QHBoxLayout>

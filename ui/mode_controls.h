@@ -6,7 +6,7 @@
 // sends a request and marks it pending until ps:0's report says it is in
 // force (or an error comes back).
 
-#include "config/node_options.h"
+#include "config/update_modes.h"
 
 #include <QWidget>
 

@@ -1,6 +1,6 @@
 #include "ui/run_replay_window.h"
 
-#include "config/node_options.h"
+#include "config/update_modes.h"
 #include "ui/run_charts_view.h"
 #include "ui/step_timeline_view.h"
 

@@ -1,6 +1,6 @@
 #include "ui/step_timeline_view.h"
 
-#include "config/node_options.h"
+#include "config/update_modes.h"
 #include "formats/run_log.h"
 #include "ui/models/chart_style.h"
 #include "ui/step_timeline_painter.h"

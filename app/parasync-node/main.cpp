@@ -5,6 +5,7 @@
 #include "base/error.h"
 #include "base/step_memory.h"
 #include "base/version.h"
+#include "config/control_command.h"
 #include "config/node_options.h"
 #include "config/slurm_environment.h"
 #include "node/network_probe.h"

@@ -1,6 +1,7 @@
 #include "config/cluster_plan.h"
 
 #include "base/qt_text.h"
+#include "config/cluster_file.h"
 
 #include <QLocale>
 

@@ -6,8 +6,9 @@
 // it, so whatever describes a cluster (the designer, a manifest, the
 // pre-flight) needs no launcher to do so.
 
+#include "config/cluster_file.h"
 #include "config/cluster_spec.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 
 #include <QStringList>
 

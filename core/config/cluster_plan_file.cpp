@@ -1,5 +1,6 @@
 #include "config/cluster_plan_file.h"
 
+#include "config/cluster_file.h"
 #include "config/node_options.h"
 
 #include <QJsonDocument>

@@ -4,6 +4,7 @@
 // through the same flag parser as parasync-node so that a file the app
 // accepts is one every task accepts. Any thread; nothing blocks.
 
+#include "config/cluster_file.h"
 #include "config/cluster_plan.h"
 #include "config/cluster_spec.h"
 

@@ -1,5 +1,8 @@
 #include "config/node_options.h"
 
+#include "config/cluster_file.h"
+#include "config/flag_values.h"
+
 #include "base/error.h"
 #include "base/qt_text.h"
 #include "config/slurm_environment.h"
@@ -173,65 +176,18 @@ const char *const kOptimizers[] = {"sgd", "momentum", "adagrad", "adam"};
 constexpr char kDemoPs[] = "127.0.0.1:2222";
 constexpr char kDemoWorkers[] = "127.0.0.1:2223,127.0.0.1:2224";
 
-// A float's shortest spelling ("0.05", not 0.0500000007).
-std::string floatText(float value)
-{
-    char buffer[64];
-    const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
-    return std::string(buffer, result.ptr);
-}
-
-// The training flags in --help order, with JSON types: numbers as numbers.
-std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOptions &t)
-{
-    const auto number = [](auto value) { return QJsonValue(double(value)); };
-    // Doubles hold integers exactly only up to 2^53; larger seeds stay exact as text.
-    const QJsonValue seed
-        = t.seed <= (uint64_t(1) << 53) ? QJsonValue(double(t.seed)) : QJsonValue(qs(std::to_string(t.seed)));
-    return {
-        {"mode", QJsonValue(qs(updateModeName(t.mode.mode())))},
-        {"staleness", number(t.mode.staleness())},
-        {"replicas_to_aggregate", number(t.mode.replicas_to_aggregate())},
-        {"total_num_replicas", number(t.mode.total_num_replicas())},
-        {"learning_rate_by_staleness", QJsonValue(t.mode.learning_rate_by_staleness() ? 1 : 0)},
-        {"model", QJsonValue(qs(t.model))},
-        {"dataset", QJsonValue(qs(t.dataset))},
-        {"samples_per_shard", number(t.samplesPerShard)},
-        {"eval_dataset", QJsonValue(qs(t.evalDataset))},
-        // Empty when unset, as --dataset: a 0 would read back as a bad fraction.
-        {"eval_fraction", t.evalFraction > 0 ? QJsonValue(t.evalFraction) : QJsonValue(QString())},
-        {"optimizer", QJsonValue(qs(t.optimizer))},
-        {"learning_rate", QJsonValue(qs(floatText(t.learningRate)).toDouble())},
-        {"batch_size", number(t.batchSize)},
-        {"last_step", number(t.lastStep)},
-        {"display_step", number(t.displayStep)},
-        {"staleness_probe_every", number(t.stalenessProbeEvery)},
-        {"logdir", QJsonValue(qs(t.logdir))},
-        {"save_checkpoint_secs", number(t.saveCheckpointSecs)},
-        {"max_to_keep", number(t.maxToKeep)},
-        {"logdir_max_mb", number(t.logdirMaxMb)},
-        {"seed", seed},
-        {"min_slice_bytes", number(t.minSliceBytes)},
-        {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
-        {"hang_timeout_secs", number(t.hangTimeoutSecs)},
-        {"chief_handover", QJsonValue(t.chiefHandover ? 1 : 0)},
-        {"compute_ms", number(t.pace.computeMs)},
-        {"compute_jitter", QJsonValue(qs(floatText(t.pace.computeJitter)).toDouble())},
-        {"straggler_ms", number(t.pace.stragglerMs)},
-    };
-}
-
 std::string defaultText(const FlagInfo &flag)
 {
     if (flag.defaultText)
         return flag.defaultText;
-    for (const auto &[name, value] : trainingEntries(TrainingOptions()))
-        if (name == flag.name) {
-            if (value.isString())
-                return value.toString().isEmpty() ? std::string("none") : ss(value.toString());
-            return ss(QString::number(value.toDouble(), 'g', QLocale::FloatingPointShortest));
-        }
-    return {};
+    static const QJsonObject defaults
+        = QJsonDocument::fromJson(QByteArray::fromStdString(TrainingOptions().toJson())).object();
+    const QJsonValue value = defaults.value(QLatin1String(flag.name));
+    if (value.isUndefined())
+        return {};
+    if (value.isString())
+        return value.toString().isEmpty() ? std::string("none") : ss(value.toString());
+    return ss(QString::number(value.toDouble(), 'g', QLocale::FloatingPointShortest));
 }
 
 constexpr size_t kHelpWidth = 100;
@@ -288,147 +244,7 @@ std::string suggestion(const std::string &unknown)
     return best;
 }
 
-// A flag's value and where it came from, for messages that say which to fix.
-struct GivenValue
-{
-    std::string value;
-    std::string file;                             // empty: the command line
-    std::string section = "\"training\" section"; // where in the file
-};
-
-class TrainingParser
-{
-public:
-    explicit TrainingParser(std::map<std::string, GivenValue> values) : m_values(std::move(values)) {}
-
-    bool has(const std::string &name) const { return m_values.count(name) != 0; }
-    const std::string &text(const std::string &name) const { return m_values.at(name).value; }
-
-    // "--batch_size=0" or "--batch_size=0 (from cluster file 'run.json')".
-    std::string shown(const std::string &name) const
-    {
-        const GivenValue &given = m_values.at(name);
-        std::string out = "--" + name + "=" + given.value;
-        if (!given.file.empty())
-            out += " (from the " + given.section + " of cluster file '" + given.file + "')";
-        return out;
-    }
-
-    template<typename Int>
-    void integer(const std::string &name, Int *target, long long minimum,
-                 long long maximum = std::numeric_limits<Int>::max()) const
-    {
-        if (!has(name))
-            return;
-        const std::string &value = text(name);
-        long long parsed = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-        if (ec == std::errc::result_out_of_range)
-            throw InputError(shown(name) + ": must be at most " + std::to_string(maximum));
-        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
-            throw InputError(shown(name) + ": not a whole number; give e.g. --" + name + "="
-                             + std::to_string(std::max<long long>(minimum, 10)));
-        if (parsed < minimum)
-            throw InputError(shown(name) + ": must be at least " + std::to_string(minimum));
-        if (parsed > maximum)
-            throw InputError(shown(name) + ": must be at most " + std::to_string(maximum));
-        *target = Int(parsed);
-    }
-
-    void unsignedInteger(const std::string &name, uint64_t *target) const
-    {
-        if (!has(name))
-            return;
-        const std::string &value = text(name);
-        if (!value.empty() && value.front() == '-')
-            throw InputError(shown(name) + ": must be at least 0");
-        uint64_t parsed = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-        if (ec == std::errc::result_out_of_range)
-            throw InputError(shown(name) + ": must be at most " + std::to_string(std::numeric_limits<uint64_t>::max()));
-        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
-            throw InputError(shown(name) + ": not a whole number; give e.g. --" + name + "=1");
-        *target = parsed;
-    }
-
-    void positiveFloat(const std::string &name, float *target) const
-    {
-        if (!has(name))
-            return;
-        const std::string &value = text(name);
-        double parsed = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
-            throw InputError(shown(name) + ": not a number; give e.g. --" + name + "=0.05");
-        if (!std::isfinite(parsed) || parsed > double(std::numeric_limits<float>::max()))
-            throw InputError(shown(name) + ": must be a finite number, like 0.05");
-        if (parsed <= 0)
-            throw InputError(shown(name) + ": must be greater than 0");
-        if (float(parsed) == 0.0f)
-            throw InputError(shown(name) + ": too small, it rounds to 0 as a float; give e.g. --" + name + "=0.05");
-        *target = float(parsed);
-    }
-
-    void boundedFloat(const std::string &name, float *target, float minimum, float maximum) const
-    {
-        if (!has(name))
-            return;
-        const std::string &value = text(name);
-        double parsed = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-        if (ec != std::errc() || end != value.data() + value.size() || value.empty())
-            throw InputError(shown(name) + ": not a number; give e.g. --" + name + "=" + floatText(maximum / 4));
-        // !(in range) also refuses NaN.
-        if (!(parsed >= double(minimum) && parsed <= double(maximum)))
-            throw InputError(shown(name) + ": must be from " + floatText(minimum) + " to " + floatText(maximum));
-        *target = float(parsed);
-    }
-
-    // More than 0 and less than 1; empty (a cluster.json's unset value) leaves it unset.
-    void fraction(const std::string &name, double *target) const
-    {
-        if (!has(name) || text(name).empty())
-            return;
-        const std::string &value = text(name);
-        double parsed = 0;
-        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
-        if (ec != std::errc() || end != value.data() + value.size())
-            throw InputError(shown(name) + ": not a number; give e.g. --" + name + "=0.2");
-        // !(in range) also refuses NaN.
-        if (!(parsed > 0 && parsed < 1))
-            throw InputError(shown(name) + ": must be more than 0 and less than 1, e.g. --" + name
-                             + "=0.2 holds out a fifth of the rows");
-        *target = parsed;
-    }
-
-    // 0|1, as --issync; a cluster file may say true or false.
-    void boolean(const std::string &name, bool *target) const
-    {
-        if (!has(name))
-            return;
-        const std::string &value = text(name);
-        if (value == "1" || value == "true")
-            *target = true;
-        else if (value == "0" || value == "false")
-            *target = false;
-        else
-            throw InputError(shown(name) + ": must be 0 or 1");
-    }
-
-    void string(const std::string &name, std::string *target, bool mayBeEmpty) const
-    {
-        if (!has(name))
-            return;
-        if (!mayBeEmpty && text(name).empty())
-            throw InputError(shown(name) + ": must not be empty (default: " + *target + ")");
-        *target = text(name);
-    }
-
-private:
-    std::map<std::string, GivenValue> m_values;
-};
-
-void parseMode(const TrainingParser &p, proto::ModeConfig *mode)
+void parseMode(const FlagValues &p, proto::ModeConfig *mode)
 {
     std::optional<proto::UpdateMode> fromMode;
     if (p.has("mode")) {
@@ -471,14 +287,14 @@ void parseMode(const TrainingParser &p, proto::ModeConfig *mode)
     mode->set_learning_rate_by_staleness(byStaleness);
 }
 
-void parsePace(const TrainingParser &p, WorkerPace *pace)
+void parsePace(const FlagValues &p, WorkerPace *pace)
 {
     p.integer("compute_ms", &pace->computeMs, 0, kMaxComputeMs);
     p.boundedFloat("compute_jitter", &pace->computeJitter, 0.0f, kMaxComputeJitter);
     p.integer("straggler_ms", &pace->stragglerMs, 0, kMaxComputeMs);
 }
 
-TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluster)
+TrainingOptions parseTraining(const FlagValues &p, const ClusterSpec &cluster)
 {
     TrainingOptions t;
     parseMode(p, &t.mode);
@@ -531,10 +347,16 @@ TrainingOptions parseTraining(const TrainingParser &p, const ClusterSpec &cluste
     return t;
 }
 
-constexpr const char *kConnectionFlags[]
-    = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes", "heartbeat_ms", "data_link"};
+} // namespace
 
-ConnectionOptions connectionFromFlags(const TrainingParser &p)
+const std::vector<std::string> &connectionFlagNames()
+{
+    static const std::vector<std::string> names
+        = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes", "heartbeat_ms", "data_link"};
+    return names;
+}
+
+ConnectionOptions connectionFromFlags(const FlagValues &p)
 {
     ConnectionOptions c;
     p.string("tls_cert", &c.tlsCert, true);
@@ -549,146 +371,118 @@ ConnectionOptions connectionFromFlags(const TrainingParser &p)
     return c;
 }
 
-} // namespace
-
-proto::ModeConfig ControlCommand::modeFrom(const proto::ModeConfig &current) const
-{
-    proto::ModeConfig config = current;
-    config.set_mode(mode);
-    if (staleness)
-        config.set_staleness(*staleness);
-    if (replicasToAggregate)
-        config.set_replicas_to_aggregate(*replicasToAggregate);
-    if (totalNumReplicas)
-        config.set_total_num_replicas(*totalNumReplicas);
-    if (learningRateByStaleness)
-        config.set_learning_rate_by_staleness(*learningRateByStaleness);
-    return config;
-}
-
-std::optional<ControlCommand> parseControlCommand(const std::vector<std::string> &args)
-{
-    // `--name` or `--name=value`; the first one given counts. No
-    // QCommandLineParser here: it would refuse the task flags a user leaves
-    // on the line.
-    const auto flagValue = [&args](const std::string &name) -> std::optional<std::string> {
-        for (const auto &arg : args) {
-            if (arg == "--" + name)
-                return std::string();
-            if (arg.rfind("--" + name + "=", 0) == 0)
-                return arg.substr(name.size() + 3);
-        }
-        return std::nullopt;
-    };
-    const auto setMode = flagValue("set_mode");
-    if (!setMode && !flagValue("status"))
-        return std::nullopt;
-
-    ControlCommand command;
-    const auto hosts = flagValue("ps_hosts");
-    if (!hosts || hosts->empty())
-        throw InputError("--status and --set_mode talk to ps:0: give its address with --ps_hosts=HOST:PORT");
-    command.ps0 = hosts->substr(0, hosts->find(','));
-    if (const auto backups = flagValue("ps_backup_hosts"); backups && !backups->empty())
-        command.ps0Backup = backups->substr(0, backups->find(','));
-    command.clusterTokenFile = flagValue("cluster_token_file").value_or("");
-
-    std::map<std::string, GivenValue> connection;
-    for (const char *name : kConnectionFlags)
-        if (const auto value = flagValue(name))
-            connection[name] = GivenValue{*value, {}};
-    command.connection = connectionFromFlags(TrainingParser(std::move(connection)));
-
-    if (!setMode)
-        return command;
-    command.action = ControlCommand::Action::SetMode;
-    try {
-        command.mode = parseUpdateMode(*setMode);
-    } catch (const InputError &) {
-        throw InputError("--set_mode=" + *setMode
-                         + ": must be async, sync or ssp (semi-synchronous, with --staleness)");
-    }
-    std::map<std::string, GivenValue> numbers;
-    for (const char *name : {"staleness", "replicas_to_aggregate", "total_num_replicas"})
-        if (const auto value = flagValue(name))
-            numbers[name] = GivenValue{*value, {}};
-    const TrainingParser p(std::move(numbers));
-    const auto number = [&p](const char *name, std::optional<int32_t> *target) {
-        if (!p.has(name))
-            return;
-        int32_t value = 0;
-        p.integer(name, &value, 0);
-        *target = value;
-    };
-    number("staleness", &command.staleness);
-    number("replicas_to_aggregate", &command.replicasToAggregate);
-    number("total_num_replicas", &command.totalNumReplicas);
-    if (const auto value = flagValue("learning_rate_by_staleness")) {
-        bool byStaleness = false;
-        std::map<std::string, GivenValue> given{{"learning_rate_by_staleness", GivenValue{*value, {}}}};
-        TrainingParser(std::move(given)).boolean("learning_rate_by_staleness", &byStaleness);
-        command.learningRateByStaleness = byStaleness;
-    }
-    return command;
-}
-
-TrainingOptions::TrainingOptions()
-{
-    mode.set_mode(proto::ASYNC);
-    mode.set_staleness(kDefaultStaleness);
-}
-
-std::string TrainingOptions::toJson() const
-{
-    QJsonObject object;
-    for (const auto &[name, value] : trainingEntries(*this))
-        object.insert(qs(name), value);
-    return QJsonDocument(object).toJson(QJsonDocument::Compact).toStdString();
-}
-
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig)
 {
     return parseNodeOptions(args, tfConfig, SlurmVariables());
 }
 
+namespace {
+
+// The command line, parsed against the flag table: which flags were given,
+// and their text. Refuses an unknown flag, suggesting the nearest one.
+class GivenFlags
+{
+public:
+    explicit GivenFlags(const std::vector<std::string> &args) : m_helpShort(QStringLiteral("h"))
+    {
+        // TensorFlow's flags library takes -name=value as well as --name=value.
+        m_parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
+        for (const FlagInfo &flag : kFlags) {
+            QCommandLineOption option(qs(flag.name));
+            if (*flag.valueName)
+                option.setValueName(QString::fromLatin1(flag.valueName));
+            m_parser.addOption(option);
+            m_options.emplace(flag.name, option);
+        }
+        m_parser.addOption(m_helpShort);
+
+        QStringList arguments;
+        for (const std::string &arg : args)
+            arguments.append(qs(arg));
+        if (arguments.isEmpty())
+            arguments.append(QStringLiteral("parasync-node"));
+        if (!m_parser.parse(arguments)) {
+            std::string message = ss(m_parser.errorText());
+            const QStringList unknown = m_parser.unknownOptionNames();
+            if (unknown.size() == 1) {
+                const std::string best = suggestion(ss(unknown.front()));
+                if (!best.empty())
+                    message += " Did you mean --" + best + "?";
+            }
+            throw InputError(message + " (see --help)");
+        }
+    }
+
+    bool isSet(const std::string &name) const { return m_parser.isSet(m_options.at(name)); }
+    std::string value(const std::string &name) const { return ss(m_parser.value(m_options.at(name))); }
+    bool helpShort() const { return m_parser.isSet(m_helpShort); }
+    QStringList positional() const { return m_parser.positionalArguments(); }
+
+    // One flag's text, for FlagValues' checked reading.
+    FlagValues one(const std::string &name) const { return FlagValues({{name, GivenValue{value(name), {}}}}); }
+
+private:
+    QCommandLineParser m_parser;
+    std::map<std::string, QCommandLineOption> m_options;
+    QCommandLineOption m_helpShort;
+};
+
+// The cluster and this task's place in it from Slurm's job step, laid out by
+// --slurm_num_ps and --slurm_port_base.
+SlurmTask slurmTaskFromFlags(const GivenFlags &flags, const SlurmVariables &slurm)
+{
+    if (flags.isSet("ps_hosts") || flags.isSet("job_name") || flags.isSet("task_index"))
+        throw InputError(std::string(flags.isSet("ps_hosts") ? "--ps_hosts/--worker_hosts" : "--job_name/--task_index")
+                         + " given with --slurm: Slurm's job step gives the cluster and every task's place in "
+                           "it (SLURM_PROCID); drop one or the other");
+    SlurmLayout layout;
+    if (flags.isSet("slurm_num_ps"))
+        flags.one("slurm_num_ps").integer("slurm_num_ps", &layout.numPs, 1, 65535);
+    if (flags.isSet("slurm_port_base"))
+        flags.one("slurm_port_base").integer("slurm_port_base", &layout.portBase, 1, 65535);
+    SlurmTask task = slurmTaskFromEnvironment(slurm, layout);
+    task.cluster.validate();
+    return task;
+}
+
+// The training flags' texts: the cluster file's "training", this worker's
+// "per_worker" entry over it, the command line over both.
+std::map<std::string, GivenValue> trainingFlagsGiven(const GivenFlags &flags, const std::optional<ClusterFile> &file,
+                                                     const std::string &filePath, const TaskId &task)
+{
+    std::map<std::string, GivenValue> given;
+    if (file) {
+        for (const auto &[name, text] : file->training)
+            given[name] = GivenValue{text, filePath};
+        if (task.job == JobName::Worker) {
+            if (auto it = file->perWorker.find(task.index); it != file->perWorker.end())
+                for (const auto &[name, text] : it->second)
+                    given[name]
+                        = GivenValue{text, filePath, "\"per_worker\" \"" + std::to_string(task.index) + "\" entry"};
+        }
+    }
+    // --mode and --issync say one thing; either on the command line replaces both in the file.
+    if (flags.isSet("mode") || flags.isSet("issync")) {
+        given.erase("mode");
+        given.erase("issync");
+    }
+    for (const std::string &name : trainingFlagNames())
+        if (flags.isSet(name))
+            given[name] = GivenValue{flags.value(name), {}};
+    return given;
+}
+
+} // namespace
+
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig,
                              const SlurmVariables &slurm)
 {
-    QCommandLineParser parser;
-    // TensorFlow's flags library takes -name=value as well as --name=value.
-    parser.setSingleDashWordOptionMode(QCommandLineParser::ParseAsLongOptions);
-    std::map<std::string, QCommandLineOption> options;
-    for (const FlagInfo &flag : kFlags) {
-        QCommandLineOption option(qs(flag.name));
-        if (*flag.valueName)
-            option.setValueName(QString::fromLatin1(flag.valueName));
-        parser.addOption(option);
-        options.emplace(flag.name, option);
-    }
-    const QCommandLineOption helpShort(QStringLiteral("h"));
-    parser.addOption(helpShort);
-
-    QStringList arguments;
-    for (const std::string &arg : args)
-        arguments.append(qs(arg));
-    if (arguments.isEmpty())
-        arguments.append(QStringLiteral("parasync-node"));
-
-    if (!parser.parse(arguments)) {
-        std::string message = ss(parser.errorText());
-        const QStringList unknown = parser.unknownOptionNames();
-        if (unknown.size() == 1) {
-            const std::string best = suggestion(ss(unknown.front()));
-            if (!best.empty())
-                message += " Did you mean --" + best + "?";
-        }
-        throw InputError(message + " (see --help)");
-    }
+    const GivenFlags flags(args);
+    const auto isSet = [&flags](const char *name) { return flags.isSet(name); };
+    const auto value = [&flags](const char *name) { return flags.value(name); };
 
     NodeOptions result;
-    const auto isSet = [&](const char *name) { return parser.isSet(options.at(name)); };
-    const auto value = [&](const char *name) { return ss(parser.value(options.at(name))); };
-    result.help = isSet("help") || parser.isSet(helpShort);
+    result.help = isSet("help") || flags.helpShort();
     result.version = isSet("version");
     result.generateToken = isSet("generate_token");
     if (isSet("cluster_token_file"))
@@ -697,12 +491,12 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     if (result.help || result.version || result.generateToken)
         return result;
     std::map<std::string, GivenValue> connectionFlags;
-    for (const char *name : kConnectionFlags)
-        if (isSet(name))
-            connectionFlags[name] = GivenValue{value(name), {}};
-    result.connection = connectionFromFlags(TrainingParser(std::move(connectionFlags)));
-    if (!parser.positionalArguments().isEmpty())
-        throw InputError("unexpected argument '" + ss(parser.positionalArguments().front())
+    for (const std::string &name : connectionFlagNames())
+        if (flags.isSet(name))
+            connectionFlags[name] = GivenValue{flags.value(name), {}};
+    result.connection = connectionFromFlags(FlagValues(std::move(connectionFlags)));
+    if (!flags.positional().isEmpty())
+        throw InputError("unexpected argument '" + ss(flags.positional().front())
                          + "': flags are written --name=value (see --help)");
 
     // The cluster: the command line, else the cluster file, else TF_CONFIG.
@@ -730,23 +524,9 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     const bool fromSlurm
         = isSet("slurm") || (!hasPsHosts && !clusterFile && !hasTfConfig && !jobGiven && insideSlurmTask(slurm));
     if (fromSlurm) {
-        if (hasPsHosts || jobGiven || isSet("task_index"))
-            throw InputError(std::string(hasPsHosts ? "--ps_hosts/--worker_hosts" : "--job_name/--task_index")
-                             + " given with --slurm: Slurm's job step gives the cluster and every task's place in "
-                               "it (SLURM_PROCID); drop one or the other");
-        SlurmLayout layout;
-        if (isSet("slurm_num_ps")) {
-            const TrainingParser p({{"slurm_num_ps", GivenValue{value("slurm_num_ps"), {}}}});
-            p.integer("slurm_num_ps", &layout.numPs, 1, 65535);
-        }
-        if (isSet("slurm_port_base")) {
-            const TrainingParser p({{"slurm_port_base", GivenValue{value("slurm_port_base"), {}}}});
-            p.integer("slurm_port_base", &layout.portBase, 1, 65535);
-        }
-        const SlurmTask task = slurmTaskFromEnvironment(slurm, layout);
+        const SlurmTask task = slurmTaskFromFlags(flags, slurm);
         result.cluster = task.cluster;
         result.task = task.task;
-        result.cluster.validate();
     } else if (isSet("slurm_num_ps") || isSet("slurm_port_base")) {
         throw InputError(std::string(isSet("slurm_num_ps") ? "--slurm_num_ps" : "--slurm_port_base")
                          + " only lays out a cluster taken from Slurm: add --slurm (and run under srun), or drop it");
@@ -787,36 +567,14 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
     else
         throw InputError("--job_name is missing: give --job_name=ps or --job_name=worker, with --task_index");
     if (!fromSlurm && isSet("task_index")) {
-        const TrainingParser indexParser({{"task_index", GivenValue{value("task_index"), {}}}});
-        indexParser.integer("task_index", &result.task.index, 0);
+        flags.one("task_index").integer("task_index", &result.task.index, 0);
     } else if (!fromSlurm && tf && tf->task.job == result.task.job) {
         result.task.index = tf->task.index;
     }
     result.cluster.validateTask(result.task);
 
-    // Training flags: the cluster file's "training", overridden by the command line.
-    std::map<std::string, GivenValue> given;
-    if (clusterFile) {
-        for (const auto &[name, text] : clusterFile->training)
-            given[name] = GivenValue{text, clusterFilePath};
-        // A worker's own pace, over the file's "training".
-        if (result.task.job == JobName::Worker) {
-            if (auto it = clusterFile->perWorker.find(result.task.index); it != clusterFile->perWorker.end())
-                for (const auto &[name, text] : it->second)
-                    given[name] = GivenValue{text, clusterFilePath,
-                                             "\"per_worker\" \"" + std::to_string(result.task.index) + "\" entry"};
-        }
-    }
-    // --mode and --issync say one thing; either on the command line replaces both in the file.
-    if (isSet("mode") || isSet("issync")) {
-        given.erase("mode");
-        given.erase("issync");
-    }
-    for (const std::string &name : trainingFlagNames()) {
-        if (isSet(name.c_str()))
-            given[name] = GivenValue{value(name.c_str()), {}};
-    }
-    result.training = parseTraining(TrainingParser(std::move(given)), result.cluster);
+    result.training = parseTraining(FlagValues(trainingFlagsGiven(flags, clusterFile, clusterFilePath, result.task)),
+                                    result.cluster);
     return result;
 }
 

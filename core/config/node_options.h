@@ -1,100 +1,14 @@
 #pragma once
 
-#include "config/cluster_spec.h"
-#include "config/update_modes.h" // the mode names and their parsing, used with the flags
-#include "proto/parasync.pb.h"
+#include "config/task_options.h"
 
-#include <cstdint>
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
 namespace parasync {
 
-// Simulated work per worker step, so a person can follow a cluster on one
-// machine where the demo's real maths takes microseconds, and so straggler
-// experiments are repeatable. Each step sleeps a log-normal time with mean
-// computeMs and coefficient of variation computeJitter (long-tailed, as real
-// step times are), plus the straggler delay. A worker may have its own
-// (a cluster file's "per_worker"); the app's speed control and the straggler
-// control change them while it trains.
-struct WorkerPace
-{
-    int computeMs = 0;          // --compute_ms (0: full speed)
-    float computeJitter = 0.3f; // --compute_jitter
-    int stragglerMs = 0;        // --straggler_ms
-    bool operator==(const WorkerPace &) const = default;
-};
-constexpr int kMaxComputeMs = 60000;
-constexpr float kMaxComputeJitter = 4.0f;
-
-// Training flags: the same for every task of a cluster (the seeds run one
-// script everywhere), but for the pace, which may differ per worker.
-// Defaults make the three-port demo converge in seconds at full speed.
-struct TrainingOptions
-{
-    // --mode --staleness --replicas_to_aggregate --total_num_replicas --learning_rate_by_staleness
-    proto::ModeConfig mode;
-    std::string model = "linear";   // --model
-    std::string dataset;            // --dataset (empty: the model's default)
-    std::string optimizer = "sgd";  // --optimizer
-    float learningRate = 0.05f;     // --learning_rate
-    int batchSize = 10;             // --batch_size
-    int64_t samplesPerShard = 100;  // --samples_per_shard
-    int64_t minSliceBytes = 262144; // --min_slice_bytes (0: variables stay whole)
-    std::string evalDataset;        // --eval_dataset (empty: none)
-    double evalFraction = 0;        // --eval_fraction (0: none)
-    int64_t lastStep = 2000;        // --last_step
-    int64_t displayStep = 100;      // --display_step
-    // --staleness_probe_every: workers measure what staleness costs on every
-    // Nth step (engine/staleness_cost.h); 0: never.
-    int64_t stalenessProbeEvery = 100;
-    std::string logdir;          // --logdir (empty: no run directory)
-    int saveCheckpointSecs = 50; // --save_checkpoint_secs
-    int maxToKeep = 5;           // --max_to_keep
-    int logdirMaxMb = 1024;      // --logdir_max_mb: ps:0's records' budget in MiB (0: none)
-    uint64_t seed = 1;           // --seed
-    bool applyNonfinite = false; // --nonfinite_gradients=reject|apply
-    int hangTimeoutSecs = 30;    // --hang_timeout_secs (0: no watchdog)
-    bool chiefHandover = false;  // --chief_handover=1
-    WorkerPace pace;             // --compute_ms --compute_jitter --straggler_ms
-
-    // Whether the chief scores the model on held-out data.
-    bool hasHeldOutData() const { return !evalDataset.empty() || evalFraction > 0; }
-
-    TrainingOptions();
-    // The flags as a JSON object (for cluster.json and the app).
-    std::string toJson() const;
-};
-
-// How a task talks to the others: TLS files and limits. Paths, not
-// secrets (the cluster token travels apart, see cluster_token.h).
-struct ConnectionOptions
-{
-    std::string tlsCert;                    // --tls_cert: this task's certificate (PEM)
-    std::string tlsKey;                     // --tls_key: its private key (PEM)
-    std::string tlsCa;                      // --tls_ca: the CA that signed every task's certificate
-    bool tlsMutual = false;                 // --tls_mutual: servers require a client certificate too
-    int maxMessageBytes = 64 * 1024 * 1024; // --max_message_bytes
-    int heartbeatMs = 1000;                 // --heartbeat_ms
-    bool dataLink = true;                   // --data_link: big tensors' values beside the stream (wire/data_link.h)
-    bool tls() const { return !tlsCert.empty() || !tlsKey.empty() || !tlsCa.empty() || tlsMutual; }
-};
-
-// Everything one parasync-node process needs.
-struct NodeOptions
-{
-    ClusterSpec cluster;
-    TaskId task;
-    TrainingOptions training;
-    ConnectionOptions connection;
-    std::string clusterTokenFile; // --cluster_token_file
-    bool insecure = false;        // --insecure: non-loopback without a token
-    bool generateToken = false;   // --generate_token: make a token and exit
-    bool help = false;            // --help was given: print helpText() and exit 0
-    bool version = false;         // --version
-};
+class FlagValues;
 
 // Parses a parasync-node command line (argv[0] included). The cluster comes
 // from, in order of precedence: --ps_hosts/--worker_hosts, --cluster_file,
@@ -112,39 +26,11 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
 NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::string &tfConfig,
                              const std::map<std::string, std::string> &slurm);
 
-// A command run against a live cluster through ps:0 instead of starting a
-// task, for users without the desktop app:
-//   parasync-node --ps_hosts=HOST:PORT [--ps_backup_hosts=HOST:PORT] --status
-//   parasync-node --ps_hosts=HOST:PORT --set_mode=async|sync|ssp [--staleness=N]
-//                 [--replicas_to_aggregate=N] [--total_num_replicas=N]
-// It takes no task, so it reads only these flags and the connection's.
-struct ControlCommand
-{
-    enum class Action { Status, SetMode };
-    Action action = Action::Status;
-    std::string ps0;              // --ps_hosts' first address
-    std::string ps0Backup;        // --ps_backup_hosts' first address (empty: none)
-    ConnectionOptions connection; // --tls_* --max_message_bytes --heartbeat_ms
-    std::string clusterTokenFile; // --cluster_token_file (empty: PARASYNC_CLUSTER_TOKEN, if set)
-    // --set_mode and the numbers given with it; numbers not given keep the
-    // values ps:0 has now.
-    proto::UpdateMode mode = proto::UPDATE_MODE_UNSPECIFIED;
-    std::optional<int32_t> staleness;            // --staleness
-    std::optional<int32_t> replicasToAggregate;  // --replicas_to_aggregate
-    std::optional<int32_t> totalNumReplicas;     // --total_num_replicas
-    std::optional<bool> learningRateByStaleness; // --learning_rate_by_staleness
-
-    // The mode --set_mode asks for, given the one ps:0 has now.
-    proto::ModeConfig modeFrom(const proto::ModeConfig &current) const;
-};
-
-// The control command a parasync-node command line asks for (--status or
-// --set_mode, written --name=value), or nullopt when it asks for none: then
-// it starts a task (parseNodeOptions). Flags it does not use are ignored, so
-// a task's own command line plus --status works. Throws InputError naming the
-// flag and what to do (a missing --ps_hosts, an unknown mode, a number that
-// is not one).
-std::optional<ControlCommand> parseControlCommand(const std::vector<std::string> &args);
+// The flags that say how a task talks to the others (--tls_*,
+// --max_message_bytes, --heartbeat_ms, --data_link), and their reading: a
+// control command (control_command.h) reads them as a task does.
+const std::vector<std::string> &connectionFlagNames();
+ConnectionOptions connectionFromFlags(const FlagValues &flags);
 
 // Text for --help: every flag with its default and meaning.
 std::string nodeHelpText();

@@ -1,6 +1,7 @@
 #include "config/plan_from_flags.h"
 
 #include "base/error.h"
+#include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
 #include "config/cluster_spec.h"
 #include "config/workloads.h"

@@ -9,7 +9,7 @@
 // (--chief_handover=1 and worker:0 is dead) and gives them back when worker:0
 // returns. Every worker owns one ChiefDuties; it is idle until taken.
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "engine/model.h"
 #include "engine/variable_placement.h"
 #include "node/chief_measurement.h"

@@ -7,7 +7,7 @@
 // those calls reach is in ps_task.cpp; this header keeps gRPC's headers out
 // of it, so that it compiles, and is tested, without them.
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "node/ps_calls.h"
 #include "wire/rpc_settings.h"
 

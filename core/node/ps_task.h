@@ -6,7 +6,7 @@
 // gRPC services that hand them over are in ps_service.h, so that tests and
 // the fuzzer drive this logic in-process.
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "engine/parameter_shard.h"
 #include "engine/telemetry_hub.h"
 #include "engine/update_policy.h"

@@ -5,6 +5,7 @@
 #include "engine/parameter_shard.h"
 #include "engine/staleness_cost.h"
 #include "node/chief_duties.h"
+#include "node/worker_ps_connection.h"
 #include "wire/task_server.h"
 #include "wire/train_call.h"
 
@@ -27,45 +28,6 @@ using Clock = std::chrono::steady_clock;
 constexpr Eigen::Index kMaxViewedParameters = 16;
 
 } // namespace
-
-struct WorkerTask::PsConnection
-{
-    int index = 0;
-    // The process this worker trains with; with --ps_backup_hosts, either of
-    // the task's pair (the one that serves).
-    std::string address;
-    std::shared_ptr<grpc::Channel> channel;
-    // Every process of the task: one, or the pair's two (primary first).
-    std::vector<std::string> addresses;
-    std::vector<std::shared_ptr<grpc::Channel>> channels; // also the chief's, for its calls to this ps
-    std::unique_ptr<proto::ParameterService::Stub> parameters;
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<TrainCall> stream;
-    // Kept from step to step, so that a push's tensors reuse their storage
-    // (wire/train_call.h): the push to this ps and its answer.
-    proto::TrainRequest push;
-    proto::TrainResponse answer;
-    // Where the push's gradient values lie (slices of m_gradient), refilled
-    // every step into the same vector: no allocation per step.
-    TensorValues gradient;
-    // Where this ps's answer puts its parameters' values: the rows of
-    // m_params its slices cover (parameterDestinations()).
-    TensorDestinations parameterRows;
-    // ps:0 only: the last global step it acknowledged, told to it when
-    // joining again, so that a replicated ps:0 that took over can tell
-    // whether acknowledged updates were lost.
-    int64_t acknowledged = 0;
-
-    void closeStream()
-    {
-        if (stream) {
-            context->TryCancel();
-            stream->finish();
-        }
-        stream.reset();
-        context.reset();
-    }
-};
 
 WorkerTask::WorkerTask(NodeOptions options, RpcSettings rpc, Log log)
     : m_options(std::move(options))
@@ -323,220 +285,6 @@ const TensorDestinations &WorkerTask::parameterDestinations(int ps)
     return destinations;
 }
 
-bool WorkerTask::waitForPs(int ps)
-{
-    PsConnection &connection = *m_ps[size_t(ps)];
-    const std::string name = "ps:" + std::to_string(ps);
-    Backoff backoff;
-    for (;;) {
-        // A cheap unary call tells reachable from not, with a reason we can
-        // print, and -- with a backup -- which process of the pair serves.
-        std::string why;
-        std::optional<size_t> serving;
-        std::optional<size_t> backupWithState;
-        std::optional<size_t> backupWithoutState;
-        size_t unreachable = 0;
-        for (size_t p = 0; p < connection.addresses.size() && !serving; ++p) {
-            auto stub = proto::TaskControl::NewStub(connection.channels[p]);
-            auto context = makeContext(m_rpc, std::chrono::milliseconds(1000));
-            proto::TaskStatusResponse status;
-            const auto result = stub->GetTaskStatus(context.get(), {}, &status);
-            if (!result.ok()) {
-                ++unreachable;
-                why += (why.empty() ? "" : "; ")
-                       + ("cannot reach " + name + " at " + connection.addresses[p] + ": " + describeRpcError(result));
-            } else if (status.replica_role() == proto::REPLICA_PRIMARY
-                       || (connection.addresses.size() == 1 && status.replica_role() != proto::REPLICA_BACKUP)) {
-                serving = p;
-            } else if (status.replica_role() == proto::REPLICA_ROLE_UNSPECIFIED) {
-                // One of a pair that has not taken its role yet.
-                why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is starting");
-            } else if (status.replica_holds_state()) {
-                backupWithState = p;
-                why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is the backup");
-            } else {
-                backupWithoutState = p;
-                why += (why.empty() ? "" : "; ")
-                       + (name + " at " + connection.addresses[p] + " is a backup without the state yet");
-            }
-        }
-        // No process serves, but a backup holds the state: the join makes it
-        // take over if its primary is gone (or tells this worker where it is).
-        // A backup without the state is turned to when its primary cannot be
-        // reached at all: it serves in the primary's place, empty, once the
-        // primary has been gone a few heartbeats, else says how long it waits.
-        if (!serving && backupWithState && connection.addresses.size() > 1)
-            serving = backupWithState;
-        if (!serving && backupWithoutState && unreachable + 1 == connection.addresses.size())
-            serving = backupWithoutState;
-        if (serving) {
-            if (connection.address != connection.addresses[*serving]) {
-                std::lock_guard lock(m_streamMutex);
-                connection.address = connection.addresses[*serving];
-                connection.channel = connection.channels[*serving];
-                connection.parameters = proto::ParameterService::NewStub(connection.channel);
-                m_log("worker:" + std::to_string(m_options.task.index) + ": " + name + " is served by "
-                      + connection.address + " now");
-            }
-            return true;
-        }
-        setState(TaskPhase::Waiting, why);
-        if (!backoff.wait(why, m_log, [this] { return stopping(); }))
-            return false;
-    }
-}
-
-bool WorkerTask::connectAndJoin()
-{
-    // A ps lost while joining (or a backup that does not serve yet) starts
-    // the whole join again, after a pause that grows while it lasts.
-    Backoff lost(std::chrono::milliseconds(200), std::chrono::seconds(2));
-    for (;;) {
-        std::string why;
-        switch (joinAll(&why)) {
-        case JoinOutcome::Joined: return true;
-        case JoinOutcome::Stopping: return false;
-        case JoinOutcome::Lost: break;
-        }
-        if (!lost.wait(why, m_log, [this] { return stopping(); }))
-            return false;
-    }
-}
-
-bool WorkerTask::offersDataLink() const
-{
-    // At every size: with the whole step on the link (offers_messages_on_
-    // data_link) a 2-float step is one TCP exchange, where gRPC's own
-    // framing costs more than the step's bytes (BENCHMARKS.md, raw gRPC echo).
-    return m_options.connection.dataLink && !m_rpc.tls.enabled();
-}
-
-void WorkerTask::openDataLink(PsConnection &ps, const proto::DataLinkGrant &grant)
-{
-    if (!m_dataLinks)
-        m_dataLinks = std::make_unique<DataLinkContext>();
-    // As the ps: a link that moves no byte for two heartbeats is broken.
-    const auto stall = std::max(std::chrono::milliseconds(2 * m_rpc.heartbeatMs), std::chrono::milliseconds(2000));
-    std::string why;
-    if (!ps.stream->openDataLink(*m_dataLinks, parseHostPort(ps.address).host, grant, stall, stall, &why))
-        m_log("worker:" + std::to_string(m_options.task.index) + ": no data link to ps:" + std::to_string(ps.index)
-              + " (" + why + "); its tensors go on the gRPC stream");
-}
-
-WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
-{
-    const int index = m_options.task.index;
-    for (int k = 0; k < int(m_ps.size()); ++k)
-        if (!waitForPs(k))
-            return JoinOutcome::Stopping;
-    if (m_options.task.isChief()) {
-        Backoff backoff;
-        // On a rejoin a ps may have lost its memory (restarted, or a backup
-        // that took over without the state): the chief's own parameters are
-        // the newest it can give when no checkpoint holds them.
-        const Parameters *lastValues = m_joinedBefore ? &m_params : nullptr;
-        for (std::string failure = m_chief->initializeVariables(lastValues, m_globalStep); !failure.empty();
-             failure = m_chief->initializeVariables(lastValues, m_globalStep)) {
-            setState(TaskPhase::Waiting, failure);
-            if (!backoff.wait(failure, m_log, [this] { return stopping(); }))
-                return JoinOutcome::Stopping;
-        }
-    }
-
-    // The ps holds a join for up to a second and answers the moment the chief
-    // has initialised; asking again at once keeps this worker in a held join,
-    // so that a sync cluster's first step waits for it too.
-    Backoff waitingForChief(std::chrono::milliseconds(10), std::chrono::milliseconds(10));
-    Backoff indexHeld(std::chrono::milliseconds(500), std::chrono::seconds(2));
-    for (auto &ps : m_ps) {
-        {
-            std::lock_guard lock(m_streamMutex);
-            ps->closeStream();
-            ps->context = makeContext(m_rpc);
-            ps->stream = std::make_unique<TrainCall>(*ps->channel, *ps->context);
-        }
-        for (;;) {
-            if (stopping())
-                return JoinOutcome::Stopping;
-            proto::TrainRequest request;
-            auto *join = request.mutable_join();
-            join->set_worker_index(index);
-            join->set_pid(::getpid());
-            join->set_host(m_hostName);
-            join->set_acknowledged_step(ps->acknowledged);
-            *join->mutable_signature() = m_signature;
-            join->set_offers_data_link(offersDataLink());
-            join->set_offers_messages_on_data_link(offersDataLink());
-            proto::TrainResponse response;
-            if (!ps->stream->write(request) || !ps->stream->read(&response)) {
-                const auto status = ps->stream->finish();
-                ps->stream.reset();
-                if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION
-                    || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
-                    || status.error_code() == grpc::StatusCode::ALREADY_EXISTS)
-                    throw InputError(status.error_message());
-                if (status.error_code() == grpc::StatusCode::ABORTED) {
-                    // Our index's old connection is still open on the ps:
-                    // ask again once it may have closed, saying why.
-                    setState(TaskPhase::Waiting, status.error_message());
-                    if (!indexHeld.wait(status.error_message(), m_log, [this] { return stopping(); }))
-                        return JoinOutcome::Stopping;
-                    std::lock_guard lock(m_streamMutex);
-                    ps->context = makeContext(m_rpc);
-                    ps->stream = std::make_unique<TrainCall>(*ps->channel, *ps->context);
-                    continue;
-                }
-                *why = "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
-                       + " while joining: " + describeRpcError(status);
-                setState(TaskPhase::Waiting, *why);
-                return JoinOutcome::Lost;
-            }
-            const auto &join_ = response.join();
-            if (!join_.ready()) {
-                const std::string what = "waiting for " + join_.waiting_for();
-                setState(TaskPhase::Waiting, what);
-                if (!waitingForChief.wait(what, m_log, [this] { return stopping(); }))
-                    return JoinOutcome::Stopping;
-                continue;
-            }
-            readParameters(ps->index, join_.parameters());
-            if (join_.has_data_link())
-                openDataLink(*ps, join_.data_link());
-            if (ps->index == 0) {
-                ps->acknowledged = join_.global_step();
-                m_globalStep = join_.global_step();
-                m_done = join_.last_step() > 0 && m_globalStep >= join_.last_step();
-                // ps:0's --last_step ends the run; a worker started with
-                // another one is told which counts, once.
-                if (join_.last_step() != m_options.training.lastStep && m_clusterLastStep != join_.last_step())
-                    m_log("worker:" + std::to_string(index)
-                          + ": ps:0 runs to --last_step=" + std::to_string(join_.last_step()) + ", not this worker's "
-                          + std::to_string(m_options.training.lastStep) + ": ps:0's decides");
-                m_clusterLastStep = join_.last_step();
-            }
-            break;
-        }
-    }
-    // Says what goes where: a link with frames carries the whole step, one
-    // without (a ps that grants values only) the tensors' values.
-    std::string wholeSteps;
-    std::string valuesOnly;
-    for (const auto &ps : m_ps) {
-        if (!ps->stream->hasDataLink())
-            continue;
-        std::string &list = ps->stream->messagesOnDataLink() ? wholeSteps : valuesOnly;
-        list += (list.empty() ? "ps:" : ", ps:") + std::to_string(ps->index);
-    }
-    std::string links;
-    if (!wholeSteps.empty())
-        links += " (steps on data links to " + wholeSteps + ")";
-    if (!valuesOnly.empty())
-        links += " (tensor values on data links to " + valuesOnly + ")";
-    setState(TaskPhase::Training, "joined the cluster at global step " + std::to_string(m_globalStep) + links);
-    m_joinedBefore = true;
-    return JoinOutcome::Joined;
-}
-
 std::vector<int64_t> WorkerTask::nextBatch()
 {
     const size_t batch = std::min(size_t(m_options.training.batchSize), m_order.size());
@@ -710,41 +458,50 @@ bool WorkerTask::step()
     // As the seeds: print when this worker's update produced a multiple of
     // --display_step, so the workers' printed steps interleave.
     const int64_t display = m_options.training.displayStep;
-    if (counted && display > 0 && decision.update() > 0 && decision.update() % display == 0) {
-        char line[256];
-        std::string values;
-        if (total <= kMaxViewedParameters) {
-            for (size_t i = 0; i < m_variables.size(); ++i) {
-                for (Eigen::Index j = 0; j < m_params[i].size(); ++j) {
-                    std::snprintf(line, sizeof line, " %s %.4f", m_variables[i].name.c_str(), double(m_params[i][j]));
-                    values += line;
-                }
-            }
-        } else {
-            std::snprintf(line, sizeof line, " accuracy %.4f", double(m_model->accuracy(m_params, m_data)));
-            values += line;
-        }
-        // Beside the training loss, the score on data no worker trains on:
-        // what tells learning from memorising.
-        if (m_heldOut && m_chief->held()) {
-            const std::vector<float> heldOut = heldOutMetrics(*m_model, m_params, *m_heldOut);
-            const std::vector<std::string> names = heldOutMetricNames(*m_model);
-            for (size_t i = 0; i < names.size() && i < heldOut.size(); ++i) {
-                // "heldout_accuracy" -> "held-out accuracy", the log's words.
-                std::snprintf(line, sizeof line, " held-out %s %.4f", names[i].substr(names[i].find('_') + 1).c_str(),
-                              double(heldOut[i]));
+    if (counted && display > 0 && decision.update() > 0 && decision.update() % display == 0)
+        logStep(decision);
+    return true;
+}
+
+// "worker:0 step 1200 (local 600) loss 0.000123 w 2.0001 b 9.9987", as the
+// seeds print it; a model too large to list its values gives its accuracy.
+void WorkerTask::logStep(const proto::PushResponse &decision) const
+{
+    Eigen::Index total = 0;
+    for (const auto &p : m_params)
+        total += p.size();
+    char line[256];
+    std::string values;
+    if (total <= kMaxViewedParameters) {
+        for (size_t i = 0; i < m_variables.size(); ++i) {
+            for (Eigen::Index j = 0; j < m_params[i].size(); ++j) {
+                std::snprintf(line, sizeof line, " %s %.4f", m_variables[i].name.c_str(), double(m_params[i][j]));
                 values += line;
             }
         }
-        std::snprintf(line, sizeof line, "worker:%d step %lld (local %lld) loss %.6f%s%s", m_options.task.index,
-                      static_cast<long long>(decision.update()), static_cast<long long>(m_clock.load()),
-                      double(m_model->loss(m_params, m_data)), values.c_str(),
-                      decision.outcome() == proto::AGGREGATED
-                          ? (" [sync, " + std::to_string(decision.contributions()) + " gradients]").c_str()
-                          : "");
-        m_log(line);
+    } else {
+        std::snprintf(line, sizeof line, " accuracy %.4f", double(m_model->accuracy(m_params, m_data)));
+        values += line;
     }
-    return true;
+    // Beside the training loss, the score on data no worker trains on:
+    // what tells learning from memorising.
+    if (m_heldOut && m_chief->held()) {
+        const std::vector<float> heldOut = heldOutMetrics(*m_model, m_params, *m_heldOut);
+        const std::vector<std::string> names = heldOutMetricNames(*m_model);
+        for (size_t i = 0; i < names.size() && i < heldOut.size(); ++i) {
+            // "heldout_accuracy" -> "held-out accuracy", the log's words.
+            std::snprintf(line, sizeof line, " held-out %s %.4f", names[i].substr(names[i].find('_') + 1).c_str(),
+                          double(heldOut[i]));
+            values += line;
+        }
+    }
+    std::snprintf(line, sizeof line, "worker:%d step %lld (local %lld) loss %.6f%s%s", m_options.task.index,
+                  static_cast<long long>(decision.update()), static_cast<long long>(m_clock.load()),
+                  double(m_model->loss(m_params, m_data)), values.c_str(),
+                  decision.outcome() == proto::AGGREGATED
+                      ? (" [sync, " + std::to_string(decision.contributions()) + " gradients]").c_str()
+                      : "");
+    m_log(line);
 }
 
 std::optional<proto::StalenessProbe> WorkerTask::finishProbe()

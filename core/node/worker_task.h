@@ -1,6 +1,6 @@
 #pragma once
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "engine/dataset.h"
 #include "engine/model.h"
 #include "engine/variable_placement.h"
@@ -79,6 +79,8 @@ private:
     void loadHeldOutData(const DatasetOptions &training);
     // One training step; returns false when a stream broke (reconnect).
     bool step();
+    // The step's line in the log, every --display_step updates.
+    void logStep(const proto::PushResponse &decision) const;
     // The step after a probed one (--staleness_probe_every): the probed
     // step's gradient against its batch's gradient at m_params, the
     // parameters this step starts from (engine/staleness_cost.h). nullopt

@@ -2,7 +2,7 @@
 #include "base/version.h"
 
 #include "base/qt_text.h"
-#include "config/node_options.h"
+#include "config/update_modes.h"
 #include "formats/run_log.h"
 
 #include <QJsonArray>

@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/port_holder.h"
 #include "base/qt_text.h"
+#include "config/cluster_file.h"
 #include "formats/task_state_line.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/task_runner.h"

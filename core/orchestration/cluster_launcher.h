@@ -11,7 +11,7 @@
 
 #include "config/cluster_plan.h"
 #include "config/cluster_spec.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "orchestration/run_state.h"
 
 #include <QObject>

@@ -5,7 +5,7 @@
 // fills one, the headless runner reads one from flags; both hand its
 // rpcSettings() to ClusterWatcher::connectTo.
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "wire/rpc_settings.h"
 
 #include <QString>

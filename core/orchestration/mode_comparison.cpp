@@ -2,7 +2,7 @@
 
 #include "base/error.h"
 #include "base/qt_text.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "config/update_modes.h"
 #include "engine/dataset.h"
 #include "formats/run_log.h"

@@ -1,5 +1,6 @@
 #include "orchestration/preflight_check.h"
 
+#include "config/cluster_file.h"
 #include "orchestration/cluster_launcher.h"
 
 #include "base/qt_text.h"

@@ -1,6 +1,7 @@
 #include "orchestration/ssh_command.h"
 
 #include "base/qt_text.h"
+#include "config/cluster_file.h"
 
 #include <QStandardPaths>
 

@@ -6,6 +6,7 @@
 // bounded (ConnectTimeout, ServerAlive*), so a host that does not answer is
 // an error within seconds, not a silent wait.
 
+#include "config/cluster_file.h"
 #include "config/cluster_spec.h"
 
 #include <QString>

@@ -1,5 +1,6 @@
 #include "orchestration/task_runner.h"
 
+#include "config/cluster_file.h"
 #include "orchestration/ssh_command.h"
 #include "wire/cluster_token.h"
 

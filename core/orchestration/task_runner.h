@@ -6,6 +6,7 @@
 // runner decides how it is started, how a stop or a kill reaches the task,
 // and what its exit means. Qt Core only; used on the launcher's thread.
 
+#include "config/cluster_file.h"
 #include "config/cluster_spec.h"
 
 #include <QProcess>

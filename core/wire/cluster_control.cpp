@@ -1,7 +1,7 @@
 #include "wire/cluster_control.h"
 
 #include "base/error.h"
-#include "config/node_options.h"
+#include "config/control_command.h"
 #include "wire/cluster_token.h"
 
 #include "proto/parasync.grpc.pb.h"

@@ -5,7 +5,7 @@
 // call blocks up to 10 s: a ps that refuses connections is reported at once,
 // a connection that breaks while it is set up (a loaded ps) is tried again.
 
-#include "config/node_options.h"
+#include "config/control_command.h"
 #include "proto/parasync.pb.h"
 #include "wire/rpc.h"
 

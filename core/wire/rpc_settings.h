@@ -4,7 +4,7 @@
 // limit, keepalive -- without gRPC's headers, so that the app's orchestration
 // and widgets can carry it to the watcher without compiling gRPC.
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "wire/tls.h"
 
 #include <string>

@@ -8,7 +8,7 @@
 // token check (cluster_token.h) that then holds every call to it.
 
 #include "config/cluster_spec.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "wire/rpc_settings.h"
 
 #include <functional>

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 
 #include <string>
 

@@ -6,6 +6,7 @@
 // parasync-node processes.
 #include "base/error.h"
 #include "base/port_holder.h"
+#include "config/node_options.h"
 #include "engine/dataset.h"
 #include "engine/model.h"
 #include "engine/parameter_shard.h"

@@ -6,6 +6,7 @@
 // person would ("this machine", not "0 hosts").
 #include "base/port_holder.h"
 #include "base/version.h"
+#include "config/cluster_file.h"
 #include "orchestration/preflight_check.h"
 #include "support/cluster_harness.h"
 #include "support/net_namespace.h"

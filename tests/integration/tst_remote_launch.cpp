@@ -5,6 +5,7 @@
 // Workers with a command of their own (Python) run over ssh as written, get
 // the cluster token from the wrapper, and a program missing there is named.
 #include "base/port_holder.h"
+#include "config/cluster_file.h"
 #include "node/network_probe.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/ssh_command.h"

@@ -5,6 +5,7 @@
 // ps:0 (keepalive) and by the launcher (its ssh session ends), and the
 // cluster must carry on with the other worker. Needs root; skipped otherwise.
 #include "base/port_holder.h"
+#include "config/cluster_file.h"
 #include "orchestration/cluster_launcher.h"
 #include "support/cluster_harness.h"
 #include "support/net_namespace.h"

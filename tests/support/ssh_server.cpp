@@ -1,6 +1,7 @@
 #include "support/ssh_server.h"
 
 #include "base/port_holder.h"
+#include "config/cluster_file.h"
 
 #include <QDeadlineTimer>
 #include <QDir>

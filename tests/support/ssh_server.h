@@ -6,6 +6,7 @@
 // Tests reach it through the system's ssh client (RemoteHost() says how),
 // exactly as the launcher reaches a remote machine.
 
+#include "config/cluster_file.h"
 #include "config/cluster_spec.h"
 
 #include <QProcess>

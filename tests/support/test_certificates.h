@@ -3,7 +3,7 @@
 // Certificates for TLS tests, made the way an operator makes them: with the
 // openssl command line, into a temporary directory.
 
-#include "config/node_options.h"
+#include "config/task_options.h"
 
 #include <QDir>
 #include <QString>

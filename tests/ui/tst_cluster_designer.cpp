@@ -2,6 +2,7 @@
 // the plan round-trips through a cluster file, and a wrong address is named
 // in the dialog instead of reaching the processes.
 #include "base/error.h"
+#include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
 #include "config/plan_from_flags.h"
 #include "ui/cluster_designer_dialog.h"

@@ -9,7 +9,7 @@
 // its Cancel stops the tasks; bad flags exit 2.
 #include "base/error.h"
 #include "base/port_holder.h"
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "formats/run_log.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"

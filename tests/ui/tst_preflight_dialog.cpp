@@ -2,6 +2,7 @@
 // host, a red cell where a check failed with the fix listed under the grid,
 // and "Use free ports" rewriting the plan until every cell is green.
 #include "base/port_holder.h"
+#include "config/cluster_file.h"
 #include "orchestration/preflight_check.h"
 #include "support/cluster_harness.h"
 #include "support/ssh_server.h"

@@ -3,6 +3,7 @@
 // ports" checks again on the ports it found, Launch starts the tasks over ssh
 // on those ports and they train; Cancel starts nothing.
 #include "base/port_holder.h"
+#include "config/cluster_file.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/preflight_check.h"

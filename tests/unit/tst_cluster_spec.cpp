@@ -1,4 +1,5 @@
 #include "base/error.h"
+#include "config/cluster_file.h"
 #include "config/cluster_plan.h"
 #include "config/cluster_plan_file.h"
 #include "config/cluster_spec.h"

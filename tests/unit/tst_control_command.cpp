@@ -2,7 +2,7 @@
 // them (config/node_options.h's parseControlCommand): which command, whose
 // ps:0, what mode; mistakes refused before anything is called, naming the
 // flag and what to write instead.
-#include "config/node_options.h"
+#include "config/control_command.h"
 #include "support/input_error_checks.h"
 #include "support/node_arguments.h"
 

@@ -1,4 +1,5 @@
 #include "base/error.h"
+#include "config/cluster_file.h"
 #include "config/node_options.h"
 #include "support/input_error_checks.h"
 #include "support/node_arguments.h"

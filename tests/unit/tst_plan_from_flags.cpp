@@ -4,6 +4,7 @@
 // by parasync-node's own parser and refused by name.
 #include "config/plan_from_flags.h"
 
+#include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
 #include "config/cluster_spec.h"
 #include "config/update_modes.h"

@@ -2,7 +2,7 @@
 // Train streams with no server in between (InProcessTrainCall), and the
 // global step, the holds and the refusals are what the mode and the wire
 // path say they are; a watcher sees the steps on its Telemetry stream.
-#include "config/node_options.h"
+#include "config/task_options.h"
 #include "node/in_process_train_call.h"
 #include "node/ps_task.h"
 

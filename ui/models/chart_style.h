@@ -3,7 +3,7 @@
 // Colours and words every chart shares, so that worker:1 has the same colour
 // in the timeline, the loss chart and the bar charts.
 
-#include "config/node_options.h"
+#include "config/update_modes.h"
 
 #include <QColor>
 #include <QString>
