@@ -194,17 +194,21 @@ private:
 
 } // namespace
 
-void ClusterWatcher::run(const std::string &address, const RpcSettings &settings, uint64_t generation,
-                         const std::string &historyDirectory, bool discoverHistory)
+// What one watch keeps from stream to stream (run()'s thread only): ps:0's
+// processes, where the next stream resumes, and the run state it draws.
+struct ClusterWatcher::Watch
 {
+    uint64_t generation = 0;
+    RpcSettings settings;
+    std::string historyDirectory;
+    bool discoverHistory = false;
     // Events up to this global step came from the run directory's history.
     int64_t historyStep = -1;
     // ps:0's processes: the address given, then the other one of its pair
     // once a status names it (--ps_backup_hosts). When the one watched dies,
     // the other takes over, and the watcher turns to it.
-    std::vector<std::string> addresses{address};
+    std::vector<std::string> addresses;
     size_t current = 0;
-    const auto other = [&] { return (current + 1) % addresses.size(); };
     RecentEvents recentEvents;
     // After a lost stream, the next one resumes after this global step (-1: live only).
     int64_t resumeAfter = -1;
@@ -216,52 +220,84 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
     bool turnedWithinPair = false;
     std::unique_ptr<proto::ClusterControl::Stub> control;
     std::unique_ptr<proto::Telemetry::Stub> telemetry;
-    Backoff backoff(100ms, 2000ms);
     RunState state;
     bool everConnected = false;
-    bool changed = false;
+    bool changed = false; // since the last snapshot went out
     std::string lastStatus;
-    auto lastPublish = std::chrono::steady_clock::now() - 1h;
-    auto lastStatusRequest = lastPublish;
+    std::chrono::steady_clock::time_point lastPublish = std::chrono::steady_clock::now() - 1h;
+    std::chrono::steady_clock::time_point lastStatusRequest = lastPublish;
 
-    const auto say = [this, generation](bool connected, const std::string &message) {
-        post(generation, [this, connected, text = qs(message)] { Q_EMIT connectionStateChanged(connected, text); });
-    };
-    // Makes `context` the one stopThread() cancels; false once stopping.
-    const auto track = [this](std::shared_ptr<grpc::ClientContext> context) {
-        std::lock_guard lock(m_callMutex);
-        m_activeCall = std::move(context);
-        return !m_stop.load();
-    };
-    const auto publish = [&](bool force) {
-        const auto now = std::chrono::steady_clock::now();
-        if (!changed)
-            return;
-        if (!force
-            && (now - lastPublish < std::chrono::milliseconds(m_intervalMs.load()) || m_queuedSnapshots.load() > 0))
-            return;
-        changed = false;
-        lastPublish = now;
-        ++m_queuedSnapshots;
-        auto snapshot = std::make_shared<const RunSnapshot>(state.snapshot());
-        QMetaObject::invokeMethod(
-            this,
-            [this, generation, snapshot] {
-                --m_queuedSnapshots;
-                if (generation == m_generation)
-                    Q_EMIT snapshotReady(*snapshot);
-            },
-            Qt::QueuedConnection);
-    };
+    std::string where() const { return "ps:0 at " + addresses[current]; }
+    void turnToOther()
+    {
+        current = (current + 1) % addresses.size();
+        turnedWithinPair = true;
+    }
+};
+
+// How one Watch stream ended.
+struct ClusterWatcher::StreamEnd
+{
+    bool stopped = false;       // the watcher is stopping
+    bool connected = false;     // a first batch arrived
+    bool finished = false;      // the cluster finished
+    bool turnToPrimary = false; // the process watched is a backup whose primary lives
+    grpc::Status status;
+};
+
+void ClusterWatcher::say(uint64_t generation, bool connected, const std::string &message)
+{
+    post(generation, [this, connected, text = qs(message)] { Q_EMIT connectionStateChanged(connected, text); });
+}
+
+bool ClusterWatcher::track(std::shared_ptr<grpc::ClientContext> context)
+{
+    std::lock_guard lock(m_callMutex);
+    m_activeCall = std::move(context);
+    return !m_stop.load();
+}
+
+void ClusterWatcher::publish(Watch &watch, bool force)
+{
+    const auto now = std::chrono::steady_clock::now();
+    if (!watch.changed)
+        return;
+    if (!force
+        && (now - watch.lastPublish < std::chrono::milliseconds(m_intervalMs.load()) || m_queuedSnapshots.load() > 0))
+        return;
+    watch.changed = false;
+    watch.lastPublish = now;
+    ++m_queuedSnapshots;
+    auto snapshot = std::make_shared<const RunSnapshot>(watch.state.snapshot());
+    QMetaObject::invokeMethod(
+        this,
+        [this, generation = watch.generation, snapshot] {
+            --m_queuedSnapshots;
+            if (generation == m_generation)
+                Q_EMIT snapshotReady(*snapshot);
+        },
+        Qt::QueuedConnection);
+}
+
+void ClusterWatcher::run(const std::string &address, const RpcSettings &settings, uint64_t generation,
+                         const std::string &historyDirectory, bool discoverHistory)
+{
+    Watch watch;
+    watch.generation = generation;
+    watch.settings = settings;
+    watch.historyDirectory = historyDirectory;
+    watch.discoverHistory = discoverHistory;
+    watch.addresses = {address};
+    Backoff backoff(100ms, 2000ms);
 
     while (!m_stop) {
-        const std::string where = "ps:0 at " + addresses[current];
+        const std::string where = watch.where();
         // A fresh channel for every attempt: a channel whose connection was
         // refused waits out gRPC's own reconnect back-off (seconds) before it
         // tries again, even after ps:0 came up; a new one connects at once.
-        auto channel = makeChannel(addresses[current], settings);
-        control = proto::ClusterControl::NewStub(channel);
-        telemetry = proto::Telemetry::NewStub(channel);
+        auto channel = makeChannel(watch.addresses[watch.current], settings);
+        watch.control = proto::ClusterControl::NewStub(channel);
+        watch.telemetry = proto::Telemetry::NewStub(channel);
         std::string failure;
         // A short unary call first: a wrong or firewalled host answers with a
         // timeout in 2 s instead of a stream that hangs while connecting.
@@ -270,149 +306,23 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
             if (!track(context))
                 break;
             proto::ClusterStatusResponse ignored;
-            const grpc::Status status = control->GetClusterStatus(context.get(), {}, &ignored);
+            const grpc::Status status = watch.control->GetClusterStatus(context.get(), {}, &ignored);
             track(nullptr);
             if (!status.ok())
                 failure = describeWatchFailure(where, status, false);
         }
         if (failure.empty()) {
-            auto context = sharedContext(settings);
-            if (!track(context))
+            const StreamEnd end = watchStream(watch);
+            if (end.stopped)
                 break;
-            proto::WatchRequest request;
-            request.set_include_status(true);
-            if (resumeAfter >= 0)
-                request.set_resume_after_step(resumeAfter);
-            auto reader = telemetry->Watch(context.get(), request);
-            bool connected = false;
-            bool finished = false;
-            bool turnToPrimary = false;
-            proto::TelemetryBatch batch;
-            while (reader->Read(&batch)) {
-                if (batch.has_status() && batch.status().has_replica()) {
-                    const proto::ReplicaStatus &replica = batch.status().replica();
-                    if (addresses.size() == 1 && !replica.peer().empty() && replica.peer() != addresses[0])
-                        addresses.push_back(replica.peer());
-                    // A backup that follows a live primary sends no events:
-                    // watch the primary. One whose primary is gone stays
-                    // watched; it takes over when a worker turns to it.
-                    if (replica.role() == proto::REPLICA_BACKUP && replica.peer_attached() && addresses.size() > 1) {
-                        turnToPrimary = true;
-                        break;
-                    }
-                }
-                if (!connected) {
-                    connected = true;
-                    backoff.reset();
-                    // A ps:0 that restarted from step 0 runs a new run: do
-                    // not draw it over the old one.
-                    if (everConnected && !turnedWithinPair && batch.has_status()
-                        && batch.status().global_step() < state.globalStep()) {
-                        state.clear();
-                        recentEvents = RecentEvents();
-                        resumeAfter = -1;
-                        lastEventStep = -1;
-                        changed = true;
-                    }
-                    if (!everConnected) {
-                        std::string directory = historyDirectory;
-                        if (directory.empty() && discoverHistory && batch.has_status())
-                            directory = discoverRunDirectory(batch.status());
-                        if (!directory.empty()) {
-                            // Read after the stream is up, so no event falls
-                            // between the log's end and the first live one.
-                            // ps:0 writes the log from a queue, a little behind
-                            // its telemetry: read until the log reaches the
-                            // step the stream started at (bounded: a run
-                            // without a log there would never get there).
-                            const int64_t streamStart = batch.has_status() ? batch.status().global_step() : 0;
-                            try {
-                                RunState fromDisk;
-                                RunDirectoryInfo info = replayRunDirectory(directory, &fromDisk);
-                                for (int attempt = 0; attempt < 40 && fromDisk.globalStep() < streamStart && !m_stop;
-                                     ++attempt) {
-                                    std::this_thread::sleep_for(50ms);
-                                    fromDisk = RunState();
-                                    info = replayRunDirectory(directory, &fromDisk);
-                                }
-                                state = std::move(fromDisk);
-                                historyStep = state.globalStep();
-                                changed = true;
-                                say(false, "read the run's history from " + directory + ": "
-                                               + std::to_string(info.records) + " records up to global step "
-                                               + std::to_string(historyStep) + "; continuing live");
-                            } catch (const InputError &e) {
-                                say(false, std::string("the run's history is not shown: ") + e.what());
-                            }
-                        }
-                    }
-                    everConnected = true;
-                    turnedWithinPair = false;
-                    say(true, "connected to " + where);
-                }
-                if (batch.events_size() > 0) {
-                    auto *events = batch.mutable_events();
-                    events->erase(std::remove_if(events->begin(), events->end(),
-                                                 [&](const auto &event) {
-                                                     return eventStep(event) != kNoStep
-                                                            && !recentEvents.firstTime(event);
-                                                 }),
-                                  events->end());
-                    for (const auto &event : *events)
-                        if (event.has_step())
-                            lastEventStep = std::max(lastEventStep, event.step().global_step());
-                }
-                if (historyStep >= 0 && batch.events_size() > 0) {
-                    // The first live events may repeat the log's last ones.
-                    auto *events = batch.mutable_events();
-                    const auto old = std::remove_if(events->begin(), events->end(), [historyStep](const auto &event) {
-                        return eventStep(event) <= historyStep;
-                    });
-                    if (old != events->begin())
-                        historyStep = -1; // live events past the history: no more to filter
-                    events->erase(old, events->end());
-                }
-                if (batch.events_size() > 0 || batch.lost_events() > 0 || batch.cluster_finished())
-                    changed = true;
-                if (batch.has_status()) {
-                    // ps:0 repeats its status every 0.5 s; only a new one is news.
-                    std::string serialized = batch.status().SerializeAsString();
-                    if (serialized != lastStatus) {
-                        lastStatus = std::move(serialized);
-                        changed = true;
-                    }
-                }
-                state.apply(batch);
-                // Steps arrived before a status that names the parameters
-                // (ps:0 repeats it only every 0.5 s): ask for it now.
-                if (state.wantsSignature() && std::chrono::steady_clock::now() - lastStatusRequest > 1s) {
-                    lastStatusRequest = std::chrono::steady_clock::now();
-                    auto statusContext = sharedContext(settings, kProbeDeadline);
-                    proto::ClusterStatusResponse status;
-                    if (track(statusContext) && control->GetClusterStatus(statusContext.get(), {}, &status).ok())
-                        state.applyStatus(status);
-                    // Stopping meanwhile cancelled the status call, not the stream.
-                    if (!track(context))
-                        context->TryCancel();
-                }
-                if (batch.cluster_finished()) {
-                    finished = true;
-                    break;
-                }
-                // ps:0 sends a batch at least every 50 ms, even an empty one,
-                // so a change held back here goes out at the next one.
-                publish(false);
-                batch.Clear();
-            }
-            if (finished || turnToPrimary)
-                context->TryCancel(); // we leave before the stream's end
-            const grpc::Status status = reader->Finish();
-            track(nullptr);
-            if (finished) {
-                state.setFinished(true);
-                changed = true;
-                publish(true);
-                const std::string message = "the cluster finished at global step " + std::to_string(state.globalStep());
+            if (end.connected)
+                backoff.reset();
+            if (end.finished) {
+                watch.state.setFinished(true);
+                watch.changed = true;
+                publish(watch, true);
+                const std::string message
+                    = "the cluster finished at global step " + std::to_string(watch.state.globalStep());
                 post(generation, [this, text = qs(message)] {
                     Q_EMIT clusterFinished();
                     Q_EMIT connectionStateChanged(false, text);
@@ -421,35 +331,182 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
             }
             if (m_stop)
                 break;
-            publish(true);
-            if (turnToPrimary) {
-                current = other();
-                turnedWithinPair = true;
-                say(false, where + " is the backup of ps:0's pair; watching its primary at " + addresses[current]);
+            publish(watch, true);
+            if (end.turnToPrimary) {
+                watch.turnToOther();
+                say(generation, false,
+                    where + " is the backup of ps:0's pair; watching its primary at " + watch.addresses[watch.current]);
                 continue;
             }
-            failure = describeWatchFailure(where, status, connected);
+            failure = describeWatchFailure(where, end.status, end.connected);
             // The next stream fills the gap: it starts with the events after
             // the last step seen that ps:0 still holds (the last step's
             // too: in sync mode not every worker's may have arrived).
-            if (connected && lastEventStep > 0)
-                resumeAfter = lastEventStep - 1;
-            if (connected && addresses.size() > 1) {
+            if (end.connected && watch.lastEventStep > 0)
+                watch.resumeAfter = watch.lastEventStep - 1;
+            if (end.connected && watch.addresses.size() > 1) {
                 // The watched process died: its partner takes over (or
                 // already has). Turn to it at once rather than after a pause.
-                current = other();
-                turnedWithinPair = true;
-                say(false, failure + "; turning to the other process of ps:0's pair, at " + addresses[current]);
+                watch.turnToOther();
+                say(generation, false,
+                    failure + "; turning to the other process of ps:0's pair, at " + watch.addresses[watch.current]);
                 continue;
             }
         }
         // Neither process may answer for a while (both restarting): try
         // them in turn.
-        if (addresses.size() > 1)
-            current = other();
+        if (watch.addresses.size() > 1)
+            watch.current = (watch.current + 1) % watch.addresses.size();
         if (!backoff.wait(
-                failure, [&](const std::string &line) { say(false, line); }, [this] { return m_stop.load(); }))
+                failure, [&](const std::string &line) { say(generation, false, line); },
+                [this] { return m_stop.load(); }))
             break;
+    }
+}
+
+ClusterWatcher::StreamEnd ClusterWatcher::watchStream(Watch &watch)
+{
+    StreamEnd end;
+    auto context = sharedContext(watch.settings);
+    if (!track(context)) {
+        end.stopped = true;
+        return end;
+    }
+    proto::WatchRequest request;
+    request.set_include_status(true);
+    if (watch.resumeAfter >= 0)
+        request.set_resume_after_step(watch.resumeAfter);
+    auto reader = watch.telemetry->Watch(context.get(), request);
+    proto::TelemetryBatch batch;
+    while (reader->Read(&batch)) {
+        if (batch.has_status() && batch.status().has_replica()) {
+            const proto::ReplicaStatus &replica = batch.status().replica();
+            if (watch.addresses.size() == 1 && !replica.peer().empty() && replica.peer() != watch.addresses[0])
+                watch.addresses.push_back(replica.peer());
+            // A backup that follows a live primary sends no events: watch
+            // the primary. One whose primary is gone stays watched; it takes
+            // over when a worker turns to it.
+            if (replica.role() == proto::REPLICA_BACKUP && replica.peer_attached() && watch.addresses.size() > 1) {
+                end.turnToPrimary = true;
+                break;
+            }
+        }
+        if (!end.connected) {
+            end.connected = true;
+            onConnected(watch, batch);
+        }
+        dropRepeatedEvents(watch, batch);
+        if (batch.events_size() > 0 || batch.lost_events() > 0 || batch.cluster_finished())
+            watch.changed = true;
+        if (batch.has_status()) {
+            // ps:0 repeats its status every 0.5 s; only a new one is news.
+            std::string serialized = batch.status().SerializeAsString();
+            if (serialized != watch.lastStatus) {
+                watch.lastStatus = std::move(serialized);
+                watch.changed = true;
+            }
+        }
+        watch.state.apply(batch);
+        // Steps arrived before a status that names the parameters (ps:0
+        // repeats it only every 0.5 s): ask for it now.
+        if (watch.state.wantsSignature() && std::chrono::steady_clock::now() - watch.lastStatusRequest > 1s) {
+            watch.lastStatusRequest = std::chrono::steady_clock::now();
+            auto statusContext = sharedContext(watch.settings, kProbeDeadline);
+            proto::ClusterStatusResponse status;
+            if (track(statusContext) && watch.control->GetClusterStatus(statusContext.get(), {}, &status).ok())
+                watch.state.applyStatus(status);
+            // Stopping meanwhile cancelled the status call, not the stream.
+            if (!track(context))
+                context->TryCancel();
+        }
+        if (batch.cluster_finished()) {
+            end.finished = true;
+            break;
+        }
+        // ps:0 sends a batch at least every 50 ms, even an empty one, so a
+        // change held back here goes out at the next one.
+        publish(watch, false);
+        batch.Clear();
+    }
+    if (end.finished || end.turnToPrimary)
+        context->TryCancel(); // we leave before the stream's end
+    end.status = reader->Finish();
+    track(nullptr);
+    return end;
+}
+
+void ClusterWatcher::onConnected(Watch &watch, const proto::TelemetryBatch &first)
+{
+    // A ps:0 that restarted from step 0 runs a new run: do not draw it over
+    // the old one.
+    if (watch.everConnected && !watch.turnedWithinPair && first.has_status()
+        && first.status().global_step() < watch.state.globalStep()) {
+        watch.state.clear();
+        watch.recentEvents = RecentEvents();
+        watch.resumeAfter = -1;
+        watch.lastEventStep = -1;
+        watch.changed = true;
+    }
+    if (!watch.everConnected)
+        readHistory(watch, first);
+    watch.everConnected = true;
+    watch.turnedWithinPair = false;
+    say(watch.generation, true, "connected to " + watch.where());
+}
+
+void ClusterWatcher::readHistory(Watch &watch, const proto::TelemetryBatch &first)
+{
+    std::string directory = watch.historyDirectory;
+    if (directory.empty() && watch.discoverHistory && first.has_status())
+        directory = discoverRunDirectory(first.status());
+    if (directory.empty())
+        return;
+    // Read after the stream is up, so no event falls between the log's end
+    // and the first live one. ps:0 writes the log from a queue, a little
+    // behind its telemetry: read until the log reaches the step the stream
+    // started at (bounded: a run without a log there would never get there).
+    const int64_t streamStart = first.has_status() ? first.status().global_step() : 0;
+    try {
+        RunState fromDisk;
+        RunDirectoryInfo info = replayRunDirectory(directory, &fromDisk);
+        for (int attempt = 0; attempt < 40 && fromDisk.globalStep() < streamStart && !m_stop; ++attempt) {
+            std::this_thread::sleep_for(50ms);
+            fromDisk = RunState();
+            info = replayRunDirectory(directory, &fromDisk);
+        }
+        watch.state = std::move(fromDisk);
+        watch.historyStep = watch.state.globalStep();
+        watch.changed = true;
+        say(watch.generation, false,
+            "read the run's history from " + directory + ": " + std::to_string(info.records)
+                + " records up to global step " + std::to_string(watch.historyStep) + "; continuing live");
+    } catch (const InputError &e) {
+        say(watch.generation, false, std::string("the run's history is not shown: ") + e.what());
+    }
+}
+
+void ClusterWatcher::dropRepeatedEvents(Watch &watch, proto::TelemetryBatch &batch)
+{
+    if (batch.events_size() == 0)
+        return;
+    auto *events = batch.mutable_events();
+    // A resumed stream sends again what the last one may have delivered.
+    events->erase(std::remove_if(events->begin(), events->end(),
+                                 [&](const auto &event) {
+                                     return eventStep(event) != kNoStep && !watch.recentEvents.firstTime(event);
+                                 }),
+                  events->end());
+    for (const auto &event : *events)
+        if (event.has_step())
+            watch.lastEventStep = std::max(watch.lastEventStep, event.step().global_step());
+    if (watch.historyStep >= 0 && batch.events_size() > 0) {
+        // The first live events may repeat the log's last ones.
+        const int64_t historyStep = watch.historyStep;
+        const auto old = std::remove_if(events->begin(), events->end(),
+                                        [historyStep](const auto &event) { return eventStep(event) <= historyStep; });
+        if (old != events->begin())
+            watch.historyStep = -1; // live events past the history: no more to filter
+        events->erase(old, events->end());
     }
 }
 
@@ -502,53 +559,58 @@ void ClusterWatcher::setMode(const proto::ModeConfig &mode)
                    });
 }
 
-void ClusterWatcher::setStraggler(const QString &workerAddress, int delayMs)
+template<typename Response, typename Call>
+void ClusterWatcher::callWorker(const QString &workerAddress, const std::string &failingTo, Call call,
+                                std::function<void(const Response &)> done)
 {
     const std::string address = workerAddress.toStdString();
     const RpcSettings settings = m_settings;
-    runControlCall(
-        kControlDeadline,
-        [this, address, settings, delayMs, workerAddress](grpc::ClientContext *context) -> std::function<void()> {
-            auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
-            proto::SetStragglerRequest request;
-            request.set_delay_ms(delayMs);
-            proto::SetStragglerResponse response;
-            const grpc::Status status = stub->SetStraggler(context, request, &response);
-            if (!status.ok()) {
-                const QString message
-                    = qs("cannot slow down the worker at " + address + ": " + describeRpcError(status));
-                return [this, message] { Q_EMIT controlFinished(false, message); };
-            }
+    runControlCall(kControlDeadline,
+                   [this, address, settings, failingTo, call = std::move(call),
+                    done = std::move(done)](grpc::ClientContext *context) -> std::function<void()> {
+                       auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+                       auto response = std::make_shared<Response>();
+                       const grpc::Status status = call(*stub, context, response.get());
+                       if (!status.ok()) {
+                           const QString message = qs("cannot " + failingTo + " the worker at " + address + ": "
+                                                      + describeRpcError(status));
+                           return [this, message] { Q_EMIT controlFinished(false, message); };
+                       }
+                       return [done, response] { done(*response); };
+                   });
+}
+
+void ClusterWatcher::setStraggler(const QString &workerAddress, int delayMs)
+{
+    proto::SetStragglerRequest request;
+    request.set_delay_ms(delayMs);
+    callWorker<proto::SetStragglerResponse>(
+        workerAddress, "slow down",
+        [request](proto::TaskControl::Stub &stub, grpc::ClientContext *context, proto::SetStragglerResponse *response) {
+            return stub.SetStraggler(context, request, response);
+        },
+        [this, workerAddress](const proto::SetStragglerResponse &response) {
             const int now = response.delay_ms();
+            const std::string address = workerAddress.toStdString();
             const QString message
                 = now > 0 ? qs("the worker at " + address + " now takes " + std::to_string(now) + " ms longer per step")
                           : qs("the worker at " + address + " runs at full speed again");
-            return [this, workerAddress, now, message] {
-                Q_EMIT stragglerChanged(workerAddress, now);
-                Q_EMIT controlFinished(true, message);
-            };
+            Q_EMIT stragglerChanged(workerAddress, now);
+            Q_EMIT controlFinished(true, message);
         });
 }
 
 void ClusterWatcher::setPace(const QString &workerAddress, int computeMs)
 {
-    const std::string address = workerAddress.toStdString();
-    const RpcSettings settings = m_settings;
-    runControlCall(
-        kControlDeadline,
-        [this, address, settings, computeMs, workerAddress](grpc::ClientContext *context) -> std::function<void()> {
-            auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
-            proto::SetPaceRequest request;
-            request.set_compute_ms(computeMs);
-            proto::SetPaceResponse response;
-            const grpc::Status status = stub->SetPace(context, request, &response);
-            if (!status.ok()) {
-                const QString message
-                    = qs("cannot change the pace of the worker at " + address + ": " + describeRpcError(status));
-                return [this, message] { Q_EMIT controlFinished(false, message); };
-            }
-            const int now = response.compute_ms();
-            return [this, workerAddress, now] { Q_EMIT paceChanged(workerAddress, now); };
+    proto::SetPaceRequest request;
+    request.set_compute_ms(computeMs);
+    callWorker<proto::SetPaceResponse>(
+        workerAddress, "change the pace of",
+        [request](proto::TaskControl::Stub &stub, grpc::ClientContext *context, proto::SetPaceResponse *response) {
+            return stub.SetPace(context, request, response);
+        },
+        [this, workerAddress](const proto::SetPaceResponse &response) {
+            Q_EMIT paceChanged(workerAddress, response.compute_ms());
         });
 }
 

@@ -105,11 +105,29 @@ private:
     // arguments for as long as it runs.
     void run(const std::string &address, const RpcSettings &settings, uint64_t generation,
              const std::string &historyDirectory, bool discoverHistory);
+    // run()'s parts: one Watch stream, its first batch, the run directory's
+    // history read then, events a resumed stream repeats, a snapshot out.
+    struct Watch;
+    struct StreamEnd;
+    StreamEnd watchStream(Watch &watch);
+    void onConnected(Watch &watch, const proto::TelemetryBatch &first);
+    void readHistory(Watch &watch, const proto::TelemetryBatch &first);
+    void dropRepeatedEvents(Watch &watch, proto::TelemetryBatch &batch);
+    void publish(Watch &watch, bool force);
+    void say(uint64_t generation, bool connected, const std::string &message);
+    // Makes `context` the one stopThread() cancels; false once stopping.
+    bool track(std::shared_ptr<grpc::ClientContext> context);
     void stopThread();
     // Runs `call` on a background thread with a context that the destructor
     // can cancel; `call` returns the function to run on the owner's thread.
     void runControlCall(std::chrono::milliseconds deadline,
                         std::function<std::function<void()>(grpc::ClientContext *)> call);
+    // One TaskControl call to the worker at `workerAddress` through
+    // runControlCall: `done` gets its answer on the owner's thread; a
+    // failure says "cannot <failingTo> the worker at ...".
+    template<typename Response, typename Call>
+    void callWorker(const QString &workerAddress, const std::string &failingTo, Call call,
+                    std::function<void(const Response &)> done);
     // Queues `function` to the owner's thread; dropped when the connection
     // it belongs to (`generation`) has been replaced since.
     void post(uint64_t generation, std::function<void()> function);
