@@ -1,5 +1,5 @@
 // `parasync-node --status` and `--set_mode=...` as the command line gives
-// them (config/node_options.h's parseControlCommand): which command, whose
+// them (config/control_command.h's parseControlCommand): which command, whose
 // ps:0, what mode; mistakes refused before anything is called, naming the
 // flag and what to write instead.
 #include "config/control_command.h"
