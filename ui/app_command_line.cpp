@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/version.h"
 #include "config/plan_from_flags.h"
+#include "config/update_modes.h"
 
 #include <QCommandLineParser>
 #include <QDir>
@@ -20,9 +21,9 @@ std::vector<HeadlessOptions::TourStop> demoTour(const QCommandLineParser &parser
     if (parser.isSet(QStringLiteral("mode")))
         return {{plan.training.mode, 60}};
     std::vector<HeadlessOptions::TourStop> tour;
-    for (const proto::UpdateMode mode : {proto::ASYNC, proto::SYNC, proto::SSP}) {
+    for (const UpdateModeInfo &mode : updateModes()) {
         proto::ModeConfig config = plan.training.mode;
-        config.set_mode(mode);
+        config.set_mode(mode.mode);
         tour.push_back({config, 20});
     }
     return tour;

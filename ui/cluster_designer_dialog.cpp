@@ -4,6 +4,7 @@
 #include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
 #include "config/task_options.h"
+#include "config/update_modes.h"
 #include "engine/model.h"
 #include "engine/optimizer.h"
 #include "ui/tfjob_dialog.h"
@@ -130,9 +131,10 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     m_learningRate->setRange(0.00001, 10);
     m_learningRate->setSingleStep(0.01);
     m_batchSize->setRange(1, 1000000);
-    m_mode->addItem(tr("async"), int(proto::ASYNC));
-    m_mode->addItem(tr("sync"), int(proto::SYNC));
-    m_mode->addItem(tr("ssp (semi-sync)"), int(proto::SSP));
+    for (const UpdateModeInfo &info : updateModes()) {
+        m_mode->addItem(QString::fromUtf8(info.label), int(info.mode));
+        m_mode->setItemData(m_mode->count() - 1, QString::fromUtf8(info.meaning), Qt::ToolTipRole);
+    }
     m_staleness->setRange(0, 100000);
     m_replicas->setRange(0, 100000);
     m_replicas->setSpecialValueText(tr("all live workers"));
@@ -252,18 +254,20 @@ void ClusterDesignerDialog::updateStalenessHint()
     // rarely matters; the demo's learning rate of 0.05 trains with 16 async
     // workers and diverges from 32 (bench_cluster's 8-64 worker runs use
     // 0.005 for this reason). Sync averages fresh gradients only, and ssp
-    // bounds the clocks' spread, so neither gets the hint.
+    // bounds the clocks' spread, so neither gets the hint: the table's
+    // unboundedStaleness says which modes do.
     constexpr int kManyAsyncWorkers = 16;
     const int workers = m_workers->count();
-    const bool async = proto::UpdateMode(m_mode->currentData().toInt()) == proto::ASYNC;
-    if (!async || workers < kManyAsyncWorkers) {
+    const UpdateModeInfo *mode = findUpdateMode(proto::UpdateMode(m_mode->currentData().toInt()));
+    if (!mode || !mode->unboundedStaleness || workers < kManyAsyncWorkers) {
         m_stalenessHint->hide();
         return;
     }
     m_stalenessHint->setText(
-        tr("Async with %1 workers: a gradient can be up to %2 updates old when it is applied. If the loss grows "
-           "instead of falling, lower the learning rate (now %3) about in proportion to the workers, or use ssp "
+        tr("%1 with %2 workers: a gradient can be up to %3 updates old when it is applied. If the loss grows "
+           "instead of falling, lower the learning rate (now %4) about in proportion to the workers, or use ssp "
            "to bound the staleness.")
+            .arg(QString::fromUtf8(mode->label))
             .arg(workers)
             .arg(workers - 1)
             .arg(m_learningRate->value()));
@@ -272,10 +276,10 @@ void ClusterDesignerDialog::updateStalenessHint()
 
 void ClusterDesignerDialog::updateModeFields()
 {
-    const auto mode = proto::UpdateMode(m_mode->currentData().toInt());
-    m_staleness->setEnabled(mode == proto::SSP);
-    m_replicas->setEnabled(mode == proto::SYNC);
-    m_totalReplicas->setEnabled(mode == proto::SYNC);
+    const UpdateModeInfo *mode = findUpdateMode(proto::UpdateMode(m_mode->currentData().toInt()));
+    m_staleness->setEnabled(mode && mode->knobs.staleness);
+    m_replicas->setEnabled(mode && mode->knobs.replicas);
+    m_totalReplicas->setEnabled(mode && mode->knobs.replicas);
 }
 
 bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const

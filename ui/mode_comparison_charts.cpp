@@ -1,5 +1,6 @@
 #include "ui/mode_comparison_charts.h"
 
+#include "config/update_modes.h"
 #include "ui/chart_setup.h"
 #include "ui/models/chart_style.h"
 
@@ -130,6 +131,23 @@ QString metricText(const QString &metric)
         .replace(QLatin1String("heldout"), QLatin1String("held-out"));
 }
 
+QColor modeRunColor(const std::vector<ModeRunSummary> &runs, size_t run)
+{
+    const UpdateModeInfo *info = findUpdateMode(runs[run].mode.mode());
+    if (!info)
+        return runColor(int(run));
+    size_t sameModeBefore = 0;
+    for (size_t i = 0; i < run; ++i)
+        sameModeBefore += runs[i].mode.mode() == runs[run].mode.mode() ? 1 : 0;
+    const QColor color = QColor::fromRgb(QRgb(info->rgb));
+    switch (sameModeBefore % 4) {
+    case 0: return color;
+    case 1: return color.darker(160);
+    case 2: return color.lighter(150);
+    default: return color.darker(250);
+    }
+}
+
 QString modeRunLabel(const ModeRunSummary &run)
 {
     return run.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? run.name : shortModeLabel(run.mode);
@@ -239,9 +257,9 @@ void ModeLossChart::rebuild()
                 reached.append(QPointF(x, p.loss));
         }
         m_lines[i]->setName(modeRunLabel(run));
-        m_lines[i]->setPen(QPen(runColor(int(i)), 2));
+        m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, i), 2));
         m_lines[i]->replace(points);
-        m_reached[i]->setColor(runColor(int(i)));
+        m_reached[i]->setColor(modeRunColor(m_summary->runs, i));
         m_reached[i]->setBorderColor(Qt::white);
         m_reached[i]->replace(reached);
     }
@@ -348,7 +366,7 @@ void ModeHeldOutChart::rebuild()
             }
         }
         m_lines[i]->setName(modeRunLabel(run));
-        m_lines[i]->setPen(QPen(runColor(int(i)), 2));
+        m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, i), 2));
         m_lines[i]->replace(points);
     }
     m_yAxis->setTitleText(tr("%1 (log scale)").arg(metricText(name)));
@@ -436,7 +454,7 @@ void ModeStalenessChart::rebuild()
         if (!points.isEmpty())
             points.append(QPointF(double(xMax), 100.0));
         m_lines[i]->setName(modeRunLabel(run)); // the table has the medians and maxima
-        m_lines[i]->setPen(QPen(runColor(int(i)), 2));
+        m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, i), 2));
         m_lines[i]->replace(points);
     }
     setRoundRange(m_xAxis, 0, double(xMax));
@@ -583,7 +601,7 @@ void ModeBarChart::rebuild()
     m_categoryAxis->append(data.categories);
     double maxValue = 0;
     for (size_t i = 0; i < data.sets.size(); ++i) {
-        QBarSet *set = newBarSet(data.sets[i].first, runColor(int(i)), data.sets[i].second);
+        QBarSet *set = newBarSet(data.sets[i].first, modeRunColor(m_summary->runs, i), data.sets[i].second);
         set->setLabelColor(QColor(0x30, 0x30, 0x30));
         m_bars->append(set);
         for (const double v : data.sets[i].second)

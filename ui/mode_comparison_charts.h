@@ -7,6 +7,7 @@
 #include "orchestration/mode_comparison.h"
 #include "ui/chart_widget.h"
 
+#include <QColor>
 #include <QString>
 #include <QStringList>
 
@@ -27,6 +28,12 @@ namespace parasync::ui {
 
 // "async", "sync", "ssp s=10": a run's mode as the figure names it.
 QString modeRunLabel(const ModeRunSummary &run);
+
+// A run's colour in every panel: its mode's colour from the table of modes,
+// a darker or lighter shade for a second or third contender of one mode
+// (sync:15/16 beside sync, ssp:10 beside ssp:3), so that a colour means a
+// mode across figures; a run of no known mode gets the run palette's.
+QColor modeRunColor(const std::vector<ModeRunSummary> &runs, size_t run);
 
 // "12 s", "0.9 s"; "0.13", "–" for NaN: the figure's times and losses.
 QString secondsText(double value);

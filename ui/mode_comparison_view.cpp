@@ -2,6 +2,7 @@
 
 #include "base/qt_text.h"
 #include "config/task_options.h"
+#include "config/update_modes.h"
 #include "ui/chart_exporter.h"
 #include "ui/models/chart_style.h"
 
@@ -158,7 +159,8 @@ void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
             if (advance > cell.width() - 6)
                 font.setPixelSize(std::max(8, int(font.pixelSize() * std::max(0.7, (cell.width() - 6) / advance))));
             painter->setFont(font);
-            painter->setPen(r == 0 && c > 0 ? runColor(c - 1).darker(120) : QColor(0x20, 0x20, 0x20));
+            painter->setPen(r == 0 && c > 0 ? modeRunColor(m_summary->runs, size_t(c - 1)).darker(120)
+                                            : QColor(0x20, 0x20, 0x20));
             const QString text = painter->fontMetrics().elidedText(fields[c], Qt::ElideRight, int(cell.width()) - 4);
             painter->drawText(cell, (c == 0 ? Qt::AlignLeft : Qt::AlignHCenter) | Qt::AlignVCenter, text);
         }
@@ -390,7 +392,8 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
             row << (worker ? QString::number(worker->stepsPerSecond, 'f', 2) : QString())
                 << (worker ? QString::number(worker->waitFraction, 'f', 4) : QString());
         }
-        row << (run.mode.mode() == proto::SSP ? QString::number(run.mode.staleness()) : QString())
+        const UpdateModeInfo *mode = findUpdateMode(run.mode.mode());
+        row << (mode && mode->knobs.staleness ? QString::number(run.mode.staleness()) : QString())
             << (run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QString())
             << QString::number(run.seconds, 'f', 3) << run.stopReason << oneLine(run.failure)
             << QDir::toNativeSeparators(run.directory);

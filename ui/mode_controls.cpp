@@ -18,52 +18,52 @@ bool satisfies(const proto::ModeConfig &reported, const proto::ModeConfig &reque
     if (reported.mode() != requested.mode()
         || reported.learning_rate_by_staleness() != requested.learning_rate_by_staleness())
         return false;
-    if (requested.mode() == proto::SSP)
-        return reported.staleness() == requested.staleness();
-    if (requested.mode() == proto::SYNC)
-        return requested.replicas_to_aggregate() == 0
-               || reported.replicas_to_aggregate() == requested.replicas_to_aggregate();
+    const UpdateModeInfo *info = findUpdateMode(requested.mode());
+    if (info && info->knobs.staleness && reported.staleness() != requested.staleness())
+        return false;
+    if (info && info->knobs.replicas && requested.replicas_to_aggregate() != 0
+        && reported.replicas_to_aggregate() != requested.replicas_to_aggregate())
+        return false;
     return true;
+}
+
+// Whether the mode ps:0 is in reads the number a spin box sets.
+bool takes(const std::optional<proto::ModeConfig> &reported, bool ModeKnobs::*knob)
+{
+    const UpdateModeInfo *info = reported ? findUpdateMode(reported->mode()) : nullptr;
+    return info && info->knobs.*knob;
+}
+
+// "modeAsync", "modeSsp": the buttons' object names, as tests find them.
+QString buttonName(const UpdateModeInfo &info)
+{
+    QString name = QString::fromLatin1(info.name);
+    name[0] = name[0].toUpper();
+    return QStringLiteral("mode") + name;
 }
 } // namespace
 
 ModeControls::ModeControls(QWidget *parent)
     : QWidget(parent)
-    , m_async(new QToolButton(this))
-    , m_sync(new QToolButton(this))
-    , m_ssp(new QToolButton(this))
     , m_staleness(new QSpinBox(this))
     , m_replicas(new QSpinBox(this))
     , m_byStaleness(new QCheckBox(tr("LR \u00f7 staleness"), this))
     , m_status(new QLabel(this))
 {
-    const struct
-    {
-        QToolButton *button;
-        proto::UpdateMode mode;
-        QString text;
-        QString tip;
-        const char *name;
-    } buttons[] = {
-        {m_async, proto::ASYNC, tr("Async"), tr("Apply every gradient when it arrives: fast, jittery"), "modeAsync"},
-        {m_sync, proto::SYNC, tr("Sync"),
-         tr("SyncReplicasOptimizer: average replicas_to_aggregate gradients per step; stale ones are dropped"),
-         "modeSync"},
-        {m_ssp, proto::SSP, tr("Semi-sync (SSP)"),
-         tr("Stale synchronous parallel: a worker more than `staleness` steps ahead of the slowest waits"), "modeSsp"},
-    };
     auto *layout = new QHBoxLayout(this);
     layout->setContentsMargins(4, 0, 4, 0);
     layout->addWidget(new QLabel(tr("Mode:"), this));
-    for (const auto &b : buttons) {
-        b.button->setText(b.text);
-        b.button->setToolTip(b.tip);
-        b.button->setCheckable(true);
-        b.button->setObjectName(QString::fromLatin1(b.name));
-        b.button->setToolButtonStyle(Qt::ToolButtonTextOnly);
-        const proto::UpdateMode mode = b.mode;
-        connect(b.button, &QToolButton::clicked, this, [this, mode] { requestMode(mode); });
-        layout->addWidget(b.button);
+    for (const UpdateModeInfo &info : updateModes()) {
+        auto *button = new QToolButton(this);
+        button->setText(QString::fromUtf8(info.label));
+        button->setToolTip(QString::fromUtf8(info.meaning));
+        button->setCheckable(true);
+        button->setObjectName(buttonName(info));
+        button->setToolButtonStyle(Qt::ToolButtonTextOnly);
+        const proto::UpdateMode mode = info.mode;
+        connect(button, &QToolButton::clicked, this, [this, mode] { requestMode(mode); });
+        layout->addWidget(button);
+        m_buttons.emplace_back(mode, button);
     }
     m_staleness->setRange(0, 1000);
     m_staleness->setValue(10);
@@ -92,14 +92,13 @@ ModeControls::ModeControls(QWidget *parent)
 
     // A new number for the mode in force is sent at once.
     connect(m_staleness, &QSpinBox::valueChanged, this, [this] {
-        if (m_connected && m_reported && m_reported->mode() == proto::SSP
-            && m_reported->staleness() != m_staleness->value())
-            requestMode(proto::SSP);
+        if (m_connected && takes(m_reported, &ModeKnobs::staleness) && m_reported->staleness() != m_staleness->value())
+            requestMode(m_reported->mode());
     });
     connect(m_replicas, &QSpinBox::valueChanged, this, [this] {
-        if (m_connected && m_reported && m_reported->mode() == proto::SYNC
+        if (m_connected && takes(m_reported, &ModeKnobs::replicas)
             && m_reported->replicas_to_aggregate() != m_replicas->value())
-            requestMode(proto::SYNC);
+            requestMode(m_reported->mode());
     });
     // The rule applies to the mode in force, so a click changes it at once.
     connect(m_byStaleness, &QCheckBox::toggled, this, [this](bool on) {
@@ -111,12 +110,10 @@ ModeControls::ModeControls(QWidget *parent)
 
 QToolButton *ModeControls::button(proto::UpdateMode mode) const
 {
-    switch (mode) {
-    case proto::ASYNC: return m_async;
-    case proto::SYNC: return m_sync;
-    case proto::SSP: return m_ssp;
-    default: return nullptr;
-    }
+    for (const auto &[buttonMode, b] : m_buttons)
+        if (buttonMode == mode)
+            return b;
+    return nullptr;
 }
 
 proto::ModeConfig ModeControls::modeFor(proto::UpdateMode mode) const
@@ -158,9 +155,9 @@ void ModeControls::setReportedMode(const proto::ModeConfig &mode, qint64 sinceSt
         const QSignalBlocker blockReplicas(m_replicas);
         const QSignalBlocker blockRule(m_byStaleness);
         m_byStaleness->setChecked(mode.learning_rate_by_staleness());
-        if (mode.mode() == proto::SSP || !m_staleness->hasFocus())
+        if (takes(mode, &ModeKnobs::staleness) || !m_staleness->hasFocus())
             m_staleness->setValue(mode.staleness());
-        if (mode.mode() == proto::SYNC || !m_replicas->hasFocus())
+        if (takes(mode, &ModeKnobs::replicas) || !m_replicas->hasFocus())
             m_replicas->setValue(mode.replicas_to_aggregate());
     }
     showReported();
@@ -169,7 +166,7 @@ void ModeControls::setReportedMode(const proto::ModeConfig &mode, qint64 sinceSt
 void ModeControls::setConnected(bool connected)
 {
     m_connected = connected;
-    for (QToolButton *b : {m_async, m_sync, m_ssp})
+    for (const auto &[mode, b] : m_buttons)
         b->setEnabled(connected);
     m_staleness->setEnabled(connected);
     m_replicas->setEnabled(connected);
@@ -193,8 +190,8 @@ QString ModeControls::statusText() const
 
 void ModeControls::showReported()
 {
-    for (QToolButton *b : {m_async, m_sync, m_ssp})
-        b->setChecked(m_reported && b == button(m_reported->mode()));
+    for (const auto &[mode, b] : m_buttons)
+        b->setChecked(m_reported && mode == m_reported->mode());
     QString text;
     if (!m_reported) {
         text = m_connected ? tr("waiting for ps:0 to report its mode") : tr("not connected");

@@ -1,8 +1,8 @@
 #pragma once
 
-// Async / sync / ssp buttons with staleness and replicas to aggregate, and
-// the staleness-aware learning rate (learning rate / staleness). The
-// buttons show the mode ps:0 reports, not the one last clicked: a click
+// A button per update mode (config/update_modes' table), the numbers the
+// modes read (staleness, replicas to aggregate) and the staleness-aware
+// learning rate (learning rate / staleness). The buttons show the mode ps:0 reports, not the one last clicked: a click
 // sends a request and marks it pending until ps:0's report says it is in
 // force (or an error comes back).
 
@@ -11,6 +11,8 @@
 #include <QWidget>
 
 #include <optional>
+#include <utility>
+#include <vector>
 
 class QCheckBox;
 class QLabel;
@@ -47,9 +49,7 @@ Q_SIGNALS:
 private:
     void showReported();
 
-    QToolButton *m_async;
-    QToolButton *m_sync;
-    QToolButton *m_ssp;
+    std::vector<std::pair<proto::UpdateMode, QToolButton *>> m_buttons; // the table's order
     QSpinBox *m_staleness;
     QSpinBox *m_replicas;
     QCheckBox *m_byStaleness;

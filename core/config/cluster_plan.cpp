@@ -2,6 +2,7 @@
 
 #include "base/qt_text.h"
 #include "config/cluster_file.h"
+#include "config/update_modes.h"
 
 #include <QLocale>
 
@@ -143,7 +144,8 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
     // The mode is what people compare runs by: always spelled out.
     if (t.mode.mode() != proto::UPDATE_MODE_UNSPECIFIED)
         flag("mode", qs(updateModeName(t.mode.mode())));
-    if (t.mode.mode() == proto::SSP || t.mode.staleness() != defaults.mode.staleness())
+    const UpdateModeInfo *mode = findUpdateMode(t.mode.mode());
+    if ((mode && mode->knobs.staleness) || t.mode.staleness() != defaults.mode.staleness())
         flag("staleness", QString::number(t.mode.staleness()));
     if (t.mode.replicas_to_aggregate() != defaults.mode.replicas_to_aggregate())
         flag("replicas_to_aggregate", QString::number(t.mode.replicas_to_aggregate()));

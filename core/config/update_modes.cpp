@@ -39,25 +39,61 @@ std::optional<int> wholeNumber(const std::string &text)
     return value;
 }
 
-std::string stalenessRuleWords(const proto::ModeConfig &mode)
+// "async and ssp": the modes that take kStalenessRuleSuffix.
+std::string rulePlaces()
 {
-    return mode.learning_rate_by_staleness() ? ", learning rate / staleness" : "";
+    std::vector<std::string> names;
+    for (const UpdateModeInfo &info : updateModes())
+        if (info.knobs.stalenessRule)
+            names.push_back(info.name);
+    std::string text;
+    for (size_t i = 0; i < names.size(); ++i)
+        text += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    return text;
 }
 
 } // namespace
 
 const std::vector<UpdateModeInfo> &updateModes()
 {
+    // The colours are the first three of the workers' Tableau palette, so
+    // that the default comparison keeps the colours it always had.
     static const std::vector<UpdateModeInfo> modes = {
-        {proto::ASYNC, "async", "every gradient applied when it arrives (Downpour, Hogwild)", "async"},
-        {proto::SYNC, "sync",
-         "replicas_to_aggregate gradients of the current step averaged into one update "
-         "(SyncReplicasOptimizer)",
-         "sync[:REPLICAS[/TOTAL]]"},
-        {proto::SSP, "ssp",
-         "applied on arrival; no worker more than `staleness` steps ahead of the slowest (Ho et al.)", "ssp:STALENESS"},
+        {.mode = proto::ASYNC,
+         .name = "async",
+         .label = "Async",
+         .meaning = "every gradient applied when it arrives (Downpour, Hogwild)",
+         .specForm = "async",
+         .knobs = {.stalenessRule = true},
+         .unboundedStaleness = true,
+         .rgb = 0x1f77b4},
+        {.mode = proto::SYNC,
+         .name = "sync",
+         .label = "Sync",
+         .meaning = "replicas_to_aggregate gradients of the current step averaged into one update "
+                    "(SyncReplicasOptimizer)",
+         .specForm = "sync[:REPLICAS[/TOTAL]]",
+         .knobs = {.replicas = true},
+         .unboundedStaleness = false,
+         .rgb = 0xff7f0e},
+        {.mode = proto::SSP,
+         .name = "ssp",
+         .label = "Semi-sync (SSP)",
+         .meaning = "applied on arrival; no worker more than `staleness` steps ahead of the slowest (Ho et al.)",
+         .specForm = "ssp:STALENESS",
+         .knobs = {.staleness = true, .stalenessRule = true},
+         .unboundedStaleness = false,
+         .rgb = 0x2ca02c},
     };
     return modes;
+}
+
+const UpdateModeInfo *findUpdateMode(proto::UpdateMode mode)
+{
+    for (const UpdateModeInfo &info : updateModes())
+        if (info.mode == mode)
+            return &info;
+    return nullptr;
 }
 
 proto::UpdateMode parseUpdateMode(const std::string &text)
@@ -75,26 +111,32 @@ proto::UpdateMode parseUpdateMode(const std::string &text)
 
 std::string updateModeName(proto::UpdateMode mode)
 {
-    for (const UpdateModeInfo &info : updateModes())
-        if (info.mode == mode)
-            return info.name;
-    return "unspecified";
+    const UpdateModeInfo *info = findUpdateMode(mode);
+    return info ? info->name : "unspecified";
 }
 
 std::string describeMode(const proto::ModeConfig &mode)
 {
-    switch (mode.mode()) {
-    case proto::SYNC: {
+    const UpdateModeInfo *info = findUpdateMode(mode.mode());
+    if (!info)
+        return updateModeName(mode.mode());
+    std::string numbers;
+    if (info->knobs.staleness)
+        numbers = "staleness=" + std::to_string(mode.staleness());
+    if (info->knobs.replicas) {
         const std::string replicas = mode.replicas_to_aggregate() > 0 ? std::to_string(mode.replicas_to_aggregate())
                                                                       : std::string("all live workers");
         const std::string total
             = mode.total_num_replicas() > 0 ? std::to_string(mode.total_num_replicas()) : std::string("all workers");
-        // The rule divides by a staleness sync never has: not worth a word.
-        return "sync (replicas_to_aggregate=" + replicas + ", total_num_replicas=" + total + ")";
+        numbers += std::string(numbers.empty() ? "" : ", ") + "replicas_to_aggregate=" + replicas
+                   + ", total_num_replicas=" + total;
     }
-    case proto::SSP: return "ssp (staleness=" + std::to_string(mode.staleness()) + ")" + stalenessRuleWords(mode);
-    default: return updateModeName(mode.mode()) + stalenessRuleWords(mode);
-    }
+    std::string text = info->name;
+    if (!numbers.empty())
+        text += " (" + numbers + ")";
+    if (info->knobs.stalenessRule && mode.learning_rate_by_staleness())
+        text += ", learning rate / staleness";
+    return text;
 }
 
 bool sameMode(const proto::ModeConfig &a, const proto::ModeConfig &b)
@@ -131,8 +173,8 @@ proto::ModeConfig parseModeSpec(const std::string &written)
     const std::string name = text.substr(0, colon);
     const std::string numbers = colon == std::string::npos ? std::string() : text.substr(colon + 1);
     const auto bad = [&](const std::string &why) {
-        return InputError("the mode '" + written + "' " + why + ": write " + knownSpecForms() + ", each but sync with "
-                          + kStalenessRuleSuffix + " if you like (e.g. async,async" + kStalenessRuleSuffix
+        return InputError("the mode '" + written + "' " + why + ": write " + knownSpecForms() + ", " + rulePlaces()
+                          + " with " + kStalenessRuleSuffix + " if you like (e.g. async,async" + kStalenessRuleSuffix
                           + ",sync,sync:3/4,ssp:10)");
     };
     proto::ModeConfig mode;
@@ -141,43 +183,37 @@ proto::ModeConfig parseModeSpec(const std::string &written)
     } catch (const InputError &) {
         throw bad("is not one");
     }
-    switch (mode.mode()) {
-    case proto::ASYNC:
-        if (colon != std::string::npos)
-            throw bad("takes no numbers");
-        break;
-    case proto::SSP: {
+    const ModeKnobs knobs = findUpdateMode(mode.mode())->knobs;
+    if (knobs.staleness) {
         if (colon == std::string::npos) {
             mode.set_staleness(kDefaultStaleness);
-            break;
+        } else {
+            const std::optional<int> staleness = wholeNumber(numbers);
+            if (!staleness)
+                throw bad("needs a staleness bound of 0 or more after the ':'");
+            mode.set_staleness(*staleness);
         }
-        const std::optional<int> staleness = wholeNumber(numbers);
-        if (!staleness)
-            throw bad("needs a staleness bound of 0 or more after the ':'");
-        mode.set_staleness(*staleness);
-        break;
-    }
-    case proto::SYNC: {
-        if (colon == std::string::npos)
-            break; // replicas_to_aggregate 0: every live worker
-        const size_t slash = numbers.find('/');
-        const std::optional<int> replicas = wholeNumber(numbers.substr(0, slash));
-        if (!replicas || *replicas < 1)
-            throw bad("needs the gradients per step (1 or more) after the ':'");
-        mode.set_replicas_to_aggregate(*replicas);
-        if (slash != std::string::npos) {
-            const std::optional<int> total = wholeNumber(numbers.substr(slash + 1));
-            if (!total || *total < *replicas)
-                throw bad("needs a total number of replicas no smaller than the gradients per step after the '/'");
-            mode.set_total_num_replicas(*total);
+    } else if (knobs.replicas) {
+        // No numbers: replicas_to_aggregate 0, every live worker.
+        if (colon != std::string::npos) {
+            const size_t slash = numbers.find('/');
+            const std::optional<int> replicas = wholeNumber(numbers.substr(0, slash));
+            if (!replicas || *replicas < 1)
+                throw bad("needs the gradients per step (1 or more) after the ':'");
+            mode.set_replicas_to_aggregate(*replicas);
+            if (slash != std::string::npos) {
+                const std::optional<int> total = wholeNumber(numbers.substr(slash + 1));
+                if (!total || *total < *replicas)
+                    throw bad("needs a total number of replicas no smaller than the gradients per step after the '/'");
+                mode.set_total_num_replicas(*total);
+            }
         }
-        break;
-    }
-    default: throw bad("is not one");
+    } else if (colon != std::string::npos) {
+        throw bad("takes no numbers");
     }
     if (byStaleness) {
-        if (mode.mode() == proto::SYNC)
-            throw bad("divides no learning rate: sync applies fresh gradients only");
+        if (!knobs.stalenessRule)
+            throw bad("divides no learning rate: its gradients are all fresh");
         mode.set_learning_rate_by_staleness(true);
     }
     return mode;
@@ -185,18 +221,18 @@ proto::ModeConfig parseModeSpec(const std::string &written)
 
 std::string modeSpec(const proto::ModeConfig &mode)
 {
-    const std::string name = updateModeName(mode.mode());
-    const std::string rule = mode.learning_rate_by_staleness() ? kStalenessRuleSuffix : "";
-    switch (mode.mode()) {
-    case proto::SSP: return name + ":" + std::to_string(mode.staleness()) + rule;
-    case proto::ASYNC: return name + rule;
-    case proto::SYNC:
-        if (mode.replicas_to_aggregate() <= 0)
-            return name;
-        return name + ":" + std::to_string(mode.replicas_to_aggregate())
-               + (mode.total_num_replicas() > 0 ? "/" + std::to_string(mode.total_num_replicas()) : std::string());
-    default: return name;
-    }
+    const UpdateModeInfo *info = findUpdateMode(mode.mode());
+    if (!info)
+        return updateModeName(mode.mode());
+    std::string spec = info->name;
+    if (info->knobs.staleness)
+        spec += ":" + std::to_string(mode.staleness());
+    if (info->knobs.replicas && mode.replicas_to_aggregate() > 0)
+        spec += ":" + std::to_string(mode.replicas_to_aggregate())
+                + (mode.total_num_replicas() > 0 ? "/" + std::to_string(mode.total_num_replicas()) : std::string());
+    if (info->knobs.stalenessRule && mode.learning_rate_by_staleness())
+        spec += kStalenessRuleSuffix;
+    return spec;
 }
 
 std::vector<proto::ModeConfig> parseModeSpecList(const std::string &text)

@@ -1,9 +1,12 @@
 #pragma once
 
-// The update modes, in one table: each mode's name, what it means, and the
+// The update modes, in one table: each mode's name, its label and colour in
+// the window, what it means, which of ModeConfig's numbers it reads, and the
 // short written form of a mode with its numbers (a "mode spec") that command
-// lines and the mode comparison take. A new mode starts here (README.md,
-// "Update modes"); the policy that carries it out is engine/update_policy.
+// lines and the mode comparison take. Parsers, logs, replay, charts, the
+// designer, the mode buttons and the comparison all read this table, so a
+// new mode is a row here, its enum value in the proto and its update rule
+// in engine/update_policy (README.md, "Update modes").
 
 #include "proto/parasync.pb.h"
 
@@ -14,16 +17,34 @@ class QJsonObject;
 
 namespace parasync {
 
+// Which of ModeConfig's numbers a mode reads besides its name; the others
+// are left as they are (a switch from ssp to async and back keeps the bound).
+struct ModeKnobs
+{
+    bool staleness = false;     // staleness: the bound on the workers' spread
+    bool replicas = false;      // replicas_to_aggregate and total_num_replicas
+    bool stalenessRule = false; // learning_rate_by_staleness (Zhang et al.)
+};
+
 struct UpdateModeInfo
 {
     proto::UpdateMode mode;
     const char *name;     // "ssp": flags, cluster files, run directories
-    const char *meaning;  // one line, for help texts
+    const char *label;    // "Semi-sync (SSP)": buttons and menus
+    const char *meaning;  // one line, for help texts and tooltips
     const char *specForm; // how its spec is written, e.g. "ssp:STALENESS"
+    ModeKnobs knobs;
+    // A gradient may be any number of updates old when it is applied: the
+    // designer warns when many workers and a large learning rate meet.
+    bool unboundedStaleness;
+    unsigned rgb; // 0xRRGGBB: the mode's colour where runs of several modes are drawn
 };
 
-// Every mode a cluster can train in, in the order help texts list them.
+// Every mode a cluster can train in, in the order help texts, buttons and
+// the demo's tour list them.
 const std::vector<UpdateModeInfo> &updateModes();
+// The mode's row, or nullptr for a mode outside the table (unspecified).
+const UpdateModeInfo *findUpdateMode(proto::UpdateMode mode);
 
 // "async" / "sync" / "ssp" and back (any letter case in). parseUpdateMode
 // throws InputError naming the known modes; updateModeName gives

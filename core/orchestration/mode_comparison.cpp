@@ -226,11 +226,15 @@ void readMetrics(QFile &file, RunAccumulator *run)
 
 std::vector<proto::ModeConfig> comparedModes(int staleness)
 {
-    std::vector<proto::ModeConfig> modes(3);
-    modes[0].set_mode(proto::ASYNC);
-    modes[1].set_mode(proto::SYNC); // replicas_to_aggregate 0: every live worker
-    modes[2].set_mode(proto::SSP);
-    modes[2].set_staleness(staleness);
+    // Each mode of the table with its numbers at their defaults: sync's
+    // replicas_to_aggregate 0 is every live worker.
+    std::vector<proto::ModeConfig> modes;
+    for (const UpdateModeInfo &info : updateModes()) {
+        proto::ModeConfig &mode = modes.emplace_back();
+        mode.set_mode(info.mode);
+        if (info.knobs.staleness)
+            mode.set_staleness(staleness);
+    }
     return modes;
 }
 

@@ -19,6 +19,7 @@
 #include "support/cluster_harness.h"
 #include "ui/headless_mode_comparison.h"
 #include "ui/main_window.h"
+#include "ui/mode_comparison_charts.h"
 #include "ui/mode_comparison_view.h"
 #include "ui/mode_comparison_window.h"
 
@@ -378,6 +379,32 @@ private Q_SLOTS:
         QCOMPARE(table.rows[1][2], QStringLiteral("1.500"));
         QCOMPARE(table.rows[2][2], QString()); // not reached: empty
         QCOMPARE(table.rows[2][table.header.indexOf(QStringLiteral("staleness"))], QStringLiteral("4"));
+    }
+
+    // A colour means a mode in every comparison, whatever the contenders'
+    // order; a second contender of one mode is told apart by its shade.
+    void aModeKeepsItsColourWhateverTheOrder()
+    {
+        const auto runsOf = [](const char *specs) {
+            std::vector<ModeRunSummary> runs;
+            for (const proto::ModeConfig &mode : parseModeSpecList(specs))
+                runs.emplace_back().mode = mode;
+            return runs;
+        };
+        const std::vector<ModeRunSummary> usual = runsOf("async,sync,ssp:10");
+        const std::vector<ModeRunSummary> other = runsOf("ssp:3,sync:15/16,async,ssp:10,sync");
+        QCOMPARE(modeRunColor(other, 0), modeRunColor(usual, 2));
+        QCOMPARE(modeRunColor(other, 1), modeRunColor(usual, 1));
+        QCOMPARE(modeRunColor(other, 2), modeRunColor(usual, 0));
+        QVERIFY(modeRunColor(other, 3) != modeRunColor(other, 0));
+        QVERIFY(modeRunColor(other, 4) != modeRunColor(other, 1));
+        std::set<QRgb> distinct;
+        for (size_t i = 0; i < other.size(); ++i)
+            distinct.insert(modeRunColor(other, i).rgb());
+        QCOMPARE(distinct.size(), other.size());
+        // A run of no known mode (an old run directory) still gets a colour.
+        std::vector<ModeRunSummary> unknown(2);
+        QVERIFY(modeRunColor(unknown, 0) != modeRunColor(unknown, 1));
     }
 
     void badOptionsAreRefusedWithWhatToFix()

@@ -9,6 +9,8 @@
 #include <QJsonObject>
 #include <QTest>
 
+#include <set>
+
 using namespace parasync;
 using namespace parasync::testing;
 using namespace Qt::StringLiterals;
@@ -28,6 +30,44 @@ private Q_SLOTS:
         }
         QCOMPARE(parseUpdateMode("SSP"), proto::SSP);
         QCOMPARE(updateModeName(proto::UPDATE_MODE_UNSPECIFIED), std::string("unspecified"));
+        QCOMPARE(findUpdateMode(proto::UPDATE_MODE_UNSPECIFIED), nullptr);
+    }
+
+    // The window draws a mode in its colour and labels its button with the
+    // label: two modes sharing either could not be told apart.
+    void everyModeHasItsOwnLabelAndColour()
+    {
+        std::set<std::string> labels;
+        std::set<unsigned> colours;
+        for (const UpdateModeInfo &info : updateModes()) {
+            QCOMPARE(findUpdateMode(info.mode), &info);
+            QVERIFY2(labels.insert(info.label).second, info.label);
+            QVERIFY2(colours.insert(info.rgb).second, info.name);
+            QVERIFY(info.rgb <= 0xffffff);
+        }
+    }
+
+    // What the knobs promise is what a spec carries: a mode takes a number
+    // after ':' only when it reads one, and the staleness rule only when it
+    // reads that; the description names exactly the numbers it reads.
+    void theKnobsDecideWhatASpecAndADescriptionCarry()
+    {
+        for (const UpdateModeInfo &info : updateModes()) {
+            const std::string name = info.name;
+            const bool takesNumber = info.knobs.staleness || info.knobs.replicas;
+            QCOMPARE(inputErrorOf([&] { parseModeSpec(name + ":2"); }).isEmpty(), takesNumber);
+            QCOMPARE(inputErrorOf([&] { parseModeSpec(name + kStalenessRuleSuffix); }).isEmpty(),
+                     info.knobs.stalenessRule);
+            proto::ModeConfig mode;
+            mode.set_mode(info.mode);
+            mode.set_staleness(7);
+            mode.set_replicas_to_aggregate(2);
+            mode.set_learning_rate_by_staleness(true);
+            const std::string described = describeMode(mode);
+            QCOMPARE(described.find("staleness=7") != std::string::npos, info.knobs.staleness);
+            QCOMPARE(described.find("replicas_to_aggregate=2") != std::string::npos, info.knobs.replicas);
+            QCOMPARE(described.find("learning rate / staleness") != std::string::npos, info.knobs.stalenessRule);
+        }
     }
 
     void specsReadAsTheirModesAndWriteBackTheSame_data()
@@ -80,7 +120,7 @@ private Q_SLOTS:
         QTest::newRow("total missing") << u"sync:4/"_s << u"no smaller than"_s;
         QTest::newRow("overflow") << u"ssp:99999999999999999999"_s << u"staleness bound"_s;
         QTest::newRow("sync divides nothing")
-            << u"sync:3/4+lr/staleness"_s << u"divides no learning rate: sync applies fresh gradients only"_s;
+            << u"sync:3/4+lr/staleness"_s << u"divides no learning rate: its gradients are all fresh"_s;
         QTest::newRow("the rule alone") << u"+lr/staleness"_s << u"is not one"_s;
     }
 

@@ -61,21 +61,21 @@ QColor chiefLossColor()
 
 QString shortModeLabel(const proto::ModeConfig &mode)
 {
-    switch (mode.mode()) {
-    case proto::SYNC:
-        // "sync 15/16": 15 gradients a step of 16 replicas, one a backup.
-        if (mode.replicas_to_aggregate() > 0 && mode.total_num_replicas() > 0)
-            return QStringLiteral("sync %1/%2").arg(mode.replicas_to_aggregate()).arg(mode.total_num_replicas());
-        return mode.replicas_to_aggregate() > 0 ? QStringLiteral("sync r=%1").arg(mode.replicas_to_aggregate())
-                                                : QStringLiteral("sync");
+    const UpdateModeInfo *info = findUpdateMode(mode.mode());
+    if (!info)
+        return QStringLiteral("?");
+    QString label = QString::fromLatin1(info->name);
+    if (info->knobs.staleness)
+        label += QStringLiteral(" s=%1").arg(mode.staleness());
+    // "sync 15/16": 15 gradients a step of 16 replicas, one a backup.
+    if (info->knobs.replicas && mode.replicas_to_aggregate() > 0)
+        label += mode.total_num_replicas() > 0
+                     ? QStringLiteral(" %1/%2").arg(mode.replicas_to_aggregate()).arg(mode.total_num_replicas())
+                     : QStringLiteral(" r=%1").arg(mode.replicas_to_aggregate());
     // "÷S": the learning rate divided by each gradient's staleness.
-    case proto::SSP:
-        return QStringLiteral("ssp s=%1").arg(mode.staleness())
-               + (mode.learning_rate_by_staleness() ? QStringLiteral(" lr\u00f7S") : QString());
-    case proto::ASYNC:
-        return mode.learning_rate_by_staleness() ? QStringLiteral("async lr\u00f7S") : QStringLiteral("async");
-    default: return QStringLiteral("?");
-    }
+    if (info->knobs.stalenessRule && mode.learning_rate_by_staleness())
+        label += QStringLiteral(" lr\u00f7S");
+    return label;
 }
 
 QString modeChangeLabel(const ModeMarker &change)
