@@ -7,6 +7,7 @@
 #include "engine/dataset.h"
 #include "formats/run_log.h"
 #include "formats/step_log_reader.h"
+#include "formats/step_records.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
 
@@ -23,7 +24,6 @@
 #include <limits>
 #include <map>
 #include <optional>
-#include <tuple>
 
 namespace parasync {
 
@@ -39,44 +39,29 @@ constexpr qint64 kLiveSummaryMs = 2000;
 // exited by then are stopped the hard way.
 constexpr int kExitGraceMs = 8000;
 
-// What a step log or metrics.csv line contributes; the two readers below
-// turn their files into these.
-struct StepLine
-{
-    int64_t globalStep = 0;
-    double wallTime = 0;
-    int worker = 0;
-    bool counted = true; // applied or aggregated: the global step moved with it
-    bool dropped = false;
-    double fullLoss = kNaN;
-    int64_t computeUs = 0, pushUs = 0, waitUs = 0;
-    int64_t staleness = -1;                          // -1: not recorded (metrics.csv)
-    std::vector<std::pair<QString, double>> metrics; // held-out metrics evaluated at this step
-    // The worker's staleness probe with this step: global steps between the
-    // stale and the fresh parameters, the cosine, the relative error.
-    std::optional<std::tuple<int64_t, float, float>> probe;
-};
-
 struct WorkerTotals
 {
     int64_t steps = 0, dropped = 0;
     int64_t computeUs = 0, pushUs = 0, waitUs = 0;
 };
 
-class RunAccumulator
+// One run's figures, from its step log's records or metrics.csv's rows.
+class RunAccumulator : public StepLogVisitor
 {
 public:
     explicit RunAccumulator(double target) : m_target(target) {}
 
-    void add(const StepLine &step)
+    void metricNames(const std::vector<std::string> &names) override { m_metricNames = names; }
+    void modeChange(const ModeMarker &) override { ++m_modeChanges; }
+    void step(const StepRecord &step) override
     {
         WorkerTotals &w = m_workers[step.worker];
         ++w.steps;
-        w.dropped += step.dropped ? 1 : 0;
+        w.dropped += step.outcome == proto::DROPPED_STALE ? 1 : 0;
         w.computeUs += step.computeUs;
         w.pushUs += step.pushUs;
         w.waitUs += step.waitUs;
-        if (!step.counted)
+        if (!step.counted())
             return;
         if (!m_started) {
             // The run's clock starts at its first update, as metrics.csv's
@@ -88,19 +73,22 @@ public:
         m_last = std::max(m_last, step.wallTime);
         m_lastStep = std::max(m_lastStep, step.globalStep);
         if (std::isfinite(step.fullLoss))
-            m_loss.push_back({step.wallTime - m_start, step.globalStep, step.fullLoss});
-        for (const auto &[name, value] : step.metrics)
-            m_metrics[name].push_back({step.wallTime - m_start, step.globalStep, value});
-        if (step.staleness >= 0)
+            m_loss.push_back({step.wallTime - m_start, step.globalStep, double(step.fullLoss)});
+        // NaN: not evaluated at this step.
+        for (size_t i = 0; i < step.metrics.size() && i < m_metricNames.size(); ++i)
+            if (std::isfinite(step.metrics[i]))
+                m_metrics[qs(m_metricNames[i])].push_back(
+                    {step.wallTime - m_start, step.globalStep, double(step.metrics[i])});
+        if (step.staleness >= 0) // -1: metrics.csv does not know it
             ++m_staleness[step.staleness];
-        if (step.probe) {
-            const auto [stepsApart, cosine, relativeError] = *step.probe;
-            m_stalenessCost.add(stepsApart, cosine, relativeError);
-        }
+        if (step.probe)
+            m_stalenessCost.add(step.probe->freshStep - step.probe->staleStep, step.probe->cosine,
+                                step.probe->relativeError);
     }
 
     void finishInto(ModeRunSummary *run) const
     {
+        run->modeChanges = m_modeChanges;
         run->loss = m_loss;
         run->finalLoss = m_loss.empty() ? kNaN : m_loss.back().loss;
         for (const LossPoint &point : m_loss) {
@@ -138,6 +126,8 @@ public:
 
 private:
     double m_target;
+    std::vector<std::string> m_metricNames;
+    int m_modeChanges = 0;
     bool m_started = false;
     double m_start = 0;
     double m_last = 0;
@@ -149,78 +139,6 @@ private:
     StalenessCostTable m_stalenessCost;
     std::map<int, WorkerTotals> m_workers;
 };
-
-// steps.jsonl: every applied, aggregated and dropped gradient with its
-// timings. A line that does not parse (a torn last line) is skipped.
-void readStepLog(StepLogReader &log, RunAccumulator *run, int *modeChanges)
-{
-    QByteArray read;
-    while (log.next(&read)) {
-        const QByteArray line = read.trimmed();
-        if (line.isEmpty())
-            continue;
-        const QJsonObject o = QJsonDocument::fromJson(line).object();
-        const QString type = o.value(QStringLiteral("type")).toString();
-        if (type == QLatin1String("mode_change")) {
-            ++*modeChanges;
-            continue;
-        }
-        if (type != QLatin1String("step"))
-            continue;
-        const QString outcome = o.value(QStringLiteral("outcome")).toString();
-        StepLine step;
-        step.globalStep = int64_t(o.value(QStringLiteral("global_step")).toDouble());
-        step.wallTime = o.value(QStringLiteral("wall_time")).toDouble();
-        step.worker = o.value(QStringLiteral("worker")).toInt();
-        step.counted = outcome == QLatin1String("applied") || outcome == QLatin1String("aggregated");
-        step.dropped = outcome == QLatin1String("dropped_stale");
-        const QJsonValue fullLoss = o.value(QStringLiteral("full_loss"));
-        step.fullLoss = fullLoss.isDouble() ? fullLoss.toDouble() : kNaN; // null: not evaluated
-        step.computeUs = int64_t(o.value(QStringLiteral("compute_us")).toDouble());
-        step.pushUs = int64_t(o.value(QStringLiteral("push_us")).toDouble());
-        step.waitUs = int64_t(o.value(QStringLiteral("wait_us")).toDouble());
-        if (step.counted)
-            step.staleness = std::max<int64_t>(0, int64_t(o.value(QStringLiteral("staleness")).toDouble()));
-        if (const QJsonObject probe = o.value(QStringLiteral("staleness_probe")).toObject(); !probe.isEmpty())
-            step.probe = std::make_tuple(int64_t(probe.value(QStringLiteral("fresh_step")).toDouble())
-                                             - int64_t(probe.value(QStringLiteral("stale_step")).toDouble()),
-                                         float(probe.value(QStringLiteral("cosine")).toDouble(kNaN)),
-                                         float(probe.value(QStringLiteral("relative_error")).toDouble(kNaN)));
-        const QJsonObject metrics = o.value(QStringLiteral("metrics")).toObject();
-        for (auto it = metrics.begin(); it != metrics.end(); ++it)
-            if (it.value().isDouble()) // null: not evaluated at this step
-                step.metrics.emplace_back(it.key(), it.value().toDouble());
-        run->add(step);
-    }
-}
-
-// metrics.csv: global_step,wall_time,worker,loss,full_loss[,...], one row per
-// applied or aggregated gradient; no timings.
-void readMetrics(QFile &file, RunAccumulator *run)
-{
-    const QStringList header = QString::fromUtf8(file.readLine().trimmed()).split(QLatin1Char(','));
-    const qsizetype stepColumn = header.indexOf(QStringLiteral("global_step"));
-    const qsizetype timeColumn = header.indexOf(QStringLiteral("wall_time"));
-    const qsizetype workerColumn = header.indexOf(QStringLiteral("worker"));
-    const qsizetype lossColumn = header.indexOf(QStringLiteral("full_loss"));
-    if (stepColumn < 0 || timeColumn < 0)
-        throw InputError(file.fileName().toStdString()
-                         + " has no global_step and wall_time columns: is it a Parasync metrics.csv?");
-    while (!file.atEnd()) {
-        const QByteArray raw = file.readLine();
-        const QStringList fields = QString::fromUtf8(raw.trimmed()).split(QLatin1Char(','));
-        if (fields.size() != header.size() || !raw.endsWith('\n'))
-            continue; // a torn last row
-        StepLine step;
-        step.globalStep = fields[stepColumn].toLongLong();
-        step.wallTime = fields[timeColumn].toDouble();
-        step.worker = workerColumn >= 0 ? fields[workerColumn].toInt() : 0;
-        bool ok = false;
-        const double loss = lossColumn >= 0 ? fields[lossColumn].toDouble(&ok) : 0;
-        step.fullLoss = ok ? loss : kNaN;
-        run->add(step);
-    }
-}
 
 } // namespace
 
@@ -366,11 +284,15 @@ ModeRunSummary summarizeModeRun(const QString &directory, double targetLoss)
     }
     RunAccumulator accumulator(targetLoss);
     StepLogReader stepLog(dir.path());
-    QFile metrics(dir.filePath(QLatin1String(run_files::kMetrics)));
+    const QString metrics = dir.filePath(QLatin1String(run_files::kMetrics));
     if (stepLog.exists()) {
-        readStepLog(stepLog, &accumulator, &run.modeChanges);
-    } else if (metrics.open(QIODevice::ReadOnly)) {
-        readMetrics(metrics, &accumulator);
+        readStepLog(stepLog, accumulator);
+    } else if (QFile::exists(metrics)) {
+        // No timings, staleness or mode changes: the fallback.
+        const MetricsCsv csv = readMetricsCsv(metrics);
+        accumulator.metricNames(csv.metricNames);
+        for (const StepRecord &step : csv.steps)
+            accumulator.step(step);
     } else {
         throw InputError("cannot read the run directory " + directory.toStdString()
                          + ": it has no steps.jsonl or metrics.csv (did the run's ps:0 start?)");

@@ -5,7 +5,7 @@
 // records of a run directory's step log; hands out value snapshots that any
 // thread may keep. No widgets, no sockets.
 
-#include "base/variable_summary.h"
+#include "formats/step_records.h" // StepRecord, ModeMarker, FailoverMarker
 #include "orchestration/staleness_cost_table.h"
 #include "proto/parasync.pb.h"
 
@@ -61,46 +61,6 @@ private:
     int64_t m_total = 0;
 };
 
-// One applied, aggregated or dropped gradient (a telemetry StepEvent).
-struct StepRecord
-{
-    int64_t globalStep = 0;
-    double wallTime = 0;
-    int worker = 0;
-    int64_t workerClock = 0;
-    int64_t staleness = 0;        // -1: unknown (a run replayed from metrics.csv)
-    int64_t computedFromStep = 0; // the global step `parameters` belong to
-    float batchLoss = 0;
-    float fullLoss = 0; // NaN when not evaluated
-    proto::PushOutcome outcome = proto::APPLIED;
-    int contributions = 1;
-    int64_t computeUs = 0;
-    int64_t pushUs = 0;
-    int64_t waitUs = 0;
-    proto::WorkerPhase waitReason = proto::WORKER_PHASE_UNSPECIFIED;
-    std::vector<float> parameters; // w, b for the linear model
-    // The metrics the worker reported with this step (held-out loss, ...),
-    // aligned with RunSnapshot::metricNames; empty when none was measured,
-    // NaN for one that was not.
-    std::vector<float> metrics;
-    // The chief's summary of every variable (norm, distance from the start,
-    // update per step), aligned with RunSnapshot::variableNames; empty on
-    // steps that measured nothing.
-    std::vector<VariableSummary> variables;
-    // What ps:0 multiplied the learning rate by for this gradient (a
-    // staleness-aware rule); 1 otherwise.
-    float learningRateScale = 1.0f;
-    // The worker's staleness probe on this step (--staleness_probe_every).
-    struct Probe
-    {
-        int64_t staleStep = 0; // the global steps of the parameters the two gradients were computed at
-        int64_t freshStep = 0;
-        float cosine = 1.0f;
-        float relativeError = 0.0f;
-    };
-    std::optional<Probe> probe;
-};
-
 // The probes of one bucket of StalenessCostTable, for charts and tables.
 struct StalenessCostFigures
 {
@@ -124,26 +84,6 @@ struct VariableSeries
     DecimatedSeries norm;
     DecimatedSeries distanceFromStart;
     DecimatedSeries updatePerStep;
-};
-
-struct ModeMarker
-{
-    int64_t globalStep = 0;
-    double wallTime = 0;
-    proto::ModeConfig previous;
-    proto::ModeConfig current;
-    std::string requestedBy;
-};
-
-// ps:0's backup took over (--ps_backup_hosts): at which global step, when,
-// and the step log's words.
-struct FailoverMarker
-{
-    int64_t globalStep = 0;
-    double wallTime = 0;
-    std::string newPrimary;
-    std::string oldPrimary;
-    std::string reason;
 };
 
 // A count's rate per second over the last ~2 s of a clock: a worker's steps,

@@ -1,0 +1,209 @@
+// The run directory's readers against their writer: what RunLog writes to
+// steps.jsonl and metrics.csv, readStepLog and readMetricsCsv give back,
+// field by field; torn lines are counted, not read; a file that is not a
+// Parasync metrics.csv is refused by name.
+#include "base/error.h"
+#include "formats/run_log.h"
+#include "formats/step_log_reader.h"
+#include "formats/step_records.h"
+
+#include <QFile>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <cmath>
+
+using namespace parasync;
+
+namespace {
+
+proto::TelemetryEvent stepEvent(int64_t step, int worker, proto::PushOutcome outcome)
+{
+    proto::TelemetryEvent event;
+    auto *s = event.mutable_step();
+    s->set_global_step(step);
+    s->set_wall_time(1700000000.25 + double(step));
+    s->set_worker(worker);
+    s->set_worker_clock(step * 10 + worker);
+    s->set_staleness(worker * 3);
+    s->set_computed_from_step(step - 1 - worker * 3);
+    s->set_batch_loss(0.5f);
+    s->set_full_loss(step % 2 == 0 ? 0.25f : std::nanf(""));
+    s->set_outcome(outcome);
+    s->set_contributions(1);
+    s->set_compute_us(1000 + step);
+    s->set_push_us(200);
+    s->set_wait_us(worker == 1 ? 5000 : 0);
+    s->set_learning_rate_scale(worker == 1 ? 0.25f : 1.0f);
+    s->add_parameters(1.5f);
+    s->add_parameters(9.75f);
+    return event;
+}
+
+// Every record handed to it, as the visitor saw them.
+class Recorder : public StepLogVisitor
+{
+public:
+    void parameterNames(const std::vector<std::string> &names) override { parameters.push_back(names); }
+    void metricNames(const std::vector<std::string> &names) override { metrics.push_back(names); }
+    void variableNames(const std::vector<std::string> &names) override { variables.push_back(names); }
+    void step(const StepRecord &step) override { steps.push_back(step); }
+    void modeChange(const ModeMarker &change) override { changes.push_back(change); }
+    void event(const proto::TelemetryEvent &event) override { events.push_back(event); }
+
+    std::vector<std::vector<std::string>> parameters, metrics, variables;
+    std::vector<StepRecord> steps;
+    std::vector<ModeMarker> changes;
+    std::vector<proto::TelemetryEvent> events;
+};
+
+void append(const QString &path, const QByteArray &text)
+{
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::Append));
+    QCOMPARE(file.write(text), text.size());
+}
+
+} // namespace
+
+class TestStepRecords : public QObject
+{
+    Q_OBJECT
+
+private Q_SLOTS:
+    void whatRunLogWritesTheReadersGiveBack()
+    {
+        QTemporaryDir dir;
+        {
+            RunLog log(dir.path().toStdString(), {"w", "b"}, {"heldout_loss", "heldout_accuracy"}, {"hidden/w"});
+            proto::TelemetryEvent joined;
+            joined.mutable_worker_state()->set_wall_time(1700000000.0);
+            joined.mutable_worker_state()->mutable_status()->set_worker_index(1);
+            joined.mutable_worker_state()->mutable_status()->set_phase(proto::TRAINING);
+            log.record(joined);
+            log.record(stepEvent(1, 0, proto::APPLIED));
+            log.record(stepEvent(2, 1, proto::DROPPED_STALE));
+            proto::TelemetryEvent measured = stepEvent(2, 0, proto::APPLIED);
+            measured.mutable_step()->add_metrics(0.125f);
+            measured.mutable_step()->add_metrics(std::nanf("")); // not evaluated this time
+            auto *summary = measured.mutable_step()->add_variable_summaries();
+            summary->set_norm(3.0f);
+            summary->set_distance_from_start(0.5f);
+            summary->set_update_per_step(0.01f);
+            auto *probe = measured.mutable_step()->mutable_staleness_probe();
+            probe->set_stale_step(0);
+            probe->set_fresh_step(2);
+            probe->set_cosine(0.75f);
+            probe->set_relative_error(0.5f);
+            log.record(measured);
+            proto::TelemetryEvent change;
+            change.mutable_mode_change()->set_global_step(2);
+            change.mutable_mode_change()->set_wall_time(1700000002.5);
+            change.mutable_mode_change()->mutable_previous()->set_mode(proto::ASYNC);
+            change.mutable_mode_change()->mutable_current()->set_mode(proto::SSP);
+            change.mutable_mode_change()->mutable_current()->set_staleness(4);
+            change.mutable_mode_change()->set_requested_by("parasync-node --set_mode");
+            log.record(change);
+            proto::TelemetryEvent checkpoint;
+            checkpoint.mutable_checkpoint()->set_global_step(2);
+            checkpoint.mutable_checkpoint()->set_path("model.ckpt-2");
+            log.record(checkpoint);
+            log.record(stepEvent(3, 1, proto::APPLIED));
+        }
+        // A killed writer's torn last lines.
+        append(dir.filePath(QStringLiteral("steps.jsonl")), "{\"type\":\"step\",\"global_st");
+        append(dir.filePath(QStringLiteral("metrics.csv")), "4,1700000004.25,0,0.5");
+
+        StepLogReader reader(dir.path());
+        Recorder seen;
+        const StepLogCounts counts = readStepLog(reader, seen);
+        QCOMPARE(counts.records, int64_t(7));
+        QCOMPARE(counts.skippedLines, int64_t(1));
+        // Each list of names once, in the writer's order.
+        QCOMPARE(seen.parameters, (std::vector<std::vector<std::string>>{{"w", "b"}}));
+        QCOMPARE(seen.metrics, (std::vector<std::vector<std::string>>{{"heldout_loss", "heldout_accuracy"}}));
+        QCOMPARE(seen.variables, (std::vector<std::vector<std::string>>{{"hidden/w"}}));
+        QCOMPARE(seen.steps.size(), size_t(4));
+        const StepRecord &first = seen.steps[0];
+        QCOMPARE(first.globalStep, int64_t(1));
+        QCOMPARE(first.wallTime, 1700000001.25);
+        QCOMPARE(first.workerClock, int64_t(10));
+        QCOMPARE(first.computeUs, int64_t(1001));
+        QVERIFY(std::isnan(first.fullLoss));
+        QCOMPARE(first.parameters, (std::vector<float>{1.5f, 9.75f}));
+        QVERIFY(first.metrics.empty());
+        QVERIFY(!first.probe);
+        const StepRecord &dropped = seen.steps[1];
+        QCOMPARE(dropped.outcome, proto::DROPPED_STALE);
+        QVERIFY(!dropped.counted());
+        QCOMPARE(dropped.staleness, int64_t(3));
+        QCOMPARE(dropped.waitUs, int64_t(5000));
+        QCOMPARE(dropped.learningRateScale, 0.25f);
+        const StepRecord &measuredStep = seen.steps[2];
+        QCOMPARE(measuredStep.fullLoss, 0.25f);
+        QCOMPARE(measuredStep.metrics.size(), size_t(2));
+        QCOMPARE(measuredStep.metrics[0], 0.125f);
+        QVERIFY(std::isnan(measuredStep.metrics[1]));
+        QCOMPARE(measuredStep.variables.size(), size_t(1));
+        QCOMPARE(measuredStep.variables[0].norm, 3.0f);
+        QCOMPARE(measuredStep.variables[0].updatePerStep, 0.01f);
+        QVERIFY(measuredStep.probe);
+        QCOMPARE(measuredStep.probe->freshStep - measuredStep.probe->staleStep, int64_t(2));
+        QCOMPARE(measuredStep.probe->cosine, 0.75f);
+        QCOMPARE(seen.changes.size(), size_t(1));
+        QCOMPARE(seen.changes[0].current.mode(), proto::SSP);
+        QCOMPARE(seen.changes[0].current.staleness(), 4);
+        QCOMPARE(seen.changes[0].previous.mode(), proto::ASYNC);
+        QCOMPARE(seen.changes[0].requestedBy, std::string("parasync-node --set_mode"));
+        QCOMPARE(seen.events.size(), size_t(2));
+        QCOMPARE(seen.events[0].worker_state().status().phase(), proto::TRAINING);
+        QCOMPARE(seen.events[0].worker_state().status().worker_index(), 1);
+        QCOMPARE(seen.events[1].checkpoint().path(), std::string("model.ckpt-2"));
+
+        // metrics.csv: the applied steps only, the same values, the
+        // parameters told from the metrics by their empty cells.
+        const MetricsCsv csv = readMetricsCsv(dir.filePath(QStringLiteral("metrics.csv")));
+        QCOMPARE(csv.parameterNames, (std::vector<std::string>{"w", "b"}));
+        QCOMPARE(csv.metricNames, (std::vector<std::string>{"heldout_loss", "heldout_accuracy"}));
+        QCOMPARE(csv.skippedLines, int64_t(1));
+        QCOMPARE(csv.steps.size(), size_t(3));
+        for (size_t i = 0; i < csv.steps.size(); ++i) {
+            const StepRecord &fromLog = seen.steps[i == 0 ? 0 : i + 1];
+            const StepRecord &row = csv.steps[i];
+            QCOMPARE(row.globalStep, fromLog.globalStep);
+            QCOMPARE(row.worker, fromLog.worker);
+            QVERIFY(std::abs(row.wallTime - fromLog.wallTime) < 1e-6);
+            QCOMPARE(row.batchLoss, fromLog.batchLoss);
+            QCOMPARE(std::isnan(row.fullLoss), std::isnan(fromLog.fullLoss));
+            QCOMPARE(row.parameters, fromLog.parameters);
+            QCOMPARE(row.staleness, int64_t(-1)); // metrics.csv does not know it
+        }
+        QCOMPARE(csv.steps[1].metrics.size(), size_t(2));
+        QCOMPARE(csv.steps[1].metrics[0], 0.125f);
+        QVERIFY(csv.steps[0].metrics.empty()); // nothing measured on that row
+        // Each worker's clock counted by its rows.
+        QCOMPARE(csv.steps[0].workerClock, int64_t(1));
+        QCOMPARE(csv.steps[1].workerClock, int64_t(2));
+        QCOMPARE(csv.steps[2].workerClock, int64_t(1));
+    }
+
+    void aFileThatIsNotAMetricsCsvIsRefusedByName()
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("metrics.csv"));
+        append(path, "step,time,value\n1,2,3\n");
+        try {
+            readMetricsCsv(path);
+            QFAIL("a CSV without global_step, wall_time and loss was read");
+        } catch (const InputError &e) {
+            const QString message = QString::fromStdString(e.what());
+            QVERIFY2(message.contains(path) && message.contains(QStringLiteral("step,time,value"))
+                         && message.contains(QStringLiteral("is it a Parasync metrics.csv?")),
+                     qPrintable(message));
+        }
+        QVERIFY_THROWS_EXCEPTION(InputError, readMetricsCsv(dir.filePath(QStringLiteral("missing.csv"))));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestStepRecords)
+#include "tst_step_records.moc"
