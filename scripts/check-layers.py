@@ -8,9 +8,12 @@ below, the same table as README.md's "Architecture" picture:
 
 - each include is qualified by its folder ("engine/model.h", not "model.h");
 - a folder includes only from the folders it may use;
-- the engine reaches no gRPC header, and ui/ (widgets and view models)
-  reaches no gRPC, protobuf or socket header, directly or through another
-  project header.
+- the engine, the formats and the configuration reach no gRPC header, and
+  ui/ (widgets and view models) reaches no gRPC or socket header, directly
+  or through another project header;
+- ui/ includes no protobuf header by name: protobuf messages reach it as
+  data, inside the orchestration and configuration types it is given (a
+  ModeConfig, a ClusterStatusResponse), which is allowed.
 
 Usage: scripts/check-layers.py [project root]. Prints each violation as
 file:line: what, and exits 1 if there is any.
