@@ -75,13 +75,14 @@ constexpr FlagInfo kFlags[] = {
      "async and ssp: apply a gradient computed S global steps ago at the learning rate divided by max(1, S) "
      "(Zhang et al., staleness-aware async SGD)",
      "0"},
-    {"model", "NAME", FlagGroup::ModelAndData, "linear (y = w x + b) or softmax", nullptr},
+    {"model", "NAME", FlagGroup::ModelAndData,
+     "linear (y = w x + b), softmax, or mlp[:HIDDEN] (one hidden layer of tanh units, 32 unless given)", nullptr},
     {"dataset", "SPEC", FlagGroup::ModelAndData,
      "linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the model's default", "the model's"},
     {"samples_per_shard", "N", FlagGroup::ModelAndData, "synthetic data: samples in each worker's shard", nullptr},
     {"eval_dataset", "SPEC", FlagGroup::ModelAndData,
      "held-out data, in the --dataset syntax, that no worker trains on: every --display_step steps the chief "
-     "scores the model on it (held-out loss, and accuracy for softmax)",
+     "scores the model on it (held-out loss, and accuracy for a classifier)",
      "none"},
     {"eval_fraction", "F", FlagGroup::ModelAndData,
      "hold out this fraction (more than 0, less than 1) of the dataset's rows from every worker's shard, the same "

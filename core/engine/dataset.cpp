@@ -690,7 +690,7 @@ std::string defaultDatasetFor(const std::string &model)
 {
     if (model == "linear")
         return "linear";
-    if (model == "softmax")
+    if (isClassifierName(model))
         return "blobs";
     std::string known;
     for (const std::string &n : modelNames())

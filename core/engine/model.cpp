@@ -3,8 +3,10 @@
 #include "base/error.h"
 #include "engine/dataset.h"
 
+#include <charconv>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -137,6 +139,59 @@ private:
     int64_t m_featureDim;
 };
 
+// The class of each row, checked against the model's classes.
+std::vector<Eigen::Index> classLabels(const Eigen::Ref<const Eigen::VectorXf> &targets, const Dataset &data,
+                                      int64_t classes, const std::string &modelName)
+{
+    std::vector<Eigen::Index> labels(static_cast<size_t>(targets.size()));
+    for (Eigen::Index i = 0; i < targets.size(); ++i) {
+        const float t = targets[i];
+        if (!(t >= 0.0f && t < static_cast<float>(classes)) || t != std::floor(t)) {
+            throw InputError("the data (" + data.description + ") has class index " + number(t) + ", but the "
+                             + modelName + " model has " + std::to_string(classes) + " classes (0 to "
+                             + std::to_string(classes - 1) + "); targets must be whole class numbers in that range");
+        }
+        labels[static_cast<size_t>(i)] = static_cast<Eigen::Index>(t);
+    }
+    return labels;
+}
+
+// Mean cross-entropy of softmax(logits) against the labels; with `dLogits`,
+// its gradient with respect to the logits (the softmax's output minus the
+// one-hot labels, over n).
+float softmaxCrossEntropy(Eigen::MatrixXf logits, const std::vector<Eigen::Index> &labels, Eigen::MatrixXf *dLogits)
+{
+    const Eigen::Index n = logits.rows();
+    // Shifting each row by its maximum keeps exp() finite; log-sum-exp adds it back.
+    const Eigen::VectorXf rowMax = logits.rowwise().maxCoeff();
+    logits.colwise() -= rowMax;
+    Eigen::MatrixXf probabilities = logits.array().exp();
+    const Eigen::VectorXf sumExp = probabilities.rowwise().sum();
+    const Eigen::VectorXf logSumExp = sumExp.array().log();
+    double lossSum = 0.0;
+    for (Eigen::Index i = 0; i < n; ++i)
+        lossSum += logSumExp[i] - logits(i, labels[static_cast<size_t>(i)]);
+    if (dLogits) {
+        probabilities.array().colwise() /= sumExp.array();
+        for (Eigen::Index i = 0; i < n; ++i)
+            probabilities(i, labels[static_cast<size_t>(i)]) -= 1.0f;
+        *dLogits = probabilities / static_cast<float>(n);
+    }
+    return static_cast<float>(lossSum / static_cast<double>(n));
+}
+
+// The share of rows whose largest logit is their label's.
+float accuracyOf(const Eigen::MatrixXf &logits, const std::vector<Eigen::Index> &labels)
+{
+    Eigen::Index correct = 0;
+    for (Eigen::Index i = 0; i < logits.rows(); ++i) {
+        Eigen::Index predicted = 0;
+        logits.row(i).maxCoeff(&predicted);
+        correct += predicted == labels[static_cast<size_t>(i)] ? 1 : 0;
+    }
+    return static_cast<float>(correct) / static_cast<float>(logits.rows());
+}
+
 class SoftmaxRegression final : public Model
 {
 public:
@@ -160,33 +215,16 @@ public:
         checkParameters(params, {m_featureDim * m_classes, m_classes}, name());
         const Batch batch(data, rows, m_featureDim, name());
         const Eigen::MatrixXf &x = batch.features();
-        const std::vector<Eigen::Index> labels = classLabels(batch.targets(), data);
-        const Eigen::Index n = x.rows();
-
-        Eigen::MatrixXf logits = logitsFor(params, x);
-        // Shifting each row by its maximum keeps exp() finite; log-sum-exp adds it back.
-        const Eigen::VectorXf rowMax = logits.rowwise().maxCoeff();
-        logits.colwise() -= rowMax;
-        Eigen::MatrixXf probabilities = logits.array().exp();
-        const Eigen::VectorXf sumExp = probabilities.rowwise().sum();
-        const Eigen::VectorXf logSumExp = sumExp.array().log();
-
-        double lossSum = 0.0;
-        for (Eigen::Index i = 0; i < n; ++i)
-            lossSum += logSumExp[i] - logits(i, labels[static_cast<size_t>(i)]);
-
+        const std::vector<Eigen::Index> labels = classLabels(batch.targets(), data, m_classes, name());
+        Eigen::MatrixXf dLogits;
+        const float loss = softmaxCrossEntropy(logitsFor(params, x), labels, gradient ? &dLogits : nullptr);
         if (gradient) {
-            probabilities.array().colwise() /= sumExp.array();
-            for (Eigen::Index i = 0; i < n; ++i)
-                probabilities(i, labels[static_cast<size_t>(i)]) -= 1.0f;
-            probabilities /= static_cast<float>(n);
             gradient->resize(2);
             (*gradient)[0].resize(m_featureDim * m_classes);
-            Eigen::Map<RowMajorMatrixXf>((*gradient)[0].data(), m_featureDim, m_classes)
-                = x.transpose() * probabilities;
-            (*gradient)[1] = probabilities.colwise().sum().transpose();
+            Eigen::Map<RowMajorMatrixXf>((*gradient)[0].data(), m_featureDim, m_classes) = x.transpose() * dLogits;
+            (*gradient)[1] = dLogits.colwise().sum().transpose();
         }
-        return static_cast<float>(lossSum / static_cast<double>(n));
+        return loss;
     }
 
     bool classifies() const override { return true; }
@@ -195,15 +233,7 @@ public:
     {
         checkParameters(params, {m_featureDim * m_classes, m_classes}, name());
         const Batch batch(data, {}, m_featureDim, name());
-        const std::vector<Eigen::Index> labels = classLabels(batch.targets(), data);
-        const Eigen::MatrixXf logits = logitsFor(params, batch.features());
-        Eigen::Index correct = 0;
-        for (Eigen::Index i = 0; i < logits.rows(); ++i) {
-            Eigen::Index predicted = 0;
-            logits.row(i).maxCoeff(&predicted);
-            correct += predicted == labels[static_cast<size_t>(i)] ? 1 : 0;
-        }
-        return static_cast<float>(correct) / static_cast<float>(logits.rows());
+        return accuracyOf(logitsFor(params, batch.features()), classLabels(batch.targets(), data, m_classes, name()));
     }
 
 private:
@@ -215,25 +245,128 @@ private:
         return logits;
     }
 
-    std::vector<Eigen::Index> classLabels(const Eigen::Ref<const Eigen::VectorXf> &targets, const Dataset &data) const
-    {
-        std::vector<Eigen::Index> labels(static_cast<size_t>(targets.size()));
-        for (Eigen::Index i = 0; i < targets.size(); ++i) {
-            const float t = targets[i];
-            if (!(t >= 0.0f && t < static_cast<float>(m_classes)) || t != std::floor(t)) {
-                throw InputError("the data (" + data.description + ") has class index " + number(t)
-                                 + ", but the softmax model has " + std::to_string(m_classes) + " classes (0 to "
-                                 + std::to_string(m_classes - 1)
-                                 + "); targets must be whole class numbers in that range");
-            }
-            labels[static_cast<size_t>(i)] = static_cast<Eigen::Index>(t);
-        }
-        return labels;
-    }
-
     int64_t m_featureDim;
     int64_t m_classes;
 };
+
+// A classifier with one hidden layer of tanh units: the smallest model on
+// which staleness costs what it costs deep networks -- its loss is not
+// convex, so a stale gradient can push it into a worse basin rather than
+// only slow it down. tanh rather than ReLU: smooth, so the gradient is
+// exact at every point (tst_models checks it numerically). Variables as a
+// TF1 two-layer model names them: hidden/W [features, hidden], hidden/b,
+// out/W [hidden, classes], out/b; weights row-major.
+class MultilayerPerceptron final : public Model
+{
+public:
+    MultilayerPerceptron(int64_t featureDim, int64_t hidden, int64_t classes)
+        : m_featureDim(featureDim)
+        , m_hidden(hidden)
+        , m_classes(classes)
+    {
+    }
+
+    std::string name() const override { return "mlp"; }
+    int64_t featureDim() const override { return m_featureDim; }
+    int64_t outputDim() const override { return m_classes; }
+
+    std::vector<Variable> initialVariables(uint64_t seed) const override
+    {
+        // Glorot-like scales: each layer's output starts with about unit
+        // variance, so tanh starts in its linear range, not saturated.
+        std::mt19937_64 rng(seed);
+        const float hiddenScale = 1.0f / std::sqrt(float(m_featureDim));
+        const float outScale = 1.0f / std::sqrt(float(m_hidden));
+        return {
+            {"hidden/W", {m_featureDim, m_hidden}, truncatedNormal(m_featureDim * m_hidden, hiddenScale, rng)},
+            {"hidden/b", {m_hidden}, Eigen::VectorXf::Zero(m_hidden)},
+            {"out/W", {m_hidden, m_classes}, truncatedNormal(m_hidden * m_classes, outScale, rng)},
+            {"out/b", {m_classes}, Eigen::VectorXf::Zero(m_classes)},
+        };
+    }
+
+    float lossAndGradient(const Parameters &params, const Dataset &data, const std::vector<int64_t> &rows,
+                          Parameters *gradient) const override
+    {
+        checkParameters(params, sizes(), name());
+        const Batch batch(data, rows, m_featureDim, name());
+        const Eigen::MatrixXf &x = batch.features();
+        const std::vector<Eigen::Index> labels = classLabels(batch.targets(), data, m_classes, name());
+        const Eigen::MatrixXf activations = hiddenActivations(params, x);
+        Eigen::MatrixXf dLogits;
+        const float loss = softmaxCrossEntropy(logitsFor(params, activations), labels, gradient ? &dLogits : nullptr);
+        if (gradient) {
+            const Eigen::Map<const RowMajorMatrixXf> outW(params[2].data(), m_hidden, m_classes);
+            // Back through tanh: d tanh(z)/dz = 1 - tanh(z)^2.
+            const Eigen::MatrixXf dHidden
+                = ((dLogits * outW.transpose()).array() * (1.0f - activations.array().square())).matrix();
+            gradient->resize(4);
+            (*gradient)[0].resize(m_featureDim * m_hidden);
+            Eigen::Map<RowMajorMatrixXf>((*gradient)[0].data(), m_featureDim, m_hidden) = x.transpose() * dHidden;
+            (*gradient)[1] = dHidden.colwise().sum().transpose();
+            (*gradient)[2].resize(m_hidden * m_classes);
+            Eigen::Map<RowMajorMatrixXf>((*gradient)[2].data(), m_hidden, m_classes)
+                = activations.transpose() * dLogits;
+            (*gradient)[3] = dLogits.colwise().sum().transpose();
+        }
+        return loss;
+    }
+
+    bool classifies() const override { return true; }
+
+    float accuracy(const Parameters &params, const Dataset &data) const override
+    {
+        checkParameters(params, sizes(), name());
+        const Batch batch(data, {}, m_featureDim, name());
+        return accuracyOf(logitsFor(params, hiddenActivations(params, batch.features())),
+                          classLabels(batch.targets(), data, m_classes, name()));
+    }
+
+private:
+    std::vector<Eigen::Index> sizes() const
+    {
+        return {m_featureDim * m_hidden, m_hidden, m_hidden * m_classes, m_classes};
+    }
+
+    Eigen::MatrixXf hiddenActivations(const Parameters &params, const Eigen::MatrixXf &x) const
+    {
+        const Eigen::Map<const RowMajorMatrixXf> w(params[0].data(), m_featureDim, m_hidden);
+        Eigen::MatrixXf z = x * w;
+        z.rowwise() += params[1].transpose();
+        return z.array().tanh().matrix();
+    }
+
+    Eigen::MatrixXf logitsFor(const Parameters &params, const Eigen::MatrixXf &activations) const
+    {
+        const Eigen::Map<const RowMajorMatrixXf> w(params[2].data(), m_hidden, m_classes);
+        Eigen::MatrixXf logits = activations * w;
+        logits.rowwise() += params[3].transpose();
+        return logits;
+    }
+
+    int64_t m_featureDim;
+    int64_t m_hidden;
+    int64_t m_classes;
+};
+
+// "mlp" or "mlp:HIDDEN": the hidden units asked for, or nullopt for another
+// model's name. Throws InputError for a bad number.
+std::optional<int64_t> mlpHiddenUnits(const std::string &name)
+{
+    if (name == "mlp")
+        return kDefaultHiddenUnits;
+    if (name.rfind("mlp:", 0) != 0)
+        return std::nullopt;
+    const std::string digits = name.substr(4);
+    int64_t hidden = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), hidden);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || hidden < 1
+        || hidden > kMaxHiddenUnits)
+        throw InputError("the model '" + name + "' needs a number of hidden units from 1 to "
+                         + std::to_string(kMaxHiddenUnits) + " after 'mlp:' (e.g. mlp:64), or write mlp for "
+                         + std::to_string(kDefaultHiddenUnits));
+    return hidden;
+}
 
 } // namespace
 
@@ -248,7 +381,8 @@ GradientView viewOf(const Parameters &values)
 
 std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim)
 {
-    if (name != "linear" && name != "softmax") {
+    const std::optional<int64_t> hidden = mlpHiddenUnits(name);
+    if (name != "linear" && name != "softmax" && !hidden) {
         std::string known;
         for (const std::string &n : modelNames())
             known += (known.empty() ? "" : ", ") + n;
@@ -261,15 +395,22 @@ std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, in
     if (name == "linear")
         return std::make_unique<LinearRegression>(featureDim);
     if (outputDim < 2) {
-        throw InputError("the softmax model needs at least 2 classes, the data has " + std::to_string(outputDim)
+        throw InputError("the " + name + " model needs at least 2 classes, the data has " + std::to_string(outputDim)
                          + "; use a classification dataset or the linear model");
     }
+    if (hidden)
+        return std::make_unique<MultilayerPerceptron>(featureDim, *hidden, outputDim);
     return std::make_unique<SoftmaxRegression>(featureDim, outputDim);
+}
+
+bool isClassifierName(const std::string &name)
+{
+    return name == "softmax" || mlpHiddenUnits(name).has_value();
 }
 
 std::vector<std::string> modelNames()
 {
-    return {"linear", "softmax"};
+    return {"linear", "softmax", "mlp"};
 }
 
 std::vector<std::string> heldOutMetricNames(const Model &model)

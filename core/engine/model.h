@@ -47,7 +47,7 @@ class Model
 public:
     virtual ~Model() = default;
 
-    // "linear" or "softmax".
+    // "linear", "softmax" or "mlp" (whatever its hidden units).
     virtual std::string name() const = 0;
     virtual int64_t featureDim() const = 0;
     // Linear: 1 (regression target); softmax: number of classes.
@@ -83,12 +83,19 @@ std::vector<std::string> heldOutMetricNames(const Model &model);
 // Their values for `params` on `heldOut`, in the same order.
 std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const Dataset &heldOut);
 
-// Makes the model named by --model for data of the given shape. Throws
-// InputError for an unknown name (listing the known ones) or a shape the
-// model cannot take.
+// Makes the model named by --model for data of the given shape: "linear",
+// "softmax", or "mlp" / "mlp:HIDDEN" (one hidden layer of tanh units,
+// kDefaultHiddenUnits unless given). Throws InputError for an unknown name
+// (listing the known ones) or a shape the model cannot take.
 std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim);
+constexpr int64_t kDefaultHiddenUnits = 32;
+constexpr int64_t kMaxHiddenUnits = 1 << 16;
 
-// The model names makeModel() knows, for --help.
+// Whether --model names a classifier (softmax, mlp): its data are classes.
+// Throws InputError for an mlp with a bad number of hidden units.
+bool isClassifierName(const std::string &name);
+
+// The model names makeModel() knows, for --help and the designer.
 std::vector<std::string> modelNames();
 
 } // namespace parasync

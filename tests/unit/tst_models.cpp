@@ -101,6 +101,7 @@ private Q_SLOTS:
     void initialVariablesHaveTheSeedsShapesAndScale();
     void linearGradientDescentRecoversSlopeAndIntercept();
     void softmaxGradientDescentClassifiesBlobs();
+    void mlpLearnsWhatNoLinearClassifierCan();
     void linearAccuracyIsNotANumber();
     void makeModelRejectsBadInput_data();
     void makeModelRejectsBadInput();
@@ -120,6 +121,8 @@ void TestModels::gradientMatchesFiniteDifferences_data()
     QTest::newRow("linear, 4 features, mini-batch") << QStringLiteral("linear") << 4 << 1 << true;
     QTest::newRow("softmax, 2 features, 3 classes") << QStringLiteral("softmax") << 2 << 3 << false;
     QTest::newRow("softmax, 5 features, 4 classes, mini-batch") << QStringLiteral("softmax") << 5 << 4 << true;
+    QTest::newRow("mlp:5, 3 features, 4 classes") << QStringLiteral("mlp:5") << 3 << 4 << false;
+    QTest::newRow("mlp:5, 3 features, 4 classes, mini-batch") << QStringLiteral("mlp:5") << 3 << 4 << true;
 }
 
 void TestModels::gradientMatchesFiniteDifferences()
@@ -129,7 +132,7 @@ void TestModels::gradientMatchesFiniteDifferences()
     QFETCH(int, classes);
     QFETCH(bool, subset);
 
-    const bool softmax = model == QLatin1String("softmax");
+    const bool softmax = model != QLatin1String("linear"); // a classifier
     const Dataset data = softmax ? makeBlobs(7, 40, classes, features) : regressionData(7, 40, features);
     const auto m = makeModel(model.toStdString(), features, softmax ? classes : 1);
     const Parameters params = randomParameters(*m, 3, softmax ? 0.5f : 2.0f);
@@ -322,6 +325,42 @@ void TestModels::softmaxGradientDescentClassifiesBlobs()
     QVERIFY(m->accuracy(initial, test) < 0.5f);
 }
 
+// XOR: four clusters whose classes alternate around the square. No line
+// separates them, so softmax regression stays near chance; one hidden layer
+// does not.
+void TestModels::mlpLearnsWhatNoLinearClassifierCan()
+{
+    std::mt19937_64 rng(5);
+    std::normal_distribution<float> noise(0.0f, 0.2f);
+    Dataset data;
+    constexpr int kSamples = 400;
+    data.features.resize(kSamples, 2);
+    data.targets.resize(kSamples, 1);
+    for (int i = 0; i < kSamples; ++i) {
+        const float x = (i % 2 == 0) ? 1.0f : -1.0f;
+        const float y = ((i / 2) % 2 == 0) ? 1.0f : -1.0f;
+        data.features(i, 0) = x + noise(rng);
+        data.features(i, 1) = y + noise(rng);
+        data.targets(i, 0) = x * y > 0 ? 1.0f : 0.0f;
+    }
+    data.numClasses = 2;
+    data.description = "xor";
+    const auto mlp = makeModel("mlp:8", 2, 2);
+    QCOMPARE(mlp->name(), std::string("mlp"));
+    const std::vector<Variable> variables = mlp->initialVariables(5);
+    QCOMPARE(variables.size(), size_t(4));
+    QCOMPARE(variables[0].name, std::string("hidden/W"));
+    QCOMPARE(variables[0].shape, (std::vector<int64_t>{2, 8}));
+    QCOMPARE(variables[2].shape, (std::vector<int64_t>{8, 2}));
+    const Parameters trained = gradientDescent(*mlp, valuesOf(variables), data, 0.5f, 2000);
+    const float mlpAccuracy = mlp->accuracy(trained, data);
+    const auto softmax = makeModel("softmax", 2, 2);
+    const float softmaxAccuracy
+        = softmax->accuracy(gradientDescent(*softmax, valuesOf(softmax->initialVariables(5)), data, 0.5f, 2000), data);
+    QVERIFY2(mlpAccuracy > 0.95f, qPrintable(QStringLiteral("mlp accuracy %1").arg(mlpAccuracy)));
+    QVERIFY2(softmaxAccuracy < 0.8f, qPrintable(QStringLiteral("softmax accuracy %1").arg(softmaxAccuracy)));
+}
+
 void TestModels::linearAccuracyIsNotANumber()
 {
     const auto m = makeModel("linear", 1, 1);
@@ -337,7 +376,10 @@ void TestModels::makeModelRejectsBadInput_data()
     QTest::addColumn<QString>("messagePart");
 
     QTest::newRow("unknown name lists known models")
-        << QStringLiteral("mlp") << 2 << 10 << QStringLiteral("linear, softmax");
+        << QStringLiteral("perceptron") << 2 << 10 << QStringLiteral("linear, softmax, mlp");
+    QTest::newRow("mlp without hidden units") << QStringLiteral("mlp:0") << 2 << 3 << QStringLiteral("e.g. mlp:64");
+    QTest::newRow("mlp with words for units") << QStringLiteral("mlp:wide") << 2 << 3 << QStringLiteral("hidden units");
+    QTest::newRow("mlp with one class") << QStringLiteral("mlp") << 2 << 1 << QStringLiteral("2 classes");
     QTest::newRow("linear without features") << QStringLiteral("linear") << 0 << 1 << QStringLiteral("feature");
     QTest::newRow("softmax without features") << QStringLiteral("softmax") << 0 << 3 << QStringLiteral("feature");
     QTest::newRow("softmax with one class") << QStringLiteral("softmax") << 2 << 1 << QStringLiteral("2 classes");

@@ -107,7 +107,7 @@ QString lossAxisTitle(const std::string &model, bool logScale)
     QString what;
     if (model == "linear")
         what = QObject::tr("mean squared error");
-    else if (model == "softmax")
+    else if (model == "softmax" || model == "mlp")
         what = QObject::tr("cross-entropy");
     if (logScale)
         what += what.isEmpty() ? QObject::tr("log scale") : QObject::tr(", log scale");
