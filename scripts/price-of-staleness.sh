@@ -8,6 +8,8 @@
 # docs/price-of-staleness.md holds the table this wrote on our machines.
 # Usage: scripts/price-of-staleness.sh [OUT_DIR] [SEEDS...]
 #   (default: build/price-of-staleness, seeds 1 2 3; about 3 minutes a seed)
+# Another workload in PARASYNC_WORKLOAD (default staleness; mlp: the same
+# with a hidden layer, beside async with the learning rate / staleness).
 # Extra flags for every comparison in PARASYNC_COMPARE_FLAGS, e.g.
 #   PARASYNC_COMPARE_FLAGS="--modes=async,sync,ssp:4 --compare_seconds=60"
 set -euo pipefail
@@ -22,6 +24,7 @@ app="$here/build/dev/app/parasync/parasync"
 
 mkdir -p "$out"
 read -r -a extra <<<"${PARASYNC_COMPARE_FLAGS:-}"
+workload=${PARASYNC_WORKLOAD:-staleness}
 for seed in "${seeds[@]}"; do
   dir="$out/seed-$seed"
   if [ -f "$dir/comparison.csv" ]; then
@@ -30,7 +33,7 @@ for seed in "${seeds[@]}"; do
   fi
   rm -rf "$dir"
   echo "seed $seed: comparing into $dir"
-  "$app" --headless --compare_modes --workload=staleness --seed="$seed" --export="$dir" "${extra[@]}" \
+  "$app" --headless --compare_modes --workload="$workload" --seed="$seed" --export="$dir" "${extra[@]}" \
     >"$out/seed-$seed.log" 2>&1 || { echo "seed $seed failed: see $out/seed-$seed.log" >&2; exit 1; }
 done
 

@@ -1,9 +1,11 @@
 #include "ui/main_window.h"
 
 #include "base/error.h"
+#include "base/qt_text.h"
 #include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
 #include "config/plan_from_flags.h"
+#include "config/workloads.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
 #include "orchestration/slurm_job.h"
@@ -227,15 +229,22 @@ void MainWindow::createActions()
         ModeComparisonWindow::open(this, ModeComparisonWindow::defaultOptions(demoPlan()), m_launcher->nodeBinary());
     });
 
-    // The same, one click away, on a problem where the modes' staleness
-    // costs the model (what a newcomer should see next to the pace).
-    auto *compareStaleness = new QAction(tr("Compare modes: the price of staleness..."), this);
-    compareStaleness->setObjectName(QStringLiteral("compareModesStaleness"));
-    compareStaleness->setToolTip(tr("16 workers train a softmax classifier with momentum in async, sync, sync with a "
-                                    "backup worker and ssp at two bounds: held-out loss and staleness side by side"));
-    connect(compareStaleness, &QAction::triggered, this, [this] {
-        ModeComparisonWindow::open(this, ModeComparisonWindow::workloadOptions("staleness"), m_launcher->nodeBinary());
-    });
+    // The same, one click away, on each problem where the modes' staleness
+    // costs the model (what a newcomer should see next to the pace):
+    // "compareModesStaleness", "compareModesMlp".
+    std::vector<QAction *> compareWorkloads;
+    for (const std::string &name : workloadNames()) {
+        const Workload w = workload(name);
+        auto *action = new QAction(tr("Compare modes: %1...").arg(qs(w.title)), this);
+        QString objectName = qs(name);
+        objectName[0] = objectName[0].toUpper();
+        action->setObjectName(QStringLiteral("compareModes") + objectName);
+        action->setToolTip(qs(w.description));
+        connect(action, &QAction::triggered, this, [this, name] {
+            ModeComparisonWindow::open(this, ModeComparisonWindow::workloadOptions(name), m_launcher->nodeBinary());
+        });
+        compareWorkloads.push_back(action);
+    }
 
     m_exportAll = new QAction(tr("Export all..."), this);
     m_exportAll->setObjectName(QStringLiteral("exportAll"));
@@ -262,7 +271,8 @@ void MainWindow::createActions()
     runs->addAction(openRun);
     runs->addAction(compare);
     runs->addAction(compareModes);
-    runs->addAction(compareStaleness);
+    for (QAction *action : compareWorkloads)
+        runs->addAction(action);
     QMenu *exportMenu = menuBar()->addMenu(tr("&Export"));
     exportMenu->addAction(m_exportAll);
     exportMenu->addAction(tr("Run report (PDF)..."), this, &MainWindow::askExportReport);

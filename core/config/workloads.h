@@ -15,7 +15,8 @@ namespace parasync {
 struct Workload
 {
     std::string name;        // "staleness": --workload's value
-    std::string description; // one line, for --help and the window's menu
+    std::string title;       // "the price of staleness": the Runs menu's "Compare modes: TITLE..."
+    std::string description; // one line, for --help and the menu's tooltip
     // The cluster on loopback ports from 2222 up, training until stopped.
     ClusterPlan plan;
     // The comparison's contenders (parseModeSpecList) and its target: the

@@ -771,6 +771,11 @@ private Q_SLOTS:
         window.show();
         auto *action = window.findChild<QAction *>(QStringLiteral("compareModesStaleness"));
         QVERIFY(action);
+        // Each workload has its entry, saying what it trains.
+        auto *mlp = window.findChild<QAction *>(QStringLiteral("compareModesMlp"));
+        QVERIFY(mlp);
+        QVERIFY2(mlp->text().contains(QStringLiteral("MLP")) && mlp->toolTip().contains(QStringLiteral("MLP")),
+                 qPrintable(mlp->text() + u" / "_s + mlp->toolTip()));
         action->trigger();
         ModeComparisonWindow *comparisonWindow = window.findChild<ModeComparisonWindow *>();
         QVERIFY(comparisonWindow);

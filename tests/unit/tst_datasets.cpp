@@ -451,7 +451,10 @@ void TestDatasets::defaultDatasetMatchesTheModel()
 {
     QCOMPARE(defaultDatasetFor("linear"), std::string("linear"));
     QCOMPARE(defaultDatasetFor("softmax"), std::string("blobs"));
-    QVERIFY_THROWS_EXCEPTION(InputError, defaultDatasetFor("mlp"));
+    QCOMPARE(defaultDatasetFor("mlp"), std::string("blobs"));
+    QCOMPARE(defaultDatasetFor("mlp:64"), std::string("blobs"));
+    QVERIFY_THROWS_EXCEPTION(InputError, defaultDatasetFor("perceptron"));
+    QVERIFY_THROWS_EXCEPTION(InputError, defaultDatasetFor("mlp:0"));
 }
 
 void TestDatasets::hugeSyntheticShardsAreRefusedBeforeAllocating()

@@ -182,6 +182,24 @@ private Q_SLOTS:
         QVERIFY(named.targetLoss > 0);
     }
 
+    // Every named workload is a comparison the app can run: its contenders
+    // parse, it has a target and a menu title, and --workload gives its plan.
+    void everyWorkloadIsAComparisonTheAppCanRun()
+    {
+        QVERIFY(workloadNames().size() >= 2);
+        for (const std::string &name : workloadNames()) {
+            const Workload w = workload(name);
+            QCOMPARE(w.name, name);
+            QVERIFY(!w.title.empty() && !w.description.empty());
+            QVERIFY(parseModeSpecList(w.contenders).size() >= 3);
+            QVERIFY(w.targetLoss > 0);
+            QVERIFY(w.plan.cluster.numWorkers() >= 8);
+        }
+        const Workload mlp = workload("mlp");
+        QCOMPARE(mlp.plan.training.model, std::string("mlp"));
+        QVERIFY(mlp.contenders.find(std::string("async") + kStalenessRuleSuffix) != std::string::npos);
+    }
+
     void aWrongFlagIsRefusedByName_data()
     {
         QTest::addColumn<QString>("flag");
