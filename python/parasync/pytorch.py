@@ -75,3 +75,49 @@ class Trainer:
         result = self.worker.push(self.gradients(), float(loss.detach()), metrics=metrics)
         self.load(result.parameters)
         return result
+
+
+class BuiltinMLP(torch.nn.Module):
+    """parasync-node's --model=mlp as a module, so that PyTorch and C++
+    workers train one model: a hidden layer of tanh units, then logits. Its
+    parameters carry the C++ model's names, shapes and layout (hidden/W is
+    features x hidden, row-major: x @ W, not torch.nn.Linear's W^T), so the
+    signature builtin_signature() makes is the one the C++ workers send."""
+
+    def __init__(self, features, classes, hidden=32):
+        super().__init__()
+        if features < 1 or classes < 2 or hidden < 1:
+            raise ValueError(f"an mlp needs features >= 1, classes >= 2 and hidden units >= 1 "
+                             f"(given {features}, {classes}, {hidden})")
+        self.hidden_units = int(hidden)
+        # The C++ model's start: truncated normal at 1/sqrt(fan-in), zero biases.
+        shapes = {"hidden/W": (features, hidden), "hidden/b": (hidden,),
+                  "out/W": (hidden, classes), "out/b": (classes,)}
+        for name, shape in shapes.items():
+            value = torch.zeros(shape)
+            if name.endswith("/W"):
+                torch.nn.init.trunc_normal_(value, std=shape[0] ** -0.5, a=-2 * shape[0] ** -0.5,
+                                            b=2 * shape[0] ** -0.5)
+            self.register_parameter(name, torch.nn.Parameter(value))
+
+    def _p(self, name):
+        return self.get_parameter(name)
+
+    def forward(self, x):
+        hidden = torch.tanh(x @ self._p("hidden/W") + self._p("hidden/b"))
+        return hidden @ self._p("out/W") + self._p("out/b")
+
+
+def builtin_signature(module, dataset, optimizer="sgd"):
+    """The signature parasync-node's workers send for --model=mlp (with
+    BuiltinMLP's hidden units: --model=mlp:N unless 32) on --dataset=<dataset>
+    with --optimizer=<optimizer>; ps:0 compares it field by field, so
+    `dataset` must be the --dataset text the C++ workers were given."""
+    if not isinstance(module, BuiltinMLP):
+        raise TypeError("builtin_signature() describes a BuiltinMLP; for your own module use signature()")
+    features, _ = module.get_parameter("hidden/W").shape
+    classes = module.get_parameter("out/b").shape[0]
+    base = signature(module, "mlp", optimizer=optimizer, dataset=dataset)
+    base.feature_dim = int(features)
+    base.output_dim = int(classes)
+    return base

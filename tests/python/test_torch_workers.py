@@ -9,6 +9,7 @@ import re
 import subprocess
 import unittest
 
+import node_cluster
 from node_cluster import Cluster, describe, read_metrics
 from parasync import checkpoints
 
@@ -221,6 +222,46 @@ class TorchWorkersTest(unittest.TestCase):
         self.assertEqual(restored.group(1), restored.group(2))
         self.assertGreater(int(restored.group(2)), 0)
         self.assertIn("worker:1 state finished", cluster.output("worker:1"))
+
+    def test_a_torch_worker_and_a_cpp_chief_train_the_builtin_mlp_together(self):
+        """parasync-node's --model=mlp and parasync.pytorch.BuiltinMLP declare
+        one model: ps:0 takes both workers' gradients into it, and it learns."""
+        last_step = 600
+        cluster = Cluster(self)
+        data = node_cluster.digits_csv(cluster.dir)
+        self.logdir = os.path.join(cluster.dir, "run")
+        common = ["--model=mlp", f"--dataset=csv:{data}", "--optimizer=adam", "--learning_rate=0.005",
+                  "--batch_size=64", f"--last_step={last_step}", "--display_step=10"]
+        cluster.start_node("ps", 0, *common, f"--logdir={self.logdir}")
+        cluster.start_python_worker(1, "torch_builtin_mlp.py", f"--dataset=csv:{data}", "--optimizer=adam",
+                                    "--batch_size=64", "--display_step=50")
+        cluster.wait_for_output("worker:1", "state waiting: waiting for")
+        # A millisecond of compute a step keeps the C++ chief near PyTorch's pace.
+        cluster.start_node("worker", 0, *common, "--compute_ms=1")
+        for name in ("worker:1", "worker:0", "ps:0"):
+            self.assertEqual(cluster.wait(name, timeout=180), 0, describe(cluster))
+        rows = read_metrics(self.logdir)
+        for worker in ("0", "1"):
+            self.assertGreater(sum(1 for r in rows if r["worker"] == worker), last_step // 5, describe(cluster))
+        # The chief's full-shard loss ends far below an untrained model's
+        # ln 10 = 2.30 (the median of its last ten measurements).
+        losses = [float(r["full_loss"]) for r in rows if r["full_loss"]]
+        self.assertGreaterEqual(len(losses), 10)
+        final = sorted(losses[-10:])[5]
+        self.assertLess(final, 0.6, f"full loss at the end {final}; {describe(cluster)}")
+
+    def test_a_builtin_mlp_of_another_width_is_refused_by_the_cluster(self):
+        """A PyTorch worker whose hidden layer is not the cluster's is turned
+        away with the difference named, not trained into the wrong shapes."""
+        cluster = Cluster(self)
+        data = node_cluster.digits_csv(cluster.dir)
+        common = ["--model=mlp", f"--dataset=csv:{data}", "--last_step=100"]
+        cluster.start_node("ps", 0, *common)
+        cluster.start_node("worker", 0, *common, "--compute_ms=5")
+        cluster.start_python_worker(1, "torch_builtin_mlp.py", f"--dataset=csv:{data}", "--hidden_units=16")
+        self.assertEqual(cluster.wait("worker:1", timeout=120), 2, describe(cluster))
+        self.assertIn("hidden/W", cluster.output("worker:1"), describe(cluster))
+        cluster.kill_all()
 
     def test_a_chief_that_declares_another_optimizer_than_the_ps_runs_is_refused(self):
         cluster = self.start(1000, "--mode=async", worker_flags=("--optimizer=sgd",))
