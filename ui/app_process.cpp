@@ -1,5 +1,7 @@
 #include "ui/app_process.h"
 
+#include "ui/main_window.h"
+
 #include <QApplication>
 #include <QByteArray>
 #include <QDir>
@@ -65,6 +67,11 @@ void quitOnTerminationSignals()
             std::fprintf(stderr, "parasync: received %s, stopping the cluster's tasks\n",
                          byte == 2 ? "SIGINT" : "SIGTERM");
         notifier->setEnabled(false);
+        // A signal is the user's answer already: no question before the
+        // tasks are stopped.
+        for (QWidget *window : QApplication::topLevelWidgets())
+            if (auto *main = qobject_cast<MainWindow *>(window))
+                main->quitWithoutAsking();
         if (QWidget *window = QApplication::activeWindow())
             window->close();
         QCoreApplication::exit(130);

@@ -21,7 +21,8 @@ void ensureRuntimeDirectory();
 // same). Call before the QApplication.
 bool preparePlatformForArguments(int argc, char **argv);
 
-// SIGINT and SIGTERM close the active window and end the event loop with
+// SIGINT and SIGTERM quit the main window without its question and close
+// the active window, and end the event loop with
 // 130, so that the launcher stops the tasks it started instead of leaving
 // them holding their ports. Call once, after the QApplication exists.
 void quitOnTerminationSignals();

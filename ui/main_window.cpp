@@ -27,6 +27,8 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
+#include <QSettings>
 #include <QSplitter>
 #include <QStandardPaths>
 #include <QStatusBar>
@@ -161,7 +163,7 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
     });
     rate->start(1000);
     updateActions();
-    resize(1500, 950);
+    restoreWindowLayout();
 }
 
 MainWindow::~MainWindow() = default;
@@ -655,8 +657,73 @@ void MainWindow::updateActions()
     m_stopCluster->setEnabled(m_launcher->anyRunning() || slurmJobLive);
 }
 
+bool MainWindow::quittingStopsTraining() const
+{
+    const bool slurmJobLive = m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty();
+    return m_launcher->anyRunning() || (slurmJobLive && m_slurmCancelOnQuit);
+}
+
+void MainWindow::askBeforeQuitting()
+{
+    if (auto *open = findChild<QMessageBox *>(QStringLiteral("quitQuestion")); open && open->isVisible())
+        return; // asked already
+    auto *question = new QMessageBox(QMessageBox::Question, tr("Quit Parasync"),
+                                     m_launcher->anyRunning()
+                                         ? tr("The cluster this window started is training. Quitting stops its "
+                                              "tasks; its run directory keeps what they wrote.")
+                                         : tr("Slurm job %1 is running and was to be cancelled on quit. Quitting "
+                                              "cancels it.")
+                                               .arg(m_slurmJob->jobId()),
+                                     QMessageBox::NoButton, this);
+    question->setObjectName(QStringLiteral("quitQuestion"));
+    question->setAttribute(Qt::WA_DeleteOnClose);
+    QPushButton *stop = question->addButton(tr("Stop and quit"), QMessageBox::AcceptRole);
+    stop->setObjectName(QStringLiteral("stopAndQuit"));
+    question->addButton(QMessageBox::Cancel)->setObjectName(QStringLiteral("keepTraining"));
+    question->setDefaultButton(QMessageBox::Cancel);
+    connect(question, &QMessageBox::buttonClicked, this, [this, stop](QAbstractButton *clicked) {
+        if (clicked == stop)
+            quitWithoutAsking();
+    });
+    question->open();
+}
+
+void MainWindow::quitWithoutAsking()
+{
+    m_quitConfirmed = true;
+    close();
+}
+
+void MainWindow::restoreWindowLayout()
+{
+    const QSettings settings;
+    if (restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) {
+        restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+        return;
+    }
+    // 1500 x 950 where there is room; nine tenths of a smaller screen.
+    QSize size(1500, 950);
+    if (const QScreen *screen = this->screen())
+        size = size.boundedTo(screen->availableGeometry().size() * 0.9);
+    resize(size);
+}
+
+void MainWindow::saveWindowLayout() const
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+}
+
 void MainWindow::closeEvent(QCloseEvent *event)
 {
+    if (!m_quitConfirmed && quittingStopsTraining()) {
+        event->ignore();
+        askBeforeQuitting();
+        return;
+    }
+    m_quitConfirmed = false; // a window closed and shown again asks again
+    saveWindowLayout();
     // Quitting stops what this app started: no orphans holding ports.
     m_watcher->disconnectFromCluster();
     if (m_launcher->anyRunning()) {

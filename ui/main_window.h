@@ -94,13 +94,29 @@ public:
     PaceControl *paceControl() const { return m_pace; }
     QString connectionText() const;
 
+    // Quits as the Quit action does, without the question a training
+    // cluster asks first: for the app's own ends (a termination signal, the
+    // screenshots taken).
+    void quitWithoutAsking();
+
 protected:
+    // Quitting stops what this window started. While a cluster it started
+    // trains (or a Slurm job it would cancel runs), the user is asked first
+    // ("quitQuestion": Stop and quit, or Cancel).
     void closeEvent(QCloseEvent *event) override;
 
 private:
     // With no cluster training, the Pace control shows the demo's pace.
     void showDemoPace();
     void createActions();
+    // Whether quitting now would stop training: the launcher's tasks, or a
+    // Slurm job to be cancelled on quit.
+    bool quittingStopsTraining() const;
+    void askBeforeQuitting();
+    // Where the window was and how its bars were, as the user left them;
+    // a first size that fits the screen (a 1366x768 laptop included).
+    void restoreWindowLayout();
+    void saveWindowLayout() const;
     void onSnapshotReady(const RunSnapshot &snapshot);
     void onRedrawn();
     void onConnectionState(bool connected, const QString &message);
@@ -166,6 +182,7 @@ private:
     ClusterPlan m_slurmPlan;
     SlurmSettings m_slurmSettings;
     bool m_slurmCancelOnQuit = false;
+    bool m_quitConfirmed = false; // the quit question answered "Stop and quit"
     QDockWidget *m_slurmDock = nullptr;
     QPlainTextEdit *m_slurmLog = nullptr;
 };

@@ -136,7 +136,7 @@ int main(int argc, char **argv)
             for (const QString &path : window.saveScreenshotsOfEveryWindow(dir))
                 std::printf("wrote %s\n", qPrintable(path));
             std::fflush(stdout);
-            window.close();
+            window.quitWithoutAsking();
         });
     }
     return QApplication::exec();

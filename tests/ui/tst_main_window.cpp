@@ -7,6 +7,7 @@
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "support/cluster_harness.h"
+#include "support/quit_answers.h"
 #include "ui/chart_exporter.h"
 #include "ui/connect_dialog.h"
 #include "ui/main_window.h"
@@ -17,6 +18,7 @@
 #include "ui/step_timeline_view.h"
 #include "wire/cluster_token.h"
 
+#include <QAbstractButton>
 #include <QAction>
 #include <QApplication>
 #include <QDialogButtonBox>
@@ -29,6 +31,7 @@
 #include <QLineEdit>
 #include <QMessageBox>
 #include <QPushButton>
+#include <QScreen>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSlider>
@@ -201,7 +204,7 @@ private Q_SLOTS:
         }
 
         // Quitting stops the processes it started.
-        window->close();
+        parasync::testing::quitAnsweringStop(window.get());
         window.reset();
         for (const qint64 pid : pids)
             QVERIFY2(!processExists(pid), qPrintable(QStringLiteral("pid %1 still running").arg(pid)));
@@ -231,6 +234,74 @@ private Q_SLOTS:
         slider->setValue(int(std::find(stops.begin(), stops.end(), 5) - stops.begin())); // as a drag ends
         QCOMPARE(window.paceControl()->computeMs(), 150);
         QCOMPARE(label->text(), QStringLiteral("150 ms a step (about 7 steps/s per worker), the demo's pace"));
+    }
+
+    // Quitting while the cluster this window started trains asks first:
+    // Cancel keeps it training, "Stop and quit" stops its tasks. The next
+    // window opens at the size the user left; with nothing saved, at a
+    // size that fits the screen.
+    void quittingATrainingClusterAsksFirstAndTheWindowComesBackAsLeft()
+    {
+        QSettings().remove(QStringLiteral("window"));
+        {
+            ClusterLauncher launcher;
+            launcher.setNodeBinary(testing::nodeBinary());
+            ClusterWatcher watcher;
+            MainWindow fresh(&launcher, &watcher);
+            fresh.show();
+            // Never larger than the screen unless it cannot be narrower, and
+            // it can always be made to fit a 1366x768 laptop's screen.
+            const QSize screen = fresh.screen()->availableGeometry().size();
+            const QSize least = fresh.minimumSizeHint();
+            QVERIFY2(fresh.width() <= std::max(screen.width(), least.width())
+                         && fresh.height() <= std::max(screen.height(), least.height()),
+                     qPrintable(QStringLiteral("%1x%2 on a %3x%4 screen")
+                                    .arg(fresh.width())
+                                    .arg(fresh.height())
+                                    .arg(screen.width())
+                                    .arg(screen.height())));
+            QVERIFY2(least.width() <= 1366 && least.height() <= 768 - 40,
+                     qPrintable(QStringLiteral("at least %1x%2").arg(least.width()).arg(least.height())));
+            fresh.close();
+        }
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        auto window = std::make_unique<MainWindow>(&launcher, &watcher);
+        window->setDemoPlan(planOnFreePorts(0)); // until stopped
+        window->show();
+        window->resize(1250, 700); // the user's size
+        window->startDemo();
+        QTRY_VERIFY_WITH_TIMEOUT(latest(*window) && latest(*window)->globalStep > 20, 30000);
+
+        const QSize left = window->size();
+        window->close();
+        auto *question = window->findChild<QMessageBox *>(QStringLiteral("quitQuestion"));
+        QVERIFY(question && question->isVisible());
+        QVERIFY2(question->text().contains(QStringLiteral("training")), qPrintable(question->text()));
+        QVERIFY(window->isVisible());
+        question->findChild<QAbstractButton *>(QStringLiteral("keepTraining"))->click();
+        QVERIFY(window->isVisible());
+        QVERIFY(launcher.anyRunning());
+        const int64_t asked = latest(*window)->globalStep;
+        QTRY_VERIFY_WITH_TIMEOUT(latest(*window)->globalStep > asked + 20, 20000); // still training
+
+        std::vector<qint64> pids;
+        for (const TaskInfo &task : launcher.tasks())
+            pids.push_back(task.pid);
+        QVERIFY(parasync::testing::quitAnsweringStop(window.get()));
+        QVERIFY(!window->isVisible());
+        QVERIFY(!launcher.anyRunning());
+        for (const qint64 pid : pids)
+            QVERIFY2(!processExists(pid), qPrintable(QStringLiteral("pid %1 still running").arg(pid)));
+        window.reset();
+
+        // Nothing trains now: the window closes without a question.
+        MainWindow again(&launcher, &watcher);
+        QCOMPARE(again.size(), left);
+        again.show();
+        QVERIFY(!parasync::testing::quitAnsweringStop(&again));
+        QVERIFY(!again.isVisible());
     }
 
     void thePaceSliderSetsEveryWorkersStepTimeWhileItTrains()
@@ -263,7 +334,7 @@ private Q_SLOTS:
                     }).ok());
             QCOMPARE(status.compute_ms(), 300);
         }
-        window.close();
+        parasync::testing::quitAnsweringStop(&window);
     }
 
     void aShortDemoIsCompletedFromItsRunDirectory()
@@ -289,7 +360,7 @@ private Q_SLOTS:
         QVERIFY(window.charts()->timeline()->pointCount() >= 3000);
         QVERIFY(!launcher.plan().training.logdir.empty());
         QDir(QString::fromStdString(launcher.plan().training.logdir)).removeRecursively();
-        window.close();
+        parasync::testing::quitAnsweringStop(&window);
     }
 
     void takenPortIsNamedAndFreePortsOffered()
@@ -325,7 +396,7 @@ private Q_SLOTS:
                  qPrintable(shownText));
         QVERIFY(launcher.plan().cluster.ps.front().port != squatter.serverPort());
         QTRY_VERIFY_WITH_TIMEOUT(latest(window) && latest(window)->globalStep > 0, 30000);
-        window.close();
+        parasync::testing::quitAnsweringStop(&window);
     }
 
     void connectsToAClusterItDidNotStart()
@@ -349,7 +420,7 @@ private Q_SLOTS:
         QCOMPARE(worker->launcherRow, -1); // not ours: no kill or restart
 
         // Quitting the app does not stop a cluster it only watches.
-        window.close();
+        parasync::testing::quitAnsweringStop(&window);
         QVERIFY(cluster.ps(0).isRunning());
     }
 
@@ -414,7 +485,7 @@ private Q_SLOTS:
         QVERIFY(alert);
         QTRY_VERIFY_WITH_TIMEOUT(alert->isVisible(), 15000);
         QVERIFY2(alert->text().contains(QStringLiteral("worker:1")), qPrintable(alert->text()));
-        window.close();
+        parasync::testing::quitAnsweringStop(&window);
         for (int i = 0; i < 2; ++i)
             cluster.worker(i).kill();
         cluster.ps(0).terminate();

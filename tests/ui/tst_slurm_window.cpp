@@ -7,6 +7,7 @@
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/slurm_job.h"
+#include "support/quit_answers.h"
 #include "support/slurm_cluster.h"
 #include "ui/main_window.h"
 #include "ui/run_charts_view.h"
@@ -138,7 +139,7 @@ private Q_SLOTS:
                 QTRY_VERIFY2_WITH_TIMEOUT(window.charts()->snapshot() && window.charts()->snapshot()->globalStep > 50,
                                           qPrintable(window.slurmLog().right(1500)), kTimeoutMs);
                 jobId = window.slurmJob()->jobId();
-                window.close();
+                parasync::testing::quitAnsweringStop(&window);
             }
             const QString state
                 = m_slurm

@@ -8,6 +8,7 @@
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/preflight_check.h"
 #include "support/cluster_harness.h"
+#include "support/quit_answers.h"
 #include "support/ssh_server.h"
 #include "ui/main_window.h"
 #include "ui/preflight_dialog.h"
@@ -124,7 +125,7 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(watcher.address() == QStringLiteral("127.0.0.1:%1").arg(psPort)
                                      && window.charts()->snapshot() && window.charts()->snapshot()->globalStep > 10,
                                  kTimeoutMs);
-        window.close();
+        parasync::testing::quitAnsweringStop(&window);
         QVERIFY(!launcher.anyRunning());
     }
 
@@ -146,7 +147,7 @@ private Q_SLOTS:
         QCOMPARE(window.statusBar()->currentMessage(), QStringLiteral("Not started (pre-flight check)."));
         QVERIFY(launcher.tasks().empty());
         QVERIFY(!watcher.isWatching());
-        window.close();
+        parasync::testing::quitAnsweringStop(&window);
     }
 
 private:
