@@ -76,7 +76,7 @@ done
 contents=$(dpkg-deb -c "$deb")
 for path in ./usr/bin/parasync ./usr/bin/parasync-node \
     ./usr/share/applications/$app_id.desktop ./usr/share/metainfo/$app_id.metainfo.xml \
-    ./usr/share/icons/hicolor/scalable/apps/$app_id.svg \
+    ./usr/share/icons/hicolor/scalable/apps/$app_id.svg ./usr/share/doc/parasync/copyright \
     ./usr/share/icons/hicolor/48x48/apps/$app_id.png ./usr/share/icons/hicolor/256x256/apps/$app_id.png \
     ./usr/lib/python3/dist-packages/parasync/__init__.py \
     ./usr/lib/python3/dist-packages/parasync/proto/parasync_pb2.py \
@@ -153,6 +153,8 @@ say "python3 imports parasync from $imported"
 # --- 4. Desktop entry, metainfo, icons. ------------------------------------
 desktop-file-validate "$share/applications/$app_id.desktop" || fail "desktop-file-validate rejects the desktop entry"
 appstreamcli validate --no-net "$share/metainfo/$app_id.metainfo.xml" || fail "appstreamcli rejects the metainfo"
+grep -q "<project_license>Apache-2.0</project_license>" "$share/metainfo/$app_id.metainfo.xml" \
+  || fail "the metainfo names no licence (Apache-2.0, LICENSE)"
 grep -q "<release version=\"$version\"" "$share/metainfo/$app_id.metainfo.xml" \
   || fail "the metainfo's release is not the package's version $version"
 exec_line=$(grep '^Exec=' "$share/applications/$app_id.desktop")
