@@ -2,6 +2,7 @@
 
 #include "base/error.h"
 #include "base/qt_text.h"
+#include "base/version.h"
 #include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
 #include "config/plan_from_flags.h"
@@ -19,6 +20,7 @@
 #include "ui/run_loader.h"
 
 #include <QAction>
+#include <QApplication>
 #include <QCloseEvent>
 #include <QDateTime>
 #include <QDir>
@@ -198,12 +200,14 @@ void MainWindow::createActions()
 
     auto *connectAction = new QAction(tr("Connect..."), this);
     connectAction->setObjectName(QStringLiteral("connectCluster"));
-    connectAction->setToolTip(tr("Watch a cluster that is already running, by ps:0's address"));
+    connectAction->setToolTip(tr("Watch a cluster that is already running, by ps:0's address (Ctrl+K)"));
+    connectAction->setShortcut(QKeySequence(tr("Ctrl+K")));
     connect(connectAction, &QAction::triggered, this, &MainWindow::askConnect);
 
     m_stopCluster = new QAction(tr("Stop cluster"), this);
     m_stopCluster->setObjectName(QStringLiteral("stopCluster"));
-    m_stopCluster->setToolTip(tr("Stop every task this app started"));
+    m_stopCluster->setToolTip(tr("Stop every task this app started (Ctrl+.)"));
+    m_stopCluster->setShortcut(QKeySequence(tr("Ctrl+.")));
     connect(m_stopCluster, &QAction::triggered, this, &MainWindow::stopCluster);
 
     auto *runOnSlurm = new QAction(tr("Run on Slurm..."), this);
@@ -284,6 +288,11 @@ void MainWindow::createActions()
     for (int i = 0; i < charts.size(); ++i)
         m_exportChartMenu->addAction(charts[i]->title() + QStringLiteral("..."), this,
                                      [this, i] { exportOneChart(i); });
+    // Help last, where desktop users look for it.
+    QMenu *help = menuBar()->addMenu(tr("&Help"));
+    QAction *about = help->addAction(tr("About Parasync"), this, &MainWindow::showAbout);
+    about->setObjectName(QStringLiteral("aboutParasync"));
+    help->addAction(tr("About Qt"), qApp, &QApplication::aboutQt);
 
     toolbar->addAction(m_startDemo);
     toolbar->addAction(newCluster);
@@ -655,6 +664,26 @@ void MainWindow::updateActions()
 {
     const bool slurmJobLive = m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty();
     m_stopCluster->setEnabled(m_launcher->anyRunning() || slurmJobLive);
+}
+
+void MainWindow::showAbout()
+{
+    auto *box = new QMessageBox(QMessageBox::Information, tr("About Parasync"), QString(), QMessageBox::Ok, this);
+    box->setObjectName(QStringLiteral("aboutBox"));
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->setTextFormat(Qt::RichText);
+    box->setText(tr("<h3>Parasync %1</h3>"
+                    "<p>Runs parameter-server training (ps and worker tasks, as TensorFlow 1.x runs them) and "
+                    "shows it train: who did which global step, the loss, and what each update mode "
+                    "(async, sync, ssp) costs.</p>"
+                    "<p>Protocol %2: an app and the parasync-node tasks it talks to must share it "
+                    "(<code>parasync-node --version</code>).</p>"
+                    "<p>Every flag: <code>parasync --help</code> and <code>parasync-node --help</code>; the guide "
+                    "is the project's README.md.</p>"
+                    "<p>Licensed under the Apache License 2.0.</p>")
+                     .arg(QString::fromLatin1(version()))
+                     .arg(kProtocolVersion));
+    box->open();
 }
 
 bool MainWindow::quittingStopsTraining() const

@@ -113,6 +113,7 @@ private:
     // Slurm job to be cancelled on quit.
     bool quittingStopsTraining() const;
     void askBeforeQuitting();
+    void showAbout();
     // Where the window was and how its bars were, as the user left them;
     // a first size that fits the screen (a 1366x768 laptop included).
     void restoreWindowLayout();

@@ -4,6 +4,8 @@
 // what ps:0 reports and a marker appear on the charts, export everything,
 // and quit without leaving a process behind.
 #include "base/port_holder.h"
+#include "base/version.h"
+#include "config/update_modes.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "support/cluster_harness.h"
@@ -274,6 +276,18 @@ private Q_SLOTS:
         window->startDemo();
         QTRY_VERIFY_WITH_TIMEOUT(latest(*window) && latest(*window)->globalStep > 20, 30000);
 
+        // The keyboard reaches the modes (Ctrl+1, 2, 3: the table's order)
+        // and Stop and Connect have keys of their own.
+        QVERIFY(QTest::qWaitForWindowActive(window.get()));
+        QTest::keyClick(window.get(), Qt::Key_3, Qt::ControlModifier);
+        QTRY_VERIFY_WITH_TIMEOUT(window->modeControls()->reportedMode()
+                                     && window->modeControls()->reportedMode()->mode() == updateModes()[2].mode,
+                                 15000);
+        QCOMPARE(window->findChild<QAction *>(QStringLiteral("stopCluster"))->shortcut(),
+                 QKeySequence(QStringLiteral("Ctrl+.")));
+        QCOMPARE(window->findChild<QAction *>(QStringLiteral("connectCluster"))->shortcut(),
+                 QKeySequence(QStringLiteral("Ctrl+K")));
+
         const QSize left = window->size();
         window->close();
         auto *question = window->findChild<QMessageBox *>(QStringLiteral("quitQuestion"));
@@ -302,6 +316,22 @@ private Q_SLOTS:
         again.show();
         QVERIFY(!parasync::testing::quitAnsweringStop(&again));
         QVERIFY(!again.isVisible());
+    }
+
+    // Help -> About says which version and protocol this is, and the licence.
+    void theAboutBoxNamesTheVersionProtocolAndLicence()
+    {
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        MainWindow window(&launcher, &watcher);
+        window.show();
+        window.findChild<QAction *>(QStringLiteral("aboutParasync"))->trigger();
+        auto *box = window.findChild<QMessageBox *>(QStringLiteral("aboutBox"));
+        QVERIFY(box && box->isVisible());
+        for (const QString &part : {QString::fromLatin1(version()), QStringLiteral("Protocol %1").arg(kProtocolVersion),
+                                    QStringLiteral("Apache License 2.0")})
+            QVERIFY2(box->text().contains(part), qPrintable(part + QStringLiteral(" not in ") + box->text()));
+        box->close();
     }
 
     void thePaceSliderSetsEveryWorkersStepTimeWhileItTrains()
