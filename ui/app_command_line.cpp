@@ -1,6 +1,8 @@
 #include "ui/app_command_line.h"
 
 #include "base/error.h"
+#include "base/nearest_name.h"
+#include "base/qt_text.h"
 #include "base/version.h"
 #include "config/plan_from_flags.h"
 #include "config/update_modes.h"
@@ -8,6 +10,8 @@
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
+
+#include <cstdio>
 
 namespace parasync::ui {
 
@@ -39,8 +43,9 @@ std::optional<std::string> valueIfSet(const QCommandLineParser &parser, const ch
 
 } // namespace
 
-void declareAppCommandLine(QCommandLineParser &parser)
+QStringList declareAppCommandLine(QCommandLineParser &parser)
 {
+    QStringList names;
     parser.setApplicationDescription(QStringLiteral(
         "Parasync: start, watch and steer a parameter-server training cluster.\n"
         "  parasync --demo                      the three-port demo cluster, in the window\n"
@@ -53,7 +58,8 @@ void declareAppCommandLine(QCommandLineParser &parser)
         "  parasync --headless --slurm --cluster_file=FILE --export=DIR   as a job of your Slurm"));
     parser.addHelpOption();
     parser.addVersionOption();
-    const auto option = [&parser](const char *name, const char *description, const char *valueName = nullptr) {
+    const auto option = [&parser, &names](const char *name, const char *description, const char *valueName = nullptr) {
+        names << QString::fromLatin1(name);
         QCommandLineOption opt(QString::fromLatin1(name), QString::fromLatin1(description));
         if (valueName)
             opt.setValueName(QString::fromLatin1(valueName));
@@ -149,6 +155,29 @@ void declareAppCommandLine(QCommandLineParser &parser)
     option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
            "DIR");
     option("screenshot_delay", "Milliseconds before --screenshots are taken (default 6000).", "MS");
+    return names;
+}
+
+std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const QStringList &declared,
+                                       const QStringList &arguments)
+{
+    if (!parser.parse(arguments)) {
+        QString message = QStringLiteral("parasync: ") + parser.errorText();
+        if (const QStringList unknown = parser.unknownOptionNames(); !unknown.isEmpty()) {
+            std::vector<std::string> names;
+            for (const QString &name : declared)
+                names.push_back(ss(name));
+            if (const std::string best = nearestName(ss(unknown.front()), names); !best.empty())
+                message += QStringLiteral(". Did you mean --%1?").arg(qs(best));
+        }
+        std::fprintf(stderr, "%s\nEvery flag: parasync --help\n", qPrintable(message));
+        return 2;
+    }
+    if (parser.isSet(QStringLiteral("help")))
+        parser.showHelp(0);
+    if (parser.isSet(QStringLiteral("version")))
+        parser.showVersion();
+    return std::nullopt;
 }
 
 bool wantsCluster(const QCommandLineParser &parser)

@@ -12,14 +12,25 @@
 #include "slurm/slurm_batch_script.h"
 #include "ui/headless_runner.h"
 
+#include <QStringList>
+
 #include <optional>
 
 class QCommandLineParser;
 
 namespace parasync::ui {
 
-// The description, --help, --version and every flag of `parasync`.
-void declareAppCommandLine(QCommandLineParser &parser);
+// The description, --help, --version and every flag of `parasync`; returns
+// the flags' names ("demo", "learning_rate", ...).
+QStringList declareAppCommandLine(QCommandLineParser &parser);
+
+// Parses `arguments` (the program's name first) with the declared flags.
+// --help and --version print and exit 0, as Qt's process() does. A wrong
+// or unknown flag is said on stderr with the nearest declared one ("Did
+// you mean --learning_rate?") and where to see them all, and gives 2, the
+// exit status of bad input in both programs; nullopt when all is well.
+std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const QStringList &declared,
+                                       const QStringList &arguments);
 
 // --demo or --cluster_file: a cluster to start.
 bool wantsCluster(const QCommandLineParser &parser);

@@ -37,7 +37,9 @@ int main(int argc, char **argv)
     QApplication::setApplicationName(QStringLiteral("parasync"));
     QApplication::setOrganizationName(QStringLiteral("Parasync"));
     QApplication::setOrganizationDomain(QStringLiteral("parasync.github.io"));
-    QApplication::setApplicationVersion(QLatin1String(parasync::version()));
+    // "parasync 0.1.0 (protocol 1)", as parasync-node --version says its own.
+    QApplication::setApplicationVersion(
+        QStringLiteral("%1 (protocol %2)").arg(QLatin1String(parasync::version())).arg(parasync::kProtocolVersion));
     // The installed desktop entry's name (packaging/): Wayland compositors
     // and task bars match the window to it, and so to its icon.
     QGuiApplication::setDesktopFileName(QStringLiteral("io.github.parasync.Parasync"));
@@ -45,8 +47,9 @@ int main(int argc, char **argv)
                                                  QIcon(QStringLiteral(":/icons/io.github.parasync.Parasync.svg"))));
 
     QCommandLineParser parser;
-    ui::declareAppCommandLine(parser);
-    parser.process(app);
+    const QStringList declared = ui::declareAppCommandLine(parser);
+    if (const std::optional<int> exitCode = ui::parseAppCommandLine(parser, declared, QApplication::arguments()))
+        return *exitCode;
 
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::proto::ModeConfig>();

@@ -4,6 +4,7 @@
 #include "config/flag_values.h"
 
 #include "base/error.h"
+#include "base/nearest_name.h"
 #include "base/qt_text.h"
 #include "config/slurm_environment.h"
 
@@ -213,36 +214,13 @@ std::string wrapped(const std::vector<std::string> &words, size_t indent, size_t
     return out;
 }
 
-size_t editDistance(const std::string &a, const std::string &b)
-{
-    std::vector<size_t> row(b.size() + 1);
-    for (size_t j = 0; j <= b.size(); ++j)
-        row[j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-        size_t diagonal = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= b.size(); ++j) {
-            const size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
 // "--lerning_rate" is almost certainly --learning_rate.
 std::string suggestion(const std::string &unknown)
 {
-    std::string best;
-    size_t bestDistance = std::max<size_t>(2, unknown.size() / 3) + 1;
-    for (const FlagInfo &flag : kFlags) {
-        const size_t distance = editDistance(unknown, flag.name);
-        if (distance < bestDistance) {
-            bestDistance = distance;
-            best = flag.name;
-        }
-    }
-    return best;
+    std::vector<std::string> names;
+    for (const FlagInfo &flag : kFlags)
+        names.emplace_back(flag.name);
+    return nearestName(unknown, names);
 }
 
 void parseMode(const FlagValues &p, proto::ModeConfig *mode)

@@ -14,6 +14,7 @@
 using namespace parasync;
 using namespace parasync::testing;
 using namespace parasync::ui;
+using namespace Qt::StringLiterals;
 
 namespace {
 
@@ -36,6 +37,23 @@ class TestAppCommandLine : public QObject
 
 private Q_SLOTS:
     void initTestCase() { qunsetenv("PARASYNC_DEMO_PORTS"); }
+
+    // A wrong flag is bad input, 2 as in parasync-node, and a typo gets the
+    // flag it nearly is; a right one parses on.
+    void aWrongFlagGivesTwoAndATypoItsNearestFlag()
+    {
+        QCommandLineParser parser;
+        const QStringList declared = declareAppCommandLine(parser);
+        QVERIFY(declared.contains(QStringLiteral("learning_rate")));
+        const std::optional<int> refused
+            = parseAppCommandLine(parser, declared, {u"parasync"_s, u"--lerning_rate=0.1"_s});
+        QVERIFY(refused);
+        QCOMPARE(*refused, 2);
+        QCommandLineParser again;
+        declareAppCommandLine(again);
+        QVERIFY(!parseAppCommandLine(again, declared, {u"parasync"_s, u"--learning_rate=0.1"_s}));
+        QCOMPARE(again.value(u"learning_rate"_s), u"0.1"_s);
+    }
 
     void everyTrainingFlagHandedToTheTasksIsDeclared()
     {

@@ -9,6 +9,7 @@
 // its Cancel stops the tasks; bad flags exit 2.
 #include "base/error.h"
 #include "base/port_holder.h"
+#include "base/version.h"
 #include "config/task_options.h"
 #include "formats/run_log.h"
 #include "orchestration/cluster_launcher.h"
@@ -820,6 +821,24 @@ private Q_SLOTS:
             << QStringList{QStringLiteral("--workload=bogus")} << QStringLiteral("unknown workload 'bogus'");
         QTest::newRow("more replicas than workers")
             << QStringList{QStringLiteral("--modes=async,sync:3")} << QStringLiteral("sync:3");
+        // Bad input is 2 whoever finds it, Qt's parser included.
+        QTest::newRow("unknown flag") << QStringList{QStringLiteral("--bogus")}
+                                      << QStringLiteral("Unknown option 'bogus'");
+        QTest::newRow("a typo") << QStringList{QStringLiteral("--lerning_rate=0.1")}
+                                << QStringLiteral("Did you mean --learning_rate?");
+    }
+
+    // --version names the protocol, as parasync-node's does: the two must share it.
+    void theVersionNamesTheProtocol()
+    {
+        QProcess app;
+        app.start(QStringLiteral(PARASYNC_APP), {QStringLiteral("--version")});
+        QVERIFY(app.waitForFinished(30000));
+        QCOMPARE(app.exitCode(), 0);
+        const QString out = QString::fromLocal8Bit(app.readAllStandardOutput());
+        QVERIFY2(out.contains(
+                     QStringLiteral("parasync %1 (protocol %2)").arg(QLatin1String(version())).arg(kProtocolVersion)),
+                 qPrintable(out));
     }
 
     void badFlagsExitWithTwoAndSayWhatToFix()
