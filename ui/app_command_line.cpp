@@ -168,7 +168,8 @@ std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const QString
             for (const QString &name : declared)
                 names.push_back(ss(name));
             if (const std::string best = nearestName(ss(unknown.front()), names); !best.empty())
-                message += QStringLiteral(". Did you mean --%1?").arg(qs(best));
+                message += QStringLiteral("%1 Did you mean --%2?")
+                               .arg(message.endsWith(QLatin1Char('.')) ? QString() : QStringLiteral("."), qs(best));
         }
         std::fprintf(stderr, "%s\nEvery flag: parasync --help\n", qPrintable(message));
         return 2;

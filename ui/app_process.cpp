@@ -22,6 +22,8 @@ namespace {
 // Written by the signal handler, read in the event loop: a handler may do
 // little more than write(2).
 int g_signalPipe[2] = {-1, -1};
+// preparePlatformForArguments found no display and chose offscreen.
+bool g_lackedDisplay = false;
 } // namespace
 
 void ensureRuntimeDirectory()
@@ -50,10 +52,16 @@ bool preparePlatformForArguments(int argc, char **argv)
         const std::string arg = argv[i];
         windowless = windowless || arg == "--headless" || arg == "--help" || arg == "-h" || arg == "--version";
     }
-    if (windowless && qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
-        && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+    g_lackedDisplay = qEnvironmentVariableIsEmpty("DISPLAY") && qEnvironmentVariableIsEmpty("WAYLAND_DISPLAY")
+                      && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM");
+    if (g_lackedDisplay)
         qputenv("QT_QPA_PLATFORM", "offscreen");
     return windowless;
+}
+
+bool lackedDisplay()
+{
+    return g_lackedDisplay;
 }
 
 void quitOnTerminationSignals()

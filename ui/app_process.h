@@ -16,10 +16,15 @@ namespace parasync::ui {
 void ensureRuntimeDirectory();
 
 // Whether the command line asks for no window (--headless, or --help and
-// --version, which print and exit); if so and there is no display, selects
-// the offscreen platform (the chart export needs a QApplication all the
-// same). Call before the QApplication.
+// --version, which print and exit). With no display (and no platform
+// chosen by QT_QPA_PLATFORM) it selects the offscreen platform either way:
+// the chart export needs a QApplication all the same, and a bad flag is
+// then said as such rather than as a missing display; main refuses a
+// window there is no display for (lackedDisplay()). Call before the
+// QApplication.
 bool preparePlatformForArguments(int argc, char **argv);
+// Whether preparePlatformForArguments found no display and chose offscreen.
+bool lackedDisplay();
 
 // SIGINT and SIGTERM quit the main window without its question and close
 // the active window, and end the event loop with

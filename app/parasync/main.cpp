@@ -51,6 +51,12 @@ int main(int argc, char **argv)
     if (const std::optional<int> exitCode = ui::parseAppCommandLine(parser, declared, QApplication::arguments()))
         return *exitCode;
 
+    if (!headless && ui::lackedDisplay()) {
+        std::fprintf(stderr, "parasync: there is no display to open the window on (DISPLAY and WAYLAND_DISPLAY are "
+                             "unset): run it in a desktop session or over ssh -X, or add --headless (with "
+                             "--export=DIR for the charts)\n");
+        return 1;
+    }
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::proto::ModeConfig>();
     ui::quitOnTerminationSignals();

@@ -122,7 +122,11 @@ private Q_SLOTS:
         // A display is there: Qt picks its platform as ever.
         QTest::newRow("headless on a display")
             << QStringLiteral("--headless") << QByteArray(":0") << true << QByteArray();
-        QTest::newRow("the window") << QStringLiteral("--demo") << QByteArray() << false << QByteArray();
+        // No display for a window: offscreen all the same, so that the flags
+        // are read (a bad one said as such); main then refuses the window.
+        QTest::newRow("the window without a display")
+            << QStringLiteral("--demo") << QByteArray() << false << QByteArray("offscreen");
+        QTest::newRow("the window") << QStringLiteral("--demo") << QByteArray(":0") << false << QByteArray();
     }
 
     void aRunWithoutAWindowPaintsOffscreenWhenThereIsNoDisplay()
@@ -142,6 +146,7 @@ private Q_SLOTS:
         std::vector<char *> pointers;
         QCOMPARE(preparePlatformForArguments(int(arguments.size()), argv(arguments, pointers)), windowless);
         QCOMPARE(qgetenv("QT_QPA_PLATFORM"), platform);
+        QCOMPARE(lackedDisplay(), display.isEmpty());
     }
 };
 
