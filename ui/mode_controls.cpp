@@ -56,11 +56,14 @@ ModeControls::ModeControls(QWidget *parent)
     for (const UpdateModeInfo &info : updateModes()) {
         auto *button = new QToolButton(this);
         button->setText(QString::fromUtf8(info.label));
-        // Ctrl+1, Ctrl+2, ...: the table's order.
-        const QKeySequence shortcut(QKeyCombination(Qt::CTRL, Qt::Key(Qt::Key_1 + int(m_buttons.size()))));
-        button->setShortcut(shortcut);
-        button->setToolTip(QString::fromUtf8(info.meaning) + QStringLiteral(" (")
-                           + shortcut.toString(QKeySequence::NativeText) + QLatin1Char(')'));
+        // Ctrl+1, Ctrl+2, ...: the table's order (the first nine modes).
+        QString tip = QString::fromUtf8(info.meaning);
+        if (m_buttons.size() < 9) {
+            const QKeySequence shortcut(QKeyCombination(Qt::CTRL, Qt::Key(Qt::Key_1 + int(m_buttons.size()))));
+            button->setShortcut(shortcut);
+            tip += QStringLiteral(" (") + shortcut.toString(QKeySequence::NativeText) + QLatin1Char(')');
+        }
+        button->setToolTip(tip);
         button->setCheckable(true);
         button->setObjectName(buttonName(info));
         button->setToolButtonStyle(Qt::ToolButtonTextOnly);
