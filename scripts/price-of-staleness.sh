@@ -4,10 +4,12 @@
 # sync with a backup worker, ssp at two bounds) run once per seed, then a
 # table of every contender's median and range over the seeds -- time to the
 # target, global step there, final held-out accuracy and loss, staleness and
-# what the workers' probes found a stale gradient worth.
+# what the workers' probes found a stale gradient worth. The app's own
+# figure of the spread is $OUT/mode_comparison.png, its numbers
+# $OUT/comparison_spread.csv.
 # docs/price-of-staleness.md holds the table this wrote on our machines.
 # Usage: scripts/price-of-staleness.sh [OUT_DIR] [SEEDS...]
-#   (default: build/price-of-staleness, seeds 1 2 3; about 3 minutes a seed)
+#   (default: build/price-of-staleness, seeds 1 2 3; about 2.5 minutes a seed)
 # Another workload in PARASYNC_WORKLOAD (default staleness; mlp: the same
 # with a hidden layer, beside async with the learning rate / staleness).
 # Extra flags for every comparison in PARASYNC_COMPARE_FLAGS, e.g.
@@ -22,20 +24,20 @@ seeds=("$@")
 "$here/scripts/setup.sh" dev parasync parasync-node
 app="$here/build/dev/app/parasync/parasync"
 
-mkdir -p "$out"
 read -r -a extra <<<"${PARASYNC_COMPARE_FLAGS:-}"
 workload=${PARASYNC_WORKLOAD:-staleness}
-for seed in "${seeds[@]}"; do
-  dir="$out/seed-$seed"
-  if [ -f "$dir/comparison.csv" ]; then
-    echo "seed $seed: already in $dir (delete it to run again)"
-    continue
-  fi
-  rm -rf "$dir"
-  echo "seed $seed: comparing into $dir"
-  "$app" --headless --compare_modes --workload="$workload" --seed="$seed" --export="$dir" "${extra[@]}" \
-    >"$out/seed-$seed.log" 2>&1 || { echo "seed $seed failed: see $out/seed-$seed.log" >&2; exit 1; }
-done
+seed_list=$(IFS=,; echo "${seeds[*]}")
+if [ -f "$out/comparison.csv" ]; then
+  echo "already compared in $out (delete it to run again)"
+else
+  rm -rf "$out"
+  mkdir -p "$out"
+  # One comparison over every seed: the runs go to $out/seed-<s>/<contender>,
+  # the figure draws each contender's median and range over the seeds.
+  echo "comparing over seeds $seed_list into $out"
+  "$app" --headless --compare_modes --workload="$workload" --seeds="$seed_list" --export="$out" "${extra[@]}" \
+    >"$out/comparison.log" 2>&1 || { echo "the comparison failed: see $out/comparison.log" >&2; exit 1; }
+fi
 
 echo "load while measuring: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores" >"$out/table.md"
 /usr/bin/python3 - "$out" "${seeds[@]}" >>"$out/table.md" <<'EOF'
@@ -44,13 +46,12 @@ import csv, statistics, sys
 out, seeds = sys.argv[1], sys.argv[2:]
 runs = {}   # contender -> list of rows, one per seed
 order = []
-for seed in seeds:
-    with open(f"{out}/seed-{seed}/comparison.csv", newline="") as f:
-        for row in csv.DictReader(f):
-            name = row["mode_spec"] or row["mode"]
-            if name not in runs:
-                order.append(name)
-            runs.setdefault(name, []).append(row)
+with open(f"{out}/comparison.csv", newline="") as f:
+    for row in csv.DictReader(f):
+        name = row["mode_spec"] or row["mode"]
+        if name not in runs:
+            order.append(name)
+        runs.setdefault(name, []).append(row)
 
 def spread(rows, column, digits):
     values = [float(r[column]) for r in rows if r.get(column, "") != ""]

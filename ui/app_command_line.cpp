@@ -95,6 +95,11 @@ QStringList declareAppCommandLine(QCommandLineParser &parser)
            "With --compare_modes: every run trains its whole --compare_seconds, past the target (still timed), so "
            "that the runs' final held-out figures compare at one wall time (--workload=staleness does this).");
     option("compare_seconds", "With --compare_modes: the time limit of each mode's run (default 40).", "SECONDS");
+    option("seeds",
+           "With --compare_modes: run every contender once per seed, comma-separated (1,2,3); the figure draws "
+           "each contender's median and its range over the seeds, and calls a difference out only where the "
+           "ranges do not overlap. Default: the workload's seeds (1,2,3), else --seed once.",
+           "LIST");
     option("target_loss",
            "With --compare_modes: the chief's full-shard loss each run goes to (default: 1.2 x "
            "the best loss the linear model can reach on the chief's data).",

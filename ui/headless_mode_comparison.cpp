@@ -39,6 +39,21 @@ std::string text(const QString &value)
 
 } // namespace
 
+std::vector<uint64_t> parseSeedList(const QString &value)
+{
+    std::vector<uint64_t> seeds;
+    for (const QString &item : value.split(QLatin1Char(','))) {
+        bool ok = false;
+        const uint64_t seed = item.trimmed().toULongLong(&ok);
+        if (!ok)
+            throw InputError("--seeds takes whole numbers, comma-separated (--seeds=1,2,3); got '" + text(value) + "'");
+        if (std::find(seeds.begin(), seeds.end(), seed) != seeds.end())
+            throw InputError("--seeds names " + std::to_string(seed) + " twice: each seed runs once");
+        seeds.push_back(seed);
+    }
+    return seeds;
+}
+
 ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParser &parser, const ClusterPlan &plan)
 {
     // optionNames(): only what was given (isSet on an option this binary
@@ -111,6 +126,11 @@ ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParse
             throw InputError("give --target_loss: the " + options.plan.training.model
                              + " model's best loss cannot be worked out here to take a default from");
     }
+    // Seeds: --seeds, else the workload's (unless --seed names one), else once.
+    if (named && !has("seed"))
+        options.seeds = named->seeds;
+    if (has("seeds"))
+        options.seeds = parseSeedList(parser.value(QStringLiteral("seeds")));
     options.outputDirectory = parser.value(QStringLiteral("export"));
     return options;
 }
@@ -118,7 +138,7 @@ ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParse
 void refuseComparisonFlagsAlone(const QCommandLineParser &parser)
 {
     const QStringList given = parser.optionNames();
-    for (const char *name : {"modes", "compare_seconds", "target_loss", "compare_full_time"})
+    for (const char *name : {"modes", "compare_seconds", "target_loss", "compare_full_time", "seeds"})
         if (given.contains(QLatin1String(name)))
             throw InputError(std::string("--") + name + " only means something with --compare_modes: add "
                              + "--compare_modes, or leave out --" + name);
@@ -155,8 +175,8 @@ void HeadlessModeComparison::start()
         Q_EMIT finished(CouldNotStart);
         return;
     }
-    m_view->setSetting(describeComparisonSetting(m_options.plan));
-    say(tr("Setting: %1").arg(describeComparisonSetting(m_options.plan)));
+    m_view->setSetting(describeComparisonSetting(m_options.plan, m_options.seeds));
+    say(tr("Setting: %1").arg(describeComparisonSetting(m_options.plan, m_options.seeds)));
     QString error;
     if (!m_comparison->start(m_options, &error)) {
         complain(tr("parasync: %1").arg(error));
@@ -190,8 +210,9 @@ void HeadlessModeComparison::printTable(const ModeComparisonSummary &summary) co
     }
     header << tr("ended");
     std::vector<QStringList> rows{header};
+    const bool repeated = repeatedOverSeeds(summary);
     for (const ModeRunSummary &run : summary.runs) {
-        QStringList row{modeRunLabel(run),
+        QStringList row{repeated ? tr("%1, seed %2").arg(modeRunLabel(run)).arg(run.seed) : modeRunLabel(run),
                         run.secondsToTarget ? QStringLiteral("%1 s").arg(*run.secondsToTarget, 0, 'f', 1)
                                             : tr("not reached"),
                         run.secondsToTarget ? QString::number(run.globalStepAtTarget) : QStringLiteral("-"),

@@ -27,11 +27,14 @@ class ModeComparisonView;
 // pace win -- plus --workload's contenders, target and run time, then
 // --modes (the contenders, default comparedModes), --compare_full_time,
 // --compare_seconds (per mode), --target_loss (default: defaultTargetLoss)
+// --seeds (default: the workload's seeds unless --seed is given, else once)
 // and --export (the output folder; empty when not given). Throws InputError
 // naming the flag to fix.
 ModeComparisonOptions modeComparisonOptionsFromArguments(const QCommandLineParser &parser, const ClusterPlan &plan);
+// --seeds' value ("1,2,3"); throws InputError saying what to write.
+std::vector<uint64_t> parseSeedList(const QString &value);
 // Throws InputError when a flag that only --compare_modes reads (--modes,
-// --compare_seconds, --target_loss, --compare_full_time) is given without it: ignored, it would
+// --compare_seconds, --target_loss, --compare_full_time, --seeds) is given without it: ignored, it would
 // leave the user wondering why nothing changed.
 void refuseComparisonFlagsAlone(const QCommandLineParser &parser);
 
@@ -55,6 +58,8 @@ public:
     void start();
     QStringList written() const { return m_written; }
     ModeComparison *comparison() const { return m_comparison; }
+    // The figure it exported (never shown).
+    ModeComparisonView *view() const { return m_view.get(); }
 
 Q_SIGNALS:
     void finished(int exitCode);

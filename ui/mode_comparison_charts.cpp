@@ -4,6 +4,7 @@
 #include "ui/chart_setup.h"
 #include "ui/models/chart_style.h"
 
+#include <QAreaSeries>
 #include <QBarCategoryAxis>
 #include <QBarSeries>
 #include <QBarSet>
@@ -54,6 +55,74 @@ void keepOneLinePerRun(QChart *chart, std::vector<QLineSeries *> &lines, size_t 
     }
 }
 
+// One contender's line: a run's own points, or over seeds the median with
+// the runs' range as a band under it.
+struct ContenderLine
+{
+    QString label;
+    QColor color;
+    SpreadCurve curve;
+    bool repeated = false;
+};
+
+// Draws `contenders` as one line each (kept in `lines`, so that a live
+// redraw does not flicker) and, for a contender over seeds, its band
+// (made anew in `bands`). Points at or below 0 are left out when `logY`.
+// Returns the largest x and the y range drawn (yMin > yMax when none).
+struct Extent
+{
+    double xMax = 0;
+    double yMin = std::numeric_limits<double>::max();
+    double yMax = std::numeric_limits<double>::lowest();
+};
+
+Extent drawContenderLines(QChart *chart, std::vector<QLineSeries *> &lines, std::vector<QAreaSeries *> &bands,
+                          const std::vector<ContenderLine> &contenders, QAbstractAxis *x, QAbstractAxis *y, bool logY)
+{
+    for (QAreaSeries *band : bands) {
+        chart->removeSeries(band);
+        delete band; // its two edges are its children
+    }
+    bands.clear();
+    keepOneLinePerRun(chart, lines, contenders.size(), x, y);
+    Extent extent;
+    for (size_t i = 0; i < contenders.size(); ++i) {
+        const ContenderLine &c = contenders[i];
+        QList<QPointF> median;
+        auto *upper = new QLineSeries;
+        auto *lower = new QLineSeries;
+        for (size_t k = 0; k < c.curve.x.size(); ++k) {
+            if (logY && !(c.curve.low[k] > 0))
+                continue;
+            median.append(QPointF(c.curve.x[k], c.curve.median[k]));
+            upper->append(c.curve.x[k], c.curve.high[k]);
+            lower->append(c.curve.x[k], c.curve.low[k]);
+            extent.xMax = std::max(extent.xMax, c.curve.x[k]);
+            extent.yMin = std::min(extent.yMin, c.curve.low[k]);
+            extent.yMax = std::max(extent.yMax, c.curve.high[k]);
+        }
+        lines[i]->setName(c.label);
+        lines[i]->setPen(QPen(c.color, 2));
+        lines[i]->replace(median);
+        if (!c.repeated) {
+            delete upper;
+            delete lower;
+            continue;
+        }
+        auto *band = new QAreaSeries(upper, lower);
+        upper->setParent(band);
+        lower->setParent(band);
+        QColor fill = c.color;
+        fill.setAlpha(55);
+        band->setBrush(fill);
+        band->setPen(Qt::NoPen);
+        addSeries(chart, band, x, y);
+        hideFromLegend(chart, band);
+        bands.push_back(band);
+    }
+    return extent;
+}
+
 int pointsOf(const std::vector<QLineSeries *> &lines)
 {
     int count = 0;
@@ -80,6 +149,31 @@ QString timeToTargetText(const ModeRunSummary &run)
         return QObject::tr("failed");
     return run.secondsToTarget ? secondsText(*run.secondsToTarget) : QObject::tr("not reached");
 }
+
+QString spreadText(const Spread &spread, int digits, char format)
+{
+    if (!spread.any())
+        return QStringLiteral("–");
+    const auto number = [&](double value) { return QString::number(value, format, digits); };
+    // A range that rounds to one number is that number.
+    QString text
+        = number(spread.low) == number(spread.high)
+              ? number(spread.median)
+              : QStringLiteral("%1 (%2–%3)").arg(number(spread.median), number(spread.low), number(spread.high));
+    if (spread.values < spread.runs)
+        text += QObject::tr(", %1 of %2").arg(spread.values).arg(spread.runs);
+    return text;
+}
+
+namespace {
+
+// A time-to-target bar's label over seeds: "4.1 (3.2–5.0) s", "not reached".
+QString timeSpreadText(const Spread &spread)
+{
+    return spread.any() ? spreadText(spread, 1) + QObject::tr(" s") : QObject::tr("not reached");
+}
+
+} // namespace
 
 std::vector<int> workerIndices(const ModeComparisonSummary &summary)
 {
@@ -136,11 +230,16 @@ QColor modeRunColor(const std::vector<ModeRunSummary> &runs, size_t run)
     const UpdateModeInfo *info = findUpdateMode(runs[run].mode.mode());
     if (!info)
         return runColor(int(run));
-    size_t sameModeBefore = 0;
-    for (size_t i = 0; i < run; ++i)
-        sameModeBefore += runs[i].mode.mode() == runs[run].mode.mode() ? 1 : 0;
+    // By contender, not by run: the seeds of one contender share its colour.
+    std::set<QString> sameModeBefore;
+    for (size_t i = 0; i < run; ++i) {
+        if (!runs[run].name.isEmpty() && runs[i].name == runs[run].name)
+            return modeRunColor(runs, i);
+        if (runs[i].mode.mode() == runs[run].mode.mode())
+            sameModeBefore.insert(runs[i].name);
+    }
     const QColor color = QColor::fromRgb(QRgb(info->rgb));
-    switch (sameModeBefore % 4) {
+    switch (sameModeBefore.size() % 4) {
     case 0: return color;
     case 1: return color.darker(160);
     case 2: return color.lighter(150);
@@ -151,6 +250,12 @@ QColor modeRunColor(const std::vector<ModeRunSummary> &runs, size_t run)
 QString modeRunLabel(const ModeRunSummary &run)
 {
     return run.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? run.name : shortModeLabel(run.mode);
+}
+
+QString contenderLabel(const ModeComparisonSummary &summary, const ContenderSpread &contender)
+{
+    const QString label = modeRunLabel(summary.runs[contender.runs.front()]);
+    return contender.runs.size() > 1 ? QObject::tr("%1 (median of %2)").arg(label).arg(contender.runs.size()) : label;
 }
 
 QString workerRateSpread(const ModeRunSummary &run)
@@ -217,65 +322,57 @@ void ModeLossChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summ
 
 void ModeLossChart::rebuild()
 {
-    const size_t runs = m_summary ? m_summary->runs.size() : 0;
-    showData(runs > 0);
-    while (m_lines.size() < runs) {
-        auto *line = new QLineSeries;
+    const std::vector<ContenderSpread> contenders
+        = m_summary ? contenderSpreads(*m_summary) : std::vector<ContenderSpread>{};
+    showData(!contenders.empty());
+    while (m_reached.size() < contenders.size()) {
         auto *reached = new QScatterSeries;
         reached->setMarkerSize(11);
-        for (QAbstractSeries *series : {static_cast<QAbstractSeries *>(line), static_cast<QAbstractSeries *>(reached)})
-            addSeries(m_chart, series, m_xAxis, m_yAxis);
+        addSeries(m_chart, reached, m_xAxis, m_yAxis);
         hideFromLegend(m_chart, reached);
-        m_lines.push_back(line);
         m_reached.push_back(reached);
     }
-    while (m_lines.size() > runs) {
-        m_chart->removeSeries(m_lines.back());
+    while (m_reached.size() > contenders.size()) {
         m_chart->removeSeries(m_reached.back());
-        delete m_lines.back();
         delete m_reached.back();
-        m_lines.pop_back();
         m_reached.pop_back();
     }
-    double xMax = 0;
-    double yMin = std::numeric_limits<double>::max(), yMax = 0;
-    for (size_t i = 0; i < runs; ++i) {
-        const ModeRunSummary &run = m_summary->runs[i];
-        QList<QPointF> points;
-        points.reserve(qsizetype(run.loss.size()));
+    std::vector<ContenderLine> lines;
+    for (size_t c = 0; c < contenders.size(); ++c) {
+        std::vector<std::vector<std::pair<double, double>>> series;
         QList<QPointF> reached;
-        for (const LossPoint &p : run.loss) {
-            if (!(p.loss > 0))
-                continue; // the log axis
-            const double x = m_axis == Axis::WallTime ? p.seconds : double(p.globalStep);
-            points.append(QPointF(x, p.loss));
-            xMax = std::max(xMax, x);
-            yMin = std::min(yMin, p.loss);
-            yMax = std::max(yMax, p.loss);
-            if (reached.isEmpty() && run.secondsToTarget && p.globalStep == run.globalStepAtTarget
-                && std::abs(p.seconds - *run.secondsToTarget) < 1e-9)
-                reached.append(QPointF(x, p.loss));
+        for (const size_t index : contenders[c].runs) {
+            const ModeRunSummary &run = m_summary->runs[index];
+            auto &points = series.emplace_back();
+            for (const LossPoint &p : run.loss) {
+                if (!(p.loss > 0))
+                    continue; // the log axis
+                const double x = m_axis == Axis::WallTime ? p.seconds : double(p.globalStep);
+                points.emplace_back(x, p.loss);
+                // A dot where a single run first reached the target; over
+                // seeds the time-to-target panel gives the spread instead.
+                if (contenders[c].runs.size() == 1 && reached.isEmpty() && run.secondsToTarget
+                    && p.globalStep == run.globalStepAtTarget && std::abs(p.seconds - *run.secondsToTarget) < 1e-9)
+                    reached.append(QPointF(x, p.loss));
+            }
         }
-        m_lines[i]->setName(modeRunLabel(run));
-        m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, i), 2));
-        m_lines[i]->replace(points);
-        m_reached[i]->setColor(modeRunColor(m_summary->runs, i));
-        m_reached[i]->setBorderColor(Qt::white);
-        m_reached[i]->replace(reached);
+        const QColor color = modeRunColor(m_summary->runs, contenders[c].runs.front());
+        lines.push_back(
+            {contenderLabel(*m_summary, contenders[c]), color, spreadCurve(series), contenders[c].runs.size() > 1});
+        m_reached[c]->setColor(color);
+        m_reached[c]->setBorderColor(Qt::white);
+        m_reached[c]->replace(reached);
     }
+    const Extent extent = drawContenderLines(m_chart, m_lines, m_bands, lines, m_xAxis, m_yAxis, true);
     const double target = m_summary ? m_summary->targetLoss : 0;
     m_target->setName(tr("target %1").arg(lossText(target)));
-    if (xMax <= 0)
-        xMax = 1;
+    const double xMax = extent.xMax > 0 ? extent.xMax : 1;
     m_target->replace({QPointF(0, target), QPointF(xMax, target)});
     setRoundRange(m_xAxis, 0, xMax);
     // Runs of a few seconds get ticks at tenths.
     m_xAxis->setLabelFormat(m_axis == Axis::WallTime && xMax < 5 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
-    if (yMax > 0) {
-        yMin = std::min(yMin, target);
-        yMax = std::max(yMax, target);
-        setLogRange(m_yAxis, yMin / 1.5, yMax * 1.5);
-    }
+    if (extent.yMax > 0)
+        setLogRange(m_yAxis, std::min(extent.yMin, target) / 1.5, std::max(extent.yMax, target) * 1.5);
 }
 
 CsvTable ModeLossChart::csv() const
@@ -342,37 +439,34 @@ void ModeHeldOutChart::setSummary(std::shared_ptr<const ModeComparisonSummary> s
 void ModeHeldOutChart::rebuild()
 {
     const QString name = metric();
-    const size_t runs = m_summary && !name.isEmpty() ? m_summary->runs.size() : 0;
+    const std::vector<ContenderSpread> contenders
+        = m_summary && !name.isEmpty() ? contenderSpreads(*m_summary) : std::vector<ContenderSpread>{};
     if (m_summary && !m_summary->runs.empty() && name.isEmpty())
         m_placeholder->setText(tr("No held-out data in these runs: give the chief some (--eval_fraction=0.2, or "
                                   "--eval_dataset) to see what each mode's model learned, beside how fast it "
                                   "trained"));
-    showData(runs > 0);
-    keepOneLinePerRun(m_chart, m_lines, runs, m_xAxis, m_yAxis);
-    double xMax = 0;
-    double yMin = std::numeric_limits<double>::max(), yMax = std::numeric_limits<double>::lowest();
-    for (size_t i = 0; i < runs; ++i) {
-        const ModeRunSummary &run = m_summary->runs[i];
-        QList<QPointF> points;
-        const auto it = run.metrics.find(name);
-        if (it != run.metrics.end()) {
-            for (const MetricPoint &p : it->second) {
-                if (!std::isfinite(p.value) || !(p.value > 0))
-                    continue; // the log axis
-                points.append(QPointF(p.seconds, p.value));
-                xMax = std::max(xMax, p.seconds);
-                yMin = std::min(yMin, p.value);
-                yMax = std::max(yMax, p.value);
-            }
+    showData(!contenders.empty());
+    std::vector<ContenderLine> lines;
+    for (const ContenderSpread &contender : contenders) {
+        std::vector<std::vector<std::pair<double, double>>> series;
+        for (const size_t index : contender.runs) {
+            const ModeRunSummary &run = m_summary->runs[index];
+            auto &points = series.emplace_back();
+            const auto it = run.metrics.find(name);
+            if (it == run.metrics.end())
+                continue;
+            for (const MetricPoint &p : it->second)
+                if (std::isfinite(p.value) && p.value > 0) // the log axis
+                    points.emplace_back(p.seconds, p.value);
         }
-        m_lines[i]->setName(modeRunLabel(run));
-        m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, i), 2));
-        m_lines[i]->replace(points);
+        lines.push_back({contenderLabel(*m_summary, contender), modeRunColor(m_summary->runs, contender.runs.front()),
+                         spreadCurve(series), contender.runs.size() > 1});
     }
+    const Extent extent = drawContenderLines(m_chart, m_lines, m_bands, lines, m_xAxis, m_yAxis, true);
     m_yAxis->setTitleText(tr("%1 (log scale)").arg(metricText(name)));
-    setRoundRange(m_xAxis, 0, xMax > 0 ? xMax : 1);
-    if (yMax >= yMin)
-        setLogRange(m_yAxis, yMin / 1.5, yMax * 1.5);
+    setRoundRange(m_xAxis, 0, extent.xMax > 0 ? extent.xMax : 1);
+    if (extent.yMax >= extent.yMin)
+        setLogRange(m_yAxis, extent.yMin / 1.5, extent.yMax * 1.5);
 }
 
 CsvTable ModeHeldOutChart::csv() const
@@ -431,18 +525,19 @@ void ModeStalenessChart::setSummary(std::shared_ptr<const ModeComparisonSummary>
 
 void ModeStalenessChart::rebuild()
 {
-    const size_t runs = m_summary ? m_summary->runs.size() : 0;
+    // Over seeds, a contender's gradients of every run pooled: one curve.
+    const std::vector<ContenderSpread> contenders
+        = m_summary ? contenderSpreads(*m_summary) : std::vector<ContenderSpread>{};
     bool any = false;
-    for (size_t i = 0; i < runs; ++i)
-        any = any || m_summary->runs[i].staleness.gradients > 0;
-    showData(any);
-    keepOneLinePerRun(m_chart, m_lines, runs, m_xAxis, m_yAxis);
     int64_t xMax = 1;
-    for (size_t i = 0; i < runs; ++i)
-        xMax = std::max(xMax, m_summary->runs[i].staleness.max);
-    for (size_t i = 0; i < runs; ++i) {
-        const ModeRunSummary &run = m_summary->runs[i];
-        const StalenessFigures &staleness = run.staleness;
+    for (const ContenderSpread &contender : contenders) {
+        any = any || contender.staleness.gradients > 0;
+        xMax = std::max(xMax, contender.staleness.max);
+    }
+    showData(any);
+    keepOneLinePerRun(m_chart, m_lines, contenders.size(), m_xAxis, m_yAxis);
+    for (size_t i = 0; i < contenders.size(); ++i) {
+        const StalenessFigures &staleness = contenders[i].staleness;
         // A step line: flat between the stalenesses seen, rising at each.
         QList<QPointF> points;
         double share = 0;
@@ -453,8 +548,13 @@ void ModeStalenessChart::rebuild()
         }
         if (!points.isEmpty())
             points.append(QPointF(double(xMax), 100.0));
-        m_lines[i]->setName(modeRunLabel(run)); // the table has the medians and maxima
-        m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, i), 2));
+        // The table has the medians and maxima.
+        m_lines[i]->setName(contenders[i].runs.size() > 1
+                                ? tr("%1 (%2 runs)")
+                                      .arg(modeRunLabel(m_summary->runs[contenders[i].runs.front()]))
+                                      .arg(contenders[i].runs.size())
+                                : modeRunLabel(m_summary->runs[contenders[i].runs.front()]));
+        m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, contenders[i].runs.front()), 2));
         m_lines[i]->replace(points);
     }
     setRoundRange(m_xAxis, 0, double(xMax));
@@ -562,32 +662,37 @@ ModeBarChart::Table ModeBarChart::table() const
     Table result;
     if (!m_summary)
         return result;
-    const auto &runs = m_summary->runs;
+    // One bar per contender: a run's figure, or over seeds the median (the
+    // range in the label under it and in the figure's table).
+    const std::vector<ContenderSpread> contenders = contenderSpreads(*m_summary);
+    for (const ContenderSpread &contender : contenders)
+        result.colors.push_back(modeRunColor(m_summary->runs, contender.runs.front()));
     if (m_figure == Figure::TimeToTarget) {
-        for (size_t i = 0; i < runs.size(); ++i) {
+        for (size_t i = 0; i < contenders.size(); ++i) {
+            const ContenderSpread &c = contenders[i];
+            const QString label = modeRunLabel(m_summary->runs[c.runs.front()]);
             // Axis labels are HTML: the time under the mode's name.
-            result.categories << QStringLiteral("%1<br>%2").arg(modeRunLabel(runs[i]), timeToTargetText(runs[i]));
-            std::vector<double> values(runs.size(), 0);
-            values[i] = runs[i].secondsToTarget.value_or(0);
-            result.sets.emplace_back(modeRunLabel(runs[i]), std::move(values));
+            result.categories << QStringLiteral("%1<br>%2")
+                                     .arg(label, c.runs.size() > 1 ? timeSpreadText(c.secondsToTarget)
+                                                                   : timeToTargetText(m_summary->runs[c.runs.front()]));
+            std::vector<double> values(contenders.size(), 0);
+            values[i] = c.secondsToTarget.any() ? c.secondsToTarget.median : 0;
+            result.sets.emplace_back(label, std::move(values));
         }
         return result;
     }
     const std::vector<int> workers = workerIndices(*m_summary);
     for (const int index : workers)
         result.categories << workerName(index);
-    for (const ModeRunSummary &run : runs) {
+    for (const ContenderSpread &c : contenders) {
         std::vector<double> values;
+        const auto &figures = m_figure == Figure::WorkerStepsPerSecond ? c.workerStepsPerSecond : c.workerWaitFraction;
         for (const int index : workers) {
-            const WorkerStepFigures *worker = workerOf(run, index);
-            if (!worker)
-                values.push_back(0);
-            else if (m_figure == Figure::WorkerStepsPerSecond)
-                values.push_back(worker->stepsPerSecond);
-            else
-                values.push_back(100 * worker->waitFraction);
+            const auto it = figures.find(index);
+            const double value = it == figures.end() || !it->second.any() ? 0 : it->second.median;
+            values.push_back(m_figure == Figure::WorkerStepsPerSecond ? value : 100 * value);
         }
-        result.sets.emplace_back(modeRunLabel(run), std::move(values));
+        result.sets.emplace_back(contenderLabel(*m_summary, c), std::move(values));
     }
     return result;
 }
@@ -601,7 +706,7 @@ void ModeBarChart::rebuild()
     m_categoryAxis->append(data.categories);
     double maxValue = 0;
     for (size_t i = 0; i < data.sets.size(); ++i) {
-        QBarSet *set = newBarSet(data.sets[i].first, modeRunColor(m_summary->runs, i), data.sets[i].second);
+        QBarSet *set = newBarSet(data.sets[i].first, data.colors[i], data.sets[i].second);
         set->setLabelColor(QColor(0x30, 0x30, 0x30));
         m_bars->append(set);
         for (const double v : data.sets[i].second)
@@ -626,10 +731,13 @@ CsvTable ModeBarChart::csv() const
     if (!m_summary)
         return result;
     if (m_figure == Figure::TimeToTarget) {
+        // Every run, each seed its own row: the bars' medians come from these.
+        result.header << QStringLiteral("seed");
         for (const ModeRunSummary &run : m_summary->runs)
             result.rows.push_back({modeRunLabel(run),
                                    run.secondsToTarget ? QStringLiteral("yes") : QStringLiteral("no"),
-                                   run.secondsToTarget ? QString::number(*run.secondsToTarget, 'f', 3) : QString()});
+                                   run.secondsToTarget ? QString::number(*run.secondsToTarget, 'f', 3) : QString(),
+                                   QString::number(run.seed)});
         return result;
     }
     const Table data = table();

@@ -4,6 +4,7 @@
 // them together), each a chart of one ModeComparisonSummary, and the words
 // and numbers they and the figure's table share. GUI thread only.
 
+#include "orchestration/comparison_spread.h"
 #include "orchestration/mode_comparison.h"
 #include "ui/chart_widget.h"
 
@@ -16,6 +17,7 @@
 
 class QBarCategoryAxis;
 class QAbstractBarSeries;
+class QAreaSeries;
 class QChart;
 class QChartView;
 class QLabel;
@@ -28,6 +30,8 @@ namespace parasync::ui {
 
 // "async", "sync", "ssp s=10": a run's mode as the figure names it.
 QString modeRunLabel(const ModeRunSummary &run);
+// The same for a contender: "async", or over seeds "async (median of 3)".
+QString contenderLabel(const ModeComparisonSummary &summary, const ContenderSpread &contender);
 
 // A run's colour in every panel: its mode's colour from the table of modes,
 // a darker or lighter shade for a second or third contender of one mode
@@ -38,6 +42,9 @@ QColor modeRunColor(const std::vector<ModeRunSummary> &runs, size_t run);
 // "12 s", "0.9 s"; "0.13", "–" for NaN: the figure's times and losses.
 QString secondsText(double value);
 QString lossText(double value);
+// "0.93 (0.91–0.95)": a figure's median and its range over seeds, with
+// ", 2 of 3" when a run lacks it; "–" when none has it.
+QString spreadText(const Spread &spread, int digits, char format = 'f');
 // "0.9 s", "not reached", "failed": when a run reached the target.
 QString timeToTargetText(const ModeRunSummary &run);
 // Every worker index any run has, in order; a run's figures of one worker
@@ -65,6 +72,7 @@ QString medianWaitingText(const ModeRunSummary &run);
 
 // The chief's full-shard loss of every run by wall time or by global step,
 // a dashed line at the target and a dot where each run first reached it.
+// A contender run over seeds is its median line over a band of its range.
 class ModeLossChart : public ChartWidget
 {
     Q_OBJECT
@@ -92,7 +100,8 @@ private:
     QValueAxis *m_xAxis;
     QLogValueAxis *m_yAxis;
     QLineSeries *m_target;
-    std::vector<QLineSeries *> m_lines;
+    std::vector<QLineSeries *> m_lines; // one per contender
+    std::vector<QAreaSeries *> m_bands; // a contender's range over seeds
     std::vector<QScatterSeries *> m_reached;
 };
 
@@ -126,7 +135,8 @@ private:
     QLabel *m_placeholder;
     QValueAxis *m_xAxis;
     QLogValueAxis *m_yAxis;
-    std::vector<QLineSeries *> m_lines;
+    std::vector<QLineSeries *> m_lines; // one per contender
+    std::vector<QAreaSeries *> m_bands; // a contender's range over seeds
 };
 
 // How stale each run's applied gradients were: the share of them at or below
@@ -183,7 +193,8 @@ private:
     struct Table
     {
         QStringList categories;
-        std::vector<std::pair<QString, std::vector<double>>> sets; // one per run, in run order
+        std::vector<std::pair<QString, std::vector<double>>> sets; // one per contender, in run order
+        std::vector<QColor> colors;                                // of each set
     };
     Table table() const;
 

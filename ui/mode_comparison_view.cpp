@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <map>
 
 namespace parasync::ui {
@@ -29,6 +31,125 @@ QString oneLine(const QString &text)
     for (QString &line : lines)
         line = line.trimmed();
     return lines.join(QStringLiteral(" / "));
+}
+
+QString seedList(const ContenderSpread &contender)
+{
+    QStringList seeds;
+    for (const uint64_t seed : contender.seeds)
+        seeds << QString::number(seed);
+    return seeds.join(QStringLiteral(", "));
+}
+
+// The figure's table over seeds: a column per contender, each cell a
+// median with its range.
+CsvTable contenderTable(const ModeComparisonSummary &summary)
+{
+    const std::vector<ContenderSpread> contenders = contenderSpreads(summary);
+    CsvTable table;
+    table.header << QString();
+    for (const ContenderSpread &c : contenders)
+        table.header << modeRunLabel(summary.runs[c.runs.front()]);
+    const auto row = [&](const QString &name, const auto &cell) {
+        QStringList fields{name};
+        for (const ContenderSpread &c : contenders)
+            fields << cell(c);
+        table.rows.push_back(fields);
+    };
+    row(QObject::tr("seeds"), &seedList);
+    row(QObject::tr("time to target, s"), [](const ContenderSpread &c) {
+        return c.secondsToTarget.any() ? spreadText(c.secondsToTarget, 1) : QObject::tr("not reached");
+    });
+    row(QObject::tr("at global step"), [](const ContenderSpread &c) { return spreadText(c.globalStepAtTarget, 0); });
+    row(QObject::tr("final full loss"), [](const ContenderSpread &c) { return spreadText(c.finalLoss, 3, 'g'); });
+    for (const QString &metric : heldOutMetricNames(summary))
+        row(QObject::tr("final %1").arg(metricText(metric)), [&metric](const ContenderSpread &c) {
+            const auto it = c.finalMetrics.find(metric);
+            return it == c.finalMetrics.end() ? QStringLiteral("–") : spreadText(it->second, 3, 'g');
+        });
+    row(QObject::tr("staleness median"), [](const ContenderSpread &c) { return spreadText(c.stalenessMedian, 0); });
+    row(QObject::tr("global steps/s"), [](const ContenderSpread &c) { return spreadText(c.globalStepsPerSecond, 1); });
+    row(QObject::tr("ended"), [&summary](const ContenderSpread &c) {
+        std::map<QString, int> reasons;
+        for (const size_t index : c.runs) {
+            const ModeRunSummary &run = summary.runs[index];
+            ++reasons[run.failure.isEmpty() ? run.stopReason : QObject::tr("failed")];
+        }
+        QStringList parts;
+        for (const auto &[reason, count] : reasons)
+            parts << (count > 1 ? QStringLiteral("%1× %2").arg(count).arg(reason) : reason);
+        return parts.join(QStringLiteral(", "));
+    });
+    return table;
+}
+
+// One figure's sentence over seeds: the contenders' medians and ranges,
+// best first, then the differences beyond the spread -- and only those.
+QString spreadSentence(const QString &figureName, const std::vector<ContenderSpread> &contenders,
+                       const ModeComparisonSummary &summary,
+                       const std::function<Spread(const ContenderSpread &)> &figure, bool higherIsBetter,
+                       bool missingIsWorst, int digits, char format, const QString &unit)
+{
+    std::vector<size_t> order;
+    for (size_t i = 0; i < contenders.size(); ++i)
+        if (figure(contenders[i]).any() || missingIsWorst)
+            order.push_back(i);
+    const auto rank = [&](size_t i) {
+        const Spread s = figure(contenders[i]);
+        if (!s.any())
+            return std::numeric_limits<double>::infinity(); // never reached: last
+        return higherIsBetter ? -s.median : s.median;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank(a) < rank(b); });
+    const auto label = [&](size_t i) { return modeRunLabel(summary.runs[contenders[i].runs.front()]); };
+    QStringList medians;
+    for (const size_t i : order) {
+        const Spread s = figure(contenders[i]);
+        medians << QStringLiteral("%1 %2").arg(label(i), s.any() ? spreadText(s, digits, format) + unit
+                                                                 : QObject::tr("not reached"));
+    }
+    if (medians.isEmpty())
+        return {};
+    // "sync beats async, ssp s=10": each contender with those it beat.
+    std::map<size_t, QStringList> beaten;
+    for (const auto &[better, worse] : differencesBeyondSpread(contenders, figure, higherIsBetter, missingIsWorst))
+        beaten[better] << label(worse);
+    QStringList differences;
+    for (const size_t i : order)
+        if (beaten.count(i))
+            differences << QObject::tr("%1 beats %2").arg(label(i), beaten[i].join(QStringLiteral(", ")));
+    return QObject::tr("%1, median (range), best first: %2; %3.")
+        .arg(
+            figureName, medians.join(QStringLiteral(", ")),
+            differences.isEmpty()
+                ? QObject::tr("no difference exceeds the spread over the seeds")
+                : QObject::tr("beyond the spread (every seed better): %1").arg(differences.join(QStringLiteral("; "))));
+}
+
+QString spreadVerdict(const ModeComparisonSummary &summary)
+{
+    const std::vector<ContenderSpread> contenders = contenderSpreads(summary);
+    size_t seeds = 0;
+    for (const ContenderSpread &c : contenders)
+        seeds = std::max(seeds, c.runs.size());
+    QString text = QObject::tr("Over %1 seeds:").arg(seeds);
+    const QString toTarget = spreadSentence(
+        QObject::tr("time to a full loss of %1").arg(lossText(summary.targetLoss)), contenders, summary,
+        [](const ContenderSpread &c) { return c.secondsToTarget; }, false, true, 1, 'f', QObject::tr(" s"));
+    text += QLatin1Char(' ') + toTarget;
+    const QString metric = heldOutMetric(summary);
+    if (!metric.isEmpty()) {
+        const QString learned = spreadSentence(
+            QObject::tr("Final %1").arg(metricText(metric)), contenders, summary,
+            [&metric](const ContenderSpread &c) {
+                const auto it = c.finalMetrics.find(metric);
+                return it == c.finalMetrics.end() ? Spread{} : it->second;
+            },
+            higherIsBetter(metric), false, 3, 'g', QString());
+        if (!learned.isEmpty())
+            text += QLatin1Char(' ') + learned;
+    }
+    return text;
 }
 
 } // namespace
@@ -56,6 +177,8 @@ CsvTable ModeSummaryTable::csv() const
     CsvTable table;
     if (!m_summary)
         return table;
+    if (repeatedOverSeeds(*m_summary))
+        return contenderTable(*m_summary);
     table.header << QString();
     for (const ModeRunSummary &run : m_summary->runs)
         table.header << modeRunLabel(run);
@@ -115,6 +238,15 @@ void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
     painter->save();
     painter->fillRect(target, Qt::white);
     const CsvTable table = csv();
+    // A column per run, or over seeds per contender: its colour heads it.
+    std::vector<QColor> colors;
+    if (m_summary && repeatedOverSeeds(*m_summary)) {
+        for (const ContenderSpread &contender : contenderSpreads(*m_summary))
+            colors.push_back(modeRunColor(m_summary->runs, contender.runs.front()));
+    } else if (m_summary) {
+        for (size_t i = 0; i < m_summary->runs.size(); ++i)
+            colors.push_back(modeRunColor(m_summary->runs, i));
+    }
     const double margin = 12;
     const QRectF area = target.adjusted(margin, margin, -margin, -margin);
     QFont titleFont = painter->font();
@@ -159,8 +291,8 @@ void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
             if (advance > cell.width() - 6)
                 font.setPixelSize(std::max(8, int(font.pixelSize() * std::max(0.7, (cell.width() - 6) / advance))));
             painter->setFont(font);
-            painter->setPen(r == 0 && c > 0 ? modeRunColor(m_summary->runs, size_t(c - 1)).darker(120)
-                                            : QColor(0x20, 0x20, 0x20));
+            painter->setPen(r == 0 && c > 0 && size_t(c - 1) < colors.size() ? colors[size_t(c - 1)].darker(120)
+                                                                             : QColor(0x20, 0x20, 0x20));
             const QString text = painter->fontMetrics().elidedText(fields[c], Qt::ElideRight, int(cell.width()) - 4);
             painter->drawText(cell, (c == 0 ? Qt::AlignLeft : Qt::AlignHCenter) | Qt::AlignVCenter, text);
         }
@@ -248,11 +380,17 @@ void ModeComparisonView::setSetting(const QString &setting)
 QString ModeComparisonView::title() const
 {
     QStringList modes;
-    if (m_summary)
-        for (const ModeRunSummary &run : m_summary->runs)
-            modes << modeRunLabel(run);
-    return modes.isEmpty() ? tr("Update modes compared")
-                           : tr("Update modes compared: %1, one run each").arg(modes.join(QStringLiteral(", ")));
+    size_t seeds = 1;
+    if (m_summary) {
+        for (const ContenderSpread &contender : contenderSpreads(*m_summary)) {
+            modes << modeRunLabel(m_summary->runs[contender.runs.front()]);
+            seeds = std::max(seeds, contender.runs.size());
+        }
+    }
+    if (modes.isEmpty())
+        return tr("Update modes compared");
+    return seeds > 1 ? tr("Update modes compared: %1, %2 seeds each").arg(modes.join(QStringLiteral(", "))).arg(seeds)
+                     : tr("Update modes compared: %1, one run each").arg(modes.join(QStringLiteral(", ")));
 }
 
 void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
@@ -280,12 +418,17 @@ void ModeComparisonView::renderTo(QPainter *painter, const QRectF &target)
     y += titleHeight;
     painter->setFont(textFont);
     const double lineHeight = textFont.pixelSize() * 1.45;
-    for (const QString &line : {m_setting, m_summary ? modeComparisonVerdict(*m_summary) : QString()}) {
-        if (line.isEmpty())
-            continue;
-        painter->drawText(QRectF(margin, y, size.width() - 2 * margin, lineHeight), Qt::AlignLeft | Qt::AlignVCenter,
-                          painter->fontMetrics().elidedText(line, Qt::ElideRight, int(size.width() - 2 * margin)));
-        y += lineHeight;
+    painter->drawText(QRectF(margin, y, size.width() - 2 * margin, lineHeight), Qt::AlignLeft | Qt::AlignVCenter,
+                      painter->fontMetrics().elidedText(m_setting, Qt::ElideRight, int(size.width() - 2 * margin)));
+    y += lineHeight;
+    // The verdict wraps (over seeds it names each difference beyond the
+    // spread), up to three lines.
+    if (m_summary) {
+        const QRectF box(margin, y, size.width() - 2 * margin, 3 * lineHeight);
+        const QString verdict = modeComparisonVerdict(*m_summary);
+        const QRectF used = painter->boundingRect(box, Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, verdict);
+        painter->drawText(box, Qt::AlignLeft | Qt::AlignTop | Qt::TextWordWrap, verdict);
+        y += std::min(box.height(), used.height()) + lineHeight * 0.2;
     }
     y += margin / 2;
     // Panels laid out as for cells about 600 px wide, scaled into the cells:
@@ -331,7 +474,7 @@ int ModeComparisonView::pointCount() const
 
 // ---------------------------------------------------------------------------
 
-QString describeComparisonSetting(const ClusterPlan &plan)
+QString describeComparisonSetting(const ClusterPlan &plan, const std::vector<uint64_t> &seeds)
 {
     // Workers grouped by pace: "worker:0 20 ms, worker:1 60 ms a step".
     std::map<std::pair<int, int>, QStringList> byPace;
@@ -350,8 +493,14 @@ QString describeComparisonSetting(const ClusterPlan &plan)
             = workers.size() > 3 ? QObject::tr("%1 workers").arg(workers.size()) : workers.join(QStringLiteral(", "));
         paces << who + QLatin1Char(' ') + time + delay;
     }
+    QStringList seedTexts;
+    for (const uint64_t seed : seeds)
+        seedTexts << QString::number(seed);
+    const QString seedText = seeds.size() > 1    ? QObject::tr("seeds %1").arg(seedTexts.join(QStringLiteral(", ")))
+                             : seeds.size() == 1 ? QObject::tr("seed %1").arg(seeds.front())
+                                                 : QObject::tr("seed %1").arg(plan.training.seed);
     return QObject::tr("%1 ps, %2 workers; compute per step: %3 (jitter %4); %5 model, learning rate %6, batch %7, "
-                       "seed %8")
+                       "%8")
         .arg(plan.cluster.numPs())
         .arg(plan.cluster.numWorkers())
         .arg(paces.join(QStringLiteral("; ")))
@@ -359,7 +508,7 @@ QString describeComparisonSetting(const ClusterPlan &plan)
         .arg(QString::fromStdString(plan.training.model))
         .arg(double(plan.training.learningRate))
         .arg(plan.training.batchSize)
-        .arg(plan.training.seed);
+        .arg(seedText);
 }
 
 CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
@@ -382,6 +531,7 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
     const QStringList metricNames = heldOutMetricNames(summary);
     for (const QString &name : metricNames)
         table.header << QStringLiteral("final_") + name;
+    table.header << QStringLiteral("seed");
     for (const ModeRunSummary &run : summary.runs) {
         QStringList row{run.name, QString::number(summary.targetLoss, 'g', 9),
                         run.secondsToTarget ? QString::number(*run.secondsToTarget, 'f', 3) : QString(),
@@ -411,6 +561,40 @@ CsvTable modeComparisonTable(const ModeComparisonSummary &summary)
             const double value = run.finalMetric(name);
             row << (std::isfinite(value) ? QString::number(value, 'g', 6) : QString());
         }
+        row << QString::number(run.seed);
+        table.rows.push_back(row);
+    }
+    return table;
+}
+
+CsvTable contenderSpreadCsv(const ModeComparisonSummary &summary)
+{
+    CsvTable table;
+    table.header = {QStringLiteral("mode"), QStringLiteral("mode_spec"), QStringLiteral("runs"),
+                    QStringLiteral("seeds"), QStringLiteral("reached_target")};
+    const QStringList metricNames = heldOutMetricNames(summary);
+    QStringList figures{QStringLiteral("time_to_target_s"), QStringLiteral("global_step_at_target"),
+                        QStringLiteral("final_loss"), QStringLiteral("global_steps_per_s"),
+                        QStringLiteral("staleness_median")};
+    for (const QString &name : metricNames)
+        figures << QStringLiteral("final_") + name;
+    for (const QString &figure : figures)
+        table.header << figure + QStringLiteral("_median") << figure + QStringLiteral("_min")
+                     << figure + QStringLiteral("_max");
+    const auto number = [](double value) { return std::isfinite(value) ? QString::number(value, 'g', 6) : QString(); };
+    for (const ContenderSpread &c : contenderSpreads(summary)) {
+        const ModeRunSummary &first = summary.runs[c.runs.front()];
+        QStringList row{c.name, first.mode.mode() == proto::UPDATE_MODE_UNSPECIFIED ? QString() : qs(modeSpec(c.mode)),
+                        QString::number(c.runs.size()), seedList(c).replace(QStringLiteral(", "), QStringLiteral(" ")),
+                        QString::number(c.secondsToTarget.values)};
+        std::vector<Spread> spreads{c.secondsToTarget, c.globalStepAtTarget, c.finalLoss, c.globalStepsPerSecond,
+                                    c.stalenessMedian};
+        for (const QString &name : metricNames) {
+            const auto it = c.finalMetrics.find(name);
+            spreads.push_back(it == c.finalMetrics.end() ? Spread{} : it->second);
+        }
+        for (const Spread &spread : spreads)
+            row << number(spread.median) << number(spread.low) << number(spread.high);
         table.rows.push_back(row);
     }
     return table;
@@ -437,10 +621,21 @@ bool exportModeComparison(ModeComparisonView *view, const QString &directory, QS
     if (!ChartExporter::writeCsv(view->csv(), series, error))
         return false;
     note(series);
+    // Over seeds, each contender's figures as median and range, one row each.
+    if (repeatedOverSeeds(*view->summary())) {
+        const QString spreads = dir.filePath(QStringLiteral("comparison_spread.csv"));
+        if (!ChartExporter::writeCsv(contenderSpreadCsv(*view->summary()), spreads, error))
+            return false;
+        note(spreads);
+    }
     return true;
 }
 
-QString modeComparisonVerdict(const ModeComparisonSummary &summary)
+namespace {
+
+// One run a contender: who reached the target, in order, and what each
+// model learned.
+QString singleRunVerdict(const ModeComparisonSummary &summary)
 {
     std::vector<const ModeRunSummary *> reached;
     QStringList others;
@@ -491,6 +686,18 @@ QString modeComparisonVerdict(const ModeComparisonSummary &summary)
         if (!parts.isEmpty())
             text += QObject::tr(" Final %1, best first: %2.").arg(metricText(metric), parts.join(QStringLiteral(", ")));
     }
+    return text;
+}
+
+} // namespace
+
+QString modeComparisonVerdict(const ModeComparisonSummary &summary)
+{
+    QString text;
+    if (repeatedOverSeeds(summary))
+        text = spreadVerdict(summary);
+    else
+        text = singleRunVerdict(summary);
     if (summary.cancelled)
         text += QObject::tr(" (Cancelled before every mode ran.)");
     if (summary.runsToCome > 0)

@@ -84,25 +84,34 @@ private:
 };
 
 // The plan a comparison ran, in a line: workers, their pace, learning rate,
-// seed.
-QString describeComparisonSetting(const ClusterPlan &plan);
+// seed (or `seeds`, where the comparison repeats over them).
+QString describeComparisonSetting(const ClusterPlan &plan, const std::vector<uint64_t> &seeds = {});
 
-// comparison.csv: one row per mode -- mode, target, time_to_target_s (empty
+// comparison.csv: one row per run -- mode, target, time_to_target_s (empty
 // when not reached), final_loss, global_steps_per_s, then per worker
 // worker<i>_steps_per_s and worker<i>_wait_fraction, then the staleness
 // bound, the global step at the target, the run's length, how it ended and
-// its directory.
+// its directory, the staleness figures, the final held-out metrics, and the
+// run's seed.
 CsvTable modeComparisonTable(const ModeComparisonSummary &summary);
+// comparison_spread.csv, for a comparison over seeds: one row per contender
+// -- mode, mode_spec, runs, seeds (space-separated), reached_target (runs),
+// then for each figure (time_to_target_s, global_step_at_target, final_loss,
+// global_steps_per_s, staleness_median, final_<metric>...) its _median,
+// _min and _max over the seeds (empty where no run has it).
+CsvTable contenderSpreadCsv(const ModeComparisonSummary &summary);
 
 // Writes into `directory` (creating it): mode_comparison.png, .svg and .pdf
 // (the figure), comparison.csv and mode_comparison_series.csv (every loss
-// point). Appends the paths to `written`; false with `error` naming the
+// point), and over seeds comparison_spread.csv. Appends the paths to `written`; false with `error` naming the
 // file that could not be written.
 bool exportModeComparison(ModeComparisonView *view, const QString &directory, QStringList *written, QString *error);
 
 // Who reached the target first, in words drawn from the data: "ssp s=10
 // reached a full loss of 0.149 first (4.1 s), then async (5.0 s); sync did
-// not reach it within its 30 s."
+// not reach it within its 30 s." Over seeds, each figure's medians and
+// ranges, and a difference named only where every seed of one contender
+// beat every seed of the other.
 QString modeComparisonVerdict(const ModeComparisonSummary &summary);
 
 } // namespace parasync::ui

@@ -132,6 +132,7 @@ ModeComparisonOptions ModeComparisonWindow::workloadOptions(const std::string &n
     options.targetLoss = named.targetLoss;
     options.runSeconds = named.compareSeconds;
     options.stopAtTarget = named.stopAtTarget;
+    options.seeds = named.seeds;
     return options;
 }
 
@@ -151,7 +152,7 @@ bool ModeComparisonWindow::start(const ModeComparisonOptions &options, const QSt
 {
     if (!nodeBinary.isEmpty())
         m_comparison->setNodeBinary(nodeBinary);
-    m_view->setSetting(describeComparisonSetting(options.plan));
+    m_view->setSetting(describeComparisonSetting(options.plan, options.seeds));
     QString error;
     if (!m_comparison->start(options, &error)) {
         m_status->setText(tr("The comparison cannot start: %1").arg(error));
@@ -162,6 +163,12 @@ bool ModeComparisonWindow::start(const ModeComparisonOptions &options, const QSt
     QStringList modes;
     for (const proto::ModeConfig &mode : options.modes)
         modes << QString::fromStdString(describeMode(mode));
+    if (options.seeds.size() > 1) {
+        QStringList seeds;
+        for (const uint64_t seed : options.seeds)
+            seeds << QString::number(seed);
+        modes.last() += tr(", each with seeds %1").arg(seeds.join(QStringLiteral(", ")));
+    }
     if (options.stopAtTarget)
         m_status->setText(tr("Starting: %1, one after the other, each until the chief's full loss stays at or below "
                              "%2 (at most %3 s)")
@@ -183,11 +190,10 @@ void ModeComparisonWindow::onProgress(const ModeRunProgress &progress)
     m_progressBar->setValue(int(1000 * (progress.index + share) / std::max(1, progress.count)));
     m_progressBar->setFormat(
         tr("run %1 of %2: %3 s").arg(progress.index + 1).arg(progress.count).arg(progress.seconds, 0, 'f', 0));
-    const QString mode = shortModeLabel(options.modes[size_t(progress.index)]);
     m_status->setText(tr("Run %1 of %2: %3 \u2014 global step %4, %5 s of at most %6, full loss %7 (target %8)")
                           .arg(progress.index + 1)
                           .arg(progress.count)
-                          .arg(mode)
+                          .arg(progress.name)
                           .arg(progress.globalStep)
                           .arg(progress.seconds, 0, 'f', 0)
                           .arg(options.runSeconds)

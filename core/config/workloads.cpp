@@ -43,6 +43,7 @@ Workload stalenessWorkload()
     w.targetLoss = 0.3;
     w.compareSeconds = 20;
     w.stopAtTarget = false;
+    w.seeds = {1, 2, 3};
     return w;
 }
 

@@ -7,6 +7,7 @@
 
 #include "config/cluster_plan.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct Workload
     // wall time, as Chen et al. compare them).
     int compareSeconds = 40;
     bool stopAtTarget = true;
+    // Each contender is run once per seed: on these problems one run's
+    // accuracy moves by several points with the seed, so a single run
+    // cannot tell a mode's price from luck.
+    std::vector<uint64_t> seeds;
 };
 
 // Every workload's name, in the order --help lists them.

@@ -172,6 +172,33 @@ QStringList modeRunNames(const std::vector<proto::ModeConfig> &modes)
     return names;
 }
 
+QString modeRunDirectory(const ModeComparisonOptions &options, const QString &name, uint64_t seed)
+{
+    const QDir out(options.outputDirectory);
+    return options.seeds.size() > 1 ? out.absoluteFilePath(QStringLiteral("seed-%1/%2").arg(seed).arg(name))
+                                    : out.absoluteFilePath(name);
+}
+
+std::vector<ModeComparison::Trial> ModeComparison::plannedTrials(const ModeComparisonOptions &options) const
+{
+    const QStringList names = modeRunNames(options.modes);
+    std::vector<std::optional<uint64_t>> seeds(options.seeds.begin(), options.seeds.end());
+    if (seeds.empty())
+        seeds.emplace_back(); // the plan's own
+    std::vector<Trial> trials;
+    for (const std::optional<uint64_t> &seed : seeds) {
+        for (size_t i = 0; i < options.modes.size(); ++i) {
+            Trial &trial = trials.emplace_back();
+            trial.mode = options.modes[i];
+            trial.seed = seed;
+            const bool repeated = options.seeds.size() > 1;
+            trial.label = repeated ? tr("%1, seed %2").arg(names[qsizetype(i)]).arg(*seed) : names[qsizetype(i)];
+            trial.directory = modeRunDirectory(options, names[qsizetype(i)], seed.value_or(0));
+        }
+    }
+    return trials;
+}
+
 int64_t StalenessFigures::quantile(double q) const
 {
     if (gradients == 0)
@@ -280,7 +307,10 @@ ModeRunSummary summarizeModeRun(const QString &directory, double targetLoss)
     QFile cluster(dir.filePath(QLatin1String(run_files::kCluster)));
     if (cluster.open(QIODevice::ReadOnly)) {
         const QJsonObject root = QJsonDocument::fromJson(cluster.readAll()).object();
-        run.mode = modeFromJson(root.value(QStringLiteral("training")).toObject());
+        const QJsonObject training = root.value(QStringLiteral("training")).toObject();
+        run.mode = modeFromJson(training);
+        // protobuf's JSON writes a 64-bit number as a string.
+        run.seed = training.value(QStringLiteral("seed")).toVariant().toULongLong();
     }
     RunAccumulator accumulator(targetLoss);
     StepLogReader stepLog(dir.path());
@@ -338,7 +368,7 @@ ModeComparison::ModeComparison(QObject *parent)
         if (!m_runActive)
             return;
         Q_EMIT line(tr("%1: tasks still running %2 s after the run ended: stopping them")
-                        .arg(m_names[m_index])
+                        .arg(m_trials[size_t(m_index)].label)
                         .arg(kExitGraceMs / 1000));
         m_launcher->stopAll(); // blocks a few seconds at most
         onAllExited();
@@ -396,14 +426,18 @@ bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
         return fail(tr("the time per mode must be at least 1 second, got %1").arg(options.runSeconds));
     if (options.outputDirectory.isEmpty())
         return fail(tr("no output folder for the runs and the figure"));
-    const QDir out(options.outputDirectory);
     const QStringList names = modeRunNames(options.modes);
-    for (const QString &name : names) {
+    for (const QString &name : names)
         if (names.count(name) > 1)
             return fail(tr("%1 is compared twice: each contender runs once").arg(name));
+    for (const uint64_t seed : options.seeds)
+        if (std::count(options.seeds.begin(), options.seeds.end(), seed) > 1)
+            return fail(tr("seed %1 is given twice: each seed runs once").arg(seed));
+    const std::vector<Trial> trials = plannedTrials(options);
+    for (const Trial &trial : trials) {
         // A run directory with a checkpoint would make the chief restore it
         // and continue that run: the comparison would not start from scratch.
-        const QDir runDir(out.filePath(name));
+        const QDir runDir(trial.directory);
         if (runDir.exists() && !runDir.isEmpty())
             return fail(tr("%1 already holds a run: choose a new folder for the comparison, or delete that one")
                             .arg(QDir::toNativeSeparators(runDir.path())));
@@ -413,7 +447,7 @@ bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
                         .arg(QDir::toNativeSeparators(options.outputDirectory)));
 
     m_options = options;
-    m_names = names;
+    m_trials = trials;
     m_running = true;
     m_finishing = false;
     m_cancelled = false;
@@ -427,8 +461,14 @@ bool ModeComparison::start(const ModeComparisonOptions &options, QString *error)
                     .arg(options.targetLoss)
                     .arg(options.runSeconds)
               : tr("each run for %1 s, timed to a full loss of %2").arg(options.runSeconds).arg(options.targetLoss);
-    Q_EMIT line(tr("Comparing %1 with the same seed, data and pace; %2; runs in %3")
-                    .arg(names.join(QStringLiteral(", ")), until,
+    QStringList seeds;
+    for (const uint64_t seed : options.seeds)
+        seeds << QString::number(seed);
+    const QString same = options.seeds.size() > 1
+                             ? tr("each with seeds %1 and the same data and pace").arg(seeds.join(QStringLiteral(", ")))
+                             : tr("with the same seed, data and pace");
+    Q_EMIT line(tr("Comparing %1 %2; %3; runs in %4")
+                    .arg(names.join(QStringLiteral(", ")), same, until,
                          QDir::toNativeSeparators(QDir(options.outputDirectory).absolutePath())));
     QTimer::singleShot(0, this, &ModeComparison::startNextRun);
     return true;
@@ -446,16 +486,19 @@ void ModeComparison::cancel()
 
 void ModeComparison::startNextRun()
 {
-    if (m_cancelled || m_index + 1 >= int(m_options.modes.size())) {
+    if (m_cancelled || m_index + 1 >= int(m_trials.size())) {
         finishComparison();
         return;
     }
     ++m_index;
-    const proto::ModeConfig &mode = m_options.modes[size_t(m_index)];
-    const QString name = m_names[m_index];
-    const QString directory = QDir(m_options.outputDirectory).absoluteFilePath(name);
+    const Trial &trial = m_trials[size_t(m_index)];
+    const QString &name = trial.label;
+    const QString &directory = trial.directory;
+    const proto::ModeConfig &mode = trial.mode;
     ClusterPlan plan = m_options.plan;
     plan.training.mode = mode;
+    if (trial.seed)
+        plan.training.seed = *trial.seed;
     plan.training.logdir = directory.toStdString();
 
     m_directories << directory;
@@ -471,10 +514,11 @@ void ModeComparison::startNextRun()
     m_sinceLiveSummary.start();
 
     Q_EMIT runStarted(m_index, name, directory);
-    Q_EMIT line(tr("[%1/%2] %3: starting %4 task(s), run directory %5")
+    Q_EMIT line(tr("[%1/%2] %3%4: starting %5 task(s), run directory %6")
                     .arg(m_index + 1)
-                    .arg(m_options.modes.size())
+                    .arg(m_trials.size())
                     .arg(qs(describeMode(mode)))
+                    .arg(trial.seed && m_options.seeds.size() > 1 ? tr(", seed %1").arg(*trial.seed) : QString())
                     .arg(plan.tasks().size())
                     .arg(QDir::toNativeSeparators(directory)));
     // launched or failed follows before this returns: the plan is local,
@@ -492,7 +536,7 @@ void ModeComparison::onLaunched()
 void ModeComparison::onLaunchFailed(const QString &error)
 {
     // What stops one launch (no binary, a bad plan) stops them all.
-    const QString name = m_names[m_index];
+    const QString name = m_trials[size_t(m_index)].label;
     m_failures.back() = tr("could not start: %1").arg(error);
     m_stopReasons.back() = tr("not started");
     Q_EMIT runEnded(m_index, name, m_stopReasons.back(), m_failures.back());
@@ -528,11 +572,11 @@ void ModeComparison::onTick()
 {
     if (!m_runActive)
         return;
-    const QString name = m_names[m_index];
+    const QString name = m_trials[size_t(m_index)].label;
     const double seconds = m_sinceFirstStep.isValid() ? double(m_sinceFirstStep.elapsed()) / 1000 : 0;
     ModeRunProgress now;
     now.index = m_index;
-    now.count = int(m_options.modes.size());
+    now.count = int(m_trials.size());
     now.name = name;
     now.globalStep = m_globalStep;
     now.seconds = seconds;
@@ -620,7 +664,7 @@ void ModeComparison::onAllExited()
     m_tick.stop();
     m_grace.stop();
     m_watcher->disconnectFromCluster();
-    const QString name = m_names[m_index];
+    const QString name = m_trials[size_t(m_index)].label;
     QString &reason = m_stopReasons[size_t(m_index)];
     QString &failure = m_failures[size_t(m_index)];
     if (reason.isEmpty()) {
@@ -634,7 +678,7 @@ void ModeComparison::onAllExited()
     Q_EMIT line(failure.isEmpty() ? tr("  %1: stopped at global step %2 (%3)").arg(name).arg(m_globalStep).arg(reason)
                                   : tr("  %1 failed: %2").arg(name, failure));
     // The figure can show this run while the next one trains.
-    if (!m_cancelled && m_index + 1 < int(m_options.modes.size()))
+    if (!m_cancelled && m_index + 1 < int(m_trials.size()))
         summarize(false);
     // Queued: this may run inside the launcher's own signal.
     QTimer::singleShot(0, this, &ModeComparison::startNextRun);
@@ -657,7 +701,7 @@ void ModeComparison::summarize(bool final)
         m_summaryThread.join();
     const uint64_t generation = ++m_summaryGeneration;
     m_summaryBusy = true;
-    const int runsToCome = final ? 0 : int(m_options.modes.size()) - int(m_directories.size());
+    const int runsToCome = final ? 0 : int(m_trials.size()) - int(m_directories.size());
     // A run still training is drawn as far as it has come, and says so.
     std::vector<QString> reasons = m_stopReasons;
     const bool inProgress = !final && m_runActive && !reasons.empty() && reasons.back().isEmpty();

@@ -56,9 +56,19 @@ struct ModeComparisonOptions
     // false: every run trains its whole runSeconds, past the target (still
     // timed), so that what the runs learned compares at one wall time.
     bool stopAtTarget = true;
-    int startSeconds = 30;   // no first step by then: the run failed
-    QString outputDirectory; // <out>/<mode> for each run
+    int startSeconds = 30; // no first step by then: the run failed
+    // Each contender once per seed (the plan's own seed, once, when empty):
+    // one run's figures may be luck, a spread over seeds is evidence
+    // (comparison_spread.h). The runs go seed by seed, every contender of
+    // one seed before the next, so that an early stop still compares all.
+    std::vector<uint64_t> seeds;
+    // <out>/<mode> for each run; <out>/seed-<seed>/<mode> with two seeds or more.
+    QString outputDirectory;
 };
+
+// Where a comparison's contender `name` runs for `seed` under `out`:
+// out/name, or out/seed-<seed>/name when `options` repeat over seeds.
+QString modeRunDirectory(const ModeComparisonOptions &options, const QString &name, uint64_t seed);
 
 // The modes of the paper, in the order the seeds tell them: async, sync over
 // all live workers, ssp with `staleness`. Other contenders (sync with backup
@@ -124,9 +134,10 @@ struct WorkerStepFigures
 
 struct ModeRunSummary
 {
-    QString name; // the run directory's name ("async")
+    QString name; // the run directory's name ("async"): the contender
     QString directory;
     proto::ModeConfig mode; // from cluster.json (unspecified when it has none)
+    uint64_t seed = 0;      // the plan's --seed, from cluster.json (0 when it has none)
     int modeChanges = 0;    // switches recorded in the step log (0 in a clean comparison)
     // The chief's full-shard loss of every applied or aggregated step that
     // carries one, in log order: the comparable loss of the run.
@@ -177,8 +188,8 @@ ModeComparisonSummary summarizeModeComparison(const QStringList &directories, do
 struct ModeRunProgress
 {
     int index = 0; // of the run, 0-based
-    int count = 0; // runs in the comparison
-    QString name;  // "ssp"
+    int count = 0; // runs in the comparison (contenders times seeds)
+    QString name;  // "ssp", "ssp, seed 2"
     int64_t globalStep = 0;
     double seconds = 0;    // since the run's first step (0 before it)
     double latestLoss = 0; // NaN before the chief's first evaluation
@@ -237,6 +248,16 @@ private:
     void summarize(bool final);
     QString taskFailure(int row) const;
 
+    // One run of the comparison: a contender for a seed.
+    struct Trial
+    {
+        proto::ModeConfig mode;
+        std::optional<uint64_t> seed; // none: the plan's
+        QString label;                // "async", or "async, seed 2" where seeds repeat
+        QString directory;
+    };
+    std::vector<Trial> plannedTrials(const ModeComparisonOptions &options) const;
+
     ClusterLauncher *m_launcher;
     ClusterWatcher *m_watcher;
     // Starts each run on the two above (so declared after them); not a
@@ -251,8 +272,8 @@ private:
     int m_index = -1;
     bool m_runActive = false;
     bool m_stopping = false;
-    QStringList m_names;       // each contender's run directory name (modeRunNames)
-    QStringList m_directories; // of every run started
+    std::vector<Trial> m_trials; // every run, in the order they run
+    QStringList m_directories;   // of every run started
     std::vector<QString> m_stopReasons;
     std::vector<QString> m_failures;
     QElapsedTimer m_sinceLaunch;

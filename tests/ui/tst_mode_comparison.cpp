@@ -24,12 +24,16 @@
 #include "ui/mode_comparison_view.h"
 #include "ui/mode_comparison_window.h"
 
+#include <QAbstractSeries>
 #include <QAction>
 #include <QApplication>
+#include <QChart>
+#include <QChartView>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
 #include <QImage>
+#include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
 #include <QProcess>
@@ -403,6 +407,16 @@ private Q_SLOTS:
         for (size_t i = 0; i < other.size(); ++i)
             distinct.insert(modeRunColor(other, i).rgb());
         QCOMPARE(distinct.size(), other.size());
+        // Over seeds, a contender's runs share its colour, and the next
+        // contender of the mode still gets its own shade.
+        std::vector<ModeRunSummary> seeds = runsOf("sync,sync:15/16");
+        seeds.push_back(seeds[0]);
+        seeds.push_back(seeds[1]);
+        for (size_t i = 0; i < seeds.size(); ++i)
+            seeds[i].name = i % 2 == 0 ? u"sync"_s : u"sync-15of16"_s;
+        QCOMPARE(modeRunColor(seeds, 2), modeRunColor(seeds, 0));
+        QCOMPARE(modeRunColor(seeds, 3), modeRunColor(seeds, 1));
+        QVERIFY(modeRunColor(seeds, 1) != modeRunColor(seeds, 0));
         // A run of no known mode (an old run directory) still gets a colour.
         std::vector<ModeRunSummary> unknown(2);
         QVERIFY(modeRunColor(unknown, 0) != modeRunColor(unknown, 1));
@@ -541,6 +555,92 @@ private Q_SLOTS:
             if (mode == QLatin1String("sync"))
                 QCOMPARE(staleness.back(), int64_t(0));
         }
+    }
+
+    // Over seeds: each contender runs once per seed into seed-<s>/<mode>,
+    // with that seed; comparison.csv has a row a run, comparison_spread.csv
+    // a row a contender whose medians and ranges are those of its runs'
+    // rows, and the figure says it is a comparison over seeds.
+    void aComparisonOverSeedsRunsEachContenderPerSeedAndDrawsTheSpread()
+    {
+        QTemporaryDir dir;
+        ModeComparisonOptions options = fastComparison(dir.path());
+        options.modes = parseModeSpecList("async,sync");
+        options.seeds = {7, 8};
+        options.runSeconds = 8;
+        HeadlessModeComparison headless(options);
+        headless.setNodeBinary(testing::nodeBinary());
+        QSignalSpy finished(&headless, &HeadlessModeComparison::finished);
+        QSignalSpy started(headless.comparison(), &ModeComparison::runStarted);
+        headless.start();
+        QVERIFY(finished.wait(120000));
+        QCOMPARE(finished.front().front().toInt(), int(HeadlessModeComparison::Success));
+        // Seed by seed: every contender of seed 7 before seed 8.
+        QStringList order;
+        for (const QList<QVariant> &arguments : std::as_const(started))
+            order << arguments.at(1).toString();
+        QCOMPARE(order, (QStringList{u"async, seed 7"_s, u"sync, seed 7"_s, u"async, seed 8"_s, u"sync, seed 8"_s}));
+        const QDir out(dir.path());
+        for (const QString &seed : {u"7"_s, u"8"_s}) {
+            for (const QString &mode : {u"async"_s, u"sync"_s}) {
+                const QString run = out.filePath(u"seed-%1/%2"_s.arg(seed, mode));
+                QFile cluster(QDir(run).filePath(u"cluster.json"_s));
+                QVERIFY2(cluster.open(QIODevice::ReadOnly), qPrintable(run));
+                const QJsonObject training
+                    = QJsonDocument::fromJson(cluster.readAll()).object().value(u"training"_s).toObject();
+                QCOMPARE(training.value(u"seed"_s).toVariant().toString(), seed);
+                QVERIFY2(!testing::readStepLog(run).empty(), qPrintable(run));
+            }
+        }
+
+        const CsvFile runs = readCsv(out.filePath(u"comparison.csv"_s));
+        QCOMPARE(runs.rows.size(), size_t(4));
+        const CsvFile spreads = readCsv(out.filePath(u"comparison_spread.csv"_s));
+        QCOMPARE(spreads.rows.size(), size_t(2));
+        for (size_t c = 0; c < spreads.rows.size(); ++c) {
+            const QString mode = spreads.value(c, u"mode"_s);
+            QCOMPARE(spreads.value(c, u"runs"_s), u"2"_s);
+            QCOMPARE(spreads.value(c, u"seeds"_s), u"7 8"_s);
+            // The medians and ranges are those of the contender's two rows.
+            for (const QString &figure : {u"final_loss"_s, u"global_steps_per_s"_s}) {
+                std::vector<double> values;
+                for (size_t r = 0; r < runs.rows.size(); ++r)
+                    if (runs.value(r, u"mode"_s) == mode)
+                        values.push_back(runs.value(r, figure).toDouble());
+                QCOMPARE(values.size(), size_t(2));
+                const double low = std::min(values[0], values[1]), high = std::max(values[0], values[1]);
+                const auto near
+                    = [](double a, double b) { return std::abs(a - b) <= 0.01 * std::max(1.0, std::abs(b)); };
+                QVERIFY2(near(spreads.value(c, figure + u"_min"_s).toDouble(), low),
+                         qPrintable(mode + u" "_s + figure));
+                QVERIFY2(near(spreads.value(c, figure + u"_max"_s).toDouble(), high),
+                         qPrintable(mode + u" "_s + figure));
+                QVERIFY2(near(spreads.value(c, figure + u"_median"_s).toDouble(), (low + high) / 2),
+                         qPrintable(mode + u" "_s + figure));
+            }
+            std::set<QString> seeds;
+            for (size_t r = 0; r < runs.rows.size(); ++r)
+                if (runs.value(r, u"mode"_s) == mode)
+                    seeds.insert(runs.value(r, u"seed"_s));
+            QCOMPARE(seeds, (std::set<QString>{u"7"_s, u"8"_s}));
+        }
+        // The figure: a line and a band per contender, and words over seeds.
+        ModeComparisonView *view = headless.view();
+        QVERIFY(view->title().contains(u"2 seeds each"_s));
+        const QString verdict = modeComparisonVerdict(*view->summary());
+        QVERIFY2(verdict.startsWith(u"Over 2 seeds:"_s), qPrintable(verdict));
+        QVERIFY2(verdict.contains(u"median (range)"_s), qPrintable(verdict));
+        for (ModeLossChart *chart : view->findChildren<ModeLossChart *>()) {
+            chart->grab(); // draws what is dirty
+            const QList<QAbstractSeries *> series = chart->findChild<QChartView *>()->chart()->series();
+            QCOMPARE(std::count_if(series.begin(), series.end(),
+                                   [](QAbstractSeries *s) { return s->type() == QAbstractSeries::SeriesTypeArea; }),
+                     2);
+            QVERIFY(std::any_of(series.begin(), series.end(),
+                                [](QAbstractSeries *s) { return s->name() == QLatin1String("async (median of 2)"); }));
+        }
+        const QImage png(out.filePath(u"mode_comparison.png"_s));
+        QCOMPARE(png.size(), QSize(1800, 1500));
     }
 
     void aTaskThatDiesFailsItsModeAndTheOthersStillRun()
@@ -788,6 +888,8 @@ private Q_SLOTS:
         QCOMPARE(options.plan.cluster.numWorkers(), 16);
         QVERIFY(options.plan.training.hasHeldOutData());
         QVERIFY(!options.stopAtTarget);
+        // Each contender over three seeds: the figure draws the spread.
+        QCOMPARE(options.seeds, (std::vector<uint64_t>{1, 2, 3}));
         // async, drawn as it trains: every worker pushing, held-out loss
         // logged, gradients stale.
         QTRY_VERIFY_WITH_TIMEOUT(
@@ -819,6 +921,10 @@ private Q_SLOTS:
                                          << QStringLiteral("twice");
         QTest::newRow("unknown workload")
             << QStringList{QStringLiteral("--workload=bogus")} << QStringLiteral("unknown workload 'bogus'");
+        QTest::newRow("seed not a number")
+            << QStringList{QStringLiteral("--seeds=1,two")} << QStringLiteral("--seeds takes whole numbers");
+        QTest::newRow("seed twice") << QStringList{QStringLiteral("--seeds=3,3")}
+                                    << QStringLiteral("--seeds names 3 twice");
         QTest::newRow("more replicas than workers")
             << QStringList{QStringLiteral("--modes=async,sync:3")} << QStringLiteral("sync:3");
         // Bad input is 2 whoever finds it, Qt's parser included.
