@@ -127,9 +127,10 @@ QStringList declareAppCommandLine(QCommandLineParser &parser)
     option("learning_rate", "Learning rate.", "LR");
     option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
     option("batch_size", "Samples per worker step.", "N");
-    option("model", "Model: linear or softmax (as parasync-node's --model).", "NAME");
+    option("model", "Model: linear, softmax, mlp[:HIDDEN] or mf[:RANK] (as parasync-node's --model).", "NAME");
     option("dataset",
-           "Training data, as parasync-node's --dataset: linear, blobs:K:D, csv:FILE, mnist:DIR, idx:IMAGES,LABELS.",
+           "Training data, as parasync-node's --dataset: linear, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], csv:FILE, "
+           "mnist:DIR, idx:IMAGES,LABELS.",
            "SPEC");
     option("seed", "Seed of the data, the initial parameters and the simulated pace (default 1).", "N");
     option("eval_fraction", "Share of the chief's data held out for held-out loss and accuracy (0: none).", "X");

@@ -126,7 +126,8 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     for (const std::string &name : optimizerNames())
         m_optimizer->addItem(QString::fromStdString(name));
     m_dataset->setPlaceholderText(tr("the model's default (linear: y = 2x + 10 + noise)"));
-    m_dataset->setToolTip(tr("linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS, csv:PATH"));
+    m_dataset->setToolTip(
+        tr("linear, blobs, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], mnist:DIR, idx:IMAGES,LABELS, csv:PATH"));
     m_learningRate->setDecimals(5);
     m_learningRate->setRange(0.00001, 10);
     m_learningRate->setSingleStep(0.01);

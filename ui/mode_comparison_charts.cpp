@@ -160,17 +160,21 @@ QString spreadText(const Spread &spread, int digits, char format)
         = number(spread.low) == number(spread.high)
               ? number(spread.median)
               : QStringLiteral("%1 (%2–%3)").arg(number(spread.median), number(spread.low), number(spread.high));
+    // Of the runs that have it: "11.3 (in 1 of 3)".
     if (spread.values < spread.runs)
-        text += QObject::tr(", %1 of %2").arg(spread.values).arg(spread.runs);
+        text += QObject::tr(" (in %1 of %2)").arg(spread.values).arg(spread.runs);
     return text;
 }
 
 namespace {
 
-// A time-to-target bar's label over seeds: "4.1 (3.2–5.0) s", "not reached".
+// A time-to-target bar's label over seeds, on two lines (axis labels are
+// HTML): "4.1 s<br>(3.2–5.0)", "not reached".
 QString timeSpreadText(const Spread &spread)
 {
-    return spread.any() ? spreadText(spread, 1) + QObject::tr(" s") : QObject::tr("not reached");
+    if (!spread.any())
+        return QObject::tr("not reached");
+    return spreadText(spread, 1).replace(QStringLiteral(" ("), QObject::tr(" s<br>("), Qt::CaseSensitive);
 }
 
 } // namespace
@@ -254,8 +258,7 @@ QString modeRunLabel(const ModeRunSummary &run)
 
 QString contenderLabel(const ModeComparisonSummary &summary, const ContenderSpread &contender)
 {
-    const QString label = modeRunLabel(summary.runs[contender.runs.front()]);
-    return contender.runs.size() > 1 ? QObject::tr("%1 (median of %2)").arg(label).arg(contender.runs.size()) : label;
+    return modeRunLabel(summary.runs[contender.runs.front()]);
 }
 
 QString workerRateSpread(const ModeRunSummary &run)
@@ -549,11 +552,7 @@ void ModeStalenessChart::rebuild()
         if (!points.isEmpty())
             points.append(QPointF(double(xMax), 100.0));
         // The table has the medians and maxima.
-        m_lines[i]->setName(contenders[i].runs.size() > 1
-                                ? tr("%1 (%2 runs)")
-                                      .arg(modeRunLabel(m_summary->runs[contenders[i].runs.front()]))
-                                      .arg(contenders[i].runs.size())
-                                : modeRunLabel(m_summary->runs[contenders[i].runs.front()]));
+        m_lines[i]->setName(contenderLabel(*m_summary, contenders[i]));
         m_lines[i]->setPen(QPen(modeRunColor(m_summary->runs, contenders[i].runs.front()), 2));
         m_lines[i]->replace(points);
     }

@@ -30,7 +30,7 @@ namespace parasync::ui {
 
 // "async", "sync", "ssp s=10": a run's mode as the figure names it.
 QString modeRunLabel(const ModeRunSummary &run);
-// The same for a contender: "async", or over seeds "async (median of 3)".
+// The same for a contender (its runs over seeds are one line, one bar).
 QString contenderLabel(const ModeComparisonSummary &summary, const ContenderSpread &contender);
 
 // A run's colour in every panel: its mode's colour from the table of modes,
@@ -43,7 +43,7 @@ QColor modeRunColor(const std::vector<ModeRunSummary> &runs, size_t run);
 QString secondsText(double value);
 QString lossText(double value);
 // "0.93 (0.91–0.95)": a figure's median and its range over seeds, with
-// ", 2 of 3" when a run lacks it; "–" when none has it.
+// " (in 2 of 3)" when a run lacks it; "–" when none has it.
 QString spreadText(const Spread &spread, int digits, char format = 'f');
 // "0.9 s", "not reached", "failed": when a run reached the target.
 QString timeToTargetText(const ModeRunSummary &run);

@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 
 namespace parasync::ui {
 
@@ -83,47 +84,51 @@ CsvTable contenderTable(const ModeComparisonSummary &summary)
     return table;
 }
 
-// One figure's sentence over seeds: the contenders' medians and ranges,
-// best first, then the differences beyond the spread -- and only those.
+// One figure's sentence over seeds: the differences beyond the spread, and
+// only those -- "sync, sync 15/16 beat async, ssp s=10" -- or that there are
+// none. The medians and ranges are in the table beside it.
 QString spreadSentence(const QString &figureName, const std::vector<ContenderSpread> &contenders,
                        const ModeComparisonSummary &summary,
                        const std::function<Spread(const ContenderSpread &)> &figure, bool higherIsBetter,
-                       bool missingIsWorst, int digits, char format, const QString &unit)
+                       bool missingIsWorst)
 {
-    std::vector<size_t> order;
-    for (size_t i = 0; i < contenders.size(); ++i)
-        if (figure(contenders[i]).any() || missingIsWorst)
-            order.push_back(i);
+    bool any = false;
+    for (const ContenderSpread &c : contenders)
+        any = any || figure(c).any();
+    if (!any)
+        return {};
+    const auto label = [&](size_t i) { return modeRunLabel(summary.runs[contenders[i].runs.front()]); };
+    // Best median first, so that the sentence reads from the winner down.
+    std::vector<size_t> order(contenders.size());
+    std::iota(order.begin(), order.end(), size_t(0));
     const auto rank = [&](size_t i) {
         const Spread s = figure(contenders[i]);
         if (!s.any())
-            return std::numeric_limits<double>::infinity(); // never reached: last
+            return std::numeric_limits<double>::infinity();
         return higherIsBetter ? -s.median : s.median;
     };
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rank(a) < rank(b); });
-    const auto label = [&](size_t i) { return modeRunLabel(summary.runs[contenders[i].runs.front()]); };
-    QStringList medians;
-    for (const size_t i : order) {
-        const Spread s = figure(contenders[i]);
-        medians << QStringLiteral("%1 %2").arg(label(i), s.any() ? spreadText(s, digits, format) + unit
-                                                                 : QObject::tr("not reached"));
-    }
-    if (medians.isEmpty())
-        return {};
-    // "sync beats async, ssp s=10": each contender with those it beat.
     std::map<size_t, QStringList> beaten;
     for (const auto &[better, worse] : differencesBeyondSpread(contenders, figure, higherIsBetter, missingIsWorst))
         beaten[better] << label(worse);
-    QStringList differences;
-    for (const size_t i : order)
-        if (beaten.count(i))
-            differences << QObject::tr("%1 beats %2").arg(label(i), beaten[i].join(QStringLiteral(", ")));
-    return QObject::tr("%1, median (range), best first: %2; %3.")
-        .arg(
-            figureName, medians.join(QStringLiteral(", ")),
-            differences.isEmpty()
-                ? QObject::tr("no difference exceeds the spread over the seeds")
-                : QObject::tr("beyond the spread (every seed better): %1").arg(differences.join(QStringLiteral("; "))));
+    // Contenders that beat the same others share a clause.
+    std::vector<std::pair<QStringList, QString>> clauses; // winners, whom they beat
+    for (const size_t i : order) {
+        if (!beaten.count(i))
+            continue;
+        const QString losers = beaten[i].join(QStringLiteral(", "));
+        auto it = std::find_if(clauses.begin(), clauses.end(), [&](const auto &c) { return c.second == losers; });
+        if (it == clauses.end())
+            clauses.push_back({{label(i)}, losers});
+        else
+            it->first << label(i);
+    }
+    QStringList parts;
+    for (const auto &[winners, losers] : clauses)
+        parts << (winners.size() > 1 ? QObject::tr("%1 beat %2") : QObject::tr("%1 beats %2"))
+                     .arg(winners.join(QStringLiteral(", ")), losers);
+    return QObject::tr("%1: %2.").arg(figureName, parts.isEmpty() ? QObject::tr("no difference exceeds the spread")
+                                                                  : parts.join(QStringLiteral("; ")));
 }
 
 QString spreadVerdict(const ModeComparisonSummary &summary)
@@ -132,24 +137,23 @@ QString spreadVerdict(const ModeComparisonSummary &summary)
     size_t seeds = 0;
     for (const ContenderSpread &c : contenders)
         seeds = std::max(seeds, c.runs.size());
-    QString text = QObject::tr("Over %1 seeds:").arg(seeds);
-    const QString toTarget = spreadSentence(
-        QObject::tr("time to a full loss of %1").arg(lossText(summary.targetLoss)), contenders, summary,
-        [](const ContenderSpread &c) { return c.secondsToTarget; }, false, true, 1, 'f', QObject::tr(" s"));
-    text += QLatin1Char(' ') + toTarget;
+    QStringList sentences{QObject::tr("Over %1 seeds, a difference is named only where every seed of one beat every "
+                                      "seed of the other.")
+                              .arg(seeds)};
+    sentences << spreadSentence(
+        QObject::tr("Time to a full loss of %1").arg(lossText(summary.targetLoss)), contenders, summary,
+        [](const ContenderSpread &c) { return c.secondsToTarget; }, false, true);
     const QString metric = heldOutMetric(summary);
-    if (!metric.isEmpty()) {
-        const QString learned = spreadSentence(
+    if (!metric.isEmpty())
+        sentences << spreadSentence(
             QObject::tr("Final %1").arg(metricText(metric)), contenders, summary,
             [&metric](const ContenderSpread &c) {
                 const auto it = c.finalMetrics.find(metric);
                 return it == c.finalMetrics.end() ? Spread{} : it->second;
             },
-            higherIsBetter(metric), false, 3, 'g', QString());
-        if (!learned.isEmpty())
-            text += QLatin1Char(' ') + learned;
-    }
-    return text;
+            higherIsBetter(metric), false);
+    sentences.removeAll(QString());
+    return sentences.join(QLatin1Char(' '));
 }
 
 } // namespace
@@ -286,6 +290,22 @@ void ModeSummaryTable::renderTo(QPainter *painter, const QRectF &target)
                 = c == 0 ? QRectF(area.left() + 4, y, firstColumn - 4, rowHeight)
                          : QRectF(area.left() + firstColumn + (c - 1) * columnWidth, y, columnWidth, rowHeight);
             QFont font = r == 0 || c == 0 ? headFont : cellFont;
+            // A median with its range that does not fit on one line goes on
+            // two: "0.9" over "(0.8–2.3)".
+            QString cellText = fields[c];
+            const qsizetype range = cellText.indexOf(QStringLiteral(" ("));
+            if (c > 0 && r > 0 && range > 0
+                && QFontMetricsF(font, painter->device()).horizontalAdvance(cellText) > cell.width() - 6) {
+                const QString top = cellText.left(range), bottom = cellText.mid(range + 1);
+                font.setPixelSize(std::max(8, int(font.pixelSize() * 0.8)));
+                const double width = QFontMetricsF(font, painter->device()).horizontalAdvance(bottom);
+                if (width > cell.width() - 6)
+                    font.setPixelSize(std::max(7, int(font.pixelSize() * std::max(0.7, (cell.width() - 6) / width))));
+                painter->setFont(font);
+                painter->setPen(QColor(0x20, 0x20, 0x20));
+                painter->drawText(cell, Qt::AlignHCenter | Qt::AlignVCenter, top + QLatin1Char('\n') + bottom);
+                continue;
+            }
             // A long cell ("target reached") gets a smaller font before it is cut.
             const double advance = QFontMetricsF(font, painter->device()).horizontalAdvance(fields[c]);
             if (advance > cell.width() - 6)

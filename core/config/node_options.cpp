@@ -77,9 +77,13 @@ constexpr FlagInfo kFlags[] = {
      "(Zhang et al., staleness-aware async SGD)",
      "0"},
     {"model", "NAME", FlagGroup::ModelAndData,
-     "linear (y = w x + b), softmax, or mlp[:HIDDEN] (one hidden layer of tanh units, 32 unless given)", nullptr},
+     "linear (y = w x + b), softmax, mlp[:HIDDEN] (one hidden layer of tanh units, 32 unless given), or "
+     "mf[:RANK] (a matrix factorization of --dataset=lowrank:..., rank 3 unless given)",
+     nullptr},
     {"dataset", "SPEC", FlagGroup::ModelAndData,
-     "linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the model's default", "the model's"},
+     "linear, blobs, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the "
+     "model's default",
+     "the model's"},
     {"samples_per_shard", "N", FlagGroup::ModelAndData, "synthetic data: samples in each worker's shard", nullptr},
     {"eval_dataset", "SPEC", FlagGroup::ModelAndData,
      "held-out data, in the --dataset syntax, that no worker trains on: every --display_step steps the chief "

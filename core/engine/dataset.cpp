@@ -1,5 +1,7 @@
 #include "engine/dataset.h"
 
+#include "engine/low_rank.h"
+
 #include "base/error.h"
 #include "engine/model.h"
 
@@ -541,6 +543,14 @@ DatasetSource datasetSource(const DatasetOptions &options, const std::string &gi
                 },
                 {}};
     }
+    if (spec == "lowrank" || prefixed("lowrank:")) {
+        requireSamples();
+        const LowRankSpec lowRank = parseLowRankSpec(spec);
+        return {[options, lowRank](int shardIndex) {
+                    return makeLowRankShard(options.seed, shardIndex, options.samplesPerShard, lowRank);
+                },
+                {}};
+    }
     if (prefixed("mnist:")) {
         const fs::path dir = spec.substr(6);
         if (dir.empty())
@@ -570,7 +580,8 @@ DatasetSource datasetSource(const DatasetOptions &options, const std::string &gi
                 }};
     }
     throw InputError("unknown dataset '" + spec
-                     + "'; use one of: linear, blobs, blobs:K:D, mnist:DIR, idx:IMAGES,LABELS, csv:PATH");
+                     + "'; use one of: linear, blobs, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], mnist:DIR, "
+                       "idx:IMAGES,LABELS, csv:PATH");
 }
 
 // The rows `keep` of `data`, in order.
@@ -581,6 +592,7 @@ Dataset takeRows(const Dataset &data, const std::vector<Eigen::Index> &keep)
     part.targets = data.targets(keep, Eigen::all);
     part.numClasses = data.numClasses;
     part.description = data.description;
+    part.indexSizes = data.indexSizes;
     return part;
 }
 
@@ -690,6 +702,8 @@ std::string defaultDatasetFor(const std::string &model)
 {
     if (model == "linear")
         return "linear";
+    if (isMatrixFactorizationName(model))
+        return "lowrank";
     if (isClassifierName(model))
         return "blobs";
     std::string known;

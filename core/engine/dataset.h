@@ -20,6 +20,9 @@ struct Dataset
     int64_t numClasses = 0;
     // Human-readable origin ("linear y=2x+10+N(0,0.33), shard 1 of 2").
     std::string description;
+    // For features that are indices (a matrix's row and column), how many
+    // values each can take; empty when the features are numbers.
+    std::vector<int64_t> indexSizes;
 
     int64_t size() const { return features.rows(); }
     int64_t featureDim() const { return features.cols(); }
@@ -31,6 +34,8 @@ struct Dataset
 //   "blobs:K:D"         K classes in D dimensions
 //   "mnist:DIR"         DIR/train-images-idx3-ubyte + DIR/train-labels-idx1-ubyte
 //   "idx:IMAGES,LABELS" explicit IDX file paths
+//   "lowrank:R:C:K[:N]" synthetic entries of an R x C matrix of rank K, seen
+//                       with noise N (engine/low_rank.h); "lowrank" 50:50:3:0.1
 //   "csv:PATH"          CSV, optional header row, last column is the target
 //                       (regression) or class index (classification)
 // An empty string picks the model's default ("linear" for linear, "blobs"

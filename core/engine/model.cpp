@@ -349,6 +349,105 @@ private:
     int64_t m_classes;
 };
 
+// Y ≈ U Vᵀ, fitted one seen entry (i, j, y) at a time: the prediction is
+// u_i · v_j, the loss the mean squared error, the gradient reaches only the
+// rows i of U and j of V that the batch touched (dense here: every value
+// travels; sparse variables are another matter). Started small and random,
+// as a factorization must be: at U = V = 0 every gradient is 0.
+class MatrixFactorization final : public Model
+{
+public:
+    MatrixFactorization(int64_t rows, int64_t cols, int64_t rank) : m_rows(rows), m_cols(cols), m_rank(rank) {}
+
+    std::string name() const override { return "mf"; }
+    int64_t featureDim() const override { return 2; }
+    int64_t outputDim() const override { return 1; }
+
+    std::vector<Variable> initialVariables(uint64_t seed) const override
+    {
+        std::mt19937_64 rng(seed);
+        // Factors a tenth of the data's (entries of unit variance): small
+        // enough not to start far off, large enough to break the symmetry.
+        const float scale = 0.1f / std::sqrt(std::sqrt(float(m_rank)));
+        Variable u{"mf/U", {m_rows, m_rank}, truncatedNormal(m_rows * m_rank, scale, rng)};
+        Variable v{"mf/V", {m_cols, m_rank}, truncatedNormal(m_cols * m_rank, scale, rng)};
+        return {std::move(u), std::move(v)};
+    }
+
+    float lossAndGradient(const Parameters &params, const Dataset &data, const std::vector<int64_t> &rows,
+                          Parameters *gradient) const override
+    {
+        checkParameters(params, {m_rows * m_rank, m_cols * m_rank}, name());
+        const Batch batch(data, rows, 2, name());
+        const Eigen::MatrixXf &x = batch.features();
+        const Eigen::Ref<const Eigen::VectorXf> y = batch.targets();
+        const Eigen::Map<const RowMajorMatrixXf> u(params[0].data(), m_rows, m_rank);
+        const Eigen::Map<const RowMajorMatrixXf> v(params[1].data(), m_cols, m_rank);
+        if (gradient) {
+            gradient->assign(2, Eigen::VectorXf());
+            (*gradient)[0] = Eigen::VectorXf::Zero(m_rows * m_rank);
+            (*gradient)[1] = Eigen::VectorXf::Zero(m_cols * m_rank);
+        }
+        const float n = float(x.rows());
+        double sum = 0;
+        for (Eigen::Index s = 0; s < x.rows(); ++s) {
+            const int64_t i = index(x(s, 0), m_rows, "row");
+            const int64_t j = index(x(s, 1), m_cols, "column");
+            const float error = u.row(i).dot(v.row(j)) - y[s];
+            sum += double(error) * double(error);
+            if (!gradient)
+                continue;
+            Eigen::Map<RowMajorMatrixXf> gu((*gradient)[0].data(), m_rows, m_rank);
+            Eigen::Map<RowMajorMatrixXf> gv((*gradient)[1].data(), m_cols, m_rank);
+            gu.row(i) += (2.0f * error / n) * v.row(j);
+            gv.row(j) += (2.0f * error / n) * u.row(i);
+        }
+        return float(sum / double(n));
+    }
+
+    float accuracy(const Parameters &, const Dataset &) const override
+    {
+        return std::numeric_limits<float>::quiet_NaN();
+    }
+    bool classifies() const override { return false; }
+
+private:
+    // A feature that must be a whole index below `size`: a data row that is
+    // not one is the data's fault, said in words.
+    static int64_t index(float value, int64_t size, const char *what)
+    {
+        const auto whole = int64_t(value);
+        if (!(value >= 0) || float(whole) != value || whole >= size)
+            throw InputError(std::string("a sample's ") + what + " index " + number(value)
+                             + " is not a whole number from 0 to " + std::to_string(size - 1)
+                             + ": the mf model needs data from --dataset=lowrank:...");
+        return whole;
+    }
+
+    int64_t m_rows;
+    int64_t m_cols;
+    int64_t m_rank;
+};
+
+// "mf" or "mf:RANK": the rank asked for (kDefaultFactorizationRank for
+// "mf"), or nullopt for another model's name. Throws InputError for a bad
+// number.
+std::optional<int64_t> factorizationRank(const std::string &name)
+{
+    if (name == "mf")
+        return kDefaultFactorizationRank;
+    if (name.rfind("mf:", 0) != 0)
+        return std::nullopt;
+    const std::string digits = name.substr(3);
+    int64_t rank = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || rank < 1 || rank > 1024)
+        throw InputError("the model '" + name
+                         + "' needs a rank from 1 to 1024 after 'mf:' (e.g. mf:5), or write mf for "
+                         + std::to_string(kDefaultFactorizationRank));
+    return rank;
+}
+
 // "mlp" or "mlp:HIDDEN": the hidden units asked for, or nullopt for another
 // model's name. Throws InputError for a bad number.
 std::optional<int64_t> mlpHiddenUnits(const std::string &name)
@@ -379,9 +478,17 @@ GradientView viewOf(const Parameters &values)
     return view;
 }
 
-std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim)
+std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim,
+                                 const std::vector<int64_t> &indexSizes)
 {
     const std::optional<int64_t> hidden = mlpHiddenUnits(name);
+    if (const std::optional<int64_t> rank = factorizationRank(name)) {
+        if (featureDim != 2 || indexSizes.size() != 2)
+            throw InputError("the " + name
+                             + " model fits a matrix seen one entry at a time: give it "
+                               "--dataset=lowrank:ROWS:COLS:RANK (features: a row and a column index)");
+        return std::make_unique<MatrixFactorization>(indexSizes[0], indexSizes[1], *rank);
+    }
     if (name != "linear" && name != "softmax" && !hidden) {
         std::string known;
         for (const std::string &n : modelNames())
@@ -403,6 +510,11 @@ std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, in
     return std::make_unique<SoftmaxRegression>(featureDim, outputDim);
 }
 
+bool isMatrixFactorizationName(const std::string &name)
+{
+    return factorizationRank(name).has_value();
+}
+
 bool isClassifierName(const std::string &name)
 {
     return name == "softmax" || mlpHiddenUnits(name).has_value();
@@ -410,7 +522,7 @@ bool isClassifierName(const std::string &name)
 
 std::vector<std::string> modelNames()
 {
-    return {"linear", "softmax", "mlp"};
+    return {"linear", "softmax", "mlp", "mf"};
 }
 
 std::vector<std::string> heldOutMetricNames(const Model &model)

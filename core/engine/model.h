@@ -47,7 +47,7 @@ class Model
 public:
     virtual ~Model() = default;
 
-    // "linear", "softmax" or "mlp" (whatever its hidden units).
+    // "linear", "softmax", "mlp" (whatever its hidden units) or "mf" (whatever its rank).
     virtual std::string name() const = 0;
     virtual int64_t featureDim() const = 0;
     // Linear: 1 (regression target); softmax: number of classes.
@@ -84,16 +84,24 @@ std::vector<std::string> heldOutMetricNames(const Model &model);
 std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const Dataset &heldOut);
 
 // Makes the model named by --model for data of the given shape: "linear",
-// "softmax", or "mlp" / "mlp:HIDDEN" (one hidden layer of tanh units,
+// "softmax", "mlp" / "mlp:HIDDEN" (one hidden layer of tanh units,
 // kDefaultHiddenUnits unless given). Throws InputError for an unknown name
 // (listing the known ones) or a shape the model cannot take.
-std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim);
+// "mf" / "mf:RANK" fits a low-rank matrix (engine/low_rank.h) and needs
+// the data's `indexSizes` (its rows and columns).
+std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim,
+                                 const std::vector<int64_t> &indexSizes = {});
 constexpr int64_t kDefaultHiddenUnits = 32;
+constexpr int64_t kDefaultFactorizationRank = 3;
 constexpr int64_t kMaxHiddenUnits = 1 << 16;
 
 // Whether --model names a classifier (softmax, mlp): its data are classes.
 // Throws InputError for an mlp with a bad number of hidden units.
 bool isClassifierName(const std::string &name);
+
+// Whether --model names a matrix factorization (mf, mf:RANK). Throws
+// InputError for a bad rank.
+bool isMatrixFactorizationName(const std::string &name);
 
 // The model names makeModel() knows, for --help and the designer.
 std::vector<std::string> modelNames();

@@ -110,14 +110,14 @@ void WorkerTask::start()
     data.numShards = m_options.cluster.numWorkers();
     data.samplesPerShard = training.samplesPerShard;
     data.seed = training.seed;
-    data.classification = training.model != "linear";
+    data.classification = isClassifierName(training.model);
     data.evalFraction = training.evalFraction;
     m_data = loadDataset(data);
     if (m_data.size() == 0)
         throw InputError("worker:" + std::to_string(m_options.task.index) + " has no data in its shard of "
                          + data.spec);
     m_model = makeModel(training.model, m_data.featureDim(),
-                        m_data.numClasses > 0 ? m_data.numClasses : m_data.targets.cols());
+                        m_data.numClasses > 0 ? m_data.numClasses : m_data.targets.cols(), m_data.indexSizes);
     m_variables = m_model->initialVariables(training.seed);
     for (const auto &v : m_variables)
         m_params.push_back(v.value);

@@ -5,6 +5,8 @@
 #include "config/task_options.h"
 #include "config/update_modes.h"
 #include "engine/dataset.h"
+#include "engine/low_rank.h"
+#include "engine/model.h"
 #include "formats/run_log.h"
 #include "formats/step_log_reader.h"
 #include "formats/step_records.h"
@@ -140,6 +142,22 @@ private:
     std::map<int, WorkerTotals> m_workers;
 };
 
+// A matrix factorization's floor is known: the true low-rank matrix's
+// mean squared error on the chief's entries, the noise they were seen with
+// (the same shard drawn without noise gives the true entries).
+double lowRankNoiseLoss(DatasetOptions options, const Dataset &noisy)
+{
+    if (options.spec.rfind("lowrank", 0) != 0)
+        return kNaN; // a factorization of the user's own data: no known answer
+    const LowRankSpec spec = parseLowRankSpec(options.spec);
+    options.spec = "lowrank:" + std::to_string(spec.rows) + ":" + std::to_string(spec.cols) + ":"
+                   + std::to_string(spec.rank) + ":0";
+    const Dataset clean = loadDataset(options);
+    if (clean.size() != noisy.size())
+        return kNaN;
+    return (noisy.targets - clean.targets).cast<double>().squaredNorm() / double(noisy.size());
+}
+
 } // namespace
 
 std::vector<proto::ModeConfig> comparedModes(int staleness)
@@ -253,7 +271,8 @@ ClusterPlan withComparisonDefaults(ClusterPlan plan)
 
 double chiefLossFloor(const ClusterPlan &plan)
 {
-    if (plan.training.model != "linear")
+    const bool factorization = isMatrixFactorizationName(plan.training.model);
+    if (plan.training.model != "linear" && !factorization)
         return kNaN;
     DatasetOptions options; // as the chief, worker:0, loads its shard
     options.spec = plan.training.dataset.empty() ? defaultDatasetFor(plan.training.model) : plan.training.dataset;
@@ -270,6 +289,8 @@ double chiefLossFloor(const ClusterPlan &plan)
     }
     if (data.size() == 0 || data.targets.cols() != 1)
         return kNaN;
+    if (factorization)
+        return lowRankNoiseLoss(options, data);
     // y ~ x w + b: least squares on [x, 1], the mean squared residual as the
     // model's loss computes it.
     Eigen::MatrixXd design(data.size(), data.featureDim() + 1);

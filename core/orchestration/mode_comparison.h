@@ -82,8 +82,10 @@ QStringList modeRunNames(const std::vector<proto::ModeConfig> &modes);
 // loss logging interval and no last step (the reasons are in the definition).
 ClusterPlan withComparisonDefaults(ClusterPlan plan);
 // The lowest full-shard loss the chief can reach: for the linear model, the
-// least-squares fit on the chief's shard of the plan's data. NaN for models
-// without a closed form, or data that cannot be loaded here.
+// least-squares fit on the chief's shard of the plan's data; for a matrix
+// factorization of a lowrank dataset, the true matrix's loss there (the
+// noise). NaN for models without a known answer, or data that cannot be
+// loaded here.
 double chiefLossFloor(const ClusterPlan &plan);
 // The default target: 1.2 x that floor (the reason is in the definition);
 // NaN when there is no floor, and a target must be given.

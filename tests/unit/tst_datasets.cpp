@@ -1,5 +1,6 @@
 #include "base/error.h"
 #include "engine/dataset.h"
+#include "engine/low_rank.h"
 
 #include <QDir>
 #include <QFile>
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 
 using namespace parasync;
@@ -103,6 +105,7 @@ private Q_SLOTS:
     void blobsHaveTheRequestedClassesAndDimensions_data();
     void blobsHaveTheRequestedClassesAndDimensions();
     void blobShardsSampleTheSameCentres();
+    void lowRankShardsSeeOneMatrixWithTheNoiseAsked();
 
     void idxRoundTripsPixelsAndLabels_data();
     void idxRoundTripsPixelsAndLabels();
@@ -229,6 +232,50 @@ void TestDatasets::blobShardsSampleTheSameCentres()
         for (Eigen::Index b = a + 1; b < 4; ++b)
             QVERIFY((means0.row(a) - means0.row(b)).norm() > 3.5f);
     }
+}
+
+// Every shard samples one matrix (an entry two shards both drew has one
+// true value), with the noise asked for: drawn again without noise, the
+// same seed gives the same entries, and the difference is the noise.
+void TestDatasets::lowRankShardsSeeOneMatrixWithTheNoiseAsked()
+{
+    const LowRankSpec noisy = parseLowRankSpec("lowrank:8:6:2:0.25");
+    QCOMPARE(noisy.rows, int64_t(8));
+    QCOMPARE(noisy.cols, int64_t(6));
+    QCOMPARE(noisy.rank, int64_t(2));
+    QCOMPARE(noisy.floor(), 0.0625);
+    const LowRankSpec clean{8, 6, 2, 0};
+    std::map<std::pair<int, int>, float> truth;
+    int shared = 0;
+    double squaredNoise = 0;
+    int64_t samples = 0;
+    for (int shard = 0; shard < 3; ++shard) {
+        const Dataset withNoise = makeLowRankShard(4, shard, 2000, noisy);
+        const Dataset without = makeLowRankShard(4, shard, 2000, clean);
+        QCOMPARE(withNoise.indexSizes, (std::vector<int64_t>{8, 6}));
+        QCOMPARE(withNoise.features, without.features); // the same entries
+        for (Eigen::Index s = 0; s < without.size(); ++s) {
+            const std::pair<int, int> entry{int(without.features(s, 0)), int(without.features(s, 1))};
+            QVERIFY(entry.first >= 0 && entry.first < 8 && entry.second >= 0 && entry.second < 6);
+            const auto [it, added] = truth.emplace(entry, without.targets(s, 0));
+            if (!added) {
+                QCOMPARE(it->second, without.targets(s, 0));
+                ++shared;
+            }
+            const double noise = double(withNoise.targets(s, 0) - without.targets(s, 0));
+            squaredNoise += noise * noise;
+            ++samples;
+        }
+    }
+    QVERIFY(shared > 0);
+    QCOMPARE(truth.size(), size_t(48)); // 6,000 draws cover the 48 entries
+    const double meanSquaredNoise = squaredNoise / double(samples);
+    QVERIFY2(std::abs(meanSquaredNoise - noisy.floor()) < 0.1 * noisy.floor(),
+             qPrintable(QString::number(meanSquaredNoise)));
+    // Through --dataset, as a worker loads it.
+    const Dataset loaded = loadDataset(optionsFor(QStringLiteral("lowrank:8:6:2:0.25"), 1, 3));
+    QCOMPARE(loaded.indexSizes, (std::vector<int64_t>{8, 6}));
+    QCOMPARE(loaded.featureDim(), int64_t(2));
 }
 
 void TestDatasets::idxRoundTripsPixelsAndLabels_data()
@@ -425,9 +472,16 @@ void TestDatasets::loadDatasetRejectsBadSpecs_data()
     QTest::addColumn<QString>("messagePart");
 
     QTest::newRow("unknown spec lists the valid forms")
-        << QStringLiteral("imagenet") << 0 << 1 << QStringLiteral("linear, blobs, blobs:K:D, mnist:DIR");
+        << QStringLiteral("imagenet") << 0 << 1
+        << QStringLiteral("linear, blobs, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], mnist:DIR");
     QTest::newRow("blobs without numbers") << QStringLiteral("blobs:ten:2") << 0 << 1 << QStringLiteral("blobs:K:D");
     QTest::newRow("blobs with one class") << QStringLiteral("blobs:1:2") << 0 << 1 << QStringLiteral("classes");
+    QTest::newRow("lowrank with words") << QStringLiteral("lowrank:50:fifty:3") << 0 << 1
+                                        << QStringLiteral("lowrank:ROWS:COLS:RANK[:NOISE]");
+    QTest::newRow("lowrank of too high a rank")
+        << QStringLiteral("lowrank:4:5:6") << 0 << 1 << QStringLiteral("at most the smaller side");
+    QTest::newRow("lowrank with negative noise")
+        << QStringLiteral("lowrank:4:5:2:-1") << 0 << 1 << QStringLiteral("0 or more");
     QTest::newRow("idx with one file") << QStringLiteral("idx:$DIR/images.idx") << 0 << 1
                                        << QStringLiteral("idx:IMAGES,LABELS");
     QTest::newRow("missing csv") << QStringLiteral("csv:$DIR/nope.csv") << 0 << 1 << QStringLiteral("does not exist");
@@ -453,6 +507,8 @@ void TestDatasets::defaultDatasetMatchesTheModel()
     QCOMPARE(defaultDatasetFor("softmax"), std::string("blobs"));
     QCOMPARE(defaultDatasetFor("mlp"), std::string("blobs"));
     QCOMPARE(defaultDatasetFor("mlp:64"), std::string("blobs"));
+    QCOMPARE(defaultDatasetFor("mf"), std::string("lowrank"));
+    QCOMPARE(defaultDatasetFor("mf:5"), std::string("lowrank"));
     QVERIFY_THROWS_EXCEPTION(InputError, defaultDatasetFor("perceptron"));
     QVERIFY_THROWS_EXCEPTION(InputError, defaultDatasetFor("mlp:0"));
 }

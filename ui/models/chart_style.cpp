@@ -105,9 +105,13 @@ QString workerPhaseText(proto::WorkerPhase phase)
 QString lossAxisTitle(const std::string &model, bool logScale)
 {
     QString what;
-    if (model == "linear")
+    // By name (the engine's model table is below this room): mlp:64 and
+    // mf:5 are an mlp and an mf.
+    const auto family
+        = [&model](const char *name) { return model == name || model.rfind(std::string(name) + ":", 0) == 0; };
+    if (family("linear") || family("mf"))
         what = QObject::tr("mean squared error");
-    else if (model == "softmax" || model == "mlp")
+    else if (family("softmax") || family("mlp"))
         what = QObject::tr("cross-entropy");
     if (logScale)
         what += what.isEmpty() ? QObject::tr("log scale") : QObject::tr(", log scale");
