@@ -53,12 +53,15 @@ with open(f"{out}/comparison.csv", newline="") as f:
             order.append(name)
         runs.setdefault(name, []).append(row)
 
-def spread(rows, column, digits):
+def spread(rows, column, digits, none="not reached"):
+    """median (min-max) over the seeds; `digits` decimals, or significant
+    digits when given as a string ("3g": losses from 0.01 to 1e30)."""
     values = [float(r[column]) for r in rows if r.get(column, "") != ""]
     if not values:
-        return "not reached"
+        return none
+    form = digits if isinstance(digits, str) else f".{digits}f"
     missing = len(rows) - len(values)
-    text = f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    text = f"{statistics.median(values):{form}} ({min(values):{form}}-{max(values):{form}})"
     return text + (f", {missing} of {len(rows)} not" if missing else "")
 
 print(f"seeds {', '.join(seeds)}: median (min-max) over the seeds")
@@ -69,8 +72,8 @@ print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for name in order:
     rows = runs[name]
     print(f"| {name} | {spread(rows, 'time_to_target_s', 1)} | {spread(rows, 'global_step_at_target', 0)} "
-          f"| {spread(rows, 'final_heldout_accuracy', 3)} | {spread(rows, 'final_heldout_loss', 3)} "
+          f"| {spread(rows, 'final_heldout_accuracy', 3, '-')} | {spread(rows, 'final_heldout_loss', '.3g', '-')} "
           f"| {spread(rows, 'staleness_median', 0)} | {spread(rows, 'staleness_max', 0)} "
-          f"| {spread(rows, 'probe_cosine_median', 3)} | {spread(rows, 'global_steps_per_s', 0)} |")
+          f"| {spread(rows, 'probe_cosine_median', 3, '-')} | {spread(rows, 'global_steps_per_s', 0)} |")
 EOF
 cat "$out/table.md"

@@ -9,6 +9,7 @@
 #include "engine/optimizer.h"
 #include "ui/tfjob_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDialogButtonBox>
 #include <QDoubleSpinBox>
@@ -108,6 +109,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     , m_staleness(new QSpinBox(this))
     , m_replicas(new QSpinBox(this))
     , m_totalReplicas(new QSpinBox(this))
+    , m_stalenessRule(new QCheckBox(tr("Learning rate ÷ staleness"), this))
     , m_lastStep(new QSpinBox(this))
     , m_logdir(new QLineEdit(this))
     , m_stalenessHint(new QLabel(this))
@@ -142,6 +144,9 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     m_totalReplicas->setRange(0, 100000);
     m_totalReplicas->setSpecialValueText(tr("all workers"));
     m_totalReplicas->setToolTip(tr("More than replicas to aggregate means backup workers"));
+    m_stalenessRule->setObjectName(QStringLiteral("stalenessRule"));
+    m_stalenessRule->setToolTip(tr("Apply a gradient computed S global steps ago at the learning rate / S (Zhang "
+                                   "et al., staleness-aware async SGD; --learning_rate_by_staleness)"));
     m_lastStep->setRange(0, std::numeric_limits<int>::max());
     m_lastStep->setSpecialValueText(tr("until stopped")); // --last_step=0
     m_logdir->setPlaceholderText(tr("none (no checkpoints, no run directory to replay)"));
@@ -179,6 +184,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     modes->addRow(tr("Staleness (ssp)"), m_staleness);
     modes->addRow(tr("Replicas to aggregate (sync)"), m_replicas);
     modes->addRow(tr("Total replicas (sync)"), m_totalReplicas);
+    modes->addRow(QString(), m_stalenessRule);
     auto *trainingBox = new QGroupBox(tr("Training"), this);
     trainingBox->setLayout(training);
     auto *modeBox = new QGroupBox(tr("Updates"), this);
@@ -243,6 +249,7 @@ void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
     m_staleness->setValue(t.mode.staleness());
     m_replicas->setValue(t.mode.replicas_to_aggregate());
     m_totalReplicas->setValue(t.mode.total_num_replicas());
+    m_stalenessRule->setChecked(t.mode.learning_rate_by_staleness());
     updateModeFields();
     updateStalenessHint();
 }
@@ -281,6 +288,7 @@ void ClusterDesignerDialog::updateModeFields()
     m_staleness->setEnabled(mode && mode->knobs.staleness);
     m_replicas->setEnabled(mode && mode->knobs.replicas);
     m_totalReplicas->setEnabled(mode && mode->knobs.replicas);
+    m_stalenessRule->setEnabled(mode && mode->knobs.stalenessRule);
 }
 
 bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
@@ -314,6 +322,9 @@ bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
         t.mode.set_staleness(m_staleness->value());
         t.mode.set_replicas_to_aggregate(m_replicas->value());
         t.mode.set_total_num_replicas(m_totalReplicas->value());
+        // A mode whose row has no staleness rule (sync) never carries it.
+        const UpdateModeInfo *mode = findUpdateMode(t.mode.mode());
+        t.mode.set_learning_rate_by_staleness(mode && mode->knobs.stalenessRule && m_stalenessRule->isChecked());
         // Through the node's own flag parser: what passes here, every task accepts.
         *result = planFromClusterFile(clusterFileFromPlan(plan));
         return true;

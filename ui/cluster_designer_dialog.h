@@ -9,6 +9,7 @@
 
 #include <QDialog>
 
+class QCheckBox;
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
@@ -66,6 +67,7 @@ private:
     QSpinBox *m_staleness;
     QSpinBox *m_replicas;
     QSpinBox *m_totalReplicas;
+    QCheckBox *m_stalenessRule;
     QSpinBox *m_lastStep;
     QLineEdit *m_logdir;
     QLabel *m_stalenessHint;

@@ -403,8 +403,9 @@ int ModeLossChart::pointCount() const
 
 // ---------------------------------------------------------------------------
 
-ModeHeldOutChart::ModeHeldOutChart(QWidget *parent)
+ModeHeldOutChart::ModeHeldOutChart(Axis axis, QWidget *parent)
     : ChartWidget(parent)
+    , m_axis(axis)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
     , m_placeholder(shownOnceARunEnds(title(), this))
@@ -412,9 +413,7 @@ ModeHeldOutChart::ModeHeldOutChart(QWidget *parent)
     , m_yAxis(new QLogValueAxis)
 {
     styleChart(m_chart, title());
-    // By wall time: a sync step averages many gradients, an async one is
-    // one, so what the runs learned compares at equal time, not equal steps.
-    m_xAxis->setTitleText(tr("seconds since the run's first step"));
+    m_xAxis->setTitleText(axis == Axis::WallTime ? tr("seconds since the run's first step") : tr("global step"));
     m_xAxis->setLabelFormat(QStringLiteral("%.0f"));
     m_yAxis->setLabelFormat(QStringLiteral("%.3g"));
     m_yAxis->setBase(10);
@@ -425,12 +424,23 @@ ModeHeldOutChart::ModeHeldOutChart(QWidget *parent)
 
 QString ModeHeldOutChart::title() const
 {
-    return tr("What the model learned: held-out data by wall time");
+    return m_axis == Axis::WallTime ? tr("What the model learned: held-out data by wall time")
+                                    : tr("What an update was worth: held-out data by global step");
 }
 
 QString ModeHeldOutChart::metric() const
 {
-    return m_summary ? heldOutMetric(*m_summary) : QString();
+    if (!m_summary)
+        return {};
+    if (!m_chosen.isEmpty() && heldOutMetricNames(*m_summary).contains(m_chosen))
+        return m_chosen;
+    return heldOutMetric(*m_summary);
+}
+
+void ModeHeldOutChart::setMetric(const QString &metric)
+{
+    m_chosen = metric;
+    markDirty();
 }
 
 void ModeHeldOutChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
@@ -460,7 +470,7 @@ void ModeHeldOutChart::rebuild()
                 continue;
             for (const MetricPoint &p : it->second)
                 if (std::isfinite(p.value) && p.value > 0) // the log axis
-                    points.emplace_back(p.seconds, p.value);
+                    points.emplace_back(m_axis == Axis::WallTime ? p.seconds : double(p.globalStep), p.value);
         }
         lines.push_back({contenderLabel(*m_summary, contender), modeRunColor(m_summary->runs, contender.runs.front()),
                          spreadCurve(series), contender.runs.size() > 1});

@@ -94,6 +94,7 @@ protected:
 
 private:
     Axis m_axis;
+    QString m_chosen;
     std::shared_ptr<const ModeComparisonSummary> m_summary;
     QChart *m_chart;
     QChartView *m_view;
@@ -105,21 +106,32 @@ private:
     std::vector<QScatterSeries *> m_reached;
 };
 
-// What each run's model learned: a held-out metric by wall time (held-out
-// loss where the model logs it, else accuracy; log scale) -- the price of a
-// mode's staleness, where the loss charts show its pace. Says how to get
-// held-out data when no run has any.
+// What each run's model learned: a held-out metric by wall time or by
+// global step (held-out loss where the model logs it, else accuracy; log
+// scale) -- the price of a mode's staleness, where the loss charts show its
+// pace. By time, what a mode learned in the time it had; by step, what an
+// update of it was worth (a sync step averages many gradients). Says how to
+// get held-out data when no run has any.
 class ModeHeldOutChart : public ChartWidget
 {
     Q_OBJECT
 
 public:
-    explicit ModeHeldOutChart(QWidget *parent = nullptr);
-    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
-    // The metric drawn ("heldout_loss"); empty when no run logged one.
-    QString metric() const;
+    enum class Axis { WallTime, GlobalStep };
 
-    QString exportName() const override { return QStringLiteral("mode_heldout_by_time"); }
+    explicit ModeHeldOutChart(Axis axis = Axis::WallTime, QWidget *parent = nullptr);
+    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
+    // The metric drawn ("heldout_loss"): the one chosen where a run logged
+    // it, else heldOutMetric(); empty when no run logged one.
+    QString metric() const;
+    // Draws `metric` ("heldout_accuracy"); empty: the default.
+    void setMetric(const QString &metric);
+
+    QString exportName() const override
+    {
+        return m_axis == Axis::WallTime ? QStringLiteral("mode_heldout_by_time")
+                                        : QStringLiteral("mode_heldout_by_step");
+    }
     QString title() const override;
     CsvTable csv() const override;
     int modeMarkerCount() const override { return 0; }
@@ -129,6 +141,8 @@ protected:
     void rebuild() override;
 
 private:
+    Axis m_axis;
+    QString m_chosen;
     std::shared_ptr<const ModeComparisonSummary> m_summary;
     QChart *m_chart;
     QChartView *m_view;

@@ -340,7 +340,8 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
     , m_heading(new QLabel(this))
     , m_byTime(new ModeLossChart(ModeLossChart::Axis::WallTime, this))
     , m_byStep(new ModeLossChart(ModeLossChart::Axis::GlobalStep, this))
-    , m_heldOut(new ModeHeldOutChart(this))
+    , m_heldOut(new ModeHeldOutChart(ModeHeldOutChart::Axis::WallTime, this))
+    , m_heldOutByStep(new ModeHeldOutChart(ModeHeldOutChart::Axis::GlobalStep, this))
     , m_staleness(new ModeStalenessChart(this))
     , m_timeToTarget(new ModeBarChart(ModeBarChart::Figure::TimeToTarget, this))
     , m_stepsPerSecond(new ModeBarChart(ModeBarChart::Figure::WorkerStepsPerSecond, this))
@@ -352,8 +353,9 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
     m_heading->setObjectName(QStringLiteral("modeComparisonHeading"));
     auto *grid = new QGridLayout;
     grid->setContentsMargins(0, 0, 0, 0);
-    // The pace in the first row, its price in the second, the workers in the third.
-    const QList<QWidget *> widgets{m_byTime,    m_byStep, m_timeToTarget,   m_heldOut,
+    // The pace in the first row, its price in the second (what was learned
+    // by time and by step, how stale), the rest in the third.
+    const QList<QWidget *> widgets{m_byTime,    m_byStep, m_timeToTarget,   m_heldOut,     m_heldOutByStep,
                                    m_staleness, m_table,  m_stepsPerSecond, m_waitFraction};
     for (int i = 0; i < widgets.size(); ++i) {
         widgets[i]->setMinimumSize(320, 240);
@@ -369,7 +371,8 @@ ModeComparisonView::ModeComparisonView(QWidget *parent)
 
 QList<ExportableChart *> ModeComparisonView::panels() const
 {
-    return {m_byTime, m_byStep, m_timeToTarget, m_heldOut, m_staleness, m_table, m_stepsPerSecond, m_waitFraction};
+    return {m_byTime,    m_byStep, m_timeToTarget,   m_heldOut,     m_heldOutByStep,
+            m_staleness, m_table,  m_stepsPerSecond, m_waitFraction};
 }
 
 void ModeComparisonView::setSummary(const ModeComparisonSummary &summary)
@@ -378,6 +381,7 @@ void ModeComparisonView::setSummary(const ModeComparisonSummary &summary)
     m_byTime->setSummary(m_summary);
     m_byStep->setSummary(m_summary);
     m_heldOut->setSummary(m_summary);
+    m_heldOutByStep->setSummary(m_summary);
     m_staleness->setSummary(m_summary);
     m_timeToTarget->setSummary(m_summary);
     m_stepsPerSecond->setSummary(m_summary);
@@ -386,6 +390,12 @@ void ModeComparisonView::setSummary(const ModeComparisonSummary &summary)
     m_heading->setText(QStringLiteral("<b>%1</b><br>%2<br>%3")
                            .arg(title().toHtmlEscaped(), m_setting.toHtmlEscaped(),
                                 modeComparisonVerdict(*m_summary).toHtmlEscaped()));
+}
+
+void ModeComparisonView::setHeldOutMetric(const QString &metric)
+{
+    m_heldOut->setMetric(metric);
+    m_heldOutByStep->setMetric(metric);
 }
 
 void ModeComparisonView::setSetting(const QString &setting)

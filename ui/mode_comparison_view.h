@@ -2,8 +2,8 @@
 
 // The figure of "Compare modes": one run per update mode, side by side --
 // the panels of mode_comparison_charts.h (loss by wall time and by global
-// step, held-out loss, staleness, time to target, each worker's pace and
-// waiting) and the numbers in a table. The view paints them all as one
+// step, held-out loss by both, staleness, time to target, each worker's pace
+// and waiting) and the numbers in a table. The view paints them all as one
 // exportable figure (PNG, SVG, PDF), and the numbers go to comparison.csv. GUI thread only. It shows a
 // ModeComparisonSummary (read from the run directories by core's summarizeModeComparison) and does no work of its own.
 
@@ -58,6 +58,9 @@ public:
     // What was compared, for the figure's subtitle ("2 workers, worker:1
     // three times slower, ..."); see describeComparisonSetting.
     void setSetting(const QString &setting);
+    // The held-out metric the two held-out panels draw ("heldout_accuracy");
+    // empty: held-out loss where there is one.
+    void setHeldOutMetric(const QString &metric);
     QList<ExportableChart *> panels() const;
 
     QString exportName() const override { return QStringLiteral("mode_comparison"); }
@@ -76,6 +79,7 @@ private:
     ModeLossChart *m_byTime;
     ModeLossChart *m_byStep;
     ModeHeldOutChart *m_heldOut;
+    ModeHeldOutChart *m_heldOutByStep;
     ModeStalenessChart *m_staleness;
     ModeBarChart *m_timeToTarget;
     ModeBarChart *m_stepsPerSecond;

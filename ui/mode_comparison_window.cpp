@@ -8,6 +8,7 @@
 
 #include <QAction>
 #include <QCloseEvent>
+#include <QComboBox>
 #include <QDateTime>
 #include <QDir>
 #include <QFileDialog>
@@ -21,6 +22,7 @@
 #include <QToolBar>
 #include <QVBoxLayout>
 
+#include <algorithm>
 #include <cmath>
 
 namespace parasync::ui {
@@ -46,6 +48,17 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
         = toolbar->addAction(tr("Open the runs in Compare runs"), this, &ModeComparisonWindow::openInCompareRuns);
     m_export->setEnabled(false);
     m_compareRuns->setEnabled(false);
+    // Held-out loss by default (it keeps telling modes apart after accuracy
+    // saturates); accuracy is one choice away.
+    toolbar->addSeparator();
+    toolbar->addWidget(new QLabel(tr("Held-out: "), toolbar));
+    m_heldOutMetric = new QComboBox(toolbar);
+    m_heldOutMetric->setObjectName(QStringLiteral("heldOutMetric"));
+    m_heldOutMetric->setToolTip(tr("The held-out metric the two 'held-out data' panels draw"));
+    m_heldOutMetric->setEnabled(false);
+    toolbar->addWidget(m_heldOutMetric);
+    connect(m_heldOutMetric, &QComboBox::activated, this,
+            [this] { m_view->setHeldOutMetric(m_heldOutMetric->currentData().toString()); });
 
     m_status->setObjectName(QStringLiteral("modeComparisonStatus"));
     m_status->setWordWrap(true);
@@ -91,7 +104,10 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
                     statusBar()->showMessage(tr("%1: %2").arg(name, reason), 10000);
             });
     // Each run joins the figure as it ends, while the next one trains.
-    connect(m_comparison, &ModeComparison::runsSummarized, m_view, &ModeComparisonView::setSummary);
+    connect(m_comparison, &ModeComparison::runsSummarized, this, [this](const ModeComparisonSummary &summary) {
+        m_view->setSummary(summary);
+        offerHeldOutMetrics(summary);
+    });
     connect(m_comparison, &ModeComparison::finished, this, &ModeComparisonWindow::onFinished);
     resize(1500, 950);
 }
@@ -206,6 +222,7 @@ void ModeComparisonWindow::onFinished(const ModeComparisonSummary &summary)
 {
     m_done = true;
     m_view->setSummary(summary);
+    offerHeldOutMetrics(summary);
     m_progressBar->setValue(m_progressBar->maximum());
     m_progressBar->setFormat(tr("done"));
     m_cancel->setEnabled(false);
@@ -221,6 +238,23 @@ void ModeComparisonWindow::onFinished(const ModeComparisonSummary &summary)
                       + (saved ? tr("Runs, figure and comparison.csv are in %1.").arg(QDir::toNativeSeparators(folder))
                                : tr("The figure could not be saved beside the runs: %1").arg(error)));
     Q_EMIT comparisonFinished();
+}
+
+void ModeComparisonWindow::offerHeldOutMetrics(const ModeComparisonSummary &summary)
+{
+    const QStringList names = heldOutMetricNames(summary);
+    QStringList offered;
+    for (int i = 0; i < m_heldOutMetric->count(); ++i)
+        offered << m_heldOutMetric->itemData(i).toString();
+    if (offered == names)
+        return;
+    const QString chosen = m_heldOutMetric->currentData().toString();
+    m_heldOutMetric->clear();
+    for (const QString &name : names)
+        m_heldOutMetric->addItem(metricText(name), name);
+    const QString shown = names.contains(chosen) ? chosen : heldOutMetric(summary);
+    m_heldOutMetric->setCurrentIndex(std::max(0, int(names.indexOf(shown))));
+    m_heldOutMetric->setEnabled(names.size() > 1);
 }
 
 bool ModeComparisonWindow::exportTo(const QString &directory, QStringList *written, QString *error)

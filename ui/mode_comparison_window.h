@@ -13,6 +13,7 @@
 #include <QMainWindow>
 
 class QAction;
+class QComboBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -63,6 +64,8 @@ private:
     void askExport();
     void openInCompareRuns();
     void warn(const QString &title, const QString &text);
+    // The held-out metrics the runs so far logged, to choose from.
+    void offerHeldOutMetrics(const ModeComparisonSummary &summary);
 
     ModeComparison *m_comparison;
     ModeComparisonView *m_view;
@@ -71,6 +74,7 @@ private:
     QPushButton *m_cancel;
     QAction *m_export;
     QAction *m_compareRuns;
+    QComboBox *m_heldOutMetric;
     bool m_done = false;
 };
 

@@ -8,6 +8,7 @@
 #include "ui/cluster_designer_dialog.h"
 #include "ui/tfjob_dialog.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QLineEdit>
@@ -62,6 +63,37 @@ private Q_SLOTS:
         const QStringList args = loaded.arguments(TaskId{JobName::Worker, 2});
         QVERIFY2(args.join(QLatin1Char(' ')).contains(QStringLiteral("127.0.0.1:2225")),
                  qPrintable(args.join(QLatin1Char(' '))));
+    }
+
+    // Zhang et al.'s rule is a box in the designer, offered for the modes
+    // whose row has it (async, ssp) and not for sync; it reaches the cluster
+    // file and every task's flags.
+    void theStalenessRuleIsOfferedWhereTheModeHasIt()
+    {
+        ClusterPlan plan = ClusterPlan::demo();
+        plan.training.mode.set_mode(proto::ASYNC);
+        plan.training.mode.set_learning_rate_by_staleness(true);
+        ClusterDesignerDialog dialog(plan);
+        auto *rule = dialog.findChild<QCheckBox *>(QStringLiteral("stalenessRule"));
+        auto *mode = dialog.findChild<QComboBox *>(QStringLiteral("updateMode"));
+        QVERIFY(rule && mode);
+        QVERIFY(rule->isChecked());
+        QVERIFY(rule->isEnabled());
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("rule.json"));
+        QVERIFY(dialog.saveTo(path));
+        ClusterPlan loaded = planFromClusterFile(readClusterFile(path.toStdString()));
+        QVERIFY(loaded.training.mode.learning_rate_by_staleness());
+        QVERIFY(loaded.arguments(TaskId{JobName::Ps, 0}).contains(QStringLiteral("--learning_rate_by_staleness=1")));
+
+        // sync has no staleness to divide by: the box is off and not written.
+        mode->setCurrentIndex(mode->findData(int(proto::SYNC)));
+        QVERIFY(!rule->isEnabled());
+        QVERIFY(dialog.saveTo(path));
+        loaded = planFromClusterFile(readClusterFile(path.toStdString()));
+        QVERIFY(!loaded.training.mode.learning_rate_by_staleness());
+        mode->setCurrentIndex(mode->findData(int(proto::SSP)));
+        QVERIFY(rule->isEnabled());
     }
 
     // Many async workers make stale gradients: the dialog says how stale and

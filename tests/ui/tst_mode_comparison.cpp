@@ -30,6 +30,7 @@
 #include <QApplication>
 #include <QChart>
 #include <QChartView>
+#include <QComboBox>
 #include <QDir>
 #include <QFile>
 #include <QFileInfo>
@@ -37,6 +38,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
+#include <QLineSeries>
 #include <QProcess>
 #include <QProgressBar>
 #include <QPushButton>
@@ -340,6 +342,52 @@ private Q_SLOTS:
         ClusterPlan own = mf.plan;
         own.training.dataset = "csv:/nonexistent.csv"; // the user's data: no known answer
         QVERIFY(std::isnan(chiefLossFloor(own)));
+    }
+
+    // Held-out data by wall time and by global step, loss by default and
+    // accuracy when chosen: the two panels follow the runs' records.
+    void heldOutPanelsDrawTheChosenMetricByTimeAndByStep()
+    {
+        ModeComparisonSummary summary;
+        for (const char *name : {"async", "sync"}) {
+            ModeRunSummary &run = summary.runs.emplace_back();
+            run.name = QLatin1String(name);
+            run.mode.set_mode(run.name == u"sync"_s ? proto::SYNC : proto::ASYNC);
+            for (int k = 1; k <= 4; ++k) {
+                run.metrics[u"heldout_loss"_s].push_back({0.5 * k, 100 * k, 1.0 / k});
+                run.metrics[u"heldout_accuracy"_s].push_back({0.5 * k, 100 * k, 0.2 * k});
+            }
+        }
+        ModeComparisonView view;
+        view.resize(1800, 1500);
+        view.setSummary(summary);
+        std::vector<ModeHeldOutChart *> charts;
+        for (ModeHeldOutChart *chart : view.findChildren<ModeHeldOutChart *>())
+            charts.push_back(chart);
+        QCOMPARE(charts.size(), size_t(2));
+        const auto lineOf = [](ModeHeldOutChart *chart, const QString &name) -> QLineSeries * {
+            chart->ensureUpToDate();
+            for (QAbstractSeries *series : chart->findChild<QChartView *>()->chart()->series())
+                if (series->name() == name && series->type() == QAbstractSeries::SeriesTypeLine)
+                    return static_cast<QLineSeries *>(series);
+            return nullptr;
+        };
+        for (ModeHeldOutChart *chart : charts) {
+            QCOMPARE(chart->metric(), u"heldout_loss"_s);
+            QLineSeries *sync = lineOf(chart, u"sync"_s);
+            QVERIFY(sync);
+            QCOMPARE(sync->count(), 4);
+            const bool byStep = chart->exportName() == u"mode_heldout_by_step"_s;
+            QCOMPARE(sync->at(3), QPointF(byStep ? 400 : 2.0, 0.25));
+        }
+        view.setHeldOutMetric(u"heldout_accuracy"_s);
+        for (ModeHeldOutChart *chart : charts) {
+            QCOMPARE(chart->metric(), u"heldout_accuracy"_s);
+            QCOMPARE(lineOf(chart, u"async"_s)->at(3).y(), 0.8);
+        }
+        // A metric no run logged: the default again.
+        view.setHeldOutMetric(u"heldout_auc"_s);
+        QCOMPARE(charts.front()->metric(), u"heldout_loss"_s);
     }
 
     void summaryFallsBackToMetricsWithoutAStepLog()
@@ -648,7 +696,7 @@ private Q_SLOTS:
                  qPrintable(verdict));
         QVERIFY2(verdict.contains(u"Time to a full loss of"_s), qPrintable(verdict));
         for (ModeLossChart *chart : view->findChildren<ModeLossChart *>()) {
-            chart->grab(); // draws what is dirty
+            chart->ensureUpToDate();
             const QList<QAbstractSeries *> series = chart->findChild<QChartView *>()->chart()->series();
             QCOMPARE(std::count_if(series.begin(), series.end(),
                                    [](QAbstractSeries *s) { return s->type() == QAbstractSeries::SeriesTypeArea; }),
@@ -917,6 +965,18 @@ private Q_SLOTS:
                 && comparisonWindow->view()->summary()->runs.front().staleness.max > 0
                 && comparisonWindow->view()->summary()->runs.front().workers.size() == 16,
             60000);
+        // Held-out loss is drawn; accuracy is one choice away.
+        auto *metric = comparisonWindow->findChild<QComboBox *>(QStringLiteral("heldOutMetric"));
+        QVERIFY(metric);
+        QTRY_COMPARE_WITH_TIMEOUT(metric->count(), 2, 10000);
+        QCOMPARE(metric->currentData().toString(), u"heldout_loss"_s);
+        QVERIFY(metric->isEnabled());
+        const int accuracy = metric->findData(u"heldout_accuracy"_s);
+        QVERIFY(accuracy >= 0);
+        metric->setCurrentIndex(accuracy);
+        Q_EMIT metric->activated(accuracy); // as a click on the item
+        for (ModeHeldOutChart *chart : comparisonWindow->view()->findChildren<ModeHeldOutChart *>())
+            QCOMPARE(chart->metric(), u"heldout_accuracy"_s);
         QSignalSpy done(comparisonWindow, &ModeComparisonWindow::comparisonFinished);
         comparisonWindow->findChild<QPushButton *>(QStringLiteral("cancelModeComparison"))->click();
         QVERIFY(done.wait(30000));
