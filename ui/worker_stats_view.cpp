@@ -19,6 +19,9 @@
 namespace parasync::ui {
 
 namespace {
+
+// Past this many workers the staleness histogram is one set of them all.
+constexpr size_t kWorkersDrawnApartAtMost = 4;
 constexpr int kDefaultStalenessBins = 11;
 
 QColor periodColor(int index)
@@ -127,6 +130,15 @@ WorkerBarChart::Table WorkerBarChart::table() const
                 result.sets.emplace_back(period.label(), share(std::move(values)));
             }
             result.periodSets = int(periods.size());
+        } else if (snapshot.workers.size() > kWorkersDrawnApartAtMost) {
+            // 16 workers' bars side by side in 16 bins are 256 slivers
+            // nobody can read; their staleness is alike (one ps's), so one
+            // histogram of them all says it.
+            std::vector<double> values(size_t(bins), 0);
+            for (const auto &worker : snapshot.workers)
+                for (size_t i = 0; i < worker.stalenessHistogram.size() && i < values.size(); ++i)
+                    values[i] += double(worker.stalenessHistogram[i]);
+            result.sets.emplace_back(tr("all %1 workers").arg(snapshot.workers.size()), share(std::move(values)));
         } else {
             for (const auto &worker : snapshot.workers) {
                 std::vector<double> values(size_t(bins), 0);

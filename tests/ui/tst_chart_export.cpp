@@ -7,6 +7,7 @@
 #include "ui/loss_chart.h"
 #include "ui/run_charts_view.h"
 #include "ui/step_timeline_view.h"
+#include "ui/worker_stats_view.h"
 
 #include <QFile>
 #include <QImage>
@@ -16,6 +17,7 @@
 #include <QXmlStreamReader>
 
 #include <cmath>
+#include <map>
 
 using namespace parasync;
 using namespace parasync::ui;
@@ -311,6 +313,39 @@ private Q_SLOTS:
         QString error;
         QVERIFY(ChartExporter::exportSvg(&chart, dir.filePath(QStringLiteral("loss.svg")), &error));
         verifySvg(dir.filePath(QStringLiteral("loss.svg")), {QStringLiteral("log scale")});
+    }
+
+    // A few workers' staleness is a histogram each; sixteen workers' is one
+    // histogram of them all (256 slivers cannot be read), in shares.
+    void manyWorkersShareOneStalenessHistogram()
+    {
+        for (const int workers : {2, 16}) {
+            auto run = std::make_shared<RunSnapshot>();
+            for (int worker = 0; worker < workers; ++worker) {
+                WorkerFigures figures;
+                figures.index = worker;
+                figures.stalenessHistogram = {worker % 2 == 0 ? 30 : 10, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+                run->workers.push_back(figures);
+            }
+            WorkerBarChart chart(WorkerBarChart::Figure::StalenessHistogram);
+            chart.setSnapshot(run);
+            std::map<QString, std::map<QString, double>> shares; // series -> staleness -> %
+            for (const QStringList &row : chart.csv().rows)
+                shares[row[0]][row[1]] = row[2].toDouble();
+            if (workers == 2) {
+                QCOMPARE(shares.size(), size_t(2));
+                QCOMPARE(shares[QStringLiteral("worker:0")][QStringLiteral("0")], 75.0);
+                QCOMPARE(shares[QStringLiteral("worker:1")][QStringLiteral("0")], 50.0);
+            } else {
+                QCOMPARE(shares.size(), size_t(1));
+                // 8 x 30 + 8 x 10 at staleness 0 of 8 x 40 + 8 x 20 in all.
+                // (The CSV keeps 8 significant digits.)
+                QVERIFY(std::abs(shares[QStringLiteral("all 16 workers")][QStringLiteral("0")] - 100.0 * 320 / 480)
+                        < 1e-5);
+                QVERIFY(std::abs(shares[QStringLiteral("all 16 workers")][QStringLiteral("1")] - 100.0 * 160 / 480)
+                        < 1e-5);
+            }
+        }
     }
 
     void anEmptyRunStillExportsValidFiles()
