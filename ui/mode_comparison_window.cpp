@@ -56,6 +56,7 @@ ModeComparisonWindow::ModeComparisonWindow(QWidget *parent)
     m_heldOutMetric->setObjectName(QStringLiteral("heldOutMetric"));
     m_heldOutMetric->setToolTip(tr("The held-out metric the two 'held-out data' panels draw"));
     m_heldOutMetric->setEnabled(false);
+    m_heldOutMetric->setSizeAdjustPolicy(QComboBox::AdjustToContents); // "held-out accuracy" whole
     toolbar->addWidget(m_heldOutMetric);
     connect(m_heldOutMetric, &QComboBox::activated, this,
             [this] { m_view->setHeldOutMetric(m_heldOutMetric->currentData().toString()); });
