@@ -1,6 +1,7 @@
 #include "wire/cluster_control.h"
 
 #include "base/error.h"
+#include "base/unavailable.h"
 #include "config/control_command.h"
 #include "wire/cluster_token.h"
 
@@ -16,9 +17,16 @@ namespace {
 // safe to repeat (a status read; a mode set to the same values).
 constexpr auto kControlDeadline = std::chrono::seconds(10);
 
-std::string unreachable(const std::string &psAddress, const grpc::Status &status)
+// ps:0 did not answer: Unavailable (exit 1, try again). It answered and
+// refused who asked -- the cluster token, the TLS handshake with this
+// side's certificate files: InputError (exit 2, fix the command).
+[[noreturn]] void throwUnreachable(const std::string &psAddress, const grpc::Status &status)
 {
-    return "cannot reach ps:0 at " + psAddress + ": " + describeRpcError(status);
+    const std::string message = "cannot reach ps:0 at " + psAddress + ": " + describeRpcError(status);
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED
+        || status.error_code() == grpc::StatusCode::PERMISSION_DENIED || isTlsFailure(status))
+        throw InputError(message);
+    throw Unavailable(message);
 }
 
 } // namespace
@@ -37,7 +45,7 @@ proto::SetModeResponse setClusterMode(const std::string &psAddress, const proto:
     if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT)
         throw InputError("ps:0 at " + psAddress + " refused the mode: " + status.error_message());
     if (!status.ok())
-        throw InputError(unreachable(psAddress, status));
+        throwUnreachable(psAddress, status);
     return response;
 }
 
@@ -49,7 +57,7 @@ proto::ClusterStatusResponse getClusterStatus(const std::string &psAddress, cons
         return stub->GetClusterStatus(context, {}, &response);
     });
     if (!status.ok())
-        throw InputError(unreachable(psAddress, status));
+        throwUnreachable(psAddress, status);
     return response;
 }
 
@@ -113,7 +121,7 @@ std::string runControlCommand(const ControlCommand &command)
     proto::ClusterStatusResponse status;
     try {
         status = getClusterStatus(serving, rpc);
-    } catch (const InputError &) {
+    } catch (const Unavailable &) {
         if (command.ps0Backup.empty())
             throw;
         serving = command.ps0Backup;
@@ -127,7 +135,7 @@ std::string runControlCommand(const ControlCommand &command)
                 status = primary;
                 serving = other;
             }
-        } catch (const InputError &) {
+        } catch (const Unavailable &) {
             // The backup's own view it is, then: it says why it does not follow.
         }
     }

@@ -192,12 +192,19 @@ void Backoff::reset()
     m_logged = false;
 }
 
+bool isTlsFailure(const grpc::Status &status)
+{
+    const std::string &message = status.error_message();
+    const auto says = [&message](const char *part) { return message.find(part) != std::string::npos; };
+    return says("andshake") || says("SSL") || says("ssl") || says("certificate");
+}
+
 std::string describeRpcError(const grpc::Status &status)
 {
     std::string message = status.error_message();
     const auto says = [&message](const char *part) { return message.find(part) != std::string::npos; };
     // A TLS failure also reads "failed to connect": tell it apart first.
-    if (says("andshake") || says("SSL") || says("ssl") || says("certificate")) {
+    if (isTlsFailure(status)) {
         if (says("CERTIFICATE_VERIFY_FAILED") || says("certificate verify failed"))
             return "TLS handshake refused: the peer's certificate is not signed by --tls_ca (or does not name this "
                    "address)";

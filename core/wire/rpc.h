@@ -65,5 +65,9 @@ private:
 
 // A gRPC failure in words a user can act on.
 std::string describeRpcError(const grpc::Status &status);
+// Whether a failed call failed in the TLS handshake: the user's certificate
+// files (a wrong --tls_ca, a missing client certificate), not the peer's
+// absence.
+bool isTlsFailure(const grpc::Status &status);
 
 } // namespace parasync
