@@ -429,42 +429,36 @@ private:
     int64_t m_rank;
 };
 
-// "mf" or "mf:RANK": the rank asked for (kDefaultFactorizationRank for
-// "mf"), or nullopt for another model's name. Throws InputError for a bad
-// number.
-std::optional<int64_t> factorizationRank(const std::string &name)
+// A model name with an optional size, "FAMILY" or "FAMILY:N": N (or
+// `byDefault` for the bare family), or nullopt for another model's name.
+// Throws InputError naming `what` N is and its range for a bad number.
+std::optional<int64_t> sizedModel(const std::string &name, const std::string &family, int64_t byDefault, int64_t most,
+                                  const std::string &what, const std::string &example)
 {
-    if (name == "mf")
-        return kDefaultFactorizationRank;
-    if (name.rfind("mf:", 0) != 0)
+    if (name == family)
+        return byDefault;
+    if (name.rfind(family + ":", 0) != 0)
         return std::nullopt;
-    const std::string digits = name.substr(3);
-    int64_t rank = 0;
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), rank);
-    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || rank < 1 || rank > 1024)
-        throw InputError("the model '" + name
-                         + "' needs a rank from 1 to 1024 after 'mf:' (e.g. mf:5), or write mf for "
-                         + std::to_string(kDefaultFactorizationRank));
-    return rank;
+    const std::string digits = name.substr(family.size() + 1);
+    int64_t size = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), size);
+    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || size < 1 || size > most)
+        throw InputError("the model '" + name + "' needs " + what + " from 1 to " + std::to_string(most) + " after '"
+                         + family + ":' (e.g. " + example + "), or write " + family + " for "
+                         + std::to_string(byDefault));
+    return size;
 }
 
-// "mlp" or "mlp:HIDDEN": the hidden units asked for, or nullopt for another
-// model's name. Throws InputError for a bad number.
+// "mf" or "mf:RANK": the rank asked for.
+std::optional<int64_t> factorizationRank(const std::string &name)
+{
+    return sizedModel(name, "mf", kDefaultFactorizationRank, 1024, "a rank", "mf:5");
+}
+
+// "mlp" or "mlp:HIDDEN": the hidden units asked for.
 std::optional<int64_t> mlpHiddenUnits(const std::string &name)
 {
-    if (name == "mlp")
-        return kDefaultHiddenUnits;
-    if (name.rfind("mlp:", 0) != 0)
-        return std::nullopt;
-    const std::string digits = name.substr(4);
-    int64_t hidden = 0;
-    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), hidden);
-    if (digits.empty() || error != std::errc() || end != digits.data() + digits.size() || hidden < 1
-        || hidden > kMaxHiddenUnits)
-        throw InputError("the model '" + name + "' needs a number of hidden units from 1 to "
-                         + std::to_string(kMaxHiddenUnits) + " after 'mlp:' (e.g. mlp:64), or write mlp for "
-                         + std::to_string(kDefaultHiddenUnits));
-    return hidden;
+    return sizedModel(name, "mlp", kDefaultHiddenUnits, kMaxHiddenUnits, "a number of hidden units", "mlp:64");
 }
 
 } // namespace
