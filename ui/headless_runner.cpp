@@ -439,7 +439,7 @@ void HeadlessRunner::sayStalenessCost()
             .arg(m_latest->stalenessProbes)
             .arg(buckets.join(QStringLiteral(", "))));
     say(tr("what staleness costs in what the model learns: parasync --headless --compare_modes "
-           "--workload=staleness --export=DIR (about two minutes)"));
+           "--workload=staleness --export=DIR (about seven minutes: five contenders over three seeds)"));
 }
 
 void HeadlessRunner::printProgress()
