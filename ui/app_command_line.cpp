@@ -3,15 +3,16 @@
 #include "base/error.h"
 #include "base/nearest_name.h"
 #include "base/qt_text.h"
-#include "base/version.h"
 #include "config/plan_from_flags.h"
 #include "config/update_modes.h"
+#include "orchestration/slurm_backend.h"
 
 #include <QCommandLineParser>
 #include <QDir>
 #include <QFileInfo>
 
 #include <cstdio>
+#include <memory>
 
 namespace parasync::ui {
 
@@ -248,8 +249,6 @@ SlurmSettings slurmSettingsFromArguments(const QCommandLineParser &parser)
                                                            : QDir::home().filePath(QStringLiteral("parasync-slurm"));
     // The nodes see the same absolute path on the shared file system.
     settings.outputDirectory = QFileInfo(directory).absoluteFilePath().toStdString();
-    // The nodes must run this build: the script's first step checks.
-    settings.expectedVersion = nodeVersionLine();
     return settings;
 }
 
@@ -284,9 +283,10 @@ HeadlessOptions headlessOptionsFromArguments(const QCommandLineParser &parser, c
         throw InputError("--headless needs --demo, --cluster_file, --connect or --open");
     }
     if (parser.isSet(QStringLiteral("slurm")) && options.source == HeadlessOptions::Source::Launch) {
-        options.slurm = slurmSettingsFromArguments(parser);
-        options.slurmTokenFile = parser.value(QStringLiteral("cluster_token_file"));
-        options.slurmScriptOnly = parser.value(QStringLiteral("slurm_script"));
+        options.backend
+            = [settings = slurmSettingsFromArguments(parser)] { return std::make_unique<SlurmBackend>(settings); };
+        options.tokenFile = parser.value(QStringLiteral("cluster_token_file"));
+        options.jobScriptOnly = parser.value(QStringLiteral("slurm_script"));
         if (!options.plan.hosts.empty())
             throw InputError("--slurm places the tasks on the nodes Slurm gives: a cluster file with \"hosts\" "
                              "(ssh) cannot also run as a Slurm job; drop one or the other");

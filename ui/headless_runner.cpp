@@ -6,8 +6,6 @@
 #include "orchestration/connect_request.h"
 #include "orchestration/launch_sequence.h"
 #include "orchestration/preflight_check.h"
-#include "orchestration/slurm_job.h"
-#include "orchestration/slurm_preflight.h"
 #include "ui/chart_exporter.h"
 #include "ui/models/chart_style.h"
 #include "ui/run_charts_view.h"
@@ -99,9 +97,9 @@ HeadlessRunner::HeadlessRunner(ClusterLauncher *launcher, ClusterWatcher *watche
     connect(&m_timeout, &QTimer::timeout, this, &HeadlessRunner::onTimeout);
     m_grace.setSingleShot(true);
     connect(&m_grace, &QTimer::timeout, this, [this] {
-        if (m_slurmJob) {
-            say(tr("ps:0 reported the end, but Slurm job %1 is still there: cancelling it.").arg(m_slurmJob->jobId()));
-            m_slurmJob->cancel(); // ended follows
+        if (m_backend) {
+            say(tr("ps:0 reported the end, but %1 is still there: stopping it.").arg(m_backend->jobName()));
+            m_backend->stop(); // ended follows
             return;
         }
         if (m_clusterFinished && m_launcher->anyRunning()) {
@@ -117,19 +115,18 @@ HeadlessRunner::~HeadlessRunner() = default;
 void HeadlessRunner::start()
 {
     m_clock.start();
-    if (m_options.slurm && !m_options.slurmScriptOnly.isEmpty()) {
+    if (m_options.backend && !m_options.jobScriptOnly.isEmpty()) {
+        const std::unique_ptr<ClusterBackend> backend = m_options.backend();
         QString error;
         ClusterPlan plan = m_options.plan;
         if (plan.training.logdir.empty())
-            plan.training.logdir = QDir(QString::fromStdString(m_options.slurm->outputDirectory))
-                                       .filePath(QStringLiteral("run"))
-                                       .toStdString();
-        if (!SlurmJob::writeScript(plan, *m_options.slurm, m_options.slurmScriptOnly, &error)) {
+            plan.training.logdir = QDir(backend->outputDirectory()).filePath(QStringLiteral("run")).toStdString();
+        if (!backend->writeJobScript(plan, m_options.jobScriptOnly, &error)) {
             finishWith(CouldNotStart, error);
             return;
         }
-        finishWith(Success, tr("wrote the Slurm batch script %1: submit it with sbatch (see its first lines)")
-                                .arg(m_options.slurmScriptOnly));
+        finishWith(Success, tr("wrote the %1 job script %2: submit it by hand (see its first lines)")
+                                .arg(backend->name(), m_options.jobScriptOnly));
         return;
     }
     if (m_options.exportDirectory.isEmpty() && !m_options.preflightOnly) {
@@ -178,8 +175,8 @@ void HeadlessRunner::start()
         m_watcher->connectTo(m_options.connect.address, settings);
         return;
     }
-    if (m_options.slurm) {
-        startSlurm();
+    if (m_options.backend) {
+        startBackend();
         return;
     }
     // The run directory is chosen when the launch is sure: after a check
@@ -190,47 +187,44 @@ void HeadlessRunner::start()
         m_launch->start(withRunDirectory(m_options.plan));
 }
 
-void HeadlessRunner::startSlurm()
+void HeadlessRunner::startBackend()
 {
-    if (m_options.skipPreflight) {
-        submitSlurmJob();
-        return;
-    }
-    const SlurmSettings &settings = *m_options.slurm;
-    say(tr("Pre-flight check of Slurm: the partition %1, its room for %2 tasks, parasync-node on its nodes")
-            .arg(settings.partition.empty() ? tr("(the default)") : QString::fromStdString(settings.partition))
-            .arg(m_options.plan.cluster.numPs() + m_options.plan.cluster.numWorkers()));
-    m_slurmPreflight = std::make_unique<SlurmPreflight>();
-    connect(m_slurmPreflight.get(), &SlurmPreflight::finished, this, [this](bool passed) {
-        std::fputs(qPrintable(m_slurmPreflight->report()), stdout);
+    m_backend = m_options.backend();
+    m_backend->setWatcher(m_watcher);
+    m_backend->setCheckFirst(!m_options.skipPreflight);
+    connect(m_backend.get(), &ClusterBackend::said, this, [](const QString &line) { say(line); });
+    connect(m_backend.get(), &ClusterBackend::checked, this, [this](bool passed, const QString &report) {
+        std::fputs(qPrintable(report), stdout);
         std::fflush(stdout);
-        if (m_options.preflightOnly) {
+        if (m_options.preflightOnly)
             finishWith(passed ? Success : CouldNotStart,
                        passed ? tr("Pre-flight: every check passed.")
                               : tr("Pre-flight: some checks failed (see the fixes above)."));
-            return;
-        }
-        if (!passed) {
+        else if (!passed)
             finishWith(CouldNotStart, tr("Not submitted: the pre-flight check failed. Fix what it says above (or "
                                          "submit anyway with --skip_preflight)."));
-            return;
-        }
-        // The partition the check found, when none was named: the job asks for it.
-        m_options.slurm->partition = m_slurmPreflight->resolvedPartition().toStdString();
-        submitSlurmJob();
     });
-    m_slurmPreflight->start(m_options.plan, settings);
-}
-
-void HeadlessRunner::submitSlurmJob()
-{
+    connect(m_backend.get(), &ClusterBackend::taskOutput, this,
+            [](const QString &task, const QString &line) { say(task + QStringLiteral(" | ") + line); });
+    connect(m_backend.get(), &ClusterBackend::failed, this, [this](const QString &message) {
+        if (m_backend->jobName().isEmpty())
+            finishWith(CouldNotStart, message);
+        else
+            complain(message);
+    });
+    connect(m_backend.get(), &ClusterBackend::ended, this,
+            [this](ClusterBackend::Outcome outcome, const QString &summary) { onBackendEnded(int(outcome), summary); });
+    if (m_options.preflightOnly) {
+        m_backend->check(m_options.plan);
+        return;
+    }
     // The nodes write the run directory: an absolute path, on the shared file system.
-    m_slurmPlan = withRunDirectory(m_options.plan);
-    m_slurmPlan.training.logdir = QFileInfo(m_runDirectory).absoluteFilePath().toStdString();
-    m_runDirectory = QString::fromStdString(m_slurmPlan.training.logdir);
+    ClusterPlan plan = withRunDirectory(m_options.plan);
+    plan.training.logdir = QFileInfo(m_runDirectory).absoluteFilePath().toStdString();
+    m_runDirectory = QString::fromStdString(plan.training.logdir);
     ConnectRequest access; // the token (file, else environment) and the plan's TLS files
-    access.tokenFile = m_options.slurmTokenFile;
-    access.connection = m_slurmPlan.connection;
+    access.tokenFile = m_options.tokenFile;
+    access.connection = plan.connection;
     RpcSettings rpc;
     try {
         rpc = access.rpcSettings();
@@ -238,59 +232,30 @@ void HeadlessRunner::submitSlurmJob()
         finishWith(CouldNotStart, QString::fromStdString(e.what()));
         return;
     }
-    m_slurmJob = std::make_unique<SlurmJob>();
-    m_slurmJob->setWatcher(m_watcher);
-    connect(m_slurmJob.get(), &SlurmJob::submitted, this, [](const QString &jobId, const QString &script) {
-        say(tr("Submitted Slurm job %1 (the batch script: %2)").arg(jobId, script));
-    });
-    connect(m_slurmJob.get(), &SlurmJob::statusChanged, this,
-            [this](const SlurmJobStatus &status) { say(QString::fromStdString(describeSlurmJobStatus(status))); });
-    connect(m_slurmJob.get(), &SlurmJob::running, this,
-            [](const QString &ps0) { say(tr("ps:0 runs at %1: watching it").arg(ps0)); });
-    connect(m_slurmJob.get(), &SlurmJob::jobOutput, this,
-            [](const QString &line) { say(QStringLiteral("job | ") + line); });
-    connect(m_slurmJob.get(), &SlurmJob::taskOutput, this, [](int, const TaskId &task, const QString &line) {
-        say(QString::fromStdString(task.toString()) + QStringLiteral(" | ") + line);
-    });
-    connect(m_slurmJob.get(), &SlurmJob::failed, this, [this](const QString &message) {
-        if (m_slurmJob->jobId().isEmpty())
-            finishWith(CouldNotStart, message);
-        else
-            complain(message);
-    });
-    connect(m_slurmJob.get(), &SlurmJob::ended, this, &HeadlessRunner::onSlurmEnded);
-    QString error;
-    if (!m_slurmJob->submit(m_slurmPlan, *m_options.slurm, rpc, &error)) {
-        finishWith(CouldNotStart, error);
-        return;
-    }
     say(tr("mode %1, %2, run directory %3")
-            .arg(QString::fromStdString(describeMode(m_slurmPlan.training.mode)))
-            .arg(m_slurmPlan.training.lastStep > 0 ? tr("last step %1").arg(m_slurmPlan.training.lastStep)
-                                                   : tr("no last step"))
+            .arg(QString::fromStdString(describeMode(plan.training.mode)))
+            .arg(plan.training.lastStep > 0 ? tr("last step %1").arg(plan.training.lastStep) : tr("no last step"))
             .arg(m_runDirectory));
+    m_backend->start(plan, rpc);
 }
 
-void HeadlessRunner::onSlurmEnded()
+void HeadlessRunner::onBackendEnded(int outcome, const QString &summary)
 {
     if (m_done)
         return;
     m_grace.stop();
-    const std::string state = m_slurmJob->status().state;
+    if (ClusterBackend::Outcome(outcome) != ClusterBackend::Outcome::Failed)
+        say(summary);
     // Snapshots already queued behind this signal still count.
-    QTimer::singleShot(300, this, [this, state] {
+    QTimer::singleShot(300, this, [this, outcome, summary] {
         if (m_done)
             return;
         m_watcher->disconnectFromCluster();
         const bool exported = exportCharts();
-        // Cancelled by this run (the tour's end) is how a run without a last step ends.
-        const bool asked = m_slurmJob->cancelRequested() && state == "CANCELLED";
         if (!exported)
             finishWith(RunFailed, QString());
-        else if (state != "COMPLETED" && !asked)
-            finishWith(RunFailed, tr("Slurm job %1 ended %2: see the tasks' output above, and %3")
-                                      .arg(m_slurmJob->jobId(), QString::fromStdString(state),
-                                           QString::fromStdString(m_options.slurm->outputDirectory)));
+        else if (ClusterBackend::Outcome(outcome) == ClusterBackend::Outcome::Failed)
+            finishWith(RunFailed, summary);
         else
             finishWith(Success, QString());
     });
@@ -415,8 +380,8 @@ void HeadlessRunner::nextTourStop()
     sayStalenessCost();
     say(tr("the tour is over: stopping the cluster"));
     m_watcher->disconnectFromCluster();
-    if (m_slurmJob) {
-        m_slurmJob->cancel(); // ended follows once every task is gone
+    if (m_backend) {
+        m_backend->stop(); // ended follows once every task is gone
         return;
     }
     m_launcher->stopAll(); // allExited follows: the charts are exported from the run directory
@@ -493,7 +458,7 @@ void HeadlessRunner::onClusterFinished()
         return;
     }
     // The tasks exit by themselves; stop them if they do not.
-    m_grace.start(m_slurmJob ? 30000 : 15000);
+    m_grace.start(m_backend ? 30000 : 15000);
 }
 
 void HeadlessRunner::onAllExited()
@@ -548,8 +513,9 @@ void HeadlessRunner::onTimeout()
                             .arg(m_options.timeoutSeconds)
                             .arg(where));
     m_watcher->disconnectFromCluster();
-    if (m_slurmJob && !m_slurmJob->cancelAndWait(30000))
-        complain(tr("Slurm job %1 did not end within 30 s of scancel: check it with squeue").arg(m_slurmJob->jobId()));
+    if (m_backend && !m_backend->stopAndWait(30000))
+        complain(tr("%1 did not end within 30 s of being stopped: check it with %2's own tools")
+                     .arg(m_backend->jobName(), m_backend->name()));
     else if (!watching)
         m_launcher->stopAll();
     exportCharts();

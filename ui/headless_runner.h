@@ -7,9 +7,9 @@
 // taken port ends the run with what to do. Prints what it does and what it
 // wrote; finishes with an exit code a script can test.
 
+#include "orchestration/cluster_backend.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/run_state.h"
-#include "slurm/slurm_batch_script.h"
 #include "ui/connect_dialog.h"
 
 #include <QElapsedTimer>
@@ -18,14 +18,13 @@
 #include <QStringList>
 #include <QTimer>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 namespace parasync {
 class ClusterWatcher;
 class LaunchSequence;
-class SlurmJob;
-class SlurmPreflight;
 } // namespace parasync
 
 namespace parasync::ui {
@@ -55,15 +54,16 @@ struct HeadlessOptions
         int seconds = 20;
     };
     std::vector<TourStop> tour;
-    // Launch as a job of the user's Slurm instead (--slurm): checked first
-    // (SlurmPreflight) unless skipPreflight, submitted, followed, and
-    // cancelled when the tour ends or the run times out. The token comes
-    // from slurmTokenFile, else $PARASYNC_CLUSTER_TOKEN, else a new one.
-    std::optional<SlurmSettings> slurm;
-    QString slurmTokenFile;
-    // With slurm: only write the batch script to this path, for a person to
-    // submit by hand, and exit.
-    QString slurmScriptOnly;
+    // Launch as a job of a cluster manager instead (--slurm: SlurmBackend),
+    // made by this factory when the run starts: checked first unless
+    // skipPreflight, started, followed, and stopped when the tour ends or
+    // the run times out. The token comes from tokenFile, else
+    // $PARASYNC_CLUSTER_TOKEN, else a new one.
+    std::function<std::unique_ptr<ClusterBackend>()> backend;
+    QString tokenFile;
+    // With a back end: only write its job script to this path, for a person
+    // to submit by hand, and exit.
+    QString jobScriptOnly;
 };
 
 class HeadlessRunner : public QObject
@@ -106,19 +106,16 @@ private:
     void finishWith(int exitCode, const QString &message);
     bool exportCharts();
     QString taskFailures() const;
-    // The Slurm path: check, submit, follow, end.
-    void startSlurm();
-    void submitSlurmJob();
-    void onSlurmEnded();
+    // A cluster manager's job: check, start, follow, end.
+    void startBackend();
+    void onBackendEnded(int outcome, const QString &summary);
 
     ClusterLauncher *m_launcher;
     ClusterWatcher *m_watcher;
     HeadlessOptions m_options;
     std::unique_ptr<RunChartsView> m_charts;
     std::unique_ptr<LaunchSequence> m_launch;
-    std::unique_ptr<SlurmPreflight> m_slurmPreflight;
-    std::unique_ptr<SlurmJob> m_slurmJob;
-    ClusterPlan m_slurmPlan; // the plan submitted, with its run directory
+    std::unique_ptr<ClusterBackend> m_backend;
     std::shared_ptr<const RunSnapshot> m_latest;
     QTimer m_progress;
     QTimer m_timeout;

@@ -9,8 +9,6 @@
 #include "config/workloads.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/launch_sequence.h"
-#include "orchestration/slurm_job.h"
-#include "orchestration/slurm_preflight.h"
 #include "ui/mode_comparison_window.h"
 #include "ui/mode_controls.h"
 #include "ui/pace_control.h"
@@ -523,11 +521,8 @@ void MainWindow::setWorkersPace(int computeMs)
 
 void MainWindow::stopCluster()
 {
-    if (m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty()) {
-        statusBar()->showMessage(tr("Cancelling Slurm job %1...").arg(m_slurmJob->jobId()));
-        logSlurm(tr("scancel %1").arg(m_slurmJob->jobId()));
-        m_slurmJob->cancel();
-    }
+    if (jobIsLive())
+        m_backend->stop(); // says what it does; ended follows
     statusBar()->showMessage(tr("Stopping the cluster..."));
     // A launch of the last seconds may still be about to point the watcher
     // at ps:0; the cluster it would watch is going away.
@@ -662,8 +657,7 @@ void MainWindow::showError(const QString &title, const QString &text)
 
 void MainWindow::updateActions()
 {
-    const bool slurmJobLive = m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty();
-    m_stopCluster->setEnabled(m_launcher->anyRunning() || slurmJobLive);
+    m_stopCluster->setEnabled(m_launcher->anyRunning() || jobIsLive());
 }
 
 void MainWindow::showAbout()
@@ -688,22 +682,20 @@ void MainWindow::showAbout()
 
 bool MainWindow::quittingStopsTraining() const
 {
-    const bool slurmJobLive = m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty();
-    return m_launcher->anyRunning() || (slurmJobLive && m_slurmCancelOnQuit);
+    return m_launcher->anyRunning() || (jobIsLive() && m_backend->stopOnQuit());
 }
 
 void MainWindow::askBeforeQuitting()
 {
     if (auto *open = findChild<QMessageBox *>(QStringLiteral("quitQuestion")); open && open->isVisible())
         return; // asked already
-    auto *question = new QMessageBox(QMessageBox::Question, tr("Quit Parasync"),
-                                     m_launcher->anyRunning()
-                                         ? tr("The cluster this window started is training. Quitting stops its "
-                                              "tasks; its run directory keeps what they wrote.")
-                                         : tr("Slurm job %1 is running and was to be cancelled on quit. Quitting "
-                                              "cancels it.")
-                                               .arg(m_slurmJob->jobId()),
-                                     QMessageBox::NoButton, this);
+    auto *question = new QMessageBox(
+        QMessageBox::Question, tr("Quit Parasync"),
+        m_launcher->anyRunning()
+            ? tr("The cluster this window started is training. Quitting stops its "
+                 "tasks; its run directory keeps what they wrote.")
+            : tr("%1 is running and was to be stopped on quit. Quitting stops it.").arg(m_backend->jobName()),
+        QMessageBox::NoButton, this);
     question->setObjectName(QStringLiteral("quitQuestion"));
     question->setAttribute(Qt::WA_DeleteOnClose);
     QPushButton *stop = question->addButton(tr("Stop and quit"), QMessageBox::AcceptRole);
@@ -759,13 +751,11 @@ void MainWindow::closeEvent(QCloseEvent *event)
         statusBar()->showMessage(tr("Stopping the cluster's tasks..."));
         m_launcher->stopAll();
     }
-    if (m_slurmJob && !m_slurmJob->isOver() && !m_slurmJob->jobId().isEmpty()) {
+    if (jobIsLive()) {
         // A job on a cluster may well outlive the laptop that sent it, unless asked otherwise.
-        if (m_slurmCancelOnQuit) {
-            statusBar()->showMessage(tr("Cancelling Slurm job %1...").arg(m_slurmJob->jobId()));
-            m_slurmJob->cancelAndWait(15000);
-        }
-        m_slurmJob.reset();
+        if (m_backend->stopOnQuit())
+            m_backend->stopAndWait(15000);
+        m_backend.reset();
     }
     QMainWindow::closeEvent(event);
 }

@@ -7,6 +7,7 @@
 // the watcher and the launch sequence (whose choices it puts to the user):
 // no sockets, no engine locks.
 
+#include "orchestration/cluster_backend.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/run_state.h"
 #include "slurm/slurm_batch_script.h"
@@ -26,8 +27,6 @@ class QMenu;
 namespace parasync {
 class ClusterWatcher;
 class LaunchSequence;
-class SlurmJob;
-class SlurmPreflight;
 } // namespace parasync
 
 namespace parasync::ui {
@@ -67,14 +66,18 @@ public:
     // The same with a token and TLS files (the Connect dialog's request);
     // remembers the request, except a pasted token.
     void connectToCluster(const ConnectRequest &request);
-    // Runs `plan` as a job of the user's Slurm: the pre-flight check (its
-    // report shown when it fails), then sbatch; the job's state, nodes and
-    // every task's output go to the Slurm job panel, and the charts follow
-    // ps:0 once the job runs. Stop cancels it (scancel); quitting does when
-    // `cancelOnQuit`. Returns at once; false when a job is still running.
+    // Runs `plan` as a job of a cluster manager: the back end's pre-flight
+    // check (its report shown when it fails), then the job; its state and
+    // every task's output go to the job panel, and the charts follow ps:0
+    // once it runs. Stop stops it; quitting does when the back end's
+    // stopOnQuit(). Returns at once; false when a job is still running.
+    bool runAsJob(std::unique_ptr<ClusterBackend> backend, const ClusterPlan &plan);
+    // runAsJob on the user's Slurm (scancel on quit when `cancelOnQuit`).
     bool submitToSlurm(const ClusterPlan &plan, const SlurmSettings &settings, bool cancelOnQuit);
-    SlurmJob *slurmJob() const { return m_slurmJob.get(); }
-    QString slurmLog() const;
+    // The job's back end (the last one started), else nullptr.
+    ClusterBackend *clusterBackend() const { return m_backend.get(); }
+    // What the job panel says.
+    QString jobLog() const;
     void openRunDirectory(const QString &directory);
     void compareRuns(const QStringList &directories);
     void openClusterFile(const QString &path);
@@ -101,7 +104,7 @@ public:
 
 protected:
     // Quitting stops what this window started. While a cluster it started
-    // trains (or a Slurm job it would cancel runs), the user is asked first
+    // trains (or a job it would stop on quit runs), the user is asked first
     // ("quitQuestion": Stop and quit, or Cancel).
     void closeEvent(QCloseEvent *event) override;
 
@@ -110,7 +113,7 @@ private:
     void showDemoPace();
     void createActions();
     // Whether quitting now would stop training: the launcher's tasks, or a
-    // Slurm job to be cancelled on quit.
+    // job to be stopped on quit.
     bool quittingStopsTraining() const;
     void askBeforeQuitting();
     void showAbout();
@@ -132,8 +135,9 @@ private:
     void designCluster(const ClusterPlan &plan, const QString &path);
     void askConnect();
     void askRunOnSlurm();
-    void submitSlurmJobNow();
-    void logSlurm(const QString &line);
+    bool jobIsLive() const;
+    void showJobPanel(const QString &title);
+    void logJob(const QString &line);
     void askOpenRun();
     void askCompareRuns();
     void askOpenClusterFile();
@@ -177,15 +181,12 @@ private:
     qint64 m_redrawsAtLastRate = 0;
     qint64 m_rateTimerStart = 0;
     std::vector<TaskState> m_lastStates; // to notice a task dying
-    // A cluster run as a Slurm job (submitToSlurm), and its panel.
-    std::unique_ptr<SlurmPreflight> m_slurmPreflight;
-    std::unique_ptr<SlurmJob> m_slurmJob;
-    ClusterPlan m_slurmPlan;
-    SlurmSettings m_slurmSettings;
-    bool m_slurmCancelOnQuit = false;
+    // A cluster run as a cluster manager's job (runAsJob), and its panel.
+    std::unique_ptr<ClusterBackend> m_backend;
+    SlurmSettings m_slurmSettings; // the Slurm dialog's last answers
+    QDockWidget *m_jobDock = nullptr;
+    QPlainTextEdit *m_jobLog = nullptr;
     bool m_quitConfirmed = false; // the quit question answered "Stop and quit"
-    QDockWidget *m_slurmDock = nullptr;
-    QPlainTextEdit *m_slurmLog = nullptr;
 };
 
 } // namespace parasync::ui

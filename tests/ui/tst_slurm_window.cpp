@@ -6,6 +6,7 @@
 #include "base/port_holder.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
+#include "orchestration/slurm_backend.h"
 #include "orchestration/slurm_job.h"
 #include "support/quit_answers.h"
 #include "support/slurm_cluster.h"
@@ -35,6 +36,13 @@ double lastValue(const RunSnapshot &snapshot, const std::string &name)
         if (snapshot.parameterNames[i] == name && !snapshot.parameterSeries[i].isEmpty())
             return double(snapshot.parameterSeries[i].buckets().back().last);
     return NAN;
+}
+
+// The Slurm job the window's back end submitted.
+SlurmJob *slurmJobOf(const MainWindow &window)
+{
+    auto *backend = qobject_cast<SlurmBackend *>(window.clusterBackend());
+    return backend ? backend->job() : nullptr;
 }
 
 bool converged(const MainWindow &window)
@@ -100,23 +108,23 @@ private Q_SLOTS:
         MainWindow window(&launcher, &watcher);
         window.show();
         QVERIFY(window.submitToSlurm(oneByThree(u"window"_s), settingsFor(u"window"_s, portBase), false));
-        QTRY_VERIFY2_WITH_TIMEOUT(converged(window), qPrintable(window.slurmLog().right(1500)), kTimeoutMs);
+        QTRY_VERIFY2_WITH_TIMEOUT(converged(window), qPrintable(window.jobLog().right(1500)), kTimeoutMs);
 
         // The Slurm panel told the story: checked, submitted, running on the node, ps:0 found, each task's output
         // (relayed from the tasks' log files as they grow: it may trail the telemetry, so it is waited for).
         for (const QString &said :
              {u"partition: ok"_s, u"Submitted Slurm job"_s, QString(u"RUNNING on "_s + m_slurm->nodeName()),
               u"ps:0 runs at %1:%2"_s.arg(m_slurm->nodeName()).arg(portBase), u"worker:2 | "_s, u"ps:0 | "_s})
-            QTRY_VERIFY2_WITH_TIMEOUT(window.slurmLog().contains(said),
-                                      qPrintable(u"no '%1' in:\n%2"_s.arg(said, window.slurmLog().right(2000))),
+            QTRY_VERIFY2_WITH_TIMEOUT(window.jobLog().contains(said),
+                                      qPrintable(u"no '%1' in:\n%2"_s.arg(said, window.jobLog().right(2000))),
                                       kTimeoutMs);
 
         auto *stop = window.findChild<QAction *>(u"stopCluster"_s);
         QVERIFY(stop);
         QVERIFY(stop->isEnabled());
         stop->trigger();
-        QTRY_VERIFY_WITH_TIMEOUT(window.slurmJob()->isOver(), kTimeoutMs);
-        QCOMPARE(window.slurmJob()->status().state, std::string("CANCELLED"));
+        QTRY_VERIFY_WITH_TIMEOUT(slurmJobOf(window)->isOver(), kTimeoutMs);
+        QCOMPARE(slurmJobOf(window)->status().state, std::string("CANCELLED"));
         QVERIFY2(nodeProcessesWith(u"--slurm_port_base=%1"_s.arg(portBase)).isEmpty(),
                  qPrintable(nodeProcessesWith(u"--slurm_port_base=%1"_s.arg(portBase)).join(u'\n')));
         QTRY_VERIFY_WITH_TIMEOUT(m_slurm->idle(), 20000);
@@ -137,8 +145,8 @@ private Q_SLOTS:
                 window.show();
                 QVERIFY(window.submitToSlurm(oneByThree(name), settingsFor(name, portBase), cancelOnQuit));
                 QTRY_VERIFY2_WITH_TIMEOUT(window.charts()->snapshot() && window.charts()->snapshot()->globalStep > 50,
-                                          qPrintable(window.slurmLog().right(1500)), kTimeoutMs);
-                jobId = window.slurmJob()->jobId();
+                                          qPrintable(window.jobLog().right(1500)), kTimeoutMs);
+                jobId = slurmJobOf(window)->jobId();
                 parasync::testing::quitAnsweringStop(&window);
             }
             const QString state
