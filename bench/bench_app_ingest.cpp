@@ -30,7 +30,7 @@
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "proto/parasync.grpc.pb.h"
-#include "ui/main_window.h"
+#include "ui/windows/main_window.h"
 #include "wire/rpc.h"
 
 #include <QApplication>

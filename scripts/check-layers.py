@@ -36,10 +36,20 @@ MAY_USE = {
     "core/orchestration": {"core/base", "core/config", "core/engine", "core/formats", "core/slurm", "core/wire",
                            "core/proto"},
     "ui/models": {"core/base", "core/config", "core/formats", "core/orchestration", "core/slurm"},
+    "ui/charts": {"core/base", "core/config", "core/formats", "core/orchestration", "core/slurm", "ui/models"},
     # The designer lists the engine's model and optimizer names.
-    "ui": {"core/base", "core/config", "core/engine", "core/formats", "core/kubeflow", "core/orchestration",
-           "core/slurm", "ui/models"},
+    "ui/dialogs": {"core/base", "core/config", "core/engine", "core/formats", "core/kubeflow", "core/orchestration",
+                   "core/slurm", "ui/models"},
+    "ui/windows": {"core/base", "core/config", "core/formats", "core/kubeflow", "core/orchestration", "core/slurm",
+                   "ui/models", "ui/charts", "ui/dialogs"},
+    "ui/headless": {"core/base", "core/config", "core/engine", "core/formats", "core/orchestration", "core/slurm",
+                    "ui/models", "ui/charts"},
+    # The app's command line and process set-up: a window or a headless run.
+    "ui": {"core/base", "core/config", "core/formats", "core/orchestration", "core/slurm", "ui/models",
+           "ui/charts", "ui/dialogs", "ui/windows", "ui/headless"},
 }
+# The rooms of ui/, each a library of its own (ui/CMakeLists.txt).
+UI_ROOMS = ("models", "charts", "dialogs", "windows", "headless")
 # Where a qualified include points: "engine/model.h" -> core/engine.
 INCLUDE_ROOTS = {"base", "config", "engine", "formats", "kubeflow", "slurm", "wire", "node", "orchestration", "proto"}
 
@@ -50,8 +60,8 @@ FORBIDDEN = {
     "core/engine": [r"^grpcpp/", r"^grpc/"],
     "core/formats": [r"^grpcpp/", r"^grpc/"],
     "core/slurm": [r"^grpcpp/", r"^grpc/"],
-    "ui/models": [r"^grpcpp/", r"^grpc/", r"^sys/socket\.h$", r"^netinet/", r"^arpa/"],
-    "ui": [r"^grpcpp/", r"^grpc/", r"^sys/socket\.h$", r"^netinet/", r"^arpa/"],
+    **{folder: [r"^grpcpp/", r"^grpc/", r"^sys/socket\.h$", r"^netinet/", r"^arpa/"]
+       for folder in ("ui", "ui/models", "ui/charts", "ui/dialogs", "ui/windows", "ui/headless")},
 }
 # Files of a layer that may use gRPC but keep it out on purpose: the ps
 # task's logic, which tests and the fuzzer drive in-process through
@@ -63,8 +73,8 @@ FORBIDDEN_IN_FILE = {
 # Headers a folder must not include by name (they are reachable through
 # another layer's types, but not to be used directly).
 FORBIDDEN_DIRECT = {
-    "ui/models": [r"^proto/", r"^wire/", r"^node/", r"^google/protobuf/"],
-    "ui": [r"^proto/", r"^wire/", r"^node/", r"^google/protobuf/"],
+    **{folder: [r"^proto/", r"^wire/", r"^node/", r"^google/protobuf/"]
+       for folder in ("ui", "ui/models", "ui/charts", "ui/dialogs", "ui/windows", "ui/headless")},
 }
 # Generated headers: what they pull in, for the transitive check.
 GENERATED = {
@@ -81,7 +91,7 @@ def folder_of(relpath):
     if parts[0] == "core" and len(parts) > 2:
         return "core/" + parts[1]
     if parts[0] == "ui":
-        return "ui/models" if len(parts) > 2 and parts[1] == "models" else "ui"
+        return f"ui/{parts[1]}" if len(parts) > 2 and parts[1] in UI_ROOMS else "ui"
     return parts[0]
 
 
@@ -164,8 +174,8 @@ def main():
                         problems.append(f'{where}: unqualified include "{name}": name its folder, '
                                         f'e.g. "{folder.split("/")[-1]}/{name}"')
                         continue
-                    target = "ui/models" if name.startswith("ui/models/") else (
-                        "ui" if head == "ui" else f"core/{head}" if head in INCLUDE_ROOTS else head)
+                    target = folder_of(name) if head == "ui" else (
+                        f"core/{head}" if head in INCLUDE_ROOTS else head)
                     if target != folder and target not in MAY_USE[folder]:
                         problems.append(f"{where}: {folder} may not include {name} ({target} is not below it)")
     # The mains, the tests, the benchmarks and the fuzzers use every layer, but

@@ -10,7 +10,7 @@
 #include "config/cluster_plan.h"
 #include "orchestration/connect_request.h"
 #include "slurm/slurm_batch_script.h"
-#include "ui/headless_runner.h"
+#include "ui/headless/headless_runner.h"
 
 #include <QStringList>
 

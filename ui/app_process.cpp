@@ -1,6 +1,6 @@
 #include "ui/app_process.h"
 
-#include "ui/main_window.h"
+#include "ui/windows/main_window.h"
 
 #include <QApplication>
 #include <QByteArray>

@@ -11,10 +11,10 @@
 #include "orchestration/cluster_watcher.h"
 #include "ui/app_command_line.h"
 #include "ui/app_process.h"
-#include "ui/headless_mode_comparison.h"
-#include "ui/headless_runner.h"
-#include "ui/main_window.h"
-#include "ui/mode_comparison_window.h"
+#include "ui/headless/headless_mode_comparison.h"
+#include "ui/headless/headless_runner.h"
+#include "ui/windows/main_window.h"
+#include "ui/windows/mode_comparison_window.h"
 #include "wire/rpc.h"
 
 #include <QApplication>

@@ -2,12 +2,12 @@
 // that opens and shows more than a blank canvas, an SVG that parses and
 // carries its title, axis labels and legend, a CSV with the header and the
 // series, and a marker for the mode change on every chart.
-#include "ui/chart_exporter.h"
-#include "ui/convergence_chart.h"
-#include "ui/loss_chart.h"
-#include "ui/run_charts_view.h"
-#include "ui/step_timeline_view.h"
-#include "ui/worker_stats_view.h"
+#include "ui/charts/chart_exporter.h"
+#include "ui/charts/convergence_chart.h"
+#include "ui/charts/loss_chart.h"
+#include "ui/charts/run_charts_view.h"
+#include "ui/charts/step_timeline_view.h"
+#include "ui/charts/worker_stats_view.h"
 
 #include <QFile>
 #include <QImage>

@@ -3,7 +3,7 @@
 // box larger than the cell and scaled into it, whole, on white, and nothing
 // of it outside the cell. Into a file: PNG, SVG and PDF on white at the
 // chart's export size, and a file that cannot be written says which.
-#include "ui/chart_exporter.h"
+#include "ui/charts/chart_exporter.h"
 
 #include <QFileInfo>
 #include <QImage>

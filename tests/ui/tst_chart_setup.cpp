@@ -3,12 +3,12 @@
 // has one entry per worker and the chief's; a mode change is a labelled
 // line at its global step; x runs along the bottom and y up the left; bars
 // keep the colour and values they were given.
-#include "ui/chart_setup.h"
-#include "ui/convergence_chart.h"
-#include "ui/loss_chart.h"
+#include "ui/charts/chart_setup.h"
+#include "ui/charts/convergence_chart.h"
+#include "ui/charts/loss_chart.h"
+#include "ui/charts/parameter_path_chart.h"
+#include "ui/charts/worker_stats_view.h"
 #include "ui/models/chart_style.h"
-#include "ui/parameter_path_chart.h"
-#include "ui/worker_stats_view.h"
 
 #include <QBarSeries>
 #include <QBarSet>

@@ -5,8 +5,8 @@
 #include "config/cluster_file.h"
 #include "config/cluster_plan_file.h"
 #include "config/plan_from_flags.h"
-#include "ui/cluster_designer_dialog.h"
-#include "ui/tfjob_dialog.h"
+#include "ui/dialogs/cluster_designer_dialog.h"
+#include "ui/dialogs/tfjob_dialog.h"
 
 #include <QCheckBox>
 #include <QComboBox>

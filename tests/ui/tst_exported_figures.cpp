@@ -8,7 +8,7 @@
 #include "orchestration/run_replay.h"
 #include "orchestration/run_state.h"
 #include "support/cluster_harness.h"
-#include "ui/run_charts_view.h"
+#include "ui/charts/run_charts_view.h"
 
 #include <QFile>
 #include <QJsonDocument>

@@ -19,11 +19,11 @@
 #include "orchestration/run_replay.h"
 #include "orchestration/run_state.h"
 #include "support/cluster_harness.h"
-#include "ui/headless_mode_comparison.h"
-#include "ui/main_window.h"
-#include "ui/mode_comparison_charts.h"
-#include "ui/mode_comparison_view.h"
-#include "ui/mode_comparison_window.h"
+#include "ui/charts/mode_comparison_charts.h"
+#include "ui/charts/mode_comparison_view.h"
+#include "ui/headless/headless_mode_comparison.h"
+#include "ui/windows/main_window.h"
+#include "ui/windows/mode_comparison_window.h"
 
 #include <QAbstractSeries>
 #include <QAction>

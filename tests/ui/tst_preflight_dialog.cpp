@@ -6,7 +6,7 @@
 #include "orchestration/preflight_check.h"
 #include "support/cluster_harness.h"
 #include "support/ssh_server.h"
-#include "ui/preflight_dialog.h"
+#include "ui/dialogs/preflight_dialog.h"
 
 #include <QApplication>
 #include <QPushButton>

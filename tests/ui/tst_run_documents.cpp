@@ -4,9 +4,9 @@
 // --logdir that holds only the chief's TensorBoard event files.
 #include "formats/event_file.h"
 #include "support/cluster_harness.h"
-#include "ui/chart_exporter.h"
-#include "ui/run_charts_view.h"
-#include "ui/run_loader.h"
+#include "ui/charts/chart_exporter.h"
+#include "ui/charts/run_charts_view.h"
+#include "ui/models/run_loader.h"
 
 #include <QDir>
 #include <QFile>

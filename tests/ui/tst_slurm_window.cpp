@@ -10,8 +10,8 @@
 #include "orchestration/slurm_job.h"
 #include "support/quit_answers.h"
 #include "support/slurm_cluster.h"
-#include "ui/main_window.h"
-#include "ui/run_charts_view.h"
+#include "ui/charts/run_charts_view.h"
+#include "ui/windows/main_window.h"
 
 #include <QAction>
 #include <QStandardPaths>

@@ -2,7 +2,7 @@
 // (tens of steps a second) it shows its 200 steps, every tick readable; at
 // full speed (thousands a second) it shows seconds of the run instead of
 // scrolling past dozens of screens a second; a user's zoom overrides both.
-#include "ui/step_timeline_view.h"
+#include "ui/charts/step_timeline_view.h"
 
 #include <QScrollBar>
 #include <QTest>

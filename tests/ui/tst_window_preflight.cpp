@@ -10,9 +10,9 @@
 #include "support/cluster_harness.h"
 #include "support/quit_answers.h"
 #include "support/ssh_server.h"
-#include "ui/main_window.h"
-#include "ui/preflight_dialog.h"
-#include "ui/run_charts_view.h"
+#include "ui/charts/run_charts_view.h"
+#include "ui/dialogs/preflight_dialog.h"
+#include "ui/windows/main_window.h"
 
 #include <QApplication>
 #include <QPushButton>

@@ -1,0 +1,62 @@
+#pragma once
+
+// The set-up every QChart of the app shares: its title and legend, axes with
+// round ticks, series drawn against their axes, and the labelled lines that
+// mark a run's mode changes. ChartWidget holds the rest of a chart's widget
+// (its view, its placeholder, painting it for the exporter).
+
+#include "orchestration/run_state.h"
+#include "ui/charts/chart_annotations.h"
+#include "ui/charts/exportable_chart.h"
+
+#include <QString>
+
+#include <vector>
+
+class QAbstractAxis;
+class QAbstractBarSeries;
+class QAbstractSeries;
+class QBarSet;
+class QChart;
+class QLineSeries;
+class QLogValueAxis;
+class QColor;
+class QValueAxis;
+
+namespace parasync::ui {
+
+// The look every QChart of the app shares: a bold title, the legend below.
+void styleChart(QChart *chart, const QString &title);
+// Sets the range and round tick values (1, 2, 5 x 10^n apart), anchored at 0,
+// so a step axis reads 0, 5000, 10000 rather than 1, 7496, 14992.
+void setRoundRange(QValueAxis *axis, double min, double max, int maxTicks = 8);
+// Sets the range and a tick for every decade -- or every 10^k decades when
+// there would be more than `maxTicks`, as in a run whose loss grew from 1 to
+// 1e38: forty one-decade labels crowd into ellipses.
+void setLogRange(QLogValueAxis *axis, double min, double max, int maxTicks = 10);
+// Adds `x` at the bottom and `y` on the left.
+void addAxes(QChart *chart, QAbstractAxis *x, QAbstractAxis *y);
+// Adds `series` to `chart`, drawn against `x` and `y`.
+void addSeries(QChart *chart, QAbstractSeries *series, QAbstractAxis *x, QAbstractAxis *y);
+// Leaves `series` out of the legend (a second line of an entry already there).
+void hideFromLegend(QChart *chart, QAbstractSeries *series);
+// Shows `series` in the legend only while it has points to show.
+void showInLegendWhenDrawn(QChart *chart, QAbstractSeries *series, bool drawn);
+// A set of bars named `label`, in `color` with white edges so that
+// neighbouring bars stay apart, holding `values`.
+QBarSet *newBarSet(const QString &label, const QColor &color, const std::vector<double> &values);
+// Every bar of `series`, all its sets together.
+int barCount(const QAbstractBarSeries *series);
+// Every point of `lines` together.
+int pointsOf(const std::vector<QLineSeries *> &lines);
+// An empty CSV table for bucketed series: `seriesColumn` (what names a row's
+// series), global_step, min, max, mean, last, count.
+CsvTable bucketTable(const QString &seriesColumn);
+// One row per bucket of `series`, named `name`, in bucketTable's columns.
+void appendBucketRows(CsvTable *table, const QString &name, const DecimatedSeries &series);
+// A dashed line at the global step of each of the run's mode changes,
+// labelled "→ sync @ 301", in the mode marker colour; and one at each
+// failover of ps:0's pair, "ps:0 failover @ 812", in the failover colour.
+std::vector<ChartAnnotations::Annotation> runMarkerLines(const RunSnapshot &snapshot);
+
+} // namespace parasync::ui

@@ -1,0 +1,69 @@
+#pragma once
+
+// How each variable of a model moves, for the models whose parameters are
+// too many to draw one by one (a softmax, an MLP a Python worker declared):
+// one chart per figure the chief measures every --display_step — the
+// variables' norms, their distance from where the run started, and their
+// update per global step (log scale: it falls by orders of magnitude as
+// training settles). One line per variable, mode changes marked.
+
+#include "orchestration/run_state.h"
+#include "ui/charts/chart_widget.h"
+
+#include <memory>
+#include <vector>
+
+class QAbstractAxis;
+class QChart;
+class QChartView;
+class QLineSeries;
+class QLogValueAxis;
+class QValueAxis;
+
+namespace parasync::ui {
+
+class ChartAnnotations;
+
+class VariableSummaryChart : public ChartWidget
+{
+    Q_OBJECT
+
+public:
+    enum class Figure {
+        Norm,
+        DistanceFromStart,
+        UpdatePerStep,
+    };
+
+    explicit VariableSummaryChart(Figure figure, QWidget *parent = nullptr);
+    ~VariableSummaryChart() override;
+
+    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
+    Figure figure() const { return m_figure; }
+
+    QString exportName() const override;
+    QString title() const override;
+    CsvTable csv() const override;
+    int modeMarkerCount() const override;
+    int pointCount() const override;
+
+protected:
+    void rebuild() override;
+
+private:
+    const DecimatedSeries &seriesOf(const VariableSeries &variable) const;
+    QLineSeries *lineFor(size_t variable);
+    QAbstractAxis *yAxis() const;
+
+    Figure m_figure;
+    std::shared_ptr<const RunSnapshot> m_snapshot;
+    QChart *m_chart;
+    QChartView *m_view;
+    QValueAxis *m_xAxis;
+    QValueAxis *m_linearY = nullptr; // norm, distance
+    QLogValueAxis *m_logY = nullptr; // update per step
+    std::vector<QLineSeries *> m_lines;
+    std::unique_ptr<ChartAnnotations> m_markers;
+};
+
+} // namespace parasync::ui
