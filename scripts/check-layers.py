@@ -65,10 +65,16 @@ FORBIDDEN = {
 }
 # Files of a layer that may use gRPC but keep it out on purpose: the ps
 # task's logic, which tests and the fuzzer drive in-process through
-# node/ps_calls.h while node/ps_service.* adapts it to gRPC.
+# node/ps_calls.h while node/ps_service.* adapts it to gRPC; the worker's,
+# which reaches the ps through wire/ps_client.h.
 FORBIDDEN_IN_FILE = {
-    "core/node/ps_task.h": [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"],
-    "core/node/ps_task.cpp": [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"],
+    path: [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"]
+    for path in ("core/node/ps_task.h", "core/node/ps_task.cpp",
+                 # The worker and the chief reach their ps tasks through
+                 # wire/ps_client.h, and serve through wire/task_control.h.
+                 "core/node/worker_task.h", "core/node/worker_task.cpp", "core/node/worker_task_join.cpp",
+                 "core/node/worker_ps_connection.h", "core/node/chief_duties.h", "core/node/chief_duties.cpp",
+                 "core/node/training_summaries.h", "core/node/training_summaries.cpp")
 }
 # Headers a folder must not include by name (they are reachable through
 # another layer's types, but not to be used directly).

@@ -12,12 +12,10 @@
 
 namespace parasync {
 
-ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
+ChiefDuties::ChiefDuties(const NodeOptions &options, proto::ModelSignature signature,
                          const std::vector<Variable> &variables, VariablePlacement placement, const Dataset &data,
-                         std::vector<std::vector<std::shared_ptr<grpc::Channel>>> psChannels, std::stop_token stop,
-                         Log log)
+                         std::vector<std::shared_ptr<PsClient>> ps, std::stop_token stop, Log log)
     : m_options(options)
-    , m_rpc(rpc)
     , m_signature(std::move(signature))
     , m_variables(variables)
     , m_placement(std::move(placement))
@@ -30,11 +28,7 @@ ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, pro
         m_wake.notify_all();
     })
 {
-    for (const auto &pair : psChannels) {
-        m_ps.emplace_back();
-        for (const auto &channel : pair)
-            m_ps.back().push_back(proto::ParameterService::NewStub(channel));
-    }
+    m_ps = std::move(ps);
     m_servingProcess.assign(m_ps.size(), 0);
     const auto &training = m_options.training;
     if (m_options.task.isChief() && !training.logdir.empty()) {
@@ -42,7 +36,7 @@ ChiefDuties::ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, pro
         m_summaries = std::make_unique<TrainingSummaries>(
             training.logdir, training.displayStep, data, m_variables,
             std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
-            m_options.cluster.ps.front().toString(), m_rpc, m_log);
+            m_ps.front(), m_log);
     }
 }
 
@@ -117,20 +111,18 @@ std::string ChiefDuties::initializeVariables(const Parameters *lastValues, int64
         *request.mutable_signature() = m_signature;
         *request.mutable_shard() = std::move(shards[size_t(k)]);
         proto::InitializeResponse response;
-        const auto status = callPs(k, [&](proto::ParameterService::Stub &ps) {
-            auto context = makeContext(m_rpc, std::chrono::seconds(10));
-            return ps.Initialize(context.get(), request, &response);
+        const CallResult status = callPs(k, [&](PsClient &ps, size_t process) {
+            return ps.initialize(process, request, std::chrono::seconds(10), &response);
         });
-        if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
-            || status.error_code() == grpc::StatusCode::FAILED_PRECONDITION)
-            throw InputError("ps:" + std::to_string(k) + " refused the variables: " + status.error_message());
+        if (status.code == CallResult::Code::InvalidArgument || status.code == CallResult::Code::FailedPrecondition)
+            throw InputError("ps:" + std::to_string(k) + " refused the variables: " + status.message);
         // A ps that is slow to answer (overloaded, swapping, being profiled)
         // or went away meanwhile is waited for, as at the start. Initialize
         // is idempotent: a call that timed out here but reached ps:k makes
         // the next one answer "already holds the variables".
         if (!status.ok())
             return "cannot initialise ps:" + std::to_string(k) + " at " + m_options.cluster.ps[size_t(k)].toString()
-                   + ": " + describeRpcError(status);
+                   + ": " + status.description;
         if (response.initialized_now() && k == 0)
             m_log("chief: variables initialised (" + origin + ") at global step " + std::to_string(globalStep));
         else if (!response.initialized_now() && k == 0)
@@ -140,18 +132,19 @@ std::string ChiefDuties::initializeVariables(const Parameters *lastValues, int64
     return {};
 }
 
-grpc::Status ChiefDuties::callPs(int k, const std::function<grpc::Status(proto::ParameterService::Stub &)> &call)
+CallResult ChiefDuties::callPs(int k, const std::function<CallResult(PsClient &, size_t process)> &call)
 {
-    auto &pair = m_ps[size_t(k)];
+    PsClient &ps = *m_ps[size_t(k)];
+    const size_t processes = ps.addresses().size();
     size_t process = 0;
     {
         std::lock_guard lock(m_psMutex);
         process = m_servingProcess[size_t(k)];
     }
-    grpc::Status status;
-    for (size_t attempt = 0; attempt < pair.size(); ++attempt, process = (process + 1) % pair.size()) {
-        status = call(*pair[process]);
-        if (status.error_code() != grpc::StatusCode::UNAVAILABLE)
+    CallResult status;
+    for (size_t attempt = 0; attempt < processes; ++attempt, process = (process + 1) % processes) {
+        status = call(ps, process);
+        if (status.code != CallResult::Code::Unavailable)
             break;
     }
     std::lock_guard lock(m_psMutex);
@@ -198,12 +191,10 @@ void ChiefDuties::saveCheckpoint(bool final)
     std::vector<proto::ShardState> shards(m_ps.size());
     for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
         proto::SnapshotResponse snapshot;
-        const auto status = callPs(k, [&](proto::ParameterService::Stub &ps) {
-            auto context = makeContext(m_rpc, std::chrono::seconds(10));
-            return ps.Snapshot(context.get(), {}, &snapshot);
-        });
+        const CallResult status = callPs(
+            k, [&](PsClient &ps, size_t process) { return ps.snapshot(process, std::chrono::seconds(10), &snapshot); });
         if (!status.ok()) {
-            m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + describeRpcError(status));
+            m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + status.description);
             return;
         }
         shards[size_t(k)] = std::move(*snapshot.mutable_shard());
@@ -223,15 +214,12 @@ void ChiefDuties::saveCheckpoint(bool final)
     try {
         const std::string path = m_checkpoints->save(checkpoint);
         m_log("chief: saved checkpoint " + path + " at global step " + std::to_string(checkpoint.global_step()));
-        auto stub = proto::Telemetry::NewStub(makeChannel(m_options.cluster.ps.front().toString(), m_rpc));
-        auto context = makeContext(m_rpc, std::chrono::seconds(5));
         proto::ReportCheckpointRequest report;
         report.mutable_checkpoint()->set_wall_time(checkpoint.wall_time());
         report.mutable_checkpoint()->set_global_step(checkpoint.global_step());
         report.mutable_checkpoint()->set_path(std::filesystem::path(path).filename().string());
         report.set_final(final);
-        proto::ReportCheckpointResponse ignored;
-        stub->ReportCheckpoint(context.get(), report, &ignored);
+        m_ps.front()->reportCheckpoint(0, report, std::chrono::seconds(5));
     } catch (const InputError &e) {
         m_log(std::string("chief: checkpoint not saved: ") + e.what());
     }

@@ -13,8 +13,7 @@
 #include "engine/model.h"
 #include "engine/variable_placement.h"
 #include "node/chief_measurement.h"
-#include "proto/parasync.grpc.pb.h"
-#include "wire/rpc.h"
+#include "wire/ps_client.h"
 
 #include <atomic>
 #include <condition_variable>
@@ -39,15 +38,13 @@ public:
 
     // Called from WorkerTask::start(), once the worker knows its model and
     // its ps tasks. `variables` and `data` are the worker's and must outlive
-    // this object; `psChannels` are the worker's own channels to ps:0..n-1
-    // (each the two processes of its pair, with --ps_backup_hosts), so
-    // checkpoints and initialisation travel on the connections training
-    // uses. A stop requested through `stop` ends the checkpoint thread.
-    // worker:0 with a --logdir opens its checkpoints and event file here
-    // (InputError when it cannot).
-    ChiefDuties(const NodeOptions &options, const RpcSettings &rpc, proto::ModelSignature signature,
-                const std::vector<Variable> &variables, VariablePlacement placement, const Dataset &data,
-                std::vector<std::vector<std::shared_ptr<grpc::Channel>>> psChannels, std::stop_token stop, Log log);
+    // this object; `ps` are the worker's own clients of ps:0..n-1 (each the
+    // two processes of its pair, with --ps_backup_hosts), so checkpoints and
+    // initialisation travel on the connections training uses. A stop requested through `stop` ends the checkpoint
+    // thread. worker:0 with a --logdir opens its checkpoints and event file here (InputError when it cannot).
+    ChiefDuties(const NodeOptions &options, proto::ModelSignature signature, const std::vector<Variable> &variables,
+                VariablePlacement placement, const Dataset &data, std::vector<std::shared_ptr<PsClient>> ps,
+                std::stop_token stop, Log log);
     // Ends the checkpoint thread; may block while a checkpoint is written.
     ~ChiefDuties();
 
@@ -99,14 +96,13 @@ private:
     // One call to ps task k, made to the process of its pair that serves:
     // a process that answers UNAVAILABLE (a backup, or gone) passes the call
     // to the other.
-    grpc::Status callPs(int k, const std::function<grpc::Status(proto::ParameterService::Stub &)> &call);
+    CallResult callPs(int k, const std::function<CallResult(PsClient &, size_t process)> &call);
 
     NodeOptions m_options;
-    RpcSettings m_rpc;
     proto::ModelSignature m_signature;
     const std::vector<Variable> &m_variables;
     VariablePlacement m_placement; // the signature's, for the cluster's ps tasks
-    std::vector<std::vector<std::unique_ptr<proto::ParameterService::Stub>>> m_ps;
+    std::vector<std::shared_ptr<PsClient>> m_ps;
     std::mutex m_psMutex;                 // guards m_servingProcess
     std::vector<size_t> m_servingProcess; // per ps task: which of its pair answered last
     Log m_log;

@@ -3,7 +3,6 @@
 #include "base/clock.h"
 
 #include "engine/dataset.h"
-#include "proto/parasync.grpc.pb.h"
 
 #include <chrono>
 #include <cmath>
@@ -30,15 +29,16 @@ void addScalar(tensorboard::Summary *summary, const std::string &tag, double val
 
 TrainingSummaries::TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
                                      const std::vector<Variable> &variables, std::vector<std::string> metricNames,
-                                     const std::string &ps0Address, const RpcSettings &rpc, Log log)
+                                     std::shared_ptr<PsClient> ps0, Log log)
     : m_writer(logdir)
     , m_everySteps(everySteps > 0 ? everySteps : 100)
     , m_data(data)
     , m_variables(variables)
     , m_metricNames(std::move(metricNames))
     , m_log(std::move(log))
+    , m_ps0(std::move(ps0))
 {
-    m_thread = std::thread(&TrainingSummaries::watchTelemetry, this, ps0Address, rpc);
+    m_thread = std::thread(&TrainingSummaries::watchTelemetry, this);
 }
 
 TrainingSummaries::~TrainingSummaries()
@@ -46,35 +46,33 @@ TrainingSummaries::~TrainingSummaries()
     {
         std::lock_guard lock(m_mutex);
         m_stopping = true;
-        if (m_watchContext)
-            m_watchContext->TryCancel();
+        if (m_watch)
+            m_watch->cancel();
     }
     m_wake.notify_all();
     if (m_thread.joinable())
         m_thread.join();
 }
 
-void TrainingSummaries::watchTelemetry(const std::string &address, const RpcSettings &rpc)
+void TrainingSummaries::watchTelemetry()
 {
     // Only the staleness of other workers' gradients needs ps:0's view; the
     // chief knows everything else itself.
     for (;;) {
-        std::shared_ptr<grpc::ClientContext> context = makeContext(rpc);
-        {
-            std::lock_guard lock(m_mutex);
-            if (m_stopping)
-                return;
-            m_watchContext = context;
-        }
-        auto stub = proto::Telemetry::NewStub(makeChannel(address, rpc));
         proto::WatchRequest request;
         // Staleness averages survive losing events when this thread falls
         // behind; ps:0's default queue (65536 events, ~14 MB) would not be
         // worth keeping for them.
         request.set_max_buffered_events(kWatchBufferedEvents);
-        auto reader = stub->Watch(context.get(), request);
+        const std::unique_ptr<TelemetryStream> reader = m_ps0->watchTelemetry(0, request);
+        {
+            std::lock_guard lock(m_mutex);
+            if (m_stopping)
+                return;
+            m_watch = reader.get();
+        }
         proto::TelemetryBatch batch;
-        while (reader->Read(&batch)) {
+        while (reader->read(&batch)) {
             std::lock_guard lock(m_mutex);
             for (const auto &event : batch.events()) {
                 if (!event.has_step())
@@ -94,9 +92,9 @@ void TrainingSummaries::watchTelemetry(const std::string &address, const RpcSett
                 }
             }
         }
-        reader->Finish();
+        reader->finish();
         std::unique_lock lock(m_mutex);
-        m_watchContext.reset();
+        m_watch = nullptr;
         // ps:0 not up yet or gone (the run ended): try again a little later.
         if (m_wake.wait_for(lock, std::chrono::milliseconds(100), [this] { return m_stopping; }))
             return;

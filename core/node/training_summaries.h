@@ -15,7 +15,7 @@
 #include "engine/model.h"
 #include "formats/event_file.h"
 #include "node/chief_measurement.h"
-#include "wire/rpc.h"
+#include "wire/ps_client.h"
 
 #include <condition_variable>
 #include <functional>
@@ -41,7 +41,7 @@ public:
     // `variables` must outlive this object.
     TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
                       const std::vector<Variable> &variables, std::vector<std::string> metricNames,
-                      const std::string &ps0Address, const RpcSettings &rpc, Log log);
+                      std::shared_ptr<PsClient> ps0, Log log);
     ~TrainingSummaries(); // cancels the telemetry stream; never blocks long
 
     // Called by the chief after each step with the global step its
@@ -59,7 +59,7 @@ public:
     const std::string &path() const { return m_writer.path(); }
 
 private:
-    void watchTelemetry(const std::string &address, const RpcSettings &rpc);
+    void watchTelemetry();
 
     EventFileWriter m_writer;
     int64_t m_everySteps;
@@ -85,7 +85,8 @@ private:
     ProbeSums m_probes;
     bool m_stopping = false;
     std::condition_variable m_wake;
-    std::shared_ptr<grpc::ClientContext> m_watchContext;
+    std::shared_ptr<PsClient> m_ps0;
+    TelemetryStream *m_watch = nullptr; // the stream being read, with m_mutex
     std::thread m_thread;
 };
 

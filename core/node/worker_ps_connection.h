@@ -1,30 +1,28 @@
 #pragma once
 
-// A worker task's connection to one ps task: its channels, its Train stream
-// and what a push reuses from step to step. Private to worker_task*.cpp.
+// A worker task's connection to one ps task: its client (wire/ps_client.h),
+// the process of its pair it trains with, its Train stream and what a push
+// reuses from step to step. Private to worker_task*.cpp.
 
 #include "node/worker_task.h"
-#include "wire/train_call.h"
+#include "wire/ps_client.h"
 
 #include <memory>
 #include <string>
-#include <vector>
 
 namespace parasync {
 
 struct WorkerTask::PsConnection
 {
     int index = 0;
+    // Every process of the task, one or the pair's two (primary first), and
+    // the calls to each; shared with the chief's duties.
+    std::shared_ptr<PsClient> client;
     // The process this worker trains with; with --ps_backup_hosts, either of
     // the task's pair (the one that serves).
+    size_t serving = 0;
     std::string address;
-    std::shared_ptr<grpc::Channel> channel;
-    // Every process of the task: one, or the pair's two (primary first).
-    std::vector<std::string> addresses;
-    std::vector<std::shared_ptr<grpc::Channel>> channels; // also the chief's, for its calls to this ps
-    std::unique_ptr<proto::ParameterService::Stub> parameters;
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<TrainCall> stream;
+    std::unique_ptr<PsStream> stream;
     // Kept from step to step, so that a push's tensors reuse their storage
     // (wire/train_call.h): the push to this ps and its answer.
     proto::TrainRequest push;
@@ -40,14 +38,19 @@ struct WorkerTask::PsConnection
     // whether acknowledged updates were lost.
     int64_t acknowledged = 0;
 
+    // A new Train stream to the serving process, in place of the last.
+    void openStream()
+    {
+        closeStream();
+        stream = client->openStream(serving);
+    }
     void closeStream()
     {
         if (stream) {
-            context->TryCancel();
+            stream->cancel();
             stream->finish();
         }
         stream.reset();
-        context.reset();
     }
 };
 

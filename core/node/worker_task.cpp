@@ -6,8 +6,6 @@
 #include "engine/staleness_cost.h"
 #include "node/chief_duties.h"
 #include "node/worker_ps_connection.h"
-#include "wire/task_server.h"
-#include "wire/train_call.h"
 
 #include <unistd.h>
 
@@ -30,11 +28,17 @@ constexpr Eigen::Index kMaxViewedParameters = 16;
 } // namespace
 
 WorkerTask::WorkerTask(NodeOptions options, RpcSettings rpc, Log log)
+    : WorkerTask(std::move(options), std::move(rpc), std::move(log), Transport{})
+{
+}
+
+WorkerTask::WorkerTask(NodeOptions options, RpcSettings rpc, Log log, Transport transport)
     : m_options(std::move(options))
     , m_rpc(std::move(rpc))
     , m_log(std::move(log))
     , m_rng(m_options.training.seed * 7919 + uint64_t(m_options.task.index))
     , m_paceRng(m_options.training.seed * 104729 + uint64_t(m_options.task.index))
+    , m_transport(std::move(transport))
 {
     const WorkerPace &pace = m_options.training.pace;
     m_computeMs = pace.computeMs;
@@ -62,7 +66,7 @@ WorkerTask::~WorkerTask()
             ps->closeStream();
     }
     if (m_server)
-        m_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+        m_server->shutdown(std::chrono::seconds(1));
 }
 
 void WorkerTask::setState(TaskPhase phase, const std::string &detail)
@@ -96,8 +100,8 @@ void WorkerTask::requestStop(const std::string &reason)
         lock.unlock();
         std::lock_guard streams(m_streamMutex);
         for (auto &ps : m_ps)
-            if (ps->context)
-                ps->context->TryCancel();
+            if (ps->stream)
+                ps->stream->cancel();
     });
 }
 
@@ -145,7 +149,7 @@ void WorkerTask::start()
     std::iota(m_order.begin(), m_order.end(), 0);
     std::shuffle(m_order.begin(), m_order.end(), m_rng);
 
-    TaskControlService::Callbacks callbacks;
+    TaskControlCallbacks callbacks;
     callbacks.status = [this] {
         proto::TaskStatusResponse status;
         status.set_job_name("worker");
@@ -181,28 +185,24 @@ void WorkerTask::start()
               + ", jitter " + std::to_string(response.compute_jitter()).substr(0, 4));
         return response;
     };
-    m_auth = std::make_unique<TokenCheck>(m_rpc.clusterToken, m_log);
-    m_services.push_back(std::make_unique<TaskControlService>(std::move(callbacks), m_auth.get()));
-    m_server
-        = startTaskServer(m_options.task, m_options.cluster.address(m_options.task), m_rpc, {m_services.front().get()});
+    if (m_transport.serveControl)
+        m_server = m_transport.serveControl(m_options.task, m_options.cluster.address(m_options.task), m_rpc,
+                                            std::move(callbacks), m_log);
 
+    std::vector<std::shared_ptr<PsClient>> clients;
     for (int k = 0; k < numPs; ++k) {
         auto connection = std::make_unique<PsConnection>();
         connection->index = k;
-        for (const HostPort &process : m_options.cluster.psPair(k)) {
-            connection->addresses.push_back(process.toString());
-            connection->channels.push_back(makeChannel(connection->addresses.back(), m_rpc));
-        }
-        connection->address = connection->addresses.front();
-        connection->channel = connection->channels.front();
-        connection->parameters = proto::ParameterService::NewStub(connection->channel);
+        std::vector<std::string> addresses;
+        for (const HostPort &process : m_options.cluster.psPair(k))
+            addresses.push_back(process.toString());
+        connection->client = m_transport.connectToPs(addresses, m_rpc);
+        connection->address = addresses.front();
+        clients.push_back(connection->client);
         m_ps.push_back(std::move(connection));
     }
-    std::vector<std::vector<std::shared_ptr<grpc::Channel>>> psChannels;
-    for (const auto &ps : m_ps)
-        psChannels.push_back(ps->channels);
-    m_chief = std::make_unique<ChiefDuties>(m_options, m_rpc, m_signature, m_variables, m_placement, m_data,
-                                            std::move(psChannels), m_stop.get_token(), m_log);
+    m_chief = std::make_unique<ChiefDuties>(m_options, m_signature, m_variables, m_placement, m_data,
+                                            std::move(clients), m_stop.get_token(), m_log);
 
     m_log("worker:" + std::to_string(m_options.task.index) + (m_options.task.isChief() ? " (chief)" : "")
           + " listening on " + m_options.cluster.address(m_options.task).toString() + "; data: " + m_data.description
@@ -399,7 +399,7 @@ bool WorkerTask::step()
     // On data links, every upload but the last is overlapped with the
     // next ones; the last goes on this thread.
     auto linkWrite = [this](size_t k) {
-        return k + 1 < m_ps.size() ? TrainCall::LinkWrite::Overlapped : TrainCall::LinkWrite::Here;
+        return k + 1 < m_ps.size() ? PsStream::LinkWrite::Overlapped : PsStream::LinkWrite::Here;
     };
     if (!ps0.stream->writeSharingValues(request, gradient, linkWrite(0)))
         return false;
@@ -539,7 +539,6 @@ void WorkerTask::leave(bool finished)
         ps->stream->writesDone();
         ps->stream->finish();
         ps->stream.reset();
-        ps->context.reset();
     }
 }
 
@@ -567,16 +566,15 @@ int WorkerTask::run()
         for (auto &ps : m_ps) {
             std::lock_guard lock(m_streamMutex);
             if (ps->stream) {
-                ps->context->TryCancel();
-                const auto status = ps->stream->finish();
-                // CANCELLED: this worker ended a stream that was fine, to
+                ps->stream->cancel();
+                const CallResult status = ps->stream->finish();
+                // Cancelled: this worker ended a stream that was fine, to
                 // rejoin every ps task after another one's stream broke.
-                if (status.error_code() != grpc::StatusCode::CANCELLED)
+                if (status.code != CallResult::Code::Cancelled)
                     setState(TaskPhase::Waiting, "reconnecting: lost ps:" + std::to_string(ps->index) + " at "
-                                                     + ps->address + ": " + describeRpcError(status));
+                                                     + ps->address + ": " + status.description);
             }
             ps->stream.reset();
-            ps->context.reset();
         }
         try {
             if (!connectAndJoin())

@@ -5,10 +5,8 @@
 #include "engine/model.h"
 #include "engine/variable_placement.h"
 #include "formats/task_state_line.h"
-#include "proto/parasync.grpc.pb.h"
-#include "wire/cluster_token.h"
-#include "wire/rpc.h"
-#include "wire/train_call.h"
+#include "wire/ps_client.h"
+#include "wire/task_control.h"
 
 #include <atomic>
 #include <chrono>
@@ -34,13 +32,29 @@ class ChiefDuties;
 // ChiefDuties', which this loop calls at the points they hang on.
 //
 // run() blocks the calling thread; the task's own server (status, stop,
-// straggler delay) answers on gRPC threads; requestStop() is thread-safe.
+// straggler delay) answers on its own threads; requestStop() is thread-safe.
+// The ps tasks are reached through PsClient and the server is a
+// TaskControlServer: gRPC by default, in-process in tests
+// (node/in_process_ps_client.h), so that no gRPC header is reached here.
 class WorkerTask
 {
 public:
     using Log = std::function<void(const std::string &)>;
+    // How the task reaches its ps tasks and answers its own control calls.
+    struct Transport
+    {
+        std::function<std::unique_ptr<PsClient>(std::vector<std::string> addresses, const RpcSettings &rpc)> connectToPs
+            = makeGrpcPsClient;
+        // Empty: no control server (a test drives the task itself).
+        std::function<std::unique_ptr<TaskControlServer>(const TaskId &task, const HostPort &address,
+                                                         const RpcSettings &rpc, TaskControlCallbacks callbacks,
+                                                         Log log)>
+            serveControl = serveTaskControl;
+    };
 
+    // Over gRPC.
     WorkerTask(NodeOptions options, RpcSettings rpc, Log log);
+    WorkerTask(NodeOptions options, RpcSettings rpc, Log log, Transport transport);
     ~WorkerTask();
 
     // Loads the data shard and builds the model (InputError on bad data),
@@ -177,9 +191,8 @@ private:
     // Made in start(); idle on every worker but the chief until taken over.
     std::unique_ptr<ChiefDuties> m_chief;
 
-    std::unique_ptr<TokenCheck> m_auth;
-    std::vector<std::unique_ptr<grpc::Service>> m_services;
-    std::unique_ptr<grpc::Server> m_server;
+    Transport m_transport;
+    std::unique_ptr<TaskControlServer> m_server;
 };
 
 } // namespace parasync

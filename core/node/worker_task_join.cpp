@@ -4,10 +4,10 @@
 
 #include "node/worker_task.h"
 
+#include "base/backoff.h"
 #include "base/error.h"
 #include "node/chief_duties.h"
 #include "node/worker_ps_connection.h"
-#include "wire/train_call.h"
 
 #include <unistd.h>
 
@@ -29,28 +29,27 @@ bool WorkerTask::waitForPs(int ps)
         std::optional<size_t> backupWithState;
         std::optional<size_t> backupWithoutState;
         size_t unreachable = 0;
-        for (size_t p = 0; p < connection.addresses.size() && !serving; ++p) {
-            auto stub = proto::TaskControl::NewStub(connection.channels[p]);
-            auto context = makeContext(m_rpc, std::chrono::milliseconds(1000));
+        const std::vector<std::string> &addresses = connection.client->addresses();
+        for (size_t p = 0; p < addresses.size() && !serving; ++p) {
             proto::TaskStatusResponse status;
-            const auto result = stub->GetTaskStatus(context.get(), {}, &status);
+            const CallResult result = connection.client->taskStatus(p, std::chrono::milliseconds(1000), &status);
             if (!result.ok()) {
                 ++unreachable;
                 why += (why.empty() ? "" : "; ")
-                       + ("cannot reach " + name + " at " + connection.addresses[p] + ": " + describeRpcError(result));
+                       + ("cannot reach " + name + " at " + addresses[p] + ": " + result.description);
             } else if (status.replica_role() == proto::REPLICA_PRIMARY
-                       || (connection.addresses.size() == 1 && status.replica_role() != proto::REPLICA_BACKUP)) {
+                       || (addresses.size() == 1 && status.replica_role() != proto::REPLICA_BACKUP)) {
                 serving = p;
             } else if (status.replica_role() == proto::REPLICA_ROLE_UNSPECIFIED) {
                 // One of a pair that has not taken its role yet.
-                why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is starting");
+                why += (why.empty() ? "" : "; ") + (name + " at " + addresses[p] + " is starting");
             } else if (status.replica_holds_state()) {
                 backupWithState = p;
-                why += (why.empty() ? "" : "; ") + (name + " at " + connection.addresses[p] + " is the backup");
+                why += (why.empty() ? "" : "; ") + (name + " at " + addresses[p] + " is the backup");
             } else {
                 backupWithoutState = p;
                 why += (why.empty() ? "" : "; ")
-                       + (name + " at " + connection.addresses[p] + " is a backup without the state yet");
+                       + (name + " at " + addresses[p] + " is a backup without the state yet");
             }
         }
         // No process serves, but a backup holds the state: the join makes it
@@ -58,16 +57,15 @@ bool WorkerTask::waitForPs(int ps)
         // A backup without the state is turned to when its primary cannot be
         // reached at all: it serves in the primary's place, empty, once the
         // primary has been gone a few heartbeats, else says how long it waits.
-        if (!serving && backupWithState && connection.addresses.size() > 1)
+        if (!serving && backupWithState && addresses.size() > 1)
             serving = backupWithState;
-        if (!serving && backupWithoutState && unreachable + 1 == connection.addresses.size())
+        if (!serving && backupWithoutState && unreachable + 1 == addresses.size())
             serving = backupWithoutState;
         if (serving) {
-            if (connection.address != connection.addresses[*serving]) {
+            if (connection.serving != *serving) {
                 std::lock_guard lock(m_streamMutex);
-                connection.address = connection.addresses[*serving];
-                connection.channel = connection.channels[*serving];
-                connection.parameters = proto::ParameterService::NewStub(connection.channel);
+                connection.serving = *serving;
+                connection.address = addresses[*serving];
                 m_log("worker:" + std::to_string(m_options.task.index) + ": " + name + " is served by "
                       + connection.address + " now");
             }
@@ -144,9 +142,7 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
     for (auto &ps : m_ps) {
         {
             std::lock_guard lock(m_streamMutex);
-            ps->closeStream();
-            ps->context = makeContext(m_rpc);
-            ps->stream = std::make_unique<TrainCall>(*ps->channel, *ps->context);
+            ps->openStream();
         }
         for (;;) {
             if (stopping())
@@ -162,25 +158,27 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             join->set_offers_messages_on_data_link(offersDataLink());
             proto::TrainResponse response;
             if (!ps->stream->write(request) || !ps->stream->read(&response)) {
-                const auto status = ps->stream->finish();
-                ps->stream.reset();
-                if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION
-                    || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT
-                    || status.error_code() == grpc::StatusCode::ALREADY_EXISTS)
-                    throw InputError(status.error_message());
-                if (status.error_code() == grpc::StatusCode::ABORTED) {
+                const CallResult status = ps->stream->finish();
+                {
+                    std::lock_guard lock(m_streamMutex);
+                    ps->stream.reset();
+                }
+                if (status.code == CallResult::Code::FailedPrecondition
+                    || status.code == CallResult::Code::InvalidArgument
+                    || status.code == CallResult::Code::AlreadyExists)
+                    throw InputError(status.message);
+                if (status.code == CallResult::Code::Aborted) {
                     // Our index's old connection is still open on the ps:
                     // ask again once it may have closed, saying why.
-                    setState(TaskPhase::Waiting, status.error_message());
-                    if (!indexHeld.wait(status.error_message(), m_log, [this] { return stopping(); }))
+                    setState(TaskPhase::Waiting, status.message);
+                    if (!indexHeld.wait(status.message, m_log, [this] { return stopping(); }))
                         return JoinOutcome::Stopping;
                     std::lock_guard lock(m_streamMutex);
-                    ps->context = makeContext(m_rpc);
-                    ps->stream = std::make_unique<TrainCall>(*ps->channel, *ps->context);
+                    ps->openStream();
                     continue;
                 }
                 *why = "reconnecting: lost ps:" + std::to_string(ps->index) + " at " + ps->address
-                       + " while joining: " + describeRpcError(status);
+                       + " while joining: " + status.description;
                 setState(TaskPhase::Waiting, *why);
                 return JoinOutcome::Lost;
             }

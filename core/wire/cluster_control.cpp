@@ -1,7 +1,6 @@
 #include "wire/cluster_control.h"
 
 #include "base/error.h"
-#include "base/unavailable.h"
 #include "config/control_command.h"
 #include "wire/cluster_token.h"
 

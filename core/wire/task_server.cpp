@@ -109,4 +109,38 @@ std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort
     return server;
 }
 
+namespace {
+
+class GrpcTaskControlServer final : public TaskControlServer
+{
+public:
+    GrpcTaskControlServer(const TaskId &task, const HostPort &address, const RpcSettings &rpc,
+                          TaskControlCallbacks callbacks, std::function<void(const std::string &)> log)
+        : m_auth(rpc.clusterToken, std::move(log))
+        , m_service(std::move(callbacks), &m_auth)
+        , m_server(startTaskServer(task, address, rpc, {&m_service}))
+    {
+    }
+    ~GrpcTaskControlServer() override { m_server->Shutdown(std::chrono::system_clock::now()); }
+
+    void shutdown(std::chrono::milliseconds grace) override
+    {
+        m_server->Shutdown(std::chrono::system_clock::now() + grace);
+    }
+
+private:
+    TokenCheck m_auth;
+    TaskControlService m_service;
+    std::unique_ptr<grpc::Server> m_server;
+};
+
+} // namespace
+
+std::unique_ptr<TaskControlServer> serveTaskControl(const TaskId &task, const HostPort &address, const RpcSettings &rpc,
+                                                    TaskControlCallbacks callbacks,
+                                                    std::function<void(const std::string &)> log)
+{
+    return std::make_unique<GrpcTaskControlServer>(task, address, rpc, std::move(callbacks), std::move(log));
+}
+
 } // namespace parasync

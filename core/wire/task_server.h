@@ -4,6 +4,7 @@
 #include "proto/parasync.grpc.pb.h"
 #include "wire/cluster_token.h"
 #include "wire/rpc.h"
+#include "wire/task_control.h"
 
 #include <functional>
 #include <memory>
@@ -12,21 +13,12 @@
 
 namespace parasync {
 
-// What every task answers on its own address (as a tf.train.Server does):
-// status, stop, and a straggler delay and pace for experiments. The owner supplies
-// the answers through callbacks; calls arrive on gRPC threads.
+// TaskControl over gRPC (task_control.h): the owner's callbacks answer;
+// calls arrive on gRPC threads.
 class TaskControlService final : public proto::TaskControl::Service
 {
 public:
-    struct Callbacks
-    {
-        std::function<proto::TaskStatusResponse()> status;
-        std::function<void(const std::string &reason)> stop;
-        // Empty for ps tasks, which do not train.
-        std::function<int(int delayMs)> setStraggler;
-        // Empty for ps tasks. Gets a checked request; answers the pace in force.
-        std::function<proto::SetPaceResponse(const proto::SetPaceRequest &)> setPace;
-    };
+    using Callbacks = TaskControlCallbacks;
     // `auth` (may be null: no token) must outlive the service.
     TaskControlService(Callbacks callbacks, const TokenCheck *auth);
 

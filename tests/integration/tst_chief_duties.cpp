@@ -14,6 +14,7 @@
 #include "node/chief_duties.h"
 #include "node/ps_task.h"
 #include "support/input_error_checks.h"
+#include "wire/ps_client.h"
 
 #include <QElapsedTimer>
 #include <QStringList>
@@ -95,7 +96,7 @@ private:
 };
 
 // What a worker has once started (WorkerTask::start()): its model, data and
-// channels to the ps, and a stop the chief's duties follow.
+// clients of the ps (over gRPC), and a stop the chief's duties follow.
 struct Worker
 {
     explicit Worker(NodeOptions options) : options(std::move(options))
@@ -120,23 +121,21 @@ struct Worker
             spec->set_name(v.name);
             spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
         }
-        channel = makeChannel(this->options.cluster.ps.front().toString(), {});
+        ps = makeGrpcPsClient({this->options.cluster.ps.front().toString()}, {});
     }
 
     std::unique_ptr<ChiefDuties> duties()
     {
-        return std::make_unique<ChiefDuties>(
-            options, RpcSettings{}, signature, variables, VariablePlacement::fromSignature(signature, 1), data,
-            std::vector<std::vector<std::shared_ptr<grpc::Channel>>>{{channel}}, stop.get_token(), log.sink());
+        return std::make_unique<ChiefDuties>(options, signature, variables,
+                                             VariablePlacement::fromSignature(signature, 1), data,
+                                             std::vector<std::shared_ptr<PsClient>>{ps}, stop.get_token(), log.sink());
     }
 
     // The values ps:0 holds now, in model order.
     std::vector<float> psValues() const
     {
-        auto stub = proto::ParameterService::NewStub(channel);
-        grpc::ClientContext context;
         proto::SnapshotResponse snapshot;
-        if (!stub->Snapshot(&context, {}, &snapshot).ok())
+        if (!ps->snapshot(0, std::chrono::seconds(5), &snapshot).ok())
             return {};
         std::vector<float> values;
         for (const auto &variable : snapshot.shard().variables())
@@ -149,7 +148,7 @@ struct Worker
     std::unique_ptr<Model> model;
     std::vector<Variable> variables;
     proto::ModelSignature signature;
-    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<PsClient> ps; // over gRPC, to the ps:0 served in this process
     std::stop_source stop;
     LogLines log;
 };

@@ -1,0 +1,168 @@
+// PsClient over gRPC: the stubs of ParameterService, TaskControl and
+// Telemetry on one channel a process, and the Train stream as TrainCall.
+
+#include "wire/ps_client.h"
+
+#include "proto/parasync.grpc.pb.h"
+#include "wire/rpc.h"
+#include "wire/train_call.h"
+
+namespace parasync {
+
+namespace {
+
+CallResult resultOf(const grpc::Status &status)
+{
+    CallResult result;
+    switch (status.error_code()) {
+    case grpc::StatusCode::OK: return result;
+    case grpc::StatusCode::CANCELLED: result.code = CallResult::Code::Cancelled; break;
+    case grpc::StatusCode::UNAVAILABLE: result.code = CallResult::Code::Unavailable; break;
+    case grpc::StatusCode::INVALID_ARGUMENT: result.code = CallResult::Code::InvalidArgument; break;
+    case grpc::StatusCode::FAILED_PRECONDITION: result.code = CallResult::Code::FailedPrecondition; break;
+    case grpc::StatusCode::ALREADY_EXISTS: result.code = CallResult::Code::AlreadyExists; break;
+    case grpc::StatusCode::ABORTED: result.code = CallResult::Code::Aborted; break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: result.code = CallResult::Code::DeadlineExceeded; break;
+    default: result.code = CallResult::Code::Other; break;
+    }
+    result.message = status.error_message();
+    result.description = describeRpcError(status);
+    return result;
+}
+
+class GrpcPsStream final : public PsStream
+{
+public:
+    GrpcPsStream(grpc::ChannelInterface &channel, const RpcSettings &rpc)
+        : m_context(makeContext(rpc))
+        , m_call(std::make_unique<TrainCall>(channel, *m_context))
+    {
+    }
+    // The call first: its destructor may still cancel through the context.
+    ~GrpcPsStream() override { m_call.reset(); }
+
+    bool write(const proto::TrainRequest &request) override { return m_call->write(request); }
+    bool writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients, LinkWrite linkWrite) override
+    {
+        return m_call->writeSharingValues(request, gradients,
+                                          linkWrite == LinkWrite::Overlapped ? TrainCall::LinkWrite::Overlapped
+                                                                             : TrainCall::LinkWrite::Here);
+    }
+    bool read(proto::TrainResponse *response) override { return m_call->read(response); }
+    bool read(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered) override
+    {
+        return m_call->read(response, destinations, delivered);
+    }
+    bool writesDone() override { return m_call->writesDone(); }
+    void cancel() override { m_context->TryCancel(); }
+    CallResult finish() override { return resultOf(m_call->finish()); }
+    bool openDataLink(DataLinkContext &context, const std::string &host, const proto::DataLinkGrant &grant,
+                      std::chrono::milliseconds timeout, std::chrono::milliseconds stall, std::string *error) override
+    {
+        return m_call->openDataLink(context, host, grant, timeout, stall, error);
+    }
+    bool hasDataLink() const override { return m_call->hasDataLink(); }
+    bool messagesOnDataLink() const override { return m_call->messagesOnDataLink(); }
+
+private:
+    std::unique_ptr<grpc::ClientContext> m_context;
+    std::unique_ptr<TrainCall> m_call;
+};
+
+class GrpcTelemetryStream final : public TelemetryStream
+{
+public:
+    GrpcTelemetryStream(proto::Telemetry::Stub &stub, const RpcSettings &rpc, const proto::WatchRequest &request)
+        : m_context(makeContext(rpc))
+        , m_reader(stub.Watch(m_context.get(), request))
+    {
+    }
+    ~GrpcTelemetryStream() override
+    {
+        if (!m_finished) {
+            m_context->TryCancel();
+            m_reader->Finish();
+        }
+    }
+
+    bool read(proto::TelemetryBatch *batch) override { return m_reader->Read(batch); }
+    void cancel() override { m_context->TryCancel(); }
+    CallResult finish() override
+    {
+        m_finished = true;
+        return resultOf(m_reader->Finish());
+    }
+
+private:
+    std::unique_ptr<grpc::ClientContext> m_context;
+    std::unique_ptr<grpc::ClientReader<proto::TelemetryBatch>> m_reader;
+    bool m_finished = false;
+};
+
+class GrpcPsClient final : public PsClient
+{
+public:
+    GrpcPsClient(std::vector<std::string> addresses, const RpcSettings &rpc)
+        : m_addresses(std::move(addresses))
+        , m_rpc(rpc)
+    {
+        for (const std::string &address : m_addresses) {
+            m_channels.push_back(makeChannel(address, m_rpc));
+            m_parameters.push_back(proto::ParameterService::NewStub(m_channels.back()));
+            m_control.push_back(proto::TaskControl::NewStub(m_channels.back()));
+            m_telemetry.push_back(proto::Telemetry::NewStub(m_channels.back()));
+        }
+    }
+
+    const std::vector<std::string> &addresses() const override { return m_addresses; }
+
+    CallResult taskStatus(size_t process, std::chrono::milliseconds deadline,
+                          proto::TaskStatusResponse *response) override
+    {
+        const auto context = makeContext(m_rpc, deadline);
+        return resultOf(m_control.at(process)->GetTaskStatus(context.get(), {}, response));
+    }
+    CallResult initialize(size_t process, const proto::InitializeRequest &request, std::chrono::milliseconds deadline,
+                          proto::InitializeResponse *response) override
+    {
+        const auto context = makeContext(m_rpc, deadline);
+        return resultOf(m_parameters.at(process)->Initialize(context.get(), request, response));
+    }
+    CallResult snapshot(size_t process, std::chrono::milliseconds deadline, proto::SnapshotResponse *response) override
+    {
+        const auto context = makeContext(m_rpc, deadline);
+        return resultOf(m_parameters.at(process)->Snapshot(context.get(), {}, response));
+    }
+    CallResult reportCheckpoint(size_t process, const proto::ReportCheckpointRequest &request,
+                                std::chrono::milliseconds deadline) override
+    {
+        const auto context = makeContext(m_rpc, deadline);
+        proto::ReportCheckpointResponse ignored;
+        return resultOf(m_telemetry.at(process)->ReportCheckpoint(context.get(), request, &ignored));
+    }
+    std::unique_ptr<PsStream> openStream(size_t process) override
+    {
+        return std::make_unique<GrpcPsStream>(*m_channels.at(process), m_rpc);
+    }
+    std::unique_ptr<TelemetryStream> watchTelemetry(size_t process, const proto::WatchRequest &request) override
+    {
+        return std::make_unique<GrpcTelemetryStream>(*m_telemetry.at(process), m_rpc, request);
+    }
+
+private:
+    std::vector<std::string> m_addresses;
+    RpcSettings m_rpc;
+    std::vector<std::shared_ptr<grpc::Channel>> m_channels;
+    std::vector<std::unique_ptr<proto::ParameterService::Stub>> m_parameters;
+    std::vector<std::unique_ptr<proto::TaskControl::Stub>> m_control;
+    std::vector<std::unique_ptr<proto::Telemetry::Stub>> m_telemetry;
+};
+
+} // namespace
+
+std::unique_ptr<PsClient> makeGrpcPsClient(std::vector<std::string> addresses, const RpcSettings &rpc)
+{
+    return std::make_unique<GrpcPsClient>(std::move(addresses), rpc);
+}
+
+} // namespace parasync
