@@ -59,10 +59,8 @@ constexpr FlagInfo kFlags[] = {
     {"slurm_num_ps", "N", FlagGroup::Cluster, "Slurm: how many of the step's tasks are ps tasks", "1"},
     {"slurm_port_base", "PORT", FlagGroup::Cluster,
      "Slurm: a task listens on this port plus its local index on its node", "8888"},
-    {"mode", "async|sync|ssp", FlagGroup::Mode,
-     "async: apply each gradient as it arrives; sync: average replicas_to_aggregate gradients per "
-     "step (SyncReplicasOptimizer); ssp: async, but no worker more than --staleness steps ahead",
-     nullptr},
+    // Its value form and meaning come from the table of modes (updateModeChoices, updateModeMeanings).
+    {"mode", "MODE", FlagGroup::Mode, "", nullptr},
     {"issync", "0|1", FlagGroup::Mode, "the seeds' switch: 1 is --mode=sync, 0 is async", "unset"},
     {"staleness", "N", FlagGroup::Mode, "ssp: steps a worker may run ahead of the slowest live worker; 0 is lock-step",
      nullptr},
@@ -243,7 +241,8 @@ void parseMode(const FlagValues &p, proto::ModeConfig *mode)
         const std::string &text = p.text("issync");
         const std::string value = text == "true" ? "1" : text == "false" ? "0" : text;
         if (value != "0" && value != "1")
-            throw InputError(p.shown("issync") + ": must be 0 (async) or 1 (sync); or use --mode=async|sync|ssp");
+            throw InputError(p.shown("issync")
+                             + ": must be 0 (async) or 1 (sync); or use --mode=" + updateModeChoices());
         const bool sync = value == "1";
         if (fromMode && sync && *fromMode != proto::SYNC)
             throw InputError(p.shown("issync") + " asks for sync but " + p.shown("mode") + " asks for "
@@ -592,7 +591,10 @@ std::string nodeHelpText()
         {FlagGroup::Other, "Other"},
     };
     size_t width = 0;
-    const auto spelling = [](const FlagInfo &flag) {
+    const auto isMode = [](const FlagInfo &flag) { return std::string(flag.name) == "mode"; };
+    const auto spelling = [&](const FlagInfo &flag) {
+        if (isMode(flag))
+            return "--mode=" + updateModeChoices();
         return "--" + std::string(flag.name) + (*flag.valueName ? "=" + std::string(flag.valueName) : "");
     };
     for (const FlagInfo &flag : kFlags)
@@ -604,7 +606,7 @@ std::string nodeHelpText()
                 continue;
             const std::string left = spelling(flag);
             std::vector<std::string> words;
-            const std::string meaning = flag.meaning;
+            const std::string meaning = isMode(flag) ? updateModeMeanings() : std::string(flag.meaning);
             for (size_t start = 0; start < meaning.size();) {
                 const size_t end = std::min(meaning.find(' ', start), meaning.size());
                 words.push_back(meaning.substr(start, end - start));
@@ -621,10 +623,12 @@ std::string nodeHelpText()
     text += "\nControl a running cluster through ps:0 (no task is started):\n"
             "  parasync-node --ps_hosts=HOST:PORT --status\n"
             "      the global step, the mode and what each worker is doing\n"
-            "  parasync-node --ps_hosts=HOST:PORT --set_mode=async|sync|ssp [--staleness=N]\n"
-            "                [--replicas_to_aggregate=N] [--total_num_replicas=N]\n"
-            "      change the update mode while the cluster trains; numbers not given keep\n"
-            "      their current values; takes effect at the next step boundary\n";
+            "  parasync-node --ps_hosts=HOST:PORT --set_mode="
+            + updateModeChoices()
+            + " [--staleness=N]\n"
+              "                [--replicas_to_aggregate=N] [--total_num_replicas=N]\n"
+              "      change the update mode while the cluster trains; numbers not given keep\n"
+              "      their current values; takes effect at the next step boundary\n";
     return text;
 }
 

@@ -21,6 +21,14 @@ std::string lowered(std::string text)
     return text;
 }
 
+std::string joinedRows(const std::string &separator, std::string (*each)(const UpdateModeInfo &))
+{
+    std::string text;
+    for (const UpdateModeInfo &info : updateModes())
+        text += (text.empty() ? "" : separator) + each(info);
+    return text;
+}
+
 std::string knownSpecForms()
 {
     std::string forms;
@@ -94,6 +102,16 @@ const UpdateModeInfo *findUpdateMode(proto::UpdateMode mode)
         if (info.mode == mode)
             return &info;
     return nullptr;
+}
+
+std::string updateModeChoices()
+{
+    return joinedRows("|", [](const UpdateModeInfo &info) { return std::string(info.name); });
+}
+
+std::string updateModeMeanings()
+{
+    return joinedRows("; ", [](const UpdateModeInfo &info) { return info.name + std::string(": ") + info.meaning; });
 }
 
 proto::UpdateMode parseUpdateMode(const std::string &text)

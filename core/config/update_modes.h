@@ -51,6 +51,10 @@ const UpdateModeInfo *findUpdateMode(proto::UpdateMode mode);
 // "unspecified" for a mode outside the table.
 proto::UpdateMode parseUpdateMode(const std::string &text);
 std::string updateModeName(proto::UpdateMode mode);
+// The table's names as a flag's value form, "async|sync|ssp", and each
+// with its meaning, "async: ...; sync: ...; ssp: ...": for help texts.
+std::string updateModeChoices();
+std::string updateModeMeanings();
 
 // "sync (replicas_to_aggregate=2, total_num_replicas=2)", "ssp (staleness=10)",
 // "async, learning rate / staleness".

@@ -337,6 +337,21 @@ private Q_SLOTS:
         QVERIFY(help.contains(u"(default: 2000)"_s));
     }
 
+    void helpNamesEveryModeOfTheTable()
+    {
+        // From config/update_modes' rows: a new mode's row is its help too. Words are compared, since the
+        // help wraps its lines.
+        const auto words = [](const std::string &text) { return QString::fromStdString(text).simplified(); };
+        const QString help = words(nodeHelpText());
+        std::string choices;
+        for (const UpdateModeInfo &info : updateModes()) {
+            choices += (choices.empty() ? "" : "|") + std::string(info.name);
+            QVERIFY2(help.contains(words(info.name + std::string(": ") + info.meaning)), info.name);
+        }
+        QVERIFY(help.contains(QString::fromStdString("--mode=" + choices)));
+        QVERIFY(help.contains(QString::fromStdString("--set_mode=" + choices)));
+    }
+
     void helpAndVersionNeedNoCluster()
     {
         QVERIFY(parseNodeOptions(nodeArguments({u"--help"_s}), {}).help);
