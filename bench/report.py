@@ -812,7 +812,9 @@ def main():
     parser.add_argument("--machine", required=True)
     parser.add_argument("--command", required=True)
     parser.add_argument("--markdown")
-    parser.add_argument("--extra-markdown", help="a file appended to BENCHMARKS.md (analysis, before/after)")
+    parser.add_argument("--analysis",
+                        help="the analysis (before/after, the targets, what was observed), linked from BENCHMARKS.md "
+                             "by its path relative to the repository root")
     args = parser.parse_args()
 
     machine = load(args.machine) or {}
@@ -843,9 +845,10 @@ def main():
     print(f"\nwrote {os.path.join(args.dir, 'results.json')}")
     if args.markdown:
         text = markdown(report, machine, args.command)
-        if args.extra_markdown and os.path.exists(args.extra_markdown):
-            with open(args.extra_markdown) as f:
-                text += "\n" + f.read()
+        if args.analysis:
+            # Linked, not copied: the analysis is written by hand and kept in one place.
+            text += ("\n## Analysis\n\nWhat was changed in the engine with before and after figures, the targets "
+                     f"missed and why, and what was observed while measuring: [{args.analysis}]({args.analysis}).\n")
         with open(args.markdown, "w") as f:
             f.write(text + "\n")
         print(f"wrote {args.markdown}")

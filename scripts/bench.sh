@@ -91,6 +91,6 @@ PY
 
 md_args=()
 if [ $write_md -eq 1 ]; then
-  md_args=(--markdown="$here/BENCHMARKS.md" --extra-markdown="$here/bench/analysis.md")
+  md_args=(--markdown="$here/BENCHMARKS.md" --analysis=bench/analysis.md)
 fi
 python3 "$here/bench/report.py" --dir="$out" --machine="$out/machine.json" --command="$command_line" "${md_args[@]}"

@@ -4,7 +4,7 @@
 CMake's link graph keeps most of the layering (a library cannot call what it
 does not link), but a header needs no link to be included. This check reads
 every quoted include of the project's sources and holds it to the table
-below, the same table as README.md's "Architecture" picture:
+below, the same table as docs/development.md's "Architecture" picture:
 
 - each include is qualified by its folder ("engine/model.h", not "model.h");
 - a folder includes only from the folders it may use;
@@ -202,7 +202,7 @@ def main():
         print(problem)
     if problems:
         print(f"check-layers: {len(problems)} include(s) cross a layer the wrong way "
-              "(README.md, Architecture, says which folder may use which)", file=sys.stderr)
+              "(docs/development.md, Architecture, says which folder may use which)", file=sys.stderr)
         return 1
     print("check-layers: every include keeps to its layer")
     return 0

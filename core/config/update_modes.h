@@ -6,7 +6,7 @@
 // lines and the mode comparison take. Parsers, logs, replay, charts, the
 // designer, the mode buttons and the comparison all read this table, so a
 // new mode is a row here, its enum value in the proto and its update rule
-// in engine/update_policy (README.md, "Update modes").
+// in engine/update_policy (docs/reference.md, "Update modes").
 
 #include "proto/parasync.pb.h"
 

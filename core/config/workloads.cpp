@@ -16,7 +16,7 @@ namespace {
 // grow) and Ho et al., 2013 (a staleness bound between the two). Ten
 // overlapping 2-D blobs (a built-in dataset: nothing to download), 100
 // samples a worker, a fifth of the chief's held out. Measured on a two-core
-// machine (README.md, "Compare modes"): sync reaches the target in about a
+// machine (docs/app.md, "Compare modes"): sync reaches the target in about a
 // second, async and ssp:10 in ten.
 Workload stalenessWorkload()
 {

@@ -43,7 +43,7 @@ struct PushDecision
 };
 
 // ps:0's update policy: the global step, each worker's clock, and what the
-// mode in force does with each pushed gradient (README.md, "Update modes"):
+// mode in force does with each pushed gradient (docs/reference.md, "Update modes"):
 //   async  apply on arrival, global step +1 per gradient;
 //   sync   average replicas_to_aggregate gradients computed against the
 //          current step, apply once, global step +1; older gradients are
