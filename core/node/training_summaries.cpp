@@ -4,6 +4,7 @@
 
 #include "engine/dataset.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -64,6 +65,13 @@ void TrainingSummaries::watchTelemetry()
         // behind; ps:0's default queue (65536 events, ~14 MB) would not be
         // worth keeping for them.
         request.set_max_buffered_events(kWatchBufferedEvents);
+        {
+            // ps:0 holds its last events: a stream opened after the run
+            // began (ps:0 came up after this thread's first try, a
+            // failover) starts with the steps it missed.
+            std::lock_guard lock(m_mutex);
+            request.set_resume_after_step(m_telemetryStep);
+        }
         const std::unique_ptr<TelemetryStream> reader = m_ps0->watchTelemetry(0, request);
         {
             std::lock_guard lock(m_mutex);
@@ -78,7 +86,10 @@ void TrainingSummaries::watchTelemetry()
                 if (!event.has_step())
                     continue;
                 const auto &step = event.step();
+                m_telemetryStep = std::max(m_telemetryStep, step.global_step());
                 if (step.outcome() != proto::APPLIED && step.outcome() != proto::AGGREGATED)
+                    continue;
+                if (step.global_step() <= m_summarisedStep)
                     continue;
                 auto &[sum, count] = m_staleness[step.worker()];
                 sum += double(step.staleness());
@@ -91,6 +102,7 @@ void TrainingSummaries::watchTelemetry()
                     ++m_probes.count;
                 }
             }
+            m_telemetryArrived.notify_all();
         }
         reader->finish();
         std::unique_lock lock(m_mutex);
@@ -160,7 +172,14 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, const Chi
     if (m_lastStep >= 0 && now > m_lastWallTime)
         addScalar(summary, "updates_per_sec", double(globalStep - m_lastStep) / (now - m_lastWallTime));
     {
-        std::lock_guard lock(m_mutex);
+        std::unique_lock lock(m_mutex);
+        // The last summary speaks for the run's last stretch: give ps:0's
+        // telemetry (a batch every 50 ms) a moment to bring its steps, but
+        // never hold the chief's exit on a ps:0 that is gone.
+        if (last)
+            m_telemetryArrived.wait_for(lock, std::chrono::seconds(2),
+                                        [&] { return m_stopping || m_telemetryStep >= globalStep; });
+        m_summarisedStep = globalStep;
         for (auto &[worker, stats] : m_staleness) {
             if (stats.second > 0)
                 addScalar(summary, "staleness/worker_" + std::to_string(worker), stats.first / double(stats.second));

@@ -83,8 +83,14 @@ private:
         int64_t count = 0;
     };
     ProbeSums m_probes;
+    // The newest global step of ps:0's telemetry, and the global step the
+    // last summary was written at: a stream (re)opened late resumes after
+    // the first and skips what the second already summarised.
+    int64_t m_telemetryStep = 0;
+    int64_t m_summarisedStep = -1;
     bool m_stopping = false;
     std::condition_variable m_wake;
+    std::condition_variable m_telemetryArrived;
     std::shared_ptr<PsClient> m_ps0;
     TelemetryStream *m_watch = nullptr; // the stream being read, with m_mutex
     std::thread m_thread;
