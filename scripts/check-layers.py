@@ -65,11 +65,16 @@ FORBIDDEN = {
 }
 # Files of a layer that may use gRPC but keep it out on purpose: the ps
 # task's logic, which tests and the fuzzer drive in-process through
-# node/ps_calls.h while node/ps_service.* adapts it to gRPC; the worker's,
-# which reaches the ps through wire/ps_client.h.
+# node/ps_calls.h, and which is given its server and its peers in a
+# node/ps_transport.h (parasync-node wires node/ps_service.*'s gRPC one, so
+# the logic may not include it); the worker's, which reaches the ps through
+# wire/ps_client.h.
+PS_TASK_FILES = ("core/node/ps_task.h", "core/node/ps_task.cpp", "core/node/ps_task_membership.cpp",
+                 "core/node/ps_task_pushes.cpp", "core/node/ps_task_status.cpp", "core/node/ps_task_replication.cpp",
+                 "core/node/ps_calls.h", "core/node/ps_transport.h")
 FORBIDDEN_IN_FILE = {
-    path: [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"]
-    for path in ("core/node/ps_task.h", "core/node/ps_task.cpp",
+    path: [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"] + ([r"^node/ps_service\.h$"] if path in PS_TASK_FILES else [])
+    for path in PS_TASK_FILES + (
                  # The worker and the chief reach their ps tasks through
                  # wire/ps_client.h, and serve through wire/task_control.h.
                  "core/node/worker_task.h", "core/node/worker_task.cpp", "core/node/worker_task_join.cpp",

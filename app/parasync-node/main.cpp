@@ -9,6 +9,7 @@
 #include "config/node_options.h"
 #include "config/slurm_environment.h"
 #include "node/network_probe.h"
+#include "node/ps_service.h"
 #include "node/ps_task.h"
 #include "node/worker_task.h"
 #include "wire/cluster_control.h"
@@ -126,7 +127,9 @@ int main(int argc, char **argv)
         }
         const parasync::RpcSettings rpc = parasync::servingRpcSettings(options, logLine);
         if (options.task.isPs()) {
-            parasync::PsTask task(options, rpc, logLine);
+            // The task's logic, and around it its gRPC server and its calls to
+            // the other ps processes.
+            parasync::PsTask task(options, rpc, logLine, parasync::grpcPsTransport(options, rpc, logLine));
             return runTask(task, signals);
         }
         parasync::WorkerTask task(options, rpc, logLine);

@@ -469,6 +469,8 @@ void PsServer::shutdown(std::chrono::milliseconds grace)
     m_server.reset();
 }
 
+namespace {
+
 std::unique_ptr<PrimaryLink> openPrimaryLink(const std::string &address, const RpcSettings &rpc)
 {
     return std::make_unique<GrpcPrimaryLink>(address, rpc);
@@ -525,6 +527,23 @@ void stopOtherPsTasks(const ClusterSpec &cluster, const std::string &own, const 
                     + " to stop: " + describeRpcError(status));
         }
     }
+}
+
+} // namespace
+
+PsTransport grpcPsTransport(const NodeOptions &options, const RpcSettings &rpc, PsServer::Log log)
+{
+    PsTransport transport;
+    transport.serve = [options, rpc, log](PsTask &task) -> std::unique_ptr<PsServing> {
+        return std::make_unique<PsServer>(task, options, rpc, log);
+    };
+    transport.followPrimary = [rpc](const std::string &address) { return openPrimaryLink(address, rpc); };
+    transport.askPeer = [rpc](const std::string &address, std::chrono::milliseconds timeout) {
+        return askPeer(address, rpc, timeout);
+    };
+    transport.stopOtherPsTasks
+        = [cluster = options.cluster, rpc, log](const std::string &own) { stopOtherPsTasks(cluster, own, rpc, log); };
+    return transport;
 }
 
 } // namespace parasync

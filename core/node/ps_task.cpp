@@ -10,7 +10,6 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "formats/task_state_line.h"
-#include "node/ps_service.h"
 #include "node/ps_signature_check.h"
 
 #include <chrono>
@@ -51,10 +50,11 @@ std::vector<std::string> parameterNames(const proto::ModelSignature &signature)
 
 } // namespace
 
-PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log)
+PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log, PsTransport transport)
     : m_options(std::move(options))
     , m_rpc(std::move(rpc))
     , m_log(std::move(log))
+    , m_transport(std::move(transport))
     , m_shard(makeOptimizer([this] {
         OptimizerOptions o;
         o.name = m_options.training.optimizer;
@@ -88,14 +88,15 @@ void PsTask::note(const std::string &line) const
 
 void PsTask::start()
 {
-    m_server = std::make_unique<PsServer>(*this, m_options, m_rpc, m_log);
+    if (m_transport.serve)
+        m_server = m_transport.serve(*this);
     if (m_options.cluster.replicated())
         chooseRole();
 
     if (isCoordinator() && m_role != proto::REPLICA_BACKUP && !m_options.training.logdir.empty())
         writeRunClusterJson(m_options.training.logdir, m_options.cluster.toJson(), m_options.training.toJson());
 
-    const int linkPort = m_server->dataLinkPort();
+    const int linkPort = m_server ? m_server->dataLinkPort() : 0;
     m_log(m_options.task.toString() + " listening on " + ownAddress()
           + (isCoordinator() ? ", mode " + describeMode(m_options.training.mode) : std::string())
           + (linkPort ? "; data links on port " + std::to_string(linkPort) : std::string()));
@@ -165,12 +166,13 @@ int PsTask::run()
         if (m_primaryLink)
             m_primaryLink->cancel();
     }
-    if (isCoordinator() && primary)
-        stopOtherPsTasks(m_options.cluster, ownAddress(), m_rpc, m_log);
+    if (isCoordinator() && primary && m_transport.stopOtherPsTasks)
+        m_transport.stopOtherPsTasks(ownAddress());
     if (m_runLog)
         m_runLog->flush();
     m_telemetry.close();
-    m_server->shutdown(std::chrono::seconds(2));
+    if (m_server)
+        m_server->shutdown(std::chrono::seconds(2));
     m_server.reset();
     return 0;
 }

@@ -2,8 +2,9 @@
 
 // One parameter-server task's logic: membership (join, leave, death), the
 // updates (ps:0's update policy, the other tasks' shards), the hang watchdog
-// and the status it reports. Its calls take the streams of ps_calls.h; the
-// gRPC services that hand them over are in ps_service.h, so that tests and
+// and the status it reports. Its calls take the streams of ps_calls.h; its
+// server and its calls to other ps processes come in a PsTransport
+// (ps_transport.h), the gRPC one wired by parasync-node, so that tests and
 // the fuzzer drive this logic in-process.
 
 #include "config/task_options.h"
@@ -12,6 +13,7 @@
 #include "engine/update_policy.h"
 #include "formats/run_log.h"
 #include "node/ps_calls.h"
+#include "node/ps_transport.h"
 #include "wire/rpc_settings.h"
 
 #include <atomic>
@@ -30,8 +32,6 @@
 
 namespace parasync {
 
-class PsServer;
-
 // One parameter-server task. Every ps task holds a shard of the variables and
 // serves ParameterService; ps:0 also keeps the global step and the update
 // policy, serves ClusterControl and Telemetry, and writes the run's step log.
@@ -40,17 +40,19 @@ class PsServer;
 // call them from threads of their own); a handler may block (sync barrier,
 // staleness bound) on m_changed. All state is guarded by m_mutex. run()
 // blocks the calling thread until the task should exit. A task that is never
-// start()ed serves no address: its calls are made in-process only.
+// start()ed, or given no transport, serves no address: its calls are made
+// in-process only.
 class PsTask
 {
 public:
     using Log = std::function<void(const std::string &)>;
 
-    PsTask(NodeOptions options, RpcSettings rpc, Log log);
+    PsTask(NodeOptions options, RpcSettings rpc, Log log, PsTransport transport = {});
     ~PsTask();
 
-    // Binds the task's address and starts serving. Throws InputError (address
-    // in use, naming the holder; bad logdir).
+    // Starts serving through the transport (binding the task's address) and
+    // takes the task's role. Throws InputError (address in use, naming the
+    // holder; bad logdir).
     void start();
     // Blocks until every worker that joined has finished (or died) after the
     // last step, or until stopped. Then tells the other ps tasks to stop
@@ -212,6 +214,9 @@ private:
     // After taking over: workers that did not come back by now are dead.
     void checkRejoinDeadlineLocked();
     std::string peerAddress() const;
+    // The transport's askPeer; without a transport (in-process) no peer is
+    // there.
+    PeerStatus askPeer(const std::string &address, std::chrono::milliseconds timeout) const;
     std::string ownAddress() const;
     // One identity per index: OK when `index` is free or held by the same
     // process; AlreadyExists when another live process holds it; RetryLater
@@ -253,6 +258,7 @@ private:
     IdentityTimings m_identityTimings;
     RpcSettings m_rpc;
     Log m_log;
+    PsTransport m_transport;
 
     mutable std::mutex m_mutex;
     std::condition_variable m_changed;
@@ -354,7 +360,7 @@ private:
     std::vector<std::string> m_parameterNames;
 
     // Last: destroyed, and so shut down, before the state its calls use.
-    std::unique_ptr<PsServer> m_server;
+    std::unique_ptr<PsServing> m_server;
 };
 
 } // namespace parasync

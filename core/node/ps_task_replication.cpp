@@ -17,7 +17,6 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "formats/task_state_line.h"
-#include "node/ps_service.h"
 #include "node/ps_task.h"
 
 #include <unistd.h>
@@ -59,6 +58,16 @@ std::string PsTask::peerAddress() const
     return (m_options.task.job == JobName::PsBackup ? pair[0] : pair[1]).toString();
 }
 
+PeerStatus PsTask::askPeer(const std::string &address, std::chrono::milliseconds timeout) const
+{
+    if (m_transport.askPeer)
+        return m_transport.askPeer(address, timeout);
+    PeerStatus absent;
+    absent.absent = true;
+    absent.error = "this task is reached in-process only";
+    return absent;
+}
+
 void PsTask::chooseRole()
 {
     // Either process of a pair may be either side. One started with
@@ -84,7 +93,7 @@ void PsTask::chooseRole()
     // two loaded cores a live primary took over five seconds to answer.
     const auto heartbeat = std::chrono::milliseconds(m_rpc.heartbeatMs);
     const auto giveUpAt = std::chrono::steady_clock::now() + 30 * heartbeat;
-    PeerStatus peer = askPeer(peerAddress(), m_rpc, heartbeat);
+    PeerStatus peer = askPeer(peerAddress(), heartbeat);
     bool askedAgain = false;
     for (auto timeout = 2 * heartbeat; !peer.reached && !peer.absent; timeout *= 2) {
         const auto left
@@ -93,7 +102,7 @@ void PsTask::chooseRole()
             break;
         m_log(psName() + " at " + ownAddress() + ": the other process of the pair, at " + peerAddress()
               + ", does not answer yet (" + peer.error + "); asking again before taking a role");
-        peer = askPeer(peerAddress(), m_rpc, std::min(timeout, left));
+        peer = askPeer(peerAddress(), std::min(timeout, left));
         askedAgain = true;
     }
     // Said whenever it was asked again and never answered: the asking ended
@@ -442,7 +451,7 @@ void PsTask::followPrimary()
             std::lock_guard lock(m_mutex);
             if (m_finished || m_role != proto::REPLICA_BACKUP)
                 return;
-            m_primaryLink = openPrimaryLink(primary, m_rpc);
+            m_primaryLink = m_transport.followPrimary(primary);
             link = m_primaryLink.get();
         }
         proto::FollowRequest hello;
@@ -536,7 +545,7 @@ void PsTask::followPrimary()
             // The primary came back without its state and follows this one:
             // take over now rather than wait for a worker.
             lock.unlock();
-            const PeerStatus peer = askPeer(primary, m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+            const PeerStatus peer = askPeer(primary, std::chrono::milliseconds(m_rpc.heartbeatMs));
             lock.lock();
             if (peer.reached && peer.role == proto::REPLICA_BACKUP && !peer.holdsState
                 && m_role == proto::REPLICA_BACKUP)
@@ -556,7 +565,7 @@ CallStatus PsTask::takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock)
                                        + "; turn to it (if it is gone, this backup notices within about two "
                                          "--heartbeat_ms and takes over)");
     lock.unlock();
-    const PeerStatus peer = askPeer(primary, m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+    const PeerStatus peer = askPeer(primary, std::chrono::milliseconds(m_rpc.heartbeatMs));
     lock.lock();
     if (m_role != proto::REPLICA_BACKUP)
         return {}; // another call made it take over meanwhile
@@ -593,7 +602,7 @@ CallStatus PsTask::takeOverWithoutStateIfPrimaryGone(std::unique_lock<std::mutex
                                                     + " ms this backup serves in its place, without the state"
                                               : ""));
     lock.unlock();
-    const PeerStatus peer = askPeer(primary, m_rpc, std::chrono::milliseconds(m_rpc.heartbeatMs));
+    const PeerStatus peer = askPeer(primary, std::chrono::milliseconds(m_rpc.heartbeatMs));
     lock.lock();
     if (m_role != proto::REPLICA_BACKUP)
         return {}; // another call made it take over meanwhile

@@ -12,6 +12,7 @@
 #include "engine/parameter_shard.h"
 #include "formats/checkpoint.h"
 #include "node/chief_duties.h"
+#include "node/ps_service.h"
 #include "node/ps_task.h"
 #include "support/input_error_checks.h"
 #include "wire/ps_client.h"
@@ -74,11 +75,14 @@ struct Cluster
     }
 };
 
-// ps:0 serving in this process until the test is done with it.
+// ps:0 serving over gRPC, as parasync-node wires it, in this process until
+// the test is done with it.
 class Ps0
 {
 public:
-    explicit Ps0(const Cluster &cluster) : m_task(cluster.options(QStringLiteral("ps"), 0), {}, m_log.sink())
+    explicit Ps0(const Cluster &cluster)
+        : m_options(cluster.options(QStringLiteral("ps"), 0))
+        , m_task(m_options, {}, m_log.sink(), grpcPsTransport(m_options, {}, m_log.sink()))
     {
         m_task.start();
         m_thread = std::thread([this] { m_task.run(); });
@@ -91,6 +95,7 @@ public:
 
 private:
     LogLines m_log;
+    NodeOptions m_options;
     PsTask m_task;
     std::thread m_thread;
 };
