@@ -7,6 +7,7 @@
 #include "wire/data_link.h"
 #include "wire/rpc.h"
 #include "wire/task_server.h"
+#include "wire/token_check.h"
 #include "wire/train_call.h"
 
 #include <grpcpp/grpcpp.h>

@@ -1,12 +1,12 @@
 #include "orchestration/cluster_watcher.h"
 
+#include "base/backoff.h"
 #include "base/error.h"
 #include "base/qt_text.h"
 #include "config/update_modes.h"
 #include "formats/run_log.h"
-#include "proto/parasync.grpc.pb.h"
+#include "wire/cluster_client.h"
 #include "wire/cluster_token.h"
-#include "wire/rpc.h"
 
 #include <QDir>
 #include <QFile>
@@ -29,21 +29,16 @@ using namespace std::chrono_literals;
 constexpr auto kProbeDeadline = 2000ms; // a wrong host answers with a timeout, not a long silence
 constexpr auto kControlDeadline = 5000ms;
 
-std::shared_ptr<grpc::ClientContext> sharedContext(const RpcSettings &settings, std::chrono::milliseconds deadline = {})
-{
-    return std::shared_ptr<grpc::ClientContext>(makeContext(settings, deadline));
-}
-
 // Why ps:0 cannot be watched, in words a user can act on.
-std::string describeWatchFailure(const std::string &where, const grpc::Status &status, bool wasConnected)
+std::string describeWatchFailure(const std::string &where, const CallResult &result, bool wasConnected)
 {
-    if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED)
+    if (result.code == CallResult::Code::Unimplemented)
         return where + " does not serve the cluster's telemetry: is it ps:0's address, not a worker's?";
-    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED)
+    if (result.code == CallResult::Code::Unauthenticated)
         return where
                + " refused the app: wrong or missing cluster token (give the cluster's token: in "
                  "Connect, with --cluster_token_file, or in PARASYNC_CLUSTER_TOKEN)";
-    return (wasConnected ? "lost " : "cannot reach ") + where + ": " + describeRpcError(status);
+    return (wasConnected ? "lost " : "cannot reach ") + where + ": " + result.description;
 }
 
 } // namespace
@@ -68,7 +63,7 @@ ClusterWatcher::~ClusterWatcher()
     }
     // Cancelled calls return at once, so waiting for them is short.
     for (auto &call : calls)
-        call.context->TryCancel();
+        call.context->cancel();
     for (auto &call : calls)
         call.done.wait();
 }
@@ -106,8 +101,8 @@ void ClusterWatcher::stopThread()
     m_stop = true;
     {
         std::lock_guard lock(m_callMutex);
-        if (m_activeCall)
-            m_activeCall->TryCancel();
+        if (m_cancelActive)
+            m_cancelActive();
     }
     if (m_thread.joinable())
         m_thread.join();
@@ -218,8 +213,7 @@ struct ClusterWatcher::Watch
     // The next stream is the other process of the same pair, the same run:
     // a lower global step there is no new run.
     bool turnedWithinPair = false;
-    std::unique_ptr<proto::ClusterControl::Stub> control;
-    std::unique_ptr<proto::Telemetry::Stub> telemetry;
+    std::unique_ptr<ClusterClient> client; // to addresses[current]
     RunState state;
     bool everConnected = false;
     bool changed = false; // since the last snapshot went out
@@ -242,7 +236,7 @@ struct ClusterWatcher::StreamEnd
     bool connected = false;     // a first batch arrived
     bool finished = false;      // the cluster finished
     bool turnToPrimary = false; // the process watched is a backup whose primary lives
-    grpc::Status status;
+    CallResult status;
 };
 
 void ClusterWatcher::say(uint64_t generation, bool connected, const std::string &message)
@@ -250,10 +244,10 @@ void ClusterWatcher::say(uint64_t generation, bool connected, const std::string 
     post(generation, [this, connected, text = qs(message)] { Q_EMIT connectionStateChanged(connected, text); });
 }
 
-bool ClusterWatcher::track(std::shared_ptr<grpc::ClientContext> context)
+bool ClusterWatcher::track(std::function<void()> cancel)
 {
     std::lock_guard lock(m_callMutex);
-    m_activeCall = std::move(context);
+    m_cancelActive = std::move(cancel);
     return !m_stop.load();
 }
 
@@ -292,24 +286,22 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
 
     while (!m_stop) {
         const std::string where = watch.where();
-        // A fresh channel for every attempt: a channel whose connection was
+        // A fresh client for every attempt: a channel whose connection was
         // refused waits out gRPC's own reconnect back-off (seconds) before it
         // tries again, even after ps:0 came up; a new one connects at once.
-        auto channel = makeChannel(watch.addresses[watch.current], settings);
-        watch.control = proto::ClusterControl::NewStub(channel);
-        watch.telemetry = proto::Telemetry::NewStub(channel);
+        watch.client = std::make_unique<ClusterClient>(watch.addresses[watch.current], settings);
         std::string failure;
         // A short unary call first: a wrong or firewalled host answers with a
         // timeout in 2 s instead of a stream that hangs while connecting.
         {
-            auto context = sharedContext(settings, kProbeDeadline);
-            if (!track(context))
+            auto context = std::make_shared<CallContext>(settings, kProbeDeadline);
+            if (!track([context] { context->cancel(); }))
                 break;
             proto::ClusterStatusResponse ignored;
-            const grpc::Status status = watch.control->GetClusterStatus(context.get(), {}, &ignored);
+            const CallResult result = watch.client->clusterStatus(*context, &ignored);
             track(nullptr);
-            if (!status.ok())
-                failure = describeWatchFailure(where, status, false);
+            if (!result.ok())
+                failure = describeWatchFailure(where, result, false);
         }
         if (failure.empty()) {
             const StreamEnd end = watchStream(watch);
@@ -367,18 +359,21 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
 ClusterWatcher::StreamEnd ClusterWatcher::watchStream(Watch &watch)
 {
     StreamEnd end;
-    auto context = sharedContext(watch.settings);
-    if (!track(context)) {
-        end.stopped = true;
-        return end;
-    }
     proto::WatchRequest request;
     request.set_include_status(true);
     if (watch.resumeAfter >= 0)
         request.set_resume_after_step(watch.resumeAfter);
-    auto reader = watch.telemetry->Watch(context.get(), request);
+    const std::unique_ptr<TelemetryStream> reader = watch.client->watch(request);
+    const auto cancelStream = [stream = reader.get()] { stream->cancel(); };
+    if (!track(cancelStream)) {
+        reader->cancel();
+        reader->finish();
+        track(nullptr);
+        end.stopped = true;
+        return end;
+    }
     proto::TelemetryBatch batch;
-    while (reader->Read(&batch)) {
+    while (reader->read(&batch)) {
         if (batch.has_status() && batch.status().has_replica()) {
             const proto::ReplicaStatus &replica = batch.status().replica();
             if (watch.addresses.size() == 1 && !replica.peer().empty() && replica.peer() != watch.addresses[0])
@@ -411,13 +406,14 @@ ClusterWatcher::StreamEnd ClusterWatcher::watchStream(Watch &watch)
         // repeats it only every 0.5 s): ask for it now.
         if (watch.state.wantsSignature() && std::chrono::steady_clock::now() - watch.lastStatusRequest > 1s) {
             watch.lastStatusRequest = std::chrono::steady_clock::now();
-            auto statusContext = sharedContext(watch.settings, kProbeDeadline);
+            auto statusContext = std::make_shared<CallContext>(watch.settings, kProbeDeadline);
             proto::ClusterStatusResponse status;
-            if (track(statusContext) && watch.control->GetClusterStatus(statusContext.get(), {}, &status).ok())
+            if (track([statusContext] { statusContext->cancel(); })
+                && watch.client->clusterStatus(*statusContext, &status).ok())
                 watch.state.applyStatus(status);
             // Stopping meanwhile cancelled the status call, not the stream.
-            if (!track(context))
-                context->TryCancel();
+            if (!track(cancelStream))
+                reader->cancel();
         }
         if (batch.cluster_finished()) {
             end.finished = true;
@@ -429,8 +425,8 @@ ClusterWatcher::StreamEnd ClusterWatcher::watchStream(Watch &watch)
         batch.Clear();
     }
     if (end.finished || end.turnToPrimary)
-        context->TryCancel(); // we leave before the stream's end
-    end.status = reader->Finish();
+        reader->cancel(); // we leave before the stream's end
+    end.status = reader->finish();
     track(nullptr);
     return end;
 }
@@ -510,44 +506,49 @@ void ClusterWatcher::dropRepeatedEvents(Watch &watch, proto::TelemetryBatch &bat
     }
 }
 
-void ClusterWatcher::runControlCall(std::chrono::milliseconds deadline,
-                                    std::function<std::function<void()>(grpc::ClientContext *)> call)
+void ClusterWatcher::runControlCall(const std::string &address, std::chrono::milliseconds deadline,
+                                    std::function<std::function<void()>(ClusterClient &, CallContext &)> call)
 {
-    auto context = sharedContext(m_settings, deadline);
+    auto context = std::make_shared<CallContext>(m_settings, deadline);
     std::lock_guard lock(m_controlMutex);
     // Forget the calls that are done.
     std::erase_if(m_controlCalls, [](const ControlCall &c) {
         return c.done.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
     });
-    auto done = std::async(std::launch::async, [this, context, call = std::move(call)] {
-        auto deliver = call(context.get());
+    auto done = std::async(std::launch::async, [this, address, settings = m_settings, context, call = std::move(call)] {
+        ClusterClient client(address, settings);
+        auto deliver = call(client, *context);
         if (deliver)
             QMetaObject::invokeMethod(this, std::move(deliver), Qt::QueuedConnection);
     });
     m_controlCalls.push_back(ControlCall{std::move(context), std::move(done)});
 }
 
+bool ClusterWatcher::refuseUnlessConnected()
+{
+    if (!m_address.isEmpty())
+        return false;
+    QMetaObject::invokeMethod(
+        this, [this] { Q_EMIT controlFinished(false, tr("not connected to a cluster: connect to ps:0 first")); },
+        Qt::QueuedConnection);
+    return true;
+}
+
 void ClusterWatcher::setMode(const proto::ModeConfig &mode)
 {
-    if (m_address.isEmpty()) {
-        QMetaObject::invokeMethod(
-            this, [this] { Q_EMIT controlFinished(false, tr("not connected to a cluster: connect to ps:0 first")); },
-            Qt::QueuedConnection);
+    if (refuseUnlessConnected())
         return;
-    }
     const std::string address = m_address.toStdString();
-    const RpcSettings settings = m_settings;
-    runControlCall(kControlDeadline,
-                   [this, address, settings, mode](grpc::ClientContext *context) -> std::function<void()> {
-                       auto stub = proto::ClusterControl::NewStub(makeChannel(address, settings));
+    runControlCall(address, kControlDeadline,
+                   [this, address, mode](ClusterClient &client, CallContext &context) -> std::function<void()> {
                        proto::SetModeRequest request;
                        *request.mutable_mode() = mode;
                        request.set_requested_by("parasync app");
                        proto::SetModeResponse response;
-                       const grpc::Status status = stub->SetMode(context, request, &response);
-                       if (!status.ok()) {
+                       const CallResult result = client.setMode(context, request, &response);
+                       if (!result.ok()) {
                            const QString message
-                               = qs("cannot change the mode on ps:0 at " + address + ": " + describeRpcError(status));
+                               = qs("cannot change the mode on ps:0 at " + address + ": " + result.description);
                            return [this, message] { Q_EMIT controlFinished(false, message); };
                        }
                        const QString message = qs("mode " + describeMode(response.mode()) + " from global step "
@@ -559,21 +560,20 @@ void ClusterWatcher::setMode(const proto::ModeConfig &mode)
                    });
 }
 
-template<typename Response, typename Call>
-void ClusterWatcher::callWorker(const QString &workerAddress, const std::string &failingTo, Call call,
-                                std::function<void(const Response &)> done)
+template<typename Request, typename Response>
+void ClusterWatcher::callWorker(const QString &workerAddress, const std::string &failingTo,
+                                CallResult (ClusterClient::*method)(CallContext &, const Request &, Response *),
+                                Request request, std::type_identity_t<std::function<void(const Response &)>> done)
 {
     const std::string address = workerAddress.toStdString();
-    const RpcSettings settings = m_settings;
-    runControlCall(kControlDeadline,
-                   [this, address, settings, failingTo, call = std::move(call),
-                    done = std::move(done)](grpc::ClientContext *context) -> std::function<void()> {
-                       auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
+    runControlCall(address, kControlDeadline,
+                   [this, address, failingTo, method, request = std::move(request),
+                    done = std::move(done)](ClusterClient &client, CallContext &context) -> std::function<void()> {
                        auto response = std::make_shared<Response>();
-                       const grpc::Status status = call(*stub, context, response.get());
-                       if (!status.ok()) {
-                           const QString message = qs("cannot " + failingTo + " the worker at " + address + ": "
-                                                      + describeRpcError(status));
+                       const CallResult result = (client.*method)(context, request, response.get());
+                       if (!result.ok()) {
+                           const QString message
+                               = qs("cannot " + failingTo + " the worker at " + address + ": " + result.description);
                            return [this, message] { Q_EMIT controlFinished(false, message); };
                        }
                        return [done, response] { done(*response); };
@@ -584,75 +584,59 @@ void ClusterWatcher::setStraggler(const QString &workerAddress, int delayMs)
 {
     proto::SetStragglerRequest request;
     request.set_delay_ms(delayMs);
-    callWorker<proto::SetStragglerResponse>(
-        workerAddress, "slow down",
-        [request](proto::TaskControl::Stub &stub, grpc::ClientContext *context, proto::SetStragglerResponse *response) {
-            return stub.SetStraggler(context, request, response);
-        },
-        [this, workerAddress](const proto::SetStragglerResponse &response) {
-            const int now = response.delay_ms();
-            const std::string address = workerAddress.toStdString();
-            const QString message
-                = now > 0 ? qs("the worker at " + address + " now takes " + std::to_string(now) + " ms longer per step")
-                          : qs("the worker at " + address + " runs at full speed again");
-            Q_EMIT stragglerChanged(workerAddress, now);
-            Q_EMIT controlFinished(true, message);
-        });
+    callWorker(workerAddress, "slow down", &ClusterClient::setStraggler, request,
+               [this, workerAddress](const proto::SetStragglerResponse &response) {
+                   const int now = response.delay_ms();
+                   const std::string address = workerAddress.toStdString();
+                   const QString message = now > 0 ? qs("the worker at " + address + " now takes " + std::to_string(now)
+                                                        + " ms longer per step")
+                                                   : qs("the worker at " + address + " runs at full speed again");
+                   Q_EMIT stragglerChanged(workerAddress, now);
+                   Q_EMIT controlFinished(true, message);
+               });
 }
 
 void ClusterWatcher::setPace(const QString &workerAddress, int computeMs)
 {
     proto::SetPaceRequest request;
     request.set_compute_ms(computeMs);
-    callWorker<proto::SetPaceResponse>(
-        workerAddress, "change the pace of",
-        [request](proto::TaskControl::Stub &stub, grpc::ClientContext *context, proto::SetPaceResponse *response) {
-            return stub.SetPace(context, request, response);
-        },
-        [this, workerAddress](const proto::SetPaceResponse &response) {
-            Q_EMIT paceChanged(workerAddress, response.compute_ms());
-        });
+    callWorker(workerAddress, "change the pace of", &ClusterClient::setPace, request,
+               [this, workerAddress](const proto::SetPaceResponse &response) {
+                   Q_EMIT paceChanged(workerAddress, response.compute_ms());
+               });
 }
 
 void ClusterWatcher::stopTask(const QString &taskAddress, const QString &reason)
 {
     const std::string address = taskAddress.toStdString();
-    const RpcSettings settings = m_settings;
-    const std::string why = reason.isEmpty() ? std::string("stopped from the parasync app") : reason.toStdString();
-    runControlCall(kControlDeadline,
-                   [this, address, settings, why](grpc::ClientContext *context) -> std::function<void()> {
-                       auto stub = proto::TaskControl::NewStub(makeChannel(address, settings));
-                       proto::StopRequest request;
-                       request.set_reason(why);
+    proto::StopRequest request;
+    request.set_reason(reason.isEmpty() ? std::string("stopped from the parasync app") : reason.toStdString());
+    runControlCall(address, kControlDeadline,
+                   [this, address, request](ClusterClient &client, CallContext &context) -> std::function<void()> {
                        proto::StopResponse response;
-                       const grpc::Status status = stub->Stop(context, request, &response);
+                       const CallResult result = client.stop(context, request, &response);
                        const QString message
-                           = status.ok() ? qs("asked the task at " + address + " to stop")
-                                         : qs("cannot stop the task at " + address + ": " + describeRpcError(status));
-                       return [this, ok = status.ok(), message] { Q_EMIT controlFinished(ok, message); };
+                           = result.ok() ? qs("asked the task at " + address + " to stop")
+                                         : qs("cannot stop the task at " + address + ": " + result.description);
+                       return [this, ok = result.ok(), message] { Q_EMIT controlFinished(ok, message); };
                    });
 }
 
 void ClusterWatcher::requestStatus()
 {
-    if (m_address.isEmpty()) {
-        QMetaObject::invokeMethod(
-            this, [this] { Q_EMIT controlFinished(false, tr("not connected to a cluster: connect to ps:0 first")); },
-            Qt::QueuedConnection);
+    if (refuseUnlessConnected())
         return;
-    }
     const std::string address = m_address.toStdString();
-    const RpcSettings settings = m_settings;
-    runControlCall(kProbeDeadline, [this, address, settings](grpc::ClientContext *context) -> std::function<void()> {
-        auto stub = proto::ClusterControl::NewStub(makeChannel(address, settings));
-        proto::ClusterStatusResponse status;
-        const grpc::Status result = stub->GetClusterStatus(context, {}, &status);
-        if (!result.ok()) {
-            const QString message = qs("cannot reach ps:0 at " + address + ": " + describeRpcError(result));
-            return [this, message] { Q_EMIT controlFinished(false, message); };
-        }
-        return [this, status] { Q_EMIT statusReceived(status); };
-    });
+    runControlCall(address, kProbeDeadline,
+                   [this, address](ClusterClient &client, CallContext &context) -> std::function<void()> {
+                       proto::ClusterStatusResponse status;
+                       const CallResult result = client.clusterStatus(context, &status);
+                       if (!result.ok()) {
+                           const QString message = qs("cannot reach ps:0 at " + address + ": " + result.description);
+                           return [this, message] { Q_EMIT controlFinished(false, message); };
+                       }
+                       return [this, status] { Q_EMIT statusReceived(status); };
+                   });
 }
 
 } // namespace parasync

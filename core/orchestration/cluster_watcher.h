@@ -23,13 +23,14 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
-namespace grpc {
-class ClientContext;
-}
-
 namespace parasync {
+
+class CallContext;
+class ClusterClient;
+struct CallResult;
 
 class ClusterWatcher : public QObject
 {
@@ -115,19 +116,25 @@ private:
     void dropRepeatedEvents(Watch &watch, proto::TelemetryBatch &batch);
     void publish(Watch &watch, bool force);
     void say(uint64_t generation, bool connected, const std::string &message);
-    // Makes `context` the one stopThread() cancels; false once stopping.
-    bool track(std::shared_ptr<grpc::ClientContext> context);
+    // Makes `cancel` what stopThread() calls to end the call under way;
+    // false once stopping.
+    bool track(std::function<void()> cancel);
     void stopThread();
-    // Runs `call` on a background thread with a context that the destructor
-    // can cancel; `call` returns the function to run on the owner's thread.
-    void runControlCall(std::chrono::milliseconds deadline,
-                        std::function<std::function<void()>(grpc::ClientContext *)> call);
-    // One TaskControl call to the worker at `workerAddress` through
-    // runControlCall: `done` gets its answer on the owner's thread; a
+    // Runs `call` on a background thread with a client to `address` and a
+    // context that the destructor can cancel; `call` returns the function to
+    // run on the owner's thread.
+    void runControlCall(const std::string &address, std::chrono::milliseconds deadline,
+                        std::function<std::function<void()>(ClusterClient &, CallContext &)> call);
+    // One TaskControl call (`method`) to the worker at `workerAddress`
+    // through runControlCall: `done` gets its answer on the owner's thread; a
     // failure says "cannot <failingTo> the worker at ...".
-    template<typename Response, typename Call>
-    void callWorker(const QString &workerAddress, const std::string &failingTo, Call call,
-                    std::function<void(const Response &)> done);
+    template<typename Request, typename Response>
+    void callWorker(const QString &workerAddress, const std::string &failingTo,
+                    CallResult (ClusterClient::*method)(CallContext &, const Request &, Response *), Request request,
+                    std::type_identity_t<std::function<void(const Response &)>> done);
+    // A control call of ps:0 before any connectTo: says so (controlFinished)
+    // and returns true.
+    bool refuseUnlessConnected();
     // Queues `function` to the owner's thread; dropped when the connection
     // it belongs to (`generation`) has been replaced since.
     void post(uint64_t generation, std::function<void()> function);
@@ -139,9 +146,10 @@ private:
     std::atomic<bool> m_stop{false};
     std::atomic<int> m_intervalMs{50};
     std::thread m_thread;
-    // The stream's context, so disconnect can cancel a blocking read.
+    // Ends the watching thread's call under way, so that disconnect can
+    // cancel a blocking read.
     std::mutex m_callMutex;
-    std::shared_ptr<grpc::ClientContext> m_activeCall;
+    std::function<void()> m_cancelActive;
     // Bumped by connectTo/disconnect (owner's thread only): queued signals
     // of an older connection are not delivered.
     std::atomic<uint64_t> m_generation{0};
@@ -152,7 +160,7 @@ private:
     // Control calls in flight, cancelled and awaited by the destructor.
     struct ControlCall
     {
-        std::shared_ptr<grpc::ClientContext> context;
+        std::shared_ptr<CallContext> context;
         std::future<void> done;
     };
     std::mutex m_controlMutex;

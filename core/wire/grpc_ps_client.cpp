@@ -4,31 +4,13 @@
 #include "wire/ps_client.h"
 
 #include "proto/parasync.grpc.pb.h"
+#include "wire/grpc_calls.h"
 #include "wire/rpc.h"
 #include "wire/train_call.h"
 
 namespace parasync {
 
 namespace {
-
-CallResult resultOf(const grpc::Status &status)
-{
-    CallResult result;
-    switch (status.error_code()) {
-    case grpc::StatusCode::OK: return result;
-    case grpc::StatusCode::CANCELLED: result.code = CallResult::Code::Cancelled; break;
-    case grpc::StatusCode::UNAVAILABLE: result.code = CallResult::Code::Unavailable; break;
-    case grpc::StatusCode::INVALID_ARGUMENT: result.code = CallResult::Code::InvalidArgument; break;
-    case grpc::StatusCode::FAILED_PRECONDITION: result.code = CallResult::Code::FailedPrecondition; break;
-    case grpc::StatusCode::ALREADY_EXISTS: result.code = CallResult::Code::AlreadyExists; break;
-    case grpc::StatusCode::ABORTED: result.code = CallResult::Code::Aborted; break;
-    case grpc::StatusCode::DEADLINE_EXCEEDED: result.code = CallResult::Code::DeadlineExceeded; break;
-    default: result.code = CallResult::Code::Other; break;
-    }
-    result.message = status.error_message();
-    result.description = describeRpcError(status);
-    return result;
-}
 
 class GrpcPsStream final : public PsStream
 {
@@ -146,7 +128,7 @@ public:
     }
     std::unique_ptr<TelemetryStream> watchTelemetry(size_t process, const proto::WatchRequest &request) override
     {
-        return std::make_unique<GrpcTelemetryStream>(*m_telemetry.at(process), m_rpc, request);
+        return openTelemetryStream(*m_telemetry.at(process), m_rpc, request);
     }
 
 private:
@@ -159,6 +141,33 @@ private:
 };
 
 } // namespace
+
+CallResult resultOf(const grpc::Status &status)
+{
+    CallResult result;
+    switch (status.error_code()) {
+    case grpc::StatusCode::OK: return result;
+    case grpc::StatusCode::CANCELLED: result.code = CallResult::Code::Cancelled; break;
+    case grpc::StatusCode::UNAVAILABLE: result.code = CallResult::Code::Unavailable; break;
+    case grpc::StatusCode::INVALID_ARGUMENT: result.code = CallResult::Code::InvalidArgument; break;
+    case grpc::StatusCode::FAILED_PRECONDITION: result.code = CallResult::Code::FailedPrecondition; break;
+    case grpc::StatusCode::ALREADY_EXISTS: result.code = CallResult::Code::AlreadyExists; break;
+    case grpc::StatusCode::ABORTED: result.code = CallResult::Code::Aborted; break;
+    case grpc::StatusCode::DEADLINE_EXCEEDED: result.code = CallResult::Code::DeadlineExceeded; break;
+    case grpc::StatusCode::UNIMPLEMENTED: result.code = CallResult::Code::Unimplemented; break;
+    case grpc::StatusCode::UNAUTHENTICATED: result.code = CallResult::Code::Unauthenticated; break;
+    default: result.code = CallResult::Code::Other; break;
+    }
+    result.message = status.error_message();
+    result.description = describeRpcError(status);
+    return result;
+}
+
+std::unique_ptr<TelemetryStream> openTelemetryStream(proto::Telemetry::Stub &stub, const RpcSettings &rpc,
+                                                     const proto::WatchRequest &request)
+{
+    return std::make_unique<GrpcTelemetryStream>(stub, rpc, request);
+}
 
 std::unique_ptr<PsClient> makeGrpcPsClient(std::vector<std::string> addresses, const RpcSettings &rpc)
 {

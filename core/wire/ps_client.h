@@ -13,6 +13,7 @@
 // thread-safe; a stream is used by one thread at a time, but for cancel().
 
 #include "proto/parasync.pb.h"
+#include "wire/call_result.h"
 #include "wire/data_link.h"
 #include "wire/rpc_settings.h"
 #include "wire/tensor_spans.h"
@@ -23,28 +24,6 @@
 #include <vector>
 
 namespace parasync {
-
-// How a call ended: a code the caller decides by, the server's own message,
-// and a line for a person ("connection refused", "deadline exceeded: ...").
-struct CallResult
-{
-    enum class Code {
-        Ok,
-        Cancelled,          // this side ended it (a stop, a rejoin)
-        Unavailable,        // the process cannot be reached, or does not serve the call now
-        InvalidArgument,    // the request is wrong
-        FailedPrecondition, // the cluster is not ready for it
-        AlreadyExists,      // what it claims is another's (a worker index)
-        Aborted,            // may succeed when asked again shortly
-        DeadlineExceeded,
-        Other,
-    };
-    Code code = Code::Ok;
-    std::string message;     // the server's message, as it wrote it
-    std::string description; // for a person: what failed and why
-
-    bool ok() const { return code == Code::Ok; }
-};
 
 // The worker's end of one Train stream.
 class PsStream

@@ -2,9 +2,9 @@
 
 #include "config/cluster_spec.h"
 #include "proto/parasync.grpc.pb.h"
-#include "wire/cluster_token.h"
 #include "wire/rpc.h"
 #include "wire/task_control.h"
+#include "wire/token_check.h"
 
 #include <functional>
 #include <memory>
