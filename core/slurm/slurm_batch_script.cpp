@@ -264,19 +264,32 @@ std::string squeueFormat()
     return "%i|%T|%N|%r";
 }
 
+namespace {
+
+// The fields of the first line of `output` (squeue's or sacct's, '|'
+// separated, in the formats above) that speaks of `jobId`, with at least the
+// four asked for; nothing when no line does.
+std::optional<std::vector<std::string>> jobFields(const std::string &output, const std::string &jobId)
+{
+    for (const std::string &line : linesOf(output)) {
+        auto fields = fieldsOf(line);
+        if (fields.size() >= 4 && fields[0] == jobId)
+            return fields;
+    }
+    return std::nullopt;
+}
+
+} // namespace
+
 SlurmJobStatus parseSqueueOutput(const std::string &output, const std::string &jobId)
 {
     SlurmJobStatus status;
     status.jobId = jobId;
-    for (const std::string &line : linesOf(output)) {
-        const auto fields = fieldsOf(line);
-        if (fields.size() < 4 || fields[0] != jobId)
-            continue;
+    if (const auto fields = jobFields(output, jobId)) {
         status.known = true;
-        status.state = fields[1];
-        status.nodeList = fields[2];
-        status.reason = fields[3];
-        return status;
+        status.state = (*fields)[1];
+        status.nodeList = (*fields)[2];
+        status.reason = (*fields)[3];
     }
     return status;
 }
@@ -290,16 +303,12 @@ SlurmJobStatus parseSacctOutput(const std::string &output, const std::string &jo
 {
     SlurmJobStatus status;
     status.jobId = jobId;
-    for (const std::string &line : linesOf(output)) {
-        const auto fields = fieldsOf(line);
-        if (fields.size() < 4 || fields[0] != jobId)
-            continue;
+    if (const auto fields = jobFields(output, jobId)) {
         status.known = true;
         // "CANCELLED by 1000": the state is the first word.
-        status.state = fields[1].substr(0, fields[1].find(' '));
-        status.nodeList = fields[2] == "None assigned" ? std::string() : fields[2];
-        status.exitCode = fields[3];
-        return status;
+        status.state = (*fields)[1].substr(0, (*fields)[1].find(' '));
+        status.nodeList = (*fields)[2] == "None assigned" ? std::string() : (*fields)[2];
+        status.exitCode = (*fields)[3];
     }
     return status;
 }

@@ -52,6 +52,13 @@ void setLogRange(QLogValueAxis *axis, double min, double max, int maxTicks)
     axis->setBase(std::pow(10.0, decadesPerTick));
 }
 
+void setPaddedRange(QValueAxis *axis, double min, double max, double minPad, double floor)
+{
+    const double pad = std::max((max - min) * 0.05, minPad);
+    axis->setRange(std::max(floor, min - pad), max + pad);
+    axis->applyNiceNumbers();
+}
+
 void addAxes(QChart *chart, QAbstractAxis *x, QAbstractAxis *y)
 {
     chart->addAxis(x, Qt::AlignBottom);
@@ -116,21 +123,21 @@ std::vector<ChartAnnotations::Annotation> runMarkerLines(const RunSnapshot &snap
     return lines;
 }
 
-CsvTable bucketTable(const QString &seriesColumn)
+CsvTable bucketTable(const QString &seriesColumn, size_t count, const std::function<QString(size_t)> &nameOf,
+                     const std::function<const DecimatedSeries &(size_t)> &seriesOf)
 {
     CsvTable table;
     table.header
         = {seriesColumn,           QStringLiteral("global_step"), QStringLiteral("min"),  QStringLiteral("max"),
            QStringLiteral("mean"), QStringLiteral("last"),        QStringLiteral("count")};
+    for (size_t i = 0; i < count; ++i) {
+        const QString name = nameOf(i);
+        for (const auto &bucket : seriesOf(i).buckets())
+            table.rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
+                                  QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),
+                                  QString::number(bucket.last, 'g', 8), QString::number(bucket.count)});
+    }
     return table;
-}
-
-void appendBucketRows(CsvTable *table, const QString &name, const DecimatedSeries &series)
-{
-    for (const auto &bucket : series.buckets())
-        table->rows.push_back({name, QString::number(bucket.x, 'g', 12), QString::number(bucket.min, 'g', 8),
-                               QString::number(bucket.max, 'g', 8), QString::number(bucket.mean(), 'g', 8),
-                               QString::number(bucket.last, 'g', 8), QString::number(bucket.count)});
 }
 
 } // namespace parasync::ui

@@ -28,7 +28,7 @@ QColor parameterColor(const std::string &name, size_t index)
 } // namespace
 
 ConvergenceChart::ConvergenceChart(QWidget *parent)
-    : ChartWidget(parent)
+    : RunChart(parent)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
     , m_xAxis(new QValueAxis)
@@ -53,20 +53,9 @@ ConvergenceChart::ConvergenceChart(QWidget *parent)
     setChartView(m_view, new QLabel(tr("No parameters yet: the linear model reports w and b with every step."), this));
 }
 
-ConvergenceChart::~ConvergenceChart()
-{
-    m_markers.reset();
-}
-
 QString ConvergenceChart::title() const
 {
     return tr("w and b by global step");
-}
-
-void ConvergenceChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
-{
-    m_snapshot = std::move(snapshot);
-    markDirty();
 }
 
 QLineSeries *ConvergenceChart::seriesFor(size_t parameter)
@@ -88,10 +77,7 @@ void ConvergenceChart::rebuild()
     if (!m_snapshot)
         return;
     const RunSnapshot &snapshot = *m_snapshot;
-    double xMin = std::numeric_limits<double>::max();
-    double xMax = std::numeric_limits<double>::lowest();
-    double yMin = std::numeric_limits<double>::max();
-    double yMax = std::numeric_limits<double>::lowest();
+    PlotExtent extent;
     for (size_t i = 0; i < snapshot.parameterSeries.size(); ++i) {
         const std::string name
             = i < snapshot.parameterNames.size() ? snapshot.parameterNames[i] : "p" + std::to_string(i);
@@ -99,51 +85,37 @@ void ConvergenceChart::rebuild()
         series->setName(QString::fromStdString(name));
         series->setPen(QPen(parameterColor(name, i), 2));
         const QList<QPointF> points = envelopePoints(snapshot.parameterSeries[i]);
-        for (const QPointF &p : points) {
-            xMin = std::min(xMin, p.x());
-            xMax = std::max(xMax, p.x());
-            yMin = std::min(yMin, p.y());
-            yMax = std::max(yMax, p.y());
-        }
+        extent.add(points);
         series->replace(points);
     }
     const bool linear = parameterIndex(snapshot, "w") >= 0 && parameterIndex(snapshot, "b") >= 0;
     m_trueW->setVisible(linear);
     m_trueB->setVisible(linear);
-    if (xMin > xMax)
+    if (extent.isEmpty())
         return;
-    xMax = std::max(xMax, xMin + 1);
+    extent.xMax = std::max(extent.xMax, extent.xMin + 1);
     if (linear) {
-        m_trueW->replace({QPointF(xMin, kTrueW), QPointF(xMax, kTrueW)});
-        m_trueB->replace({QPointF(xMin, kTrueB), QPointF(xMax, kTrueB)});
-        yMin = std::min(yMin, kTrueW);
-        yMax = std::max(yMax, kTrueB);
+        m_trueW->replace({QPointF(extent.xMin, kTrueW), QPointF(extent.xMax, kTrueW)});
+        m_trueB->replace({QPointF(extent.xMin, kTrueB), QPointF(extent.xMax, kTrueB)});
+        extent.addY(kTrueW);
+        extent.addY(kTrueB);
     }
-    setRoundRange(m_xAxis, xMin, xMax);
-    const double pad = std::max((yMax - yMin) * 0.05, 0.1);
-    m_yAxis->setRange(yMin - pad, yMax + pad);
-    m_yAxis->applyNiceNumbers();
+    setRoundRange(m_xAxis, extent.xMin, extent.xMax);
+    setPaddedRange(m_yAxis, extent.yMin, extent.yMax, 0.1);
 
-    m_markers->setAnnotations(runMarkerLines(snapshot));
+    markRunChanges();
 }
 
 CsvTable ConvergenceChart::csv() const
 {
-    CsvTable table = bucketTable(QStringLiteral("series"));
-    if (!m_snapshot)
-        return table;
-    for (size_t i = 0; i < m_snapshot->parameterSeries.size(); ++i) {
-        const QString name = i < m_snapshot->parameterNames.size()
-                                 ? QString::fromStdString(m_snapshot->parameterNames[i])
-                                 : QStringLiteral("p%1").arg(i);
-        appendBucketRows(&table, name, m_snapshot->parameterSeries[i]);
-    }
-    return table;
-}
-
-int ConvergenceChart::modeMarkerCount() const
-{
-    return m_markers->count();
+    const RunSnapshot *snapshot = m_snapshot.get();
+    return bucketTable(
+        QStringLiteral("series"), snapshot ? snapshot->parameterSeries.size() : 0,
+        [snapshot](size_t i) {
+            return i < snapshot->parameterNames.size() ? QString::fromStdString(snapshot->parameterNames[i])
+                                                       : QStringLiteral("p%1").arg(i);
+        },
+        [snapshot](size_t i) -> const DecimatedSeries & { return snapshot->parameterSeries[i]; });
 }
 
 int ConvergenceChart::pointCount() const

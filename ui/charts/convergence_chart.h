@@ -5,9 +5,8 @@
 // converge" as a picture.
 
 #include "orchestration/run_state.h"
-#include "ui/charts/chart_widget.h"
+#include "ui/charts/run_chart.h"
 
-#include <memory>
 #include <vector>
 
 class QChart;
@@ -17,22 +16,16 @@ class QValueAxis;
 
 namespace parasync::ui {
 
-class ChartAnnotations;
-
-class ConvergenceChart : public ChartWidget
+class ConvergenceChart : public RunChart
 {
     Q_OBJECT
 
 public:
     explicit ConvergenceChart(QWidget *parent = nullptr);
-    ~ConvergenceChart() override;
-
-    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
 
     QString exportName() const override { return QStringLiteral("parameters"); }
     QString title() const override;
     CsvTable csv() const override;
-    int modeMarkerCount() const override;
     int pointCount() const override;
 
 protected:
@@ -41,7 +34,6 @@ protected:
 private:
     QLineSeries *seriesFor(size_t parameter);
 
-    std::shared_ptr<const RunSnapshot> m_snapshot;
     QChart *m_chart;
     QChartView *m_view;
     QValueAxis *m_xAxis;
@@ -49,7 +41,6 @@ private:
     std::vector<QLineSeries *> m_parameters;
     QLineSeries *m_trueW;
     QLineSeries *m_trueB;
-    std::unique_ptr<ChartAnnotations> m_markers;
 };
 
 } // namespace parasync::ui

@@ -23,7 +23,7 @@
 namespace parasync::ui {
 
 LossChart::LossChart(QWidget *parent)
-    : ChartWidget(parent)
+    : RunChart(parent)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
     , m_xAxis(new QValueAxis)
@@ -86,21 +86,9 @@ LossChart::LossChart(QWidget *parent)
     setLogScale(true);
 }
 
-LossChart::~LossChart()
-{
-    // The annotations' items belong to the chart; drop them before it goes.
-    m_markers.reset();
-}
-
 QString LossChart::title() const
 {
     return tr("Loss by global step");
-}
-
-void LossChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
-{
-    m_snapshot = std::move(snapshot);
-    markDirty();
 }
 
 bool LossChart::logScale() const
@@ -227,21 +215,15 @@ void LossChart::rebuild()
         m_linearY->setTitleText(lossAxisTitle(snapshot.signature.model(), false));
         m_logY->setTitleText(lossAxisTitle(snapshot.signature.model(), true));
     }
-    double xMin = std::numeric_limits<double>::max();
-    double xMax = std::numeric_limits<double>::lowest();
-    double yMin = std::numeric_limits<double>::max();
-    double yMax = std::numeric_limits<double>::lowest();
+    PlotExtent extent;
     // The x range spans every point, also those a log axis cannot draw: a
     // loss that reached exactly 0 (a separable dataset) must not freeze the
     // axis at the last step whose loss was positive.
     const auto extend = [&](const QList<QPointF> &points) {
         for (const QPointF &p : points) {
-            xMin = std::min(xMin, p.x());
-            xMax = std::max(xMax, p.x());
-            if (log && p.y() <= 0)
-                continue;
-            yMin = std::min(yMin, p.y());
-            yMax = std::max(yMax, p.y());
+            extent.addX(p.x());
+            if (!log || p.y() > 0)
+                extent.addY(p.y());
         }
     };
     const auto positive = [log](QList<QPointF> points) {
@@ -290,22 +272,20 @@ void LossChart::rebuild()
         line->replace(points);
     }
 
-    if (xMin <= xMax) {
-        setRoundRange(m_xAxis, xMin, std::max(xMax, xMin + 1));
-        if (yMin > yMax) {
-            yMin = log ? 0.1 : 0;
-            yMax = 1;
+    if (!extent.isEmpty()) {
+        setRoundRange(m_xAxis, extent.xMin, std::max(extent.xMax, extent.xMin + 1));
+        if (extent.yMin > extent.yMax) {
+            extent.yMin = log ? 0.1 : 0;
+            extent.yMax = 1;
         }
         if (log) {
-            setLogRange(m_logY, yMin / 1.5, yMax * 1.5);
+            setLogRange(m_logY, extent.yMin / 1.5, extent.yMax * 1.5);
         } else {
-            const double pad = std::max((yMax - yMin) * 0.05, 1e-6);
-            m_linearY->setRange(std::max(0.0, yMin - pad), yMax + pad);
-            m_linearY->applyNiceNumbers();
+            setPaddedRange(m_linearY, extent.yMin, extent.yMax, 1e-6, 0.0);
         }
     }
 
-    m_markers->setAnnotations(runMarkerLines(snapshot));
+    markRunChanges();
 }
 
 void LossChart::renderTo(QPainter *painter, const QRectF &target)
@@ -346,11 +326,6 @@ CsvTable LossChart::csv() const
     for (size_t i = 0; i < m_snapshot->metricNames.size() && i < m_snapshot->metricSeries.size(); ++i)
         addRows(metricLabel(m_snapshot->metricNames[i]), m_snapshot->metricSeries[i]);
     return table;
-}
-
-int LossChart::modeMarkerCount() const
-{
-    return m_markers->count();
 }
 
 int LossChart::pointCount() const

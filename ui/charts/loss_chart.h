@@ -7,10 +7,9 @@
 // a smoothing slider and a marker at every mode change.
 
 #include "orchestration/run_state.h"
-#include "ui/charts/chart_widget.h"
+#include "ui/charts/run_chart.h"
 
 #include <map>
-#include <memory>
 
 class QChart;
 class QChartView;
@@ -23,17 +22,12 @@ class QValueAxis;
 
 namespace parasync::ui {
 
-class ChartAnnotations;
-
-class LossChart : public ChartWidget
+class LossChart : public RunChart
 {
     Q_OBJECT
 
 public:
     explicit LossChart(QWidget *parent = nullptr);
-    ~LossChart() override;
-
-    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
 
     void setLogScale(bool on);
     bool logScale() const;
@@ -45,7 +39,6 @@ public:
     QString title() const override;
     void renderTo(QPainter *painter, const QRectF &target) override;
     CsvTable csv() const override;
-    int modeMarkerCount() const override;
     int pointCount() const override;
 
 protected:
@@ -61,7 +54,6 @@ private:
     QLineSeries *metricLine(const std::string &name, size_t index);
     void attach(QLineSeries *series);
 
-    std::shared_ptr<const RunSnapshot> m_snapshot;
     double m_smoothing = 0.6;
     QChart *m_chart;
     QChartView *m_view;
@@ -72,7 +64,6 @@ private:
     QValueAxis *m_accuracyY; // on the right, shown once an accuracy is reported
     std::map<int, WorkerSeries> m_workers;
     std::map<std::string, QLineSeries *> m_metrics; // by metric name
-    std::unique_ptr<ChartAnnotations> m_markers;
     QCheckBox *m_logToggle;
     QSlider *m_smoothingSlider;
     QLabel *m_smoothingLabel;

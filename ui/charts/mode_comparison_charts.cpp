@@ -276,8 +276,19 @@ QString medianWaitingText(const ModeRunSummary &run)
 
 // ---------------------------------------------------------------------------
 
+ModeComparisonChart::ModeComparisonChart(QWidget *parent) : ChartWidget(parent) {}
+
+void ModeComparisonChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
+{
+    m_summary = std::move(summary);
+    summaryChanged();
+    markDirty();
+}
+
+// ---------------------------------------------------------------------------
+
 ModeLossChart::ModeLossChart(Axis axis, QWidget *parent)
-    : ChartWidget(parent)
+    : ModeComparisonChart(parent)
     , m_axis(axis)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
@@ -307,12 +318,6 @@ QString ModeLossChart::exportName() const
 QString ModeLossChart::title() const
 {
     return m_axis == Axis::WallTime ? tr("Loss by wall time") : tr("Loss by global step");
-}
-
-void ModeLossChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
-{
-    m_summary = std::move(summary);
-    markDirty();
 }
 
 void ModeLossChart::rebuild()
@@ -396,7 +401,7 @@ int ModeLossChart::pointCount() const
 // ---------------------------------------------------------------------------
 
 ModeHeldOutChart::ModeHeldOutChart(Axis axis, QWidget *parent)
-    : ChartWidget(parent)
+    : ModeComparisonChart(parent)
     , m_axis(axis)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
@@ -432,12 +437,6 @@ QString ModeHeldOutChart::metric() const
 void ModeHeldOutChart::setMetric(const QString &metric)
 {
     m_chosen = metric;
-    markDirty();
-}
-
-void ModeHeldOutChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
-{
-    m_summary = std::move(summary);
     markDirty();
 }
 
@@ -501,7 +500,7 @@ int ModeHeldOutChart::pointCount() const
 // ---------------------------------------------------------------------------
 
 ModeStalenessChart::ModeStalenessChart(QWidget *parent)
-    : ChartWidget(parent)
+    : ModeComparisonChart(parent)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
     , m_xAxis(new QValueAxis)
@@ -520,12 +519,6 @@ ModeStalenessChart::ModeStalenessChart(QWidget *parent)
 QString ModeStalenessChart::title() const
 {
     return tr("How stale the applied gradients were");
-}
-
-void ModeStalenessChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
-{
-    m_summary = std::move(summary);
-    markDirty();
 }
 
 void ModeStalenessChart::rebuild()
@@ -588,7 +581,7 @@ int ModeStalenessChart::pointCount() const
 // ---------------------------------------------------------------------------
 
 ModeBarChart::ModeBarChart(Figure figure, QWidget *parent)
-    : ChartWidget(parent)
+    : ModeComparisonChart(parent)
     , m_figure(figure)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
@@ -651,11 +644,9 @@ QString ModeBarChart::title() const
     return {};
 }
 
-void ModeBarChart::setSummary(std::shared_ptr<const ModeComparisonSummary> summary)
+void ModeBarChart::summaryChanged()
 {
-    m_summary = std::move(summary);
     m_chart->setTitle(title());
-    markDirty();
 }
 
 ModeBarChart::Table ModeBarChart::table() const

@@ -70,10 +70,29 @@ QString workerRateSpread(const ModeRunSummary &run);
 // "49 %": the median worker's share of its step time spent waiting.
 QString medianWaitingText(const ModeRunSummary &run);
 
+// A chart of a mode comparison's runs, drawn from its summary when shown or
+// exported. Each run stays in one mode: no mode markers.
+class ModeComparisonChart : public ChartWidget
+{
+    Q_OBJECT
+
+public:
+    explicit ModeComparisonChart(QWidget *parent = nullptr);
+    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
+    int modeMarkerCount() const override { return 0; }
+
+protected:
+    // A new summary arrived (before the redraw): a chart whose title speaks
+    // of the runs sets it here.
+    virtual void summaryChanged() {}
+
+    std::shared_ptr<const ModeComparisonSummary> m_summary; // null before any
+};
+
 // The chief's full-shard loss of every run by wall time or by global step,
 // a dashed line at the target and a dot where each run first reached it.
 // A contender run over seeds is its median line over a band of its range.
-class ModeLossChart : public ChartWidget
+class ModeLossChart : public ModeComparisonChart
 {
     Q_OBJECT
 
@@ -81,12 +100,10 @@ public:
     enum class Axis { WallTime, GlobalStep };
 
     explicit ModeLossChart(Axis axis, QWidget *parent = nullptr);
-    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
 
     QString exportName() const override;
     QString title() const override;
     CsvTable csv() const override;
-    int modeMarkerCount() const override { return 0; } // each run stays in one mode
     int pointCount() const override;
 
 protected:
@@ -95,7 +112,6 @@ protected:
 private:
     Axis m_axis;
     QString m_chosen;
-    std::shared_ptr<const ModeComparisonSummary> m_summary;
     QChart *m_chart;
     QChartView *m_view;
     QValueAxis *m_xAxis;
@@ -112,7 +128,7 @@ private:
 // pace. By time, what a mode learned in the time it had; by step, what an
 // update of it was worth (a sync step averages many gradients). Says how to
 // get held-out data when no run has any.
-class ModeHeldOutChart : public ChartWidget
+class ModeHeldOutChart : public ModeComparisonChart
 {
     Q_OBJECT
 
@@ -120,7 +136,6 @@ public:
     enum class Axis { WallTime, GlobalStep };
 
     explicit ModeHeldOutChart(Axis axis = Axis::WallTime, QWidget *parent = nullptr);
-    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
     // The metric drawn ("heldout_loss"): the one chosen where a run logged
     // it, else heldOutMetric(); empty when no run logged one.
     QString metric() const;
@@ -134,7 +149,6 @@ public:
     }
     QString title() const override;
     CsvTable csv() const override;
-    int modeMarkerCount() const override { return 0; }
     int pointCount() const override;
 
 protected:
@@ -143,7 +157,6 @@ protected:
 private:
     Axis m_axis;
     QString m_chosen;
-    std::shared_ptr<const ModeComparisonSummary> m_summary;
     QChart *m_chart;
     QChartView *m_view;
     QLabel *m_placeholder;
@@ -156,25 +169,22 @@ private:
 // How stale each run's applied gradients were: the share of them at or below
 // each staleness (a cumulative distribution). sync is a step at 0, ssp stops
 // at its bound, async's tail grows with the workers.
-class ModeStalenessChart : public ChartWidget
+class ModeStalenessChart : public ModeComparisonChart
 {
     Q_OBJECT
 
 public:
     explicit ModeStalenessChart(QWidget *parent = nullptr);
-    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
 
     QString exportName() const override { return QStringLiteral("mode_staleness"); }
     QString title() const override;
     CsvTable csv() const override;
-    int modeMarkerCount() const override { return 0; }
     int pointCount() const override;
 
 protected:
     void rebuild() override;
 
 private:
-    std::shared_ptr<const ModeComparisonSummary> m_summary;
     QChart *m_chart;
     QChartView *m_view;
     QValueAxis *m_xAxis;
@@ -184,7 +194,7 @@ private:
 
 // Bars: the time to the target by mode, or by worker (one bar per mode) its
 // steps per second or its waiting share.
-class ModeBarChart : public ChartWidget
+class ModeBarChart : public ModeComparisonChart
 {
     Q_OBJECT
 
@@ -192,16 +202,15 @@ public:
     enum class Figure { TimeToTarget, WorkerStepsPerSecond, WorkerWaitFraction };
 
     explicit ModeBarChart(Figure figure, QWidget *parent = nullptr);
-    void setSummary(std::shared_ptr<const ModeComparisonSummary> summary);
 
     QString exportName() const override;
     QString title() const override;
     CsvTable csv() const override;
-    int modeMarkerCount() const override { return 0; }
     int pointCount() const override;
 
 protected:
     void rebuild() override;
+    void summaryChanged() override;
 
 private:
     struct Table
@@ -213,7 +222,6 @@ private:
     Table table() const;
 
     Figure m_figure;
-    std::shared_ptr<const ModeComparisonSummary> m_summary;
     QChart *m_chart;
     QChartView *m_view;
     QBarCategoryAxis *m_categoryAxis;

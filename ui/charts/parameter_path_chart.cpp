@@ -20,7 +20,7 @@
 namespace parasync::ui {
 
 ParameterPathChart::ParameterPathChart(QWidget *parent)
-    : ChartWidget(parent)
+    : RunChart(parent)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
     , m_wAxis(new QValueAxis)
@@ -71,20 +71,9 @@ ParameterPathChart::ParameterPathChart(QWidget *parent)
     setChartView(m_view, placeholder);
 }
 
-ParameterPathChart::~ParameterPathChart()
-{
-    m_markers.reset();
-}
-
 QString ParameterPathChart::title() const
 {
     return tr("(w, b) path over the loss surface");
-}
-
-void ParameterPathChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
-{
-    m_snapshot = std::move(snapshot);
-    markDirty();
 }
 
 void ParameterPathChart::rebuild()
@@ -170,11 +159,6 @@ CsvTable ParameterPathChart::csv() const
             table.rows.push_back({QStringLiteral("contour"), QString(), QString::number(p.x(), 'g', 8),
                                   QString::number(p.y(), 'g', 8), QString::number(level, 'g', 8)});
     return table;
-}
-
-int ParameterPathChart::modeMarkerCount() const
-{
-    return m_markers->count();
 }
 
 int ParameterPathChart::pointCount() const

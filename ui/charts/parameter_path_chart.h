@@ -5,9 +5,8 @@
 // where each mode change happened marked on the path.
 
 #include "orchestration/run_state.h"
-#include "ui/charts/chart_widget.h"
+#include "ui/charts/run_chart.h"
 
-#include <memory>
 #include <vector>
 
 class QChart;
@@ -18,23 +17,17 @@ class QValueAxis;
 
 namespace parasync::ui {
 
-class ChartAnnotations;
-
-class ParameterPathChart : public ChartWidget
+class ParameterPathChart : public RunChart
 {
     Q_OBJECT
 
 public:
     explicit ParameterPathChart(QWidget *parent = nullptr);
-    ~ParameterPathChart() override;
-
-    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
 
     QString exportName() const override { return QStringLiteral("parameter_path"); }
     QString title() const override;
     QSize exportSize() const override { return QSize(900, 800); }
     CsvTable csv() const override;
-    int modeMarkerCount() const override;
     int pointCount() const override;
 
 protected:
@@ -43,7 +36,6 @@ protected:
 private:
     static constexpr int kContours = 8;
 
-    std::shared_ptr<const RunSnapshot> m_snapshot;
     QChart *m_chart;
     QChartView *m_view;
     QValueAxis *m_wAxis;
@@ -53,7 +45,6 @@ private:
     QScatterSeries *m_start;
     QScatterSeries *m_current;
     QScatterSeries *m_truth;
-    std::unique_ptr<ChartAnnotations> m_markers;
     std::vector<double> m_levels;
 };
 

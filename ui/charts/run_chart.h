@@ -26,6 +26,10 @@ public:
     int modeMarkerCount() const override;
 
 protected:
+    // The markers at the snapshot's mode changes and failovers
+    // (runMarkerLines), for a chart whose x axis is the global step.
+    void markRunChanges();
+
     // What the derived chart draws from, in rebuild(); null before any.
     std::shared_ptr<const RunSnapshot> m_snapshot;
     // Made by the derived chart over its own chart and axes, if it has them.

@@ -31,7 +31,7 @@ QString category(const StalenessCostFigures &bucket)
 } // namespace
 
 StalenessCostChart::StalenessCostChart(QWidget *parent)
-    : ChartWidget(parent)
+    : RunChart(parent)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
     , m_categoryAxis(new QBarCategoryAxis)
@@ -68,12 +68,6 @@ StalenessCostChart::StalenessCostChart(QWidget *parent)
 QString StalenessCostChart::title() const
 {
     return tr("What a stale gradient is worth");
-}
-
-void StalenessCostChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
-{
-    m_snapshot = std::move(snapshot);
-    markDirty();
 }
 
 void StalenessCostChart::rebuild()

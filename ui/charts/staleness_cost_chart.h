@@ -8,7 +8,7 @@
 // the staleness histogram, it says what the histogram's tail costs.
 
 #include "orchestration/run_state.h"
-#include "ui/charts/chart_widget.h"
+#include "ui/charts/run_chart.h"
 
 #include <memory>
 
@@ -21,28 +21,24 @@ class QValueAxis;
 
 namespace parasync::ui {
 
-class StalenessCostChart : public ChartWidget
+class StalenessCostChart : public RunChart
 {
     Q_OBJECT
 
 public:
     explicit StalenessCostChart(QWidget *parent = nullptr);
 
-    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
-
     QString exportName() const override { return QStringLiteral("staleness_cost"); }
     QString title() const override;
     QSize exportSize() const override { return QSize(1000, 650); }
     // One row per bucket: steps_apart, probes, median_cosine, median_relative_error.
     CsvTable csv() const override;
-    int modeMarkerCount() const override { return 0; }
     int pointCount() const override;
 
 protected:
     void rebuild() override;
 
 private:
-    std::shared_ptr<const RunSnapshot> m_snapshot;
     QChart *m_chart;
     QChartView *m_view;
     QBarCategoryAxis *m_categoryAxis;

@@ -332,7 +332,7 @@ CsvTable StepTimelineView::csv() const
 }
 
 StepTimelineChart::StepTimelineChart(QWidget *parent)
-    : ChartWidget(parent)
+    : RunChart(parent)
     , m_view(new StepTimelineView(this))
     , m_laneScroll(new QScrollBar(Qt::Vertical, this))
     , m_axisChoice(new QComboBox(this))
@@ -389,12 +389,6 @@ StepTimelineChart::StepTimelineChart(QWidget *parent)
 QString StepTimelineChart::title() const
 {
     return tr("Step interleaving");
-}
-
-void StepTimelineChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
-{
-    m_snapshot = std::move(snapshot);
-    markDirty();
 }
 
 void StepTimelineChart::rebuild()

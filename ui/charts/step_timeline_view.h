@@ -11,7 +11,7 @@
 // TimelineLanes (ui/models) holds the lanes and their maths.
 
 #include "orchestration/run_state.h"
-#include "ui/charts/chart_widget.h"
+#include "ui/charts/run_chart.h"
 #include "ui/models/timeline_lanes.h"
 #include "ui/models/timeline_mapping.h"
 
@@ -107,14 +107,13 @@ private:
 
 // The timeline with its controls (axis, follow, fit), as a chart the
 // exporter knows.
-class StepTimelineChart : public ChartWidget
+class StepTimelineChart : public RunChart
 {
     Q_OBJECT
 
 public:
     explicit StepTimelineChart(QWidget *parent = nullptr);
 
-    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
     StepTimelineView *view() const { return m_view; }
 
     QString exportName() const override { return QStringLiteral("step_timeline"); }
@@ -129,7 +128,6 @@ protected:
     void rebuild() override;
 
 private:
-    std::shared_ptr<const RunSnapshot> m_snapshot;
     StepTimelineView *m_view;
     QScrollBar *m_laneScroll;
     QComboBox *m_axisChoice;

@@ -27,7 +27,7 @@ QString variableName(const RunSnapshot &snapshot, size_t variable)
 } // namespace
 
 VariableSummaryChart::VariableSummaryChart(Figure figure, QWidget *parent)
-    : ChartWidget(parent)
+    : RunChart(parent)
     , m_figure(figure)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
@@ -51,11 +51,6 @@ VariableSummaryChart::VariableSummaryChart(Figure figure, QWidget *parent)
     setChartView(m_view, new QLabel(tr("No variable summaries yet: the chief measures its variables every "
                                        "--display_step of its steps."),
                                     this));
-}
-
-VariableSummaryChart::~VariableSummaryChart()
-{
-    m_markers.reset();
 }
 
 QAbstractAxis *VariableSummaryChart::yAxis() const
@@ -93,12 +88,6 @@ const DecimatedSeries &VariableSummaryChart::seriesOf(const VariableSeries &vari
     return variable.updatePerStep;
 }
 
-void VariableSummaryChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
-{
-    m_snapshot = std::move(snapshot);
-    markDirty();
-}
-
 QLineSeries *VariableSummaryChart::lineFor(size_t variable)
 {
     while (m_lines.size() <= variable) {
@@ -118,10 +107,7 @@ void VariableSummaryChart::rebuild()
     if (!m_snapshot)
         return;
     const RunSnapshot &snapshot = *m_snapshot;
-    double xMin = std::numeric_limits<double>::max();
-    double xMax = std::numeric_limits<double>::lowest();
-    double yMin = std::numeric_limits<double>::max();
-    double yMax = std::numeric_limits<double>::lowest();
+    PlotExtent extent;
     for (size_t i = 0; i < snapshot.variableSeries.size(); ++i) {
         QLineSeries *line = lineFor(i);
         line->setName(variableName(snapshot, i));
@@ -131,43 +117,31 @@ void VariableSummaryChart::rebuild()
         // step saw no change): such points are left out, not drawn at -inf.
         if (m_logY)
             points.removeIf([](const QPointF &p) { return !(p.y() > 0); });
-        for (const QPointF &p : points) {
-            xMin = std::min(xMin, p.x());
-            xMax = std::max(xMax, p.x());
-            yMin = std::min(yMin, p.y());
-            yMax = std::max(yMax, p.y());
-        }
+        extent.add(points);
         line->replace(points);
     }
     // Variables of an earlier run (another model) drawn no more.
     for (size_t i = snapshot.variableSeries.size(); i < m_lines.size(); ++i)
         m_lines[i]->clear();
-    if (xMin > xMax)
+    if (extent.isEmpty())
         return;
-    setRoundRange(m_xAxis, xMin, std::max(xMax, xMin + 1));
+    setRoundRange(m_xAxis, extent.xMin, std::max(extent.xMax, extent.xMin + 1));
     if (m_logY) {
-        setLogRange(m_logY, std::pow(10.0, std::floor(std::log10(yMin))), std::pow(10.0, std::ceil(std::log10(yMax))));
+        setLogRange(m_logY, std::pow(10.0, std::floor(std::log10(extent.yMin))),
+                    std::pow(10.0, std::ceil(std::log10(extent.yMax))));
     } else {
-        const double pad = std::max((yMax - yMin) * 0.05, 1e-3);
-        m_linearY->setRange(std::max(0.0, yMin - pad), yMax + pad);
-        m_linearY->applyNiceNumbers();
+        setPaddedRange(m_linearY, extent.yMin, extent.yMax, 1e-3, 0.0);
     }
-    m_markers->setAnnotations(runMarkerLines(snapshot));
+    markRunChanges();
 }
 
 CsvTable VariableSummaryChart::csv() const
 {
-    CsvTable table = bucketTable(QStringLiteral("variable"));
-    if (!m_snapshot)
-        return table;
-    for (size_t i = 0; i < m_snapshot->variableSeries.size(); ++i)
-        appendBucketRows(&table, variableName(*m_snapshot, i), seriesOf(m_snapshot->variableSeries[i]));
-    return table;
-}
-
-int VariableSummaryChart::modeMarkerCount() const
-{
-    return m_markers->count();
+    const RunSnapshot *snapshot = m_snapshot.get();
+    return bucketTable(
+        QStringLiteral("variable"), snapshot ? snapshot->variableSeries.size() : 0,
+        [snapshot](size_t i) { return variableName(*snapshot, i); },
+        [this, snapshot](size_t i) -> const DecimatedSeries & { return seriesOf(snapshot->variableSeries[i]); });
 }
 
 int VariableSummaryChart::pointCount() const

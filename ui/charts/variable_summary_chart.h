@@ -8,9 +8,8 @@
 // training settles). One line per variable, mode changes marked.
 
 #include "orchestration/run_state.h"
-#include "ui/charts/chart_widget.h"
+#include "ui/charts/run_chart.h"
 
-#include <memory>
 #include <vector>
 
 class QAbstractAxis;
@@ -22,9 +21,7 @@ class QValueAxis;
 
 namespace parasync::ui {
 
-class ChartAnnotations;
-
-class VariableSummaryChart : public ChartWidget
+class VariableSummaryChart : public RunChart
 {
     Q_OBJECT
 
@@ -36,15 +33,12 @@ public:
     };
 
     explicit VariableSummaryChart(Figure figure, QWidget *parent = nullptr);
-    ~VariableSummaryChart() override;
 
-    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
     Figure figure() const { return m_figure; }
 
     QString exportName() const override;
     QString title() const override;
     CsvTable csv() const override;
-    int modeMarkerCount() const override;
     int pointCount() const override;
 
 protected:
@@ -56,14 +50,12 @@ private:
     QAbstractAxis *yAxis() const;
 
     Figure m_figure;
-    std::shared_ptr<const RunSnapshot> m_snapshot;
     QChart *m_chart;
     QChartView *m_view;
     QValueAxis *m_xAxis;
     QValueAxis *m_linearY = nullptr; // norm, distance
     QLogValueAxis *m_logY = nullptr; // update per step
     std::vector<QLineSeries *> m_lines;
-    std::unique_ptr<ChartAnnotations> m_markers;
 };
 
 } // namespace parasync::ui

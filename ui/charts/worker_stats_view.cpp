@@ -34,7 +34,7 @@ QColor periodColor(int index)
 } // namespace
 
 WorkerBarChart::WorkerBarChart(Figure figure, QWidget *parent)
-    : ChartWidget(parent)
+    : RunChart(parent)
     , m_figure(figure)
     , m_chart(new QChart)
     , m_view(new QChartView(m_chart, this))
@@ -88,12 +88,6 @@ QString WorkerBarChart::title() const
     case Figure::StalenessHistogram: return tr("Staleness of gradients");
     }
     return {};
-}
-
-void WorkerBarChart::setSnapshot(std::shared_ptr<const RunSnapshot> snapshot)
-{
-    m_snapshot = std::move(snapshot);
-    markDirty();
 }
 
 WorkerBarChart::Table WorkerBarChart::table() const

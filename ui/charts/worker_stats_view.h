@@ -7,7 +7,7 @@
 // costs (StalenessCostChart).
 
 #include "orchestration/run_state.h"
-#include "ui/charts/chart_widget.h"
+#include "ui/charts/run_chart.h"
 
 #include <memory>
 #include <vector>
@@ -20,7 +20,7 @@ class QValueAxis;
 
 namespace parasync::ui {
 
-class WorkerBarChart : public ChartWidget
+class WorkerBarChart : public RunChart
 {
     Q_OBJECT
 
@@ -28,8 +28,6 @@ public:
     enum class Figure { StepsPerSecond, WaitFraction, DroppedGradients, StalenessHistogram };
 
     explicit WorkerBarChart(Figure figure, QWidget *parent = nullptr);
-
-    void setSnapshot(std::shared_ptr<const RunSnapshot> snapshot);
 
     QString exportName() const override;
     QString title() const override;
@@ -52,7 +50,6 @@ private:
     Table table() const;
 
     Figure m_figure;
-    std::shared_ptr<const RunSnapshot> m_snapshot;
     QChart *m_chart;
     QChartView *m_view;
     QBarCategoryAxis *m_categoryAxis;

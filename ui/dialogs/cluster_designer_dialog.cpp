@@ -335,15 +335,21 @@ bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
     }
 }
 
+bool ClusterDesignerDialog::planOrSayWhy(ClusterPlan *current)
+{
+    QString error;
+    if (plan(current, &error))
+        return true;
+    m_error->setText(error);
+    m_error->show();
+    return false;
+}
+
 bool ClusterDesignerDialog::saveTo(const QString &path)
 {
     ClusterPlan current;
-    QString error;
-    if (!plan(&current, &error)) {
-        m_error->setText(error);
-        m_error->show();
+    if (!planOrSayWhy(&current))
         return false;
-    }
     try {
         writeClusterFile(path.toStdString(), clusterFileFromPlan(current));
     } catch (const InputError &e) {
@@ -378,12 +384,8 @@ void ClusterDesignerDialog::saveAs()
 void ClusterDesignerDialog::exportTfJob()
 {
     ClusterPlan current;
-    QString error;
-    if (!plan(&current, &error)) {
-        m_error->setText(error);
-        m_error->show();
+    if (!planOrSayWhy(&current))
         return;
-    }
     m_error->hide();
     TfJobDialog dialog(current, this);
     dialog.exec();
@@ -392,12 +394,8 @@ void ClusterDesignerDialog::exportTfJob()
 void ClusterDesignerDialog::launchIfValid()
 {
     ClusterPlan current;
-    QString error;
-    if (!plan(&current, &error)) {
-        m_error->setText(error);
-        m_error->show();
+    if (!planOrSayWhy(&current))
         return;
-    }
     accept();
 }
 

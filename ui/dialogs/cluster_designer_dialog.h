@@ -38,6 +38,8 @@ Q_SIGNALS:
     void saved(const QString &path);
 
 private:
+    // plan(), or false with its error shown in the dialog.
+    bool planOrSayWhy(ClusterPlan *current);
     void save();
     void saveAs();
     void launchIfValid();
