@@ -30,7 +30,9 @@ packages=(
   # and clang-format, whose check is a test; Debian's Python with gRPC,
   # protobuf, NumPy and crcmod - the CRC of their TensorBoard files - for
   # the Python workers, PyTorch for their torch
-  # helper, and scikit-learn for the handwritten digits their tests train on
+  # helper, and scikit-learn for the handwritten digits their tests train on;
+  # venv, pip, setuptools and wheel, with which a test pip-installs the
+  # package into a virtual environment, offline
   libgtest-dev libbenchmark-dev
   xvfb xauth
   openssh-server openssh-client iproute2
@@ -39,6 +41,7 @@ packages=(
   python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
   python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
+  python3-venv python3-pip python3-setuptools python3-wheel
 )
 # Of those, the ones only the tests need: scripts/demo.sh (which builds just
 # the two programs) does without them.
@@ -47,6 +50,7 @@ test_packages=(
   dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format
   python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
+  python3-venv python3-pip python3-setuptools python3-wheel
 )
 for p in "${test_packages[@]}"; do
   [[ " ${packages[*]} " == *" $p "* ]] || { echo "scripts/setup.sh: $p is in test_packages but not in packages" >&2; exit 2; }

@@ -16,10 +16,13 @@ partitioned variables hold per-ps shards instead (`Checkpoint.shards`,
 variable i on ps task i % len(shards)); whole_variables() reads both.
 """
 
+from __future__ import annotations
+
 import hashlib
 import os
 import re
 import struct
+from typing import List, Optional
 
 from parasync.proto import parasync_pb2 as pb
 
@@ -35,12 +38,13 @@ class CheckpointError(ValueError):
     what is wrong with it."""
 
 
-def serialize(checkpoint):
+def serialize(checkpoint: pb.Checkpoint) -> bytes:
+    """The file's bytes for `checkpoint` (see the module's text)."""
     payload = checkpoint.SerializeToString()
     return MAGIC + struct.pack("<Q", len(payload)) + payload + hashlib.sha256(payload).digest()
 
 
-def parse(data, origin="checkpoint"):
+def parse(data: bytes, origin: str = "checkpoint") -> pb.Checkpoint:
     """The Checkpoint in `data`, after the checks parasync-node makes."""
     if data[:len(MAGIC)] != MAGIC[:len(data)]:
         raise CheckpointError(f"{origin}: bad magic (not a Parasync checkpoint)")
@@ -65,15 +69,15 @@ def parse(data, origin="checkpoint"):
     return checkpoint
 
 
-def whole_variables(checkpoint):
+def whole_variables(checkpoint: pb.Checkpoint) -> list[Optional[pb.VariableState]]:
     """The variables a Checkpoint holds, whole (VariableState messages), in
     its signature's order: from `variables` when it has them, else from the
     older per-ps `shards`. A variable the file lacks is None."""
     count = len(checkpoint.signature.variables)
     if checkpoint.variables:
-        states = list(checkpoint.variables[:count])
-        return states + [None] * (count - len(states))
-    states = [None] * count
+        saved: list[Optional[pb.VariableState]] = list(checkpoint.variables[:count])
+        return saved + [None] * (count - len(saved))
+    states: list[Optional[pb.VariableState]] = [None] * count
     old_ps = max(1, len(checkpoint.shards))
     for shard in checkpoint.shards:
         for j, state in enumerate(shard.variables):
@@ -83,7 +87,8 @@ def whole_variables(checkpoint):
     return states
 
 
-def read(path):
+def read(path: str) -> pb.Checkpoint:
+    """The Checkpoint in the file at `path`; raises CheckpointError."""
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -95,11 +100,12 @@ def read(path):
 class CheckpointStore:
     """The checkpoints of one run directory."""
 
-    def __init__(self, directory, max_to_keep=5):
+    def __init__(self, directory: str, max_to_keep: int = 5) -> None:
         self.directory = directory
         self.max_to_keep = max_to_keep
 
-    def list(self):
+    # typing.List in this class: here `list` names this method.
+    def list(self) -> List[str]:
         """Paths of the checkpoint files, oldest first (by global step)."""
         try:
             names = os.listdir(self.directory)
@@ -113,7 +119,7 @@ class CheckpointStore:
                 found.append((int(match.group(1)), path))
         return [path for _, path in sorted(found)]
 
-    def save(self, checkpoint):
+    def save(self, checkpoint: pb.Checkpoint) -> str:
         """Writes `checkpoint` durably and deletes the oldest beyond
         max_to_keep (0 keeps all, as tf.train.Saver); returns its path.
         Raises CheckpointError naming the directory and the system's reason."""
@@ -149,7 +155,7 @@ class CheckpointStore:
                     pass  # one checkpoint too many is not worth failing the save
         return path
 
-    def newest_valid(self, skipped=None):
+    def newest_valid(self, skipped: Optional[List[str]] = None) -> Optional[tuple[str, pb.Checkpoint]]:
         """(path, Checkpoint) of the newest checkpoint that loads and whose
         checksum holds, or None. Each corrupt or truncated file passed over is
         appended to `skipped` (a list) with its reason. Temporaries older than
@@ -163,7 +169,9 @@ class CheckpointStore:
                     skipped.append(str(e))
         else:
             return None
-        newest_step = int(_NAME.match(os.path.basename(found[0])).group(1))
+        newest = _NAME.match(os.path.basename(found[0]))
+        assert newest, "list() returns checkpoint names only"
+        newest_step = int(newest.group(1))
         newest_time = os.path.getmtime(found[0])
         for name in os.listdir(self.directory):
             match = _TEMPORARY.match(name)
@@ -177,7 +185,7 @@ class CheckpointStore:
                 pass
         return found
 
-    def _sync_directory(self):
+    def _sync_directory(self) -> None:
         # Makes the rename itself durable; some file systems cannot fsync a
         # directory, and the checkpoint is complete either way.
         try:

@@ -10,12 +10,15 @@ variables' partitioning from --min_slice_bytes, else the cluster file's
 of a cluster must be given the same.
 """
 
+from __future__ import annotations
+
 import argparse
 import dataclasses
 import json
 import os
 import re
 import stat
+from typing import Any, Mapping, Optional, Sequence
 
 from parasync.placement import DEFAULT_MIN_SLICE_BYTES
 
@@ -32,12 +35,12 @@ class ClusterError(ValueError):
 
 @dataclasses.dataclass
 class ClusterConfig:
-    ps: list  # "host:port" of each ps task
-    workers: list  # "host:port" of each worker task; worker 0 is the chief
+    ps: list[str]  # "host:port" of each ps task
+    workers: list[str]  # "host:port" of each worker task; worker 0 is the chief
     task_index: int
     # The backup of each ps task (--ps_backup_hosts), in ps order, or none:
     # the other process of its pair, which takes over when it dies.
-    ps_backups: list = dataclasses.field(default_factory=list)
+    ps_backups: list[str] = dataclasses.field(default_factory=list)
     token: str = ""
     tls_cert: bytes = b""
     tls_key: bytes = b""
@@ -57,23 +60,23 @@ class ClusterConfig:
     min_slice_bytes: int = DEFAULT_MIN_SLICE_BYTES
 
     @property
-    def is_chief(self):
+    def is_chief(self) -> bool:
         return self.task_index == 0
 
     @property
-    def uses_tls(self):
+    def uses_tls(self) -> bool:
         return bool(self.tls_ca)
 
-    def ps_pair(self, k):
+    def ps_pair(self, k: int) -> list[str]:
         """ps task k's processes: its address, then its backup's (if any)."""
         return [self.ps[k]] + ([self.ps_backups[k]] if self.ps_backups else [])
 
-    def describe(self):
+    def describe(self) -> str:
         backups = f", backups {','.join(self.ps_backups)}" if self.ps_backups else ""
         return f"worker:{self.task_index} of {len(self.workers)}, ps tasks {','.join(self.ps)}{backups}"
 
 
-def add_arguments(parser):
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Adds parasync-node's cluster and security flags to an argparse parser."""
     group = parser.add_argument_group("the cluster (as parasync-node takes it)")
     group.add_argument("--ps_hosts", help="comma-separated addresses of the ps tasks")
@@ -109,7 +112,7 @@ def add_arguments(parser):
     return parser
 
 
-def _hosts(text, origin):
+def _hosts(text: Any, origin: str) -> list[str]:
     if isinstance(text, str):
         items = [h.strip() for h in text.split(",") if h.strip()]
     elif isinstance(text, list) and all(isinstance(h, str) for h in text):
@@ -123,7 +126,7 @@ def _hosts(text, origin):
     return items
 
 
-def _cluster_object(root, origin):
+def _cluster_object(root: Any, origin: str) -> tuple[list[str], list[str], bool, list[str]]:
     cluster = root.get("cluster") if isinstance(root, dict) else None
     if not isinstance(cluster, dict):
         raise ClusterError(f"{origin} has no \"cluster\" object: add \"cluster\": {{\"ps\": [...], \"worker\": [...]}}")
@@ -141,14 +144,14 @@ def _cluster_object(root, origin):
     return ps, workers, bool(chief), backups
 
 
-def _read_json(text, origin):
+def _read_json(text: str | bytes, origin: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise ClusterError(f"{origin} is not JSON: {e}") from None
 
 
-def _training_min_slice_bytes(root, origin):
+def _training_min_slice_bytes(root: Any, origin: str) -> Optional[int]:
     """The "training" "min_slice_bytes" of a cluster file, or None."""
     training = root.get("training") if isinstance(root, dict) else None
     if not isinstance(training, dict) or "min_slice_bytes" not in training:
@@ -166,7 +169,7 @@ def _training_min_slice_bytes(root, origin):
     return value
 
 
-def read_token_file(path):
+def read_token_file(path: str) -> str:
     """The token in `path`, refusing a file others can read, as parasync-node does."""
     try:
         mode = os.stat(path).st_mode
@@ -184,7 +187,7 @@ def read_token_file(path):
     return token
 
 
-def _read_file(path, what):
+def _read_file(path: str, what: str) -> bytes:
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -192,13 +195,13 @@ def _read_file(path, what):
         raise ClusterError(f"cannot read {what} {path}: {e.strerror}") from None
 
 
-def from_arguments(args, environ=None):
+def from_arguments(args: argparse.Namespace, environ: Optional[Mapping[str, str]] = None) -> ClusterConfig:
     """A ClusterConfig from parsed add_arguments() flags and the environment."""
     environ = os.environ if environ is None else environ
     has_chief_job = False
     tf_task = None
     file_min_slice_bytes = None
-    backups = []
+    backups: list[str] = []
     backup_origin = "--ps_backup_hosts"
     if args.ps_hosts or args.worker_hosts:
         if not (args.ps_hosts and args.worker_hosts):
@@ -293,7 +296,8 @@ def from_arguments(args, environ=None):
         min_slice_bytes=min_slice_bytes)
 
 
-def parse_cluster(argv=None, parser=None):
+def parse_cluster(argv: Optional[Sequence[str]] = None, parser: Optional[argparse.ArgumentParser] = None
+                  ) -> tuple[ClusterConfig, argparse.Namespace]:
     """Parses the command line (argv, default sys.argv[1:]) with the cluster
     flags added to `parser` (or a new one); returns (ClusterConfig, the parsed
     namespace, which holds the parser's own flags too). Exits 2 with the

@@ -18,12 +18,21 @@ The decision travels in the signature (VariableSpec.slice_rows): ps:0
 refuses a worker that splits differently from the cluster.
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING, Any, Sequence, TypeVar, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from parasync import tensors
 from parasync.proto import parasync_pb2 as pb
+
+if TYPE_CHECKING:
+    from parasync.worker import Signature
+
+_SignatureT = TypeVar("_SignatureT", "Signature", pb.ModelSignature)
 
 # TensorFlow's min_max_variable_partitioner default: 256 KiB.
 DEFAULT_MIN_SLICE_BYTES = 256 << 10
@@ -52,18 +61,18 @@ class VariableSlice:
     offset: int  # first value, in the flattened variable
     size: int  # values
     name: str  # "<variable>/part_<k>", or the variable's name when whole
-    shape: tuple
+    shape: tuple[int, ...]
 
     @property
-    def whole(self):
+    def whole(self) -> bool:
         return self.parts == 1
 
 
-def _variable_text(i, name):
+def _variable_text(i: int, name: str) -> str:
     return f"variable {i} ('{name}')"
 
 
-def _values_per_row(what, shape):
+def _values_per_row(what: str, shape: Sequence[int]) -> int:
     """The product of dimensions 1.., checked as parasync-node checks a
     shape off the wire."""
     too_many = f"{what} claims more than 2^31 values: declare its real shape"
@@ -82,7 +91,7 @@ def _values_per_row(what, shape):
     return per_row
 
 
-def _decide(what, shape, num_ps, min_slice_bytes):
+def _decide(what: str, shape: Sequence[int], num_ps: int, min_slice_bytes: int) -> tuple[int, ...]:
     shape = [int(d) for d in shape]
     if min_slice_bytes <= 0 or num_ps < 2 or not shape:
         return ()
@@ -94,7 +103,7 @@ def _decide(what, shape, num_ps, min_slice_bytes):
     return tuple(rows // parts + (1 if k < rows % parts else 0) for k in range(parts))
 
 
-def slice_rows(shape, num_ps, min_slice_bytes=DEFAULT_MIN_SLICE_BYTES):
+def slice_rows(shape: Sequence[int], num_ps: int, min_slice_bytes: int = DEFAULT_MIN_SLICE_BYTES) -> tuple[int, ...]:
     """The rows of each slice a variable of `shape` is partitioned into for
     `num_ps` ps tasks: min(num_ps, rows, bytes // min_slice_bytes) slices
     (the first rows % n one row longer), or () when it stays whole (a scalar,
@@ -102,7 +111,7 @@ def slice_rows(shape, num_ps, min_slice_bytes=DEFAULT_MIN_SLICE_BYTES):
     return _decide(f"a variable of shape {list(shape)}", shape, num_ps, min_slice_bytes)
 
 
-def partition(signature, num_ps, min_slice_bytes=DEFAULT_MIN_SLICE_BYTES):
+def partition(signature: _SignatureT, num_ps: int, min_slice_bytes: int = DEFAULT_MIN_SLICE_BYTES) -> _SignatureT:
     """A copy of `signature` (a parasync.Signature or a ModelSignature
     message) whose variables' slice_rows say how they are partitioned over
     `num_ps` ps tasks: what every worker of the cluster decides from the same
@@ -121,7 +130,7 @@ def partition(signature, num_ps, min_slice_bytes=DEFAULT_MIN_SLICE_BYTES):
     return dataclasses.replace(signature, variables=variables)
 
 
-def _size_text(size_bytes):
+def _size_text(size_bytes: int) -> str:
     if size_bytes >= 1 << 20:
         return f"{size_bytes / (1 << 20):.1f} MiB"
     if size_bytes >= 1024:
@@ -132,7 +141,8 @@ def _size_text(size_bytes):
 class Placement:
     """Where every variable of a signature lives (see the module's text)."""
 
-    def __init__(self, num_ps, names, shapes, slices):
+    def __init__(self, num_ps: int, names: list[str], shapes: list[tuple[int, ...]],
+                 slices: list[VariableSlice]) -> None:
         self.num_ps = num_ps
         self.names = names  # of the variables, in declaration order
         self.shapes = shapes  # of the variables, tuples
@@ -141,7 +151,7 @@ class Placement:
         self._of_variable = [[s for s in slices if s.variable == i] for i in range(len(names))]
 
     @classmethod
-    def from_signature(cls, signature, num_ps):
+    def from_signature(cls, signature: Union[Signature, pb.ModelSignature], num_ps: int) -> Placement:
         """The placement `signature` (a parasync.Signature or a
         ModelSignature message) declares for `num_ps` ps tasks. Checks every
         field as a hostile client could fill it; raises PlacementError."""
@@ -188,16 +198,16 @@ class Placement:
         slices = [VariableSlice(ps=j % num_ps, **piece) for j, piece in enumerate(pieces)]
         return cls(num_ps, names, shapes, slices)
 
-    def on(self, ps):
+    def on(self, ps: int) -> list[VariableSlice]:
         """The pieces ps task `ps` holds, in the order of its variable list."""
         return self._on_ps[ps]
 
     @property
-    def partitioned(self):
+    def partitioned(self) -> bool:
         """True when some variable is split."""
         return any(not s.whole for s in self.slices)
 
-    def describe(self, ps):
+    def describe(self, ps: int) -> str:
         """What ps task `ps` holds, in words: "W rows 0-391 of 784 (15.3 KiB),
         b (40 bytes)"; empty when it holds nothing."""
         words = []
@@ -209,11 +219,11 @@ class Placement:
 
     # -- arrays: gradients out, parameters in -----------------------------------------------------------------
 
-    def split(self, arrays):
+    def split(self, arrays: Sequence[Any]) -> list[list[Any]]:
         """Each ps task's pieces of `arrays` (one per variable, in declaration
         order, in the variables' shapes): a list per ps task, in the order of
         its variable list. A slice is a view of its variable's rows, not a copy."""
-        out = [[] for _ in range(self.num_ps)]
+        out: list[list[Any]] = [[] for _ in range(self.num_ps)]
         for s in self.slices:
             array = arrays[s.variable]
             if tuple(np.shape(array)) != self.shapes[s.variable]:
@@ -222,7 +232,7 @@ class Placement:
             out[s.ps].append(array if s.whole else array[s.first_row:s.first_row + s.rows])
         return out
 
-    def join(self, pieces):
+    def join(self, pieces: Sequence[Sequence[npt.ArrayLike]]) -> list[npt.NDArray[np.float32]]:
         """The variables (writable float32 arrays in their shapes, in
         declaration order) that `pieces` -- per ps task, the arrays it
         answered with, in the order of its variable list -- hold. A whole
@@ -233,7 +243,7 @@ class Placement:
             if len(pieces[k]) != len(self.on(k)):
                 raise PlacementError(f"ps:{k} answered with {len(pieces[k])} tensors, but holds "
                                      f"{len(self.on(k))} variables and slices ({self.describe(k) or 'none'})")
-        out = [None] * len(self.names)
+        out: list[Any] = [None] * len(self.names)
         for k in range(self.num_ps):
             for s, array in zip(self.on(k), pieces[k]):
                 if np.size(array) != s.size:
@@ -257,14 +267,14 @@ class Placement:
 
     # -- variable states: initialising the ps tasks, checkpoints ----------------------------------------------
 
-    def split_states(self, states):
+    def split_states(self, states: Sequence[pb.VariableState]) -> list[list[pb.VariableState]]:
         """Each ps task's pieces (VariableState messages, a list per ps task in
         the order of its variable list) of `states`: one whole VariableState
         per variable, in declaration order. A slice holds its rows of the
         value and of every optimizer slot, and the variable's update_count.
         A slot of another size than its variable is left out (the ps starts
         such a slot afresh, as it would from a whole variable)."""
-        out = [[] for _ in range(self.num_ps)]
+        out: list[list[pb.VariableState]] = [[] for _ in range(self.num_ps)]
         for i, state in enumerate(states):
             size = int(np.prod(self.shapes[i], dtype=np.int64))
             value = _array(state.value)
@@ -287,7 +297,7 @@ class Placement:
                 out[s.ps].append(piece)
         return out
 
-    def join_states(self, shards):
+    def join_states(self, shards: Sequence[Sequence[pb.VariableState]]) -> list[pb.VariableState]:
         """The whole variables (VariableState messages in declaration order)
         that `shards` -- per ps task, the VariableStates it holds, in the
         order of its variable list (ShardState.variables) -- hold: each
@@ -300,7 +310,7 @@ class Placement:
             expected = [s.name for s in self.on(k)]
             if held != expected:
                 raise PlacementError(f"ps:{k} holds {held}, but the placement puts {expected} there")
-        pieces = [{} for _ in self.names]
+        pieces: list[dict[int, pb.VariableState]] = [{} for _ in self.names]
         for k in range(self.num_ps):
             for s, state in zip(self.on(k), shards[k]):
                 pieces[s.variable][s.part] = state
@@ -322,7 +332,7 @@ class Placement:
             out.append(whole)
         return out
 
-    def _joined(self, slices, tensor_messages):
+    def _joined(self, slices: list[VariableSlice], tensor_messages: Sequence[pb.Tensor]) -> npt.NDArray[np.float32]:
         i = slices[0].variable
         values = np.empty(self.shapes[i], dtype=np.float32)
         flat = values.reshape(-1)
@@ -334,15 +344,15 @@ class Placement:
         return values
 
 
-def _array(tensor_message):
+def _array(tensor_message: pb.Tensor) -> npt.NDArray[np.float32]:
     """The values of a Tensor message as an array (through its bytes: a
     message's repeated floats are read one Python float at a time otherwise)."""
     return tensors.decode_tensor(tensor_message.SerializeToString())
 
 
-def _count(tensor_message):
+def _count(tensor_message: pb.Tensor) -> int:
     return len(tensor_message.values)
 
 
-def _rows(values, s):
+def _rows(values: npt.NDArray[np.float32], s: VariableSlice) -> npt.NDArray[np.float32]:
     return values.reshape(-1)[s.offset:s.offset + s.size].reshape(s.shape)

@@ -16,17 +16,23 @@ Parameters and gradients cross as NumPy views of the tensors' memory
 (CPU, float32); nothing is converted a value at a time.
 """
 
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
 import numpy as np
+import numpy.typing as npt
 import torch
 
-from parasync.worker import Signature, VariableSpec
+from parasync.worker import Signature, StepResult, VariableSpec, Worker
 
 
-def _trainable(module):
+def _trainable(module: torch.nn.Module) -> list[tuple[str, torch.nn.Parameter]]:
     return [(name, p) for name, p in module.named_parameters() if p.requires_grad]
 
 
-def signature(module, model, optimizer="sgd", dataset="", metric_names=()):
+def signature(module: torch.nn.Module, model: str, optimizer: str = "sgd", dataset: str = "",
+              metric_names: Sequence[str] = ()) -> Signature:
     """The model a module declares: its trainable parameters, by name and
     shape. `model` names it for the cluster (ps:0 refuses a worker that
     declares another); `optimizer` must be the ps tasks' --optimizer;
@@ -41,7 +47,10 @@ def signature(module, model, optimizer="sgd", dataset="", metric_names=()):
 class Trainer:
     """Keeps a module's parameters those of the cluster (see the module's text)."""
 
-    def __init__(self, worker, module):
+    def __init__(self, worker: Worker, module: torch.nn.Module) -> None:
+        """Raises ValueError when the module's parameters are not the
+        worker's signature's variables; the chief initialises the ps tasks
+        with the module's values; then joins (see Worker.join)."""
         self.worker = worker
         self.module = module
         self._parameters = _trainable(module)
@@ -54,18 +63,18 @@ class Trainer:
                               origin=f"fresh from the chief's {type(module).__name__}")
         self.load(worker.join())
 
-    def load(self, values):
+    def load(self, values: Mapping[str, npt.ArrayLike]) -> None:
         """Copies parameters (name -> array) into the module."""
         with torch.no_grad():
             for name, p in self._parameters:
                 p.copy_(torch.from_numpy(np.asarray(values[name])))
 
-    def gradients(self):
+    def gradients(self) -> dict[str, npt.NDArray[np.float32]]:
         """The module's gradients as arrays (zeros for a parameter the loss did not reach)."""
         return {name: p.grad.detach().cpu().numpy() if p.grad is not None else np.zeros(tuple(p.shape), np.float32)
                 for name, p in self._parameters}
 
-    def step(self, loss, metrics=None):
+    def step(self, loss: torch.Tensor, metrics: Optional[Mapping[str, float]] = None) -> StepResult:
         """One worker step for a batch's loss: backward, push (with the
         metrics measured before it, name -> value), load the cluster's fresh
         parameters. Returns the worker's StepResult."""
@@ -84,7 +93,7 @@ class BuiltinMLP(torch.nn.Module):
     features x hidden, row-major: x @ W, not torch.nn.Linear's W^T), so the
     signature builtin_signature() makes is the one the C++ workers send."""
 
-    def __init__(self, features, classes, hidden=32):
+    def __init__(self, features: int, classes: int, hidden: int = 32) -> None:
         super().__init__()
         if features < 1 or classes < 2 or hidden < 1:
             raise ValueError(f"an mlp needs features >= 1, classes >= 2 and hidden units >= 1 "
@@ -100,15 +109,15 @@ class BuiltinMLP(torch.nn.Module):
                                             b=2 * shape[0] ** -0.5)
             self.register_parameter(name, torch.nn.Parameter(value))
 
-    def _p(self, name):
+    def _p(self, name: str) -> torch.Tensor:
         return self.get_parameter(name)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = torch.tanh(x @ self._p("hidden/W") + self._p("hidden/b"))
         return hidden @ self._p("out/W") + self._p("out/b")
 
 
-def builtin_signature(module, dataset, optimizer="sgd"):
+def builtin_signature(module: BuiltinMLP, dataset: str, optimizer: str = "sgd") -> Signature:
     """The signature parasync-node's workers send for --model=mlp (with
     BuiltinMLP's hidden units: --model=mlp:N unless 32) on --dataset=<dataset>
     with --optimizer=<optimizer>; ps:0 compares it field by field, so

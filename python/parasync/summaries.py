@@ -13,14 +13,24 @@ variable "variables/<name>/norm", ".../distance_from_start",
 ".../update_per_step". CRC-32C comes from Debian's python3-crcmod.
 """
 
+from __future__ import annotations
+
+import logging
 import math
 import os
 import socket
 import struct
 import time
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Sequence
 
+from parasync import _log
 from parasync.proto import tensorboard_pb2 as tb
 
+if TYPE_CHECKING:
+    from parasync.proto import parasync_pb2 as pb
+    from parasync.worker import Signature
+
+_crc32c: Optional[Callable[[bytes], int]]
 try:
     import crcmod.predefined
     _crc32c = crcmod.predefined.mkPredefinedCrcFun("crc-32c")
@@ -29,23 +39,28 @@ except ImportError:  # the chief says so once, and trains on without event files
 
 FILE_VERSION = "brain.Event:2"
 
+_logger = logging.getLogger(__name__)
+
 
 class SummaryError(OSError):
     """The event file cannot be written; the message says which and why."""
 
 
-def _masked_crc(data):
-    crc = _crc32c(data)
+def _masked_crc(data: bytes) -> int:
+    crc32c = _crc32c
+    if crc32c is None:
+        raise SummaryError("no CRC-32C for TensorBoard records: Python's crcmod is missing (Debian: python3-crcmod)")
+    crc = crc32c(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def frame_record(data):
+def frame_record(data: bytes) -> bytes:
     """One TFRecord as TensorFlow's record_writer frames it."""
     length = struct.pack("<Q", len(data))
     return length + struct.pack("<I", _masked_crc(length)) + data + struct.pack("<I", _masked_crc(data))
 
 
-def metric_tag(name):
+def metric_tag(name: str) -> str:
     """"heldout_accuracy" -> "heldout/accuracy": TensorBoard groups by the
     first '/', as the C++ chief tags them."""
     underscore = name.find("_")
@@ -55,7 +70,7 @@ def metric_tag(name):
 class EventFileWriter:
     """One event file in `logdir`, flushed after every event."""
 
-    def __init__(self, logdir):
+    def __init__(self, logdir: str) -> None:
         if _crc32c is None:
             raise SummaryError("no TensorBoard event files: Python's crcmod is missing (Debian: python3-crcmod)")
         now = time.time()
@@ -70,7 +85,7 @@ class EventFileWriter:
             raise SummaryError(f"cannot write {self.path}: {e.strerror}") from None
         self._write(tb.Event(wall_time=now, file_version=FILE_VERSION))
 
-    def write_scalars(self, step, scalars, wall_time=None):
+    def write_scalars(self, step: int, scalars: Mapping[str, float], wall_time: Optional[float] = None) -> None:
         """One event at global step `step` with the finite values of
         `scalars` (tag -> number)."""
         event = tb.Event(wall_time=time.time() if wall_time is None else wall_time, step=step)
@@ -79,32 +94,38 @@ class EventFileWriter:
                 event.summary.value.add(tag=tag, simple_value=value)
         self._write(event)
 
-    def _write(self, event):
+    def _write(self, event: tb.Event) -> None:
         try:
             self._file.write(frame_record(event.SerializeToString()))
             self._file.flush()
         except OSError as e:
             raise SummaryError(f"cannot write {self.path}: {e.strerror}") from None
 
-    def close(self):
+    def close(self) -> None:
         self._file.close()
 
 
 class ChiefSummaries:
     """What the chief writes after a step it measured, and after the last."""
 
-    def __init__(self, logdir, signature, log):
-        self._log = log
+    def __init__(self, logdir: str, signature: Signature, log: Optional[Callable[[str], None]] = None) -> None:
+        """`log`: called with each line it has to say (that it cannot write
+        the event files); without it they are warnings of the logger
+        "parasync.summaries" (parasync._log)."""
+        self._log = log or (lambda line: _log.say(_logger, logging.WARNING, line))
         self._variable_names = [v.name for v in signature.variables]
         self._metric_tags = [metric_tag(name) for name in signature.metric_names]
-        self._last = None  # (global step, wall time) of the previous event
+        self._last: Optional[tuple[int, float]] = None  # (global step, wall time) of the previous event
         try:
-            self._writer = EventFileWriter(logdir)
+            self._writer: Optional[EventFileWriter] = EventFileWriter(logdir)
         except SummaryError as e:
             self._writer = None
-            log(f"chief: {e}")
+            self._log(f"chief: {e}")
 
-    def after_step(self, global_step, loss, full_loss, metric_values, variable_summaries):
+    def after_step(self, global_step: int, loss: float, full_loss: float, metric_values: Sequence[float],
+                   variable_summaries: Iterable[pb.VariableSummary]) -> None:
+        """Writes the step's scalars (see the module's text) unless an event
+        at this global step or a later one was written already."""
         if not self._writer or (self._last and global_step <= self._last[0]):
             return
         now = time.time()
@@ -125,6 +146,6 @@ class ChiefSummaries:
             return
         self._last = (global_step, now)
 
-    def close(self):
+    def close(self) -> None:
         if self._writer:
             self._writer.close()

@@ -11,9 +11,17 @@ The result is byte-for-byte what protobuf would write, so the ps cannot tell
 a Python worker from a C++ one.
 """
 
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence, Union
+
 import numpy as np
+import numpy.typing as npt
 
 from parasync.proto import parasync_pb2 as pb
+
+# What the decoders read: bytes, or any buffer of them (a memoryview).
+Buffer = Union[bytes, bytearray, memoryview]
 
 _LEN = 2  # wire type of a length-delimited field
 _FLOAT32 = np.dtype("<f4")
@@ -23,7 +31,7 @@ class WireError(ValueError):
     """A message that is not valid protobuf of the expected type."""
 
 
-def _varint(value):
+def _varint(value: int) -> bytes:
     """The varint bytes of a non-negative int, or of an int64 (two's complement)."""
     if value < 0:
         value += 1 << 64
@@ -38,7 +46,7 @@ def _varint(value):
             return bytes(out)
 
 
-def _read_varint(buf, pos, end):
+def _read_varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
     result = 0
     shift = 0
     while True:
@@ -54,12 +62,12 @@ def _read_varint(buf, pos, end):
             raise WireError("varint longer than 10 bytes")
 
 
-def _as_int64(value):
+def _as_int64(value: int) -> int:
     value &= (1 << 64) - 1
     return value - (1 << 64) if value >= 1 << 63 else value
 
 
-def _fields(buf, start, end):
+def _fields(buf: memoryview, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
     """Yields (field number, wire type, field start, value start, value end)."""
     pos = start
     while pos < end:
@@ -85,32 +93,33 @@ def _fields(buf, start, end):
         pos = value_end
 
 
-def _tensor_parts(array, with_values=True):
+def _tensor_parts(array: npt.ArrayLike, with_values: bool = True) -> tuple[list[Union[bytes, memoryview]], int]:
     """The pieces of a `Tensor` message holding `array` (as float32), the
     values as a view of the array's own memory (or, without them, its shape
     alone); and their total length."""
     values = np.asarray(array, dtype=_FLOAT32, order="C")  # keeps a 0-d scalar 0-d
     shape = b"".join(_varint(int(d)) for d in values.shape)
-    parts = []
+    parts: list[Union[bytes, memoryview]] = []
     if shape:
         parts += [b"\x0a" + _varint(len(shape)) + shape]
     if values.size and with_values:
-        parts += [b"\x12" + _varint(values.nbytes), memoryview(values).cast("B")]
+        parts += [b"\x12" + _varint(values.nbytes), values.data.cast("B")]
     return parts, sum(len(p) for p in parts)
 
 
-def value_bytes(array):
+def value_bytes(array: npt.ArrayLike) -> memoryview:
     """The array's values as little-endian float32 bytes, a view of its own
     memory where it already is such an array: what a data link carries."""
-    return memoryview(np.ascontiguousarray(array, dtype=_FLOAT32)).cast("B")
+    return np.ascontiguousarray(array, dtype=_FLOAT32).data.cast("B")
 
 
-def encode_tensor(array):
+def encode_tensor(array: npt.ArrayLike) -> bytes:
     """The bytes of a `Tensor` message holding `array` (converted to float32)."""
     return b"".join(_tensor_parts(array)[0])
 
 
-def decode_tensor(buf, start=0, end=None, copy=True):
+def decode_tensor(buf: Buffer, start: int = 0, end: int | None = None, copy: bool = True
+                  ) -> npt.NDArray[np.float32]:
     """The array a `Tensor` message holds, in its shape: a writable float32
     copy, or with copy=False a read-only view of `buf`'s bytes where the
     values are one packed run (for a caller that copies them where they go)."""
@@ -148,14 +157,14 @@ def decode_tensor(buf, start=0, end=None, copy=True):
     return values.reshape(shape)
 
 
-def encode_push(head, gradients, with_values=True):
+def encode_push(head: pb.PushRequest, gradients: Sequence[npt.ArrayLike], with_values: bool = True) -> bytes:
     """A `TrainRequest` whose push is `head` (a PushRequest without gradients)
     with `gradients` (arrays, in the order of the ps task's variables).
     The values are copied once, into the message: its pieces are joined as
     views of the arrays' memory. Without values, the tensors carry their
     shapes only (the values go on a data link: head.values_on_data_link)."""
     head_bytes = head.SerializeToString()
-    parts = [None, head_bytes]
+    parts: list[Union[bytes, memoryview]] = [b"", head_bytes]
     length = len(head_bytes)
     for gradient in gradients:
         tensor_parts, tensor_length = _tensor_parts(gradient, with_values)
@@ -167,7 +176,7 @@ def encode_push(head, gradients, with_values=True):
     return b"".join(parts)
 
 
-def encode_request(request):
+def encode_request(request: Union[bytes, bytearray, pb.TrainRequest]) -> bytes:
     """Serializer of the Train stream: bytes pass through (encode_push), a
     TrainRequest (join, leave) is serialized by protobuf."""
     if isinstance(request, (bytes, bytearray)):
@@ -175,7 +184,7 @@ def encode_request(request):
     return request.SerializeToString()
 
 
-def decode_shape(buf, start=0, end=None):
+def decode_shape(buf: Buffer, start: int = 0, end: int | None = None) -> tuple[tuple[int, ...], int]:
     """The shape a `Tensor` message gives, and the number of values it
     carries itself (0 when they come on a data link)."""
     view = memoryview(buf)
@@ -207,17 +216,17 @@ class TrainAnswer:
 
     __slots__ = ("kind", "message", "tensors")
 
-    def __init__(self, kind, message, tensors):
+    def __init__(self, kind: str, message: Any, tensors: list[Any]) -> None:
         self.kind = kind
         self.message = message
         self.tensors = tensors
 
 
 # TrainResponse field -> (kind, message class, its repeated Tensor field).
-_ANSWERS = {1: ("join", pb.JoinResponse, 4), 2: ("push", pb.PushResponse, 6)}
+_ANSWERS: dict[int, tuple[str, Any, int]] = {1: ("join", pb.JoinResponse, 4), 2: ("push", pb.PushResponse, 6)}
 
 
-def decode_answer(data, copy=True):
+def decode_answer(data: Buffer, copy: bool = True) -> TrainAnswer:
     """Deserializer of the Train stream: a TrainResponse as a TrainAnswer
     (its tensors copies, or with copy=False views of `data`: see decode_tensor)."""
     view = memoryview(data)
@@ -238,7 +247,7 @@ def decode_answer(data, copy=True):
             shapes = [decode_shape(view, s, e) for s, e in spans]
             if any(carried for _, carried in shapes):
                 raise WireError("an answer whose values come on the data link carries values itself")
-            tensors = [shape for shape, _ in shapes]
+            tensors: list[Any] = [shape for shape, _ in shapes]
         else:
             tensors = [decode_tensor(view, s, e, copy) for s, e in spans]
         answer = TrainAnswer(kind, message, tensors)

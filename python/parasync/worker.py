@@ -21,29 +21,41 @@ takes part in every mode, is counted, held and dropped exactly as a C++ one.
             params = worker.push(grads, loss).parameters
 """
 
+from __future__ import annotations
+
 import ctypes
 import ctypes.util
 import dataclasses
 import functools
 import hmac
+import logging
 import math
 import os
 import queue
 import socket
-import sys
 import threading
 import time
 from concurrent import futures
+from typing import Any, Callable, List, Literal, Mapping, Optional, Sequence, Union, cast
 
 import grpc
 import numpy as np
+import numpy.typing as npt
 
-from parasync import placement, tensors
+from parasync import _log, placement, tensors
 from parasync.checkpoints import CheckpointError, CheckpointStore, whole_variables
-from parasync.cluster import TOKEN_METADATA_KEY
+from parasync.cluster import TOKEN_METADATA_KEY, ClusterConfig
 from parasync.summaries import ChiefSummaries
 from parasync.proto import parasync_pb2 as pb
 from parasync.proto import parasync_pb2_grpc as pb_grpc
+
+_logger = logging.getLogger(__name__)
+
+# A variable's values as the worker holds and returns them.
+Array = npt.NDArray[np.float32]
+# Values for every variable, as push() and initialize() take them: name ->
+# array, or a sequence in declaration order (converted to float32).
+Values = Union[Mapping[str, npt.ArrayLike], Sequence[npt.ArrayLike]]
 
 _TRAIN_METHOD = "/parasync.proto.ParameterService/Train"
 # What a data link's first bytes say, before the nonce (parasync.proto, DataLinkGrant).
@@ -69,15 +81,16 @@ class Stopped(RuntimeError):
 @dataclasses.dataclass
 class VariableSpec:
     name: str
-    shape: tuple
+    shape: tuple[int, ...]
     # How the variable is partitioned over the ps tasks: the rows of each
     # slice along dimension 0, empty when whole. The Worker decides it from
     # --min_slice_bytes (parasync.placement.partition), as every worker of
     # the cluster does; what a signature you make holds here is replaced.
-    slice_rows: tuple = ()
+    slice_rows: tuple[int, ...] = ()
 
     @property
-    def size(self):
+    def size(self) -> int:
+        """Its number of values (1 for a scalar)."""
         return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
 
 
@@ -88,7 +101,7 @@ class Signature:
     built-in models it must be what parasync-node declares (see
     parasync.models); a model of your own declares its own."""
     model: str
-    variables: list  # of VariableSpec, in declaration order
+    variables: list[VariableSpec]  # in declaration order
     dataset: str = ""
     feature_dim: int = 0
     output_dim: int = 0
@@ -98,9 +111,10 @@ class Signature:
     # TensorBoard tag; the app draws names ending in "loss" beside the losses
     # and those ending in "accuracy" on a 0-1 axis. Every worker declares the
     # same names (ps:0 refuses a worker whose names differ).
-    metric_names: tuple = ()
+    metric_names: tuple[str, ...] = ()
 
-    def to_proto(self):
+    def to_proto(self) -> pb.ModelSignature:
+        """The signature as the protocol's ModelSignature message."""
         signature = pb.ModelSignature(model=self.model, dataset=self.dataset, feature_dim=self.feature_dim,
                                       output_dim=self.output_dim, optimizer=self.optimizer,
                                       metric_names=list(self.metric_names))
@@ -118,40 +132,40 @@ class StepResult:
     contributions: int  # gradients averaged into this update (sync), 1 otherwise
     waited_s: float  # seconds the policy held this worker (sync barrier, staleness bound)
     done: bool  # the global step reached the cluster's --last_step
-    parameters: dict  # fresh values, name -> array
+    parameters: dict[str, Array]  # fresh values, name -> array
 
 
 class _PsStream:
     """One ps task's Train stream: requests go into a queue that gRPC reads
     from; answers are read one per request."""
 
-    def __init__(self, index, channel, metadata):
+    def __init__(self, index: int, channel: grpc.Channel, metadata: Sequence[tuple[str, str]]) -> None:
         self.index = index
-        self.link = None  # the data link's socket, once one is open
-        self._requests = queue.Queue()
+        self.link: Optional[socket.socket] = None  # the data link's socket, once one is open
+        self._requests: queue.Queue[Any] = queue.Queue()
         # The answers' parameters stay views of the message until
         # Placement.join copies them into their variables: one copy each.
         call = channel.stream_stream(_TRAIN_METHOD, request_serializer=tensors.encode_request,
                                      response_deserializer=functools.partial(tensors.decode_answer, copy=False))
         self._answers = call(iter(self._requests.get, None), metadata=metadata)
 
-    def send(self, request):
+    def send(self, request: Any) -> None:
         """Queues a request without waiting for an answer (a staged push gets none)."""
         self._requests.put(request)
 
-    def receive(self):
+    def receive(self) -> tensors.TrainAnswer:
         """The next answer, in the order of the requests that get one."""
         return next(self._answers)
 
-    def exchange(self, request):
+    def exchange(self, request: Any) -> tensors.TrainAnswer:
         self.send(request)
         return self.receive()
 
     # -- the data link (core/wire/data_link.h; parasync.proto's DataLinkGrant) --
 
-    def open_link(self, host, grant, timeout):
+    def open_link(self, host: str, grant: pb.DataLinkGrant, timeout: float) -> socket.socket:
         """Connects the data link a join granted and greets with its nonce;
-        raises OSError when it cannot be made."""
+        returns it (self.link); raises OSError when it cannot be made."""
         if not 0 < grant.port <= 65535 or len(grant.nonce) != 16:
             raise OSError(f"the ps granted a data link that cannot be connected (port {grant.port}, "
                           f"{len(grant.nonce)}-byte nonce)")
@@ -165,8 +179,9 @@ class _PsStream:
             link.close()
             raise
         self.link = link
+        return link
 
-    def send_push(self, head, arrays):
+    def send_push(self, head: pb.PushRequest, arrays: Sequence[npt.ArrayLike]) -> None:
         """Sends a push: its arrays' values on the data link when one is open
         (from the arrays' own memory), else in the message."""
         if self.link is None:
@@ -177,7 +192,7 @@ class _PsStream:
         for array in arrays:
             self.link.sendall(tensors.value_bytes(array))
 
-    def receive_answer(self):
+    def receive_answer(self) -> tensors.TrainAnswer:
         """The next answer, its parameters as arrays: read from the data link
         into arrays of their shapes when they come on it."""
         answer = self.receive()
@@ -187,7 +202,7 @@ class _PsStream:
             arrays = []
             for shape in answer.tensors:
                 array = np.empty(shape, dtype=np.float32)
-                view = memoryview(array).cast("B")
+                view = array.data.cast("B")
                 while view:
                     received = self.link.recv_into(view)
                     if received == 0:
@@ -197,7 +212,7 @@ class _PsStream:
             answer.tensors = arrays
         return answer
 
-    def close(self, last_request=None):
+    def close(self, last_request: Optional[pb.TrainRequest] = None) -> None:
         if last_request is not None:
             self._requests.put(last_request)
         self._requests.put(None)  # half-close: the ps ends the stream
@@ -208,11 +223,11 @@ class _PsStream:
             pass
         self._close_link()
 
-    def cancel(self):
+    def cancel(self) -> None:
         self._answers.cancel()
         self._close_link()
 
-    def _close_link(self):
+    def _close_link(self) -> None:
         if self.link is not None:
             self.link.close()
             self.link = None
@@ -222,44 +237,44 @@ class _TaskControl(pb_grpc.TaskControlServicer):
     """The worker's own address serves TaskControl, as every task does: the
     app asks what it is doing and tells it to stop."""
 
-    def __init__(self, worker):
+    def __init__(self, worker: Worker) -> None:
         self._worker = worker
 
-    def GetTaskStatus(self, request, context):
+    def GetTaskStatus(self, request: pb.TaskStatusRequest, context: grpc.ServicerContext) -> pb.TaskStatusResponse:
         w = self._worker
         return pb.TaskStatusResponse(job_name="worker", task_index=w.cluster.task_index, pid=os.getpid(),
                                      state=w.state, steps=w.clock, version=_version())
 
-    def Stop(self, request, context):
+    def Stop(self, request: pb.StopRequest, context: grpc.ServicerContext) -> pb.StopResponse:
         self._worker.request_stop(request.reason or "asked to stop")
         return pb.StopResponse()
 
-    def SetStraggler(self, request, context):
+    def SetStraggler(self, request: pb.SetStragglerRequest, context: grpc.ServicerContext) -> None:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "a Python worker's pace is its own code's: no straggler delay")
 
-    def SetPace(self, request, context):
+    def SetPace(self, request: pb.SetPaceRequest, context: grpc.ServicerContext) -> None:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "a Python worker's pace is its own code's: no simulated pace")
 
 
 class _TokenCheck(grpc.ServerInterceptor):
     """Refuses calls without the cluster token, as parasync-node's servers do."""
 
-    def __init__(self, token):
+    def __init__(self, token: str) -> None:
         self._token = token.encode()
 
-        def refuse(request, context):
+        def refuse(request: Any, context: grpc.ServicerContext) -> None:
             context.abort(grpc.StatusCode.UNAUTHENTICATED, "refused: wrong or missing cluster token")
 
         self._refusal = grpc.unary_unary_rpc_method_handler(refuse)
 
-    def intercept_service(self, continuation, details):
+    def intercept_service(self, continuation: Callable[[Any], Any], details: Any) -> Any:
         given = dict(details.invocation_metadata).get(TOKEN_METADATA_KEY, "")
         if hmac.compare_digest(given.encode(), self._token):
             return continuation(details)
         return self._refusal
 
 
-def _keep_step_buffers_mapped():
+def _keep_step_buffers_mapped() -> None:
     """As parasync-node does (core/base/step_memory.cpp): glibc hands blocks
     above 128 KiB out as fresh mappings and unmaps them on free, so each
     step's tensor-sized buffers (the message, the arrays) were mapped anew and
@@ -275,7 +290,7 @@ def _keep_step_buffers_mapped():
         pass  # not glibc: its allocator, its behaviour
 
 
-def _version():
+def _version() -> str:
     try:
         from parasync import __version__
         return __version__
@@ -289,16 +304,16 @@ class _Trajectory:
     per variable its norm, its distance from the values of the first
     measurement, and its change per global step since the previous one."""
 
-    def __init__(self):
-        self._start = None
-        self._previous = None
-        self._previous_step = None
+    def __init__(self) -> None:
+        self._start: Optional[list[Array]] = None
+        self._previous: list[Array] = []
+        self._previous_step: Optional[int] = None
 
     @property
-    def started(self):
+    def started(self) -> bool:
         return self._start is not None
 
-    def measure(self, values, global_step):
+    def measure(self, values: list[Array], global_step: int) -> list[pb.VariableSummary]:
         """values: flat float32 arrays in declaration order."""
         if self._start is None or [v.size for v in values] != [v.size for v in self._start]:
             self._start = [v.copy() for v in values]
@@ -319,8 +334,14 @@ class _Trajectory:
 class Worker:
     """One worker task of a Parasync cluster (see the module's text)."""
 
-    def __init__(self, cluster, signature, log=None, serve_control=True):
-        """Raises parasync.placement.PlacementError (a ValueError) for a
+    def __init__(self, cluster: ClusterConfig, signature: Signature, log: Optional[Callable[[str], None]] = None,
+                 serve_control: bool = True) -> None:
+        """`log`: called with each line the worker has to say (its state
+        lines, checkpoints, ...); without it they go to the logger
+        "parasync.worker" (on stderr, in parasync-node's form, while the
+        program configured no logging: see parasync._log). serve_control:
+        serve TaskControl on this worker's address.
+        Raises parasync.placement.PlacementError (a ValueError) for a
         signature whose variables cannot be placed (a negative dimension)."""
         self.cluster = cluster
         num_ps = len(cluster.ps)
@@ -328,11 +349,10 @@ class Worker:
         # worker applies, so ps:0 finds it equal to the chief's.
         self.signature = placement.partition(signature, num_ps, cluster.min_slice_bytes)
         self.placement = placement.Placement.from_signature(self.signature, num_ps)
-        self._log = log or (lambda line: print(time.strftime("%H:%M:%S.") + f"{int(time.time() * 1000) % 1000:03d} "
-                                               + line, file=sys.stderr, flush=True))
+        self._hook = log
         self._name = f"worker:{cluster.task_index}"
         if self.placement.partitioned:
-            self._log(f"{self._name}: variables partitioned (--min_slice_bytes={cluster.min_slice_bytes}): "
+            self._say(f"{self._name}: variables partitioned (--min_slice_bytes={cluster.min_slice_bytes}): "
                       + "; ".join(f"ps:{k} holds {self.placement.describe(k) or 'nothing'}" for k in range(num_ps)))
         self._metadata = ((TOKEN_METADATA_KEY, cluster.token),) if cluster.token else ()
         # Per ps task, a channel to each process of its pair (--ps_backup_hosts);
@@ -340,11 +360,11 @@ class Worker:
         self._pairs = [[self._make_channel(address) for address in cluster.ps_pair(k)] for k in range(num_ps)]
         self._channels = [pair[0] for pair in self._pairs]
         self._serving = list(cluster.ps)
-        self._streams = [None] * num_ps
+        self._streams: list[Optional[_PsStream]] = [None] * num_ps
         self._stop = threading.Event()
         self._stop_reason = ""
         self.state = "listening"
-        self.parameters = {}
+        self.parameters: dict[str, Array] = {}
         self.global_step = 0
         self.done = False
         self.clock = 0
@@ -356,10 +376,10 @@ class Worker:
         self._checkpoints = CheckpointStore(cluster.logdir, cluster.max_to_keep) \
             if cluster.is_chief and cluster.logdir else None
         self._checkpoint_lock = threading.Lock()
-        self._checkpoint_thread = None
+        self._checkpoint_thread: Optional[threading.Thread] = None
         self._initializes = False  # this chief gave the ps tasks their variables
         # Its TensorBoard event files, beside the checkpoints.
-        self._summaries = ChiefSummaries(cluster.logdir, signature, self._log) \
+        self._summaries = ChiefSummaries(cluster.logdir, signature, log) \
             if cluster.is_chief and cluster.logdir else None
         if sum(v.size for v in signature.variables) >= 1 << 16:
             _keep_step_buffers_mapped()
@@ -367,14 +387,14 @@ class Worker:
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
-    def __enter__(self):
+    def __enter__(self) -> Worker:
         return self
 
-    def __exit__(self, kind, value, traceback):
+    def __exit__(self, kind: Any, value: Any, traceback: Any) -> Literal[False]:
         self.close()
         return False
 
-    def close(self):
+    def close(self) -> None:
         """Saves the chief's final checkpoint (if the run is done), leaves the
         cluster (finished if the last step was reached) and stops serving."""
         self._end_checkpoint_thread()
@@ -392,16 +412,19 @@ class Worker:
             channel.close()
 
     @property
-    def stopping(self):
+    def stopping(self) -> bool:
+        """True once asked to stop (request_stop, TaskControl.Stop)."""
         return self._stop.is_set()
 
-    def request_stop(self, reason):
+    def request_stop(self, reason: str) -> None:
+        """Asks the worker to stop: a join or push that waits raises Stopped
+        (thread-safe; TaskControl.Stop calls it)."""
         self._stop_reason = reason
         self._stop.set()
 
     # -- the chief's checkpoints -------------------------------------------------------------------------------
 
-    def save_checkpoint(self, final=False):
+    def save_checkpoint(self, final: bool = False) -> Optional[str]:
         """The chief's duty with --logdir: every variable, whole (its slices
         joined, with their optimizer slots), at one global step, into the run
         directory as parasync-node's chief writes them, so a run restores it
@@ -413,7 +436,7 @@ class Worker:
         with self._checkpoint_lock:
             checkpoint = pb.Checkpoint(wall_time=time.time())
             checkpoint.signature.CopyFrom(self.signature.to_proto())
-            shards = [None] * len(self.cluster.ps)
+            shards: list[Any] = [None] * len(self.cluster.ps)
             # ps:0 last, so the recorded global step counts every update the
             # other shards' values already contain.
             for k in reversed(range(len(self.cluster.ps))):
@@ -421,7 +444,7 @@ class Worker:
                     snapshot = pb_grpc.ParameterServiceStub(self._channels[k]).Snapshot(
                         pb.SnapshotRequest(), metadata=self._metadata, timeout=10)
                 except grpc.RpcError as e:
-                    self._log(f"checkpoint skipped: cannot read ps:{k}: {e.details()}")
+                    self._say(f"checkpoint skipped: cannot read ps:{k}: {e.details()}", logging.WARNING)
                     return None
                 shards[k] = snapshot.shard.variables
                 if k == 0:
@@ -430,14 +453,14 @@ class Worker:
             try:
                 checkpoint.variables.extend(self.placement.join_states(shards))
             except placement.PlacementError as e:
-                self._log(f"checkpoint skipped: {e}")
+                self._say(f"checkpoint skipped: {e}", logging.WARNING)
                 return None
             try:
                 path = self._checkpoints.save(checkpoint)
             except CheckpointError as e:
-                self._log(f"chief: checkpoint not saved: {e}")
+                self._say(f"chief: checkpoint not saved: {e}", logging.WARNING)
                 return None
-            self._log(f"chief: saved checkpoint {path} at global step {checkpoint.global_step}")
+            self._say(f"chief: saved checkpoint {path} at global step {checkpoint.global_step}")
             report = pb.ReportCheckpointRequest(final=final)
             report.checkpoint.wall_time = checkpoint.wall_time
             report.checkpoint.global_step = checkpoint.global_step
@@ -448,31 +471,31 @@ class Worker:
                 pass  # the file is saved; only the step log's line is missing
             return path
 
-    def _checkpoint_loop(self):
+    def _checkpoint_loop(self) -> None:
         while not self._checkpoint_stop.wait(self.cluster.save_checkpoint_secs):
             self.save_checkpoint()
 
-    def _start_checkpoint_thread(self):
+    def _start_checkpoint_thread(self) -> None:
         if not self._checkpoints or self.cluster.save_checkpoint_secs <= 0 or self._checkpoint_thread:
             return
         self._checkpoint_stop = threading.Event()
         self._checkpoint_thread = threading.Thread(target=self._checkpoint_loop, name="checkpoints", daemon=True)
         self._checkpoint_thread.start()
 
-    def _end_checkpoint_thread(self):
+    def _end_checkpoint_thread(self) -> None:
         if self._checkpoint_thread:
             self._checkpoint_stop.set()
             self._checkpoint_thread.join()
             self._checkpoint_thread = None
 
-    def _restore(self):
+    def _restore(self, store: CheckpointStore) -> Optional[tuple[list[Any], int, str]]:
         """(whole VariableStates in declaration order, global step, origin)
-        from the newest valid checkpoint of --logdir, or None when there is
-        none. Raises JoinRefused when it holds another model."""
-        skipped = []
-        found = self._checkpoints.newest_valid(skipped)
+        from the newest valid checkpoint of --logdir (`store`), or None when
+        there is none. Raises JoinRefused when it holds another model."""
+        skipped: list[str] = []
+        found = store.newest_valid(skipped)
         for reason in skipped:
-            self._log(f"checkpoint skipped (corrupt): {reason}")
+            self._say(f"checkpoint skipped (corrupt): {reason}", logging.WARNING)
         if not found:
             return None
         path, checkpoint = found
@@ -491,13 +514,21 @@ class Worker:
                                   f"model's {list(spec.shape)}: use another --logdir")
         return states, checkpoint.global_step, "restored from " + os.path.basename(path)
 
-    def _set_state(self, phase, detail):
+    def _say(self, line: str, level: int = logging.INFO) -> None:
+        """One line for whoever watches this worker: to the log= hook when
+        there is one, else to the logger "parasync.worker" (parasync._log)."""
+        if self._hook:
+            self._hook(line)
+        else:
+            _log.say(_logger, level, line)
+
+    def _set_state(self, phase: str, detail: str) -> None:
         # One line at each change of state, in the form core/formats/task_state_line.h
         # defines: the app's launcher reads a task's state from these lines.
         self.state = detail
-        self._log(f"{self._name} state {phase}: {detail}")
+        self._say(f"{self._name} state {phase}: {detail}")
 
-    def _make_channel(self, address):
+    def _make_channel(self, address: str) -> grpc.Channel:
         options = [("grpc.max_receive_message_length", self.cluster.max_message_bytes),
                    ("grpc.max_send_message_length", self.cluster.max_message_bytes),
                    ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000),
@@ -512,7 +543,7 @@ class Worker:
             return grpc.secure_channel(address, credentials, options)
         return grpc.insecure_channel(address, options)
 
-    def _serve_control(self):
+    def _serve_control(self) -> grpc.Server:
         interceptors = [_TokenCheck(self.cluster.token)] if self.cluster.token else []
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), interceptors=interceptors)
         pb_grpc.add_TaskControlServicer_to_server(_TaskControl(self), server)
@@ -531,7 +562,7 @@ class Worker:
 
     # -- joining -----------------------------------------------------------------------------------------------
 
-    def _wait_for_ps(self, k):
+    def _wait_for_ps(self, k: int) -> None:
         """Waits until a process of ps task k answers, and with a backup
         (--ps_backup_hosts) turns to the one that serves: the primary, or a
         backup holding the state whose primary is gone (the join makes it
@@ -581,14 +612,14 @@ class Worker:
                 if self._serving[k] != addresses[serving]:
                     self._serving[k] = addresses[serving]
                     self._channels[k] = self._pairs[k][serving]
-                    self._log(f"{self._name}: ps:{k} is served by {self._serving[k]} now")
+                    self._say(f"{self._name}: ps:{k} is served by {self._serving[k]} now", logging.WARNING)
                 return
             self._set_state("waiting", "; ".join(reasons) + f"; retrying in {delay:.1f} s")
             self._stop.wait(delay)
             delay = min(delay * 2, 2.0)
         raise Stopped(self._stop_reason)
 
-    def initialize(self, initial_values, origin="fresh from the chief's initial values"):
+    def initialize(self, initial_values: Values, origin: str = "fresh from the chief's initial values") -> None:
         """The chief's duty for a model it declares: give each ps task its
         variables -- from the newest valid checkpoint of --logdir when there
         is one (values, optimizer slots and global step), else
@@ -601,8 +632,8 @@ class Worker:
         self._initialize_ps(self._check_values(initial_values, "initial value"), 0, origin)
         self._initializes = True
 
-    def _initialize_ps(self, values, global_step, origin):
-        restored = self._restore() if self._checkpoints else None
+    def _initialize_ps(self, values: Mapping[str, Array], global_step: int, origin: str) -> None:
+        restored = self._restore(self._checkpoints) if self._checkpoints else None
         if restored:
             states, global_step, origin = restored
             shards = self.placement.split_states(states)
@@ -635,13 +666,13 @@ class Worker:
                     self._set_state("waiting", f"initialising ps:{k}: {e.details()}")
                     self._stop.wait(0.2)
             if k == 0:
-                self._log(f"chief: variables initialised ({origin}) at global step {answer.global_step}"
+                self._say(f"chief: variables initialised ({origin}) at global step {answer.global_step}"
                           if answer.initialized_now else
                           f"chief: ps:0 already holds the variables at global step {answer.global_step}; "
                           "continuing from there")
         self._start_checkpoint_thread()
 
-    def join(self):
+    def join(self) -> dict[str, Array]:
         """Joins every ps task; returns the parameters (name -> array). Waits,
         saying for what, while a ps is unreachable or the chief has not
         initialised the variables; raises JoinRefused when a ps refuses."""
@@ -654,7 +685,7 @@ class Worker:
                                     + (f" (tensor values on data links to {linked})" if linked else ""))
         return dict(self.parameters)
 
-    def _join_ps(self, k):
+    def _join_ps(self, k: int) -> list[Any]:
         """Joins ps task k; returns the parameters it answered with."""
         request = pb.TrainRequest()
         join = request.join
@@ -712,7 +743,7 @@ class Worker:
                 self.done = message.last_step > 0 and self.global_step >= message.last_step
             return answer.tensors
 
-    def _open_link(self, stream, grant):
+    def _open_link(self, stream: _PsStream, grant: pb.DataLinkGrant) -> None:
         """Connects the data link ps task stream.index granted; when it cannot,
         says so, and the values stay on the gRPC stream."""
         host = self._serving[stream.index].rsplit(":", 1)[0].strip("[]")
@@ -721,12 +752,12 @@ class Worker:
         # a whole sendall, so a 4 MB send gets room on a slow link too.
         timeout = max(2 * self.cluster.heartbeat_ms / 1000, 2.0)
         try:
-            stream.open_link(host, grant, timeout)
-            stream.link.settimeout(5 * timeout)
+            stream.open_link(host, grant, timeout).settimeout(5 * timeout)
         except OSError as e:
-            self._log(f"{self._name}: no data link to ps:{stream.index} ({e}); its tensors go on the gRPC stream")
+            self._say(f"{self._name}: no data link to ps:{stream.index} ({e}); its tensors go on the gRPC stream",
+                      logging.WARNING)
 
-    def _take_parameters(self, pieces):
+    def _take_parameters(self, pieces: Sequence[Sequence[Any]]) -> None:
         """pieces: per ps task, the arrays it answered with (views of its
         answer), in the order of its variable list."""
         variables = self.placement.join(pieces)
@@ -734,7 +765,7 @@ class Worker:
 
     # -- steps -------------------------------------------------------------------------------------------------
 
-    def _check_values(self, values, what):
+    def _check_values(self, values: Values, what: str) -> dict[str, Array]:
         if not isinstance(values, dict):
             values = {v.name: g for v, g in zip(self.signature.variables, values)}
         checked = {}
@@ -752,7 +783,8 @@ class Worker:
             raise ValueError(f"{what}s for variables the model does not declare: {sorted(unknown)}")
         return checked
 
-    def push(self, gradients, loss, full_loss=float("nan"), metrics=None):
+    def push(self, gradients: Values, loss: float, full_loss: float = float("nan"),
+             metrics: Optional[Mapping[str, float]] = None) -> StepResult:
         """Pushes one step's gradients (name -> array, or a list in declaration
         order) with the batch loss, and the metrics measured on the parameters
         they were computed from (name -> value, names the signature declares;
@@ -791,7 +823,7 @@ class Worker:
         self._params_at = time.monotonic()
         return result
 
-    def _metric_values(self, metrics):
+    def _metric_values(self, metrics: Optional[Mapping[str, float]]) -> list[float]:
         if not metrics:
             return []
         unknown = set(metrics) - set(self.signature.metric_names)
@@ -800,7 +832,8 @@ class Worker:
                              f"metric_names (it declares {list(self.signature.metric_names)})")
         return [float(metrics.get(name, float("nan"))) for name in self.signature.metric_names]
 
-    def _push(self, grads, loss, full_loss, metric_values, compute_us):
+    def _push(self, grads: Mapping[str, Array], loss: float, full_loss: float, metric_values: list[float],
+              compute_us: int) -> StepResult:
         head = pb.PushRequest(computed_from_step=self.global_step, batch_loss=loss, full_loss=full_loss,
                               compute_us=compute_us, previous_push_us=self._last_push_us, metrics=metric_values)
         # The chief measures how the variables move whenever it measures
@@ -821,12 +854,13 @@ class Worker:
         # following its answer, as parasync-node's workers do; then each gets
         # the decision (0 contributions drops the staged slices) and answers
         # with its fresh slices.
-        others = range(1, len(self._streams))
-        self._streams[0].send_push(head, pieces[0])
+        streams = cast(List[_PsStream], self._streams)  # push() checked that every one is open
+        others = range(1, len(streams))
+        streams[0].send_push(head, pieces[0])
         for k in others:
             staged = pb.PushRequest(computed_from_step=self.global_step, staged=True)
-            self._streams[k].send_push(staged, pieces[k])
-        answer = self._streams[0].receive_answer()
+            streams[k].send_push(staged, pieces[k])
+        answer = streams[0].receive_answer()
         decision = answer.message
         answers = [answer.tensors]
         counted = decision.outcome in (pb.APPLIED, pb.AGGREGATED)
@@ -836,8 +870,8 @@ class Worker:
             decided = pb.PushRequest(computed_from_step=self.global_step, update=decision.update,
                                      contributions=decision.contributions if counted else 0,
                                      learning_rate_scale=decision.learning_rate_scale)
-            self._streams[k].send_push(decided, [])
-        answers.extend(self._streams[k].receive_answer().tensors for k in others)
+            streams[k].send_push(decided, [])
+        answers.extend(streams[k].receive_answer().tensors for k in others)
         self._take_parameters(answers)
         self.global_step = decision.global_step
         self.done = decision.done
@@ -852,7 +886,7 @@ class Worker:
         return StepResult(_OUTCOMES.get(decision.outcome, "none"), decision.global_step, decision.staleness,
                           decision.contributions, decision.waited_us / 1e6, decision.done, dict(self.parameters))
 
-    def leave(self):
+    def leave(self) -> None:
         """Leaves every ps's stream; finished when the last step was reached."""
         request = pb.TrainRequest()
         request.leave.finished = self.done
