@@ -27,7 +27,7 @@ packages=(
   # Slurm - slurmctld, slurmd, its client commands - with munge for tst_slurm,
   # the packaging tools, the readers the tests check exports with, and the sanitizer
   # runtime of the fuzz targets, which ctest runs through scripts/fuzz.sh,
-  # and clang-format, whose check is a test; Debian's Python with gRPC,
+  # and clang-format and clang-tidy, whose checks are tests; Debian's Python with gRPC,
   # protobuf, NumPy and crcmod - the CRC of their TensorBoard files - for
   # the Python workers, PyTorch for their torch
   # helper, and scikit-learn for the handwritten digits their tests train on;
@@ -39,7 +39,7 @@ packages=(
   slurm-wlm munge
   dpkg-dev file librsvg2-bin desktop-file-utils appstream
   python3-crcmod poppler-utils
-  libclang-rt-14-dev clang-format
+  libclang-rt-14-dev clang-format clang-tidy
   python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
   python3-venv python3-pip python3-setuptools python3-wheel
 )
@@ -48,7 +48,7 @@ packages=(
 test_packages=(
   libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2 slurm-wlm munge
   dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
-  libclang-rt-14-dev clang-format
+  libclang-rt-14-dev clang-format clang-tidy
   python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
   python3-venv python3-pip python3-setuptools python3-wheel
 )
