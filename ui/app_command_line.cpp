@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/nearest_name.h"
 #include "base/qt_text.h"
+#include "config/flag_values.h"
 #include "config/plan_from_flags.h"
 #include "config/update_modes.h"
 #include "orchestration/slurm_backend.h"
@@ -13,6 +14,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <set>
 
 namespace parasync::ui {
 
@@ -42,11 +44,24 @@ std::optional<std::string> valueIfSet(const QCommandLineParser &parser, const ch
     return parser.value(flag).toStdString();
 }
 
+// The end of --help: what the app reads besides its flags.
+constexpr const char *kEnvironmentHelp
+    = "\nA switch also takes --noNAME and --NAME=true|false|1|0 (--noheadless, --insecure=false).\n"
+      "\nEnvironment:\n"
+      "  PARASYNC_CLUSTER_TOKEN  the cluster token for the tasks it starts and the clusters it watches,\n"
+      "                          when no --cluster_token_file is given\n"
+      "  PARASYNC_NODE           the parasync-node the app starts (default: the one beside the app, else\n"
+      "                          parasync-node on PATH)\n"
+      "  PARASYNC_SSH            the ssh command for remote hosts (default: ssh on PATH)\n"
+      "  PARASYNC_DEMO_PORTS     the demo's ports, ps first: 2222,2223,2224 by default\n"
+      "  PARASYNC_TASK_NICE      the niceness increment of the tasks it starts, 0-19 (default 19: they\n"
+      "                          yield to the window)\n";
+
 } // namespace
 
-QStringList declareAppCommandLine(QCommandLineParser &parser)
+AppFlags declareAppCommandLine(QCommandLineParser &parser)
 {
-    QStringList names;
+    AppFlags declared;
     parser.setApplicationDescription(QStringLiteral(
         "Parasync: start, watch and steer a parameter-server training cluster.\n"
         "  parasync --demo                      the three-port demo cluster, in the window\n"
@@ -59,13 +74,16 @@ QStringList declareAppCommandLine(QCommandLineParser &parser)
         "  parasync --headless --slurm --cluster_file=FILE --export=DIR   as a job of your Slurm"));
     parser.addHelpOption();
     parser.addVersionOption();
-    const auto option = [&parser, &names](const char *name, const char *description, const char *valueName = nullptr) {
-        names << QString::fromLatin1(name);
-        QCommandLineOption opt(QString::fromLatin1(name), QString::fromLatin1(description));
-        if (valueName)
-            opt.setValueName(QString::fromLatin1(valueName));
-        parser.addOption(opt);
-    };
+    const auto option
+        = [&parser, &declared](const char *name, const char *description, const char *valueName = nullptr) {
+              declared.names << QString::fromLatin1(name);
+              QCommandLineOption opt(QString::fromLatin1(name), QString::fromLatin1(description));
+              if (valueName)
+                  opt.setValueName(QString::fromLatin1(valueName));
+              else
+                  declared.switches << QString::fromLatin1(name);
+              parser.addOption(opt);
+          };
     option("demo", "Start the demo cluster: ps 127.0.0.1:2222, workers :2223 and :2224 (linear y = 2x + 10).");
     option("headless", "No window: run (or watch, or replay), then export every chart to --export and exit.");
     option("export", "Folder the charts are written to (PNG, SVG, CSV).", "DIR");
@@ -164,17 +182,31 @@ QStringList declareAppCommandLine(QCommandLineParser &parser)
     option("screenshots", "Save a picture of every tab of the window into DIR after --screenshot_delay, then quit.",
            "DIR");
     option("screenshot_delay", "Milliseconds before --screenshots are taken (default 6000).", "MS");
-    return names;
+    return declared;
 }
 
-std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const QStringList &declared,
+std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const AppFlags &declared,
                                        const QStringList &arguments)
 {
-    if (!parser.parse(arguments)) {
+    QStringList spelled;
+    try {
+        std::vector<std::string> args;
+        for (const QString &argument : arguments)
+            args.push_back(ss(argument));
+        std::set<std::string> switches;
+        for (const QString &name : declared.switches)
+            switches.insert(ss(name));
+        for (const std::string &argument : spellBooleanFlags(args, {}, switches))
+            spelled << qs(argument);
+    } catch (const InputError &e) {
+        std::fprintf(stderr, "parasync: %s\nEvery flag: parasync --help\n", e.what());
+        return 2;
+    }
+    if (!parser.parse(spelled)) {
         QString message = QStringLiteral("parasync: ") + parser.errorText();
         if (const QStringList unknown = parser.unknownOptionNames(); !unknown.isEmpty()) {
             std::vector<std::string> names;
-            for (const QString &name : declared)
+            for (const QString &name : declared.names)
                 names.push_back(ss(name));
             if (const std::string best = nearestName(ss(unknown.front()), names); !best.empty())
                 message += QStringLiteral("%1 Did you mean --%2?")
@@ -183,8 +215,10 @@ std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const QString
         std::fprintf(stderr, "%s\nEvery flag: parasync --help\n", qPrintable(message));
         return 2;
     }
-    if (parser.isSet(QStringLiteral("help")))
-        parser.showHelp(0);
+    if (parser.isSet(QStringLiteral("help"))) {
+        std::fputs(qPrintable(parser.helpText() + QLatin1String(kEnvironmentHelp)), stdout);
+        return 0;
+    }
     if (parser.isSet(QStringLiteral("version")))
         parser.showVersion();
     return std::nullopt;

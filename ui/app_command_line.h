@@ -20,16 +20,25 @@ class QCommandLineParser;
 
 namespace parasync::ui {
 
-// The description, --help, --version and every flag of `parasync`; returns
-// the flags' names ("demo", "learning_rate", ...).
-QStringList declareAppCommandLine(QCommandLineParser &parser);
+// The flags declared: every name ("demo", "learning_rate", ...), and those
+// of them that are switches, given bare ("headless", "insecure").
+struct AppFlags
+{
+    QStringList names;
+    QStringList switches;
+};
 
-// Parses `arguments` (the program's name first) with the declared flags.
-// --help and --version print and exit 0, as Qt's process() does. A wrong
+// The description, --help, --version and every flag of `parasync`.
+AppFlags declareAppCommandLine(QCommandLineParser &parser);
+
+// Parses `arguments` (the program's name first) with the declared flags;
+// a switch also takes --noname and --name=true|false|1|0, as the node's
+// booleans do. --help (with the environment variables the app reads) and
+// --version print and give 0. A wrong
 // or unknown flag is said on stderr with the nearest declared one ("Did
 // you mean --learning_rate?") and where to see them all, and gives 2, the
 // exit status of bad input in both programs; nullopt when all is well.
-std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const QStringList &declared,
+std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const AppFlags &declared,
                                        const QStringList &arguments);
 
 // --demo or --cluster_file: a cluster to start.

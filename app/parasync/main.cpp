@@ -47,7 +47,7 @@ int main(int argc, char **argv)
                                                  QIcon(QStringLiteral(":/icons/io.github.parasync.Parasync.svg"))));
 
     QCommandLineParser parser;
-    const QStringList declared = ui::declareAppCommandLine(parser);
+    const ui::AppFlags declared = ui::declareAppCommandLine(parser);
     if (const std::optional<int> exitCode = ui::parseAppCommandLine(parser, declared, QApplication::arguments()))
         return *exitCode;
 

@@ -11,6 +11,54 @@ std::string floatText(float value)
     return std::string(buffer, result.ptr);
 }
 
+std::vector<std::string> spellBooleanFlags(const std::vector<std::string> &args,
+                                           const std::set<std::string> &valueFlags,
+                                           const std::set<std::string> &switches)
+{
+    std::vector<std::string> spelled;
+    spelled.reserve(args.size());
+    bool optionsOver = false;
+    for (const std::string &arg : args) {
+        if (optionsOver || arg.size() < 2 || arg[0] != '-' || arg == "--") {
+            optionsOver = optionsOver || arg == "--";
+            spelled.push_back(arg);
+            continue;
+        }
+        const size_t dashes = arg.compare(0, 2, "--") == 0 ? 2 : 1;
+        const size_t equals = arg.find('=');
+        const std::string name = arg.substr(dashes, equals == std::string::npos ? std::string::npos : equals - dashes);
+        const bool negated = name.compare(0, 2, "no") == 0
+                             && (valueFlags.count(name.substr(2)) != 0 || switches.count(name.substr(2)) != 0);
+        const std::string flag = negated ? name.substr(2) : name;
+        if (valueFlags.count(flag) != 0) {
+            if (negated && equals == std::string::npos)
+                spelled.push_back("--" + flag + "=0");
+            else if (equals == std::string::npos)
+                spelled.push_back("--" + flag + "=1");
+            else
+                spelled.push_back(arg); // --noname=... is left to the parser to refuse as unknown
+            continue;
+        }
+        if (switches.count(flag) == 0 || (negated && equals != std::string::npos)) {
+            spelled.push_back(arg);
+            continue;
+        }
+        if (negated)
+            continue; // --noinsecure: the switch's default
+        if (equals == std::string::npos) {
+            spelled.push_back(arg);
+            continue;
+        }
+        const std::string value = arg.substr(equals + 1);
+        if (value == "true" || value == "1")
+            spelled.push_back("--" + flag);
+        else if (value != "false" && value != "0")
+            throw InputError(arg + ": --" + flag + " is a switch: give --" + flag + " or --" + flag
+                             + "=true to turn it on, --no" + flag + " or --" + flag + "=false to leave it off");
+    }
+    return spelled;
+}
+
 std::string FlagValues::shown(const std::string &name) const
 {
     const GivenValue &given = m_values.at(name);
@@ -93,7 +141,8 @@ void FlagValues::boolean(const std::string &name, bool *target) const
     else if (value == "0" || value == "false")
         *target = false;
     else
-        throw InputError(shown(name) + ": must be 0 or 1");
+        throw InputError(shown(name) + ": must be 1 or 0, or true or false (or give --" + name + " or --no" + name
+                         + ")");
 }
 
 void FlagValues::string(const std::string &name, std::string *target, bool mayBeEmpty) const

@@ -11,7 +11,9 @@
 #include <charconv>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
+#include <vector>
 
 namespace parasync {
 
@@ -25,6 +27,19 @@ struct GivenValue
 
 // A float's shortest spelling ("0.05", not 0.0500000007).
 std::string floatText(float value);
+
+// TensorFlow's (absl's) spellings of a boolean flag, rewritten into the one
+// each parser reads, so that every boolean of both programs takes --name,
+// --noname and --name=true|false|1|0. For a flag that takes 0|1
+// (`valueFlags`), --name becomes --name=1 and --noname --name=0 (its
+// true|false stay, as boolean() reads them); for a switch (`switches`,
+// given bare), --name=true|1 becomes --name, and --name=false|0 and
+// --noname drop out. A single dash works as two. Everything else, and all
+// after a bare "--", is kept as it was. Throws InputError for a switch
+// given any other value, naming the forms it takes.
+std::vector<std::string> spellBooleanFlags(const std::vector<std::string> &args,
+                                           const std::set<std::string> &valueFlags,
+                                           const std::set<std::string> &switches);
 
 class FlagValues
 {
@@ -63,7 +78,7 @@ public:
     void boundedFloat(const std::string &name, float *target, float minimum, float maximum) const;
     // More than 0 and less than 1; empty (a cluster.json's unset value) leaves it unset.
     void fraction(const std::string &name, double *target) const;
-    // 0|1, as --issync; a cluster file may say true or false.
+    // 1|0 or true|false (--issync=1, a cluster file's "data_link": true).
     void boolean(const std::string &name, bool *target) const;
     void string(const std::string &name, std::string *target, bool mayBeEmpty) const;
 

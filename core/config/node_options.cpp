@@ -21,6 +21,8 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
+#include <string_view>
 
 namespace parasync {
 
@@ -378,8 +380,17 @@ public:
         }
         m_parser.addOption(m_helpShort);
 
+        // Every boolean takes TensorFlow's forms (--data_link, --nodata_link,
+        // --insecure=true): spelled here as the table declares it.
+        std::set<std::string> valueBooleans, switches;
+        for (const FlagInfo &flag : kFlags) {
+            if (std::string_view(flag.valueName) == "0|1")
+                valueBooleans.insert(flag.name);
+            else if (*flag.valueName == '\0')
+                switches.insert(flag.name);
+        }
         QStringList arguments;
-        for (const std::string &arg : args)
+        for (const std::string &arg : spellBooleanFlags(args, valueBooleans, switches))
             arguments.append(qs(arg));
         if (arguments.isEmpty())
             arguments.append(QStringLiteral("parasync-node"));
@@ -620,6 +631,16 @@ std::string nodeHelpText()
                     + "\n";
         }
     }
+    text += "\nA flag that takes 0|1, and a switch, also take --noNAME and --NAME=true|false|1|0, as TensorFlow's\n"
+            "flags do: --data_link, --nodata_link and --data_link=false are all understood.\n";
+    text += "\nEnvironment:\n"
+            "  TF_CONFIG               TensorFlow's JSON cluster and task, used when neither --ps_hosts nor\n"
+            "                          --cluster_file is given\n"
+            "  PARASYNC_CLUSTER_TOKEN  the cluster token when no --cluster_token_file is given (never on a\n"
+            "                          command line, where ps shows it to every user)\n"
+            "  SLURM_*                 with --slurm, or under srun with nothing else naming the cluster: the\n"
+            "                          job's nodes and this task's rank\n"
+            "  GRPC_VERBOSITY, GRPC_TRACE  gRPC's own logging; unset, only its errors are shown\n";
     text += "\nControl a running cluster through ps:0 (no task is started):\n"
             "  parasync-node --ps_hosts=HOST:PORT --status\n"
             "      the global step, the mode and what each worker is doing\n"

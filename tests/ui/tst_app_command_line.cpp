@@ -43,8 +43,8 @@ private Q_SLOTS:
     void aWrongFlagGivesTwoAndATypoItsNearestFlag()
     {
         QCommandLineParser parser;
-        const QStringList declared = declareAppCommandLine(parser);
-        QVERIFY(declared.contains(QStringLiteral("learning_rate")));
+        const AppFlags declared = declareAppCommandLine(parser);
+        QVERIFY(declared.names.contains(QStringLiteral("learning_rate")));
         const std::optional<int> refused
             = parseAppCommandLine(parser, declared, {u"parasync"_s, u"--lerning_rate=0.1"_s});
         QVERIFY(refused);
@@ -53,6 +53,32 @@ private Q_SLOTS:
         declareAppCommandLine(again);
         QVERIFY(!parseAppCommandLine(again, declared, {u"parasync"_s, u"--learning_rate=0.1"_s}));
         QCOMPARE(again.value(u"learning_rate"_s), u"0.1"_s);
+    }
+
+    // TensorFlow's spellings of a boolean: --name, --noname, --name=true|false|1|0.
+    void aSwitchTakesEveryBooleanForm()
+    {
+        const auto headless = [](const QString &argument) -> std::optional<bool> {
+            QCommandLineParser parser;
+            const AppFlags declared = declareAppCommandLine(parser);
+            if (parseAppCommandLine(parser, declared, {u"parasync"_s, u"--demo"_s, argument}))
+                return std::nullopt;
+            return parser.isSet(u"headless"_s);
+        };
+        QCOMPARE(headless(u"--headless"_s), std::optional<bool>(true));
+        QCOMPARE(headless(u"--headless=true"_s), std::optional<bool>(true));
+        QCOMPARE(headless(u"--headless=1"_s), std::optional<bool>(true));
+        QCOMPARE(headless(u"--noheadless"_s), std::optional<bool>(false));
+        QCOMPARE(headless(u"--headless=false"_s), std::optional<bool>(false));
+        QCOMPARE(headless(u"--headless=0"_s), std::optional<bool>(false));
+
+        QCommandLineParser parser;
+        const AppFlags declared = declareAppCommandLine(parser);
+        QCOMPARE(parseAppCommandLine(parser, declared, {u"parasync"_s, u"--headless=maybe"_s}), std::optional<int>(2));
+        // --no before a flag that takes a value is no flag at all.
+        QCommandLineParser other;
+        QCOMPARE(parseAppCommandLine(other, declareAppCommandLine(other), {u"parasync"_s, u"--nologdir"_s}),
+                 std::optional<int>(2));
     }
 
     void everyTrainingFlagHandedToTheTasksIsDeclared()

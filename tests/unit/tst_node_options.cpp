@@ -352,6 +352,59 @@ private Q_SLOTS:
         QVERIFY(help.contains(QString::fromStdString("--set_mode=" + choices)));
     }
 
+    // TensorFlow's spellings of a boolean, for the flags that take 0|1 and
+    // for the switches alike.
+    void everyBooleanTakesTensorFlowsForms_data()
+    {
+        QTest::addColumn<QStringList>("flags");
+        QTest::addColumn<bool>("dataLink");
+        QTest::addColumn<bool>("chiefHandover");
+        QTest::addColumn<bool>("insecure");
+        QTest::newRow("defaults") << QStringList{} << true << false << false;
+        QTest::newRow("--noname") << QStringList{u"--nodata_link"_s, u"--nochief_handover"_s, u"--noinsecure"_s}
+                                  << false << false << false;
+        QTest::newRow("--name, the last one counting")
+            << QStringList{u"--nodata_link"_s, u"--data_link"_s, u"--chief_handover"_s, u"--insecure"_s} << true << true
+            << true;
+        QTest::newRow("=false") << QStringList{u"--data_link=false"_s, u"--chief_handover=false"_s,
+                                               u"--insecure=false"_s}
+                                << false << false << false;
+        QTest::newRow("=true") << QStringList{u"--data_link=true"_s, u"--chief_handover=true"_s, u"--insecure=true"_s}
+                               << true << true << true;
+        QTest::newRow("=0 and =1, one dash")
+            << QStringList{u"-data_link=0"_s, u"-chief_handover=0"_s, u"-insecure=1"_s} << false << false << true;
+    }
+    void everyBooleanTakesTensorFlowsForms()
+    {
+        QFETCH(QStringList, flags);
+        const NodeOptions options = parseNodeOptions(nodeArguments(demo(flags)), {});
+        QTEST(options.connection.dataLink, "dataLink");
+        QTEST(options.training.chiefHandover, "chiefHandover");
+        QTEST(options.insecure, "insecure");
+    }
+
+    void aBooleanOfAnotherWordIsRefusedWithItsForms()
+    {
+        for (const auto &[flag, expected] :
+             {std::pair{u"--data_link=yes"_s, u"must be 1 or 0, or true or false"_s},
+              std::pair{u"--insecure=yes"_s, u"--noinsecure"_s}, std::pair{u"--nomode"_s, u"Did you mean"_s}}) {
+            try {
+                parseNodeOptions(nodeArguments(demo({flag})), {});
+                QFAIL(qPrintable(flag + u" was taken"_s));
+            } catch (const InputError &e) {
+                QVERIFY2(QString::fromStdString(e.what()).contains(expected), e.what());
+            }
+        }
+    }
+
+    void helpSaysTheBooleanFormsAndTheEnvironment()
+    {
+        const QString help = QString::fromStdString(nodeHelpText());
+        QVERIFY(help.contains(u"--noNAME"_s));
+        for (const char *variable : {"TF_CONFIG", "PARASYNC_CLUSTER_TOKEN", "SLURM_", "GRPC_VERBOSITY"})
+            QVERIFY2(help.contains(QString::fromLatin1(variable)), variable);
+    }
+
     void helpAndVersionNeedNoCluster()
     {
         QVERIFY(parseNodeOptions(nodeArguments({u"--help"_s}), {}).help);
