@@ -20,7 +20,9 @@ shift || true
 if $short; then
   mapfile -t files < <(git ls-files 'core/base/*.cpp' 'core/config/*.cpp')
   # run-clang-tidy 14 has no --warnings-as-errors: one clang-tidy a file.
-  if ! printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -n 1 clang-tidy -p "$build" --quiet --warnings-as-errors='*'; then
+  # GCC's warning flags in the compile database (-Wshadow=local) are not clang's: not findings.
+  if ! printf '%s\n' "${files[@]}" | xargs -P "$(nproc)" -n 1 clang-tidy -p "$build" --quiet --warnings-as-errors='*' \
+    --extra-arg=-Wno-unknown-warning-option; then
     echo "tidy.sh: clang-tidy found the above in core/base or core/config: fix them (or, for a check that is wrong for this code, say why in .clang-tidy)" >&2
     exit 1
   fi

