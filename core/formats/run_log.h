@@ -27,6 +27,9 @@ inline constexpr const char *kCluster = "cluster.json";
 inline constexpr const char *kModel = "model.json";
 // What RunLog removed of the step log to keep within --logdir_max_mb.
 inline constexpr const char *kRecords = "records.json";
+// The output of each task the app started: logs/ps-0.log, logs/worker-1.log
+// (orchestration/task_log.h).
+inline constexpr const char *kTaskLogs = "logs";
 } // namespace run_files
 
 // Writes ps:0's record of a run into the run directory:

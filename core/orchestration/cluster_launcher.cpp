@@ -1,11 +1,11 @@
 #include "orchestration/cluster_launcher.h"
 
 #include "base/error.h"
-#include "base/port_holder.h"
 #include "base/qt_text.h"
 #include "config/cluster_file.h"
 #include "formats/task_state_line.h"
 #include "orchestration/cluster_watcher.h"
+#include "orchestration/task_log.h"
 #include "orchestration/task_runner.h"
 #include "wire/cluster_token.h"
 
@@ -35,13 +35,6 @@ constexpr int kAbandonMs = 4000; // a remote task's ssh that outlives a KILL by 
 bool isFinal(TaskState state)
 {
     return state == TaskState::Finished || state == TaskState::Stopped || state == TaskState::Dead;
-}
-
-// Binding as the task will (see bindPort): a port with only TIME_WAIT
-// connections from a run that just ended is not taken.
-bool portTaken(const HostPort &address)
-{
-    return !isPortFree(address.host, address.port);
 }
 
 bool isExecutable(const QString &path)
@@ -123,6 +116,7 @@ struct ClusterLauncher::Process
     bool stopRequested = false;
     bool killRequested = false;
     bool restartRequested = false;
+    std::unique_ptr<TaskLog> log; // its output on disk, when the plan has a run directory
 };
 
 ClusterLauncher::ClusterLauncher(QObject *parent) : QObject(parent) {}
@@ -160,49 +154,6 @@ QString ClusterLauncher::nodeBinary() const
         return fromEnvironment;
     const QString onPath = QStandardPaths::findExecutable(QStringLiteral("parasync-node"));
     return onPath.isEmpty() ? QStringLiteral("parasync-node") : onPath;
-}
-
-std::vector<PortConflict> ClusterLauncher::checkPorts(const ClusterPlan &plan) const
-{
-    std::vector<PortConflict> conflicts;
-    std::set<uint16_t> planned;
-    for (const auto &task : plan.tasks())
-        planned.insert(plan.cluster.address(task).port);
-    for (const auto &task : plan.tasks()) {
-        const HostPort &address = plan.cluster.address(task);
-        if (plan.remoteHost(task) || !address.isLoopback() || !portTaken(address))
-            continue;
-        PortConflict conflict;
-        conflict.task = task;
-        conflict.address = address;
-        if (const auto holder = findPortHolder(address.port))
-            conflict.holder = qs(holder->describe());
-        const std::string host = address.host == "localhost" || address.host.find(':') != std::string::npos
-                                     ? std::string("127.0.0.1")
-                                     : address.host;
-        // A suggestion must not collide with the plan or another suggestion.
-        for (int attempt = 0; attempt < 20 && conflict.suggestedPort == 0; ++attempt) {
-            const uint16_t port = pickFreePort(host);
-            if (port != 0 && planned.insert(port).second)
-                conflict.suggestedPort = port;
-        }
-        conflicts.push_back(std::move(conflict));
-    }
-    return conflicts;
-}
-
-ClusterPlan ClusterLauncher::withSuggestedPorts(ClusterPlan plan, const std::vector<PortConflict> &conflicts)
-{
-    for (const auto &conflict : conflicts) {
-        if (conflict.suggestedPort == 0)
-            continue;
-        auto &list = conflict.task.job == JobName::Ps         ? plan.cluster.ps
-                     : conflict.task.job == JobName::PsBackup ? plan.cluster.psBackups
-                                                              : plan.cluster.workers;
-        if (conflict.task.index >= 0 && size_t(conflict.task.index) < list.size())
-            list[size_t(conflict.task.index)].port = conflict.suggestedPort;
-    }
-    return plan;
 }
 
 bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
@@ -386,7 +337,14 @@ void ClusterLauncher::startTask(int row)
     info.exitCode = 0;
     info.stepsPerSecond = 0;
     setState(row, TaskState::Starting, tr("starting"));
-    p.runner->start(*process, taskCommand(row), m_clusterToken);
+    const TaskCommand command = taskCommand(row);
+    if (!m_plan.training.logdir.empty()) {
+        if (!p.log)
+            p.log = std::make_unique<TaskLog>(qs(m_plan.training.logdir), info.task);
+        if (!p.log->started(command.program + QLatin1Char(' ') + command.arguments.join(QLatin1Char(' '))))
+            Q_EMIT outputAppended(row, QStringLiteral("parasync: %1\n").arg(p.log->error()));
+    }
+    p.runner->start(*process, command, m_clusterToken);
 }
 
 TaskCommand ClusterLauncher::taskCommand(int row) const
@@ -489,8 +447,11 @@ void ClusterLauncher::onOutput(int row)
             p.lines.pop_front();
         interpretLine(row, line);
     }
-    if (!taskOutput.isEmpty())
+    if (!taskOutput.isEmpty()) {
+        if (p.log)
+            p.log->write(taskOutput);
         Q_EMIT outputAppended(row, taskOutput);
+    }
 }
 
 void ClusterLauncher::interpretLine(int row, const QString &rawLine)
@@ -556,7 +517,10 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
                 p.lines.pop_front();
             interpretLine(row, line);
         }
-        Q_EMIT outputAppended(row, rest.endsWith(QLatin1Char('\n')) ? rest : rest + QLatin1Char('\n'));
+        const QString lines = rest.endsWith(QLatin1Char('\n')) ? rest : rest + QLatin1Char('\n');
+        if (p.log)
+            p.log->write(lines);
+        Q_EMIT outputAppended(row, lines);
     }
 
     QString recent;
@@ -568,6 +532,8 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
     info.exitCode = exitCode;
     info.stepsPerSecond = 0;
     if (p.restartRequested) {
+        if (p.log)
+            p.log->ended(tr("exited (code %1) to be started again").arg(exitCode));
         startTask(row);
         return;
     }
@@ -601,6 +567,9 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
                  tr("exit code %1").arg(exitCode) + (why.isEmpty() ? QString() : QStringLiteral(": ") + why));
     }
 
+    if (p.log)
+        p.log->ended(taskStateName(info.state) + QStringLiteral(": ") + info.detail);
+
     // A ps task that exits before it listens leaves the workers nothing to join.
     if (m_workersPending && info.task.job == JobName::Ps) {
         bool anyPsRunning = false;
@@ -627,6 +596,8 @@ void ClusterLauncher::onFailedToStart(int row)
                                                : command.program,
                           p.process ? p.process->errorString() : QString())
                  + (p.runner->isRemote() ? QString() : QStringLiteral(": ") + command.whenMissing));
+    if (p.log)
+        p.log->ended(m_infos[size_t(row)].detail);
     emitAllExitedIfDone();
 }
 

@@ -3,12 +3,15 @@
 #include "base/port_holder.h"
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
+#include "orchestration/task_log.h"
 
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QRegularExpression>
 #include <QScopeGuard>
 #include <QSignalSpy>
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <algorithm>
@@ -386,6 +389,78 @@ private Q_SLOTS:
             QVERIFY2(info.state == TaskState::Stopped, qPrintable(describe(launcher)));
             QVERIFY(!processExists(info.pid));
         }
+    }
+
+    // Each task's output in the run directory's logs/, kept across a kill
+    // and a restart of the task and after the launcher is gone.
+    void eachTasksOutputIsKeptInTheRunDirectory()
+    {
+        QTemporaryDir logdir;
+        ClusterPlan plan = demoOnFreePorts(1'000'000'000);
+        plan.training.logdir = logdir.path().toStdString();
+        const QString workerLog = logdir.filePath(QStringLiteral("logs/worker-1.log"));
+        const auto read = [](const QString &path) {
+            QFile file(path);
+            return file.open(QIODevice::ReadOnly) ? QString::fromUtf8(file.readAll()) : QString();
+        };
+        {
+            ClusterLauncher launcher;
+            QString error;
+            QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+            const int worker1 = launcher.taskRow(TaskId{JobName::Worker, 1});
+            const auto state = [&](int row) { return launcher.tasks()[size_t(row)].state; };
+            QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Training, qPrintable(describe(launcher)),
+                                      kTimeoutMs);
+            QTRY_VERIFY_WITH_TIMEOUT(read(workerLog).contains(QLatin1String("worker:1 state training")), kTimeoutMs);
+            QVERIFY(read(workerLog).contains(QLatin1String(" started: ")));
+            QVERIFY(read(workerLog).contains(QLatin1String("--job_name=worker --task_index=1")));
+            QTRY_VERIFY_WITH_TIMEOUT(
+                read(logdir.filePath(QStringLiteral("logs/ps-0.log"))).contains(QLatin1String("ps:0 listening on")),
+                kTimeoutMs);
+
+            launcher.killTask(worker1);
+            QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Dead, qPrintable(describe(launcher)), kTimeoutMs);
+            launcher.restartTask(worker1);
+            QTRY_VERIFY2_WITH_TIMEOUT(state(worker1) == TaskState::Training, qPrintable(describe(launcher)),
+                                      kTimeoutMs);
+            QTRY_VERIFY_WITH_TIMEOUT(read(workerLog).count(QLatin1String("worker:1 state training")) >= 2, kTimeoutMs);
+            const QString text = read(workerLog);
+            QCOMPARE(text.count(QLatin1String(" started: ")), 2);
+            QVERIFY2(text.contains(QLatin1String("dead: killed (SIGKILL) on request")), qPrintable(text.right(2000)));
+            launcher.stopAll();
+        }
+        // The launcher is gone; the lines are not.
+        const QString text = read(workerLog);
+        QVERIFY2(text.contains(QLatin1String("stopped")), qPrintable(text.right(2000)));
+    }
+
+    // A log past TaskLog::kMaxBytes goes to .1 (and .1 to .2 ...), so a task
+    // that talks for days takes bounded room; the newest lines stay in .log.
+    void aLongLogIsRotated()
+    {
+        QTemporaryDir logdir;
+        TaskLog log(logdir.path(), TaskId{JobName::Ps, 0});
+        QVERIFY2(log.started(QStringLiteral("parasync-node --job_name=ps")), qPrintable(log.error()));
+        const QString line = QString(1023, QLatin1Char('x')) + QLatin1Char('\n');
+        QString chunk;
+        for (int i = 0; i < 1024; ++i)
+            chunk += line; // 1 MiB
+        const int chunks = int(TaskLog::kMaxBytes / (1024 * 1024)) * (TaskLog::kKeptFiles + 2);
+        for (int i = 0; i < chunks; ++i)
+            log.write(chunk);
+        log.write(QStringLiteral("the newest line\n"));
+        QVERIFY(log.error().isEmpty());
+        const QString path = log.path();
+        QCOMPARE(path, logdir.filePath(QStringLiteral("logs/ps-0.log")));
+        for (int i = 1; i <= TaskLog::kKeptFiles; ++i)
+            QVERIFY2(QFileInfo(path + QStringLiteral(".%1").arg(i)).size() > 0, qPrintable(QString::number(i)));
+        QVERIFY(!QFileInfo::exists(path + QStringLiteral(".%1").arg(TaskLog::kKeptFiles + 1)));
+        for (const QString &file : QDir(logdir.filePath(QStringLiteral("logs"))).entryList(QDir::Files))
+            QVERIFY2(QFileInfo(logdir.filePath(QStringLiteral("logs/") + file)).size() <= TaskLog::kMaxBytes,
+                     qPrintable(file));
+        QFile newest(path);
+        QVERIFY(newest.open(QIODevice::ReadOnly));
+        QVERIFY(newest.readAll().endsWith("the newest line\n"));
     }
 
     void destroyingTheLauncherLeavesNoProcess()
