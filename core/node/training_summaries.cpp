@@ -89,8 +89,6 @@ void TrainingSummaries::watchTelemetry()
                 m_telemetryStep = std::max(m_telemetryStep, step.global_step());
                 if (step.outcome() != proto::APPLIED && step.outcome() != proto::AGGREGATED)
                     continue;
-                if (step.global_step() <= m_summarisedStep)
-                    continue;
                 auto &[sum, count] = m_staleness[step.worker()];
                 sum += double(step.staleness());
                 ++count;
@@ -179,7 +177,6 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, const Chi
         if (last)
             m_telemetryArrived.wait_for(lock, std::chrono::seconds(2),
                                         [&] { return m_stopping || m_telemetryStep >= globalStep; });
-        m_summarisedStep = globalStep;
         for (auto &[worker, stats] : m_staleness) {
             if (stats.second > 0)
                 addScalar(summary, "staleness/worker_" + std::to_string(worker), stats.first / double(stats.second));

@@ -83,11 +83,9 @@ private:
         int64_t count = 0;
     };
     ProbeSums m_probes;
-    // The newest global step of ps:0's telemetry, and the global step the
-    // last summary was written at: a stream (re)opened late resumes after
-    // the first and skips what the second already summarised.
+    // The newest global step of ps:0's telemetry: a stream (re)opened late
+    // resumes after it, and what arrives late goes into the next summary.
     int64_t m_telemetryStep = 0;
-    int64_t m_summarisedStep = -1;
     bool m_stopping = false;
     std::condition_variable m_wake;
     std::condition_variable m_telemetryArrived;
