@@ -76,6 +76,47 @@ class ClusterConfig:
         return f"worker:{self.task_index} of {len(self.workers)}, ps tasks {','.join(self.ps)}{backups}"
 
 
+BOOLEAN_WORDS = {"true": True, "1": True, "false": False, "0": False}
+
+
+class _BooleanFlag(argparse.Action):
+    """--name, --noname and --name=true|false|1|0, as TensorFlow's flags and
+    parasync-node take a boolean (core/config/flag_values.h,
+    spellBooleanFlags): a cluster's command line can then be handed to a
+    Python worker and to parasync-node alike."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs="?", **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: Optional[str] = None) -> None:
+        name = self.dest
+        if option_string == f"--no{name}":
+            if values is not None:
+                parser.error(f"--no{name}={values}: --no{name} takes no value; give --no{name} or --{name}=false "
+                             f"to turn it off, --{name} or --{name}=true to turn it on")
+            setattr(namespace, self.dest, False)
+            return
+        if values is None:
+            setattr(namespace, self.dest, True)
+            return
+        if values not in BOOLEAN_WORDS:
+            parser.error(f"--{name}={values}: must be 1 or 0, or true or false (or give --{name} or --no{name})")
+        setattr(namespace, self.dest, BOOLEAN_WORDS[values])
+
+
+def add_boolean_argument(parser: Any, name: str, default: bool, help: str) -> None:
+    """Adds a boolean flag --name to an argparse parser or argument group,
+    taking the forms parasync-node's booleans take: --name, --noname and
+    --name=true|false|1|0. Any other value exits 2 naming those forms."""
+    parser.add_argument(f"--{name}", dest=name, action=_BooleanFlag, default=default, metavar="true|false",
+                        help=f"{help}; --no{name} is --{name}=false")
+    # Listed once in --help, under --name; SUPPRESS keeps it from resetting
+    # the default the first one set.
+    parser.add_argument(f"--no{name}", dest=name, action=_BooleanFlag, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Adds parasync-node's cluster and security flags to an argparse parser."""
     group = parser.add_argument_group("the cluster (as parasync-node takes it)")
@@ -94,8 +135,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument("--heartbeat_ms", type=int, default=1000, help="HTTP/2 keepalive interval (default 1000)")
     group.add_argument("--max_message_bytes", type=int, default=64 << 20,
                        help="largest message sent or accepted (default 67108864)")
-    group.add_argument("--data_link", type=int, choices=(0, 1), default=1,
-                       help="1: big tensors' values go on a TCP link beside the gRPC stream (default 1)")
+    add_boolean_argument(group, "data_link", default=True,
+                         help="big tensors' values go on a TCP link beside the gRPC stream (default: on)")
     group = parser.add_argument_group("the run directory (as parasync-node takes it)")
     group.add_argument("--logdir", default="",
                        help="run directory: the chief saves its checkpoints there and restores from the newest")
@@ -291,7 +332,7 @@ def from_arguments(args: argparse.Namespace, environ: Optional[Mapping[str, str]
         tls_key=_read_file(args.tls_key, "--tls_key") if args.tls_key else b"",
         tls_ca=_read_file(args.tls_ca, "--tls_ca") if args.tls_ca else b"",
         heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes,
-        data_link=bool(getattr(args, "data_link", 1)), logdir=args.logdir,
+        data_link=bool(getattr(args, "data_link", True)), logdir=args.logdir,
         save_checkpoint_secs=args.save_checkpoint_secs, max_to_keep=args.max_to_keep,
         min_slice_bytes=min_slice_bytes)
 
