@@ -8,7 +8,8 @@ below, the same table as docs/development.md's "Architecture" picture:
 
 - each include is qualified by its folder ("engine/model.h", not "model.h");
 - a folder includes only from the folders it may use;
-- the engine, the formats and the configuration reach no gRPC header, and
+- the engine, the formats, the configuration and the tasks (core/node)
+  reach no gRPC header: gRPC is core/wire's alone; and
   ui/ (widgets and view models) reaches no gRPC or socket header, directly
   or through another project header;
 - ui/ includes no protobuf header by name: protobuf messages reach it as
@@ -60,29 +61,26 @@ FORBIDDEN = {
     "core/engine": [r"^grpcpp/", r"^grpc/"],
     "core/formats": [r"^grpcpp/", r"^grpc/"],
     "core/slurm": [r"^grpcpp/", r"^grpc/"],
+    # What parasync-node runs, gRPC-free: the ps task answers
+    # wire/ps_calls.h's PsHandler and is given its server in a
+    # wire/ps_transport.h; the worker and the chief reach their ps tasks
+    # through wire/ps_client.h and serve through wire/task_control.h.
+    "core/node": [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"],
     # The app's calls reach a cluster through wire/cluster_client.h and
     # wire/cluster_control.h, which keep gRPC's types behind them.
     "core/orchestration": [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"],
     **{folder: [r"^grpcpp/", r"^grpc/", r"^sys/socket\.h$", r"^netinet/", r"^arpa/"]
        for folder in ("ui", "ui/models", "ui/charts", "ui/dialogs", "ui/windows", "ui/headless")},
 }
-# Files of a layer that may use gRPC but keep it out on purpose: the ps
-# task's logic, which tests and the fuzzer drive in-process through
-# node/ps_calls.h, and which is given its server and its peers in a
-# node/ps_transport.h (parasync-node wires node/ps_service.*'s gRPC one, so
-# the logic may not include it); the worker's, which reaches the ps through
-# wire/ps_client.h.
+# Files held to more than their folder: the ps task's logic does not build
+# its own server (parasync-node wires wire/ps_server.h's around it, and the
+# tests and the fuzzer call it in-process), and the two headers of wire/ that
+# it reaches stay free of gRPC.
 PS_TASK_FILES = ("core/node/ps_task.h", "core/node/ps_task.cpp", "core/node/ps_task_membership.cpp",
-                 "core/node/ps_task_pushes.cpp", "core/node/ps_task_status.cpp", "core/node/ps_task_replication.cpp",
-                 "core/node/ps_calls.h", "core/node/ps_transport.h")
+                 "core/node/ps_task_pushes.cpp", "core/node/ps_task_status.cpp", "core/node/ps_task_replication.cpp")
 FORBIDDEN_IN_FILE = {
-    path: [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"] + ([r"^node/ps_service\.h$"] if path in PS_TASK_FILES else [])
-    for path in PS_TASK_FILES + (
-                 # The worker and the chief reach their ps tasks through
-                 # wire/ps_client.h, and serve through wire/task_control.h.
-                 "core/node/worker_task.h", "core/node/worker_task.cpp", "core/node/worker_task_join.cpp",
-                 "core/node/worker_ps_connection.h", "core/node/chief_duties.h", "core/node/chief_duties.cpp",
-                 "core/node/training_summaries.h", "core/node/training_summaries.cpp")
+    **{path: [r"^wire/ps_server\.h$"] for path in PS_TASK_FILES},
+    **{path: [r"^grpcpp/", r"^grpc/", r"grpc\.pb\.h$"] for path in ("core/wire/ps_calls.h", "core/wire/ps_transport.h")},
 }
 # Headers a folder must not include by name (they are reachable through
 # another layer's types, but not to be used directly).

@@ -9,11 +9,11 @@
 #include "config/node_options.h"
 #include "config/slurm_environment.h"
 #include "node/network_probe.h"
-#include "node/ps_service.h"
 #include "node/ps_task.h"
 #include "node/worker_task.h"
 #include "wire/cluster_control.h"
 #include "wire/cluster_token.h"
+#include "wire/ps_server.h"
 #include "wire/rpc.h"
 #include "wire/serving_security.h"
 

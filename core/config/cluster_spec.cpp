@@ -222,6 +222,13 @@ std::string HostPort::toString() const
     return host + ":" + std::to_string(port);
 }
 
+std::string HostPort::bareHost() const
+{
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+        return host.substr(1, host.size() - 2);
+    return host;
+}
+
 bool HostPort::isLoopback() const
 {
     std::string name = lowered(host);

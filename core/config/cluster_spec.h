@@ -14,6 +14,8 @@ struct HostPort
     uint16_t port = 0;
 
     std::string toString() const;
+    // The host without an IPv6 address's brackets, as getaddrinfo() takes it.
+    std::string bareHost() const;
     bool isLoopback() const;
     friend bool operator==(const HostPort &, const HostPort &) = default;
 };

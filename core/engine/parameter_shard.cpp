@@ -58,16 +58,6 @@ ValuesSnapshot &ValuesSnapshot::operator=(ValuesSnapshot &&other) noexcept
     return *this;
 }
 
-void ValuesSnapshot::copyInto(google::protobuf::RepeatedPtrField<proto::Tensor> *tensors) const
-{
-    for (size_t i = 0; i < m_values.size() && int(i) < tensors->size(); ++i) {
-        auto *values = (*tensors)[int(i)].mutable_values();
-        values->Clear();
-        values->Reserve(int(m_values[i].size()));
-        values->Add(m_values[i].begin(), m_values[i].end());
-    }
-}
-
 void ValuesSnapshot::release()
 {
     // Release order: the reads of the values (a send, a copy) happen before

@@ -35,10 +35,6 @@ public:
     bool empty() const { return m_values.empty(); }
     // One span per variable of the shard, in its order.
     const GradientView &values() const { return m_values; }
-    // Copies the values into `tensors`, one per variable, which hold their
-    // shapes already (ParameterShard::share): for answers whose values go
-    // in the message.
-    void copyInto(google::protobuf::RepeatedPtrField<proto::Tensor> *tensors) const;
     // Gives the values back to the shard; the spans are empty after it (and
     // their storage kept for the next share()). Safe from any thread.
     void release();

@@ -87,12 +87,12 @@ bool InProcessTrainCall::read(proto::TrainRequest *request)
     return true;
 }
 
-bool InProcessTrainCall::write(proto::TrainResponse &response, const ValuesSnapshot &parameters)
+bool InProcessTrainCall::write(proto::TrainResponse &response, const TensorValues &parameters)
 {
     std::lock_guard lock(m_mutex);
     m_responses.push_back(response);
     if (!parameters.empty())
-        parameters.copyInto(m_responses.back().mutable_push()->mutable_parameters());
+        copyTensorValues(parameters, m_responses.back().mutable_push()->mutable_parameters());
     m_changed.notify_all();
     return true;
 }

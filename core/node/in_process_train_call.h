@@ -5,7 +5,7 @@
 // push, hold, leave, a stream that ends without a goodbye) as a worker would,
 // without a server or a socket.
 
-#include "node/ps_calls.h"
+#include "wire/ps_calls.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -63,7 +63,7 @@ public:
 private:
     // The ps's side, on the call's thread.
     bool read(proto::TrainRequest *request) override;
-    bool write(proto::TrainResponse &response, const ValuesSnapshot &parameters) override;
+    bool write(proto::TrainResponse &response, const TensorValues &parameters) override;
 
     Progress progressLocked() const;
 

@@ -16,10 +16,6 @@
 
 namespace parasync {
 
-// Connects to `address` within `timeoutMs`; on failure `why` is
-// "connection refused", "timed out after 3 s", "no route to host", ...
-bool canConnect(const HostPort &address, int timeoutMs, std::string *why);
-
 // Whether `args` asks for one of the commands above.
 bool isNetworkCheckCommand(const std::vector<std::string> &args);
 // Runs it, printing its lines to stdout; returns the exit code. Throws

@@ -283,7 +283,7 @@ CallStatus PsTask::train(TrainStream &stream)
             if (!error.ok())
                 return error;
             awaitBackup(replicateThrough);
-            const bool sent = stream.write(response, answerValues);
+            const bool sent = stream.write(response, answerValues.values());
             answerValues.release(); // the next update of the shard need not copy
             if (!sent)
                 break;

@@ -2,18 +2,18 @@
 
 // One parameter-server task's logic: membership (join, leave, death), the
 // updates (ps:0's update policy, the other tasks' shards), the hang watchdog
-// and the status it reports. Its calls take the streams of ps_calls.h; its
+// and the status it reports. It serves wire/ps_calls.h's PsHandler; its
 // server and its calls to other ps processes come in a PsTransport
-// (ps_transport.h), the gRPC one wired by parasync-node, so that tests and
-// the fuzzer drive this logic in-process.
+// (wire/ps_transport.h), the gRPC one (wire/ps_server.h) wired by
+// parasync-node, so that tests and the fuzzer drive this logic in-process.
 
 #include "config/task_options.h"
 #include "engine/parameter_shard.h"
 #include "engine/telemetry_hub.h"
 #include "engine/update_policy.h"
 #include "formats/run_log.h"
-#include "node/ps_calls.h"
-#include "node/ps_transport.h"
+#include "wire/ps_calls.h"
+#include "wire/ps_transport.h"
 #include "wire/rpc_settings.h"
 
 #include <atomic>
@@ -42,13 +42,13 @@ namespace parasync {
 // blocks the calling thread until the task should exit. A task that is never
 // start()ed, or given no transport, serves no address: its calls are made
 // in-process only.
-class PsTask
+class PsTask final : public PsHandler
 {
 public:
     using Log = std::function<void(const std::string &)>;
 
     PsTask(NodeOptions options, RpcSettings rpc, Log log, PsTransport transport = {});
-    ~PsTask();
+    ~PsTask() override;
 
     // Starts serving through the transport (binding the task's address) and
     // takes the task's role. Throws InputError (address in use, naming the
@@ -61,9 +61,9 @@ public:
     int run();
     // Asks run() to return; thread-safe, callable from signal-handling code
     // paths that are not async-signal contexts.
-    void requestStop(const std::string &reason);
+    void requestStop(const std::string &reason) override;
 
-    // --- the calls, as ps_service.cpp hands them over; thread-safe ---
+    // --- the calls, as ps_server.cpp hands them over; thread-safe ---
     // ParameterService.Train: one worker's stream of join, push and leave
     // requests, answered in order. Blocks for the stream's life; a push may
     // be held (sync barrier, staleness bound). Ends the stream with
@@ -72,22 +72,22 @@ public:
     // before the join or before the chief initialised, another model),
     // AlreadyExists (another live process holds the worker index) or
     // RetryLater (the index's old connection is open but may be dead).
-    CallStatus train(TrainStream &stream);
-    CallStatus initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response);
-    CallStatus snapshot(proto::SnapshotResponse *response);
-    CallStatus setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response);
-    proto::ClusterStatusResponse clusterStatus();
+    CallStatus train(TrainStream &stream) override;
+    CallStatus initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response) override;
+    CallStatus snapshot(proto::SnapshotResponse *response) override;
+    CallStatus setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response) override;
+    proto::ClusterStatusResponse clusterStatus() override;
     // Telemetry.Watch: batches of events (and the cluster's status every
     // 0.5 s) until the watcher is gone or the cluster finished. Blocks.
-    CallStatus watch(const proto::WatchRequest &request, WatchStream &stream);
-    void reportCheckpoint(const proto::ReportCheckpointRequest &request);
+    CallStatus watch(const proto::WatchRequest &request, WatchStream &stream) override;
+    void reportCheckpoint(const proto::ReportCheckpointRequest &request) override;
     // TaskControl.GetTaskStatus.
-    proto::TaskStatusResponse taskStatus();
+    proto::TaskStatusResponse taskStatus() override;
     // PsReplication.Follow: a backup follows this task, its primary, for the
     // stream's life: the whole state first, then every change; the workers'
     // answers wait for the backup's acknowledgement. Blocks. Unavailable when
     // this task is not the primary; AlreadyExists when it has a backup.
-    CallStatus follow(FollowStream &stream);
+    CallStatus follow(FollowStream &stream) override;
 
     // How ps:0 decides between two processes that claim one worker index.
     struct IdentityTimings

@@ -57,16 +57,6 @@ bool waitForCheckpointWrite(const QString &logdir, std::chrono::milliseconds tim
     return false;
 }
 
-void stopAll(LocalCluster &cluster, int workers)
-{
-    for (int i = 0; i < workers; ++i)
-        cluster.worker(i).terminate();
-    for (int i = 0; i < workers; ++i)
-        QCOMPARE(cluster.worker(i).waitForExit(), 0);
-    cluster.ps(0).terminate();
-    QCOMPARE(cluster.ps(0).waitForExit(), 0);
-}
-
 } // namespace
 
 class TestChief : public QObject
@@ -97,7 +87,8 @@ private Q_SLOTS:
         QVERIFY(cluster.worker(0).waitForOutput(QStringLiteral("already holds the variables"), 30s));
         QVERIFY2(QTest::qWaitFor([&] { return savedAfter(cluster.worker(0), atDeath.global_step()); }, 30000),
                  qPrintable(cluster.worker(0).output()));
-        stopAll(cluster, 3);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
     }
 
     void withHandoverTheNextLiveWorkerTakesTheChiefsDutiesAndGivesThemBack()
@@ -134,7 +125,8 @@ private Q_SLOTS:
         const auto deputySaved = savedSteps(cluster.worker(1).output()).size();
         QVERIFY(QTest::qWaitFor([&] { return savedSteps(cluster.worker(0).output()).size() >= 3; }, 20000));
         QCOMPARE(savedSteps(cluster.worker(1).output()).size(), deputySaved);
-        stopAll(cluster, 3);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
     }
 
     void killingTasksDuringCheckpointWritesNeverLeavesAnUnreadableRun()
@@ -181,7 +173,8 @@ private Q_SLOTS:
         }
         qInfo("%d of %d kills of the chief landed while a checkpoint was being written", killedMidWrite, kRounds);
         QVERIFY2(killedMidWrite > 0, "no kill landed during a checkpoint write");
-        stopAll(cluster, 2);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
 
         // Every checkpoint left loads, and its checksum holds.
         CheckpointStore store(dir.path().toStdString(), 0);

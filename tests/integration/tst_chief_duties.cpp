@@ -12,10 +12,10 @@
 #include "engine/parameter_shard.h"
 #include "formats/checkpoint.h"
 #include "node/chief_duties.h"
-#include "node/ps_service.h"
 #include "node/ps_task.h"
 #include "support/input_error_checks.h"
 #include "wire/ps_client.h"
+#include "wire/ps_server.h"
 
 #include <QElapsedTimer>
 #include <QStringList>

@@ -210,12 +210,8 @@ private Q_SLOTS:
         QCOMPARE(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
         QVERIFY(QString::fromStdString(refused.error_message()).contains(QStringLiteral("negative")));
 
-        for (int i = 0; i < 2; ++i)
-            cluster.worker(i).terminate();
-        QCOMPARE(cluster.worker(0).waitForExit(), 0);
-        QCOMPARE(cluster.worker(1).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
 
         const auto records = readStepLog(dir.path());
         std::vector<QJsonObject> changes;
@@ -320,12 +316,8 @@ private Q_SLOTS:
         QCOMPARE(refused.waitForExit(), 2); // the numbers are the user's to fix
         QVERIFY2(refused.output().contains(QStringLiteral("could never close")), qPrintable(refused.output()));
 
-        for (int i = 0; i < 2; ++i)
-            cluster.worker(i).terminate();
-        QCOMPARE(cluster.worker(0).waitForExit(), 0);
-        QCOMPARE(cluster.worker(1).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
     }
 
     // `--status` rides out a connection that breaks while it is set up (a
@@ -521,12 +513,8 @@ private Q_SLOTS:
                  qPrintable(chief));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.initialized() && s.global_step() >= savedStep; }));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > savedStep + 100; }));
-        cluster.worker(0).terminate();
-        cluster.worker(1).terminate();
-        QCOMPARE(cluster.worker(0).waitForExit(), 0);
-        QCOMPARE(cluster.worker(1).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
         const auto output = cluster.ps(0).output();
         QVERIFY2(output.contains(QStringLiteral("restored from model.ckpt-%1.pckpt) at global step %1").arg(savedStep)),
                  qPrintable(output));

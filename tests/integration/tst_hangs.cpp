@@ -91,12 +91,8 @@ private Q_SLOTS:
         QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("hang watchdog: the global step moves again"), 15s));
         QVERIFY(cluster.waitForStatus(
             [&](const auto &s) { return s.stall().seconds() == 0 && s.global_step() > stalled.global_step() + 100; }));
-        cluster.worker(0).terminate();
-        cluster.worker(1).terminate();
-        QCOMPARE(cluster.worker(0).waitForExit(), 0);
-        QCOMPARE(cluster.worker(1).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
     }
 
     // A worker whose step takes longer than the heartbeat (here 7 s against
@@ -123,12 +119,8 @@ private Q_SLOTS:
                  qPrintable(cluster.worker(1).output()));
         QVERIFY2(!cluster.ps(0).output().contains(QStringLiteral("worker:1 is dead")),
                  qPrintable(cluster.ps(0).output()));
-        for (int i = 0; i < 2; ++i)
-            cluster.worker(i).terminate();
-        for (int i = 0; i < 2; ++i)
-            QCOMPARE(cluster.worker(i).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
     }
 
     // Two ps tasks, sync: a worker is released by ps:0 with its step's

@@ -80,12 +80,8 @@ private Q_SLOTS:
             QVERIFY(cmdline.open(QIODevice::ReadOnly));
             QVERIFY(!cmdline.readAll().contains(token.toLatin1()));
         }
-        for (int i = 0; i < 2; ++i)
-            cluster.worker(i).terminate();
-        QCOMPARE(cluster.worker(0).waitForExit(), 0);
-        QCOMPARE(cluster.worker(1).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
     }
 
     void aTokenFileOthersCanReadIsRefused()
@@ -182,12 +178,8 @@ private Q_SLOTS:
         proto::ClusterStatusResponse before;
         QVERIFY(cluster.clusterStatus(&before));
         QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() > before.global_step() + 200; }));
-        for (int i = 0; i < 2; ++i)
-            cluster.worker(i).terminate();
-        for (int i = 0; i < 2; ++i)
-            QCOMPARE(cluster.worker(i).waitForExit(), 0);
-        cluster.ps(0).terminate();
-        QCOMPARE(cluster.ps(0).waitForExit(), 0);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
     }
 
     // Data links are plain TCP (wire/data_link.h): under TLS the ps grants

@@ -253,6 +253,21 @@ bool LocalCluster::waitAllExitCleanly(QString *report, std::chrono::milliseconds
     return clean;
 }
 
+bool LocalCluster::stopAllCleanly(QString *report, std::chrono::milliseconds timeout)
+{
+    for (auto &worker : m_workers)
+        if (worker && worker->isRunning())
+            worker->terminate();
+    for (auto &worker : m_workers)
+        if (worker)
+            worker->waitForExit(timeout);
+    for (auto *group : {&m_ps, &m_backups})
+        for (auto &task : *group)
+            if (task && task->isRunning())
+                task->terminate();
+    return waitAllExitCleanly(report, timeout);
+}
+
 bool LocalCluster::askStatusOnce(proto::ClusterStatusResponse *status, grpc::Status *error) const
 {
     const RpcSettings rpc = rpcSettings();

@@ -90,6 +90,10 @@ public:
     // Waits for every started task to exit; returns true when all exited 0,
     // otherwise false with each task's code and output tail in `report`.
     bool waitAllExitCleanly(QString *report, std::chrono::milliseconds timeout = std::chrono::seconds(120));
+    // Stops the cluster as a user's Ctrl+C in each terminal would, workers
+    // first: SIGTERM to every running worker, and once they are gone to the
+    // ps tasks and their backups; then waitAllExitCleanly().
+    bool stopAllCleanly(QString *report, std::chrono::milliseconds timeout = std::chrono::seconds(120));
 
     // ps:0's view of the cluster, through its control service. With
     // backups, the process of ps:0's pair that serves answers. Asks again

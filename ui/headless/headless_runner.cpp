@@ -201,8 +201,7 @@ void HeadlessRunner::startBackend()
         else
             complain(message);
     });
-    connect(m_backend.get(), &ClusterBackend::ended, this,
-            [this](ClusterBackend::Outcome outcome, const QString &summary) { onBackendEnded(int(outcome), summary); });
+    connect(m_backend.get(), &ClusterBackend::ended, this, &HeadlessRunner::onBackendEnded);
     if (m_options.preflightOnly) {
         m_backend->check(m_options.plan);
         return;
@@ -228,12 +227,12 @@ void HeadlessRunner::startBackend()
     m_backend->start(plan, rpc);
 }
 
-void HeadlessRunner::onBackendEnded(int outcome, const QString &summary)
+void HeadlessRunner::onBackendEnded(ClusterBackend::Outcome outcome, const QString &summary)
 {
     if (m_done)
         return;
     m_grace.stop();
-    if (ClusterBackend::Outcome(outcome) != ClusterBackend::Outcome::Failed)
+    if (outcome != ClusterBackend::Outcome::Failed)
         say(summary);
     // Snapshots already queued behind this signal still count.
     QTimer::singleShot(300, this, [this, outcome, summary] {
@@ -243,7 +242,7 @@ void HeadlessRunner::onBackendEnded(int outcome, const QString &summary)
         const bool exported = exportCharts();
         if (!exported)
             finishWith(RunFailed, QString());
-        else if (ClusterBackend::Outcome(outcome) == ClusterBackend::Outcome::Failed)
+        else if (outcome == ClusterBackend::Outcome::Failed)
             finishWith(RunFailed, summary);
         else
             finishWith(Success, QString());

@@ -108,7 +108,7 @@ private:
     QString taskFailures() const;
     // A cluster manager's job: check, start, follow, end.
     void startBackend();
-    void onBackendEnded(int outcome, const QString &summary);
+    void onBackendEnded(ClusterBackend::Outcome outcome, const QString &summary);
 
     ClusterLauncher *m_launcher;
     ClusterWatcher *m_watcher;

@@ -1,13 +1,17 @@
 #pragma once
 
 // What a call to a ps task is made of, without gRPC: the outcome it answers
-// (CallStatus) and the two streams it serves (a worker's Train stream, a
-// watcher's Telemetry stream). PsTask's logic speaks these; ps_service.cpp
-// translates them to and from gRPC, and the fuzzer and tests drive the same
-// logic in-process through them (in_process_train_call.h).
+// (CallStatus), the streams it serves (a worker's Train stream, a watcher's
+// Telemetry stream, a backup's Follow stream) and the calls themselves
+// (PsHandler), as TensorFlow's WorkerInterface names a worker's calls apart
+// from the RPC system that carries them. node/ps_task.h implements them;
+// wire/ps_server.cpp serves them over gRPC, and the fuzzer and tests call the
+// same logic in-process (node/in_process_train_call.h).
 
-#include "engine/parameter_shard.h"
 #include "proto/parasync.pb.h"
+#include "wire/tensor_spans.h"
+
+#include <google/protobuf/repeated_ptr_field.h>
 
 #include <string>
 #include <utility>
@@ -47,7 +51,7 @@ private:
     std::string m_message;
 };
 
-// One worker's Train stream, as PsTask::train sees it. Both calls are made
+// One worker's Train stream, as PsHandler::train sees it. Both calls are made
 // from the thread running train() only, and may block.
 class TrainStream
 {
@@ -60,12 +64,25 @@ public:
     // The stream may send the response's tensors from their own storage: the
     // caller leaves the response as it is until the next read(). An answer
     // to a push carries its parameters' shapes only, their values are in
-    // `parameters` (empty for other responses): the stream sends them from
-    // there, or copies them into the message (ValuesSnapshot::copyInto).
-    virtual bool write(proto::TrainResponse &response, const ValuesSnapshot &parameters) = 0;
+    // `parameters` (empty for other responses), which stay valid until
+    // write() returns: the stream sends them from there, or copies them into
+    // the message (copyTensorValues below).
+    virtual bool write(proto::TrainResponse &response, const TensorValues &parameters) = 0;
 };
 
-// A watcher's Telemetry stream, as PsTask::watch sees it. Called from the
+// Copies `values` into `tensors`, one span a tensor, into tensors that hold
+// their shapes already (the answer to a push, as ParameterShard::share left it).
+inline void copyTensorValues(const TensorValues &values, google::protobuf::RepeatedPtrField<proto::Tensor> *tensors)
+{
+    for (size_t i = 0; i < values.size() && int(i) < tensors->size(); ++i) {
+        auto *out = (*tensors)[int(i)].mutable_values();
+        out->Clear();
+        out->Reserve(int(values[i].size()));
+        out->Add(values[i].begin(), values[i].end());
+    }
+}
+
+// A watcher's Telemetry stream, as PsHandler::watch sees it. Called from the
 // thread running watch() only; may block while the watcher is slow to read.
 class WatchStream
 {
@@ -76,7 +93,7 @@ public:
     virtual bool write(const proto::TelemetryBatch &batch) = 0;
 };
 
-// A backup's Follow stream, as its primary's PsTask::follow sees it: the
+// A backup's Follow stream, as its primary's PsHandler::follow sees it: the
 // backup's requests (who it is, then acknowledgements) and the records sent
 // to it. read() is called from one thread and write() from another.
 class FollowStream
@@ -117,6 +134,31 @@ struct PeerStatus
     proto::ReplicaRole role = proto::REPLICA_ROLE_UNSPECIFIED;
     bool holdsState = false; // TaskStatusResponse.replica_holds_state
     std::string error;       // when not reached, in words
+};
+
+// The calls a ps task serves, whatever carries them: what ps_server.cpp's
+// gRPC services hand on, one method a call of core/proto/parasync.proto.
+// Each may be called from many threads at once, and may block (a sync
+// barrier, a staleness bound, a stream's life).
+class PsHandler
+{
+public:
+    virtual ~PsHandler() = default;
+
+    // ParameterService, on every ps task.
+    virtual CallStatus train(TrainStream &stream) = 0;
+    virtual CallStatus initialize(const proto::InitializeRequest &request, proto::InitializeResponse *response) = 0;
+    virtual CallStatus snapshot(proto::SnapshotResponse *response) = 0;
+    // PsReplication, on a replicated pair's primary.
+    virtual CallStatus follow(FollowStream &stream) = 0;
+    // ClusterControl and Telemetry, on ps:0.
+    virtual CallStatus setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response) = 0;
+    virtual proto::ClusterStatusResponse clusterStatus() = 0;
+    virtual CallStatus watch(const proto::WatchRequest &request, WatchStream &stream) = 0;
+    virtual void reportCheckpoint(const proto::ReportCheckpointRequest &request) = 0;
+    // TaskControl, on every task.
+    virtual proto::TaskStatusResponse taskStatus() = 0;
+    virtual void requestStop(const std::string &reason) = 0;
 };
 
 } // namespace parasync

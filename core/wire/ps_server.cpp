@@ -1,9 +1,8 @@
-#include "node/ps_service.h"
+#include "wire/ps_server.h"
 
-#include "node/network_probe.h"
-#include "node/ps_task.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/cluster_token.h"
+#include "wire/connect_probe.h"
 #include "wire/data_link.h"
 #include "wire/rpc.h"
 #include "wire/task_server.h"
@@ -33,10 +32,10 @@ grpc::Status toGrpc(const CallStatus &status)
 }
 
 // The ps's end of a Train stream: ByteBuffers parsed into the request that
-// PsTask::train keeps for the stream's life (wire/train_call.h says why).
+// PsHandler::train keeps for the stream's life (wire/train_call.h says why).
 // When the worker offers a data link and the ps has an acceptor, the join's
 // answer grants one, and the values of pushes flagged values_on_data_link
-// (and of their answers) travel on it (wire/data_link.h); PsTask sees the
+// (and of their answers) travel on it (wire/data_link.h); the task sees the
 // same messages either way.
 class GrpcTrainStream final : public TrainStream
 {
@@ -83,7 +82,7 @@ public:
         m_linkedPush = request->has_push() && request->push().values_on_data_link();
         return !m_linkedPush || readLinkedValues(request->mutable_push());
     }
-    bool write(proto::TrainResponse &response, const ValuesSnapshot &parameters) override
+    bool write(proto::TrainResponse &response, const TensorValues &parameters) override
     {
         if (response.has_join() && response.join().ready() && m_offered && m_acceptor && !m_link && m_nonce.empty()) {
             const DataLinkGrant grant = m_acceptor->grant();
@@ -100,19 +99,18 @@ public:
         if (linked)
             response.mutable_push()->set_values_on_data_link(true);
         else if (!parameters.empty())
-            parameters.copyInto(response.mutable_push()->mutable_parameters());
+            copyTensorValues(parameters, response.mutable_push()->mutable_parameters());
         if (m_onLink)
-            return writeFrame(response, linked ? parameters.values() : TensorValues{});
+            return writeFrame(response, linked ? parameters : TensorValues{});
         grpc::ByteBuffer out;
         if (!linked) {
-            // The parameters go out from the response's own storage: PsTask
+            // The parameters go out from the response's own storage: the task
             // refills it only after the next read, and the worker sends that
             // request only once it has this whole answer.
             return serializeSharingValues(response, &out) && m_stream.Write(out);
         }
         // The stream carries the rest.
-        return serialize(response, &out) && m_stream.Write(out)
-               && (m_link->write(parameters.values()) || refuse(linkBroke()));
+        return serialize(response, &out) && m_stream.Write(out) && (m_link->write(parameters) || refuse(linkBroke()));
     }
     // Why the stream ended on the ps's side (bytes that are no TrainRequest,
     // a data link misused or broken); OK when the worker ended it.
@@ -222,7 +220,7 @@ private:
 class ParameterServiceImpl final : public proto::ParameterService::Service
 {
 public:
-    ParameterServiceImpl(PsTask &task, const TokenCheck &auth, DataLinkAcceptor *links, int maxMessageBytes)
+    ParameterServiceImpl(PsHandler &task, const TokenCheck &auth, DataLinkAcceptor *links, int maxMessageBytes)
         : m_task(task)
         , m_auth(auth)
         , m_links(links)
@@ -268,7 +266,7 @@ private:
         return status;
     }
 
-    PsTask &m_task;
+    PsHandler &m_task;
     const TokenCheck &m_auth;
     DataLinkAcceptor *m_links; // null: no data links granted
     const int m_maxMessageBytes;
@@ -301,7 +299,7 @@ private:
 class PsReplicationImpl final : public proto::PsReplication::Service
 {
 public:
-    PsReplicationImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    PsReplicationImpl(PsHandler &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
     grpc::Status Follow(grpc::ServerContext *context,
                         grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> *stream) override
     {
@@ -312,7 +310,7 @@ public:
     }
 
 private:
-    PsTask &m_task;
+    PsHandler &m_task;
     const TokenCheck &m_auth;
 };
 
@@ -356,7 +354,7 @@ private:
 class ClusterControlImpl final : public proto::ClusterControl::Service
 {
 public:
-    ClusterControlImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    ClusterControlImpl(PsHandler &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
     grpc::Status SetMode(grpc::ServerContext *context, const proto::SetModeRequest *request,
                          proto::SetModeResponse *response) override
     {
@@ -374,14 +372,14 @@ public:
     }
 
 private:
-    PsTask &m_task;
+    PsHandler &m_task;
     const TokenCheck &m_auth;
 };
 
 class TelemetryImpl final : public proto::Telemetry::Service
 {
 public:
-    TelemetryImpl(PsTask &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    TelemetryImpl(PsHandler &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
     grpc::Status Watch(grpc::ServerContext *context, const proto::WatchRequest *request,
                        grpc::ServerWriter<proto::TelemetryBatch> *writer) override
     {
@@ -400,7 +398,7 @@ public:
     }
 
 private:
-    PsTask &m_task;
+    PsHandler &m_task;
     const TokenCheck &m_auth;
 };
 
@@ -421,7 +419,7 @@ std::set<int> clusterPorts(const ClusterSpec &cluster)
 
 } // namespace
 
-PsServer::PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &rpc, Log log)
+PsServer::PsServer(PsHandler &task, const NodeOptions &options, const RpcSettings &rpc, Log log)
 {
     m_auth = std::make_unique<TokenCheck>(rpc.clusterToken, std::move(log));
     // Data links are plain TCP: under TLS the values stay on the encrypted
@@ -535,7 +533,7 @@ void stopOtherPsTasks(const ClusterSpec &cluster, const std::string &own, const 
 PsTransport grpcPsTransport(const NodeOptions &options, const RpcSettings &rpc, PsServer::Log log)
 {
     PsTransport transport;
-    transport.serve = [options, rpc, log](PsTask &task) -> std::unique_ptr<PsServing> {
+    transport.serve = [options, rpc, log](PsHandler &task) -> std::unique_ptr<PsServing> {
         return std::make_unique<PsServer>(task, options, rpc, log);
     };
     transport.followPrimary = [rpc](const std::string &address) { return openPrimaryLink(address, rpc); };

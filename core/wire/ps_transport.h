@@ -3,11 +3,11 @@
 // How a ps task reaches the world, given to it rather than built inside it:
 // the server that hands it its calls, and the calls it makes to the other
 // ps processes (its pair's peer, the other tasks at the end of the run).
-// parasync-node wires the gRPC ones (ps_service.h's grpcPsTransport); a
+// parasync-node wires the gRPC ones (ps_server.h's grpcPsTransport); a
 // task given none is reached in-process only, as the tests and the fuzzer
 // reach it.
 
-#include "node/ps_calls.h"
+#include "wire/ps_calls.h"
 
 #include <chrono>
 #include <functional>
@@ -15,8 +15,6 @@
 #include <string>
 
 namespace parasync {
-
-class PsTask;
 
 // The server around a ps task, serving from the task's start() until
 // shutdown() (or destruction).
@@ -36,7 +34,7 @@ struct PsTransport
 {
     // Binds the task's address and starts serving it; throws InputError
     // when the address cannot be bound. Called once, first thing in start().
-    std::function<std::unique_ptr<PsServing>(PsTask &task)> serve;
+    std::function<std::unique_ptr<PsServing>(PsHandler &task)> serve;
     // A backup's Follow call to its primary at `address`.
     std::function<std::unique_ptr<PrimaryLink>(const std::string &address)> followPrimary;
     // Asks the process at `address` who it is, waiting at most `timeout`.

@@ -1,14 +1,15 @@
 #pragma once
 
 // The ps task's gRPC side: the services it serves (ParameterService on every
-// ps task; ClusterControl and Telemetry on ps:0; TaskControl), each checking
-// the cluster token and handing the call to PsTask through ps_calls.h, and
-// the calls a ps task makes to the other ps processes: together its
-// PsTransport. The logic those calls reach is in ps_task.cpp, which knows
-// only the transport's interface: it compiles, and is tested, without gRPC.
+// ps task; PsReplication on a pair's primary; ClusterControl and Telemetry on
+// ps:0; TaskControl), each checking the cluster token and handing the call to
+// a PsHandler (ps_calls.h), and the calls a ps task makes to the other ps
+// processes: together its PsTransport. The logic those calls reach is
+// node/ps_task's, which knows only these interfaces: it compiles, and is
+// tested, without gRPC (TensorFlow's rpc/ and distributed_runtime/ split).
 
 #include "config/task_options.h"
-#include "node/ps_transport.h"
+#include "wire/ps_transport.h"
 #include "wire/rpc_settings.h"
 
 #include <chrono>
@@ -25,7 +26,6 @@ class Service;
 namespace parasync {
 
 class DataLinkAcceptor;
-class PsTask;
 class TokenCheck;
 
 // A ps task's server, serving from construction until shutdown() or
@@ -39,7 +39,7 @@ public:
     // Binds the task's address (options.task on options.cluster) and starts
     // serving. Throws InputError when the address cannot be bound, naming
     // the process that holds it.
-    PsServer(PsTask &task, const NodeOptions &options, const RpcSettings &rpc, Log log);
+    PsServer(PsHandler &task, const NodeOptions &options, const RpcSettings &rpc, Log log);
     // Shuts down with calls in flight given 1 s, if shutdown() was not called.
     ~PsServer() override;
     PsServer(const PsServer &) = delete;
@@ -59,7 +59,7 @@ private:
 // The gRPC transport of a ps task: the server above, built around the task
 // when it starts, and its calls to the other ps processes (a backup's
 // Follow, asking its peer who it is, ps:0 telling the others to stop at the
-// end). parasync-node gives it to the PsTask it runs.
+// end). parasync-node gives it to the ps task it runs.
 PsTransport grpcPsTransport(const NodeOptions &options, const RpcSettings &rpc, PsServer::Log log);
 
 } // namespace parasync
