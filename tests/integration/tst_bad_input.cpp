@@ -2,6 +2,7 @@
 // server keeps serving, and nothing the cluster learned is lost.
 #include "base/port_holder.h"
 #include "support/cluster_harness.h"
+#include "support/train_requests.h"
 #include "wire/train_call.h"
 
 #include <QFile>
@@ -20,33 +21,12 @@ namespace {
 // What a well-behaved linear-demo worker says about itself.
 proto::TrainRequest joinAs(int worker)
 {
-    proto::TrainRequest request;
-    auto *join = request.mutable_join();
-    join->set_worker_index(worker);
-    auto *signature = join->mutable_signature();
-    signature->set_model("linear");
-    signature->set_feature_dim(1);
-    signature->set_output_dim(1);
-    signature->set_optimizer("sgd");
-    for (const char *name : {"w", "b"}) {
-        auto *variable = signature->add_variables();
-        variable->set_name(name);
-        variable->add_shape(1);
-    }
-    return request;
+    return linearDemoJoin(worker);
 }
 
-proto::TrainRequest push(int64_t fromStep, std::vector<int> sizes)
+proto::TrainRequest push(int64_t fromStep, const std::vector<int> &sizes)
 {
-    proto::TrainRequest request;
-    request.mutable_push()->set_computed_from_step(fromStep);
-    for (int size : sizes) {
-        auto *gradient = request.mutable_push()->add_gradients();
-        gradient->add_shape(size);
-        for (int i = 0; i < size; ++i)
-            gradient->add_values(0.5f);
-    }
-    return request;
+    return pushOf(fromStep, sizes, 0.5f);
 }
 
 // Opens a training stream to ps:0 as a (rogue) client and sends `requests`;

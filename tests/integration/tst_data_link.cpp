@@ -11,6 +11,7 @@
 #include "formats/checkpoint.h"
 #include "support/cluster_harness.h"
 #include "support/net_namespace.h"
+#include "support/train_requests.h"
 #include "wire/data_link.h"
 
 #include <QTcpSocket>
@@ -73,20 +74,8 @@ QString checkpointBytes(const proto::Checkpoint &checkpoint)
 // A linear-demo worker's join, as a stranger's client writes it.
 proto::TrainRequest joinAs(int worker, bool offersLink)
 {
-    proto::TrainRequest request;
-    auto *join = request.mutable_join();
-    join->set_worker_index(worker);
-    join->set_offers_data_link(offersLink);
-    auto *signature = join->mutable_signature();
-    signature->set_model("linear");
-    signature->set_feature_dim(1);
-    signature->set_output_dim(1);
-    signature->set_optimizer("sgd");
-    for (const char *name : {"w", "b"}) {
-        auto *variable = signature->add_variables();
-        variable->set_name(name);
-        variable->add_shape(1);
-    }
+    proto::TrainRequest request = linearDemoJoin(worker);
+    request.mutable_join()->set_offers_data_link(offersLink);
     return request;
 }
 

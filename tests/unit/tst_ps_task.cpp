@@ -5,6 +5,7 @@
 #include "config/task_options.h"
 #include "node/in_process_train_call.h"
 #include "node/ps_task.h"
+#include "support/train_requests.h"
 
 #include <QDeadlineTimer>
 #include <QTest>
@@ -55,27 +56,12 @@ NodeOptions psOptions(const proto::ModeConfig &mode, int64_t lastStep = 0)
     return options;
 }
 
-proto::ModelSignature linearSignature(const std::string &model = "linear")
-{
-    proto::ModelSignature signature;
-    signature.set_model(model);
-    signature.set_feature_dim(1);
-    signature.set_output_dim(1);
-    signature.set_optimizer("sgd");
-    for (const char *name : {"w", "b"}) {
-        auto *variable = signature.add_variables();
-        variable->set_name(name);
-        variable->add_shape(1);
-    }
-    return signature;
-}
-
 // What the chief sends: w = b = 0 at global step 0.
 proto::InitializeRequest chiefInitialization()
 {
     proto::InitializeRequest request;
     request.set_origin("fresh");
-    *request.mutable_signature() = linearSignature();
+    *request.mutable_signature() = testing::linearDemoSignature();
     for (const char *name : {"w", "b"}) {
         auto *variable = request.mutable_shard()->add_variables();
         variable->set_name(name);
@@ -89,11 +75,9 @@ proto::InitializeRequest chiefInitialization()
 proto::TrainRequest joinAs(int worker, const std::string &model = "linear", int64_t pid = 0,
                            const std::string &host = {})
 {
-    proto::TrainRequest request;
-    request.mutable_join()->set_worker_index(worker);
+    proto::TrainRequest request = testing::linearDemoJoin(worker, model);
     request.mutable_join()->set_pid(pid);
     request.mutable_join()->set_host(host);
-    *request.mutable_join()->mutable_signature() = linearSignature(model);
     return request;
 }
 
@@ -120,15 +104,7 @@ proto::TrainRequest pushTensor(const std::vector<int64_t> &shape, int count, flo
 // A gradient of `value` for every value of every tensor of the given sizes.
 proto::TrainRequest push(int64_t fromStep, float value, const std::vector<int> &sizes = {1, 1})
 {
-    proto::TrainRequest request;
-    request.mutable_push()->set_computed_from_step(fromStep);
-    for (int size : sizes) {
-        auto *gradient = request.mutable_push()->add_gradients();
-        gradient->add_shape(size);
-        for (int i = 0; i < size; ++i)
-            gradient->add_values(value);
-    }
-    return request;
+    return testing::pushOf(fromStep, sizes, value);
 }
 
 proto::TrainRequest leave(bool finished)
