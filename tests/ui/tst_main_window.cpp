@@ -14,10 +14,12 @@
 #include "ui/charts/run_charts_view.h"
 #include "ui/charts/step_timeline_view.h"
 #include "ui/dialogs/connect_dialog.h"
+#include "ui/models/recent_paths.h"
 #include "ui/windows/main_window.h"
 #include "ui/windows/mode_controls.h"
 #include "ui/windows/pace_control.h"
 #include "ui/windows/process_panel.h"
+#include "ui/windows/run_replay_window.h"
 #include "wire/cluster_token.h"
 
 #include <QAbstractButton>
@@ -26,11 +28,13 @@
 #include <QDialogButtonBox>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QImage>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLabel>
 #include <QLineEdit>
+#include <QMenu>
 #include <QMessageBox>
 #include <QPushButton>
 #include <QScreen>
@@ -75,6 +79,28 @@ std::shared_ptr<const RunSnapshot> latest(MainWindow &window)
 {
     window.charts()->flush();
     return window.charts()->snapshot();
+}
+
+// Runs -> Recent runs as it shows when opened: each entry's run directory.
+QStringList recentRunsShown(MainWindow &window)
+{
+    auto *menu = window.findChild<QMenu *>(QStringLiteral("recentRuns"));
+    if (!menu)
+        return {QStringLiteral("no Recent runs menu")};
+    Q_EMIT menu->aboutToShow();
+    QStringList shown;
+    for (QAction *action : menu->actions())
+        if (action->objectName() == QStringLiteral("recentRun"))
+            shown << action->data().toString();
+    return shown;
+}
+
+QAction *menuEntry(QMenu *menu, const QString &name)
+{
+    for (QAction *action : menu->actions())
+        if (action->objectName() == name)
+            return action;
+    return nullptr;
 }
 
 int rowOf(ProcessPanel *panel, const QString &task)
@@ -316,6 +342,75 @@ private Q_SLOTS:
         again.show();
         QVERIFY(!parasync::testing::quitAnsweringStop(&again));
         QVERIFY(!again.isVisible());
+    }
+
+    // Runs -> Recent runs: the demo's runs as they are launched, a run
+    // opened moved to the front, the list in a new window (the settings),
+    // a deleted run gone, an entry opening its run, and Clear.
+    void recentRunsOfferTheDemosAndOpenedRunsAndOpenThem()
+    {
+        RecentPaths::runs().clear(); // and not seeded with earlier tests' demo runs
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        QStringList demos;
+        {
+            MainWindow window(&launcher, &watcher);
+            window.show();
+            QCOMPARE(recentRunsShown(window), QStringList());
+            for (int run = 0; run < 2; ++run) {
+                window.setDemoPlan(planOnFreePorts(500));
+                window.startDemo();
+                demos.prepend(QString::fromStdString(launcher.plan().training.logdir));
+                // The demo's runs live among the app's data, where the README says.
+                QVERIFY2(demos.front().startsWith(demoRunsDirectory() + QStringLiteral("/demo-")),
+                         qPrintable(demos.front()));
+                QTRY_VERIFY_WITH_TIMEOUT(!launcher.anyRunning() && latest(window) && latest(window)->globalStep == 500,
+                                         60000);
+                QCOMPARE(recentRunsShown(window).front(), demos.front());
+            }
+            QCOMPARE(recentRunsShown(window), demos);
+            // Opened (as File -> Open run does): first now.
+            window.openRunDirectory(demos.back());
+            QTRY_VERIFY_WITH_TIMEOUT(window.findChildren<RunReplayWindow *>().size() == 1, 20000);
+            QCOMPARE(recentRunsShown(window), QStringList({demos.back(), demos.front()}));
+            window.close();
+        }
+        const QString opened = demos.back();
+        const QString deleted = demos.front();
+
+        // A new window (as after a restart) offers the same runs, less one deleted since.
+        MainWindow again(&launcher, &watcher);
+        again.show();
+        QCOMPARE(recentRunsShown(again), QStringList({opened, deleted}));
+        QVERIFY(QDir(deleted).removeRecursively());
+        QCOMPARE(recentRunsShown(again), QStringList({opened}));
+
+        // Choosing the entry opens that run, as Open run does.
+        auto *menu = again.findChild<QMenu *>(QStringLiteral("recentRuns"));
+        Q_EMIT menu->aboutToShow();
+        QAction *entry = menuEntry(menu, QStringLiteral("recentRun"));
+        QVERIFY(entry);
+        QVERIFY2(entry->text().contains(QFileInfo(opened).fileName()), qPrintable(entry->text()));
+        entry->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(again.findChildren<RunReplayWindow *>().size() == 1, 20000);
+        RunChartsView *replay = again.findChildren<RunReplayWindow *>().front()->charts();
+        replay->flush();
+        const auto replayed = replay->snapshot();
+        QVERIFY(replayed);
+        QCOMPARE(replayed->globalStep, int64_t(500));
+
+        // Connecting with a run directory names it too.
+        QTemporaryDir watched;
+        again.connectToCluster(QStringLiteral("127.0.0.1:%1").arg(pickFreePort()), watched.path());
+        watcher.disconnectFromCluster();
+        QCOMPARE(recentRunsShown(again), QStringList({watched.path(), opened}));
+
+        // Clear empties it, here and for the next window.
+        menuEntry(menu, QStringLiteral("recentRunClear"))->trigger();
+        QCOMPARE(recentRunsShown(again), QStringList());
+        QCOMPARE(RecentPaths::runs().paths(), QStringList());
+        QDir(opened).removeRecursively();
     }
 
     // Help -> About says which version and protocol this is, and the licence.

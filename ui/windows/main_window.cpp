@@ -11,6 +11,7 @@
 #include "orchestration/launch_sequence.h"
 #include "ui/charts/run_charts_view.h"
 #include "ui/dialogs/preflight_dialog.h"
+#include "ui/models/recent_paths.h"
 #include "ui/models/run_loader.h"
 #include "ui/windows/mode_comparison_window.h"
 #include "ui/windows/mode_controls.h"
@@ -30,7 +31,6 @@
 #include <QScreen>
 #include <QSettings>
 #include <QSplitter>
-#include <QStandardPaths>
 #include <QStatusBar>
 #include <QTimer>
 #include <QToolBar>
@@ -273,6 +273,7 @@ void MainWindow::createActions()
     cluster->addAction(quit);
     QMenu *runs = menuBar()->addMenu(tr("&Runs"));
     runs->addAction(openRun);
+    m_recentRunsMenu = runs->addMenu(tr("Recent runs"));
     runs->addAction(compare);
     runs->addAction(compareModes);
     for (QAction *action : compareWorkloads)
@@ -313,7 +314,7 @@ void MainWindow::createActions()
     toolbar->addSeparator();
     toolbar->addWidget(m_pace);
     showDemoPace();
-    updateRecentMenu();
+    setUpRecentMenus();
 }
 
 ClusterPlan MainWindow::demoPlan() const
@@ -343,7 +344,7 @@ void MainWindow::startDemo()
     constexpr int64_t kMaxAutoLoggedSteps = 200000;
     constexpr int kKeptDemoRuns = 10;
     if (plan.training.logdir.empty() && plan.training.lastStep <= kMaxAutoLoggedSteps) {
-        QDir runs(QStandardPaths::writableLocation(QStandardPaths::AppLocalDataLocation) + QStringLiteral("/runs"));
+        QDir runs(demoRunsDirectory());
         const QStringList old = runs.entryList({QStringLiteral("demo-*")}, QDir::Dirs, QDir::Name | QDir::Reversed);
         for (qsizetype i = kKeptDemoRuns - 1; i < old.size(); ++i)
             QDir(runs.filePath(old[i])).removeRecursively();
@@ -437,6 +438,7 @@ void MainWindow::onLaunched(const ClusterPlan &plan)
     m_processes->reset();
     m_charts->clear();
     m_runDirectory = QString::fromStdString(plan.training.logdir);
+    addRecentRun(m_runDirectory);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
         onTaskChanged(row);
     statusBar()->showMessage(tr("Started %1 ps and %2 workers (%3); watching ps:0 at %4")
@@ -474,6 +476,7 @@ void MainWindow::connectToCluster(const ConnectRequest &request)
         return;
     }
     ConnectDialog::remember(request);
+    addRecentRun(request.runDirectory);
     // A cluster launched here is no longer followed.
     m_launch->cancel();
     m_runDirectory.clear();

@@ -152,6 +152,11 @@ private:
     void onLaunched(const ClusterPlan &plan);
     void addRecentClusterFile(const QString &path);
     void updateRecentMenu();
+    // Runs -> Recent runs: the run directories launched, connected to (given
+    // one), replayed or opened here, the demo's among them.
+    void setUpRecentMenus();
+    void addRecentRun(const QString &directory);
+    void updateRecentRunsMenu();
     void updateActions();
 
     ClusterLauncher *m_launcher;
@@ -167,6 +172,7 @@ private:
     QLabel *m_alert; // above the charts: a hang ps:0's watchdog reports
     QLabel *m_rateLabel;
     QMenu *m_recentMenu = nullptr;
+    QMenu *m_recentRunsMenu = nullptr;
     QMenu *m_exportChartMenu = nullptr;
     QAction *m_startDemo = nullptr;
     QAction *m_stopCluster = nullptr;

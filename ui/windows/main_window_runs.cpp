@@ -1,6 +1,6 @@
 // MainWindow: runs and cluster files on disk -- a run directory opened and
-// replayed, runs compared, the cluster designer, cluster files and the
-// recent-files menu.
+// replayed, runs compared, the cluster designer, cluster files, and the
+// menus of recent runs and recent cluster files.
 
 #include "ui/windows/main_window.h"
 
@@ -9,27 +9,63 @@
 #include "config/cluster_plan_file.h"
 #include "ui/charts/run_charts_view.h"
 #include "ui/dialogs/cluster_designer_dialog.h"
+#include "ui/models/recent_paths.h"
 #include "ui/models/run_loader.h"
 #include "ui/windows/compare_runs_window.h"
 #include "ui/windows/run_replay_window.h"
+#include "ui/windows/window_logging.h"
 
 #include <QFileDialog>
-#include <QFileInfo>
 #include <QMenu>
 #include <QSettings>
 #include <QStatusBar>
+
+#include <functional>
 
 namespace parasync::ui {
 
 namespace {
 
-constexpr int kMaxRecentFiles = 8;
-const QString kRecentKey = QStringLiteral("recentClusterFiles");
 const QString kRunDirKey = QStringLiteral("lastRunDirectory");
+
+// A "recent" submenu: its entries newest first (each named `entryName`,
+// its path the action's data), then Clear. Filled again each time it opens,
+// so that a run deleted meanwhile is not offered.
+void fillRecentMenu(QMenu *menu, RecentPaths recent, const QString &entryName, const QString &emptyText,
+                    const std::function<void(const QString &)> &open, const std::function<void()> &refill)
+{
+    // Later, not at once: the action being triggered may be among them.
+    for (QAction *action : menu->actions()) {
+        menu->removeAction(action);
+        action->deleteLater();
+    }
+    const QStringList paths = recent.paths();
+    for (qsizetype i = 0; i < paths.size(); ++i) {
+        const QString &path = paths[i];
+        // &1 ... &9, as desktop applications number their recent files.
+        const QString text = i < 9 ? QStringLiteral("&%1 %2").arg(i + 1).arg(RecentPaths::menuText(path))
+                                   : RecentPaths::menuText(path);
+        QAction *action = menu->addAction(text, menu, [open, path] { open(path); });
+        action->setObjectName(entryName);
+        action->setData(path);
+        action->setToolTip(path);
+    }
+    if (paths.isEmpty())
+        menu->addAction(emptyText)->setEnabled(false);
+    menu->addSeparator();
+    QAction *clear = menu->addAction(QObject::tr("Clear"), menu, [recent, refill]() mutable {
+        recent.clear();
+        refill();
+    });
+    clear->setObjectName(entryName + QStringLiteral("Clear"));
+    clear->setEnabled(!paths.isEmpty());
+}
+
 } // namespace
 
 void MainWindow::openRunDirectory(const QString &directory)
 {
+    qCDebug(lcUi) << "opening the run directory" << directory;
     QSettings().setValue(kRunDirKey, directory);
     statusBar()->showMessage(tr("Reading %1...").arg(directory));
     m_loader->load(directory);
@@ -54,6 +90,7 @@ void MainWindow::onRunLoaded(const LoadedRun &run)
         statusBar()->showMessage(run.error, 15000);
         return;
     }
+    addRecentRun(run.directory);
     auto *window = new RunReplayWindow(run, this);
     window->setWindowFlag(Qt::Window);
     window->show();
@@ -129,26 +166,49 @@ void MainWindow::askOpenClusterFile()
         openClusterFile(path);
 }
 
+void MainWindow::setUpRecentMenus()
+{
+    // The demo's runs from before the list existed are its first entries.
+    RecentPaths::runs().seedOnce(demoRuns());
+    m_recentRunsMenu->setObjectName(QStringLiteral("recentRuns"));
+    m_recentMenu->setObjectName(QStringLiteral("recentClusterFiles"));
+    connect(m_recentRunsMenu, &QMenu::aboutToShow, this, &MainWindow::updateRecentRunsMenu);
+    connect(m_recentMenu, &QMenu::aboutToShow, this, &MainWindow::updateRecentMenu);
+    updateRecentRunsMenu();
+    updateRecentMenu();
+}
+
+void MainWindow::addRecentRun(const QString &directory)
+{
+    if (directory.isEmpty())
+        return;
+    RecentPaths::runs().add(directory);
+    updateRecentRunsMenu();
+}
+
+void MainWindow::updateRecentRunsMenu()
+{
+    fillRecentMenu(
+        m_recentRunsMenu, RecentPaths::runs(), QStringLiteral("recentRun"),
+        tr("No runs yet: start the demo, or open a run directory"),
+        [this](const QString &directory) {
+            qCDebug(lcUi) << "recent run chosen:" << directory;
+            openRunDirectory(directory);
+        },
+        [this] { updateRecentRunsMenu(); });
+}
+
 void MainWindow::addRecentClusterFile(const QString &path)
 {
-    QSettings settings;
-    QStringList recent = settings.value(kRecentKey).toStringList();
-    const QString absolute = QFileInfo(path).absoluteFilePath();
-    recent.removeAll(absolute);
-    recent.prepend(absolute);
-    while (recent.size() > kMaxRecentFiles)
-        recent.removeLast();
-    settings.setValue(kRecentKey, recent);
+    RecentPaths::clusterFiles().add(path);
     updateRecentMenu();
 }
 
 void MainWindow::updateRecentMenu()
 {
-    m_recentMenu->clear();
-    const QStringList recent = QSettings().value(kRecentKey).toStringList();
-    for (const QString &path : recent)
-        m_recentMenu->addAction(path, this, [this, path] { openClusterFile(path); });
-    m_recentMenu->setEnabled(!recent.isEmpty());
+    fillRecentMenu(
+        m_recentMenu, RecentPaths::clusterFiles(), QStringLiteral("recentClusterFile"), tr("No cluster files yet"),
+        [this](const QString &path) { openClusterFile(path); }, [this] { updateRecentMenu(); });
 }
 
 } // namespace parasync::ui
