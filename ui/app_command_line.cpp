@@ -55,7 +55,11 @@ constexpr const char *kEnvironmentHelp
       "  PARASYNC_SSH            the ssh command for remote hosts (default: ssh on PATH)\n"
       "  PARASYNC_DEMO_PORTS     the demo's ports, ps first: 2222,2223,2224 by default\n"
       "  PARASYNC_TASK_NICE      the niceness increment of the tasks it starts, 0-19 (default 19: they\n"
-      "                          yield to the window)\n";
+      "                          yield to the window)\n"
+      "  QT_LOGGING_RULES        Qt's logging rules; QT_LOGGING_RULES=\"parasync.*.debug=true\" logs on stderr\n"
+      "                          what the app does, for a bug report: tasks started and exited\n"
+      "                          (parasync.launcher), ps:0 watched (parasync.watcher), Slurm\n"
+      "                          (parasync.slurm), ssh (parasync.remote), the window (parasync.ui)\n";
 
 } // namespace
 

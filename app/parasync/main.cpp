@@ -33,6 +33,9 @@ int main(int argc, char **argv)
     ui::ensureRuntimeDirectory();
     const bool headless = ui::preparePlatformForArguments(argc, argv);
 
+    // The category before each line of the app's own (parasync.launcher:
+    // ...), where QT_LOGGING_RULES turns them on; QT_MESSAGE_PATTERN wins.
+    qSetMessagePattern(QStringLiteral("%{if-category}%{category}: %{endif}%{message}"));
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("parasync"));
     QApplication::setOrganizationName(QStringLiteral("Parasync"));

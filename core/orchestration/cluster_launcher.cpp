@@ -5,6 +5,7 @@
 #include "config/cluster_file.h"
 #include "formats/task_state_line.h"
 #include "orchestration/cluster_watcher.h"
+#include "orchestration/logging.h"
 #include "orchestration/task_log.h"
 #include "orchestration/task_runner.h"
 #include "wire/cluster_token.h"
@@ -338,6 +339,9 @@ void ClusterLauncher::startTask(int row)
     info.stepsPerSecond = 0;
     setState(row, TaskState::Starting, tr("starting"));
     const TaskCommand command = taskCommand(row);
+    qCDebug(lcLauncher).noquote() << "starting" << qs(info.task.toString()) << "on" << info.host << "at"
+                                  << qs(info.address.toString()) << "as" << command.program
+                                  << command.arguments.join(QLatin1Char(' '));
     if (!m_plan.training.logdir.empty()) {
         if (!p.log)
             p.log = std::make_unique<TaskLog>(qs(m_plan.training.logdir), info.task);
@@ -532,6 +536,7 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
     info.exitCode = exitCode;
     info.stepsPerSecond = 0;
     if (p.restartRequested) {
+        qCDebug(lcLauncher).noquote() << qs(info.task.toString()) << "exited (code" << exitCode << ") to restart";
         if (p.log)
             p.log->ended(tr("exited (code %1) to be started again").arg(exitCode));
         startTask(row);
@@ -567,6 +572,12 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
                  tr("exit code %1").arg(exitCode) + (why.isEmpty() ? QString() : QStringLiteral(": ") + why));
     }
 
+    if (info.state == TaskState::Dead && !p.killRequested)
+        qCWarning(lcLauncher).noquote() << qs(info.task.toString()) << "died:" << info.detail;
+    else
+        qCDebug(lcLauncher).noquote() << qs(info.task.toString()) << "exited," << (crashed ? "signal" : "exit code")
+                                      << exitCode << "->"
+                                      << taskStateName(info.state) + QStringLiteral(": ") + info.detail;
     if (p.log)
         p.log->ended(taskStateName(info.state) + QStringLiteral(": ") + info.detail);
 
@@ -596,6 +607,7 @@ void ClusterLauncher::onFailedToStart(int row)
                                                : command.program,
                           p.process ? p.process->errorString() : QString())
                  + (p.runner->isRemote() ? QString() : QStringLiteral(": ") + command.whenMissing));
+    qCWarning(lcLauncher).noquote() << qs(m_infos[size_t(row)].task.toString()) << m_infos[size_t(row)].detail;
     if (p.log)
         p.log->ended(m_infos[size_t(row)].detail);
     emitAllExitedIfDone();
@@ -613,6 +625,7 @@ void ClusterLauncher::stopTask(int row)
         return;
     Process &p = *m_processes[size_t(row)];
     p.stopRequested = true;
+    qCDebug(lcLauncher).noquote() << "stopping" << qs(m_infos[size_t(row)].task.toString()) << "(SIGTERM)";
     p.runner->terminate(*p.process);
     setState(row, m_infos[size_t(row)].state, tr("stopping (SIGTERM sent)"));
     // A task that ignores SIGTERM (or hangs) still goes: the process panel
@@ -636,6 +649,7 @@ void ClusterLauncher::killTask(int row)
         return;
     Process &p = *m_processes[size_t(row)];
     p.killRequested = true;
+    qCDebug(lcLauncher).noquote() << "killing" << qs(m_infos[size_t(row)].task.toString()) << "(SIGKILL)";
     p.runner->kill(*p.process);
     QProcess *process = p.process;
     TaskRunner *runner = p.runner.get();
@@ -659,6 +673,8 @@ void ClusterLauncher::restartTask(int row)
 
 void ClusterLauncher::stopAll()
 {
+    if (anyRunning())
+        qCDebug(lcLauncher) << "stopping every task";
     m_workersPending = false;
     ++m_launchGeneration;
     for (int row = 0; row < int(m_processes.size()); ++row) {

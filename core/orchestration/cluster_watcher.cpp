@@ -5,6 +5,7 @@
 #include "base/qt_text.h"
 #include "config/update_modes.h"
 #include "formats/run_log.h"
+#include "orchestration/logging.h"
 #include "wire/cluster_client.h"
 #include "wire/cluster_token.h"
 
@@ -76,6 +77,12 @@ void ClusterWatcher::connectTo(const QString &address, const RpcSettings &settin
     if (m_settings.clusterToken.empty())
         m_settings.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
     const uint64_t generation = ++m_generation;
+    qCDebug(lcWatcher).noquote() << "watching ps:0 at" << address
+                                 << (m_settings.tls.enabled() ? "over TLS" : "in plain text")
+                                 << (m_settings.clusterToken.empty() ? "without a token" : "with a token")
+                                 << (m_historyDirectory.isEmpty()
+                                         ? QStringLiteral("(no run directory given)")
+                                         : QStringLiteral("history from ") + m_historyDirectory);
     m_stop = false;
     m_thread = std::thread(&ClusterWatcher::run, this, address.toStdString(), m_settings, generation,
                            m_historyDirectory.toStdString(), m_discoverHistory);
@@ -91,6 +98,7 @@ void ClusterWatcher::disconnectFromCluster()
 {
     if (!m_thread.joinable())
         return;
+    qCDebug(lcWatcher).noquote() << "disconnecting from ps:0 at" << m_address;
     stopThread();
     ++m_generation;
     Q_EMIT connectionStateChanged(false, tr("disconnected from ps:0 at %1").arg(m_address));
@@ -241,6 +249,8 @@ struct ClusterWatcher::StreamEnd
 
 void ClusterWatcher::say(uint64_t generation, bool connected, const std::string &message)
 {
+    // Every state the status line shows: connecting, connected, each retry.
+    qCDebug(lcWatcher).noquote() << (connected ? "connected:" : "not connected:") << qs(message);
     post(generation, [this, connected, text = qs(message)] { Q_EMIT connectionStateChanged(connected, text); });
 }
 
@@ -315,6 +325,7 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
                 publish(watch, true);
                 const std::string message
                     = "the cluster finished at global step " + std::to_string(watch.state.globalStep());
+                qCDebug(lcWatcher).noquote() << qs(message);
                 post(generation, [this, text = qs(message)] {
                     Q_EMIT clusterFinished();
                     Q_EMIT connectionStateChanged(false, text);
@@ -331,6 +342,8 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
                 continue;
             }
             failure = describeWatchFailure(where, end.status, end.connected);
+            if (end.connected)
+                qCWarning(lcWatcher).noquote() << "lost ps:0:" << qs(failure);
             // The next stream fills the gap: it starts with the events after
             // the last step seen that ps:0 still holds (the last step's
             // too: in sync mode not every worker's may have arrived).
@@ -539,6 +552,7 @@ void ClusterWatcher::setMode(const proto::ModeConfig &mode)
     if (refuseUnlessConnected())
         return;
     const std::string address = m_address.toStdString();
+    qCDebug(lcWatcher).noquote() << "asking ps:0 at" << m_address << "for" << qs(describeMode(mode));
     runControlCall(address, kControlDeadline,
                    [this, address, mode](ClusterClient &client, CallContext &context) -> std::function<void()> {
                        proto::SetModeRequest request;
@@ -549,10 +563,12 @@ void ClusterWatcher::setMode(const proto::ModeConfig &mode)
                        if (!result.ok()) {
                            const QString message
                                = qs("cannot change the mode on ps:0 at " + address + ": " + result.description);
+                           qCWarning(lcWatcher).noquote() << message;
                            return [this, message] { Q_EMIT controlFinished(false, message); };
                        }
                        const QString message = qs("mode " + describeMode(response.mode()) + " from global step "
                                                   + std::to_string(response.global_step()));
+                       qCDebug(lcWatcher).noquote() << "ps:0 now runs" << message;
                        return [this, response, message] {
                            Q_EMIT modeChanged(response.mode(), qint64(response.global_step()));
                            Q_EMIT controlFinished(true, message);
@@ -574,6 +590,7 @@ void ClusterWatcher::callWorker(const QString &workerAddress, const std::string 
                        if (!result.ok()) {
                            const QString message
                                = qs("cannot " + failingTo + " the worker at " + address + ": " + result.description);
+                           qCWarning(lcWatcher).noquote() << message;
                            return [this, message] { Q_EMIT controlFinished(false, message); };
                        }
                        return [done, response] { done(*response); };
@@ -600,6 +617,7 @@ void ClusterWatcher::setPace(const QString &workerAddress, int computeMs)
 {
     proto::SetPaceRequest request;
     request.set_compute_ms(computeMs);
+    qCDebug(lcWatcher).noquote() << "asking the worker at" << workerAddress << "for" << computeMs << "ms a step";
     callWorker(workerAddress, "change the pace of", &ClusterClient::setPace, request,
                [this, workerAddress](const proto::SetPaceResponse &response) {
                    Q_EMIT paceChanged(workerAddress, response.compute_ms());

@@ -5,6 +5,7 @@
 
 #include "base/qt_text.h"
 #include "base/version.h"
+#include "orchestration/logging.h"
 #include "orchestration/ssh_command.h"
 #include "orchestration/task_runner.h"
 
@@ -214,9 +215,11 @@ QProcess *PreflightCheck::runOnHost(int hostIndex, const QStringList &nodeArgume
     command += QStringLiteral("a=%1\n").arg(shellQuote(quoted.join(QLatin1Char(' ')))) + script;
     auto *process = new QProcess(this);
     process->setProcessChannelMode(QProcess::MergedChannels);
-    if (run.remote)
-        process->start(sshProgram(), sshArguments(*run.remote, QStringLiteral("sh -c ") + shellQuote(command)));
-    else
+    if (run.remote) {
+        const QStringList arguments = sshArguments(*run.remote, QStringLiteral("sh -c ") + shellQuote(command));
+        qCDebug(lcRemote).noquote() << "pre-flight:" << sshProgram() << arguments.join(QLatin1Char(' '));
+        process->start(sshProgram(), arguments);
+    } else
         process->start(QStringLiteral("/bin/sh"), {QStringLiteral("-c"), command});
     return process;
 }

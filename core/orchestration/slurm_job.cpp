@@ -3,6 +3,7 @@
 #include "base/error.h"
 #include "base/qt_text.h"
 #include "orchestration/cluster_watcher.h"
+#include "orchestration/logging.h"
 #include "wire/cluster_token.h"
 
 #include <QDeadlineTimer>
@@ -194,6 +195,7 @@ bool SlurmJob::submit(const ClusterPlan &plan, const SlurmSettings &settings, co
             return;
         sbatch->deleteLater();
         m_over = true;
+        qCWarning(lcSlurm) << "cannot run sbatch:" << sbatch->errorString();
         Q_EMIT failed(tr("cannot run sbatch: Slurm's commands are not on PATH here. Install Slurm's client "
                          "(Debian: slurm-client) or load its module, or submit %1 from a login node")
                           .arg(m_scriptPath));
@@ -204,11 +206,14 @@ bool SlurmJob::submit(const ClusterPlan &plan, const SlurmSettings &settings, co
         const QString errors = QString::fromLocal8Bit(sbatch->readAllStandardError());
         const auto id = parseSbatchJobId(output.toStdString());
         if (exitCode != 0 || !id) {
+            qCWarning(lcSlurm).noquote() << "sbatch refused the job, exit code" << exitCode << ":"
+                                         << QString(errors + output).trimmed();
             m_over = true;
             Q_EMIT failed(tr("sbatch refused the job (%1): %2").arg(firstLines(errors + output), sbatchAdvice(errors)));
             return;
         }
         m_jobId = qs(*id);
+        qCDebug(lcSlurm).noquote() << "submitted as job" << m_jobId;
         const QDir out(qs(m_settings.outputDirectory));
         m_jobFile = FollowedFile{out.filePath(qs(slurmJobOutputName(*id))), 0, {}};
         for (int rank = 0; rank < m_plan.cluster.numPs() + m_plan.cluster.numWorkers(); ++rank)
@@ -220,6 +225,7 @@ bool SlurmJob::submit(const ClusterPlan &plan, const SlurmSettings &settings, co
         m_poll.start();
         m_follow.start();
     });
+    qCDebug(lcSlurm).noquote() << "sbatch --parsable" << m_scriptPath << "in" << qs(settings.outputDirectory);
     sbatch->start(QStringLiteral("sbatch"), {QStringLiteral("--parsable"), m_scriptPath});
     return true;
 }
@@ -241,6 +247,7 @@ void SlurmJob::cancel()
     m_cancelRequested = true;
     if (m_jobId.isEmpty() || m_over)
         return; // sbatch's answer cancels it, if it comes
+    qCDebug(lcSlurm).noquote() << "scancel" << m_jobId;
     runSlurmCommand(this, QStringLiteral("scancel"), {m_jobId}, [this](const SlurmCommandResult &result) {
         if (!result.started || result.exitCode != 0)
             Q_EMIT failed(tr("scancel %1 failed (%2): cancel the job by hand (scancel %1)")
@@ -304,6 +311,7 @@ void SlurmJob::onQueueAnswer(const SlurmJobStatus &answer)
     if (m_over)
         return;
     if (!answer.known) {
+        qCDebug(lcSlurm).noquote() << "neither squeue nor sacct knows job" << m_jobId;
         if (m_everKnown || ++m_unknownPolls >= kForgottenAfterPolls) {
             // Gone from squeue, and no accounting to ask: it is over.
             SlurmJobStatus gone = m_status;
@@ -318,6 +326,9 @@ void SlurmJob::onQueueAnswer(const SlurmJobStatus &answer)
     m_everKnown = true;
     const bool changed
         = answer.state != m_status.state || answer.nodeList != m_status.nodeList || answer.reason != m_status.reason;
+    if (changed) // squeue's answer every poll would drown the rest
+        qCDebug(lcSlurm).noquote() << "job" << m_jobId << "is" << qs(answer.state) << "nodes:" << qs(answer.nodeList)
+                                   << "reason:" << qs(answer.reason);
     m_status = answer;
     if (changed)
         Q_EMIT statusChanged(m_status);
@@ -349,6 +360,7 @@ void SlurmJob::onNodesKnown(const std::string &nodeList)
 void SlurmJob::finish(const SlurmJobStatus &status)
 {
     const bool changed = status.state != m_status.state;
+    qCDebug(lcSlurm).noquote() << "job" << m_jobId << "ended:" << qs(status.state);
     m_status = status;
     m_over = true;
     m_poll.stop();

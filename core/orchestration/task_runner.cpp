@@ -1,6 +1,7 @@
 #include "orchestration/task_runner.h"
 
 #include "config/cluster_file.h"
+#include "orchestration/logging.h"
 #include "orchestration/ssh_command.h"
 #include "wire/cluster_token.h"
 
@@ -107,8 +108,10 @@ public:
         // The ssh client dies with the app; its closed channel then stops
         // the remote task (see remoteTaskCommand).
         process.setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGTERM); });
-        process.start(sshProgram(),
-                      sshArguments(m_host, remoteTaskCommand(command.program, command.arguments, command.whenMissing)));
+        const QStringList arguments
+            = sshArguments(m_host, remoteTaskCommand(command.program, command.arguments, command.whenMissing));
+        qCDebug(lcRemote).noquote() << sshProgram() << arguments.join(QLatin1Char(' '));
+        process.start(sshProgram(), arguments);
         // The first line the remote side reads: the token, or an empty line.
         // Written before ssh even connects; the pipe keeps it.
         process.write(QByteArray::fromStdString(clusterToken) + '\n');
@@ -125,12 +128,16 @@ public:
         const qint64 remotePid = line.mid(at + qsizetype(qstrlen(kRemotePidPrefix))).trimmed().toLongLong(&ok);
         if (ok && pid)
             *pid = remotePid;
+        if (ok)
+            qCDebug(lcRemote).noquote() << "the task on" << describeSshTarget(m_host) << "runs as pid" << remotePid;
         m_sessionStarted = m_sessionStarted || ok;
         return ok;
     }
 
     TaskExit interpretExit(int exitCode, QProcess::ExitStatus status, const QString &lastLines) const override
     {
+        qCDebug(lcRemote).noquote() << "ssh to" << describeSshTarget(m_host)
+                                    << "ended:" << (status == QProcess::CrashExit ? "killed" : "exit code") << exitCode;
         if (status == QProcess::CrashExit) // the ssh client itself was killed
             return TaskExit{true, exitCode,
                             QStringLiteral("the ssh client to %1 was killed").arg(describeSshTarget(m_host))};
