@@ -37,7 +37,7 @@ packages=(
   xvfb xauth
   openssh-server openssh-client iproute2
   slurm-wlm munge
-  dpkg-dev file librsvg2-bin desktop-file-utils appstream
+  dpkg-dev file librsvg2-bin desktop-file-utils appstream help2man
   python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format clang-tidy
   python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
@@ -47,7 +47,7 @@ packages=(
 # the two programs) does without them.
 test_packages=(
   libgtest-dev libbenchmark-dev xvfb xauth openssh-server openssh-client iproute2 slurm-wlm munge
-  dpkg-dev file librsvg2-bin desktop-file-utils appstream python3-crcmod poppler-utils
+  dpkg-dev file librsvg2-bin desktop-file-utils appstream help2man python3-crcmod poppler-utils
   libclang-rt-14-dev clang-format clang-tidy
   python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
   python3-venv python3-pip python3-setuptools python3-wheel

@@ -83,6 +83,11 @@ for path in ./usr/bin/parasync ./usr/bin/parasync-node \
     ./usr/lib/python3/dist-packages/parasync/proto/parasync_pb2_grpc.py; do
   grep -q " $path\$" <<<"$contents" || fail "the package does not hold $path"
 done
+# The man pages are made by help2man when the build found it.
+for program in parasync parasync-node; do
+  grep -q " ./usr/share/man/man1/$program.1.gz\$" <<<"$contents" \
+    || fail "the package has no man page $program.1.gz: install help2man (scripts/setup.sh does) and configure again"
+done
 
 # --- 2. Install it. --------------------------------------------------------
 status=$(dpkg-query -W -f='${Status}' parasync 2>/dev/null || true)
@@ -108,6 +113,10 @@ else
 fi
 bin=$root/usr/bin
 share=$root/usr/share
+for program in parasync parasync-node; do
+  zgrep -q '^\.SH ENVIRONMENT' "$share/man/man1/$program.1.gz" \
+    || fail "the $program(1) man page has no ENVIRONMENT section (its --help's Environment:)"
+done
 
 # --- 3. The installed binaries. --------------------------------------------
 "$bin/parasync-node" --help >"$work/help.txt" || fail "installed parasync-node --help exited $?"
