@@ -1,9 +1,13 @@
 // Runs -> Recent runs without a window: the list the menu shows, kept in
-// the app's settings (a test-mode folder here, never the user's).
+// the app's settings (a test-mode folder here, never the user's); and a run
+// the app made without a window, there for the window to offer.
+#include "support/slurm_cluster.h"
 #include "ui/models/recent_paths.h"
 
 #include <QCoreApplication>
 #include <QDir>
+#include <QFileInfo>
+#include <QProcess>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -121,6 +125,35 @@ private Q_SLOTS:
         QSettings().remove(QStringLiteral("recentClusterFiles"));
         RecentPaths::runs().add(run(QStringLiteral("r")));
         QVERIFY(RecentPaths::clusterFiles().paths().isEmpty());
+    }
+
+    // scripts/demo.sh's demo, headless, leaves its run in the list the
+    // window's Runs -> Recent runs reads (the app's own settings file).
+    void aHeadlessRunIsAmongTheRecentRuns()
+    {
+        QTemporaryDir home;
+        QVERIFY(home.isValid());
+        const uint16_t base = parasync::testing::freePortBase(3);
+        QVERIFY(base > 0);
+        QProcessEnvironment environment = QProcessEnvironment::systemEnvironment();
+        environment.insert(QStringLiteral("XDG_CONFIG_HOME"), home.filePath(QStringLiteral("config")));
+        environment.insert(QStringLiteral("PARASYNC_DEMO_PORTS"),
+                           QStringLiteral("%1,%2,%3").arg(base).arg(base + 1).arg(base + 2));
+        QProcess app;
+        app.setProcessChannelMode(QProcess::MergedChannels);
+        app.setProcessEnvironment(environment);
+        const QString exportDir = home.filePath(QStringLiteral("export"));
+        app.start(QStringLiteral(PARASYNC_APP),
+                  {QStringLiteral("--headless"), QStringLiteral("--demo"), QStringLiteral("--last_step=100"),
+                   QStringLiteral("--export=") + exportDir});
+        QVERIFY2(app.waitForFinished(180000), "the headless demo did not end within 3 minutes");
+        const QString output = QString::fromUtf8(app.readAll());
+        QVERIFY2(app.exitStatus() == QProcess::NormalExit && app.exitCode() == 0, qPrintable(output));
+
+        const QSettings written(home.filePath(QStringLiteral("config/Parasync/parasync.conf")), QSettings::IniFormat);
+        const QStringList recent = written.value(QStringLiteral("recentRuns")).toStringList();
+        QCOMPARE(recent.value(0), QDir(exportDir).filePath(QStringLiteral("run")));
+        QVERIFY(QFileInfo::exists(recent.value(0) + QStringLiteral("/steps.jsonl")));
     }
 };
 

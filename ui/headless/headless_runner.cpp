@@ -10,6 +10,7 @@
 #include "ui/charts/run_charts_view.h"
 #include "ui/headless/console.h"
 #include "ui/models/chart_style.h"
+#include "ui/models/recent_paths.h"
 #include "ui/models/run_loader.h"
 
 #include <QCoreApplication>
@@ -210,6 +211,7 @@ void HeadlessRunner::startBackend()
     ClusterPlan plan = withRunDirectory(m_options.plan);
     plan.training.logdir = QFileInfo(m_runDirectory).absoluteFilePath().toStdString();
     m_runDirectory = QString::fromStdString(plan.training.logdir);
+    RecentPaths::runs().add(m_runDirectory);
     ConnectRequest access; // the token (file, else environment) and the plan's TLS files
     access.tokenFile = m_options.tokenFile;
     access.connection = plan.connection;
@@ -311,6 +313,9 @@ void HeadlessRunner::onPortsTaken(const std::vector<PortConflict> &conflicts)
 
 void HeadlessRunner::onLaunched(const ClusterPlan &plan)
 {
+    // The window's Runs -> Recent runs offers it later (scripts/demo.sh's
+    // run among them).
+    RecentPaths::runs().add(m_runDirectory);
     connect(m_launcher, &ClusterLauncher::allExited, this, &HeadlessRunner::onAllExited);
     connect(m_launcher, &ClusterLauncher::taskChanged, this, &HeadlessRunner::onTaskChanged);
     for (int row = 0; row < int(m_launcher->tasks().size()); ++row)
