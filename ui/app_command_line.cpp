@@ -78,6 +78,8 @@ AppFlags declareAppCommandLine(QCommandLineParser &parser)
         "  parasync --headless --slurm --cluster_file=FILE --export=DIR   as a job of your Slurm"));
     parser.addHelpOption();
     parser.addVersionOption();
+    // Qt's own two, for "Did you mean" (--versoin, as the node answers it).
+    declared.names << QStringLiteral("help") << QStringLiteral("version");
     const auto option
         = [&parser, &declared](const char *name, const char *description, const char *valueName = nullptr) {
               declared.names << QString::fromLatin1(name);
@@ -189,6 +191,20 @@ AppFlags declareAppCommandLine(QCommandLineParser &parser)
     return declared;
 }
 
+QString commandLineError(const QCommandLineParser &parser, const AppFlags &declared)
+{
+    QString message = parser.errorText();
+    if (const QStringList unknown = parser.unknownOptionNames(); !unknown.isEmpty()) {
+        std::vector<std::string> names;
+        for (const QString &name : declared.names)
+            names.push_back(ss(name));
+        if (const std::string best = nearestName(ss(unknown.front()), names); !best.empty())
+            message += QStringLiteral("%1 Did you mean --%2?")
+                           .arg(message.endsWith(QLatin1Char('.')) ? QString() : QStringLiteral("."), qs(best));
+    }
+    return message;
+}
+
 std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const AppFlags &declared,
                                        const QStringList &arguments)
 {
@@ -207,16 +223,8 @@ std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const AppFlag
         return 2;
     }
     if (!parser.parse(spelled)) {
-        QString message = QStringLiteral("parasync: ") + parser.errorText();
-        if (const QStringList unknown = parser.unknownOptionNames(); !unknown.isEmpty()) {
-            std::vector<std::string> names;
-            for (const QString &name : declared.names)
-                names.push_back(ss(name));
-            if (const std::string best = nearestName(ss(unknown.front()), names); !best.empty())
-                message += QStringLiteral("%1 Did you mean --%2?")
-                               .arg(message.endsWith(QLatin1Char('.')) ? QString() : QStringLiteral("."), qs(best));
-        }
-        std::fprintf(stderr, "%s\nEvery flag: parasync --help\n", qPrintable(message));
+        std::fprintf(stderr, "parasync: %s\nEvery flag: parasync --help\n",
+                     qPrintable(commandLineError(parser, declared)));
         return 2;
     }
     if (parser.isSet(QStringLiteral("help"))) {

@@ -40,6 +40,9 @@ AppFlags declareAppCommandLine(QCommandLineParser &parser);
 // exit status of bad input in both programs; nullopt when all is well.
 std::optional<int> parseAppCommandLine(QCommandLineParser &parser, const AppFlags &declared,
                                        const QStringList &arguments);
+// After a parse that failed: Qt's words for it, and for an unknown flag the
+// declared one it nearly is ("Did you mean --version?").
+QString commandLineError(const QCommandLineParser &parser, const AppFlags &declared);
 
 // --demo or --cluster_file: a cluster to start.
 bool wantsCluster(const QCommandLineParser &parser);

@@ -49,6 +49,13 @@ private Q_SLOTS:
             = parseAppCommandLine(parser, declared, {u"parasync"_s, u"--lerning_rate=0.1"_s});
         QVERIFY(refused);
         QCOMPARE(*refused, 2);
+        QVERIFY2(commandLineError(parser, declared).endsWith(u"Did you mean --learning_rate?"_s),
+                 qPrintable(commandLineError(parser, declared)));
+        // Qt's own flags too, as parasync-node answers them.
+        QCommandLineParser qtsOwn;
+        declareAppCommandLine(qtsOwn);
+        QCOMPARE(parseAppCommandLine(qtsOwn, declared, {u"parasync"_s, u"--versoin"_s}), std::optional<int>(2));
+        QCOMPARE(commandLineError(qtsOwn, declared), u"Unknown option 'versoin'. Did you mean --version?"_s);
         QCommandLineParser again;
         declareAppCommandLine(again);
         QVERIFY(!parseAppCommandLine(again, declared, {u"parasync"_s, u"--learning_rate=0.1"_s}));
