@@ -4,6 +4,7 @@
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/task_log.h"
+#include "support/demo_plan.h"
 
 #include <QDir>
 #include <QFile>
@@ -25,21 +26,11 @@
 #include <unistd.h>
 
 using namespace parasync;
+using parasync::testing::demoOnFreePorts;
 
 namespace {
 
 constexpr int kTimeoutMs = 60000;
-
-// The demo cluster on free ports (2222-2224 may be taken on a CI machine).
-ClusterPlan demoOnFreePorts(int64_t lastStep)
-{
-    ClusterPlan plan = ClusterPlan::demo();
-    for (auto *list : {&plan.cluster.ps, &plan.cluster.workers})
-        for (auto &address : *list)
-            address.port = pickFreePort();
-    plan.training.lastStep = lastStep;
-    return plan;
-}
 
 bool processExists(qint64 pid)
 {

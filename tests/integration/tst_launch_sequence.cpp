@@ -10,6 +10,7 @@
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/preflight_check.h"
 #include "support/cluster_harness.h"
+#include "support/demo_plan.h"
 
 #include <QSignalSpy>
 #include <QTest>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 using namespace parasync;
+using parasync::testing::demoOnFreePorts;
 
 namespace {
 
@@ -26,13 +28,9 @@ constexpr int kTimeoutMs = 60000;
 
 // The demo cluster on free ports, paced so that a run without a last step
 // trains gently on a shared machine.
-ClusterPlan demoOnFreePorts(int64_t lastStep, int computeMs = 10)
+ClusterPlan pacedDemoOnFreePorts(int64_t lastStep, int computeMs = 10)
 {
-    ClusterPlan plan = ClusterPlan::demo();
-    for (auto *list : {&plan.cluster.ps, &plan.cluster.workers})
-        for (auto &address : *list)
-            address.port = pickFreePort();
-    plan.training.lastStep = lastStep;
+    ClusterPlan plan = demoOnFreePorts(lastStep);
     plan.training.pace.computeMs = computeMs;
     return plan;
 }
@@ -103,7 +101,7 @@ private Q_SLOTS:
 
     void aLocalPlanIsLaunchedAtOnceThenWatchedOncePs0ListensAndTrains()
     {
-        const ClusterPlan plan = demoOnFreePorts(0);
+        const ClusterPlan plan = pacedDemoOnFreePorts(0);
         ClusterLauncher launcher;
         launcher.setNodeBinary(testing::nodeBinary());
         ClusterWatcher watcher;
@@ -143,7 +141,7 @@ private Q_SLOTS:
 
     void aTakenPortIsReportedWithItsHolderAndTheFreePortIsUsedWhenChosen()
     {
-        ClusterPlan plan = demoOnFreePorts(0);
+        ClusterPlan plan = pacedDemoOnFreePorts(0);
         testing::HeldPort stale(plan.cluster.ps.front().port);
         QVERIFY(stale.ok());
         ClusterLauncher launcher;
@@ -178,7 +176,7 @@ private Q_SLOTS:
 
     void cancelledAtATakenPortNothingStarts()
     {
-        ClusterPlan plan = demoOnFreePorts(0);
+        ClusterPlan plan = pacedDemoOnFreePorts(0);
         testing::HeldPort stale(plan.cluster.workers.back().port);
         QVERIFY(stale.ok());
         ClusterLauncher launcher;
@@ -201,7 +199,7 @@ private Q_SLOTS:
 
     void theCheckWaitsForItsDriverThenThePortsAndTheLaunchFollow()
     {
-        ClusterPlan plan = demoOnFreePorts(0);
+        ClusterPlan plan = pacedDemoOnFreePorts(0);
         testing::HeldPort stale(plan.cluster.workers.back().port);
         QVERIFY(stale.ok());
         ClusterLauncher launcher;
@@ -250,7 +248,7 @@ private Q_SLOTS:
         LaunchSequence sequence(&launcher, &watcher);
         Trail trail(sequence);
 
-        sequence.start(demoOnFreePorts(100));
+        sequence.start(pacedDemoOnFreePorts(100));
         QCOMPARE(trail.stages(), QStringList{QStringLiteral("failed")});
         QCOMPARE(sequence.stage(), LaunchSequence::Stage::Failed);
         QVERIFY2(trail.failure().contains(QLatin1String("cannot find the parasync-node program")),
@@ -263,7 +261,7 @@ private Q_SLOTS:
     {
         // 200 steps at full speed take milliseconds: only workers held until
         // the watcher follows ps:0 let it see the first.
-        const ClusterPlan plan = demoOnFreePorts(200, 0);
+        const ClusterPlan plan = pacedDemoOnFreePorts(200, 0);
         ClusterLauncher launcher;
         launcher.setNodeBinary(testing::nodeBinary());
         ClusterWatcher watcher;

@@ -8,6 +8,7 @@
 #include "orchestration/cluster_launcher.h"
 #include "orchestration/cluster_watcher.h"
 #include "orchestration/logging.h"
+#include "support/demo_plan.h"
 
 #include <QLoggingCategory>
 #include <QMutex>
@@ -15,6 +16,7 @@
 #include <QTest>
 
 using namespace parasync;
+using parasync::testing::demoOnFreePorts;
 
 namespace {
 
@@ -52,16 +54,6 @@ QStringList lines(const QString &category)
 bool anyContains(const QStringList &lines, const QString &part)
 {
     return std::any_of(lines.begin(), lines.end(), [&](const QString &line) { return line.contains(part); });
-}
-
-ClusterPlan demoOnFreePorts(int64_t lastStep)
-{
-    ClusterPlan plan = ClusterPlan::demo();
-    for (auto *list : {&plan.cluster.ps, &plan.cluster.workers})
-        for (auto &address : *list)
-            address.port = pickFreePort();
-    plan.training.lastStep = lastStep;
-    return plan;
 }
 
 } // namespace
