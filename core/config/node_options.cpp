@@ -135,6 +135,11 @@ constexpr FlagInfo kFlags[] = {
      "ps:0 reports whom it waits for when the global step has not moved for N seconds while workers "
      "are alive; 0 turns the watchdog off",
      nullptr},
+    {"straggler_threshold", "X", FlagGroup::Faults,
+     "ps:0 flags a worker as a straggler once its steps, less the time the ps held it, take more than X "
+     "times the other workers' median for several looks in a row (over a 10 s window), and unflags it once "
+     "it is back within half that margin; 0 turns flagging off",
+     nullptr},
     {"chief_handover", "0|1", FlagGroup::Faults,
      "1: while the chief worker:0 is dead, the lowest live worker takes over its duties (checkpoints, "
      "the full-shard loss) and hands them back when it returns",
@@ -310,6 +315,11 @@ TrainingOptions parseTraining(const FlagValues &p, const ClusterSpec &cluster)
         throw InputError(p.shown("nonfinite_gradients") + ": must be reject or apply");
     t.applyNonfinite = nonfinite == "apply";
     p.integer("hang_timeout_secs", &t.hangTimeoutSecs, 0, 24 * 3600);
+    p.boundedFloat("straggler_threshold", &t.stragglerThreshold, 0.0f, 1000.0f);
+    if (t.stragglerThreshold > 0 && t.stragglerThreshold <= 1)
+        throw InputError(p.shown("straggler_threshold")
+                         + ": every worker would be slower than the others by that measure; give more than 1 "
+                           "(2: twice the others' time a step) or 0 to turn flagging off");
     p.boolean("chief_handover", &t.chiefHandover);
     parsePace(p, &t.pace);
 

@@ -59,8 +59,11 @@ struct TrainingOptions
     uint64_t seed = 1;           // --seed
     bool applyNonfinite = false; // --nonfinite_gradients=reject|apply
     int hangTimeoutSecs = 30;    // --hang_timeout_secs (0: no watchdog)
-    bool chiefHandover = false;  // --chief_handover=1
-    WorkerPace pace;             // --compute_ms --compute_jitter --straggler_ms
+    // --straggler_threshold: ps:0 flags a worker whose steps take this many
+    // times the others' (engine/straggler_detector.h); 0: never.
+    float stragglerThreshold = 2.0f;
+    bool chiefHandover = false; // --chief_handover=1
+    WorkerPace pace;            // --compute_ms --compute_jitter --straggler_ms
 
     // Whether the chief scores the model on held-out data.
     bool hasHeldOutData() const { return !evalDataset.empty() || evalFraction > 0; }

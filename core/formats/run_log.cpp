@@ -647,10 +647,12 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
                + ",\"current\":" + modeJson(m.current()) + ",\"requested_by\":" + quoted(m.requested_by()) + "}";
     } else if (event.has_worker_state()) {
         const auto &w = event.worker_state();
-        line = "{\"type\":\"worker_state\",\"wall_time\":" + wallClock(w.wall_time()) + ",\"worker\":"
-               + std::to_string(w.status().worker_index()) + ",\"phase\":\"" + phaseName(w.status().phase())
-               + "\",\"worker_clock\":" + std::to_string(w.status().worker_clock()) + ",\"waiting_for\":"
-               + quoted(w.status().waiting_for()) + ",\"reason\":" + quoted(w.status().reason()) + "}";
+        line = "{\"type\":\"worker_state\",\"wall_time\":" + wallClock(w.wall_time())
+               + ",\"worker\":" + std::to_string(w.status().worker_index()) + ",\"phase\":\""
+               + phaseName(w.status().phase()) + "\",\"worker_clock\":" + std::to_string(w.status().worker_clock())
+               + ",\"waiting_for\":" + quoted(w.status().waiting_for()) + ",\"reason\":" + quoted(w.status().reason())
+               + ",\"straggler\":" + (w.status().straggler() ? "true" : "false")
+               + ",\"seconds_per_step\":" + number(w.status().seconds_per_step()) + "}";
     } else if (event.has_checkpoint()) {
         const auto &c = event.checkpoint();
         line = "{\"type\":\"checkpoint\",\"wall_time\":" + wallClock(c.wall_time())

@@ -70,6 +70,11 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log, PsTransport transp
                 m_shard.apply(gradient, learningRateScale);
             },
             [this](int worker, int64_t from, const PushDecision &decision) { onDecision(worker, from, decision); });
+        if (m_options.training.stragglerThreshold > 0) {
+            StragglerDetector::Settings settings;
+            settings.threshold = double(m_options.training.stragglerThreshold);
+            m_stragglers.emplace(settings);
+        }
     }
 }
 
@@ -140,8 +145,10 @@ int PsTask::run()
                 checkFinishedLocked();
             if (m_rejoinDeadline)
                 checkRejoinDeadlineLocked();
-            if (isCoordinator())
+            if (isCoordinator()) {
                 watchForHangLocked();
+                watchForStragglersLocked();
+            }
             // Periodic progress so a ps terminal is never silent for long.
             if (isCoordinator() && m_initialized
                 && std::chrono::steady_clock::now() - m_lastStatusLog > std::chrono::seconds(10)) {

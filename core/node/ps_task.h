@@ -9,6 +9,7 @@
 
 #include "config/task_options.h"
 #include "engine/parameter_shard.h"
+#include "engine/straggler_detector.h"
 #include "engine/telemetry_hub.h"
 #include "engine/update_policy.h"
 #include "formats/run_log.h"
@@ -130,6 +131,11 @@ private:
         // Last join or push: the hang watchdog tells a worker that computes
         // slowly (or is frozen) from one that is held by the policy.
         std::chrono::steady_clock::time_point lastSeen;
+        // The time its pushes were held (sync barrier, staleness bound), and
+        // since when the hold in progress lasts: the straggler watch leaves
+        // it out of the worker's pace.
+        std::chrono::microseconds heldTotal{0};
+        std::optional<std::chrono::steady_clock::time_point> heldFrom;
     };
 
     bool isCoordinator() const { return m_options.task.index == 0; }
@@ -246,6 +252,10 @@ private:
     void updateActingChiefLocked();
     // The hang watchdog: called about once a second by run().
     void watchForHangLocked();
+    // ps:0: compares the live workers' paces, about once a second (run()),
+    // and says when a worker becomes, or stops being, a straggler.
+    void watchForStragglersLocked();
+    std::string describeStragglerLocked(const StragglerDetector::Change &change) const;
     std::string describeWaitLocked() const;
     // The push's gradients checked against the variables this task holds, as
     // views of the push's own tensors (valid while `push` is unchanged).
@@ -285,6 +295,9 @@ private:
     std::chrono::steady_clock::time_point m_progressTime;
     std::chrono::steady_clock::time_point m_lastStallLog;
     proto::Stall m_stall;
+    // ps:0 with --straggler_threshold above 0.
+    std::optional<StragglerDetector> m_stragglers;
+    std::chrono::steady_clock::time_point m_lastStragglerLook;
 
     // Non-ps:0 tasks: gradients of updates decided by ps:0, until all arrived.
     struct PendingUpdate

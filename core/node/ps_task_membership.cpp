@@ -5,6 +5,7 @@
 
 #include "node/ps_task.h"
 
+#include "config/flag_values.h"
 #include "node/ps_signature_check.h"
 
 #include <chrono>
@@ -360,6 +361,72 @@ void PsTask::watchForHangLocked()
              + std::to_string(int(stalled)) + " s (mode " + describeMode(m_policy->mode()) + "); waiting for "
              + m_stall.waiting_for());
     }
+}
+
+void PsTask::watchForStragglersLocked()
+{
+    const auto now = std::chrono::steady_clock::now();
+    if (!m_stragglers || !m_initialized || doneLocked() || now - m_lastStragglerLook < std::chrono::milliseconds(900))
+        return;
+    m_lastStragglerLook = now;
+    std::vector<StragglerDetector::Sample> live;
+    for (int i = 0; i < int(m_workers.size()); ++i) {
+        if (!isLiveLocked(i))
+            continue;
+        const auto &info = m_workers[size_t(i)];
+        auto held = info.heldTotal;
+        if (info.heldFrom)
+            held += std::chrono::duration_cast<std::chrono::microseconds>(now - *info.heldFrom);
+        live.push_back({i, m_policy->workerClock(i), held});
+    }
+    for (const auto &change : m_stragglers->look(now, live)) {
+        note(describeStragglerLocked(change));
+        publishWorkerStateLocked(change.worker);
+    }
+}
+
+// What a flag means in the mode in force: in sync, how many backup workers
+// (tf.train.SyncReplicasOptimizer's replicas_to_aggregate below the worker
+// count) would keep the step from waiting for the stragglers.
+std::string PsTask::describeStragglerLocked(const StragglerDetector::Change &change) const
+{
+    const auto seconds = [](double value) {
+        char text[32];
+        std::snprintf(text, sizeof text, value < 1 ? "%.3f" : "%.2f", value);
+        return std::string(text);
+    };
+    const std::string name = "worker:" + std::to_string(change.worker);
+    const std::string pace = seconds(change.secondsPerStep) + " s a step against the others' "
+                             + seconds(change.othersSecondsPerStep) + " s, not counting the time the ps held them";
+    if (!change.straggler)
+        return name + " is no longer a straggler: " + pace;
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.1f",
+                  change.othersSecondsPerStep > 0 ? change.secondsPerStep / change.othersSecondsPerStep : 0.0);
+    std::string text = name + " is a straggler: " + pace + " (" + ratio + " times, more than --straggler_threshold="
+                       + floatText(m_options.training.stragglerThreshold) + ")";
+    switch (m_policy->mode().mode()) {
+    case proto::SYNC: {
+        int live = 0;
+        for (int i = 0; i < int(m_workers.size()); ++i)
+            live += isLiveLocked(i) ? 1 : 0;
+        const int stragglers = int(m_stragglers->stragglers().size());
+        const int aggregated = m_policy->mode().replicas_to_aggregate();
+        if (aggregated > 0 && aggregated < live)
+            text += "; with --replicas_to_aggregate=" + std::to_string(aggregated) + " a sync step closes without the "
+                    + std::to_string(live - aggregated) + " slowest of the " + std::to_string(live)
+                    + " live workers, whose late gradients are dropped";
+        else if (live - stragglers >= 1)
+            text += "; every sync step waits for it. With --replicas_to_aggregate=" + std::to_string(live - stragglers)
+                    + " (" + std::to_string(stragglers) + " backup worker" + (stragglers == 1 ? "" : "s")
+                    + " among the " + std::to_string(live) + " live) the steps would not wait for "
+                    + (stragglers == 1 ? "it" : "the stragglers");
+        break;
+    }
+    case proto::SSP: text += "; the staleness bound holds the others whenever they get too far ahead of it"; break;
+    default: text += "; in async nobody waits for it, but its gradients arrive staler than the others'"; break;
+    }
+    return text;
 }
 
 } // namespace parasync

@@ -158,6 +158,8 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
             wake = false;
         }
         heldBy = holdPhase(hold.reason);
+        if (!info.heldFrom)
+            info.heldFrom = holdStart;
         info.phase = heldBy;
         info.waitingFor = hold.waitingFor;
         m_changed.wait(lock);
@@ -165,6 +167,8 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     info.phase = proto::TRAINING;
     info.waitingFor.clear();
     const int64_t heldUs = heldBy == proto::WORKER_PHASE_UNSPECIFIED ? 0 : microsSince(holdStart);
+    info.heldTotal += std::chrono::microseconds(heldUs);
+    info.heldFrom.reset();
     // A sync barrier wait is part of the step it aggregated into (reported by
     // onDecision); an ssp hold comes after the update and is reported with the
     // worker's next step.

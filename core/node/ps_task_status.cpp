@@ -73,6 +73,10 @@ proto::WorkerStatus PsTask::workerStatusLocked(int worker) const
         status.set_applied(m_policy->applied(worker));
         status.set_dropped(m_policy->dropped(worker));
     }
+    if (m_stragglers) {
+        status.set_straggler(m_stragglers->flagged(worker));
+        status.set_seconds_per_step(m_stragglers->secondsPerStep(worker));
+    }
     return status;
 }
 

@@ -57,8 +57,8 @@ TrainingSummaries::~TrainingSummaries()
 
 void TrainingSummaries::watchTelemetry()
 {
-    // Only the staleness of other workers' gradients needs ps:0's view; the
-    // chief knows everything else itself.
+    // Only the staleness of other workers' gradients and the straggler flags
+    // need ps:0's view; the chief knows everything else itself.
     for (;;) {
         proto::WatchRequest request;
         // Staleness averages survive losing events when this thread falls
@@ -83,6 +83,11 @@ void TrainingSummaries::watchTelemetry()
         while (reader->read(&batch)) {
             std::lock_guard lock(m_mutex);
             for (const auto &event : batch.events()) {
+                if (event.has_worker_state()) {
+                    const auto &status = event.worker_state().status();
+                    m_stragglers[status.worker_index()] = status.straggler();
+                    continue;
+                }
                 if (!event.has_step())
                     continue;
                 const auto &step = event.step();
@@ -182,6 +187,10 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, const Chi
                 addScalar(summary, "staleness/worker_" + std::to_string(worker), stats.first / double(stats.second));
             stats = {0.0, 0};
         }
+        // 1 while ps:0 flags the worker as a straggler: TensorBoard draws
+        // when each was slow next to the loss it cost.
+        for (const auto &[worker, flagged] : m_stragglers)
+            addScalar(summary, "straggler/worker_" + std::to_string(worker), flagged ? 1.0 : 0.0);
         // The staleness probes since the last summary: what the gradients
         // of this stretch of the run were worth, next to how stale they were.
         if (m_probes.count > 0) {

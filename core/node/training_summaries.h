@@ -6,7 +6,8 @@
 // chief evaluated its shard), the model's parameters when there are few
 // (w, b), updates_per_sec (global steps per second since the previous
 // summary) and staleness/worker_N (mean staleness of worker N's gradients
-// since the previous summary, from ps:0's telemetry), the chief's latest
+// since the previous summary, from ps:0's telemetry), straggler/worker_N (1
+// while ps:0 flags worker N as a straggler, else 0), the chief's latest
 // metrics (ModelSignature.metric_names: heldout/loss, heldout/accuracy, the
 // name's first '_' read as TensorBoard's group separator), and the histogram
 // "pred" of the model's predictions on the chief's shard (the seeds'
@@ -76,6 +77,8 @@ private:
     // Per worker: sum and count of staleness since the last summary.
     std::mutex m_mutex;
     std::map<int, std::pair<double, int64_t>> m_staleness;
+    // Per worker seen in ps:0's worker states: whether it is flagged.
+    std::map<int, bool> m_stragglers;
     // Sums over the staleness probes since the last summary.
     struct ProbeSums
     {

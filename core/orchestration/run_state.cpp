@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 
@@ -259,6 +260,7 @@ void RunState::apply(const proto::TelemetryEvent &event)
             figures.pid = status.pid();
         if (status.phase() == proto::FINISHED || status.phase() == proto::DEAD || status.phase() == proto::STOPPED)
             figures.stepsPerSecond = 0;
+        applyStraggler(figures, status, event.worker_state().wall_time());
         m_snapshot.lastWallTime = std::max(m_snapshot.lastWallTime, event.worker_state().wall_time());
     } else if (event.has_checkpoint()) {
         const auto &c = event.checkpoint();
@@ -281,6 +283,16 @@ void RunState::apply(const proto::TelemetryBatch &batch)
         applyStatus(batch.status());
     if (batch.cluster_finished())
         m_snapshot.finished = true;
+}
+
+void RunState::applyStraggler(WorkerFigures &figures, const proto::WorkerStatus &status, double wallTime)
+{
+    figures.secondsPerStep = status.seconds_per_step();
+    if (status.straggler() == figures.straggler)
+        return;
+    figures.straggler = status.straggler();
+    m_snapshot.stragglerChanges.push_back(
+        {figures.index, m_snapshot.globalStep, wallTime, figures.straggler, figures.secondsPerStep});
 }
 
 void RunState::applyStatus(const proto::ClusterStatusResponse &status)
@@ -325,6 +337,7 @@ void RunState::applyStatus(const proto::ClusterStatusResponse &status)
             figures.pid = w.pid();
         if (w.phase() == proto::FINISHED || w.phase() == proto::DEAD || w.phase() == proto::STOPPED)
             figures.stepsPerSecond = 0;
+        applyStraggler(figures, w, m_psClock);
     }
     // One entry per worker of the spec, even those ps:0 has not seen.
     if (status.worker_hosts_size() > 0)
@@ -551,6 +564,72 @@ std::vector<std::string> variablesHeldByPs(const proto::ModelSignature &signatur
     } catch (const InputError &) {
         return {}; // ps:0 refuses such a signature; nothing to show
     }
+}
+
+std::string describeStragglers(const RunSnapshot &snapshot)
+{
+    if (snapshot.finished)
+        return {};
+    std::vector<int> flagged;
+    std::vector<double> slowest; // the flagged workers' paces
+    std::vector<double> others;
+    int live = 0;
+    for (const WorkerFigures &w : snapshot.workers) {
+        if (w.phase != proto::TRAINING && w.phase != proto::BLOCKED_BY_SYNC && w.phase != proto::BLOCKED_BY_STALENESS)
+            continue;
+        ++live;
+        if (w.straggler) {
+            flagged.push_back(w.index);
+            slowest.push_back(w.secondsPerStep);
+        } else if (w.secondsPerStep > 0) {
+            others.push_back(w.secondsPerStep);
+        }
+    }
+    if (flagged.empty())
+        return {};
+    const auto seconds = [](double value) {
+        char text[32];
+        std::snprintf(text, sizeof text, value < 1 ? "%.3f s" : "%.2f s", value);
+        return std::string(text);
+    };
+    const int count = int(flagged.size());
+    std::string text;
+    for (int i = 0; i < count; ++i)
+        text += (i == 0           ? ""
+                 : i + 1 == count ? " and "
+                                  : ", ")
+                + std::string("worker:") + std::to_string(flagged[i]) + " (" + seconds(slowest[size_t(i)]) + " a step)";
+    text += count == 1 ? " is a straggler" : " are stragglers";
+    if (!others.empty()) {
+        std::sort(others.begin(), others.end());
+        const size_t middle = others.size() / 2;
+        const double median = others.size() % 2 == 1 ? others[middle] : 0.5 * (others[middle - 1] + others[middle]);
+        text += ": the others take " + seconds(median) + " a step, not counting the time ps:0 holds them";
+    }
+    text += ".";
+    const std::string them = count == 1 ? "it" : "them";
+    switch (snapshot.mode.mode()) {
+    case proto::SYNC: {
+        const int aggregated = snapshot.mode.replicas_to_aggregate();
+        if (aggregated > 0 && aggregated < live)
+            text += " A sync step aggregates " + std::to_string(aggregated) + " of the " + std::to_string(live)
+                    + " live workers' gradients (--replicas_to_aggregate): it closes without the slowest.";
+        else if (live - count >= 1)
+            text += " Every sync step waits for " + them
+                    + "; with --replicas_to_aggregate=" + std::to_string(live - count) + " (" + std::to_string(count)
+                    + " backup worker" + (count == 1 ? "" : "s") + ") the steps would not.";
+        break;
+    }
+    case proto::SSP:
+        text += " The staleness bound holds the others whenever they get too far ahead of " + them + ".";
+        break;
+    case proto::ASYNC:
+        text += " In async nobody waits for " + them + ", but " + (count == 1 ? "its" : "their")
+                + " gradients arrive staler than the others'.";
+        break;
+    default: break;
+    }
+    return text;
 }
 
 } // namespace parasync

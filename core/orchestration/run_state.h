@@ -121,6 +121,22 @@ struct WorkerFigures
     double waitFraction = 0;                 // waitUs / (compute + push + wait), whole run
     std::vector<int64_t> stalenessHistogram; // [staleness] -> count; last bin is ">= size-1"
     int64_t pid = 0;
+    // ps:0's straggler watch (--straggler_threshold): whether it flags this
+    // worker, and its pace in seconds a step, the time ps:0 held it left out
+    // (0 until ps:0 can judge it).
+    bool straggler = false;
+    double secondsPerStep = 0;
+};
+
+// ps:0 flagged a worker as a straggler, or unflagged it: where the timeline
+// marks it.
+struct StragglerMarker
+{
+    int worker = 0;
+    int64_t globalStep = 0;
+    double wallTime = 0;
+    bool flagged = false;
+    double secondsPerStep = 0;
 };
 
 // Everything a chart needs, copied out of RunState: cheap enough to produce
@@ -165,6 +181,7 @@ struct RunSnapshot
     std::vector<ModeMarker> modeChanges;
     std::vector<std::pair<int64_t, double>> checkpoints; // global step, wall time
     std::vector<FailoverMarker> failovers;
+    std::vector<StragglerMarker> stragglerChanges;
     // What staleness costs, from the workers' probes: one entry per bucket
     // of steps apart that holds a probe, in order.
     std::vector<StalenessCostFigures> stalenessCost;
@@ -193,6 +210,11 @@ struct RunSnapshot
     int64_t stepEvents = 0;  // step records seen (applied, aggregated and dropped)
     double lastWallTime = 0; // wall time of the newest record
 };
+
+// The workers ps:0 flags as stragglers, in words for a banner: their pace
+// against the others' and, in sync, how many backup workers would keep the
+// steps from waiting for them. Empty while none is flagged or the run is over.
+std::string describeStragglers(const RunSnapshot &snapshot);
 
 // What each of `numPs` ps tasks holds of the model `signature` declares, in
 // words ("W rows 0-391 of 784 (15.3 KiB), b (40 bytes)"), by ps index: where
@@ -238,6 +260,9 @@ public:
 
 private:
     WorkerFigures &worker(int index);
+    // A worker's straggler flag and pace as ps:0 reports them; a flag that
+    // changed is marked at the current global step.
+    void applyStraggler(WorkerFigures &figures, const proto::WorkerStatus &status, double wallTime);
     void setNamesFromSignature(const proto::ModelSignature &signature);
 
     RunSnapshot m_snapshot;

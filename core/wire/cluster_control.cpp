@@ -6,6 +6,8 @@
 
 #include "proto/parasync.grpc.pb.h"
 
+#include <cstdio>
+
 namespace parasync {
 
 namespace {
@@ -74,6 +76,13 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
         text += "  worker:" + std::to_string(w.worker_index()) + "  " + phase + "  clock "
                 + std::to_string(w.worker_clock()) + "  applied " + std::to_string(w.applied()) + "  dropped "
                 + std::to_string(w.dropped());
+        if (w.seconds_per_step() > 0) {
+            char pace[48];
+            std::snprintf(pace, sizeof pace, "  %.3f s a step", w.seconds_per_step());
+            text += pace;
+        }
+        if (w.straggler())
+            text += "  STRAGGLER (slower than --straggler_threshold allows)";
         if (!w.waiting_for().empty())
             text += "  waiting for " + w.waiting_for();
         if (!w.reason().empty())

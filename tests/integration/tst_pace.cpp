@@ -3,10 +3,12 @@
 // the demo relies on -- steps take about the time asked, a speed change
 // lands while the cluster trains, a straggler is the worker it was given to
 // -- with real processes and their step log.
+#include "formats/event_file.h"
 #include "proto/parasync.grpc.pb.h"
 #include "support/cluster_harness.h"
 
 #include <QFile>
+#include <QJsonDocument>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -55,6 +57,16 @@ grpc::Status setPace(const QString &worker, int computeMs, std::optional<float> 
     return callRidingOutDrops({}, 10s, [&](grpc::ClientContext *context) {
         return stub->SetPace(context, request, response ? response : &ignored);
     });
+}
+
+grpc::Status setStraggler(const QString &worker, int delayMs)
+{
+    auto stub = proto::TaskControl::NewStub(makeChannel(worker.toStdString(), {}));
+    proto::SetStragglerRequest request;
+    request.set_delay_ms(delayMs);
+    proto::SetStragglerResponse response;
+    return callRidingOutDrops(
+        {}, 10s, [&](grpc::ClientContext *context) { return stub->SetStraggler(context, request, &response); });
 }
 
 proto::TaskStatusResponse taskStatus(const QString &address)
@@ -211,6 +223,105 @@ private Q_SLOTS:
             task->terminate();
             task->waitForExit();
         }
+    }
+
+    // ps:0's straggler watch as a user meets it: a worker slowed with
+    // --straggler_ms is flagged (the log, ClusterStatus as --status shows it,
+    // the step log) while the others are not, and unflagged once
+    // SetStraggler(0) lets it recover. In sync the fast workers wait at the
+    // barrier as long as the slow one computes: only the time ps:0 held them
+    // tells them apart, and the log says how many backup workers would hide it.
+    void aSlowWorkerIsFlaggedAndUnflaggedWhenItRecovers_data()
+    {
+        QTest::addColumn<QString>("mode");
+        QTest::newRow("async") << QStringLiteral("async");
+        QTest::newRow("sync") << QStringLiteral("sync");
+        QTest::newRow("ssp") << QStringLiteral("ssp");
+    }
+    void aSlowWorkerIsFlaggedAndUnflaggedWhenItRecovers()
+    {
+        QFETCH(QString, mode);
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 3,
+                             {QStringLiteral("--mode=") + mode, QStringLiteral("--compute_ms=10"),
+                              QStringLiteral("--compute_jitter=0"), QStringLiteral("--last_step=0"),
+                              QStringLiteral("--display_step=20")},
+                             dir.path());
+        cluster.startPs(0);
+        cluster.startWorker(0);
+        cluster.startWorker(1);
+        cluster.startWorker(2, {QStringLiteral("--straggler_ms=100")});
+        for (int i = 0; i < 3; ++i)
+            QVERIFY(cluster.waitForWorkerTraining(i));
+        // ps:0 judges a worker after 5 s of its history and flags it at the
+        // third slow look in a row, a look a second: about 8 s.
+        const auto training = std::chrono::steady_clock::now();
+        proto::ClusterStatusResponse flagged;
+        QVERIFY2(cluster.waitForStatus(
+                     [&](const auto &s) {
+                         flagged = s;
+                         return s.workers_size() == 3 && s.workers(2).straggler();
+                     },
+                     60s),
+                 qPrintable(cluster.ps(0).output()));
+        qInfo("%s: worker:2 flagged %.1f s after all three trained", qPrintable(mode),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - training).count());
+        QVERIFY(!flagged.workers(0).straggler());
+        QVERIFY(!flagged.workers(1).straggler());
+        // Its pace is its 110 ms a step, the others' 10 ms, whatever the
+        // barrier made them wait.
+        QVERIFY2(flagged.workers(2).seconds_per_step() > 0.09,
+                 qPrintable(QString::number(flagged.workers(2).seconds_per_step())));
+        QVERIFY2(flagged.workers(0).seconds_per_step() < 0.06,
+                 qPrintable(QString::number(flagged.workers(0).seconds_per_step())));
+        QVERIFY2(cluster.ps(0).waitForOutput(QStringLiteral("worker:2 is a straggler: ")),
+                 qPrintable(cluster.ps(0).output()));
+        if (mode == QStringLiteral("sync"))
+            QVERIFY2(cluster.ps(0).output().contains(QStringLiteral(
+                         "every sync step waits for it. With --replicas_to_aggregate=2 (1 backup worker among the 3 "
+                         "live) the steps would not wait for it")),
+                     qPrintable(cluster.ps(0).output()));
+
+        QVERIFY(setStraggler(cluster.workerAddress(2), 0).ok());
+        QVERIFY2(cluster.waitForStatus([](const auto &s) { return s.workers_size() == 3 && !s.workers(2).straggler(); },
+                                       60s),
+                 qPrintable(cluster.ps(0).output()));
+        QVERIFY2(cluster.ps(0).waitForOutput(QStringLiteral("worker:2 is no longer a straggler: ")),
+                 qPrintable(cluster.ps(0).output()));
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
+
+        // The step log keeps both changes, in order, for worker:2 only.
+        std::vector<bool> changes;
+        for (const auto &r : readStepLog(dir.path())) {
+            if (r.value(QStringLiteral("type")).toString() != QStringLiteral("worker_state"))
+                continue;
+            const bool straggler = r.value(QStringLiteral("straggler")).toBool();
+            if (r.value(QStringLiteral("worker")).toInt() != 2) {
+                QVERIFY2(!straggler, qPrintable(QJsonDocument(r).toJson()));
+                continue;
+            }
+            if (changes.empty() ? straggler : changes.back() != straggler)
+                changes.push_back(straggler);
+        }
+        QCOMPARE(changes, (std::vector<bool>{true, false}));
+
+        // The chief's TensorBoard scalar straggler/worker_2 goes 0, 1, 0 with
+        // the flag; the others' stay 0.
+        std::vector<float> worker2;
+        for (const std::string &path : findEventFiles(dir.path().toStdString()))
+            for (const auto &event : readEventFile(path))
+                for (const auto &value : event.summary().value()) {
+                    if (value.tag() == "straggler/worker_0" || value.tag() == "straggler/worker_1")
+                        QCOMPARE(value.simple_value(), 0.0f);
+                    if (value.tag() == "straggler/worker_2"
+                        && (worker2.empty() || worker2.back() != value.simple_value()))
+                        worker2.push_back(value.simple_value());
+                }
+        // (The leading 0 is there when the chief's telemetry stream opened
+        // before worker:2 joined.)
+        QVERIFY2(worker2 == (std::vector<float>{0.0f, 1.0f, 0.0f}) || worker2 == (std::vector<float>{1.0f, 0.0f}),
+                 qPrintable(QStringLiteral("straggler/worker_2 went %1 values").arg(worker2.size())));
     }
 
     void setPaceRefusesWhatNoWorkerCanDo()

@@ -98,7 +98,7 @@ double StepTimelinePainter::paintLegend(QPainter *painter, const QRectF &rect, c
     // starts left of the plot, over the lane labels' column, with smaller
     // text, and leaves out the marks this run does not have rather than run
     // off the edge.
-    enum class Mark { Applied, Sync, Staleness, Dropped, ModeChange, Failover };
+    enum class Mark { Applied, Sync, Staleness, Dropped, ModeChange, Failover, Straggler };
     struct LegendEntry
     {
         Mark mark;
@@ -123,6 +123,8 @@ double StepTimelinePainter::paintLegend(QPainter *painter, const QRectF &rect, c
     if (m_snapshot
         && (!m_snapshot->failovers.empty() || m_snapshot->psReplica.role() != proto::REPLICA_ROLE_UNSPECIFIED))
         legend.push_back({Mark::Failover, tr("ps:0 failover"), !m_snapshot->failovers.empty(), 12});
+    if (m_snapshot && !m_snapshot->stragglerChanges.empty())
+        legend.push_back({Mark::Straggler, tr("straggler flagged (solid) / recovered (dotted)"), true, 12});
     QFont legendFont = fonts.small;
     const auto legendWidth = [&legend, &legendFont, painter] {
         const QFontMetricsF metrics(legendFont, painter->device());
@@ -160,6 +162,10 @@ double StepTimelinePainter::paintLegend(QPainter *painter, const QRectF &rect, c
         case Mark::Failover:
             painter->setPen(
                 QPen(entry.mark == Mark::ModeChange ? modeMarkerColor() : failoverMarkerColor(), 1.5, Qt::DashLine));
+            painter->drawLine(QPointF(x + 4, ly - 7), QPointF(x + 4, ly + 7));
+            break;
+        case Mark::Straggler:
+            painter->setPen(QPen(stragglerMarkerColor(), 2));
             painter->drawLine(QPointF(x + 4, ly - 7), QPointF(x + 4, ly + 7));
             break;
         }
@@ -344,6 +350,7 @@ void StepTimelinePainter::paintMarkers(QPainter *painter, const TimelineLayout &
         marker(change.globalStep, change.wallTime, modeChangeLabel(change), modeMarkerColor());
     for (const auto &failover : m_snapshot->failovers)
         marker(failover.globalStep, failover.wallTime, failoverLabel(failover), failoverMarkerColor());
+    paintStragglerMarkers(painter, layout, map);
     painter->setBrush(QColor(0x75, 0x75, 0x75));
     painter->setPen(Qt::NoPen);
     for (const auto &[step, wallTime] : m_snapshot->checkpoints) {
@@ -356,6 +363,42 @@ void StepTimelinePainter::paintMarkers(QPainter *painter, const TimelineLayout &
         painter->drawPolygon(tri, 3);
     }
     painter->setBrush(Qt::NoBrush);
+}
+
+// In the worker's own lane, so that the flag sits beside the steps that
+// earned it: a solid line where ps:0 flagged it, a dotted one where it
+// recovered.
+void StepTimelinePainter::paintStragglerMarkers(QPainter *painter, const TimelineLayout &layout,
+                                                const TimelineMapping &map) const
+{
+    const bool byStep = m_lanes.axis() == TimelineAxis::GlobalStep;
+    const auto &lanes = m_lanes.laneWorkers();
+    const QColor colour = stragglerMarkerColor();
+    for (const StragglerMarker &change : m_snapshot->stragglerChanges) {
+        const int lane = int(std::find(lanes.begin(), lanes.end(), change.worker) - lanes.begin());
+        const double value = byStep ? double(change.globalStep) : change.wallTime - m_snapshot->startWallTime;
+        if (lane >= int(lanes.size()) || !layout.showsLane(lane) || !map.isVisible(value))
+            continue;
+        const double px = map.mapToX(value);
+        const double top = layout.laneTop(lane);
+        painter->setPen(QPen(colour, 2, change.flagged ? Qt::SolidLine : Qt::DotLine));
+        painter->drawLine(QPointF(px, top + 1), QPointF(px, top + layout.laneHeight - 1));
+        const QString label = change.flagged ? tr("straggler: %1 s a step").arg(change.secondsPerStep, 0, 'f', 3)
+                                             : tr("no longer a straggler");
+        const double w = painter->fontMetrics().horizontalAdvance(label) + 8;
+        const double h = painter->fontMetrics().height() + 2;
+        if (h > layout.laneHeight)
+            continue; // lanes too thin for a label: the line says it
+        double lx = px + 3;
+        if (lx + w > layout.plot.right())
+            lx = px - 3 - w;
+        const QRectF box(lx, top + 2, w, h);
+        painter->setPen(colour);
+        painter->setBrush(QColor(255, 255, 255, 225));
+        painter->drawRect(box);
+        painter->drawText(box, Qt::AlignCenter, label);
+        painter->setBrush(Qt::NoBrush);
+    }
 }
 
 void StepTimelinePainter::paintAxis(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map,

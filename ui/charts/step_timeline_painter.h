@@ -54,6 +54,7 @@ private:
     void paintUpdates(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map) const;
     void paintMarkers(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map,
                       const Fonts &fonts) const;
+    void paintStragglerMarkers(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map) const;
     void paintAxis(QPainter *painter, const TimelineLayout &layout, const TimelineMapping &map,
                    const Fonts &fonts) const;
     QString axisLabel(double value) const;

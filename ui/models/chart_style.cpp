@@ -49,6 +49,11 @@ QColor failoverMarkerColor()
     return QColor(0xe6, 0x51, 0x00);
 }
 
+QColor stragglerMarkerColor()
+{
+    return QColor(0xad, 0x14, 0x57);
+}
+
 QString failoverLabel(const FailoverMarker &failover)
 {
     return QStringLiteral("ps:0 failover @ %1").arg(failover.globalStep);

@@ -30,6 +30,8 @@ QColor modeMarkerColor();
 // ps:0's backup took over (--ps_backup_hosts): its line's colour and label.
 QColor failoverMarkerColor();
 QString failoverLabel(const FailoverMarker &failover);
+// ps:0 flagged a worker as a straggler, or unflagged it (in its lane).
+QColor stragglerMarkerColor();
 QColor chiefLossColor();
 
 // "sync r=2", "ssp s=10", "async": short enough for a marker label.

@@ -138,6 +138,8 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
         if (!detail.isEmpty() && figures.phase != proto::DEAD)
             detail = QObject::tr("waiting for %1").arg(detail);
         row.stateText = describeTaskState(row.state, detail) + nonfiniteNote(figures);
+        if (figures.straggler)
+            row.stateText += QObject::tr(" \u00b7 straggler, %1 s a step").arg(figures.secondsPerStep, 0, 'f', 3);
         row.stepsPerSecond = figures.stepsPerSecond;
         row.clock = figures.clock;
         row.dropped = figures.dropped;

@@ -574,6 +574,10 @@ void MainWindow::onRedrawn()
                       .arg(qRound(snapshot->stallSeconds))
                       .arg(snapshot->globalStep)
                       .arg(QString::fromStdString(snapshot->stallWaitingFor));
+    // A straggler costs every mode something: said while ps:0 flags it.
+    if (m_connected)
+        if (const std::string stragglers = describeStragglers(*snapshot); !stragglers.empty())
+            alerts << QString::fromStdString(stragglers);
     // Records that stopped being written are as urgent: the run goes on,
     // but what a replay or comparison reads later is being lost.
     if (m_connected && !snapshot->recordsProblem.empty())
