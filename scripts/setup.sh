@@ -22,6 +22,7 @@ packages=(
   libeigen3-dev libssl-dev openssl libyaml-cpp-dev libboost-dev zlib1g-dev
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
+  libcpp-httplib-dev  # the metrics endpoint, --metrics_port
   # the tests, the benchmarks and the Debian package: a display server for
   # the window's tests, a real sshd for the remote ones, a real one-node
   # Slurm - slurmctld, slurmd, its client commands - with munge for tst_slurm,
@@ -32,8 +33,10 @@ packages=(
   # the Python workers, PyTorch for their torch
   # helper, and scikit-learn for the handwritten digits their tests train on;
   # venv, pip, setuptools and wheel, with which a test pip-installs the
-  # package into a virtual environment, offline
+  # package into a virtual environment, offline; a real Prometheus server
+  # and promtool that scrape a cluster and check the recording rules
   libgtest-dev libbenchmark-dev
+  prometheus
   xvfb xauth
   openssh-server openssh-client iproute2
   slurm-wlm munge
@@ -51,6 +54,7 @@ test_packages=(
   libclang-rt-14-dev clang-format clang-tidy
   python3-grpcio python3-protobuf python3-numpy python3-sklearn python3-torch
   python3-venv python3-pip python3-setuptools python3-wheel
+  prometheus
 )
 for p in "${test_packages[@]}"; do
   [[ " ${packages[*]} " == *" $p "* ]] || { echo "scripts/setup.sh: $p is in test_packages but not in packages" >&2; exit 2; }
