@@ -318,6 +318,7 @@ const std::vector<std::string> &trainingFlagNames()
         "min_slice_bytes",
         "nonfinite_gradients",
         "hang_timeout_secs",
+        "max_workers",
         "straggler_threshold",
         "chief_handover",
         "compute_ms",

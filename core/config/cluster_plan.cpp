@@ -191,6 +191,8 @@ QStringList ClusterPlan::arguments(const TaskId &task) const
         flag("nonfinite_gradients", t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"));
     if (t.hangTimeoutSecs != defaults.hangTimeoutSecs)
         flag("hang_timeout_secs", QString::number(t.hangTimeoutSecs));
+    if (t.maxWorkers != defaults.maxWorkers)
+        flag("max_workers", QString::number(t.maxWorkers));
     if (t.stragglerThreshold != defaults.stragglerThreshold)
         flag("straggler_threshold", QString::number(double(t.stragglerThreshold), 'g', QLocale::FloatingPointShortest));
     if (t.chiefHandover != defaults.chiefHandover)

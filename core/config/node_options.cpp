@@ -51,6 +51,11 @@ constexpr FlagInfo kFlags[] = {
      "comma-separated addresses of the worker tasks; worker:0 is the chief", "none"},
     {"job_name", "ps|worker|ps_backup", FlagGroup::Cluster, "this task's job", "TF_CONFIG's task"},
     {"task_index", "N", FlagGroup::Cluster, "this task's index within its job", "0"},
+    {"metrics_port", "PORT", FlagGroup::Cluster,
+     "serve this task's metrics for Prometheus (OpenMetrics or its text format) at "
+     "http://HOST:PORT/metrics, HOST being this task's own host in the cluster; every task takes a port of "
+     "its own, ps:0's shows the whole cluster (docs/metrics.md); 0 serves none",
+     "0"},
     {"cluster_file", "PATH", FlagGroup::Cluster,
      "JSON cluster file as the app saves it: {\"cluster\": ..., \"training\": ...}", "none"},
     {"slurm", "", FlagGroup::Cluster,
@@ -134,6 +139,12 @@ constexpr FlagInfo kFlags[] = {
     {"hang_timeout_secs", "N", FlagGroup::Faults,
      "ps:0 reports whom it waits for when the global step has not moved for N seconds while workers "
      "are alive; 0 turns the watchdog off",
+     nullptr},
+    {"max_workers", "N", FlagGroup::Cluster,
+     "an elastic cluster: workers with indexes up to N-1 may join while it trains, beyond the ones "
+     "--worker_hosts lists (a newcomer is started with --worker_hosts that lists it, --task_index=its "
+     "index); sync steps aggregate the live workers, ssp starts a newcomer level with the slowest; 0 is "
+     "the --worker_hosts count. Give every task the same",
      nullptr},
     {"straggler_threshold", "X", FlagGroup::Faults,
      "ps:0 flags a worker as a straggler once its steps, less the time the ps held it, take more than X "
@@ -315,6 +326,7 @@ TrainingOptions parseTraining(const FlagValues &p, const ClusterSpec &cluster)
         throw InputError(p.shown("nonfinite_gradients") + ": must be reject or apply");
     t.applyNonfinite = nonfinite == "apply";
     p.integer("hang_timeout_secs", &t.hangTimeoutSecs, 0, 24 * 3600);
+    p.integer("max_workers", &t.maxWorkers, 0, kMaxWorkers);
     p.boundedFloat("straggler_threshold", &t.stragglerThreshold, 0.0f, 1000.0f);
     if (t.stragglerThreshold > 0 && t.stragglerThreshold <= 1)
         throw InputError(p.shown("straggler_threshold")
@@ -329,7 +341,11 @@ TrainingOptions parseTraining(const FlagValues &p, const ClusterSpec &cluster)
         throw InputError(p.shown("replicas_to_aggregate") + " is more than " + p.shown("total_num_replicas")
                          + ": a step cannot wait for more gradients than there are replicas; lower "
                            "--replicas_to_aggregate or raise --total_num_replicas");
-    const int workers = cluster.numWorkers();
+    if (t.maxWorkers > 0 && t.maxWorkers < cluster.numWorkers())
+        throw InputError(p.shown("max_workers") + " but --worker_hosts lists " + std::to_string(cluster.numWorkers())
+                         + " workers: give at least " + std::to_string(cluster.numWorkers())
+                         + " (a newcomer's --worker_hosts lists the workers up to itself), or 0 for no newcomers");
+    const int workers = std::max(cluster.numWorkers(), t.maxWorkers);
     if (replicas > workers)
         throw InputError(p.shown("replicas_to_aggregate") + " but the cluster has " + std::to_string(workers)
                          + " worker" + (workers == 1 ? "" : "s") + ": a sync step would never complete; give at most "
@@ -575,6 +591,16 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
         result.task.index = tf->task.index;
     }
     result.cluster.validateTask(result.task);
+    if (isSet("metrics_port")) {
+        flags.one("metrics_port").integer("metrics_port", &result.metricsPort, 0, 65535);
+        // The task's own gRPC port is taken by the task itself; say so now
+        // rather than as "in use" by the process being started.
+        const HostPort &own = result.cluster.address(result.task);
+        if (result.metricsPort != 0 && result.metricsPort == own.port)
+            throw InputError("--metrics_port=" + std::to_string(result.metricsPort) + " is this task's own port ("
+                             + result.task.toString() + " serves gRPC at " + own.toString()
+                             + "): give the metrics another port");
+    }
 
     result.training = parseTraining(FlagValues(trainingFlagsGiven(flags, clusterFile, clusterFilePath, result.task)),
                                     result.cluster);

@@ -47,6 +47,7 @@ std::vector<std::pair<std::string, QJsonValue>> trainingEntries(const TrainingOp
         {"min_slice_bytes", number(t.minSliceBytes)},
         {"nonfinite_gradients", QJsonValue(t.applyNonfinite ? QStringLiteral("apply") : QStringLiteral("reject"))},
         {"hang_timeout_secs", number(t.hangTimeoutSecs)},
+        {"max_workers", number(t.maxWorkers)},
         {"straggler_threshold", QJsonValue(qs(floatText(t.stragglerThreshold)).toDouble())},
         {"chief_handover", QJsonValue(t.chiefHandover ? 1 : 0)},
         {"compute_ms", number(t.pace.computeMs)},

@@ -9,6 +9,7 @@
 #include "config/update_modes.h" // the mode names and their parsing, used with the flags
 #include "proto/parasync.pb.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -29,6 +30,8 @@ struct WorkerPace
     bool operator==(const WorkerPace &) const = default;
 };
 constexpr int kMaxComputeMs = 60000;
+// --max_workers at most: ps:0 keeps a row for every index.
+constexpr int kMaxWorkers = 4096;
 constexpr float kMaxComputeJitter = 4.0f;
 
 // Training flags: the same for every task of a cluster (the seeds run one
@@ -59,6 +62,10 @@ struct TrainingOptions
     uint64_t seed = 1;           // --seed
     bool applyNonfinite = false; // --nonfinite_gradients=reject|apply
     int hangTimeoutSecs = 30;    // --hang_timeout_secs (0: no watchdog)
+    // --max_workers: an elastic cluster's worker indexes reach up to this
+    // (torchrun's --nnodes=MIN:MAX): workers beyond --worker_hosts may join
+    // while it trains. 0: the --worker_hosts count, no newcomers.
+    int maxWorkers = 0;
     // --straggler_threshold: ps:0 flags a worker whose steps take this many
     // times the others' (engine/straggler_detector.h); 0: never.
     float stragglerThreshold = 2.0f;
@@ -99,6 +106,14 @@ struct NodeOptions
     bool generateToken = false;   // --generate_token: make a token and exit
     bool help = false;            // --help was given: print helpText() and exit 0
     bool version = false;         // --version
+    // --metrics_port: where this task serves its metrics over HTTP, on its
+    // own host (node/task_metrics.h); 0: nowhere. Per task, as its address.
+    int metricsPort = 0;
+
+    // Worker indexes the cluster can hold: --worker_hosts, or --max_workers
+    // when that is more. Every task of a cluster gets the same, so the data
+    // shards and ps:0's worker table agree whichever workers come.
+    int workerSlots() const { return std::max(cluster.numWorkers(), training.maxWorkers); }
 };
 
 } // namespace parasync

@@ -112,7 +112,8 @@ public:
     void setAlive(int worker, bool alive);
     // A worker left cleanly after the last step: like dead for waiting purposes.
     void setFinished(int worker);
-    // A worker (re)joined: it counts as live and training again.
+    // A worker (re)joined: it counts as live and training again. In ssp one
+    // that has never pushed starts level with the slowest live worker.
     void join(int worker);
 
     // Restores the global step (chief initialisation or checkpoint restore).

@@ -61,11 +61,11 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log, PsTransport transp
         o.learningRate = m_options.training.learningRate;
         return o;
     }()))
-    , m_workers(size_t(m_options.cluster.numWorkers()))
+    , m_workers(size_t(m_options.workerSlots()))
 {
     if (isCoordinator()) {
         m_policy.emplace(
-            m_options.cluster.numWorkers(), m_options.training.mode,
+            m_options.workerSlots(), m_options.training.mode,
             [this](const GradientView &gradient, int, float learningRateScale) {
                 m_shard.apply(gradient, learningRateScale);
             },
@@ -155,6 +155,8 @@ int PsTask::run()
                 m_lastStatusLog = std::chrono::steady_clock::now();
                 std::string workers;
                 for (int i = 0; i < int(m_workers.size()); ++i) {
+                    if (isNewcomerIndex(i) && !m_workers[size_t(i)].everJoined)
+                        continue; // an elastic cluster's unused index
                     const auto status = workerStatusLocked(i);
                     workers += " worker:" + std::to_string(i) + "=" + proto::WorkerPhase_Name(status.phase());
                 }
@@ -227,10 +229,8 @@ CallStatus PsTask::train(TrainStream &stream)
                     return notServing;
                 if (request.has_join()) {
                     const int index = request.join().worker_index();
-                    if (index < 0 || index >= int(m_workers.size()))
-                        return CallStatus::invalidArgument(
-                            "worker index " + std::to_string(index) + " is not in the cluster ("
-                            + std::to_string(m_workers.size()) + " workers): check --task_index and --worker_hosts");
+                    if (const std::string wrong = checkJoinIndex(request.join()); !wrong.empty())
+                        return CallStatus::invalidArgument(wrong);
                     if (request.join().acknowledged_step() < 0)
                         return CallStatus::invalidArgument(
                             "a JoinRequest's acknowledged_step is " + std::to_string(request.join().acknowledged_step())
@@ -249,6 +249,7 @@ CallStatus PsTask::train(TrainStream &stream)
                         info.streamOpen = true;
                         info.pid = request.join().pid();
                         info.host = request.join().host();
+                        info.address = request.join().address();
                         info.heldSince = std::chrono::system_clock::now();
                         info.lastSeen = std::chrono::steady_clock::now();
                     }

@@ -12,7 +12,9 @@
 #include "engine/straggler_detector.h"
 #include "engine/telemetry_hub.h"
 #include "engine/update_policy.h"
+#include "formats/open_metrics.h"
 #include "formats/run_log.h"
+#include "node/ps_meters.h"
 #include "wire/ps_calls.h"
 #include "wire/ps_transport.h"
 #include "wire/rpc_settings.h"
@@ -105,6 +107,11 @@ public:
     // loaded machine cannot outwait it.
     void setIdentityTimings(IdentityTimings timings) { m_identityTimings = timings; }
 
+    // The task's metrics as Prometheus scrapes them (--metrics_port): ps:0's
+    // carry the cluster's view (ps_task_metrics.cpp). Thread-safe; takes the
+    // task's lock briefly.
+    std::string metricsText(ExpositionFormat format) const;
+
 private:
     struct WorkerInfo
     {
@@ -126,6 +133,9 @@ private:
         // process claiming it is refused (claimIndexLocked).
         bool streamOpen = false;
         std::string host; // as the worker names its host (JoinRequest.host)
+        // Where it serves TaskControl (JoinRequest.address): the status names
+        // a newcomer beyond --worker_hosts by it.
+        std::string address;
         std::chrono::system_clock::time_point heldSince;
         int64_t nonfinite = 0;
         // Last join or push: the hang watchdog tells a worker that computes
@@ -147,6 +157,11 @@ private:
     int64_t lastStep() const { return m_options.training.lastStep; }
     bool doneLocked() const;
 
+    // Empty when the join's index and address fit the cluster; else what
+    // is wrong and what to do.
+    std::string checkJoinIndex(const proto::JoinRequest &join) const;
+    // An index beyond --worker_hosts (up to --max_workers).
+    bool isNewcomerIndex(int worker) const { return worker >= m_options.cluster.numWorkers(); }
     proto::TrainResponse joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
                                     CallStatus *error);
     // An answer to a push carries its parameters' shapes; their values are
@@ -369,6 +384,8 @@ private:
     std::optional<std::chrono::steady_clock::time_point> m_rejoinDeadline;
 
     TelemetryHub m_telemetry;
+    // What --metrics_port shows beyond the state above (ps_task_metrics.cpp).
+    PsMeters m_meters;
     std::unique_ptr<RunLog> m_runLog;
     std::vector<std::string> m_parameterNames;
 

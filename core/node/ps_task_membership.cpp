@@ -86,6 +86,34 @@ void PsTask::releaseIndexLocked(int worker, uint64_t streamId)
     }
 }
 
+std::string PsTask::checkJoinIndex(const proto::JoinRequest &join) const
+{
+    const int index = join.worker_index();
+    const int listed = m_options.cluster.numWorkers();
+    if (index < 0 || index >= int(m_workers.size()))
+        return "worker index " + std::to_string(index) + " is not in the cluster (" + std::to_string(listed)
+               + " workers in --worker_hosts"
+               + (int(m_workers.size()) > listed
+                      ? ", up to " + std::to_string(m_workers.size()) + " with --max_workers"
+                      : std::string("; a worker beyond them needs --max_workers on every task"))
+               + "): check --task_index, --worker_hosts and --max_workers";
+    if (join.address().size() > 255)
+        return "worker:" + std::to_string(index) + "'s JoinRequest.address is " + std::to_string(join.address().size())
+               + " bytes: send the HOST:PORT it serves TaskControl on";
+    if (!join.address().empty()) {
+        try {
+            parseHostPort(join.address());
+        } catch (const InputError &e) {
+            return "worker:" + std::to_string(index) + "'s JoinRequest.address: " + e.what();
+        }
+    }
+    if (isNewcomerIndex(index) && join.address().empty())
+        return "worker:" + std::to_string(index) + " joins beyond --worker_hosts (" + std::to_string(listed)
+               + " workers) without its address: send the HOST:PORT it serves TaskControl on (JoinRequest.address), as "
+                 "parasync-node does, so that the cluster's status can name it";
+    return {};
+}
+
 proto::TrainResponse PsTask::joinLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::JoinRequest &join,
                                         CallStatus *error)
 {
@@ -166,8 +194,17 @@ void PsTask::admitWorkerLocked(int worker, int64_t pid, const std::string &host)
     info.host = host;
     info.lastSeen = std::chrono::steady_clock::now();
     updateActingChiefLocked();
-    note("worker:" + std::to_string(worker) + (rejoin ? " rejoined" : " joined") + " at global step "
-         + std::to_string(m_policy->globalStep()));
+    if (isNewcomerIndex(worker) && !rejoin) {
+        int live = 0;
+        for (int i = 0; i < int(m_workers.size()); ++i)
+            live += isLiveLocked(i) ? 1 : 0;
+        note("worker:" + std::to_string(worker) + " joined at global step " + std::to_string(m_policy->globalStep())
+             + ", beyond --worker_hosts (--max_workers=" + std::to_string(m_workers.size()) + "), serving at "
+             + info.address + ": " + std::to_string(live) + " live workers now");
+    } else {
+        note("worker:" + std::to_string(worker) + (rejoin ? " rejoined" : " joined") + " at global step "
+             + std::to_string(m_policy->globalStep()));
+    }
     publishWorkerStateLocked(worker);
     m_changed.notify_all();
 }
@@ -236,7 +273,8 @@ void PsTask::checkFinishedLocked()
         if (info.everJoined && info.phase != proto::FINISHED && info.phase != proto::DEAD
             && info.phase != proto::STOPPED)
             return;
-        if (!info.everJoined)
+        // An elastic cluster's indexes beyond --worker_hosts may never be used.
+        if (!info.everJoined && !isNewcomerIndex(i))
             neverJoined += (neverJoined.empty() ? "" : ", ") + ("worker:" + std::to_string(i));
     }
     if (!neverJoined.empty() && !m_finishDeadline) {

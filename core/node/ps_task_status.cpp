@@ -54,6 +54,7 @@ void PsTask::publishLocked(const proto::TelemetryEvent &event)
 void PsTask::publishNowLocked(const proto::TelemetryEvent &event)
 {
     m_telemetry.publish(event);
+    m_meters.observe(event, m_actingChief);
     if (m_runLog)
         m_runLog->record(event);
 }
@@ -103,6 +104,14 @@ proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
         status.add_ps_hosts(ps.toString());
     for (const auto &w : m_options.cluster.workers)
         status.add_worker_hosts(w.toString());
+    // Newcomers of an elastic cluster by the address they joined with; an
+    // index between them that never joined has none.
+    int lastJoined = -1;
+    for (int i = m_options.cluster.numWorkers(); i < int(m_workers.size()); ++i)
+        if (m_workers[size_t(i)].everJoined)
+            lastJoined = i;
+    for (int i = m_options.cluster.numWorkers(); i <= lastJoined; ++i)
+        status.add_worker_hosts(m_workers[size_t(i)].address);
     *status.mutable_signature() = m_signature;
     status.set_cluster_json(m_options.training.toJson());
     if (m_policy) {
@@ -113,7 +122,8 @@ proto::ClusterStatusResponse PsTask::clusterStatusLocked() const
         status.set_acting_chief(m_actingChief);
     }
     for (int i = 0; i < int(m_workers.size()); ++i)
-        *status.add_workers() = workerStatusLocked(i);
+        if (!isNewcomerIndex(i) || m_workers[size_t(i)].everJoined)
+            *status.add_workers() = workerStatusLocked(i);
     if (m_options.cluster.replicated())
         *status.mutable_replica() = replicaStatusLocked();
     if (m_runLog)

@@ -111,7 +111,9 @@ void WorkerTask::start()
     DatasetOptions data;
     data.spec = training.dataset.empty() ? defaultDatasetFor(training.model) : training.dataset;
     data.shardIndex = m_options.task.index;
-    data.numShards = m_options.cluster.numWorkers();
+    // Every index of an elastic cluster has its own shard, so that the
+    // shards do not change as workers come and go.
+    data.numShards = m_options.workerSlots();
     data.samplesPerShard = training.samplesPerShard;
     data.seed = training.seed;
     data.classification = isClassifierName(training.model);
@@ -447,6 +449,7 @@ bool WorkerTask::step()
     m_ps[0]->acknowledged = m_globalStep;
     m_done = decision.done();
     m_chief->afterStep(decision, batchLoss, measured, m_params);
+    addToMeters(decision, computeUs, batchLoss);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;

@@ -152,6 +152,7 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
             join->set_worker_index(index);
             join->set_pid(::getpid());
             join->set_host(m_hostName);
+            join->set_address(m_options.cluster.address(m_options.task).toString());
             join->set_acknowledged_step(ps->acknowledged);
             *join->mutable_signature() = m_signature;
             join->set_offers_data_link(offersDataLink());

@@ -217,20 +217,8 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
     m_plan = plan;
     m_infos.clear();
     m_processes.clear();
-    for (const auto &task : plan.tasks()) {
-        TaskInfo info;
-        info.task = task;
-        info.address = plan.cluster.address(task);
-        // The process panel's Straggler column starts from the plan's.
-        if (task.job == JobName::Worker)
-            info.stragglerDelayMs = plan.paceOf(task.index).stragglerMs;
-        auto process = std::make_unique<Process>();
-        const RemoteHost *remote = plan.remoteHost(task);
-        process->runner = remote ? makeSshRunner(*remote) : makeLocalRunner();
-        info.host = process->runner->where();
-        m_infos.push_back(info);
-        m_processes.push_back(std::move(process));
-    }
+    for (const auto &task : plan.tasks())
+        appendTask(task);
     const int generation = ++m_launchGeneration;
     m_workersPending = true;
     m_psReady = false;
@@ -295,6 +283,23 @@ void ClusterLauncher::startPendingWorkers()
     for (int row = int(m_infos.size()) - 1; row >= 0; --row)
         if (m_infos[size_t(row)].task.job == JobName::Worker && !isRunning(row))
             startTask(row);
+}
+
+int ClusterLauncher::appendTask(const TaskId &task)
+{
+    TaskInfo info;
+    info.task = task;
+    info.address = m_plan.cluster.address(task);
+    // The process panel's Straggler column starts from the plan's.
+    if (task.job == JobName::Worker)
+        info.stragglerDelayMs = m_plan.paceOf(task.index).stragglerMs;
+    auto process = std::make_unique<Process>();
+    const RemoteHost *remote = m_plan.remoteHost(task);
+    process->runner = remote ? makeSshRunner(*remote) : makeLocalRunner();
+    info.host = process->runner->where();
+    m_infos.push_back(info);
+    m_processes.push_back(std::move(process));
+    return int(m_infos.size()) - 1;
 }
 
 void ClusterLauncher::startTask(int row)

@@ -125,6 +125,15 @@ public:
     void stopTask(int row);    // SIGTERM: a clean stop (SIGKILL if still running 5 s later)
     void killTask(int row);    // SIGKILL, as a crash would (the task ends Dead)
     void restartTask(int row); // start again with the same flags (stopping it first if running)
+    // An elastic cluster (--max_workers above the workers launched): whether
+    // one more worker may join while it trains; else why not, in words.
+    bool canAddWorker(QString *whyNot = nullptr) const;
+    // Starts one more worker with the next index, on the last worker's host
+    // at a port no task of the cluster uses (free here, for a local one); its
+    // --worker_hosts lists the workers up to itself, so the plan grows by
+    // it. Returns its row in tasks(), or -1 with `error` set. Does not block.
+    // Stopping it (stopTask) is how it leaves.
+    int addWorker(QString *error);
     // Stops all tasks; returns once all have exited. Blocks up to ~3 s
     // (SIGTERM, then SIGKILL for stragglers; a few seconds more for remote
     // tasks whose ssh connection does not answer): meant for quitting.
@@ -147,6 +156,8 @@ Q_SIGNALS:
 
 private:
     struct Process;
+    // A row for `task` of m_plan, not started yet; returns its row.
+    int appendTask(const TaskId &task);
     void startTask(int row);
     // parasync-node with the plan's flags, or the worker's own command.
     TaskCommand taskCommand(int row) const;

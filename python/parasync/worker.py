@@ -692,6 +692,9 @@ class Worker:
         join.worker_index = self.cluster.task_index
         join.pid = os.getpid()
         join.host = socket.gethostname()
+        # Where this worker serves TaskControl: ps:0 names a newcomer to an
+        # elastic cluster (beyond ps:0's --worker_hosts) by it.
+        join.address = self.cluster.workers[self.cluster.task_index]
         join.signature.CopyFrom(self.signature.to_proto())
         if k == 0:
             # What ps:0 acknowledged last: a replicated ps:0 that took over

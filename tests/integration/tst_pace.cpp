@@ -283,9 +283,18 @@ private Q_SLOTS:
                      qPrintable(cluster.ps(0).output()));
 
         QVERIFY(setStraggler(cluster.workerAddress(2), 0).ok());
-        QVERIFY2(cluster.waitForStatus([](const auto &s) { return s.workers_size() == 3 && !s.workers(2).straggler(); },
-                                       60s),
+        proto::ClusterStatusResponse unflagged;
+        QVERIFY2(cluster.waitForStatus(
+                     [&](const auto &s) {
+                         unflagged = s;
+                         return s.workers_size() == 3 && !s.workers(2).straggler();
+                     },
+                     60s),
                  qPrintable(cluster.ps(0).output()));
+        // The chief writes a summary every 20 global steps: a few after the
+        // change, so that the event file has it.
+        QVERIFY(cluster.waitForStatus([&](const auto &s) { return s.global_step() >= unflagged.global_step() + 100; },
+                                      60s));
         QVERIFY2(cluster.ps(0).waitForOutput(QStringLiteral("worker:2 is no longer a straggler: ")),
                  qPrintable(cluster.ps(0).output()));
         QString report;
@@ -298,7 +307,7 @@ private Q_SLOTS:
                 continue;
             const bool straggler = r.value(QStringLiteral("straggler")).toBool();
             if (r.value(QStringLiteral("worker")).toInt() != 2) {
-                QVERIFY2(!straggler, qPrintable(QJsonDocument(r).toJson()));
+                QVERIFY2(!straggler, QJsonDocument(r).toJson().constData());
                 continue;
             }
             if (changes.empty() ? straggler : changes.back() != straggler)
@@ -321,7 +330,10 @@ private Q_SLOTS:
         // (The leading 0 is there when the chief's telemetry stream opened
         // before worker:2 joined.)
         QVERIFY2(worker2 == (std::vector<float>{0.0f, 1.0f, 0.0f}) || worker2 == (std::vector<float>{1.0f, 0.0f}),
-                 qPrintable(QStringLiteral("straggler/worker_2 went %1 values").arg(worker2.size())));
+                 qPrintable(QStringLiteral("straggler/worker_2 went %1 values, the first %2, the last %3")
+                                .arg(worker2.size())
+                                .arg(worker2.empty() ? -1.0f : worker2.front())
+                                .arg(worker2.empty() ? -1.0f : worker2.back())));
     }
 
     void setPaceRefusesWhatNoWorkerCanDo()

@@ -223,6 +223,17 @@ NodeProcess &LocalCluster::startWorker(int index, QStringList extraFlags)
     return *slot;
 }
 
+NodeProcess &LocalCluster::startNewcomer(QStringList extraFlags)
+{
+    QString address;
+    while (address.isEmpty() || m_psHosts.contains(address) || m_workerHosts.contains(address)
+           || m_backupHosts.contains(address))
+        address = QStringLiteral("127.0.0.1:%1").arg(pickFreePort());
+    m_workerHosts << address;
+    m_workers.emplace_back();
+    return startWorker(int(m_workers.size()) - 1, std::move(extraFlags));
+}
+
 void LocalCluster::startAll()
 {
     // As a user would: the ps tasks first, then the workers once ps:0 listens

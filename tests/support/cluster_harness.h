@@ -76,6 +76,11 @@ public:
     // ps task `index`'s backup, --job_name=ps_backup.
     NodeProcess &startBackup(int index, QStringList extraFlags = {});
     NodeProcess &startWorker(int index, QStringList extraFlags = {});
+    // A worker beyond the --worker_hosts the running tasks were given, as an
+    // elastic cluster's newcomer joins (--max_workers among the training
+    // flags): on a free port of its own, with --worker_hosts listing the
+    // workers up to itself. Its index is the next one; worker() has it.
+    NodeProcess &startNewcomer(QStringList extraFlags = {});
     // ps tasks, then workers (non-chief first, as a user may).
     void startAll();
 

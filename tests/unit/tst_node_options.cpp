@@ -461,6 +461,16 @@ private Q_SLOTS:
                                      << QStringList{u"--compute_jitter=lots"_s, u"not a number"_s};
         QTest::newRow("negative straggler")
             << demo({u"--straggler_ms=-1"_s}) << QString() << QStringList{u"--straggler_ms=-1: must be at least 0"_s};
+        QTest::newRow("straggler threshold 1")
+            << demo({u"--straggler_threshold=1"_s}) << QString()
+            << QStringList{u"--straggler_threshold=1"_s, u"give more than 1"_s, u"0 to turn flagging off"_s};
+        QTest::newRow("straggler threshold NaN") << demo({u"--straggler_threshold=nan"_s}) << QString()
+                                                 << QStringList{u"--straggler_threshold=nan"_s, u"must be from 0"_s};
+        QTest::newRow("max workers below the list")
+            << demo({u"--max_workers=1"_s}) << QString()
+            << QStringList{u"--max_workers=1"_s, u"--worker_hosts lists 2 workers"_s, u"give at least 2"_s};
+        QTest::newRow("max workers huge") << demo({u"--max_workers=100000"_s}) << QString()
+                                          << QStringList{u"--max_workers=100000"_s, u"at most 4096"_s};
         QTest::newRow("negative last step")
             << demo({u"--last_step=-1"_s}) << QString() << QStringList{u"--last_step=-1: must be at least 0"_s};
         QTest::newRow("negative seed") << demo({u"--seed=-3"_s}) << QString()

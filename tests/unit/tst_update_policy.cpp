@@ -312,6 +312,38 @@ private Q_SLOTS:
         QCOMPARE(int(r.applied.size()), staleness + 2);
     }
 
+    // A newcomer to an elastic cluster (an index that never pushed) starts
+    // level with the slowest live worker in ssp: counted from 0 it would hold
+    // every other worker until it had made up the whole run.
+    void sspStartsANewcomerLevelWithTheSlowest()
+    {
+        Recorder r;
+        auto policy = r.make(3, mode(proto::SSP, 2));
+        policy.setAlive(2, false); // an index of --max_workers nobody has used yet
+        for (int step = 0; step < 10; ++step)
+            for (int worker : {0, 1})
+                policy.push(worker, policy.globalStep(), gradient(1));
+        policy.push(1, policy.globalStep(), gradient(1)); // worker:1 one ahead of worker:0
+        policy.join(2);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        QCOMPARE(policy.hold(1).reason, HoldReason::None);
+        QCOMPARE(policy.hold(2).reason, HoldReason::None);
+        // Level with worker:0, the slowest (10): the bound holds worker:1
+        // once it is more than 2 ahead of the newcomer's 10 as well.
+        policy.push(1, policy.globalStep(), gradient(1));
+        policy.push(1, policy.globalStep(), gradient(1));
+        QCOMPARE(policy.hold(1).reason, HoldReason::StalenessBound);
+        QVERIFY2(policy.hold(1).waitingFor.find("clock 10") != std::string::npos, policy.hold(1).waitingFor.c_str());
+        policy.push(0, policy.globalStep(), gradient(1));
+        policy.push(2, policy.globalStep(), gradient(1));
+        QCOMPARE(policy.hold(1).reason, HoldReason::None);
+        // A worker that pushed before and comes back keeps its clock: its
+        // steps so far count.
+        policy.setAlive(0, false);
+        policy.join(0);
+        QCOMPARE(policy.workerClock(0), 11);
+    }
+
     void sspStopsWaitingForADeadClock()
     {
         Recorder r;

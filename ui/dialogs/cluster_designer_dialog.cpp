@@ -111,6 +111,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     , m_totalReplicas(new QSpinBox(this))
     , m_stalenessRule(new QCheckBox(tr("Learning rate ÷ staleness"), this))
     , m_lastStep(new QSpinBox(this))
+    , m_maxWorkers(new QSpinBox(this))
     , m_logdir(new QLineEdit(this))
     , m_stalenessHint(new QLabel(this))
     , m_error(new QLabel(this))
@@ -149,6 +150,11 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
                                    "et al., staleness-aware async SGD; --learning_rate_by_staleness)"));
     m_lastStep->setRange(0, std::numeric_limits<int>::max());
     m_lastStep->setSpecialValueText(tr("until stopped")); // --last_step=0
+    m_maxWorkers->setObjectName(QStringLiteral("maxWorkers"));
+    m_maxWorkers->setRange(0, kMaxWorkers);
+    m_maxWorkers->setSpecialValueText(tr("the workers listed")); // --max_workers=0
+    m_maxWorkers->setToolTip(tr("An elastic cluster: up to this many workers, so that the process panel can add "
+                                "workers while it trains (--max_workers)"));
     m_logdir->setPlaceholderText(tr("none (no checkpoints, no run directory to replay)"));
     auto *browse = new QToolButton(this);
     browse->setText(tr("..."));
@@ -175,6 +181,7 @@ ClusterDesignerDialog::ClusterDesignerDialog(const ClusterPlan &plan, const QStr
     training->addRow(tr("Learning rate"), m_learningRate);
     training->addRow(tr("Batch size"), m_batchSize);
     training->addRow(tr("Last step"), m_lastStep);
+    training->addRow(tr("Room for workers"), m_maxWorkers);
     auto *logdirRow = new QHBoxLayout;
     logdirRow->addWidget(m_logdir, 1);
     logdirRow->addWidget(browse);
@@ -244,6 +251,7 @@ void ClusterDesignerDialog::setPlan(const ClusterPlan &plan)
     m_learningRate->setValue(t.learningRate);
     m_batchSize->setValue(t.batchSize);
     m_lastStep->setValue(int(std::min<int64_t>(t.lastStep, std::numeric_limits<int>::max())));
+    m_maxWorkers->setValue(t.maxWorkers);
     m_logdir->setText(QString::fromStdString(t.logdir));
     m_mode->setCurrentIndex(std::max(0, m_mode->findData(int(t.mode.mode()))));
     m_staleness->setValue(t.mode.staleness());
@@ -317,6 +325,7 @@ bool ClusterDesignerDialog::plan(ClusterPlan *result, QString *error) const
         t.learningRate = float(m_learningRate->value());
         t.batchSize = m_batchSize->value();
         t.lastStep = m_lastStep->value();
+        t.maxWorkers = m_maxWorkers->value();
         t.logdir = m_logdir->text().trimmed().toStdString();
         t.mode.set_mode(proto::UpdateMode(m_mode->currentData().toInt()));
         t.mode.set_staleness(m_staleness->value());

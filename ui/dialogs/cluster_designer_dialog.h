@@ -71,6 +71,7 @@ private:
     QSpinBox *m_totalReplicas;
     QCheckBox *m_stalenessRule;
     QSpinBox *m_lastStep;
+    QSpinBox *m_maxWorkers;
     QLineEdit *m_logdir;
     QLabel *m_stalenessHint;
     QLabel *m_error;

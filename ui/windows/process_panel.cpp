@@ -30,6 +30,7 @@ ProcessPanel::ProcessPanel(ClusterLauncher *launcher, ClusterWatcher *watcher, Q
     , m_restart(new QPushButton(tr("Restart"), this))
     , m_delay(new QSpinBox(this))
     , m_slowDown(new QPushButton(tr("Slow down"), this))
+    , m_addWorker(new QPushButton(tr("Add worker"), this))
     , m_logTitle(new QLabel(this))
     , m_log(new QPlainTextEdit(this))
 {
@@ -63,6 +64,7 @@ ProcessPanel::ProcessPanel(ClusterLauncher *launcher, ClusterWatcher *watcher, Q
     m_kill->setObjectName(QStringLiteral("killTask"));
     m_restart->setObjectName(QStringLiteral("restartTask"));
     m_slowDown->setObjectName(QStringLiteral("slowDownTask"));
+    m_addWorker->setObjectName(QStringLiteral("addWorker"));
 
     m_log->setReadOnly(true);
     m_log->setMaximumBlockCount(5000); // the launcher keeps the full (bounded) log
@@ -79,6 +81,8 @@ ProcessPanel::ProcessPanel(ClusterLauncher *launcher, ClusterWatcher *watcher, Q
     buttons->addWidget(new QLabel(tr("Straggler:"), this));
     buttons->addWidget(m_delay);
     buttons->addWidget(m_slowDown);
+    buttons->addSpacing(16);
+    buttons->addWidget(m_addWorker);
     buttons->addStretch(1);
 
     auto *left = new QWidget(this);
@@ -104,6 +108,7 @@ ProcessPanel::ProcessPanel(ClusterLauncher *launcher, ClusterWatcher *watcher, Q
     connect(m_kill, &QPushButton::clicked, this, &ProcessPanel::killSelected);
     connect(m_restart, &QPushButton::clicked, this, &ProcessPanel::restartSelected);
     connect(m_slowDown, &QPushButton::clicked, this, [this] { slowDownSelected(m_delay->value()); });
+    connect(m_addWorker, &QPushButton::clicked, this, &ProcessPanel::addWorker);
     connect(m_table, &QTableView::customContextMenuRequested, this, &ProcessPanel::showContextMenu);
     connect(m_table->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
         updateButtons();
@@ -177,6 +182,11 @@ void ProcessPanel::updateButtons()
     const bool canSlow = row && row->isWorker && !row->address.isEmpty();
     m_slowDown->setEnabled(canSlow);
     m_delay->setEnabled(canSlow);
+    QString noRoom;
+    m_addWorker->setEnabled(m_launcher->canAddWorker(&noRoom));
+    m_addWorker->setToolTip(noRoom.isEmpty() ? tr("Start one more worker while the cluster trains (an elastic "
+                                                  "cluster, --max_workers); Stop takes one away")
+                                             : tr("Cannot add a worker: %1").arg(noRoom));
     const QString why = !row     ? tr("Select a task first")
                         : !local ? tr("Tasks this app did not start can be asked to stop, not killed or restarted")
                                  : QString();
@@ -241,6 +251,20 @@ void ProcessPanel::stopSelected()
     }
     Q_EMIT statusMessage(tr("Stopping %1 (pid %2)...").arg(row->task).arg(row->pid));
     m_launcher->stopTask(row->launcherRow);
+}
+
+void ProcessPanel::addWorker()
+{
+    QString error;
+    const int row = m_launcher->addWorker(&error);
+    if (row < 0) {
+        Q_EMIT statusMessage(tr("Cannot add a worker: %1").arg(error));
+        return;
+    }
+    const TaskInfo &task = m_launcher->tasks()[size_t(row)];
+    Q_EMIT statusMessage(
+        tr("Starting %1 at %2: it joins the training cluster")
+            .arg(QString::fromStdString(task.task.toString()), QString::fromStdString(task.address.toString())));
 }
 
 void ProcessPanel::killSelected()

@@ -49,6 +49,9 @@ public:
     void restartSelected();
     // Slows the selected worker down by `delayMs` per step (0 removes it).
     void slowDownSelected(int delayMs);
+    // An elastic cluster this app launched: one more worker joins while it
+    // trains (ClusterLauncher::addWorker). Stop removes one.
+    void addWorker();
 
 Q_SIGNALS:
     // A message for the status bar.
@@ -71,6 +74,7 @@ private:
     QPushButton *m_restart;
     QSpinBox *m_delay;
     QPushButton *m_slowDown;
+    QPushButton *m_addWorker;
     QLabel *m_logTitle;
     QPlainTextEdit *m_log;
     int m_logRow = -1; // launcher row whose log is shown
