@@ -10,6 +10,7 @@
 #include "config/slurm_environment.h"
 #include "node/network_probe.h"
 #include "node/ps_task.h"
+#include "node/task_metrics.h"
 #include "node/worker_task.h"
 #include "wire/cluster_control.h"
 #include "wire/cluster_token.h"
@@ -130,9 +131,14 @@ int main(int argc, char **argv)
             // The task's logic, and around it its gRPC server and its calls to
             // the other ps processes.
             parasync::PsTask task(options, rpc, logLine, parasync::grpcPsTransport(options, rpc, logLine));
+            // Declared after the task: stopped, its scrapes ended, before the task goes.
+            const auto metrics = parasync::serveTaskMetrics(
+                options, [&task](parasync::ExpositionFormat format) { return task.metricsText(format); }, logLine);
             return runTask(task, signals);
         }
         parasync::WorkerTask task(options, rpc, logLine);
+        const auto metrics = parasync::serveTaskMetrics(
+            options, [&task](parasync::ExpositionFormat format) { return task.metricsText(format); }, logLine);
         return runTask(task, signals);
     } catch (const parasync::InputError &e) {
         std::fprintf(stderr, "parasync-node: %s\n", e.what());

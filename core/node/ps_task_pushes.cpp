@@ -196,6 +196,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
 bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient)
 {
     auto &info = m_workers[size_t(worker)];
+    m_meters.countGradient(gradient);
     const bool finite
         = std::all_of(gradient.begin(), gradient.end(), [](std::span<const float> g) { return allFinite(g); });
     if (!finite) {
@@ -277,6 +278,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
         const GradientView gradient = parseGradients(staged ? *staged : push, &error);
         if (!error.empty())
             return CallStatus::invalidArgument(error);
+        m_meters.countGradient(gradient);
         applyShardUpdateLocked(update, gradient, false, learningRateScale);
         m_changed.notify_all();
     } else if (push.contributions() > 0) {
@@ -284,6 +286,7 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
         const GradientView gradient = parseGradients(staged ? *staged : push, &error);
         if (!error.empty())
             return CallStatus::invalidArgument(error);
+        m_meters.countGradient(gradient);
         auto &pending = m_pendingUpdates[update];
         if (pending.received == 0)
             for (std::span<const float> g : gradient)

@@ -4,7 +4,9 @@
 #include "engine/dataset.h"
 #include "engine/model.h"
 #include "engine/variable_placement.h"
+#include "formats/open_metrics.h"
 #include "formats/task_state_line.h"
+#include "node/worker_meters.h"
 #include "wire/ps_client.h"
 #include "wire/task_control.h"
 
@@ -65,6 +67,9 @@ public:
     // cluster (a different model or data shape).
     int run();
     void requestStop(const std::string &reason);
+    // The worker's own metrics as Prometheus scrapes them (--metrics_port;
+    // worker_task_metrics.cpp). Thread-safe.
+    std::string metricsText(ExpositionFormat format) const;
 
 private:
     struct PsConnection;
@@ -93,6 +98,8 @@ private:
     void loadHeldOutData(const DatasetOptions &training);
     // One training step; returns false when a stream broke (reconnect).
     bool step();
+    // The step's figures for metricsText() (worker_task_metrics.cpp).
+    void addToMeters(const proto::PushResponse &decision, int64_t computeUs, float batchLoss);
     // The step's line in the log, every --display_step updates.
     void logStep(const proto::PushResponse &decision) const;
     // The step after a probed one (--staleness_probe_every): the probed
@@ -155,6 +162,7 @@ private:
     // ps:0's --last_step, as its join answered (0: until stopped).
     int64_t m_clusterLastStep = 0;
     std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
+    WorkerMeters m_meters;           // each step's figures, for metricsText()
     int64_t m_previousPushUs = 0;
     std::vector<int64_t> m_order;
     size_t m_cursor = 0;
