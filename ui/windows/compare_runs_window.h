@@ -1,10 +1,15 @@
 #pragma once
 
-// Several finished runs side by side (a sync run against an async run):
-// loss and distance to the true (w, b) by global step and by wall time, one
-// line per run, each run's mode changes marked in its colour.
+// Several finished runs side by side (a sync run against an async run): the
+// settings that differ between them (from each run's cluster.json) above one
+// chart of the metric the user picks -- held-out accuracy or loss, full or
+// batch loss, throughput, staleness: whichever the runs have, for any model
+// -- by global step or by wall time, one line per run, each run's mode
+// changes marked in its colour.
 
+#include "orchestration/run_settings.h"
 #include "ui/charts/chart_widget.h"
+#include "ui/models/compared_metrics.h"
 #include "ui/models/run_loader.h"
 
 #include <QMainWindow>
@@ -12,16 +17,21 @@
 #include <memory>
 #include <vector>
 
+class QCheckBox;
 class QChart;
 class QChartView;
+class QComboBox;
+class QLabel;
 class QListWidget;
 class QLogValueAxis;
 class QLineSeries;
+class QTableView;
 class QValueAxis;
 
 namespace parasync::ui {
 
 class ChartAnnotations;
+class RunSettingsModel;
 
 struct ComparedRun
 {
@@ -35,13 +45,18 @@ class ComparisonChart : public ChartWidget
     Q_OBJECT
 
 public:
-    enum class Quantity { Loss, Distance };
     enum class Axis { GlobalStep, WallTime };
 
-    ComparisonChart(Quantity quantity, Axis axis, QWidget *parent = nullptr);
+    explicit ComparisonChart(QWidget *parent = nullptr);
     ~ComparisonChart() override;
 
     void setRuns(const std::vector<ComparedRun> &runs);
+    void setMetric(ComparedMetric metric);
+    void setAxis(Axis axis);
+    ComparedMetric metric() const { return m_metric; }
+    Axis axis() const { return m_axis; }
+    // The y axis drawn now (a log axis for losses).
+    QString yAxisTitle() const;
 
     QString exportName() const override;
     QString title() const override;
@@ -56,13 +71,14 @@ protected:
     void rebuild() override;
 
 private:
-    Quantity m_quantity;
-    Axis m_axis;
+    ComparedMetric m_metric = ComparedMetric::FullLoss;
+    Axis m_axis = Axis::GlobalStep;
     std::vector<ComparedRun> m_runs;
     QChart *m_chart;
     QChartView *m_view;
     QValueAxis *m_xAxis;
-    QLogValueAxis *m_yAxis;
+    QValueAxis *m_linearAxis;
+    QLogValueAxis *m_logAxis;
     std::vector<QLineSeries *> m_lines;
     std::unique_ptr<ChartAnnotations> m_markers;
 };
@@ -79,21 +95,37 @@ public:
     QList<ExportableChart *> charts() const;
     bool exportAll(const QString &directory, QStringList *written, QString *error);
 
+    // The parts a test drives as a user would.
+    ComparisonChart *chart() const { return m_chart; }
+    QComboBox *metricPicker() const { return m_metricPicker; }
+    QComboBox *axisPicker() const { return m_axisPicker; }
+    QTableView *settingsView() const { return m_settingsView; }
+    QCheckBox *sharedSettingsToggle() const { return m_showShared; }
+
 Q_SIGNALS:
     // Every requested directory has been loaded (or failed).
     void runsLoaded();
 
 private:
+    QWidget *makeSettingsPanel();
     void onLoaded(const LoadedRun &run);
     void removeSelected();
-    void updateCharts();
+    void updateRuns();
+    void updateMetricPicker();
     void exportAllInteractive();
 
     RunLoader *m_loader;
     std::vector<ComparedRun> m_runs;
+    std::vector<RunSettings> m_settings; // each run's, in the order of m_runs
     int m_loading = 0;
     QListWidget *m_list;
-    std::vector<ComparisonChart *> m_charts;
+    ComparisonChart *m_chart;
+    QComboBox *m_metricPicker;
+    QComboBox *m_axisPicker;
+    RunSettingsModel *m_settingsModel;
+    QTableView *m_settingsView;
+    QLabel *m_settingsCaption;
+    QCheckBox *m_showShared;
 };
 
 } // namespace parasync::ui
