@@ -762,6 +762,9 @@ void ClusterLauncher::updateFromSnapshot(const RunSnapshot &snapshot)
             state = TaskState::NotStarted; // keeps the process-level state, updates steps/s
             break;
         }
+        if (figures.straggler)
+            detail += (detail.isEmpty() ? QString() : QStringLiteral("; "))
+                      + tr("a straggler, %1 s a step").arg(figures.secondsPerStep, 0, 'f', 3);
         updateFromStatus(TaskId{JobName::Worker, figures.index}, state, detail, figures.stepsPerSecond);
     }
     // With a backup, the process of ps:0's pair that serves now: after a

@@ -253,6 +253,52 @@ private Q_SLOTS:
         QVERIFY(!launcher.anyRunning());
     }
 
+    // An elastic cluster launched from the app (the designer's "Room for
+    // workers"): Add worker starts worker:2 on a free port while it trains,
+    // the watcher's snapshot (the timeline's lanes) grows by it, Stop takes
+    // it away cleanly, and a cluster without room says why it cannot grow.
+    void aWorkerAddedWhileTrainingJoinsAndLeavesCleanly()
+    {
+        ClusterPlan plan = demoOnFreePorts(0);
+        plan.training.pace.computeMs = 2;
+        plan.training.maxWorkers = 3;
+        ClusterLauncher launcher;
+        ClusterWatcher watcher;
+        launcher.holdWorkersUntilWatched(&watcher);
+        RunSnapshot latest;
+        connect(&watcher, &ClusterWatcher::snapshotReady, this, [&latest](const RunSnapshot &s) { latest = s; });
+        QSignalSpy allExited(&launcher, &ClusterLauncher::allExited);
+        QString why;
+        QVERIFY(!launcher.canAddWorker(&why));
+        QVERIFY2(why.contains(QStringLiteral("no cluster this app launched is running")), qPrintable(why));
+        QString error;
+        QVERIFY2(launcher.launch(plan, &error), qPrintable(error));
+        watcher.connectTo(QString::fromStdString(plan.cluster.ps[0].toString()));
+        QTRY_VERIFY2_WITH_TIMEOUT(latest.globalStep > 100, qPrintable(describe(launcher)), kTimeoutMs);
+        QVERIFY2(launcher.canAddWorker(&why), qPrintable(why));
+
+        const int row = launcher.addWorker(&error);
+        QVERIFY2(row >= 0, qPrintable(error));
+        const TaskInfo added = launcher.tasks()[size_t(row)];
+        QCOMPARE(added.task.toString(), std::string("worker:2"));
+        // ps:0's status (every 0.5 s) names it by the address it joined with.
+        QTRY_VERIFY2_WITH_TIMEOUT(latest.workers.size() == 3 && latest.workers[2].applied > 20
+                                      && latest.workerHosts.size() == 3,
+                                  qPrintable(describe(launcher)), kTimeoutMs);
+        QCOMPARE(latest.workerHosts[2], added.address.toString());
+        QVERIFY(!launcher.canAddWorker(&why));
+        QVERIFY2(why.contains(QStringLiteral("room for 3 workers")), qPrintable(why));
+
+        launcher.stopTask(row);
+        QTRY_VERIFY2_WITH_TIMEOUT(latest.workers.size() == 3 && latest.workers[2].phase == proto::STOPPED,
+                                  qPrintable(describe(launcher)), kTimeoutMs);
+        const int64_t left = latest.globalStep;
+        QTRY_VERIFY2_WITH_TIMEOUT(latest.globalStep > left + 100, qPrintable(describe(launcher)), kTimeoutMs);
+        QVERIFY(launcher.tasks()[size_t(row)].state != TaskState::Dead);
+        launcher.stopAll();
+        QTRY_VERIFY2_WITH_TIMEOUT(allExited.count() == 1, qPrintable(describe(launcher)), kTimeoutMs);
+    }
+
     void aShortRunIsWatchedFromItsFirstStep()
     {
         // 200 steps take milliseconds: without holding the workers until the

@@ -301,6 +301,67 @@ private Q_SLOTS:
         QCOMPARE(early.snapshot().workers[0].applied, int64_t(7));
     }
 
+    // ps:0's straggler flags: marked where they change (the timeline draws
+    // them in the worker's lane) and told in words for the banner, with what
+    // the mode in force makes of them.
+    void stragglerFlagsAreMarkedAndToldInTheModesWords()
+    {
+        RunState state;
+        proto::ClusterStatusResponse status;
+        status.set_global_step(300);
+        status.mutable_mode()->set_mode(proto::SYNC);
+        for (int i = 0; i < 3; ++i) {
+            auto *w = status.add_workers();
+            w->set_worker_index(i);
+            w->set_phase(i == 2 ? proto::TRAINING : proto::BLOCKED_BY_SYNC);
+            w->set_seconds_per_step(i == 2 ? 0.15 : 0.02);
+        }
+        state.applyStatus(status);
+        QVERIFY(describeStragglers(state.snapshot()).empty());
+        QVERIFY(state.snapshot().stragglerChanges.empty());
+
+        state.apply(stepEvent(301, 30.0, 0, 100, 1.f));
+        proto::TelemetryEvent flagged = workerStateEvent(2, proto::TRAINING, "", 31.0);
+        flagged.mutable_worker_state()->mutable_status()->set_straggler(true);
+        flagged.mutable_worker_state()->mutable_status()->set_seconds_per_step(0.15);
+        state.apply(flagged);
+        auto snapshot = state.snapshot();
+        QCOMPARE(snapshot.stragglerChanges.size(), size_t(1));
+        QCOMPARE(snapshot.stragglerChanges[0].worker, 2);
+        QCOMPARE(snapshot.stragglerChanges[0].globalStep, int64_t(301));
+        QVERIFY(snapshot.stragglerChanges[0].flagged);
+        QVERIFY(snapshot.workers[2].straggler);
+        QCOMPARE(describeStragglers(snapshot),
+                 std::string("worker:2 (0.150 s a step) is a straggler: the others take 0.020 s a step, not counting "
+                             "the time ps:0 holds them. Every sync step waits for it; with "
+                             "--replicas_to_aggregate=2 (1 backup worker) the steps would not."));
+        // A status that says the same adds no marker; backup workers in
+        // force change the advice, another mode changes the words.
+        status.mutable_workers(2)->set_straggler(true);
+        status.mutable_mode()->set_replicas_to_aggregate(2);
+        state.applyStatus(status);
+        snapshot = state.snapshot();
+        QCOMPARE(snapshot.stragglerChanges.size(), size_t(1));
+        QVERIFY2(describeStragglers(snapshot).find("aggregates 2 of the 3 live workers' gradients")
+                     != std::string::npos,
+                 describeStragglers(snapshot).c_str());
+        status.mutable_mode()->set_mode(proto::ASYNC);
+        state.applyStatus(status);
+        QVERIFY2(describeStragglers(state.snapshot()).find("In async nobody waits for it") != std::string::npos,
+                 describeStragglers(state.snapshot()).c_str());
+
+        // Unflagged: a second marker; nothing left to tell. Nor once the run is over.
+        proto::TelemetryEvent recovered = workerStateEvent(2, proto::TRAINING, "", 40.0);
+        state.apply(recovered);
+        snapshot = state.snapshot();
+        QCOMPARE(snapshot.stragglerChanges.size(), size_t(2));
+        QVERIFY(!snapshot.stragglerChanges[1].flagged);
+        QVERIFY(describeStragglers(snapshot).empty());
+        state.apply(flagged);
+        state.setFinished(true);
+        QVERIFY(describeStragglers(state.snapshot()).empty());
+    }
+
     void parameterNamesFromSignature_data()
     {
         QTest::addColumn<QList<int>>("shapes");
