@@ -34,7 +34,7 @@ ChiefDuties::ChiefDuties(const NodeOptions &options, proto::ModelSignature signa
     if (m_options.task.isChief() && !training.logdir.empty()) {
         m_checkpoints = std::make_unique<CheckpointStore>(training.logdir, training.maxToKeep);
         m_summaries = std::make_unique<TrainingSummaries>(
-            training.logdir, training.displayStep, data, m_variables,
+            training.logdir, training.displayStep, training.toJson(), data, m_variables,
             std::vector<std::string>(m_signature.metric_names().begin(), m_signature.metric_names().end()),
             m_ps.front(), m_log);
     }

@@ -3,6 +3,7 @@
 #include "base/clock.h"
 
 #include "engine/dataset.h"
+#include "formats/tensorboard_plugins.h"
 
 #include <algorithm>
 #include <chrono>
@@ -28,9 +29,9 @@ void addScalar(tensorboard::Summary *summary, const std::string &tag, double val
 
 } // namespace
 
-TrainingSummaries::TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
-                                     const std::vector<Variable> &variables, std::vector<std::string> metricNames,
-                                     std::shared_ptr<PsClient> ps0, Log log)
+TrainingSummaries::TrainingSummaries(const std::string &logdir, int64_t everySteps, const std::string &trainingJson,
+                                     const Dataset &data, const std::vector<Variable> &variables,
+                                     std::vector<std::string> metricNames, std::shared_ptr<PsClient> ps0, Log log)
     : m_writer(logdir)
     , m_everySteps(everySteps > 0 ? everySteps : 100)
     , m_data(data)
@@ -39,6 +40,12 @@ TrainingSummaries::TrainingSummaries(const std::string &logdir, int64_t everySte
     , m_log(std::move(log))
     , m_ps0(std::move(ps0))
 {
+    // Once, first: TensorBoard's hparams dashboard lists the run by these
+    // flags, and the scalars it offers beside them.
+    std::vector<std::string> metricTags{"loss", "full_loss", "updates_per_sec"};
+    for (const std::string &name : m_metricNames)
+        metricTags.push_back(metricTag(name));
+    write(hparamsEvent(trainingJson, wallTime(), metricTags));
     m_thread = std::thread(&TrainingSummaries::watchTelemetry, this);
 }
 
@@ -81,8 +88,13 @@ void TrainingSummaries::watchTelemetry()
         }
         proto::TelemetryBatch batch;
         while (reader->read(&batch)) {
-            std::lock_guard lock(m_mutex);
+            std::vector<proto::ModeChangeEvent> modeChanges;
+            std::unique_lock lock(m_mutex);
             for (const auto &event : batch.events()) {
+                if (event.has_mode_change()) {
+                    modeChanges.push_back(event.mode_change());
+                    continue;
+                }
                 if (event.has_worker_state()) {
                     const auto &status = event.worker_state().status();
                     m_stragglers[status.worker_index()] = status.straggler();
@@ -106,6 +118,9 @@ void TrainingSummaries::watchTelemetry()
                 }
             }
             m_telemetryArrived.notify_all();
+            lock.unlock();
+            // Outside m_mutex: afterStep takes the writer's lock without it.
+            writeModeChanges(modeChanges);
         }
         reader->finish();
         std::unique_lock lock(m_mutex);
@@ -113,6 +128,31 @@ void TrainingSummaries::watchTelemetry()
         // ps:0 not up yet or gone (the run ended): try again a little later.
         if (m_wake.wait_for(lock, std::chrono::milliseconds(100), [this] { return m_stopping; }))
             return;
+    }
+}
+
+void TrainingSummaries::write(const tensorboard::Event &event)
+{
+    std::lock_guard lock(m_writerMutex);
+    if (m_writeFailed)
+        return;
+    if (!m_writer.write(event)) {
+        m_writeFailed = true;
+        m_log("chief: cannot write " + m_writer.path() + "; no more TensorBoard summaries this run");
+    }
+}
+
+void TrainingSummaries::writeModeChanges(const std::vector<proto::ModeChangeEvent> &changes)
+{
+    for (const auto &change : changes) {
+        const std::string text = describeModeChange(change);
+        if (!m_modeChangesWritten.emplace(change.global_step(), text).second)
+            continue;
+        tensorboard::Event event;
+        event.set_wall_time(change.wall_time());
+        event.set_step(change.global_step());
+        *event.mutable_summary()->add_value() = textValue(tensorboard_plugins::kModeChangeTag, text);
+        write(event);
     }
 }
 
@@ -134,7 +174,7 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, const Chi
     if (measured.variables.size() == m_variables.size() && !measured.variables.empty())
         m_pendingVariables = measured.variables;
     const float fullLoss = measured.fullLoss;
-    if (m_writeFailed || globalStep <= m_lastStep)
+    if (globalStep <= m_lastStep)
         return;
     const bool due = m_lastStep < 0 || globalStep / m_everySteps > m_lastStep / m_everySteps;
     if (!due && !last)
@@ -226,11 +266,7 @@ void TrainingSummaries::afterStep(int64_t globalStep, float batchLoss, const Chi
         }
     }
 
-    if (!m_writer.write(event)) {
-        m_writeFailed = true;
-        m_log("chief: cannot write " + m_writer.path() + "; no more TensorBoard summaries this run");
-        return;
-    }
+    write(event);
     m_lastStep = globalStep;
     m_lastWallTime = now;
 }

@@ -11,7 +11,10 @@
 // metrics (ModelSignature.metric_names: heldout/loss, heldout/accuracy, the
 // name's first '_' read as TensorBoard's group separator), and the histogram
 // "pred" of the model's predictions on the chief's shard (the seeds'
-// tf.summary.histogram('pred', pred)).
+// tf.summary.histogram('pred', pred)). The file opens with the run's training
+// flags as TensorBoard hparams, and each mode change ps:0 reports becomes a
+// text summary "mode_change" at its global step
+// (formats/tensorboard_plugins.h).
 
 #include "engine/model.h"
 #include "formats/event_file.h"
@@ -23,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,10 +42,11 @@ public:
 
     // Opens a new event file in `logdir` (InputError when it cannot) and
     // starts a thread that follows ps:0's telemetry for the workers'
-    // staleness. `everySteps` <= 0 means every 100 global steps. `data` and
-    // `variables` must outlive this object.
-    TrainingSummaries(const std::string &logdir, int64_t everySteps, const Dataset &data,
-                      const std::vector<Variable> &variables, std::vector<std::string> metricNames,
+    // staleness and mode changes. `everySteps` <= 0 means every 100 global
+    // steps. `trainingJson` (TrainingOptions::toJson) becomes the hparams.
+    // `data` and `variables` must outlive this object.
+    TrainingSummaries(const std::string &logdir, int64_t everySteps, const std::string &trainingJson,
+                      const Dataset &data, const std::vector<Variable> &variables, std::vector<std::string> metricNames,
                       std::shared_ptr<PsClient> ps0, Log log);
     ~TrainingSummaries(); // cancels the telemetry stream; never blocks long
 
@@ -61,7 +66,13 @@ public:
 
 private:
     void watchTelemetry();
+    // Appends `event` unless a write failed before; says so once when it fails.
+    void write(const tensorboard::Event &event);
+    void writeModeChanges(const std::vector<proto::ModeChangeEvent> &changes);
 
+    // The training thread writes summaries, the telemetry thread mode
+    // changes: m_writerMutex guards the writer and m_writeFailed.
+    std::mutex m_writerMutex;
     EventFileWriter m_writer;
     int64_t m_everySteps;
     const Dataset &m_data;
@@ -89,6 +100,9 @@ private:
     // The newest global step of ps:0's telemetry: a stream (re)opened late
     // resumes after it, and what arrives late goes into the next summary.
     int64_t m_telemetryStep = 0;
+    // The mode changes written (global step, text): a reopened stream
+    // brings ps:0's held events again. With the telemetry thread only.
+    std::set<std::pair<int64_t, std::string>> m_modeChangesWritten;
     bool m_stopping = false;
     std::condition_variable m_wake;
     std::condition_variable m_telemetryArrived;

@@ -144,12 +144,12 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
         const size_t last = tag.rfind('/');
         return last > kVariables.size() ? tag.substr(kVariables.size(), last - kVariables.size()) : std::string();
     };
-    // A grouped tag other than the staleness, its cost and the variables is
-    // a metric ("heldout/loss" is the metric "heldout_loss", as
-    // TrainingSummaries::metricTag names it).
+    // A grouped tag other than the staleness, its cost, the straggler flags
+    // and the variables is a metric ("heldout/loss" is the metric
+    // "heldout_loss", as TrainingSummaries::metricTag names it).
     const auto metricNameOf = [&](std::string tag) {
-        if (tag.rfind("staleness/", 0) == 0 || tag.rfind("staleness_cost/", 0) == 0 || isVariableTag(tag)
-            || tag.find('/') == std::string::npos)
+        if (tag.rfind("staleness/", 0) == 0 || tag.rfind("staleness_cost/", 0) == 0 || tag.rfind("straggler/", 0) == 0
+            || isVariableTag(tag) || tag.find('/') == std::string::npos)
             return std::string();
         tag[tag.find('/')] = '_';
         return tag;
@@ -161,9 +161,12 @@ void replayEventFiles(const std::string &directory, RunState *state, RunDirector
     for (const std::string &path : findEventFiles(directory)) {
         for (auto &event : readEventFile(path)) {
             ++info->records;
-            if (!event.has_summary())
+            // The hparams and the mode changes' text hold no scalar: not a step.
+            const auto &values = event.summary().value();
+            if (!event.has_summary()
+                || std::none_of(values.begin(), values.end(), [](const auto &v) { return v.has_simple_value(); }))
                 continue;
-            for (const auto &value : event.summary().value()) {
+            for (const auto &value : values) {
                 if (!value.has_simple_value())
                     continue;
                 const std::string metric = metricNameOf(value.tag());

@@ -1,9 +1,12 @@
 // TensorBoard event files: the CRC-32C and TFRecord framing, TensorFlow's
 // histogram buckets, a damaged file refused with a clear error, and the event
 // file a real cluster's chief writes, read back by Parasync's reader, by an
-// independent decoder (tests/support/tools/decode_tfevents.py) and by the run replay.
+// independent decoder (tests/support/tools/decode_tfevents.py) and by the run
+// replay; its hparams and mode-change text read back as TensorBoard's plugins
+// define them.
 #include "base/error.h"
 #include "formats/event_file.h"
+#include "formats/tensorboard_plugins.h"
 #include "orchestration/run_replay.h"
 #include "orchestration/run_state.h"
 #include "support/cluster_harness.h"
@@ -17,6 +20,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -42,6 +46,31 @@ const tensorboard::HistogramProto *findHistogram(const tensorboard::Event &event
     for (const auto &value : event.summary().value())
         if (value.tag() == tag && value.has_histo())
             return &value.histo();
+    return nullptr;
+}
+
+// The scalar summaries: every event but the file version, the hparams and
+// the mode changes' text.
+std::vector<tensorboard::Event> scalarEvents(const std::vector<tensorboard::Event> &events)
+{
+    std::vector<tensorboard::Event> kept;
+    for (const auto &event : events)
+        if (!scalars(event).empty())
+            kept.push_back(event);
+    return kept;
+}
+
+// The value under `tag` of the first event that has it, and that event's step.
+const tensorboard::Summary::Value *findValue(const std::vector<tensorboard::Event> &events, const std::string &tag,
+                                             int64_t *step = nullptr)
+{
+    for (const auto &event : events)
+        for (const auto &value : event.summary().value())
+            if (value.tag() == tag) {
+                if (step)
+                    *step = event.step();
+                return &value;
+            }
     return nullptr;
 }
 
@@ -185,8 +214,11 @@ private Q_SLOTS:
         m_eventFile = QString::fromStdString(files.front());
         const auto events = readEventFile(files.front());
         QCOMPARE(events.front().file_version(), std::string("brain.Event:2"));
-        // Every --display_step (100) global steps, and the last step.
-        QVERIFY2(events.size() >= 20, qPrintable(QString::number(events.size())));
+        // Every --display_step (100) global steps, and the last step, after
+        // the hparams.
+        QVERIFY(findValue(events, tensorboard_plugins::kSessionStartTag));
+        const std::vector<tensorboard::Event> summaries = scalarEvents(events);
+        QVERIFY2(summaries.size() >= 20, qPrintable(QString::number(summaries.size())));
         QCOMPARE(events.back().step(), int64_t(10000));
 
         // The run's metrics.csv, indexed by (global step, worker).
@@ -204,13 +236,12 @@ private Q_SLOTS:
 
         int matchedLoss = 0, matchedWeights = 0;
         std::set<std::string> stalenessTags;
-        for (size_t i = 1; i < events.size(); ++i) {
-            const auto &event = events[i];
-            QVERIFY(event.has_summary());
+        for (size_t i = 0; i < summaries.size(); ++i) {
+            const auto &event = summaries[i];
             const auto values = scalars(event);
             for (const char *tag : {"loss", "w", "b"})
                 QVERIFY2(values.count(tag), tag);
-            if (i > 1)
+            if (i > 0)
                 QVERIFY(values.count("updates_per_sec") && values.at("updates_per_sec") > 0);
             for (const auto &[tag, value] : values)
                 if (tag.rfind("staleness/worker_", 0) == 0) {
@@ -238,8 +269,8 @@ private Q_SLOTS:
             QVERIFY(pred);
             QCOMPARE(pred->num(), 100.0);
         }
-        QVERIFY2(matchedLoss >= int(events.size()) - 2, qPrintable(QString::number(matchedLoss)));
-        QVERIFY2(matchedWeights >= int(events.size()) - 3, qPrintable(QString::number(matchedWeights)));
+        QVERIFY2(matchedLoss >= int(summaries.size()) - 1, qPrintable(QString::number(matchedLoss)));
+        QVERIFY2(matchedWeights >= int(summaries.size()) - 2, qPrintable(QString::number(matchedWeights)));
         QVERIFY(stalenessTags.count("staleness/worker_0") && stalenessTags.count("staleness/worker_1"));
         // The last summary: the model converged (y = 2x + 10), and the
         // predictions centre on 10 (x is uniform in [-1, 1]).
@@ -278,6 +309,8 @@ private Q_SLOTS:
             const QJsonObject decodedScalars = object.value(QStringLiteral("scalars")).toObject();
             const auto values = scalars(event);
             QCOMPARE(size_t(decodedScalars.size()), values.size());
+            if (values.empty())
+                continue; // the hparams: plugin data, no scalar or histogram
             for (const auto &[tag, value] : values)
                 QCOMPARE(float(decodedScalars.value(QString::fromStdString(tag)).toDouble()), value);
             const QJsonObject pred
@@ -310,7 +343,7 @@ private Q_SLOTS:
         QVERIFY(snapshot.variableSeries[0].norm.totalCount() > 0);
         QVERIFY(snapshot.metricNames.empty());
         QVERIFY(snapshot.batchLossByWorker.count(0));
-        QCOMPARE(snapshot.batchLossByWorker.at(0).totalCount(), int64_t(events.size()) - 1);
+        QCOMPARE(snapshot.batchLossByWorker.at(0).totalCount(), int64_t(scalarEvents(events).size()));
 
         // A damaged file is an error that names it, not a crash.
         QByteArray bytes = readAll(m_eventFile);
@@ -322,6 +355,84 @@ private Q_SLOTS:
         } catch (const InputError &e) {
             QVERIFY2(QString::fromUtf8(e.what()).contains(QStringLiteral("truncated")), e.what());
         }
+    }
+
+    void hparamsAndModeChangesReadBackAsTensorBoardsPluginsDefineThem()
+    {
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 2,
+                             {QStringLiteral("--mode=async"), QStringLiteral("--last_step=100000000"),
+                              QStringLiteral("--learning_rate=0.03"), QStringLiteral("--batch_size=7"),
+                              QStringLiteral("--optimizer=momentum")},
+                             dir.path());
+        cluster.startAll();
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 300; }));
+        proto::ModeConfig sync;
+        sync.set_mode(proto::SYNC);
+        sync.set_replicas_to_aggregate(2);
+        proto::SetModeResponse switched;
+        QVERIFY(cluster.setMode(sync, &switched).ok());
+        // The chief writes the text as ps:0's telemetry brings the change.
+        const auto files = [&] { return findEventFiles(dir.path().toStdString()); };
+        QTRY_VERIFY_WITH_TIMEOUT(files().size() == 1
+                                     && findValue(readEventFile(files().front()), tensorboard_plugins::kModeChangeTag),
+                                 30000);
+        QString report;
+        QVERIFY2(cluster.stopAllCleanly(&report), qPrintable(report));
+        const auto events = readEventFile(files().front());
+
+        // The hparams: the session's flags, as TensorBoard's HParamsPluginData.
+        const auto *start = findValue(events, tensorboard_plugins::kSessionStartTag);
+        QVERIFY(start);
+        QCOMPARE(start->metadata().plugin_data().plugin_name(), std::string("hparams"));
+        tensorboard::HParamsPluginData session;
+        QVERIFY(session.ParseFromString(start->metadata().plugin_data().content()));
+        QCOMPARE(session.version(), 0);
+        QVERIFY(session.has_session_start_info());
+        const auto &hparams = session.session_start_info().hparams();
+        QCOMPARE(hparams.at("mode").string_value(), std::string("async"));
+        QCOMPARE(hparams.at("optimizer").string_value(), std::string("momentum"));
+        QCOMPARE(hparams.at("batch_size").number_value(), 7.0);
+        QCOMPARE(hparams.at("learning_rate").number_value(), 0.03);
+        QCOMPARE(hparams.at("last_step").number_value(), 100000000.0);
+        QVERIFY(!hparams.count("logdir")); // the session's model URI instead
+        QCOMPARE(QDir(QString::fromStdString(session.session_start_info().model_uri())), QDir(dir.path()));
+        // The experiment declares each flag with its type, and the metrics.
+        const auto *declared = findValue(events, tensorboard_plugins::kExperimentTag);
+        QVERIFY(declared);
+        tensorboard::HParamsPluginData experiment;
+        QVERIFY(experiment.ParseFromString(declared->metadata().plugin_data().content()));
+        QCOMPARE(experiment.experiment().hparam_infos_size(), int(hparams.size()));
+        for (const auto &info : experiment.experiment().hparam_infos())
+            QCOMPARE(info.type(), hparams.at(info.name()).has_string_value() ? tensorboard::DATA_TYPE_STRING
+                                                                             : tensorboard::DATA_TYPE_FLOAT64);
+        QCOMPARE(experiment.experiment().hparam_infos(0).display_name().substr(0, 2), std::string("--"));
+        QVERIFY(std::any_of(experiment.experiment().metric_infos().begin(),
+                            experiment.experiment().metric_infos().end(),
+                            [](const auto &m) { return m.name().tag() == "loss"; }));
+
+        // The mode change: a text summary at its global step, in words.
+        int64_t step = -1;
+        const auto *text = findValue(events, tensorboard_plugins::kModeChangeTag, &step);
+        QVERIFY(text);
+        QCOMPARE(step, switched.global_step());
+        QCOMPARE(text->metadata().plugin_data().plugin_name(), std::string("text"));
+        tensorboard::TextPluginData textData;
+        QVERIFY(textData.ParseFromString(text->metadata().plugin_data().content()));
+        QCOMPARE(textData.version(), 0);
+        QCOMPARE(text->tensor().dtype(), tensorboard::DT_STRING);
+        QCOMPARE(text->tensor().tensor_shape().dim_size(), 0); // a scalar: one line
+        QCOMPARE(text->tensor().string_val_size(), 1);
+        const QString line = QString::fromStdString(text->tensor().string_val(0));
+        QVERIFY2(line.startsWith(QStringLiteral("async \u2192 sync (replicas_to_aggregate=2"))
+                     && line.contains(QStringLiteral("at global step %1").arg(switched.global_step()))
+                     && line.endsWith(QStringLiteral("(requested by integration test)")),
+                 qPrintable(line));
+        int modeChanges = 0;
+        for (const auto &event : events)
+            for (const auto &value : event.summary().value())
+                modeChanges += value.tag() == tensorboard_plugins::kModeChangeTag;
+        QCOMPARE(modeChanges, 1);
     }
 };
 
