@@ -239,6 +239,69 @@ private Q_SLOTS:
         QVERIFY(!launcher.anyRunning());
     }
 
+    // Production-like operations in the window: ps:0 flags the slow worker
+    // (the banner says who and what it costs in the mode; the worker's lane
+    // and process row are marked), and Add worker grows the cluster while it
+    // trains (a fourth row, a third lane). With PARASYNC_SCREENSHOT_DIR, the
+    // window is saved at both moments.
+    void aStragglerIsFlaggedAndAWorkerAddedWhileItTrains()
+    {
+        ClusterLauncher launcher;
+        launcher.setNodeBinary(testing::nodeBinary());
+        ClusterWatcher watcher;
+        auto window = std::make_unique<MainWindow>(&launcher, &watcher);
+        ClusterPlan plan = planOnFreePorts(100000000);
+        plan.training.maxWorkers = 3;
+        plan.training.pace.computeMs = 20;
+        plan.training.pace.computeJitter = 0;
+        plan.workerPace[1] = plan.training.pace;
+        plan.workerPace[1].stragglerMs = 60; // 4 times worker:0's time a step
+        window->setDemoPlan(plan);
+        window->resize(1400, 900);
+        window->show();
+        window->findChild<QAction *>(QStringLiteral("startDemo"))->trigger();
+
+        auto *alert = window->findChild<QLabel *>(QStringLiteral("stallAlert"));
+        QVERIFY(alert);
+        QTRY_VERIFY2_WITH_TIMEOUT(alert->isVisible() && alert->text().contains(QStringLiteral("is a straggler")),
+                                  qPrintable(alert->text()), 60000);
+        QVERIFY2(alert->text().startsWith(QStringLiteral("worker:1 (0.")), qPrintable(alert->text()));
+        QVERIFY2(alert->text().contains(QStringLiteral("In async nobody waits for it")), qPrintable(alert->text()));
+        QVERIFY(!latest(*window)->stragglerChanges.empty());
+        QCOMPARE(latest(*window)->stragglerChanges.front().worker, 1);
+        ProcessPanel *panel = window->processes();
+        QTRY_VERIFY_WITH_TIMEOUT(panel->model()
+                                     ->rowAt(rowOf(panel, QStringLiteral("worker:1")))
+                                     ->stateText.contains(QStringLiteral("a straggler")),
+                                 10000);
+        auto *timeline = window->findChild<StepTimelineView *>();
+        QVERIFY(timeline);
+        const QString shots = qEnvironmentVariable("PARASYNC_SCREENSHOT_DIR");
+        const auto save = [&](const QString &name) {
+            if (shots.isEmpty())
+                return;
+            timeline->fitAll(); // the flag's mark in worker:1's lane in view
+            QCoreApplication::processEvents();
+            QVERIFY(QDir().mkpath(shots));
+            QVERIFY(window->grab().save(QDir(shots).filePath(name)));
+        };
+        save(QStringLiteral("straggler_flagged.png"));
+
+        auto *add = window->findChild<QPushButton *>(QStringLiteral("addWorker"));
+        QVERIFY(add);
+        QVERIFY2(add->isEnabled(), qPrintable(add->toolTip()));
+        add->click();
+        QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 4, 5000);
+        QTRY_VERIFY_WITH_TIMEOUT(latest(*window)->workers.size() == 3 && latest(*window)->workers[2].applied > 50,
+                                 30000);
+        QTRY_VERIFY_WITH_TIMEOUT(!add->isEnabled(), 5000); // no room for a fourth
+        save(QStringLiteral("worker_added.png"));
+
+        parasync::testing::quitAnsweringStop(window.get());
+        window.reset();
+        QVERIFY(!launcher.anyRunning());
+    }
+
     // Before the demo starts, the Pace control shows the pace the demo will
     // run at (it once read "full speed", and the demo then ran at 40 ms a
     // step); moved while nothing trains, it goes back to that pace.
