@@ -166,8 +166,10 @@ private Q_SLOTS:
     void stopEndsTheRemoteTasksAndFreesTheirPorts()
     {
         QTemporaryDir dir;
-        const ClusterPlan plan = demoOverSsh(*m_server, 100000000, dir.filePath(QStringLiteral("run")));
+        ClusterPlan plan = demoOverSsh(*m_server, 100000000, dir.filePath(QStringLiteral("run")));
+        plan.training.maxWorkers = 3; // room for one worker added below
         QList<qint64> pids;
+        HostPort addedAddress;
         const std::string token = generateClusterToken();
         {
             ClusterLauncher launcher;
@@ -189,6 +191,17 @@ private Q_SLOTS:
                                                  + QByteArray::fromStdString(token))));
             }
 
+            // An elastic cluster grows over ssh too: Add worker starts
+            // worker:2 on the workers' remote host, where it joins and trains.
+            const int added = launcher.addWorker(&error);
+            QVERIFY2(added >= 0, qPrintable(error));
+            QVERIFY2(launcher.tasks()[size_t(added)].host.contains(QLatin1String("(ssh)")),
+                     qPrintable(launcher.tasks()[size_t(added)].host));
+            QTRY_VERIFY2_WITH_TIMEOUT(launcher.tasks()[size_t(added)].state == TaskState::Training
+                                          && launcher.output(added).contains(QLatin1String("joined the cluster")),
+                                      qPrintable(describe(launcher)), kTimeoutMs);
+            addedAddress = launcher.tasks()[size_t(added)].address;
+
             // One task stopped from the process panel: SIGTERM reaches it over ssh.
             const int row = launcher.taskRow(TaskId{JobName::Worker, 1});
             launcher.stopTask(row);
@@ -202,6 +215,7 @@ private Q_SLOTS:
                                           && launcher.tasks()[size_t(row)].state == TaskState::Training,
                                       qPrintable(describe(launcher)), kTimeoutMs);
             pids[row] = launcher.tasks()[size_t(row)].pid;
+            pids << launcher.tasks()[size_t(added)].pid;
             // The launcher goes (the app quits) with every task running.
         }
         for (qint64 pid : pids)
@@ -214,6 +228,7 @@ private Q_SLOTS:
             QTRY_VERIFY_WITH_TIMEOUT(isPortFree(address.host, address.port), 10000);
         for (const auto &address : plan.cluster.workers)
             QTRY_VERIFY_WITH_TIMEOUT(isPortFree(address.host, address.port), 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(isPortFree(addedAddress.host, addedAddress.port), 10000);
     }
 
     void killedSshClientStopsItsRemoteTask()
