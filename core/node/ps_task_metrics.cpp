@@ -280,13 +280,30 @@ std::string PsTask::metricsText(ExpositionFormat format) const
         // A backup replays ps:0's state but does not serve it: its view
         // would be a second, lagging copy of the cluster's.
         if (m_policy && m_role != proto::REPLICA_BACKUP) {
-            f.cluster = clusterStatusLocked();
+            // What clusterStatusLocked() gives, less what a scrape does not
+            // show: its cluster.json (made anew from the flags each time) and
+            // host lists would lengthen the hold every push waits behind.
+            proto::ClusterStatusResponse &s = f.cluster.emplace();
+            s.set_initialized(m_initialized);
+            s.set_last_step(lastStep());
+            *s.mutable_signature() = m_signature;
+            s.set_global_step(m_policy->globalStep());
+            *s.mutable_mode() = m_policy->mode();
+            s.set_dropped_total(m_policy->droppedTotal());
+            *s.mutable_stall() = m_stall;
+            s.set_acting_chief(m_actingChief);
             const auto now = std::chrono::steady_clock::now();
-            for (const WorkerInfo &info : m_workers) {
+            f.heldSeconds.resize(m_workers.size());
+            for (int i = 0; i < int(m_workers.size()); ++i) {
+                // An elastic cluster's indexes that never joined are no workers yet.
+                if (isNewcomerIndex(i) && !m_workers[size_t(i)].everJoined)
+                    continue;
+                *s.add_workers() = workerStatusLocked(i);
+                const WorkerInfo &info = m_workers[size_t(i)];
                 auto held = info.heldTotal;
                 if (info.heldFrom)
                     held += std::chrono::duration_cast<std::chrono::microseconds>(now - *info.heldFrom);
-                f.heldSeconds.push_back(std::chrono::duration<double>(held).count());
+                f.heldSeconds[size_t(i)] = std::chrono::duration<double>(held).count();
             }
         }
     }
