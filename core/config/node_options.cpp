@@ -54,7 +54,8 @@ constexpr FlagInfo kFlags[] = {
     {"metrics_port", "PORT", FlagGroup::Cluster,
      "serve this task's metrics for Prometheus (OpenMetrics or its text format) at "
      "http://HOST:PORT/metrics, HOST being this task's own host in the cluster; every task takes a port of "
-     "its own, ps:0's shows the whole cluster (docs/metrics.md); 0 serves none",
+     "its own (under --slurm, PORT plus the task's local index on its node, as its own port), ps:0's shows "
+     "the whole cluster (docs/metrics.md); 0 serves none",
      "0"},
     {"cluster_file", "PATH", FlagGroup::Cluster,
      "JSON cluster file as the app saves it: {\"cluster\": ..., \"training\": ...}", "none"},
@@ -596,6 +597,19 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
         // The task's own gRPC port is taken by the task itself; say so now
         // rather than as "in use" by the process being started.
         const HostPort &own = result.cluster.address(result.task);
+        // srun gives every rank the same command line: a node's tasks take
+        // consecutive metrics ports, as they take their own ports from
+        // --slurm_port_base.
+        if (fromSlurm && result.metricsPort != 0) {
+            SlurmLayout layout;
+            if (isSet("slurm_port_base"))
+                flags.one("slurm_port_base").integer("slurm_port_base", &layout.portBase, 1, 65535);
+            result.metricsPort += own.port - layout.portBase;
+            if (result.metricsPort > 65535)
+                throw InputError("--metrics_port=" + value("metrics_port")
+                                 + " plus this task's local index on its node ("
+                                 + std::to_string(own.port - layout.portBase) + ") is beyond 65535: lower it");
+        }
         if (result.metricsPort != 0 && result.metricsPort == own.port)
             throw InputError("--metrics_port=" + std::to_string(result.metricsPort) + " is this task's own port ("
                              + result.task.toString() + " serves gRPC at " + own.toString()

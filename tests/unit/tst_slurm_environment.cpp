@@ -257,6 +257,24 @@ private Q_SLOTS:
         QCOMPARE(joined(laidOut.cluster.workers), u"node02:2222 node02:2223"_s);
     }
 
+    // srun gives each rank the same --metrics_port: the tasks of one node
+    // take consecutive ports, as they take their own.
+    void metricsPortsFollowTheLocalIndexUnderSlurm()
+    {
+        for (const int rank : {0, 1, 2, 3}) {
+            const NodeOptions options
+                = parseNodeOptions(nodeArguments({u"--slurm"_s, u"--slurm_port_base=2222"_s, u"--metrics_port=9100"_s}),
+                                   "", fourTaskStep(rank));
+            QCOMPARE(options.metricsPort, 9100 + rank % 2);
+        }
+        QCOMPARE(parseNodeOptions(nodeArguments({u"--metrics_port=9100"_s}), "", fourTaskStep(3)).metricsPort, 9101);
+        verifyMentions(
+            inputErrorOf([] {
+                parseNodeOptions(nodeArguments({u"--slurm"_s, u"--metrics_port=65535"_s}), "", fourTaskStep(1));
+            }),
+            {u"--metrics_port=65535"_s, u"beyond 65535"_s});
+    }
+
     void otherClusterSourcesWinUnlessSlurmIsAskedFor()
     {
         const QStringList demo{u"--ps_hosts=127.0.0.1:2222"_s, u"--worker_hosts=127.0.0.1:2223"_s,
