@@ -158,6 +158,18 @@ std::string formatMetricValue(double value)
     return error == std::errc() ? std::string(buffer, end) : std::string("NaN");
 }
 
+double metricValueOf(float value)
+{
+    if (!std::isfinite(value))
+        return double(value);
+    char buffer[32];
+    const auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, value);
+    double shown = double(value);
+    if (error == std::errc())
+        std::from_chars(buffer, end, shown);
+    return shown;
+}
+
 std::string renderMetrics(const std::vector<MetricFamily> &families, ExpositionFormat format)
 {
     const bool openMetrics = format == ExpositionFormat::OpenMetrics;

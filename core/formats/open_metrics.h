@@ -80,6 +80,10 @@ std::string escapeHelp(std::string_view help, ExpositionFormat format);
 // and "NaN", "+Inf", "-Inf".
 std::string formatMetricValue(double value);
 
+// A float figure (a loss, an accuracy) as the double whose shortest text is
+// the float's: 0.1f is shown "0.1", not "0.10000000149011612". NaN stays NaN.
+double metricValueOf(float value);
+
 // [a-zA-Z_:][a-zA-Z0-9_:]*
 bool isValidMetricName(std::string_view name);
 // [a-zA-Z_][a-zA-Z0-9_]*, not beginning with "__" (reserved for Prometheus).

@@ -23,11 +23,12 @@ struct PsMeters
         // Staleness of its applied or aggregated gradients, summed, and how many.
         double stalenessSum = 0;
         int64_t stalenessCount = 0;
-        // As its step events report them: computing, the push round trip
-        // less the hold, and the hold (sync barrier, staleness bound).
-        double computeSeconds = 0;
-        double pushSeconds = 0;
-        double waitSeconds = 0;
+        // As its step events report them, in microseconds (summed exactly):
+        // computing, the push round trip less the hold, and the hold (sync
+        // barrier, staleness bound).
+        int64_t computeUs = 0;
+        int64_t pushUs = 0;
+        int64_t waitUs = 0;
         float batchLoss = std::nanf("");
     };
     std::vector<Worker> workers; // by index, grown as events come

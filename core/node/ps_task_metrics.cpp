@@ -33,9 +33,9 @@ void PsMeters::observe(const proto::TelemetryEvent &event, int actingChief)
         workers.resize(size_t(step.worker()) + 1);
     Worker &worker = workers[size_t(step.worker())];
     worker.batchLoss = step.batch_loss();
-    worker.computeSeconds += double(step.compute_us()) / 1e6;
-    worker.pushSeconds += double(step.push_us()) / 1e6;
-    worker.waitSeconds += double(step.wait_us()) / 1e6;
+    worker.computeUs += step.compute_us();
+    worker.pushUs += step.push_us();
+    worker.waitUs += step.wait_us();
     if (step.outcome() == proto::APPLIED || step.outcome() == proto::AGGREGATED) {
         worker.stalenessSum += double(step.staleness());
         ++worker.stalenessCount;
@@ -63,6 +63,11 @@ void PsMeters::countGradient(const GradientView &gradient)
 namespace {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
+
+double seconds(int64_t micros)
+{
+    return double(micros) / 1e6;
+}
 
 MetricFamily family(std::string name, MetricType type, std::string help)
 {
@@ -101,11 +106,8 @@ struct PsFigures
 void addTaskFamilies(const PsFigures &f, std::vector<MetricFamily> *out)
 {
     const Labels ps = {{"ps", std::to_string(f.psIndex)}};
-    out->push_back(
-        family(
-            "parasync_task", MetricType::Info,
-            "This task (\"ps:0\", \"worker:2\") and its Parasync version; Prometheus's own job label is the scrape's")
-            .add(1, {{"task", "ps:" + std::to_string(f.psIndex)}, {"version", version()}}));
+    out->push_back(family("parasync_task", MetricType::Info, "This task (ps:0, worker:2, ...) and its Parasync version")
+                       .add(1, {{"task", "ps:" + std::to_string(f.psIndex)}, {"version", version()}}));
     out->push_back(family("parasync_ps_updates_applied", MetricType::Counter,
                           "Updates this ps task applied to its shard (on ps:0, the global step)")
                        .add(double(f.updatesApplied), ps));
@@ -178,18 +180,18 @@ void addClusterFamilies(const proto::ClusterStatusResponse &s, const PsMeters &m
     auto chief = family("parasync_chief_batch_loss", MetricType::Gauge,
                         "The acting chief's latest batch loss (its latest step's mean loss over its batch)");
     if (!std::isnan(meters.chiefBatchLoss))
-        chief.add(meters.chiefBatchLoss);
+        chief.add(metricValueOf(meters.chiefBatchLoss));
     out->push_back(std::move(chief));
     auto full = family("parasync_full_loss", MetricType::Gauge,
                        "The chief's latest loss over its whole shard (measured every --display_step steps)");
     if (!std::isnan(meters.fullLoss))
-        full.add(meters.fullLoss);
+        full.add(metricValueOf(meters.fullLoss));
     out->push_back(std::move(full));
     auto heldOut = family("parasync_chief_metric", MetricType::Gauge,
                           "The chief's latest held-out metrics (--eval_dataset, --eval_fraction), by name");
     for (size_t i = 0; i < meters.metrics.size() && i < size_t(s.signature().metric_names_size()); ++i)
         if (!std::isnan(meters.metrics[i]))
-            heldOut.add(meters.metrics[i], {{"metric", s.signature().metric_names(int(i))}});
+            heldOut.add(metricValueOf(meters.metrics[i]), {{"metric", s.signature().metric_names(int(i))}});
     out->push_back(std::move(heldOut));
 }
 
@@ -238,13 +240,13 @@ void addWorkerFamilies(const proto::ClusterStatusResponse &s, const PsMeters &me
         const PsMeters::Worker seen = size_t(w.worker_index()) < meters.workers.size()
                                           ? meters.workers[size_t(w.worker_index())]
                                           : PsMeters::Worker();
-        compute.add(seen.computeSeconds, labels);
-        push.add(seen.pushSeconds, labels);
-        wait.add(seen.waitSeconds, labels);
+        compute.add(seconds(seen.computeUs), labels);
+        push.add(seconds(seen.pushUs), labels);
+        wait.add(seconds(seen.waitUs), labels);
         stalenessSum.add(seen.stalenessSum, labels);
         stalenessCount.add(double(seen.stalenessCount), labels);
         if (!std::isnan(seen.batchLoss))
-            loss.add(seen.batchLoss, labels);
+            loss.add(metricValueOf(seen.batchLoss), labels);
         if (w.seconds_per_step() > 0)
             pace.add(w.seconds_per_step(), labels);
         straggler.add(w.straggler() ? 1 : 0, labels);

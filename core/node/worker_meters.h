@@ -19,9 +19,9 @@ public:
         int64_t applied = 0;  // of them applied or aggregated
         int64_t dropped = 0;  // of them dropped as stale
         int64_t rejected = 0; // of them rejected (NaN or infinite values)
-        double computeSeconds = 0;
-        double pushSeconds = 0; // the round trips, less the holds
-        double waitSeconds = 0; // held by the policy (sync barrier, staleness bound)
+        int64_t computeUs = 0;
+        int64_t pushUs = 0; // the round trips, less the holds
+        int64_t waitUs = 0; // held by the policy (sync barrier, staleness bound)
         int64_t gradientBytes = 0;
         float batchLoss = std::nanf("");
         int64_t globalStep = 0; // in the last answer
@@ -47,9 +47,9 @@ public:
         m_totals.applied += step.outcome == Step::Outcome::Applied ? 1 : 0;
         m_totals.dropped += step.outcome == Step::Outcome::Dropped ? 1 : 0;
         m_totals.rejected += step.outcome == Step::Outcome::Rejected ? 1 : 0;
-        m_totals.computeSeconds += double(step.computeUs) / 1e6;
-        m_totals.pushSeconds += double(step.pushUs) / 1e6;
-        m_totals.waitSeconds += double(step.waitUs) / 1e6;
+        m_totals.computeUs += step.computeUs;
+        m_totals.pushUs += step.pushUs;
+        m_totals.waitUs += step.waitUs;
         m_totals.gradientBytes += step.gradientBytes;
         m_totals.batchLoss = step.batchLoss;
         m_totals.globalStep = step.globalStep;

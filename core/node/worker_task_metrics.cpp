@@ -54,8 +54,7 @@ std::string WorkerTask::metricsText(ExpositionFormat format) const
     MetricFamily task;
     task.name = "parasync_task";
     task.type = MetricType::Info;
-    task.help
-        = "This task (\"ps:0\", \"worker:2\") and its Parasync version; Prometheus's own job label is the scrape's";
+    task.help = "This task (ps:0, worker:2, ...) and its Parasync version";
     task.add(1, {{"task", m_options.task.toString()}, {"version", version()}});
     families.push_back(std::move(task));
     const auto counter = MetricType::Counter;
@@ -70,15 +69,17 @@ std::string WorkerTask::metricsText(ExpositionFormat format) const
                               "This worker's gradients ps:0 rejected for NaN or infinite values", double(t.rejected)));
     families.push_back(family("parasync_local_compute_seconds", counter,
                               "Seconds spent computing gradients (a straggler delay and --compute_ms included)",
-                              t.computeSeconds));
+                              double(t.computeUs) / 1e6));
     families.push_back(family("parasync_local_push_seconds", counter,
                               "Seconds of push round trips to the ps tasks, less the time ps:0 held them",
-                              t.pushSeconds));
+                              double(t.pushUs) / 1e6));
     families.push_back(family("parasync_local_wait_seconds", counter,
-                              "Seconds ps:0 held this worker's pushes (sync barrier, staleness bound)", t.waitSeconds));
+                              "Seconds ps:0 held this worker's pushes (sync barrier, staleness bound)",
+                              double(t.waitUs) / 1e6));
     families.push_back(family("parasync_local_gradient_bytes", counter,
                               "Bytes of gradient values this worker pushed to the ps tasks", double(t.gradientBytes)));
-    families.push_back(family("parasync_local_batch_loss", gauge, "This worker's latest batch loss", t.batchLoss));
+    families.push_back(
+        family("parasync_local_batch_loss", gauge, "This worker's latest batch loss", metricValueOf(t.batchLoss)));
     families.push_back(family("parasync_local_global_step", gauge,
                               "The global step in ps:0's latest answer to this worker", double(t.globalStep)));
     families.push_back(family("parasync_local_straggler_delay_seconds", gauge,

@@ -98,7 +98,7 @@ private Q_SLOTS:
         QTest::newRow("negative integer") << -3.0 << QStringLiteral("-3");
         QTest::newRow("zero") << 0.0 << QStringLiteral("0");
         QTest::newRow("fraction") << 0.1 << QStringLiteral("0.1");
-        QTest::newRow("float loss") << double(0.123f) << QStringLiteral("0.12300000339746475");
+        QTest::newRow("a float widened") << double(0.123f) << QStringLiteral("0.12300000339746475");
         QTest::newRow("huge") << 1e100 << QStringLiteral("1e+100");
         QTest::newRow("2^53") << 9007199254740992.0 << QStringLiteral("9007199254740992");
         QTest::newRow("NaN") << std::nan("") << QStringLiteral("NaN");
@@ -112,6 +112,15 @@ private Q_SLOTS:
         QCOMPARE(QString::fromStdString(formatMetricValue(value)), text);
         if (!std::isnan(value))
             QCOMPARE(std::stod(formatMetricValue(value) == "+Inf" ? "inf" : formatMetricValue(value)), value);
+    }
+
+    void floatFiguresAreShownAsTheFloatIs()
+    {
+        QCOMPARE(formatMetricValue(metricValueOf(0.1f)), std::string("0.1"));
+        QCOMPARE(formatMetricValue(metricValueOf(0.34546912f)), std::string("0.34546912"));
+        QCOMPARE(formatMetricValue(metricValueOf(3.0f)), std::string("3"));
+        QVERIFY(std::isnan(metricValueOf(std::nanf(""))));
+        QCOMPARE(formatMetricValue(metricValueOf(-std::numeric_limits<float>::infinity())), std::string("-Inf"));
     }
 
     void namesAreChecked()
