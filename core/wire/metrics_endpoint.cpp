@@ -23,9 +23,8 @@ struct MetricsEndpoint::Server
 
 namespace {
 
-// Scrapes at once: Prometheus keeps one connection per target, a person's
-// curl or a second Prometheus may add one. Each holds a thread while its
-// connection is kept alive (up to 5 s idle).
+// Scrapes at once: Prometheus scrapes each target on one connection at a
+// time; a person's curl or a second Prometheus may add one.
 constexpr size_t kServingThreads = 4;
 
 constexpr char kNotFound[] = "Parasync serves its metrics at /metrics only (GET /metrics, as Prometheus scrapes).\n";
@@ -42,6 +41,10 @@ MetricsEndpoint::MetricsEndpoint(const std::string &host, uint16_t port, Render 
 
     httplib::Server &http = m_server->http;
     http.new_task_queue = [] { return new httplib::ThreadPool(kServingThreads); };
+    // One answer a connection: an idle kept-alive connection holds a thread
+    // (cpp-httplib polls it every 10 ms) and held a stopping task for its
+    // 5 s timeout. A scrape a second or slower loses nothing by reconnecting.
+    http.set_keep_alive_max_count(1);
     // cpp-httplib sets SO_REUSEPORT by default, with which a second process
     // (another task given the same --metrics_port) binds the same port and
     // takes half the scrapes. SO_REUSEADDR only, as gRPC binds.

@@ -12,6 +12,7 @@
 #include <QTest>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 
@@ -152,6 +153,22 @@ private Q_SLOTS:
         QCOMPARE(answer->status, 500);
         QVERIFY2(answer->body.find("two metric families named x") != std::string::npos, answer->body.c_str());
         QVERIFY(!onCallersThread);
+    }
+
+    // A scraper that keeps its connection open (Prometheus asks to) must not
+    // keep a stopping task waiting for the connection's idle timeout.
+    void stopsAtOnceWithAScrapersConnectionOpen()
+    {
+        const uint16_t port = pickFreePort();
+        MetricsEndpoint endpoint("127.0.0.1", port, gaugePage(1));
+        httplib::Client client("127.0.0.1", port);
+        client.set_keep_alive(true);
+        auto answer = client.Get("/metrics");
+        QVERIFY(answer);
+        QCOMPARE(answer->get_header_value("Connection"), std::string("close"));
+        const auto start = std::chrono::steady_clock::now();
+        endpoint.stop();
+        QVERIFY(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
     }
 
     void stopsCleanlyAndFreesThePort()
