@@ -88,14 +88,11 @@ int UpdatePolicy::replicasToAggregate() const
     return wanted > 0 ? std::min(wanted, live) : live;
 }
 
-void UpdatePolicy::join(int worker)
+void UpdatePolicy::join(int worker, JoinClock clock)
 {
     auto &w = m_workers.at(size_t(worker));
-    // A worker that has never pushed (a newcomer to an elastic cluster, or
-    // one that joins late) starts level with the slowest live worker in ssp:
-    // counted from 0 it would be the slowest by the whole run so far and
-    // hold every other worker until it had made that up.
-    if (m_mode.mode() == proto::SSP && w.clock == 0 && w.applied == 0 && w.dropped == 0)
+    if (clock == JoinClock::LevelWithSlowest && m_mode.mode() == proto::SSP && w.clock == 0 && w.applied == 0
+        && w.dropped == 0)
         if (const auto slowest = slowestLiveWorker(worker))
             w.sspBase = w.clock - sspClock(*slowest);
     w.alive = true;

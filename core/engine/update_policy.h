@@ -112,9 +112,13 @@ public:
     void setAlive(int worker, bool alive);
     // A worker left cleanly after the last step: like dead for waiting purposes.
     void setFinished(int worker);
-    // A worker (re)joined: it counts as live and training again. In ssp one
-    // that has never pushed starts level with the slowest live worker.
-    void join(int worker);
+    // A worker (re)joined: it counts as live and training again. With
+    // LevelWithSlowest (an elastic cluster's newcomer), one that has never
+    // pushed starts level with the slowest live worker in ssp: counted from
+    // 0 it would hold every other worker until it had made up the whole run.
+    // Kept: its clock counts from 0 (the workers of the initial list).
+    enum class JoinClock { Kept, LevelWithSlowest };
+    void join(int worker, JoinClock clock = JoinClock::Kept);
 
     // Restores the global step (chief initialisation or checkpoint restore).
     void setGlobalStep(int64_t step) { m_globalStep = step; }

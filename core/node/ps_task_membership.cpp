@@ -186,7 +186,9 @@ void PsTask::admitWorkerLocked(int worker, int64_t pid, const std::string &host)
 {
     auto &info = m_workers[size_t(worker)];
     const bool rejoin = info.everJoined;
-    m_policy->join(worker);
+    // An elastic cluster's newcomer starts level in ssp (UpdatePolicy::join).
+    m_policy->join(worker,
+                   isNewcomerIndex(worker) ? UpdatePolicy::JoinClock::LevelWithSlowest : UpdatePolicy::JoinClock::Kept);
     info.everJoined = true;
     info.phase = proto::TRAINING;
     info.reason.clear();

@@ -129,7 +129,16 @@ private Q_SLOTS:
             QCOMPARE(response.compute_ms(), 0);
             QCOMPARE(response.compute_jitter(), 0.0f); // kept, as asked
         }
-        QVERIFY2(cluster.waitForStatus([changedAt](const auto &s) { return s.global_step() >= changedAt + 600; }, 60s),
+        // Both workers, not only the first to change pace: at full speed
+        // worker:0 alone makes the 600 steps while worker:1 still finishes
+        // the 500 ms step it was in (and, on a loaded machine, before its
+        // SetPace has landed); its fast steps are needed below.
+        const int64_t worker1Clock = now.workers(1).worker_clock();
+        QVERIFY2(cluster.waitForStatus(
+                     [&](const auto &s) {
+                         return s.global_step() >= changedAt + 600 && s.workers(1).worker_clock() >= worker1Clock + 30;
+                     },
+                     60s),
                  "the workers kept their slow pace after SetPace(0)");
         QCOMPARE(taskStatus(cluster.workerAddress(0)).compute_ms(), 0);
         stopCluster(cluster, 2);
@@ -251,8 +260,15 @@ private Q_SLOTS:
         cluster.startWorker(0);
         cluster.startWorker(1);
         cluster.startWorker(2, {QStringLiteral("--straggler_ms=100")});
-        for (int i = 0; i < 3; ++i)
-            QVERIFY(cluster.waitForWorkerTraining(i));
+        // Every worker's gradients applied: in sync and ssp the fast ones are
+        // held most of the time, so a poll would seldom see them training.
+        QVERIFY2(cluster.waitForStatus(
+                     [](const auto &s) {
+                         return s.workers_size() == 3 && s.workers(0).applied() > 0 && s.workers(1).applied() > 0
+                                && s.workers(2).applied() > 0;
+                     },
+                     60s),
+                 qPrintable(cluster.ps(0).output()));
         // ps:0 judges a worker after 5 s of its history and flags it at the
         // third slow look in a row, a look a second: about 8 s.
         const auto training = std::chrono::steady_clock::now();

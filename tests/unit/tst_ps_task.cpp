@@ -468,7 +468,8 @@ private Q_SLOTS:
         QTest::newRow("unknown worker index")
             << QList<proto::TrainRequest>{joinAs(7)} << CallStatus::Code::InvalidArgument
             << QStringLiteral(
-                   "worker index 7 is not in the cluster (2 workers): check --task_index and --worker_hosts");
+                   "worker index 7 is not in the cluster (2 workers in --worker_hosts; a worker beyond them needs "
+                   "--max_workers on every task): check --task_index, --worker_hosts and --max_workers");
         QTest::newRow("push before join")
             << QList<proto::TrainRequest>{push(0, 1.0f)} << CallStatus::Code::FailedPrecondition
             << QStringLiteral("push before join: send a JoinRequest first");

@@ -312,9 +312,9 @@ private Q_SLOTS:
         QCOMPARE(int(r.applied.size()), staleness + 2);
     }
 
-    // A newcomer to an elastic cluster (an index that never pushed) starts
-    // level with the slowest live worker in ssp: counted from 0 it would hold
-    // every other worker until it had made up the whole run.
+    // A newcomer to an elastic cluster (an index beyond the list, that never
+    // pushed) starts level with the slowest live worker in ssp: counted from
+    // 0 it would hold every other worker until it had made up the whole run.
     void sspStartsANewcomerLevelWithTheSlowest()
     {
         Recorder r;
@@ -324,7 +324,7 @@ private Q_SLOTS:
             for (int worker : {0, 1})
                 policy.push(worker, policy.globalStep(), gradient(1));
         policy.push(1, policy.globalStep(), gradient(1)); // worker:1 one ahead of worker:0
-        policy.join(2);
+        policy.join(2, UpdatePolicy::JoinClock::LevelWithSlowest);
         QCOMPARE(policy.hold(0).reason, HoldReason::None);
         QCOMPARE(policy.hold(1).reason, HoldReason::None);
         QCOMPARE(policy.hold(2).reason, HoldReason::None);
@@ -340,8 +340,18 @@ private Q_SLOTS:
         // A worker that pushed before and comes back keeps its clock: its
         // steps so far count.
         policy.setAlive(0, false);
-        policy.join(0);
+        policy.join(0, UpdatePolicy::JoinClock::LevelWithSlowest);
         QCOMPARE(policy.workerClock(0), 11);
+        QCOMPARE(policy.hold(0).reason, HoldReason::None);
+        // A worker of the initial list that joins late counts from 0, as the
+        // bound has always counted: the others wait for it to catch up.
+        Recorder late;
+        auto listed = late.make(2, mode(proto::SSP, 2));
+        listed.setAlive(1, false);
+        for (int step = 0; step < 5; ++step)
+            listed.push(0, listed.globalStep(), gradient(1));
+        listed.join(1);
+        QCOMPARE(listed.hold(0).reason, HoldReason::StalenessBound);
     }
 
     void sspStopsWaitingForADeadClock()
