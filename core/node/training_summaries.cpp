@@ -117,6 +117,12 @@ void TrainingSummaries::watchTelemetry()
                     ++m_probes.count;
                 }
             }
+            // ps:0's status (every 0.5 s, taken after the batch's events)
+            // has every flag: a worker_state event this stream lost while it
+            // fell behind must not leave a flag standing in the summaries.
+            if (batch.has_status())
+                for (const auto &w : batch.status().workers())
+                    m_stragglers[w.worker_index()] = w.straggler();
             m_telemetryArrived.notify_all();
             lock.unlock();
             // Outside m_mutex: afterStep takes the writer's lock without it.
