@@ -31,6 +31,21 @@ inline proto::ModelSignature linearDemoSignature(const std::string &model = "lin
     return signature;
 }
 
+// What the linear demo's chief sends: w = b = 0 at global step 0.
+inline proto::InitializeRequest linearDemoInitialization()
+{
+    proto::InitializeRequest request;
+    request.set_origin("fresh");
+    *request.mutable_signature() = linearDemoSignature();
+    for (const char *name : {"w", "b"}) {
+        auto *variable = request.mutable_shard()->add_variables();
+        variable->set_name(name);
+        variable->mutable_value()->add_shape(1);
+        variable->mutable_value()->add_values(0.0f);
+    }
+    return request;
+}
+
 // A linear-demo worker's join as worker `worker`.
 inline proto::TrainRequest linearDemoJoin(int worker, const std::string &model = "linear")
 {

@@ -30,20 +30,6 @@ NodeOptions psOptions(proto::UpdateMode mode)
     return options;
 }
 
-proto::InitializeRequest chiefInitialization()
-{
-    proto::InitializeRequest request;
-    request.set_origin("fresh");
-    *request.mutable_signature() = testing::linearDemoSignature();
-    for (const char *name : {"w", "b"}) {
-        auto *variable = request.mutable_shard()->add_variables();
-        variable->set_name(name);
-        variable->mutable_value()->add_shape(1);
-        variable->mutable_value()->add_values(0.0f);
-    }
-    return request;
-}
-
 bool hasLine(const std::string &text, const std::string &line)
 {
     return ("\n" + text).find("\n" + line + "\n") != std::string::npos;
@@ -60,7 +46,7 @@ private Q_SLOTS:
     {
         PsTask ps(psOptions(proto::ASYNC), RpcSettings{}, [](const std::string &) {});
         proto::InitializeResponse initialized;
-        QVERIFY(ps.initialize(chiefInitialization(), &initialized).ok());
+        QVERIFY(ps.initialize(testing::linearDemoInitialization(), &initialized).ok());
         std::vector<std::unique_ptr<InProcessTrainCall>> calls;
         for (int worker = 0; worker < 2; ++worker) {
             calls.push_back(std::make_unique<InProcessTrainCall>(ps));

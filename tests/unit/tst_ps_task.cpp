@@ -56,21 +56,6 @@ NodeOptions psOptions(const proto::ModeConfig &mode, int64_t lastStep = 0)
     return options;
 }
 
-// What the chief sends: w = b = 0 at global step 0.
-proto::InitializeRequest chiefInitialization()
-{
-    proto::InitializeRequest request;
-    request.set_origin("fresh");
-    *request.mutable_signature() = testing::linearDemoSignature();
-    for (const char *name : {"w", "b"}) {
-        auto *variable = request.mutable_shard()->add_variables();
-        variable->set_name(name);
-        variable->mutable_value()->add_shape(1);
-        variable->mutable_value()->add_values(0.0f);
-    }
-    return request;
-}
-
 // A join from process `pid` on `host` (a real worker sends both).
 proto::TrainRequest joinAs(int worker, const std::string &model = "linear", int64_t pid = 0,
                            const std::string &host = {})
@@ -125,7 +110,7 @@ public:
         })
     {
         proto::InitializeResponse response;
-        m_initialized = m_task.initialize(chiefInitialization(), &response).ok();
+        m_initialized = m_task.initialize(testing::linearDemoInitialization(), &response).ok();
     }
     // Stops the ps first: that releases held pushes, so that the calls end
     // (as they must before the ps goes) even when a test failed half-way.
@@ -707,7 +692,7 @@ private Q_SLOTS:
     void anInitializationWhoseShapeDoesNotDescribeItsValuesIsRefused()
     {
         PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
-        proto::InitializeRequest request = chiefInitialization();
+        proto::InitializeRequest request = testing::linearDemoInitialization();
         auto *w = request.mutable_shard()->mutable_variables(0)->mutable_value();
         w->set_shape(0, int64_t(1) << 31);
         w->add_shape(int64_t(1) << 31);
@@ -726,7 +711,7 @@ private Q_SLOTS:
         QVERIFY2(QString::fromStdString(refused.message()).contains(QStringLiteral("claims more than 2^31 values")),
                  refused.message().c_str());
         // Nothing was taken: a good initialisation still lands.
-        QVERIFY(task.initialize(chiefInitialization(), &response).ok());
+        QVERIFY(task.initialize(testing::linearDemoInitialization(), &response).ok());
         QVERIFY(response.initialized_now());
     }
 
@@ -801,7 +786,7 @@ private Q_SLOTS:
         options.cluster.ps.push_back(parseHostPort("127.0.0.1:12225"));
         options.task.index = 1;
         PsTask task(options, RpcSettings{}, [](const std::string &) {});
-        proto::InitializeRequest initialization = chiefInitialization();
+        proto::InitializeRequest initialization = testing::linearDemoInitialization();
         initialization.mutable_shard()->mutable_variables()->DeleteSubrange(0, 1); // b only: w lives on ps:0
         proto::InitializeResponse initialized;
         QVERIFY(task.initialize(initialization, &initialized).ok());
@@ -898,7 +883,7 @@ private Q_SLOTS:
     {
         PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
         proto::InitializeResponse initialized;
-        QVERIFY(task.initialize(chiefInitialization(), &initialized).ok());
+        QVERIFY(task.initialize(testing::linearDemoInitialization(), &initialized).ok());
         InProcessTrainCall call(task);
         proto::TrainRequest join = joinAs(1);
         auto *w = join.mutable_join()->mutable_signature()->mutable_variables(0);
@@ -969,7 +954,7 @@ private Q_SLOTS:
         QFETCH(QStringList, names);
         QFETCH(QString, message);
         PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
-        proto::InitializeRequest request = chiefInitialization();
+        proto::InitializeRequest request = testing::linearDemoInitialization();
         for (int i = 0; i < names.size(); ++i) {
             request.mutable_signature()->mutable_variables(i)->set_name(names[i].toStdString());
             request.mutable_shard()->mutable_variables(i)->set_name(names[i].toStdString());
@@ -978,7 +963,7 @@ private Q_SLOTS:
         const CallStatus status = task.initialize(request, &response);
         QCOMPARE(status.code(), CallStatus::Code::InvalidArgument);
         QVERIFY2(QString::fromStdString(status.message()).startsWith(message), status.message().c_str());
-        QVERIFY(task.initialize(chiefInitialization(), &response).ok());
+        QVERIFY(task.initialize(testing::linearDemoInitialization(), &response).ok());
         QVERIFY(response.initialized_now());
     }
 
@@ -987,7 +972,7 @@ private Q_SLOTS:
         QFETCH(QStringList, names);
         QFETCH(QString, message);
         PsTask task(psOptions(modeConfig(proto::ASYNC)), RpcSettings{}, [](const std::string &) {});
-        proto::InitializeRequest request = chiefInitialization();
+        proto::InitializeRequest request = testing::linearDemoInitialization();
         for (const QString &name : names)
             request.mutable_signature()->add_metric_names(name.toStdString());
         proto::InitializeResponse response;
@@ -995,7 +980,7 @@ private Q_SLOTS:
         QCOMPARE(status.code(), CallStatus::Code::InvalidArgument);
         QVERIFY2(QString::fromStdString(status.message()).startsWith(message), status.message().c_str());
         // Nothing was taken: a good initialisation still lands.
-        QVERIFY(task.initialize(chiefInitialization(), &response).ok());
+        QVERIFY(task.initialize(testing::linearDemoInitialization(), &response).ok());
         QVERIFY(response.initialized_now());
     }
 
