@@ -197,9 +197,7 @@ void PsTask::admitWorkerLocked(int worker, int64_t pid, const std::string &host)
     info.lastSeen = std::chrono::steady_clock::now();
     updateActingChiefLocked();
     if (isNewcomerIndex(worker) && !rejoin) {
-        int live = 0;
-        for (int i = 0; i < int(m_workers.size()); ++i)
-            live += isLiveLocked(i) ? 1 : 0;
+        const int live = m_policy->liveWorkers();
         note("worker:" + std::to_string(worker) + " joined at global step " + std::to_string(m_policy->globalStep())
              + ", beyond --worker_hosts (--max_workers=" + std::to_string(m_workers.size()) + "), serving at "
              + info.address + ": " + std::to_string(live) + " live workers now");
@@ -447,9 +445,7 @@ std::string PsTask::describeStragglerLocked(const StragglerDetector::Change &cha
                        + floatText(m_options.training.stragglerThreshold) + ")";
     switch (m_policy->mode().mode()) {
     case proto::SYNC: {
-        int live = 0;
-        for (int i = 0; i < int(m_workers.size()); ++i)
-            live += isLiveLocked(i) ? 1 : 0;
+        const int live = m_policy->liveWorkers();
         const int stragglers = int(m_stragglers->stragglers().size());
         const int aggregated = m_policy->mode().replicas_to_aggregate();
         if (aggregated > 0 && aggregated < live)
