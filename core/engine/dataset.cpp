@@ -1,9 +1,11 @@
 #include "engine/dataset.h"
 
+#include "engine/click_log.h"
 #include "engine/low_rank.h"
 
 #include "base/error.h"
 #include "engine/model.h"
+#include "engine/sparse_models.h"
 
 #include <algorithm>
 #include <charconv>
@@ -551,6 +553,16 @@ DatasetSource datasetSource(const DatasetOptions &options, const std::string &gi
                 },
                 {}};
     }
+    if (spec == "clicklog" || prefixed("clicklog:")) {
+        requireSamples();
+        const ClickLogShape shape = parseClickLogSpec(spec);
+        // Per sample: its ids (two floats' worth each), label and probability.
+        checkShardSize(spec, options.samplesPerShard, 2 * shape.fields + 2);
+        return {[options, shape](int shardIndex) {
+                    return makeClickLog(shape, options.seed, shardIndex, options.samplesPerShard);
+                },
+                {}};
+    }
     if (prefixed("mnist:")) {
         const fs::path dir = spec.substr(6);
         if (dir.empty())
@@ -581,7 +593,7 @@ DatasetSource datasetSource(const DatasetOptions &options, const std::string &gi
     }
     throw InputError("unknown dataset '" + spec
                      + "'; use one of: linear, blobs, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], mnist:DIR, "
-                       "idx:IMAGES,LABELS, csv:PATH");
+                       "idx:IMAGES,LABELS, csv:PATH, clicklog[:FIELDS:VALUES[:ZIPF]]");
 }
 
 // The rows `keep` of `data`, in order.
@@ -593,6 +605,15 @@ Dataset takeRows(const Dataset &data, const std::vector<Eigen::Index> &keep)
     part.numClasses = data.numClasses;
     part.description = data.description;
     part.indexSizes = data.indexSizes;
+    part.fields = data.fields;
+    for (const Eigen::Index row : keep) {
+        if (data.categorical()) {
+            const std::span<const uint64_t> ids = data.idsOf(row);
+            part.ids.insert(part.ids.end(), ids.begin(), ids.end());
+        }
+        if (!data.trueProbability.empty())
+            part.trueProbability.push_back(data.trueProbability[size_t(row)]);
+    }
     return part;
 }
 
@@ -693,6 +714,9 @@ Dataset loadHeldOutData(const DatasetOptions &options, const std::string &evalSp
         all.features.bottomRows(shard.size()) = shard.features;
         all.targets.conservativeResize(all.features.rows(), Eigen::NoChange);
         all.targets.bottomRows(shard.size()) = shard.targets;
+        all.ids.insert(all.ids.end(), shard.ids.begin(), shard.ids.end());
+        all.trueProbability.insert(all.trueProbability.end(), shard.trueProbability.begin(),
+                                   shard.trueProbability.end());
     }
     all.description += ", " + part;
     return all;
@@ -702,6 +726,8 @@ std::string defaultDatasetFor(const std::string &model)
 {
     if (model == "linear")
         return "linear";
+    if (isSparseModelName(model))
+        return "clicklog";
     if (isMatrixFactorizationName(model))
         return "lowrank";
     if (isClassifierName(model))

@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,20 @@ struct Dataset
     // For features that are indices (a matrix's row and column), how many
     // values each can take; empty when the features are numbers.
     std::vector<int64_t> indexSizes;
+    // Categorical data (a click log): `fields` ids per sample, sample after
+    // sample (size() x fields), each a field's value hashed into a 64-bit id
+    // (clickLogId); `features` then has no columns. Empty otherwise.
+    int64_t fields = 0;
+    std::vector<uint64_t> ids;
+    // Synthetic data drawn from a known model: its probability of each
+    // sample's label being 1, so that the best any model can score (the
+    // generating model's own AUC) is known. Empty otherwise.
+    std::vector<float> trueProbability;
 
     int64_t size() const { return features.rows(); }
-    int64_t featureDim() const { return features.cols(); }
+    int64_t featureDim() const { return fields > 0 ? fields : features.cols(); }
+    bool categorical() const { return fields > 0; }
+    std::span<const uint64_t> idsOf(int64_t row) const { return {ids.data() + row * fields, size_t(fields)}; }
 };
 
 // Which data a task trains on, as given by --dataset:
@@ -36,6 +48,10 @@ struct Dataset
 //   "idx:IMAGES,LABELS" explicit IDX file paths
 //   "lowrank:R:C:K[:N]" synthetic entries of an R x C matrix of rank K, seen
 //                       with noise N (engine/low_rank.h); "lowrank" 50:50:3:0.1
+//   "clicklog[:F:V[:S]]" synthetic click log (engine/click_log.h): F fields
+//                       (default 10), each with V values (default 100000)
+//                       drawn Zipf(S) (default 2), hashed into 64-bit ids;
+//                       labels from a hidden logistic model over the ids
 //   "csv:PATH"          CSV, optional header row, last column is the target
 //                       (regression) or class index (classification)
 // An empty string picks the model's default ("linear" for linear, "blobs"

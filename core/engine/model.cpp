@@ -1,7 +1,10 @@
 #include "engine/model.h"
 
 #include "base/error.h"
+#include "engine/click_log.h"
 #include "engine/dataset.h"
+#include "engine/sparse_models.h"
+#include "engine/sparse_table.h"
 
 #include <charconv>
 #include <cmath>
@@ -45,6 +48,9 @@ public:
     Batch(const Dataset &data, const std::vector<int64_t> &rows, int64_t featureDim, const std::string &modelName)
         : m_data(data)
     {
+        if (data.categorical())
+            throw InputError("the " + modelName + " model takes numeric features, but the data (" + data.description
+                             + ") is categorical, ids per sample: train it with --model=sparse_lr or --model=fm");
         if (data.featureDim() != featureDim) {
             throw InputError("the " + modelName + " model was made for " + std::to_string(featureDim)
                              + " features per sample, but the data (" + data.description + ") has "
@@ -94,6 +100,8 @@ void checkParameters(const Parameters &params, const std::vector<Eigen::Index> &
 class LinearRegression final : public Model
 {
 public:
+    // The overload with table rows stays Model's: a dense model ignores them.
+    using Model::lossAndGradient;
     explicit LinearRegression(int64_t featureDim) : m_featureDim(featureDim) {}
 
     std::string name() const override { return "linear"; }
@@ -195,6 +203,7 @@ float accuracyOf(const Eigen::MatrixXf &logits, const std::vector<Eigen::Index> 
 class SoftmaxRegression final : public Model
 {
 public:
+    using Model::lossAndGradient;
     SoftmaxRegression(int64_t featureDim, int64_t classes) : m_featureDim(featureDim), m_classes(classes) {}
 
     std::string name() const override { return "softmax"; }
@@ -259,6 +268,7 @@ private:
 class MultilayerPerceptron final : public Model
 {
 public:
+    using Model::lossAndGradient;
     MultilayerPerceptron(int64_t featureDim, int64_t hidden, int64_t classes)
         : m_featureDim(featureDim)
         , m_hidden(hidden)
@@ -357,6 +367,7 @@ private:
 class MatrixFactorization final : public Model
 {
 public:
+    using Model::lossAndGradient;
     MatrixFactorization(int64_t rows, int64_t cols, int64_t rank) : m_rows(rows), m_cols(cols), m_rank(rank) {}
 
     std::string name() const override { return "mf"; }
@@ -475,6 +486,8 @@ GradientView viewOf(const Parameters &values)
 std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim,
                                  const std::vector<int64_t> &indexSizes)
 {
+    if (isSparseModelName(name))
+        return makeSparseModel(name, featureDim);
     const std::optional<int64_t> hidden = mlpHiddenUnits(name);
     if (const std::optional<int64_t> rank = factorizationRank(name)) {
         if (featureDim != 2 || indexSizes.size() != 2)
@@ -516,11 +529,45 @@ bool isClassifierName(const std::string &name)
 
 std::vector<std::string> modelNames()
 {
-    return {"linear", "softmax", "mlp", "mf"};
+    return {"linear", "softmax", "mlp", "mf", "sparse_lr", "fm"};
 }
+
+std::vector<TableDeclaration> Model::tables(uint64_t) const
+{
+    return {};
+}
+
+std::vector<std::vector<uint64_t>> Model::touchedIds(const Dataset &, const std::vector<int64_t> &) const
+{
+    return {};
+}
+
+float Model::lossAndGradient(const Parameters &params, const RowBlocks &, const Dataset &data,
+                             const std::vector<int64_t> &rows, Parameters *gradient, RowBlocks *rowGradients) const
+{
+    if (rowGradients)
+        rowGradients->clear();
+    return lossAndGradient(params, data, rows, gradient);
+}
+
+std::vector<float> Model::predictions(const Parameters &, const RowBlocks &, const Dataset &) const
+{
+    return {};
+}
+
+namespace {
+
+bool hasTables(const Model &model)
+{
+    return !model.tables(0).empty();
+}
+
+} // namespace
 
 std::vector<std::string> heldOutMetricNames(const Model &model)
 {
+    if (hasTables(model))
+        return {"heldout_loss", "heldout_auc"};
     if (model.classifies())
         return {"heldout_loss", "heldout_accuracy"};
     return {"heldout_loss"};
@@ -528,9 +575,23 @@ std::vector<std::string> heldOutMetricNames(const Model &model)
 
 std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const Dataset &heldOut)
 {
+    if (hasTables(model))
+        throw InputError("the " + model.name()
+                         + " model's held-out metrics need its table rows of the held-out ids: a bug in the caller, "
+                           "which must pull them and use the heldOutMetrics() that takes them");
     if (model.classifies())
         return {model.loss(params, heldOut), model.accuracy(params, heldOut)};
     return {model.loss(params, heldOut)};
+}
+
+std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const RowBlocks &tableRows,
+                                  const Dataset &heldOut)
+{
+    if (!hasTables(model))
+        return heldOutMetrics(model, params, heldOut);
+    const std::vector<float> probabilities = model.predictions(params, tableRows, heldOut);
+    const std::span<const float> labels(heldOut.targets.data(), size_t(heldOut.targets.rows()));
+    return {logLoss(probabilities, labels), areaUnderRoc(probabilities, labels)};
 }
 
 } // namespace parasync

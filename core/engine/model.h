@@ -11,6 +11,9 @@
 namespace parasync {
 
 struct Dataset;
+struct TableDeclaration;
+struct RowBlock;
+using RowBlocks = std::vector<RowBlock>;
 
 // One model variable: name, shape and its values flattened row-major.
 struct Variable
@@ -74,6 +77,25 @@ public:
     virtual float accuracy(const Parameters &params, const Dataset &data) const = 0;
     // True for a classifier, whose accuracy() is a number.
     virtual bool classifies() const = 0;
+
+    // Sparse models (engine/sparse_models.h) also have embedding tables,
+    // whose rows live on the ps tasks by id (engine/sparse_table.h): only
+    // the rows a batch touches are pulled and pushed. Dense models have none.
+    virtual std::vector<TableDeclaration> tables(uint64_t seed) const;
+    // The distinct ids, ascending, of each table's rows that the samples
+    // `rows` of `data` touch (all samples when empty), one list per table.
+    virtual std::vector<std::vector<uint64_t>> touchedIds(const Dataset &data, const std::vector<int64_t> &rows) const;
+    // lossAndGradient() for a model with tables: `tableRows` holds at least
+    // the touched rows of each table (touchedIds(), in that order); the row
+    // gradients come back in *rowGradients, one block per table with the
+    // ids of `tableRows`' blocks. A dense model ignores the rows.
+    virtual float lossAndGradient(const Parameters &params, const RowBlocks &tableRows, const Dataset &data,
+                                  const std::vector<int64_t> &rows, Parameters *gradient,
+                                  RowBlocks *rowGradients) const;
+    // Each sample's predicted probability of label 1 (a binary classifier
+    // over a click log); empty for other models.
+    virtual std::vector<float> predictions(const Parameters &params, const RowBlocks &tableRows,
+                                           const Dataset &data) const;
 };
 
 // The metrics a built-in model reports on held-out data (--eval_dataset or
@@ -82,6 +104,10 @@ public:
 std::vector<std::string> heldOutMetricNames(const Model &model);
 // Their values for `params` on `heldOut`, in the same order.
 std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const Dataset &heldOut);
+// The same for a model with tables, whose rows of the held-out ids are in
+// `tableRows`: "heldout_loss" (log loss) and "heldout_auc".
+std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, const RowBlocks &tableRows,
+                                  const Dataset &heldOut);
 
 // Makes the model named by --model for data of the given shape: "linear",
 // "softmax", "mlp" / "mlp:HIDDEN" (one hidden layer of tanh units,
@@ -89,6 +115,8 @@ std::vector<float> heldOutMetrics(const Model &model, const Parameters &params, 
 // (listing the known ones) or a shape the model cannot take.
 // "mf" / "mf:RANK" fits a low-rank matrix (engine/low_rank.h) and needs
 // the data's `indexSizes` (its rows and columns).
+// "sparse_lr", "fm" / "fm:K" (engine/sparse_models.h) take categorical
+// data, `featureDim` ids per sample (Dataset.fields), whatever `outputDim`.
 std::unique_ptr<Model> makeModel(const std::string &name, int64_t featureDim, int64_t outputDim,
                                  const std::vector<int64_t> &indexSizes = {});
 constexpr int64_t kDefaultHiddenUnits = 32;

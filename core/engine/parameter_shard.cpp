@@ -2,7 +2,9 @@
 
 #include "base/error.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 namespace parasync {
@@ -117,7 +119,66 @@ void ParameterShard::load(const proto::ShardState &state)
         slots.updateCount = var.update_count();
         m_slots.push_back(std::move(slots));
     }
+    if (state.tables_size() != 0 && size_t(state.tables_size()) != m_tables.size())
+        throw InputError("the state holds " + std::to_string(state.tables_size()) + " tables, the model declares "
+                         + std::to_string(m_tables.size()) + ": its checkpoint or the chief's state is corrupt");
+    for (size_t t = 0; t < size_t(state.tables_size()); ++t) {
+        const proto::TableState &in = state.tables(int(t));
+        SparseTable &table = m_tables[t];
+        if (in.name() != table.declaration().name)
+            throw InputError("table " + std::to_string(t) + " of the state is '" + in.name() + "', the model's '"
+                             + table.declaration().name + "': its checkpoint or the chief's state is corrupt");
+        if (!std::is_sorted(in.ids().begin(), in.ids().end(), std::less_equal<>()))
+            throw InputError("table '" + in.name()
+                             + "' of the state has its ids out of order or repeated: its "
+                               "checkpoint or the chief's state is corrupt");
+        TableContents contents;
+        contents.ids.assign(in.ids().begin(), in.ids().end());
+        contents.values.assign(in.values().begin(), in.values().end());
+        contents.slotNames.assign(in.slot_names().begin(), in.slot_names().end());
+        contents.slots.assign(in.slots().begin(), in.slots().end());
+        table.clear();
+        table.load(contents);
+    }
     m_initialized = true;
+}
+
+void ParameterShard::declareTables(const std::vector<TableDeclaration> &tables)
+{
+    m_tables.clear();
+    m_tables.reserve(tables.size());
+    for (const TableDeclaration &table : tables)
+        m_tables.emplace_back(table, m_optimizer);
+}
+
+void ParameterShard::gatherRows(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests, bool lookupOnly,
+                                google::protobuf::RepeatedPtrField<proto::SparseRows> *out)
+{
+    for (const proto::RowRequest &request : requests) {
+        SparseTable &table = m_tables[size_t(request.table())];
+        proto::SparseRows *rows = out->Add();
+        rows->set_table(request.table());
+        rows->mutable_ids()->CopyFrom(request.ids());
+        rows->mutable_values()->Resize(int(request.ids_size() * table.rowWidth()), 0.0f);
+        table.gather({request.ids().data(), size_t(request.ids_size())},
+                     {rows->mutable_values()->mutable_data(), size_t(rows->values_size())}, !lookupOnly);
+    }
+}
+
+void ParameterShard::applyRows(const RowGradientView &rows, float learningRateScale)
+{
+    for (const TableRowsView &block : rows) {
+        SparseTable &table = m_tables[size_t(block.table)];
+        std::vector<uint64_t> missing;
+        for (const uint64_t id : block.rows.ids)
+            if (!table.holds(id))
+                missing.push_back(id);
+        if (!missing.empty()) {
+            m_scratchRows.resize(missing.size() * size_t(table.rowWidth()));
+            table.gather(missing, m_scratchRows, true);
+        }
+        table.apply(block.rows.ids, block.rows.values, learningRateScale);
+    }
 }
 
 proto::ShardState ParameterShard::save(int psIndex) const
@@ -131,6 +192,15 @@ proto::ShardState ParameterShard::save(int psIndex) const
         for (const auto &[name, value] : m_slots[i].slots)
             toTensor(value, m_shapes[i], &(*var->mutable_slots())[name]);
         var->set_update_count(m_slots[i].updateCount);
+    }
+    for (const SparseTable &table : m_tables) {
+        const TableContents contents = table.save();
+        proto::TableState *out = state.add_tables();
+        out->set_name(table.declaration().name);
+        out->mutable_ids()->Assign(contents.ids.begin(), contents.ids.end());
+        out->mutable_values()->Assign(contents.values.begin(), contents.values.end());
+        out->mutable_slot_names()->Assign(contents.slotNames.begin(), contents.slotNames.end());
+        out->mutable_slots()->Assign(contents.slots.begin(), contents.slots.end());
     }
     return state;
 }

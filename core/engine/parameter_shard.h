@@ -2,6 +2,8 @@
 
 #include "engine/model.h"
 #include "engine/optimizer.h"
+#include "engine/sparse_rows.h"
+#include "engine/sparse_table.h"
 #include "proto/parasync.pb.h"
 
 #include <atomic>
@@ -47,8 +49,10 @@ private:
 
 // The variables one ps task holds, with their optimizer slots: whole
 // variables and slices of partitioned ones, as the model's VariablePlacement
-// gives this task (variable_placement.h). Not thread-safe: the ps service
-// guards it; only the snapshots it hands out are released from anywhere.
+// gives this task (variable_placement.h), and the rows of a sparse model's
+// tables that hash to this task (sparse_table.h). Not thread-safe: the ps
+// service guards it; only the snapshots it hands out are released from
+// anywhere.
 class ParameterShard
 {
 public:
@@ -57,8 +61,12 @@ public:
     ParameterShard(const ParameterShard &) = delete;
     ParameterShard &operator=(const ParameterShard &) = delete;
 
-    // Replaces the variables and slots (chief initialisation or restore).
-    // Missing slots are created fresh.
+    // The model's tables, empty: declared before load() (from the
+    // signature), since a fresh start sends no rows.
+    void declareTables(const std::vector<TableDeclaration> &tables);
+    // Replaces the variables and slots (chief initialisation or restore),
+    // and the tables' rows when the state has them (one TableState per
+    // declared table, by name). Missing slots are created fresh.
     void load(const proto::ShardState &state);
     proto::ShardState save(int psIndex) const;
 
@@ -70,6 +78,18 @@ public:
     // apply). A variable whose values a snapshot holds is updated in a copy,
     // which becomes the variable's values from then on.
     void apply(const GradientView &gradient, float learningRateScale = 1.0f);
+
+    int tableCount() const { return int(m_tables.size()); }
+    const SparseTable &table(int t) const { return m_tables[size_t(t)]; }
+    // Copies the rows asked for into `out` (one SparseRows per request, in
+    // its order), made on first touch unless `lookupOnly`. The requests must
+    // have been checked (rowRequestsProblem).
+    void gatherRows(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests, bool lookupOnly,
+                    google::protobuf::RepeatedPtrField<proto::SparseRows> *out);
+    // Applies row gradients (checked: rowBlocksProblem), each row's share
+    // multiplied by `learningRateScale`. A row not held yet is made first:
+    // only a backup, replaying what its primary applied, meets one.
+    void applyRows(const RowGradientView &rows, float learningRateScale);
 
     // Variable `i`'s values, its shape and name as the chief declared them.
     std::span<const float> values(int i) const;
@@ -99,7 +119,9 @@ private:
     // Keeps `buffer` while snapshots hold it; drops it otherwise.
     void retire(std::unique_ptr<Buffer> buffer);
 
-    std::unique_ptr<Optimizer> m_optimizer;
+    std::shared_ptr<const Optimizer> m_optimizer;
+    std::vector<SparseTable> m_tables;
+    std::vector<float> m_scratchRows; // applyRows' rows made for a replay
     std::vector<std::string> m_names;
     std::vector<std::vector<int64_t>> m_shapes;
     std::vector<std::unique_ptr<Buffer>> m_values;

@@ -116,7 +116,8 @@ void UpdatePolicy::setFinished(int worker)
         maybeCloseSyncStep();
 }
 
-PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, const GradientView &gradient)
+PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, const GradientView &gradient,
+                                const RowGradientView &rows)
 {
     auto &w = m_workers.at(size_t(worker));
     w.alive = true;
@@ -145,19 +146,21 @@ PushDecision UpdatePolicy::push(int worker, int64_t computedFromStep, const Grad
             // contribution per worker and step, as SyncReplicasOptimizer
             // counts them: the new one takes the old one's place.
             for (Contribution &c : m_pending)
-                if (c.worker == worker)
+                if (c.worker == worker) {
                     c.gradient = copyOf(gradient);
+                    c.rows = copyOf(rows);
+                }
             return w.last;
         }
         w.inPendingStep = true;
-        m_pending.push_back({worker, computedFromStep, copyOf(gradient)});
+        m_pending.push_back({worker, computedFromStep, copyOf(gradient), copyOf(rows)});
         maybeCloseSyncStep();
         return w.last;
     }
 
     // async and ssp apply on arrival; ssp holds afterwards (see hold()).
     decision.learningRateScale = learningRateScale(m_mode, decision.staleness);
-    m_apply(gradient, 1, decision.learningRateScale);
+    m_apply(gradient, rows, 1, decision.learningRateScale);
     ++m_globalStep;
     ++w.applied;
     decision.outcome = proto::APPLIED;
@@ -186,7 +189,11 @@ void UpdatePolicy::closeSyncStep()
             average[v] += m_pending[i].gradient[v];
     for (auto &v : average)
         v /= float(n);
-    m_apply(viewOf(average), n, 1.0f); // every contribution is fresh
+    RowGradients rows;
+    for (const auto &c : m_pending)
+        addRows(&rows, viewOf(c.rows));
+    scaleRows(&rows, 1.0f / float(n));
+    m_apply(viewOf(average), viewOf(rows), n, 1.0f); // every contribution is fresh
     ++m_globalStep;
     for (const auto &c : m_pending) {
         auto &w = m_workers[size_t(c.worker)];
@@ -306,6 +313,8 @@ proto::PolicyState UpdatePolicy::exportState() const
         // Flat: the policy knows sizes, not shapes; importState reads them back as they are.
         for (const auto &g : c.gradient)
             toTensor(g, {int64_t(g.size())}, out->add_gradient());
+        for (const TableRows &t : c.rows)
+            toSparseRows(t, out->add_row_gradients());
     }
     return state;
 }
@@ -340,7 +349,10 @@ void UpdatePolicy::importState(const proto::PolicyState &state)
         Parameters gradient;
         for (const auto &t : c.gradient())
             gradient.push_back(fromTensor(t));
-        pending.push_back({c.worker(), c.computed_from_step(), std::move(gradient)});
+        RowGradients rows;
+        for (const auto &r : c.row_gradients())
+            rows.push_back(fromSparseRows(r));
+        pending.push_back({c.worker(), c.computed_from_step(), std::move(gradient), std::move(rows)});
     }
     m_mode = state.mode();
     m_globalStep = state.global_step();

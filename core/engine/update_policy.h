@@ -1,6 +1,7 @@
 #pragma once
 
 #include "engine/model.h"
+#include "engine/sparse_rows.h"
 #include "proto/parasync.pb.h"
 
 #include <cstdint>
@@ -65,11 +66,15 @@ struct PushDecision
 class UpdatePolicy
 {
 public:
-    // Applies an (averaged) gradient of ps:0's variables, its share of the
-    // step multiplied by `learningRateScale` (ParameterShard::apply). Called
+    // Applies an (averaged) gradient of ps:0's variables and of the rows of
+    // its tables that it touched, its share of the step multiplied by
+    // `learningRateScale` (ParameterShard::apply, applyRows). Called
     // synchronously from push() or setMode(); `contributions` gradients were
-    // averaged.
-    using ApplyFn = std::function<void(const GradientView &gradient, int contributions, float learningRateScale)>;
+    // averaged (a sync step's row gradients summed id by id, then divided by
+    // the contributions, as its dense ones: the mean of the workers' batch
+    // means, in which a row a worker did not touch has a zero gradient).
+    using ApplyFn = std::function<void(const GradientView &gradient, const RowGradientView &rows, int contributions,
+                                       float learningRateScale)>;
 
     // Called once for every gradient when its fate is known, in global-step
     // order: on arrival (applied, dropped) or when its sync step closes.
@@ -80,8 +85,10 @@ public:
     // A worker pushes the gradient it computed from `computedFromStep`.
     // Returns the decision; for sync the outcome is AGGREGATED with `update`
     // still 0 while the step is open (see result()). async and ssp apply the
-    // gradient where it lies; an open sync step keeps a copy.
-    PushDecision push(int worker, int64_t computedFromStep, const GradientView &gradient);
+    // gradient where it lies; an open sync step keeps a copy. `rows`: the
+    // row gradients of a sparse model's tables, checked by the caller.
+    PushDecision push(int worker, int64_t computedFromStep, const GradientView &gradient,
+                      const RowGradientView &rows = {});
 
     // Whether `worker` must still wait after its last push, and for what.
     Hold hold(int worker) const;
@@ -173,6 +180,7 @@ private:
         int worker;
         int64_t computedFromStep;
         Parameters gradient;
+        RowGradients rows;
     };
 
     void closeSyncStep();

@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "engine/dataset.h"
 #include "engine/parameter_shard.h"
+#include "engine/sparse_rows.h"
 #include "formats/checkpoint.h"
 #include "node/training_summaries.h"
 
@@ -57,6 +58,9 @@ std::string ChiefDuties::initializeVariables(const Parameters *lastValues, int64
     // Variable states in model order: fresh, or from the newest checkpoint.
     std::vector<proto::VariableState> states(m_variables.size());
     int64_t globalStep = 0;
+    // A checkpoint's table rows, whole (none on a fresh start: rows are made
+    // on their first touch).
+    google::protobuf::RepeatedPtrField<proto::TableState> savedTables;
     std::string origin = "fresh, seed " + std::to_string(m_options.training.seed);
     if (m_checkpoints) {
         std::vector<std::string> skipped;
@@ -83,6 +87,22 @@ std::string ChiefDuties::initializeVariables(const Parameters *lastValues, int64
                     throw InputError(found->path + ": variable '" + m_variables[i].name
                                      + "' has a different shape than the model's: use another --logdir");
             }
+            // Tables by name and width: their rows go back to whichever ps
+            // task each id hashes to in this cluster.
+            for (int t = 0; t < ckpt.tables_size(); ++t) {
+                const proto::TableState &table = ckpt.tables(t);
+                const bool fits
+                    = t < m_signature.tables_size() && table.name() == m_signature.tables(t).name()
+                      && int64_t(table.values_size()) == int64_t(table.ids_size()) * m_signature.tables(t).row_width();
+                if (!fits)
+                    throw InputError(found->path + ": table '" + table.name()
+                                     + "' is not the model's table of that place and width: use another --logdir");
+            }
+            if (ckpt.tables_size() != 0 && ckpt.tables_size() != m_signature.tables_size())
+                throw InputError(found->path + " holds " + std::to_string(ckpt.tables_size())
+                                 + " tables, the model declares " + std::to_string(m_signature.tables_size())
+                                 + ": use another --logdir");
+            savedTables = ckpt.tables();
             globalStep = ckpt.global_step();
             origin = "restored from " + std::filesystem::path(found->path).filename().string();
         }
@@ -97,11 +117,13 @@ std::string ChiefDuties::initializeVariables(const Parameters *lastValues, int64
         if (ownValues) {
             globalStep = lastGlobalStep;
             origin = "the chief's own parameters at global step " + std::to_string(lastGlobalStep)
-                     + ", no checkpoint in --logdir; optimizer state starts again";
+                     + ", no checkpoint in --logdir; optimizer state starts again"
+                     + (m_signature.tables_size() > 0 ? ", and the tables' rows (the chief holds only a batch's)" : "");
         }
     }
 
     std::vector<proto::ShardState> shards = m_placement.split(states);
+    splitTableStates(savedTables, &shards);
     // ps:0 last: its initialisation is what tells the other workers the
     // variables are ready.
     for (int k = numPs - 1; k >= 0; --k) {
@@ -207,6 +229,8 @@ void ChiefDuties::saveCheckpoint(bool final)
         // Whole variables: a run restores into any number of ps tasks.
         for (auto &variable : m_placement.join(shards))
             *checkpoint.add_variables() = std::move(variable);
+        for (auto &table : joinTableStates(shards, m_signature))
+            *checkpoint.add_tables() = std::move(table);
     } catch (const InputError &e) {
         m_log(std::string("checkpoint skipped: the ps tasks do not hold this cluster's variables: ") + e.what());
         return;

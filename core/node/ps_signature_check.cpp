@@ -1,5 +1,7 @@
 #include "node/ps_signature_check.h"
 
+#include "engine/sparse_rows.h"
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -38,6 +40,20 @@ SignatureDifference signatureDifference(const proto::ModelSignature &cluster, co
                         + slices(a.slice_rows()),
                     "Give every worker the same --min_slice_bytes"};
         }
+    }
+    if (cluster.tables_size() != worker.tables_size())
+        return {"its model has " + std::to_string(worker.tables_size()) + " embedding tables but the cluster's has "
+                + std::to_string(cluster.tables_size())};
+    for (int t = 0; t < cluster.tables_size(); ++t) {
+        const proto::TableSpec &a = cluster.tables(t);
+        const proto::TableSpec &b = worker.tables(t);
+        if (a.name() != b.name() || a.row_width() != b.row_width() || a.id_limit() != b.id_limit()
+            || a.init_stddev() != b.init_stddev() || a.seed() != b.seed())
+            return {"table " + std::to_string(t) + " is '" + b.name() + "' (rows of " + std::to_string(b.row_width())
+                        + ", id_limit " + std::to_string(b.id_limit()) + ", seed " + std::to_string(b.seed())
+                        + ") but the cluster's is '" + a.name() + "' (rows of " + std::to_string(a.row_width())
+                        + ", id_limit " + std::to_string(a.id_limit()) + ", seed " + std::to_string(a.seed()) + ")",
+                    "Give every task the same --model and --seed"};
     }
     if (cluster.optimizer() != worker.optimizer())
         return {"it uses optimizer '" + worker.optimizer() + "' but the cluster uses '" + cluster.optimizer() + "'"};
@@ -91,7 +107,7 @@ std::string signatureNamesProblem(const proto::ModelSignature &signature)
         if (!seen.insert(name).second)
             return "metric name '" + name + "' is declared twice: declare each metric once";
     }
-    return {};
+    return tableSpecsProblem(signature);
 }
 
 std::string shardPlacementProblem(const std::vector<VariableSlice> &expected, const proto::ShardState &shard,

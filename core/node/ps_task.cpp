@@ -66,8 +66,9 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log, PsTransport transp
     if (isCoordinator()) {
         m_policy.emplace(
             m_options.workerSlots(), m_options.training.mode,
-            [this](const GradientView &gradient, int, float learningRateScale) {
+            [this](const GradientView &gradient, const RowGradientView &rows, int, float learningRateScale) {
                 m_shard.apply(gradient, learningRateScale);
+                applyRowsLocked(rows, learningRateScale);
             },
             [this](int worker, int64_t from, const PushDecision &decision) { onDecision(worker, from, decision); });
         if (m_options.training.stragglerThreshold > 0) {
@@ -263,6 +264,8 @@ CallStatus PsTask::train(TrainStream &stream)
                     if (push.staged()) {
                         std::string parseError;
                         parseGradients(push, &parseError);
+                        if (parseError.empty())
+                            parseRowGradients(push, &parseError);
                         if (!parseError.empty())
                             return CallStatus::invalidArgument(parseError);
                         request.Swap(&staged);
@@ -276,6 +279,10 @@ CallStatus PsTask::train(TrainStream &stream)
                                                 response.mutable_push(), &answerValues);
                         holdsStaged = false;
                     }
+                } else if (request.has_pull()) {
+                    if (worker < 0)
+                        return CallStatus::failedPrecondition("pull before join: send a JoinRequest first");
+                    error = pullLocked(request.pull(), response.mutable_pull());
                 } else if (request.has_leave()) {
                     if (worker >= 0 && isCoordinator())
                         leaveLocked(worker, request.leave());
@@ -312,6 +319,9 @@ void PsTask::adoptSignatureLocked(const proto::ModelSignature &signature)
 {
     m_signature = signature;
     m_parameterNames = parameterNames(m_signature);
+    m_tables = tablesOf(m_signature);
+    m_tableMeters.clear();
+    m_tableMeters.resize(m_tables.size());
 }
 
 void PsTask::openRunLogLocked()
@@ -395,6 +405,7 @@ CallStatus PsTask::initializeLocked(const proto::InitializeRequest &request, pro
             = shardPlacementProblem(placement.on(m_options.task.index), request.shard(), psName());
             !problem.empty())
             return CallStatus::invalidArgument(problem);
+        m_shard.declareTables(tablesOf(request.signature()));
         m_shard.load(request.shard());
     } catch (const InputError &e) {
         return CallStatus::invalidArgument(e.what());
@@ -414,6 +425,13 @@ CallStatus PsTask::initializeLocked(const proto::InitializeRequest &request, pro
     }
     response->set_initialized_now(true);
     response->set_global_step(request.global_step());
+    std::string rows;
+    for (const proto::TableSpec &table : request.signature().tables())
+        rows += (rows.empty() ? "" : ", ") + ("'" + table.name() + "'");
+    if (!rows.empty())
+        holds += (holds.empty() ? "" : "; ") + ("the rows of table" + std::string(request.signature().tables_size() > 1 ? "s " : " ")
+                                                + rows + " whose ids hash here (1 of "
+                                                + std::to_string(m_options.cluster.numPs()) + " ps tasks)");
     note(psName() + ": variables initialised by the chief (" + request.origin() + ") at global step "
          + std::to_string(request.global_step()) + "; holds " + (holds.empty() ? std::string("nothing") : holds));
     note(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));

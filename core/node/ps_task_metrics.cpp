@@ -100,6 +100,7 @@ struct PsFigures
     // ps:0 only (the primary of its pair): the cluster's view.
     std::optional<proto::ClusterStatusResponse> cluster;
     std::vector<double> heldSeconds; // by worker
+    std::vector<proto::TableStatus> tables; // a sparse model's, as held here
 };
 
 // Every ps task's own: what it is, its shard and the updates it applied.
@@ -123,6 +124,30 @@ void addTaskFamilies(const PsFigures &f, std::vector<MetricFamily> *out)
     out->push_back(
         family("parasync_ps_shard_variables", MetricType::Gauge, "Variables (or variable slices) this ps task holds")
             .add(double(f.shardVariables), ps));
+    // A sparse model's tables: whether the ids spread evenly over the ps
+    // tasks is these figures side by side.
+    if (!f.tables.empty()) {
+        MetricFamily rows = family("parasync_ps_table_rows", MetricType::Gauge,
+                                   "Rows of the embedding table this ps task holds (made on their first pull)");
+        MetricFamily memory = family("parasync_ps_table_memory_bytes", MetricType::Gauge,
+                                     "Bytes the table takes on this ps task: rows, optimizer state, id index, slack");
+        MetricFamily pulled
+            = family("parasync_ps_table_rows_pulled", MetricType::Counter, "Rows of the table workers pulled from here");
+        MetricFamily pushed = family("parasync_ps_table_rows_pushed", MetricType::Counter,
+                                     "Row gradients of the table applied here");
+        MetricFamily wire = family("parasync_ps_table_wire_bytes", MetricType::Counter,
+                                   "Bytes of ids and values of the table's rows that crossed the wire here, both ways");
+        for (const proto::TableStatus &table : f.tables) {
+            const Labels labels = {{"ps", std::to_string(f.psIndex)}, {"table", table.name()}};
+            rows.add(double(table.rows()), labels);
+            memory.add(double(table.memory_bytes()), labels);
+            pulled.add(double(table.rows_pulled()), labels);
+            pushed.add(double(table.rows_pushed()), labels);
+            wire.add(double(table.wire_bytes()), labels);
+        }
+        for (MetricFamily *family : {&rows, &memory, &pulled, &pushed, &wire})
+            out->push_back(std::move(*family));
+    }
     if (f.replicated) {
         const char *role = f.role == proto::REPLICA_PRIMARY  ? "primary"
                            : f.role == proto::REPLICA_BACKUP ? "backup"
@@ -279,6 +304,7 @@ std::string PsTask::metricsText(ExpositionFormat format) const
             f.shardBytes += 4 * n;
         }
         f.meters = m_meters;
+        f.tables = tableStatusLocked();
         // A backup replays ps:0's state but does not serve it: its view
         // would be a second, lagging copy of the cluster's.
         if (m_policy && m_role != proto::REPLICA_BACKUP) {

@@ -89,6 +89,7 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     }
     std::string error;
     const GradientView gradient = parseGradients(push, &error);
+    const RowGradientView rows = error.empty() ? parseRowGradients(push, &error) : RowGradientView{};
     if (!error.empty())
         return CallStatus::invalidArgument("worker:" + std::to_string(worker) + ": " + error);
     if (push.metrics_size() != 0 && push.metrics_size() != m_signature.metric_names_size())
@@ -133,13 +134,13 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     // In ssp every push moves the global step, but only the slowest worker's
     // moves the bound that holds the others.
     const bool mayReleaseOthers = m_policy->mode().mode() != proto::SSP || m_policy->atSlowestClock(worker);
-    if (!takeGradientLocked(worker, push, gradient)) {
+    if (!takeGradientLocked(worker, push, gradient, rows)) {
         response->set_outcome(proto::REJECTED_NONFINITE);
         response->set_global_step(m_policy->globalStep());
         response->set_done(doneLocked());
         *response->mutable_mode() = m_policy->mode();
         m_shard.share(response->mutable_parameters(), values);
-        return {};
+        return gatherRowsLocked(push.pull(), false, response->mutable_rows());
     }
     // Held workers wait for their sync step to close or for the slowest clock
     // to move (ssp), and both move the global step; in async nobody is held.
@@ -190,15 +191,18 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     response->set_acting_chief(m_actingChief);
     m_shard.share(response->mutable_parameters(), values);
     *wakeHeld = wake;
-    return {};
+    // The next batch's rows, at their values after this update.
+    return gatherRowsLocked(push.pull(), false, response->mutable_rows());
 }
 
-bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient)
+bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient,
+                                const RowGradientView &rows)
 {
     auto &info = m_workers[size_t(worker)];
     m_meters.countGradient(gradient);
     const bool finite
-        = std::all_of(gradient.begin(), gradient.end(), [](std::span<const float> g) { return allFinite(g); });
+        = std::all_of(gradient.begin(), gradient.end(), [](std::span<const float> g) { return allFinite(g); })
+          && std::all_of(rows.begin(), rows.end(), [](const TableRowsView &t) { return allFinite(t.rows.values); });
     if (!finite) {
         ++info.nonfinite;
         if (info.nonfinite == 1 || info.nonfinite % 1000 == 0)
@@ -236,7 +240,7 @@ bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, cons
     info.arrival = std::chrono::steady_clock::now();
     info.lastSeen = info.arrival;
     info.phase = proto::TRAINING;
-    m_policy->push(worker, push.computed_from_step(), gradient);
+    m_policy->push(worker, push.computed_from_step(), gradient, rows);
     return true;
 }
 
@@ -250,10 +254,13 @@ CallStatus PsTask::checkStaging(const proto::PushRequest &push, bool holdsStaged
     if (push.staged() && holdsStaged)
         return CallStatus::invalidArgument("a second staged push before ps:0's decision on the first: send the "
                                            "decision (a push with update and contributions, no gradients) first");
-    if (!push.staged() && holdsStaged && push.gradients_size() > 0)
+    if (!push.staged() && holdsStaged && (push.gradients_size() > 0 || push.row_gradients_size() > 0))
         return CallStatus::invalidArgument("the decision on a staged push brings "
-                                           + std::to_string(push.gradients_size())
+                                           + std::to_string(push.gradients_size() + push.row_gradients_size())
                                            + " gradients of its own: it carries update and contributions only");
+    if (push.staged() && push.pull_size() > 0)
+        return CallStatus::invalidArgument("a staged push asks for rows (pull): ask with the decision that follows "
+                                           "it, which is answered");
     return {};
 }
 
@@ -269,6 +276,9 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
             "learning_rate_scale " + std::to_string(push.learning_rate_scale()) + " with the decision on update "
             + std::to_string(update)
             + ": send ps:0's PushResponse.learning_rate_scale as it came, a number in (0, 1], or none");
+    // Checked before anything is applied: the answer gathers them after.
+    if (std::string problem = pullProblem(push.pull()); !problem.empty())
+        return CallStatus::invalidArgument(std::move(problem));
     if (push.contributions() > 0 && m_incompleteUpdates.contains(update)) {
         note(psName() + ": a late contribution to update " + std::to_string(update)
              + " arrived after it was applied without it; not applied");
@@ -276,14 +286,18 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
         // async, ssp, a sync step of one: applied where the gradient lies.
         std::string error;
         const GradientView gradient = parseGradients(staged ? *staged : push, &error);
+        const RowGradientView rows
+            = error.empty() ? parseRowGradients(staged ? *staged : push, &error) : RowGradientView{};
         if (!error.empty())
             return CallStatus::invalidArgument(error);
         m_meters.countGradient(gradient);
-        applyShardUpdateLocked(update, gradient, false, learningRateScale);
+        applyShardUpdateLocked(update, gradient, rows, false, learningRateScale);
         m_changed.notify_all();
     } else if (push.contributions() > 0) {
         std::string error;
         const GradientView gradient = parseGradients(staged ? *staged : push, &error);
+        const RowGradientView rows
+            = error.empty() ? parseRowGradients(staged ? *staged : push, &error) : RowGradientView{};
         if (!error.empty())
             return CallStatus::invalidArgument(error);
         m_meters.countGradient(gradient);
@@ -294,11 +308,13 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
         else
             for (size_t v = 0; v < pending.sum.size(); ++v)
                 pending.sum[v] += asVector(gradient[v]);
+        addRows(&pending.rows, rows);
         pending.expected = push.contributions();
         if (++pending.received >= pending.expected) {
             for (auto &v : pending.sum)
                 v /= float(pending.received);
-            applyShardUpdateLocked(update, viewOf(pending.sum), false, 1.0f);
+            scaleRows(&pending.rows, 1.0f / float(pending.received));
+            applyShardUpdateLocked(update, viewOf(pending.sum), viewOf(pending.rows), false, 1.0f);
             m_pendingUpdates.erase(update);
             m_changed.notify_all();
         } else {
@@ -314,7 +330,8 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
                 auto &partial = it->second;
                 for (auto &v : partial.sum)
                     v /= float(partial.received);
-                applyShardUpdateLocked(update, viewOf(partial.sum), true, 1.0f);
+                scaleRows(&partial.rows, 1.0f / float(partial.received));
+                applyShardUpdateLocked(update, viewOf(partial.sum), viewOf(partial.rows), true, 1.0f);
                 note(psName() + ": update " + std::to_string(update) + " applied with "
                      + std::to_string(partial.received) + " of its " + std::to_string(partial.expected)
                      + " gradients: the others never came (a worker died between ps:0 and " + psName() + "?)");
@@ -327,11 +344,12 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
     response->set_update(update);
     response->set_global_step(update);
     m_shard.share(response->mutable_parameters(), values);
-    return {};
+    // The next batch's rows, at their values after this update.
+    return gatherRowsLocked(push.pull(), false, response->mutable_rows());
 }
 
-void PsTask::applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete,
-                                    float learningRateScale)
+void PsTask::applyShardUpdateLocked(int64_t update, const GradientView &average, const RowGradientView &rows,
+                                    bool incomplete, float learningRateScale)
 {
     if (m_follower) {
         proto::ReplicaRecord record;
@@ -342,9 +360,16 @@ void PsTask::applyShardUpdateLocked(int64_t update, const GradientView &average,
             applied->set_learning_rate_scale(learningRateScale);
         for (std::span<const float> g : average)
             toTensor(g.data(), int64_t(g.size()), {int64_t(g.size())}, applied->add_gradient());
+        for (const TableRowsView &block : rows) {
+            proto::SparseRows *out = applied->add_row_gradients();
+            out->set_table(block.table);
+            out->mutable_ids()->Add(block.rows.ids.begin(), block.rows.ids.end());
+            out->mutable_values()->Add(block.rows.values.begin(), block.rows.values.end());
+        }
         recordLocked(std::move(record));
     }
     m_shard.apply(average, learningRateScale);
+    applyRowsLocked(rows, learningRateScale);
     ++m_updatesApplied;
     if (incomplete) {
         m_incompleteUpdates.insert(update);

@@ -341,6 +341,7 @@ void PsTask::importStateLocked(const proto::ReplicaState &state)
         throw InputError("the primary's state has " + std::to_string(state.workers_size()) + " workers, this cluster "
                          + std::to_string(m_workers.size()) + ": give both processes of the pair the same cluster");
     if (state.initialized()) {
+        m_shard.declareTables(tablesOf(state.signature()));
         m_shard.load(state.shard());
         adoptSignatureLocked(state.signature());
     }
@@ -408,9 +409,10 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
             throw InputError("a push record names " + problem);
         std::string error;
         const GradientView gradient = parseGradients(push.push(), &error);
+        const RowGradientView rows = error.empty() ? parseRowGradients(push.push(), &error) : RowGradientView{};
         if (!error.empty())
             throw InputError("a push record: " + error);
-        takeGradientLocked(push.worker(), push.push(), gradient);
+        takeGradientLocked(push.worker(), push.push(), gradient, rows);
         m_changed.notify_all();
         return;
     }
@@ -422,13 +424,25 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
                 + (m_policy ? ", whose updates its policy makes" : " before its variables were initialised"));
         std::string error;
         const GradientView average = viewGradients(update.gradient(), &error);
+        if (error.empty())
+            error = rowBlocksProblem(update.row_gradients(), m_tables, m_options.task.index, m_options.cluster.numPs(),
+                                     "row_gradients");
         if (!error.empty())
             throw InputError("an applied update: " + error);
         const float learningRateScale = update.learning_rate_scale() == 0.0f ? 1.0f : update.learning_rate_scale();
         if (!(learningRateScale > 0.0f && learningRateScale <= 1.0f))
             throw InputError("an applied update with learning_rate_scale "
                              + std::to_string(update.learning_rate_scale()) + ", outside (0, 1]");
-        applyShardUpdateLocked(update.update(), average, update.incomplete(), learningRateScale);
+        applyShardUpdateLocked(update.update(), average, viewOf(update.row_gradients()), update.incomplete(),
+                               learningRateScale);
+        return;
+    }
+    case proto::ReplicaRecord::kRowsMade: {
+        if (!m_initialized)
+            throw InputError("rows made before the variables were initialised");
+        google::protobuf::RepeatedPtrField<proto::SparseRows> made;
+        if (const CallStatus refused = gatherRowsLocked(record.rows_made().tables(), false, &made); !refused.ok())
+            throw InputError("rows made by a pull: " + refused.message());
         return;
     }
     case proto::ReplicaRecord::kSetMode:

@@ -31,6 +31,8 @@ proto::TaskStatusResponse PsTask::taskStatus()
     status.set_replica_holds_state(m_role == proto::REPLICA_BACKUP ? m_hasState : m_initialized);
     if (m_options.cluster.replicated())
         status.set_replica_peer(peerAddress());
+    for (proto::TableStatus &table : tableStatusLocked())
+        *status.add_tables() = std::move(table);
     return status;
 }
 

@@ -2,6 +2,8 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/click_log.h"
+#include "engine/optimizer.h"
 #include "engine/parameter_shard.h"
 #include "engine/staleness_cost.h"
 #include "node/chief_duties.h"
@@ -127,6 +129,16 @@ void WorkerTask::start()
     m_variables = m_model->initialVariables(training.seed);
     for (const auto &v : m_variables)
         m_params.push_back(v.value);
+    m_tables = m_model->tables(training.seed);
+    if (hasTables()) {
+        OptimizerOptions optimizer;
+        optimizer.name = training.optimizer;
+        optimizer.learningRate = training.learningRate;
+        if (makeOptimizer(optimizer)->rowSlots() < 0)
+            throw InputError("--optimizer=" + training.optimizer + " has no rule for the rows of a table ("
+                             + m_model->name()
+                             + " has tables): use sgd, momentum, adagrad or ftrl, whose state lies beside each row");
+    }
     if (training.hasHeldOutData() && (m_options.task.isChief() || training.chiefHandover))
         loadHeldOutData(data);
     // A join answer carries every parameter of a shard: refuse a limit too
@@ -134,12 +146,26 @@ void WorkerTask::start()
     int64_t parameters = 0;
     for (const auto &p : m_params)
         parameters += p.size();
-    const int64_t needed = parameters * int64_t(sizeof(float)) + 4096;
+    // A sparse step carries the batch's row gradients and the next batch's
+    // ids, and its answer those rows: at most every sample's ids distinct.
+    int64_t rowBytes = 0;
+    for (const TableDeclaration &table : m_tables)
+        rowBytes += training.batchSize * m_data.fields
+                    * (int64_t(sizeof(uint64_t)) * 2 + int64_t(sizeof(float)) * table.rowWidth);
+    const int64_t needed = parameters * int64_t(sizeof(float)) + rowBytes + 4096;
     if (needed > m_rpc.maxMessageBytes)
-        throw InputError("the model has " + std::to_string(parameters)
-                         + " parameters, so one step's message takes about " + std::to_string(needed)
-                         + " bytes, but --max_message_bytes=" + std::to_string(m_rpc.maxMessageBytes)
-                         + ": give every task --max_message_bytes=" + std::to_string(needed) + " or more");
+        throw InputError(
+            "the model has " + std::to_string(parameters) + " parameters"
+            + (rowBytes > 0 ? " and a batch of " + std::to_string(training.batchSize) + " touches up to "
+                                  + std::to_string(training.batchSize * m_data.fields) + " rows of each table"
+                            : std::string())
+            + ", so one step's message takes about " + std::to_string(needed) + " bytes, but --max_message_bytes="
+            + std::to_string(m_rpc.maxMessageBytes) + ": give every task --max_message_bytes=" + std::to_string(needed)
+            + " or more" + (rowBytes > 0 ? ", or a smaller --batch_size" : ""));
+    if (hasTables() && training.stalenessProbeEvery > 0)
+        m_log("worker:" + std::to_string(m_options.task.index)
+              + ": --staleness_probe_every is off for a model with tables: the probe's batch's rows are gone by "
+                "the next step");
     const int numPs = m_options.cluster.numPs();
     m_signature = modelSignature();
     m_placement = VariablePlacement::fromSignature(m_signature, numPs);
@@ -147,6 +173,10 @@ void WorkerTask::start()
         if (!m_placement.on(k).empty())
             m_log("worker:" + std::to_string(m_options.task.index) + ": ps:" + std::to_string(k) + " holds "
                   + m_placement.describe(k));
+    for (const TableDeclaration &table : m_tables)
+        m_log("worker:" + std::to_string(m_options.task.index) + ": table '" + table.name + "' (rows of "
+              + std::to_string(table.rowWidth) + ") lives on " + (numPs == 1 ? "ps:0" : "all " + std::to_string(numPs) + " ps tasks")
+              + ", each row on the one its id hashes to; a step moves only its batch's rows");
     m_order.resize(size_t(m_data.size()));
     std::iota(m_order.begin(), m_order.end(), 0);
     std::shuffle(m_order.begin(), m_order.end(), m_rng);
@@ -227,12 +257,30 @@ void WorkerTask::loadHeldOutData(const DatasetOptions &training)
     // Scored once now, so a class index the model lacks stops the worker
     // before it joins rather than on its first evaluation.
     try {
-        heldOutMetrics(*m_model, m_params, heldOut);
+        if (hasTables()) {
+            m_heldOutIds = m_model->touchedIds(heldOut, {});
+            heldOutMetrics(*m_model, m_params, initialRows(m_heldOutIds), heldOut);
+        } else {
+            heldOutMetrics(*m_model, m_params, heldOut);
+        }
     } catch (const InputError &e) {
         throw InputError(flag + ": " + e.what());
     }
     m_log("worker:" + std::to_string(m_options.task.index) + ": held-out data (" + flag + "): " + heldOut.description
           + ", " + std::to_string(heldOut.size()) + " samples");
+    // Data drawn from a known model has a known best: what the model's
+    // held-out AUC is to be read against.
+    if (!heldOut.trueProbability.empty()) {
+        std::vector<float> labels(size_t(heldOut.size()));
+        for (int64_t i = 0; i < heldOut.size(); ++i)
+            labels[size_t(i)] = heldOut.targets(i, 0);
+        char best[160];
+        std::snprintf(best, sizeof best, "%.4f (log loss %.4f)", double(areaUnderRoc(heldOut.trueProbability, labels)),
+                      double(logLoss(heldOut.trueProbability, labels)));
+        m_log("worker:" + std::to_string(m_options.task.index)
+              + ": the model that generated the held-out data scores AUC " + best
+              + " on it: the best any model can reach there");
+    }
     m_heldOut = std::move(heldOut);
 }
 
@@ -248,6 +296,14 @@ proto::ModelSignature WorkerTask::modelSignature() const
         auto *spec = signature.add_variables();
         spec->set_name(v.name);
         spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
+    }
+    for (const TableDeclaration &table : m_tables) {
+        auto *spec = signature.add_tables();
+        spec->set_name(table.name);
+        spec->set_row_width(table.rowWidth);
+        spec->set_id_limit(table.idLimit);
+        spec->set_init_stddev(table.initStddev);
+        spec->set_seed(table.seed);
     }
     // Declared by every worker given held-out data, whether or not it will
     // ever measure them, so that all workers' signatures agree.
@@ -335,14 +391,31 @@ bool WorkerTask::step()
     if (const int delay = m_stragglerMs.load(); delay > 0)
         sleepUnlessStopped(std::chrono::milliseconds(delay));
     sleepUnlessStopped(drawComputeTime());
-    const std::vector<int64_t> batch = nextBatch();
-    const float batchLoss = m_model->lossAndGradient(m_params, m_data, batch, &m_gradient);
+    // A sparse model's batch was chosen a step ahead: its rows came with
+    // the last answer (or the pull after joining).
+    const std::vector<int64_t> batch = hasTables() ? m_batch : nextBatch();
+    const float batchLoss
+        = hasTables() ? m_model->lossAndGradient(m_params, m_batchRows, m_data, batch, &m_gradient, &m_rowGradient)
+                      : m_model->lossAndGradient(m_params, m_data, batch, &m_gradient);
     const bool evaluates = m_chief->evaluatesFullLoss(m_globalStep);
     ChiefMeasurement measured;
     if (evaluates) {
-        measured.fullLoss = m_model->loss(m_params, m_data);
-        if (m_heldOut)
-            measured.metrics = heldOutMetrics(*m_model, m_params, *m_heldOut);
+        if (hasTables()) {
+            // The whole shard's rows would be most of the tables: a sparse
+            // model is scored on its held-out data alone, whose rows are
+            // looked up without being made.
+            if (m_heldOut) {
+                RowBlocks rows;
+                if (!pullRows(m_heldOutIds, true, &rows))
+                    return false;
+                measured.metrics = heldOutMetrics(*m_model, m_params, rows, *m_heldOut);
+                m_lastHeldOut = measured.metrics;
+            }
+        } else {
+            measured.fullLoss = m_model->loss(m_params, m_data);
+            if (m_heldOut)
+                measured.metrics = heldOutMetrics(*m_model, m_params, *m_heldOut);
+        }
         measured.variables = m_chief->summarizeVariables(m_params, m_globalStep);
     }
     const int64_t computeUs = microsSince(computeStart);
@@ -350,6 +423,13 @@ bool WorkerTask::step()
     // measurement's cost, not the model's.
     const std::optional<proto::StalenessProbe> probe = finishProbe();
     const int64_t computedFrom = m_globalStep;
+    // The next batch, whose rows this step's answers bring.
+    std::vector<int64_t> next;
+    std::vector<std::vector<uint64_t>> nextIds;
+    if (hasTables()) {
+        next = nextBatch();
+        nextIds = touchedIds(next);
+    }
 
     const auto pushStart = Clock::now();
     // A push's tensors carry the slices' shapes; their values go out from
@@ -390,6 +470,10 @@ bool WorkerTask::step()
         for (const auto &p : m_params)
             push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
     const TensorValues &gradient = makePush(0, push);
+    if (hasTables()) {
+        addRowGradients(0, push->mutable_row_gradients());
+        addPulls(0, nextIds, push->mutable_pull());
+    }
 
     // ps:0 first: its decision is on every step's critical path. The other
     // ps tasks get their slices of the gradient staged while ps:0 decides,
@@ -410,6 +494,8 @@ bool WorkerTask::step()
         staged.mutable_push()->Clear();
         staged.mutable_push()->set_staged(true);
         staged.mutable_push()->set_computed_from_step(m_globalStep);
+        if (hasTables())
+            addRowGradients(int(k), staged.mutable_push()->mutable_row_gradients());
         if (!m_ps[k]->stream->writeSharingValues(staged, makePush(int(k), staged.mutable_push()), linkWrite(k)))
             return false;
     }
@@ -434,6 +520,8 @@ bool WorkerTask::step()
             // Every shard of the update moves by ps:0's rule (ModeConfig.learning_rate_by_staleness).
             shardPush->set_learning_rate_scale(decision.learning_rate_scale());
         }
+        if (hasTables())
+            addPulls(int(k), nextIds, shardPush->mutable_pull());
         if (!m_ps[k]->stream->write(decided))
             return false;
     }
@@ -448,6 +536,14 @@ bool WorkerTask::step()
     m_globalStep = decision.global_step();
     m_ps[0]->acknowledged = m_globalStep;
     m_done = decision.done();
+    if (hasTables() && !m_done) {
+        std::vector<const google::protobuf::RepeatedPtrField<proto::SparseRows> *> answered;
+        for (const auto &ps : m_ps)
+            answered.push_back(&ps->answer.push().rows());
+        readRows(answered, nextIds, &m_batchRows);
+        m_batch = std::move(next);
+        m_batchIds = std::move(nextIds);
+    }
     m_chief->afterStep(decision, batchLoss, measured, m_params);
     addToMeters(decision, computeUs, batchLoss);
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
@@ -455,20 +551,20 @@ bool WorkerTask::step()
     ++m_clock;
     // Sampled: the next step compares this gradient with its batch's at the
     // parameters the answers just brought (finishProbe).
-    if (const int64_t every = m_options.training.stalenessProbeEvery; every > 0 && m_clock % every == 0)
+    if (const int64_t every = m_options.training.stalenessProbeEvery; every > 0 && m_clock % every == 0 && !hasTables())
         m_pendingProbe = PendingProbe{batch, m_gradient, computedFrom};
 
     // As the seeds: print when this worker's update produced a multiple of
     // --display_step, so the workers' printed steps interleave.
     const int64_t display = m_options.training.displayStep;
     if (counted && display > 0 && decision.update() > 0 && decision.update() % display == 0)
-        logStep(decision);
+        logStep(decision, batchLoss);
     return true;
 }
 
 // "worker:0 step 1200 (local 600) loss 0.000123 w 2.0001 b 9.9987", as the
 // seeds print it; a model too large to list its values gives its accuracy.
-void WorkerTask::logStep(const proto::PushResponse &decision) const
+void WorkerTask::logStep(const proto::PushResponse &decision, float batchLoss) const
 {
     Eigen::Index total = 0;
     for (const auto &p : m_params)
@@ -482,14 +578,16 @@ void WorkerTask::logStep(const proto::PushResponse &decision) const
                 values += line;
             }
         }
-    } else {
+    } else if (!hasTables()) {
         std::snprintf(line, sizeof line, " accuracy %.4f", double(m_model->accuracy(m_params, m_data)));
         values += line;
     }
     // Beside the training loss, the score on data no worker trains on:
-    // what tells learning from memorising.
-    if (m_heldOut && m_chief->held()) {
-        const std::vector<float> heldOut = heldOutMetrics(*m_model, m_params, *m_heldOut);
+    // what tells learning from memorising. A sparse model's needs its rows
+    // from the ps tasks: shown when this step measured it.
+    if (m_heldOut && m_chief->held() && (!hasTables() || !m_lastHeldOut.empty())) {
+        const std::vector<float> heldOut
+            = hasTables() ? m_lastHeldOut : heldOutMetrics(*m_model, m_params, *m_heldOut);
         const std::vector<std::string> names = heldOutMetricNames(*m_model);
         for (size_t i = 0; i < names.size() && i < heldOut.size(); ++i) {
             // "heldout_accuracy" -> "held-out accuracy", the log's words.
@@ -498,9 +596,12 @@ void WorkerTask::logStep(const proto::PushResponse &decision) const
             values += line;
         }
     }
-    std::snprintf(line, sizeof line, "worker:%d step %lld (local %lld) loss %.6f%s%s", m_options.task.index,
+    // A sparse model's loss over the whole shard would pull most of its
+    // tables: the batch's is shown.
+    std::snprintf(line, sizeof line, "worker:%d step %lld (local %lld) %s %.6f%s%s", m_options.task.index,
                   static_cast<long long>(decision.update()), static_cast<long long>(m_clock.load()),
-                  double(m_model->loss(m_params, m_data)), values.c_str(),
+                  hasTables() ? "batch loss" : "loss",
+                  double(hasTables() ? batchLoss : m_model->loss(m_params, m_data)), values.c_str(),
                   decision.outcome() == proto::AGGREGATED
                       ? (" [sync, " + std::to_string(decision.contributions()) + " gradients]").c_str()
                       : "");

@@ -219,6 +219,19 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
         std::string &list = ps->stream->messagesOnDataLink() ? wholeSteps : valuesOnly;
         list += (list.empty() ? "ps:" : ", ps:") + std::to_string(ps->index);
     }
+    // A sparse model's first batch needs its rows before the first step;
+    // after a rejoin the rows held may be older than the ps tasks' now.
+    if (hasTables()) {
+        if (m_batch.empty()) {
+            m_batch = nextBatch();
+            m_batchIds = touchedIds(m_batch);
+        }
+        if (!pullRows(m_batchIds, false, &m_batchRows)) {
+            *why = "reconnecting: lost a ps task while pulling the first batch's rows";
+            setState(TaskPhase::Waiting, *why);
+            return JoinOutcome::Lost;
+        }
+    }
     std::string links;
     if (!wholeSteps.empty())
         links += " (steps on data links to " + wholeSteps + ")";

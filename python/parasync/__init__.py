@@ -22,10 +22,12 @@ logging sees them on stderr as parasync-node prints its own (parasync._log).
 
 from parasync._log import DATE_FORMAT as LOG_DATE_FORMAT, FORMAT as LOG_FORMAT
 from parasync.cluster import ClusterConfig, ClusterError, add_arguments, from_arguments, parse_cluster
+from parasync.sparse import TableError, TableSpec
 from parasync.worker import JoinRefused, Signature, StepResult, Stopped, VariableSpec, Worker
 
 __all__ = ["ClusterConfig", "ClusterError", "JoinRefused", "LOG_DATE_FORMAT", "LOG_FORMAT", "Signature",
-           "StepResult", "Stopped", "VariableSpec", "Worker", "add_arguments", "from_arguments", "parse_cluster"]
+           "StepResult", "Stopped", "TableError", "TableSpec", "VariableSpec", "Worker", "add_arguments",
+           "from_arguments", "parse_cluster"]
 
 # The release, CMake's PROJECT_VERSION (python/CMakeLists.txt checks that the
 # two agree); pyproject.toml reads it from here.

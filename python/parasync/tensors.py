@@ -6,14 +6,15 @@ same bytes as ``array.astype("<f4").tobytes()``. Python's protobuf can only
 fill and read that field one Python float at a time (a million of them per
 step for a 1M-parameter model), so the training stream's messages are
 serialized and parsed here: every field but the tensors goes through
-protobuf's own code; the tensors' values are copied as one block of bytes.
+protobuf's own code; the tensors' values are copied as one block of bytes,
+and so are a sparse model's table rows (SparseRows: fixed64 ids, float values).
 The result is byte-for-byte what protobuf would write, so the ps cannot tell
 a Python worker from a C++ one.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence, Union
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -157,13 +158,73 @@ def decode_tensor(buf: Buffer, start: int = 0, end: int | None = None, copy: boo
     return values.reshape(shape)
 
 
-def encode_push(head: pb.PushRequest, gradients: Sequence[npt.ArrayLike], with_values: bool = True) -> bytes:
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field: its key, its length, its bytes."""
+    return _varint(number << 3 | _LEN) + _varint(len(payload)) + payload
+
+
+def _ids_field(number: int, ids: npt.NDArray[np.uint64]) -> bytes:
+    """`repeated fixed64` ids, packed: little-endian 8-byte words."""
+    return _field(number, ids.astype("<u8", copy=False).tobytes()) if ids.size else b""
+
+
+def encode_sparse_rows(table: int, ids: npt.NDArray[np.uint64], values: Any) -> bytes:
+    """A `SparseRows` message: the table's index, its ids (fixed64), its rows
+    (float32, row after row), each packed as protobuf packs them."""
+    flat = np.ascontiguousarray(values, dtype=_FLOAT32).ravel()
+    return ((b"\x08" + _varint(table) if table else b"") + _ids_field(2, ids)
+            + (_field(3, flat.tobytes()) if flat.size else b""))
+
+
+def encode_row_request(table: int, ids: npt.NDArray[np.uint64]) -> bytes:
+    """A `RowRequest` message: a table's index and the ids asked for."""
+    return (b"\x08" + _varint(table) if table else b"") + _ids_field(2, ids)
+
+
+def push_rows(row_gradients: Sequence[bytes], pulls: Sequence[bytes]) -> bytes:
+    """PushRequest fields row_gradients (16) and pull (17), from encoded
+    SparseRows and RowRequest messages: appended to a push's bytes."""
+    return b"".join(_field(16, m) for m in row_gradients) + b"".join(_field(17, m) for m in pulls)
+
+
+def encode_pull(requests: Sequence[bytes], lookup_only: bool) -> bytes:
+    """A `TrainRequest` whose pull (field 4) asks for `requests` (encoded
+    RowRequest messages, at most one per table)."""
+    inner = b"".join(_field(1, r) for r in requests) + (b"\x10\x01" if lookup_only else b"")
+    return _field(4, inner)
+
+
+def decode_sparse_rows(buf: memoryview, start: int, end: int
+                       ) -> tuple[int, npt.NDArray[np.uint64], npt.NDArray[np.float32]]:
+    """(table, ids, values) of a `SparseRows` message: copies, the ids uint64
+    and the values float32 (flat), packed or not as they came."""
+    table = 0
+    ids: list[npt.NDArray[Any]] = []
+    values: list[npt.NDArray[Any]] = []
+    for number, wire_type, _, value_start, value_end in _fields(buf, start, end):
+        if number == 1 and wire_type == 0:
+            table = _as_int64(_read_varint(buf, value_start, value_end)[0])
+        elif number == 2 and wire_type in (_LEN, 1):
+            if (value_end - value_start) % 8:
+                raise WireError("packed fixed64 ids whose length is not a multiple of 8")
+            ids.append(np.frombuffer(buf[value_start:value_end], dtype="<u8"))
+        elif number == 3 and wire_type in (_LEN, 5):
+            if (value_end - value_start) % 4:
+                raise WireError("packed float values whose length is not a multiple of 4")
+            values.append(np.frombuffer(buf[value_start:value_end], dtype=_FLOAT32))
+    return (table, np.concatenate(ids).astype(np.uint64) if ids else np.zeros(0, np.uint64),
+            np.concatenate(values).astype(np.float32) if values else np.zeros(0, np.float32))
+
+
+def encode_push(head: pb.PushRequest, gradients: Sequence[npt.ArrayLike], with_values: bool = True,
+                rows: bytes = b"") -> bytes:
     """A `TrainRequest` whose push is `head` (a PushRequest without gradients)
-    with `gradients` (arrays, in the order of the ps task's variables).
+    with `gradients` (arrays, in the order of the ps task's variables), and
+    `rows` (push_rows(): a sparse model's row gradients and pulls).
     The values are copied once, into the message: its pieces are joined as
     views of the arrays' memory. Without values, the tensors carry their
     shapes only (the values go on a data link: head.values_on_data_link)."""
-    head_bytes = head.SerializeToString()
+    head_bytes = head.SerializeToString() + rows
     parts: list[Union[bytes, memoryview]] = [b"", head_bytes]
     length = len(head_bytes)
     for gradient in gradients:
@@ -177,7 +238,7 @@ def encode_push(head: pb.PushRequest, gradients: Sequence[npt.ArrayLike], with_v
 
 
 def encode_request(request: Union[bytes, bytearray, pb.TrainRequest]) -> bytes:
-    """Serializer of the Train stream: bytes pass through (encode_push), a
+    """Serializer of the Train stream: bytes pass through (encode_push, encode_pull), a
     TrainRequest (join, leave) is serialized by protobuf."""
     if isinstance(request, (bytes, bytearray)):
         return bytes(request)
@@ -207,23 +268,29 @@ def decode_shape(buf: Buffer, start: int = 0, end: int | None = None) -> tuple[t
 
 
 class TrainAnswer:
-    """One answer of the Train stream: `kind` is "join" or "push", `message`
-    the JoinResponse or PushResponse without its tensors, `tensors` the
-    parameters it carried as arrays (in the order of the ps task's variable
-    list; read-only views of the answer's bytes when decoded with copy=False).
+    """One answer of the Train stream: `kind` is "join", "push" or "pull",
+    `message` the JoinResponse, PushResponse or PullResponse without its
+    tensors and rows, `tensors` the parameters it carried as arrays (in the
+    order of the ps task's variable list; read-only views of the answer's
+    bytes when decoded with copy=False), `rows` the table rows it carried
+    (PushResponse.rows, PullResponse.rows) as (table, ids, values) arrays.
     When the answer's values come on a data link (values_on_data_link),
     `tensors` holds their shapes, and the link's reader fills arrays of them."""
 
-    __slots__ = ("kind", "message", "tensors")
+    __slots__ = ("kind", "message", "tensors", "rows")
 
-    def __init__(self, kind: str, message: Any, tensors: list[Any]) -> None:
+    def __init__(self, kind: str, message: Any, tensors: list[Any],
+                 rows: Optional[list[tuple[int, npt.NDArray[np.uint64], npt.NDArray[np.float32]]]] = None) -> None:
         self.kind = kind
         self.message = message
         self.tensors = tensors
+        self.rows = rows or []
 
 
-# TrainResponse field -> (kind, message class, its repeated Tensor field).
-_ANSWERS: dict[int, tuple[str, Any, int]] = {1: ("join", pb.JoinResponse, 4), 2: ("push", pb.PushResponse, 6)}
+# TrainResponse field -> (kind, message class, its repeated Tensor field, its repeated SparseRows field).
+_ANSWERS: dict[int, tuple[str, Any, int, int]] = {1: ("join", pb.JoinResponse, 4, 0),
+                                                   2: ("push", pb.PushResponse, 6, 13),
+                                                   3: ("pull", pb.PullResponse, 0, 2)}
 
 
 def decode_answer(data: Buffer, copy: bool = True) -> TrainAnswer:
@@ -234,12 +301,15 @@ def decode_answer(data: Buffer, copy: bool = True) -> TrainAnswer:
     for number, wire_type, _, start, end in _fields(view, 0, len(view)):
         if number not in _ANSWERS or wire_type != _LEN:
             continue  # a field a newer ps sends; protobuf would skip it too
-        kind, message_class, tensor_field = _ANSWERS[number]
+        kind, message_class, tensor_field, rows_field = _ANSWERS[number]
         rest = []
         spans = []
+        rows = []
         for inner, inner_type, field_start, value_start, value_end in _fields(view, start, end):
             if inner == tensor_field and inner_type == _LEN:
                 spans.append((value_start, value_end))
+            elif inner == rows_field and inner_type == _LEN:
+                rows.append(decode_sparse_rows(view, value_start, value_end))
             else:
                 rest.append(view[field_start:value_end])
         message = message_class.FromString(b"".join(rest))
@@ -250,7 +320,7 @@ def decode_answer(data: Buffer, copy: bool = True) -> TrainAnswer:
             tensors: list[Any] = [shape for shape, _ in shapes]
         else:
             tensors = [decode_tensor(view, s, e, copy) for s, e in spans]
-        answer = TrainAnswer(kind, message, tensors)
+        answer = TrainAnswer(kind, message, tensors, rows)
     if answer is None:
-        raise WireError("a Train answer with neither join nor push")
+        raise WireError("a Train answer with neither join nor push (nor pull)")
     return answer

@@ -19,6 +19,17 @@ takes part in every mode, is counted, held and dropped exactly as a C++ one.
         while not worker.done:
             grads, loss = compute(params)          # dict of NumPy arrays
             params = worker.push(grads, loss).parameters
+
+A model with embedding tables (Signature.tables; docs/sparse.md) moves only
+the rows its batch touches: pull(ids) before the first step, then each push
+carries the batch's row gradients and the next batch's ids, and its answer
+(StepResult.rows) brings those rows after the update -- one exchange a step:
+
+    rows = worker.pull({"weights": first_ids})
+    while not worker.done:
+        grads, loss, row_grads = compute(params, rows)   # row_grads: {"weights": (ids, grads)}
+        step = worker.push(grads, loss, row_gradients=row_grads, pull={"weights": next_ids})
+        params, rows = step.parameters, step.rows
 """
 
 from __future__ import annotations
@@ -42,9 +53,10 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 
-from parasync import _log, placement, tensors
+from parasync import _log, placement, sparse, tensors
 from parasync.checkpoints import CheckpointError, CheckpointStore, whole_variables
 from parasync.cluster import TOKEN_METADATA_KEY, ClusterConfig
+from parasync.sparse import TableSpec
 from parasync.summaries import ChiefSummaries
 from parasync.proto import parasync_pb2 as pb
 from parasync.proto import parasync_pb2_grpc as pb_grpc
@@ -56,6 +68,9 @@ Array = npt.NDArray[np.float32]
 # Values for every variable, as push() and initialize() take them: name ->
 # array, or a sequence in declaration order (converted to float32).
 Values = Union[Mapping[str, npt.ArrayLike], Sequence[npt.ArrayLike]]
+# A table's rows by id: (ids, rows), the ids uint64 as asked, the rows one
+# per id (len(ids) x row_width float32), in the ids' order.
+TableRows = tuple[sparse.Ids, sparse.Rows]
 
 _TRAIN_METHOD = "/parasync.proto.ParameterService/Train"
 # What a data link's first bytes say, before the nonce (parasync.proto, DataLinkGrant).
@@ -112,6 +127,10 @@ class Signature:
     # and those ending in "accuracy" on a 0-1 axis. Every worker declares the
     # same names (ps:0 refuses a worker whose names differ).
     metric_names: tuple[str, ...] = ()
+    # Embedding tables (docs/sparse.md): rows by 64-bit id, spread over every
+    # ps task by id, of which a step moves only its batch's. In declaration
+    # order; empty for a dense model.
+    tables: list[TableSpec] = dataclasses.field(default_factory=list)
 
     def to_proto(self) -> pb.ModelSignature:
         """The signature as the protocol's ModelSignature message."""
@@ -120,6 +139,9 @@ class Signature:
                                       metric_names=list(self.metric_names))
         for v in self.variables:
             signature.variables.add(name=v.name, shape=list(v.shape), slice_rows=list(v.slice_rows))
+        for t in self.tables:
+            signature.tables.add(name=t.name, row_width=int(t.row_width), id_limit=int(t.id_limit),
+                                 init_stddev=float(t.init_stddev), seed=int(t.seed))
         return signature
 
 
@@ -133,6 +155,8 @@ class StepResult:
     waited_s: float  # seconds the policy held this worker (sync barrier, staleness bound)
     done: bool  # the global step reached the cluster's --last_step
     parameters: dict[str, Array]  # fresh values, name -> array
+    # The rows push(pull=...) asked for, after this update: table -> (ids, rows).
+    rows: dict[str, TableRows] = dataclasses.field(default_factory=dict)
 
 
 class _PsStream:
@@ -181,14 +205,15 @@ class _PsStream:
         self.link = link
         return link
 
-    def send_push(self, head: pb.PushRequest, arrays: Sequence[npt.ArrayLike]) -> None:
+    def send_push(self, head: pb.PushRequest, arrays: Sequence[npt.ArrayLike], rows: bytes = b"") -> None:
         """Sends a push: its arrays' values on the data link when one is open
-        (from the arrays' own memory), else in the message."""
+        (from the arrays' own memory), else in the message; `rows` (a sparse
+        model's row gradients and pulls, tensors.push_rows) in the message."""
         if self.link is None:
-            self.send(tensors.encode_push(head, arrays))
+            self.send(tensors.encode_push(head, arrays, rows=rows))
             return
         head.values_on_data_link = True
-        self.send(tensors.encode_push(head, arrays, with_values=False))
+        self.send(tensors.encode_push(head, arrays, with_values=False, rows=rows))
         for array in arrays:
             self.link.sendall(tensors.value_bytes(array))
 
@@ -342,18 +367,26 @@ class Worker:
         program configured no logging: see parasync._log). serve_control:
         serve TaskControl on this worker's address.
         Raises parasync.placement.PlacementError (a ValueError) for a
-        signature whose variables cannot be placed (a negative dimension)."""
+        signature whose variables cannot be placed (a negative dimension),
+        parasync.sparse.TableError (a ValueError) for tables the ps would
+        refuse."""
         self.cluster = cluster
         num_ps = len(cluster.ps)
         # The signature as the cluster sees it: partitioned by the rule every
         # worker applies, so ps:0 finds it equal to the chief's.
         self.signature = placement.partition(signature, num_ps, cluster.min_slice_bytes)
         self.placement = placement.Placement.from_signature(self.signature, num_ps)
+        sparse.check_tables(signature.tables, [v.name for v in signature.variables])
+        self._table_index = {t.name: i for i, t in enumerate(signature.tables)}
         self._hook = log
         self._name = f"worker:{cluster.task_index}"
         if self.placement.partitioned:
             self._say(f"{self._name}: variables partitioned (--min_slice_bytes={cluster.min_slice_bytes}): "
                       + "; ".join(f"ps:{k} holds {self.placement.describe(k) or 'nothing'}" for k in range(num_ps)))
+        for table in signature.tables:
+            self._say(f"{self._name}: table '{table.name}' (rows of {table.row_width}) lives on "
+                      + (f"all {num_ps} ps tasks" if num_ps > 1 else "ps:0")
+                      + ", each row on the one its id hashes to; a step moves only its batch's rows")
         self._metadata = ((TOKEN_METADATA_KEY, cluster.token),) if cluster.token else ()
         # Per ps task, a channel to each process of its pair (--ps_backup_hosts);
         # _channels[k] and _serving[k] are the one that serves it now.
@@ -437,6 +470,7 @@ class Worker:
             checkpoint = pb.Checkpoint(wall_time=time.time())
             checkpoint.signature.CopyFrom(self.signature.to_proto())
             shards: list[Any] = [None] * len(self.cluster.ps)
+            table_shards: list[Any] = [None] * len(self.cluster.ps)
             # ps:0 last, so the recorded global step counts every update the
             # other shards' values already contain.
             for k in reversed(range(len(self.cluster.ps))):
@@ -447,12 +481,14 @@ class Worker:
                     self._say(f"checkpoint skipped: cannot read ps:{k}: {e.details()}", logging.WARNING)
                     return None
                 shards[k] = snapshot.shard.variables
+                table_shards[k] = snapshot.shard.tables
                 if k == 0:
                     checkpoint.global_step = snapshot.global_step
                     checkpoint.mode.CopyFrom(snapshot.mode)
             try:
                 checkpoint.variables.extend(self.placement.join_states(shards))
-            except placement.PlacementError as e:
+                checkpoint.tables.extend(sparse.join_table_states(self.signature.tables, table_shards))
+            except (placement.PlacementError, sparse.TableError) as e:
                 self._say(f"checkpoint skipped: {e}", logging.WARNING)
                 return None
             try:
@@ -488,10 +524,11 @@ class Worker:
             self._checkpoint_thread.join()
             self._checkpoint_thread = None
 
-    def _restore(self, store: CheckpointStore) -> Optional[tuple[list[Any], int, str]]:
-        """(whole VariableStates in declaration order, global step, origin)
-        from the newest valid checkpoint of --logdir (`store`), or None when
-        there is none. Raises JoinRefused when it holds another model."""
+    def _restore(self, store: CheckpointStore) -> Optional[tuple[list[Any], list[Any], int, str]]:
+        """(whole VariableStates in declaration order, whole TableStates,
+        global step, origin) from the newest valid checkpoint of --logdir
+        (`store`), or None when there is none. Raises JoinRefused when it
+        holds another model."""
         skipped: list[str] = []
         found = store.newest_valid(skipped)
         for reason in skipped:
@@ -512,7 +549,10 @@ class Worker:
             if state is None or list(state.value.shape) != list(spec.shape):
                 raise JoinRefused(f"{path}: variable '{spec.name}' is missing or has another shape than the "
                                   f"model's {list(spec.shape)}: use another --logdir")
-        return states, checkpoint.global_step, "restored from " + os.path.basename(path)
+        if [t.name for t in checkpoint.tables] not in ([], [t.name for t in self.signature.tables]):
+            raise JoinRefused(f"{path} holds the tables {[t.name for t in checkpoint.tables]}, the model "
+                              f"{[t.name for t in self.signature.tables]}: use another --logdir")
+        return states, list(checkpoint.tables), checkpoint.global_step, "restored from " + os.path.basename(path)
 
     def _say(self, line: str, level: int = logging.INFO) -> None:
         """One line for whoever watches this worker: to the log= hook when
@@ -634,9 +674,12 @@ class Worker:
 
     def _initialize_ps(self, values: Mapping[str, Array], global_step: int, origin: str) -> None:
         restored = self._restore(self._checkpoints) if self._checkpoints else None
+        table_shards: list[list[pb.TableState]] = [[] for _ in self.cluster.ps]
         if restored:
-            states, global_step, origin = restored
+            states, tables, global_step, origin = restored
             shards = self.placement.split_states(states)
+            # Each row to the ps task its id hashes to, whatever number of them saved it.
+            table_shards = sparse.split_table_states(self.signature.tables, tables, len(self.cluster.ps))
         else:
             arrays = self.placement.split([values[spec.name] for spec in self.signature.variables])
             shards = [[pb.VariableState(name=piece.name) for piece in self.placement.on(k)]
@@ -651,6 +694,7 @@ class Worker:
             request = pb.InitializeRequest(origin=origin, global_step=global_step, signature=stub_signature)
             request.shard.ps_index = k
             request.shard.variables.extend(shards[k])
+            request.shard.tables.extend(table_shards[k])
             answer = None
             while answer is None:
                 self._wait_for_ps(k)
@@ -787,44 +831,198 @@ class Worker:
         return checked
 
     def push(self, gradients: Values, loss: float, full_loss: float = float("nan"),
-             metrics: Optional[Mapping[str, float]] = None) -> StepResult:
+             metrics: Optional[Mapping[str, float]] = None,
+             row_gradients: Optional[Mapping[str, tuple[Any, Any]]] = None,
+             pull: Optional[Mapping[str, Any]] = None) -> StepResult:
         """Pushes one step's gradients (name -> array, or a list in declaration
         order) with the batch loss, and the metrics measured on the parameters
         they were computed from (name -> value, names the signature declares;
         those left out are sent as NaN, "not measured"); returns what the
         cluster did with them.
+        A model with tables: `row_gradients` gives, per table touched, (ids,
+        gradients) -- one gradient row per id, ids in any order, a repeated
+        id's rows summed -- for rows this batch pulled; `pull` the ids of the
+        next batch (table -> ids), whose rows the answer brings after this
+        update (StepResult.rows, as pull() returns them), so that a step is
+        one exchange with each ps task.
         Blocks while the policy holds the worker (sync barrier, staleness bound).
         When a ps was lost, rejoins (waiting for it) and returns outcome "none"
-        with the parameters the cluster holds now."""
+        with the parameters the cluster holds now (and the rows `pull` asks
+        for, pulled again)."""
         if self.stopping:
             raise Stopped(self._stop_reason)
         grads = self._check_values(gradients, "gradient")
         values = self._metric_values(metrics)
+        row_parts = self._row_gradient_parts(row_gradients or {})
+        asked = self._requested_rows(pull or {}, "pull")
         if not all(self._streams):
             raise RuntimeError(f"{self._name} has not joined the cluster: call join() first")
         compute_us = int((time.monotonic() - self._params_at) * 1e6)
         started = time.monotonic()
         try:
-            result = self._push(grads, float(loss), float(full_loss), values, compute_us)
+            result = self._push(grads, float(loss), float(full_loss), values, compute_us, row_parts, asked)
         except (grpc.RpcError, OSError) as e:
-            # OSError: a data link broke (socket.timeout is one too).
-            why = e.details() if isinstance(e, grpc.RpcError) else f"the data link broke: {e}"
-            self._set_state("waiting", f"reconnecting: lost a ps: {why}")
-            for stream in self._streams:
-                if stream:
-                    stream.cancel()
-            self._streams = [None] * len(self._streams)
-            if self._initializes:
-                # A ps that restarted holds nothing until the chief gives it
-                # the variables again: from the newest checkpoint, else the
-                # chief's own last values (a ps that kept them keeps them).
-                self._initialize_ps(dict(self.parameters), self.global_step,
-                                    f"the chief's parameters at global step {self.global_step}")
-            self.join()
-            return StepResult("none", self.global_step, 0, 0, 0.0, self.done, dict(self.parameters))
+            self._refused_rows(e, "push", bool(row_parts) or bool(asked))
+            self._reconnect(e)
+            rows = self._pull(asked, False) if asked else {}
+            return StepResult("none", self.global_step, 0, 0, 0.0, self.done, dict(self.parameters), rows)
         self._last_push_us = int((time.monotonic() - started) * 1e6) - int(result.waited_s * 1e6)
         self._params_at = time.monotonic()
         return result
+
+    def _reconnect(self, error: Exception) -> None:
+        """After a lost ps (error: its RpcError, or the OSError of a broken
+        data link): drops every stream, and joins again, waiting for the ps."""
+        why = error.details() if isinstance(error, grpc.RpcError) else f"the data link broke: {error}"
+        self._set_state("waiting", f"reconnecting: lost a ps: {why}")
+        for stream in self._streams:
+            if stream:
+                stream.cancel()
+        self._streams = [None] * len(self._streams)
+        if self._initializes:
+            # A ps that restarted holds nothing until the chief gives it
+            # the variables again: from the newest checkpoint, else the
+            # chief's own last values (a ps that kept them keeps them).
+            self._initialize_ps(dict(self.parameters), self.global_step,
+                                f"the chief's parameters at global step {self.global_step}")
+        self.join()
+
+    def _refused_rows(self, error: Exception, what: str, had_rows: bool) -> None:
+        """A ps refuses table rows it cannot take (a gradient for a row never
+        pulled, an id another ps holds) with INVALID_ARGUMENT, and ends the
+        stream: rejoined, that is raised as a TableError with the ps's words,
+        not retried, since the same rows would be refused again."""
+        if not had_rows or not isinstance(error, grpc.RpcError) or error.code() != grpc.StatusCode.INVALID_ARGUMENT:
+            return
+        self._reconnect(error)
+        raise sparse.TableError(f"the ps refused this {what}: {error.details()}") from None
+
+    # -- table rows ----------------------------------------------------------------------------------------------
+
+    def _table(self, name: str, what: str) -> tuple[int, TableSpec]:
+        if name not in self._table_index:
+            declared = [t.name for t in self.signature.tables]
+            if not declared:
+                raise sparse.TableError(f"{what} for table '{name}', but the model declares no tables: declare it "
+                                        "in the signature's tables")
+            raise sparse.TableError(f"{what} for table '{name}', which the model does not declare (its tables: "
+                                    f"{declared})")
+        index = self._table_index[name]
+        return index, self.signature.tables[index]
+
+    def _requested_rows(self, ids_by_table: Mapping[str, Any], what: str
+                        ) -> dict[int, tuple[sparse.Ids, sparse.Ids, npt.NDArray[np.intp]]]:
+        """Per table index: (the ids as given, flat; their distinct ids
+        ascending; where each given id is in those), checked."""
+        asked = {}
+        for name, ids in ids_by_table.items():
+            index, table = self._table(name, what)
+            given = sparse.as_ids(ids, table, f"the ids {what} asks for")
+            distinct, where = np.unique(given, return_inverse=True)
+            asked[index] = (given, distinct, where)
+        return asked
+
+    def _row_gradient_parts(self, row_gradients: Mapping[str, tuple[Any, Any]]) -> list[list[bytes]]:
+        """Per ps task, the SparseRows messages of the rows it holds: each
+        table's ids merged (duplicates summed) and ascending, checked."""
+        parts: list[list[bytes]] = [[] for _ in self.cluster.ps]
+        merged = {}
+        for name, given in row_gradients.items():
+            index, table = self._table(name, "row gradients")
+            if not isinstance(given, (tuple, list)) or len(given) != 2:
+                raise sparse.TableError(f"the row gradients of table '{name}' must be a pair (ids, gradients), "
+                                        f"one gradient row per id; got {type(given).__name__}")
+            ids = sparse.as_ids(given[0], table, "the row gradients' ids")
+            grads = sparse.as_row_values(given[1], ids.size, table, "row gradients")
+            merged[index] = sparse.merge_rows(ids, grads)
+        # Tables in declaration order, as the ps expects them.
+        for index in sorted(merged):
+            ids, grads = merged[index]
+            owner = sparse.ps_of_row(ids, len(self.cluster.ps))
+            for k in range(len(self.cluster.ps)):
+                mine = owner == k
+                if mine.any():
+                    parts[k].append(tensors.encode_sparse_rows(index, ids[mine], grads[mine]))
+        return parts
+
+    def _pull_parts(self, asked: Mapping[int, tuple[sparse.Ids, sparse.Ids, Any]]) -> list[list[bytes]]:
+        """Per ps task, the RowRequest messages of the rows it holds."""
+        parts: list[list[bytes]] = [[] for _ in self.cluster.ps]
+        for index in sorted(asked):
+            distinct = asked[index][1]
+            owner = sparse.ps_of_row(distinct, len(self.cluster.ps))
+            for k in range(len(self.cluster.ps)):
+                mine = owner == k
+                if mine.any():
+                    parts[k].append(tensors.encode_row_request(index, distinct[mine]))
+        return parts
+
+    def _rows_answered(self, asked: Mapping[int, tuple[sparse.Ids, sparse.Ids, npt.NDArray[np.intp]]],
+                       answers: Sequence[tensors.TrainAnswer]) -> dict[str, TableRows]:
+        """The rows every ps task answered, put back in the order the ids were
+        given (a repeated id's row repeated)."""
+        rows: dict[str, TableRows] = {}
+        for index, (given, distinct, where) in asked.items():
+            table = self.signature.tables[index]
+            width = int(table.row_width)
+            values = np.empty((distinct.size, width), dtype=np.float32)
+            found = np.zeros(distinct.size, dtype=bool)
+            for k, answer in enumerate(answers):
+                for answered_table, ids, flat in answer.rows:
+                    if answered_table != index:
+                        continue
+                    if flat.size != ids.size * width:
+                        raise RuntimeError(f"ps:{k} answered {flat.size} values for {ids.size} rows of table "
+                                           f"'{table.name}', whose rows hold {width}: give every task the same "
+                                           "Parasync version")
+                    at = np.searchsorted(distinct, ids)
+                    at_valid = np.minimum(at, max(distinct.size - 1, 0))
+                    if ids.size and (distinct.size == 0 or (distinct[at_valid] != ids).any()):
+                        raise RuntimeError(f"ps:{k} answered rows of table '{table.name}' this worker did not ask for")
+                    values[at] = flat.reshape(ids.size, width)
+                    found[at] = True
+            if not found.all():
+                raise RuntimeError(f"the ps tasks answered {int(found.sum())} of the {distinct.size} rows of table "
+                                   f"'{table.name}' this worker asked for")
+            rows[table.name] = (given, values[where])
+        return rows
+
+    def pull(self, ids: Mapping[str, Any], lookup_only: bool = False) -> dict[str, TableRows]:
+        """The rows of `ids` (table name -> ids: uint64 or non-negative
+        integers, any shape, read flat, repeats allowed) from the ps tasks
+        that hold them, one request on each stream; returns table name ->
+        (the ids, flat uint64; their rows, len(ids) x row_width, in that
+        order). A row not made yet is made (its first touch), so that its
+        gradient can be pushed; with `lookup_only` (an evaluation's) it comes
+        at its initial values and is not kept. Pull a batch's rows before
+        its first step; after that push(pull=...) brings the next batch's
+        with each step. When a ps was lost, rejoins (waiting for it) and
+        pulls again."""
+        if self.stopping:
+            raise Stopped(self._stop_reason)
+        asked = self._requested_rows(ids, "pull")
+        if not all(self._streams):
+            raise RuntimeError(f"{self._name} has not joined the cluster: call join() first")
+        return self._pull(asked, lookup_only)
+
+    def _pull(self, asked: Mapping[int, tuple[sparse.Ids, sparse.Ids, npt.NDArray[np.intp]]],
+              lookup_only: bool) -> dict[str, TableRows]:
+        while True:
+            try:
+                streams = cast(List[_PsStream], self._streams)
+                # Every ps task is asked, its share empty or not, as parasync-node's workers ask.
+                for stream, parts in zip(streams, self._pull_parts(asked)):
+                    stream.send(tensors.encode_pull(parts, lookup_only))
+                answers = [stream.receive() for stream in streams]
+            except (grpc.RpcError, OSError) as e:
+                self._refused_rows(e, "pull", True)
+                self._reconnect(e)
+                continue
+            for k, answer in enumerate(answers):
+                if answer.kind != "pull":
+                    raise RuntimeError(f"ps:{k} answered a pull with a {answer.kind} answer: give every task the "
+                                       "same Parasync version")
+            return self._rows_answered(asked, answers)
 
     def _metric_values(self, metrics: Optional[Mapping[str, float]]) -> list[float]:
         if not metrics:
@@ -836,7 +1034,9 @@ class Worker:
         return [float(metrics.get(name, float("nan"))) for name in self.signature.metric_names]
 
     def _push(self, grads: Mapping[str, Array], loss: float, full_loss: float, metric_values: list[float],
-              compute_us: int) -> StepResult:
+              compute_us: int, row_parts: Sequence[Sequence[bytes]] = (),
+              asked: Optional[Mapping[int, tuple[sparse.Ids, sparse.Ids, npt.NDArray[np.intp]]]] = None
+              ) -> StepResult:
         head = pb.PushRequest(computed_from_step=self.global_step, batch_loss=loss, full_loss=full_loss,
                               compute_us=compute_us, previous_push_us=self._last_push_us, metrics=metric_values)
         # The chief measures how the variables move whenever it measures
@@ -851,6 +1051,12 @@ class Worker:
         # Each ps task's pieces: whole gradients, and views of the slices' rows.
         pieces = self.placement.split([grads[v.name] for v in self.signature.variables])
 
+        # A sparse model's rows: each ps task's share of the row gradients
+        # goes with its gradient pieces, its share of the next batch's ids
+        # with the push it answers (ps:0's; the others' decision).
+        row_parts = row_parts or [[] for _ in self._streams]
+        pull_parts = self._pull_parts(asked) if asked else [[] for _ in self._streams]
+
         # ps:0 first: its update policy decides what happens to the gradient.
         # The other ps tasks get their slices staged (PushRequest.staged)
         # while ps:0 decides, so the uploads overlap ps:0's work instead of
@@ -859,13 +1065,14 @@ class Worker:
         # with its fresh slices.
         streams = cast(List[_PsStream], self._streams)  # push() checked that every one is open
         others = range(1, len(streams))
-        streams[0].send_push(head, pieces[0])
+        streams[0].send_push(head, pieces[0], tensors.push_rows(row_parts[0], pull_parts[0]))
         for k in others:
             staged = pb.PushRequest(computed_from_step=self.global_step, staged=True)
-            streams[k].send_push(staged, pieces[k])
+            streams[k].send_push(staged, pieces[k], tensors.push_rows(row_parts[k], []))
         answer = streams[0].receive_answer()
         decision = answer.message
         answers = [answer.tensors]
+        row_answers = [answer]
         counted = decision.outcome in (pb.APPLIED, pb.AGGREGATED)
         for k in others:
             # learning_rate_scale: ps:0's factor under a staleness-aware rule,
@@ -873,8 +1080,10 @@ class Worker:
             decided = pb.PushRequest(computed_from_step=self.global_step, update=decision.update,
                                      contributions=decision.contributions if counted else 0,
                                      learning_rate_scale=decision.learning_rate_scale)
-            streams[k].send_push(decided, [])
-        answers.extend(streams[k].receive_answer().tensors for k in others)
+            streams[k].send_push(decided, [], tensors.push_rows([], pull_parts[k]))
+        for k in others:
+            row_answers.append(streams[k].receive_answer())
+            answers.append(row_answers[-1].tensors)
         self._take_parameters(answers)
         self.global_step = decision.global_step
         self.done = decision.done
@@ -886,8 +1095,18 @@ class Worker:
         if self._summaries and ((counted and measured) or decision.done):
             self._summaries.after_step(decision.global_step, loss, full_loss, metric_values,
                                        head.variable_summaries)
+        rows: dict[str, TableRows] = {}
+        if asked:
+            try:
+                rows = self._rows_answered(asked, row_answers)
+            except RuntimeError:
+                # The run ended with this push: a ps task that saw the end
+                # answers no rows, and no next batch needs them.
+                if not decision.done:
+                    raise
         return StepResult(_OUTCOMES.get(decision.outcome, "none"), decision.global_step, decision.staleness,
-                          decision.contributions, decision.waited_us / 1e6, decision.done, dict(self.parameters))
+                          decision.contributions, decision.waited_us / 1e6, decision.done, dict(self.parameters),
+                          rows)
 
     def leave(self) -> None:
         """Leaves every ps's stream; finished when the last step was reached."""

@@ -477,7 +477,7 @@ private Q_SLOTS:
                                        << QStringList{u"--seed=-3"_s, u"at least 0"_s};
         QTest::newRow("unknown optimizer")
             << demo({u"--optimizer=rmsprop"_s}) << QString()
-            << QStringList{u"--optimizer=rmsprop"_s, u"sgd, momentum, adagrad or adam"_s};
+            << QStringList{u"--optimizer=rmsprop"_s, u"sgd, momentum, adagrad, adam or ftrl"_s};
         QTest::newRow("replicas above total")
             << demo({u"--replicas_to_aggregate=2"_s, u"--total_num_replicas=1"_s}) << QString()
             << QStringList{u"--replicas_to_aggregate=2"_s, u"--total_num_replicas=1"_s};

@@ -32,6 +32,9 @@ private Q_SLOTS:
     void updatesAreElementwise_data();
     void updatesAreElementwise();
     void slotsStartAsTensorFlowStartsThem();
+    void ftrlL1SetsSmallWeightsExactlyToZero();
+    void badFtrlRegularisationIsRejected_data();
+    void badFtrlRegularisationIsRejected();
     void unknownNameIsRejectedListingKnownNames();
     void badLearningRateIsRejected_data();
     void badLearningRateIsRejected();
@@ -71,6 +74,16 @@ void TestOptimizers::updatesMatchHandComputedValues_data()
     //        m = -0.0495 + 0.2 = 0.1505,  s = 0.00124850 + 0.004 = 0.0052485
     //        v = 0.9366104 - 0.0202011 * 0.1505 / 0.0724465   = 0.8946448
     QTest::newRow("adam") << QStringLiteral("adam") << QList<double>{0.9000001, 0.9366104, 0.8946448};
+
+    // tf.train.FtrlOptimizer, learning_rate_power -0.5, l1 = l2 = 0:
+    //   n' = n + g^2;  s = (sqrt(n') - sqrt(n)) / 0.1;  z += g - s v;  v = -z / (sqrt(n') / 0.1)
+    //   n = 0.35  s = (0.5916080 - 0.3162278) / 0.1 = 2.7538021
+    //             z = 0.5 - 2.7538021 = -2.2538021       v = 2.2538021 / 5.9160798  = 0.3809621
+    //   n = 1.35  s = (1.1618950 - 0.5916080) / 0.1 = 5.7028703
+    //             z = -2.2538021 - 1 - 2.1725823 = -5.4263795   v = 5.4263795 / 11.618950 = 0.4670284
+    //   n = 5.35  s = (2.3130067 - 1.1618950) / 0.1 = 11.511117
+    //             z = -5.4263795 + 2 - 5.3760184 = -8.8023979   v = 8.8023979 / 23.130067 = 0.3805608
+    QTest::newRow("ftrl") << QStringLiteral("ftrl") << QList<double>{0.3809621, 0.4670284, 0.3805608};
 }
 
 void TestOptimizers::updatesMatchHandComputedValues()
@@ -114,6 +127,9 @@ void TestOptimizers::aScaledGradientMovesTheVariableLess_data()
     //   v = 1 - 0.0316228 * 0.0125 / 0.0158114 = 0.975;
     //   m = 0.01125 - 0.1 = -0.08875, s = 0.00124975, v = 0.975 + 0.0235317 * 0.08875 / 0.0353518 = 1.0340758
     QTest::newRow("adam") << QStringLiteral("adam") << QList<double>{0.975, 1.0340758};
+    // z = 0.25 * 0.5 - 2.7538021 = -2.6288021, n = 0.35 (unscaled), v = 2.6288021 / 5.9160798 = 0.4443487;
+    //   z = -2.6288021 - 1 - 5.7028703 * 0.4443487 = -6.1628649, v = 6.1628649 / 11.618950 = 0.5304150
+    QTest::newRow("ftrl") << QStringLiteral("ftrl") << QList<double>{0.4443487, 0.5304150};
 }
 
 void TestOptimizers::aScaledGradientMovesTheVariableLess()
@@ -183,6 +199,71 @@ void TestOptimizers::slotsStartAsTensorFlowStartsThem()
 
     options.name = "sgd";
     QVERIFY(makeOptimizer(options)->makeSlots(3).slots.empty());
+
+    options.name = "ftrl";
+    const SlotState ftrl = makeOptimizer(options)->makeSlots(3);
+    QVERIFY(ftrl.slots.at("accumulator").isApprox(Eigen::VectorXf::Constant(3, 0.1f)));
+    QVERIFY(ftrl.slots.at("linear").isZero());
+}
+
+void TestOptimizers::ftrlL1SetsSmallWeightsExactlyToZero()
+{
+    // lr = 0.1, l1 = 3, l2 = 0.5, the variable starts at 1.0; gradients 0.5, -1.0, 2.0:
+    //   v = |z| <= l1 ? 0 : -(z - sign(z) l1) / (sqrt(n) / lr + 2 l2)
+    //   n = 0.35  z = 0.5 - 2.7538021 * 1 = -2.2538021         |z| <= 3: v = 0
+    //   n = 1.35  z = -2.2538021 - 1 - 5.7028703 * 0 = -3.2538021
+    //             v = 0.2538021 / (11.618950 + 1) = 0.0201128
+    //   n = 5.35  z = -3.2538021 + 2 - 11.511117 * 0.0201128 = -1.4853227   |z| <= 3: v = 0
+    OptimizerOptions options = optionsFor(QStringLiteral("ftrl"));
+    options.l1 = 3.0f;
+    options.l2 = 0.5f;
+    const auto opt = makeOptimizer(options);
+    Eigen::VectorXf value = Eigen::VectorXf::Constant(1, 1.0f);
+    SlotState state = opt->makeSlots(1);
+    const float gradients[] = {0.5f, -1.0f, 2.0f};
+    const double expectedLinear[] = {-2.2538021, -3.2538021, -1.4853227};
+
+    opt->apply(value, Eigen::VectorXf::Constant(1, gradients[0]), state, 1.0f);
+    QCOMPARE(value[0], 0.0f);
+    QVERIFY(std::abs(state.slots.at("linear")[0] - expectedLinear[0]) < 5e-6);
+    QVERIFY(std::abs(state.slots.at("accumulator")[0] - 0.35) < 1e-6);
+
+    opt->apply(value, Eigen::VectorXf::Constant(1, gradients[1]), state, 1.0f);
+    QVERIFY2(std::abs(value[0] - 0.0201128) < 5e-7, qPrintable(QString::number(double(value[0]), 'g', 9)));
+    QVERIFY(std::abs(state.slots.at("linear")[0] - expectedLinear[1]) < 5e-6);
+
+    opt->apply(value, Eigen::VectorXf::Constant(1, gradients[2]), state, 1.0f);
+    QCOMPARE(value[0], 0.0f);
+    QVERIFY(std::abs(state.slots.at("linear")[0] - expectedLinear[2]) < 5e-6);
+    QVERIFY(std::abs(state.slots.at("accumulator")[0] - 5.35) < 1e-5);
+    QCOMPARE(state.updateCount, int64_t(3));
+}
+
+void TestOptimizers::badFtrlRegularisationIsRejected_data()
+{
+    QTest::addColumn<float>("l1");
+    QTest::addColumn<float>("l2");
+    QTest::addColumn<QString>("named");
+    QTest::newRow("negative l1") << -0.1f << 0.0f << QStringLiteral("l1");
+    QTest::newRow("nan l1") << std::numeric_limits<float>::quiet_NaN() << 0.0f << QStringLiteral("l1");
+    QTest::newRow("negative l2") << 0.0f << -1.0f << QStringLiteral("l2");
+    QTest::newRow("infinite l2") << 0.0f << std::numeric_limits<float>::infinity() << QStringLiteral("l2");
+}
+
+void TestOptimizers::badFtrlRegularisationIsRejected()
+{
+    QFETCH(float, l1);
+    QFETCH(float, l2);
+    QFETCH(QString, named);
+    OptimizerOptions options = optionsFor(QStringLiteral("ftrl"));
+    options.l1 = l1;
+    options.l2 = l2;
+    try {
+        makeOptimizer(options);
+        QFAIL("bad regularisation was accepted");
+    } catch (const InputError &error) {
+        QVERIFY2(QString::fromUtf8(error.what()).contains(named), error.what());
+    }
 }
 
 void TestOptimizers::unknownNameIsRejectedListingKnownNames()

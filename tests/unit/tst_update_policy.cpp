@@ -43,7 +43,7 @@ struct Recorder
     {
         UpdatePolicy policy(
             workers, config,
-            [this](const GradientView &g, int n, float scale) {
+            [this](const GradientView &g, const RowGradientView &, int n, float scale) {
                 applied.emplace_back(g[0][0], n);
                 learningRateScales.push_back(scale);
             },

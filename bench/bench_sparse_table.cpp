@@ -1,0 +1,232 @@
+// A sparse table on one ps task (engine/sparse_table.h), in-process:
+//   - one step's pull and push: gather (creating) then apply of the rows of
+//     1,000 Zipf-distributed ids x 16 floats with Adagrad, against tables
+//     of 1M and 10M rows;
+//   - what a 10M x 16 Adagrad table takes split over 4 ps tasks by psOfRow:
+//     rows per task, payload, memoryBytes(), the overhead per row;
+//   - the hot-ids counter's add() of one batch of 1,000 ids.
+// The memory figures are benchmark counters, so they print with the times.
+//
+//   bench_sparse_table [Google Benchmark flags]
+
+#include "engine/optimizer.h"
+#include "engine/sparse_table.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace {
+
+using namespace parasync;
+
+constexpr int64_t kWidth = 16;
+constexpr size_t kIdsPerStep = 1000;
+constexpr double kZipfExponent = 1.1;
+
+uint64_t splitmix(uint64_t &state)
+{
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+// Rank r's id: hashed features are scattered over the 64-bit ids.
+uint64_t idOfRank(uint64_t rank)
+{
+    uint64_t state = rank * 1000003ULL;
+    return splitmix(state);
+}
+
+// Batches of 1,000 ids drawn from a Zipf distribution over `rows` ranks,
+// before the timing starts; `asPulled`: as a ps receives them (ascending, no
+// repeats).
+std::vector<std::vector<uint64_t>> zipfBatches(size_t rows, size_t batches, bool asPulled)
+{
+    std::vector<double> cdf(rows);
+    double sum = 0.0;
+    for (size_t k = 0; k < rows; ++k) {
+        sum += 1.0 / std::pow(double(k + 1), kZipfExponent);
+        cdf[k] = sum;
+    }
+    uint64_t state = 2024;
+    std::vector<std::vector<uint64_t>> out(batches);
+    for (auto &batch : out) {
+        batch.reserve(kIdsPerStep);
+        for (size_t i = 0; i < kIdsPerStep; ++i) {
+            const double u = double(splitmix(state) >> 11) * 0x1.0p-53 * sum;
+            const auto rank = size_t(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
+            batch.push_back(idOfRank(std::min(rank, rows - 1)));
+        }
+        if (asPulled) {
+            std::sort(batch.begin(), batch.end());
+            batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+        }
+    }
+    return out;
+}
+
+std::shared_ptr<const Optimizer> adagrad()
+{
+    OptimizerOptions options;
+    options.name = "adagrad";
+    options.learningRate = 0.05f;
+    return makeOptimizer(options);
+}
+
+TableDeclaration factors()
+{
+    TableDeclaration table;
+    table.name = "factors";
+    table.rowWidth = kWidth;
+    table.initStddev = 0.01f;
+    table.seed = 1;
+    return table;
+}
+
+// Adds the rows of ranks [0, rows) (those for which `keep` holds) to `table`.
+template<class Keep>
+void fill(SparseTable &table, size_t rows, Keep keep)
+{
+    constexpr size_t batch = 65536;
+    std::vector<uint64_t> ids;
+    ids.reserve(batch);
+    std::vector<float> out;
+    for (size_t start = 0; start < rows; start += batch) {
+        ids.clear();
+        for (size_t r = start; r < std::min(rows, start + batch); ++r) {
+            const uint64_t id = idOfRank(r);
+            if (keep(id))
+                ids.push_back(id);
+        }
+        out.resize(ids.size() * size_t(kWidth));
+        table.gather(ids, out, true);
+    }
+}
+
+// One table kept between the calls of a benchmark, so that it is filled
+// once per size; a new size lets go of the old one first.
+struct Filled
+{
+    size_t rows = 0;
+    std::unique_ptr<SparseTable> table;
+    std::vector<std::vector<uint64_t>> batches;
+};
+Filled &filled()
+{
+    static Filled instance;
+    return instance;
+}
+
+SparseTable &tableOf(size_t rows)
+{
+    Filled &f = filled();
+    if (f.rows != rows || !f.table) {
+        f.table.reset();
+        f.batches.clear();
+        f.table = std::make_unique<SparseTable>(factors(), adagrad());
+        fill(*f.table, rows, [](uint64_t) { return true; });
+        f.batches = zipfBatches(rows, 512, true);
+        f.rows = rows;
+    }
+    return *f.table;
+}
+
+void reportMemory(benchmark::State &state, const SparseTable &table)
+{
+    const double rows = double(table.rows());
+    const double payload = double(table.payloadBytes());
+    const double memory = double(table.memoryBytes());
+    state.counters["table_rows"] = rows;
+    state.counters["payload_MB"] = payload / 1e6;
+    state.counters["memory_MB"] = memory / 1e6;
+    state.counters["overhead_B_per_row"] = (memory - payload) / rows;
+    state.counters["overhead_pct"] = (memory / payload - 1.0) * 100.0;
+}
+
+// One step's pull (creating rows, as training does) and push of 1,000 Zipf
+// ids' rows, Adagrad.
+void BM_GatherApply(benchmark::State &state)
+{
+    const auto rows = size_t(state.range(0));
+    SparseTable &table = tableOf(rows);
+    const auto &batches = filled().batches;
+    std::vector<float> values(kIdsPerStep * size_t(kWidth));
+    std::vector<float> gradient(kIdsPerStep * size_t(kWidth));
+    uint64_t noise = 7;
+    for (float &g : gradient)
+        g = float(double(splitmix(noise) >> 11) * 0x1.0p-53 - 0.5) * 0.01f;
+    size_t next = 0;
+    double uniqueIds = 0.0;
+    for (auto _ : state) {
+        const std::vector<uint64_t> &ids = batches[next];
+        next = (next + 1) % batches.size();
+        const size_t n = ids.size() * size_t(kWidth);
+        table.gather(ids, std::span<float>(values).first(n), true);
+        table.apply(ids, std::span<const float>(gradient).first(n), 1.0f);
+        benchmark::DoNotOptimize(values.data());
+        uniqueIds += double(ids.size());
+    }
+    state.counters["rows_per_step"] = uniqueIds / double(state.iterations());
+    // CPU seconds per row (printed as e.g. "250n").
+    state.counters["time_per_row"]
+        = benchmark::Counter(uniqueIds, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    reportMemory(state, table);
+}
+BENCHMARK(BM_GatherApply)->Arg(1'000'000)->Arg(10'000'000)->Unit(benchmark::kMicrosecond);
+
+// 10M rows x 16 with Adagrad over 4 ps tasks by psOfRow: what each task's
+// table takes. The time is that of filling them.
+void BM_MemoryOver4Ps(benchmark::State &state)
+{
+    constexpr int numPs = 4;
+    constexpr size_t rows = 10'000'000;
+    filled() = Filled{}; // one 10M table at a time
+    for (auto _ : state) {
+        std::vector<std::unique_ptr<SparseTable>> tables;
+        for (int ps = 0; ps < numPs; ++ps) {
+            tables.push_back(std::make_unique<SparseTable>(factors(), adagrad()));
+            fill(*tables.back(), rows, [ps](uint64_t id) { return psOfRow(id, numPs) == ps; });
+        }
+        double payload = 0.0, memory = 0.0, fewest = double(rows), most = 0.0;
+        for (int ps = 0; ps < numPs; ++ps) {
+            const SparseTable &t = *tables[size_t(ps)];
+            payload += double(t.payloadBytes());
+            memory += double(t.memoryBytes());
+            fewest = std::min(fewest, double(t.rows()));
+            most = std::max(most, double(t.rows()));
+            state.counters["memory_MB_ps" + std::to_string(ps)] = double(t.memoryBytes()) / 1e6;
+        }
+        state.counters["rows_per_ps_min"] = fewest;
+        state.counters["rows_per_ps_max"] = most;
+        state.counters["payload_MB"] = payload / 1e6;
+        state.counters["memory_MB"] = memory / 1e6;
+        state.counters["overhead_B_per_row"] = (memory - payload) / double(rows);
+        state.counters["overhead_pct"] = (memory / payload - 1.0) * 100.0;
+    }
+}
+BENCHMARK(BM_MemoryOver4Ps)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// The hot-ids view's counter: one batch of 1,000 Zipf ids, repeats and all
+// (64 counters).
+void BM_HotIdsAdd(benchmark::State &state)
+{
+    const auto batches = zipfBatches(1'000'000, 64, false);
+    HotIds hot(64);
+    size_t next = 0;
+    for (auto _ : state) {
+        hot.add(batches[next]);
+        next = (next + 1) % batches.size();
+    }
+    benchmark::DoNotOptimize(hot.total());
+}
+BENCHMARK(BM_HotIdsAdd)->Unit(benchmark::kMicrosecond);
+
+} // namespace
+
+BENCHMARK_MAIN();
