@@ -58,7 +58,7 @@ std::string g_runDirectory;
 
 NodeOptions clusterOptions(uint8_t configuration)
 {
-    static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam"};
+    static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", "ftrl"};
     static const proto::UpdateMode modes[] = {proto::ASYNC, proto::SYNC, proto::SSP};
     NodeOptions options;
     options.cluster.ps = {parseHostPort("127.0.0.1:12222")};

@@ -23,6 +23,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libgl-dev
   libqt6opengl6-dev  # qt6-charts-dev's CMake files need Qt6OpenGL's
   libcpp-httplib-dev  # the metrics endpoint, --metrics_port
+  libabsl-dev  # a sparse table's index of ids, abseil's flat_hash_set
   # the tests, the benchmarks and the Debian package: a display server for
   # the window's tests, a real sshd for the remote ones, a real one-node
   # Slurm - slurmctld, slurmd, its client commands - with munge for tst_slurm,

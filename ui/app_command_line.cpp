@@ -154,7 +154,9 @@ AppFlags declareAppCommandLine(QCommandLineParser &parser)
     option("learning_rate", "Learning rate.", "LR");
     option("optimizer", "Optimizer (sgd, adagrad, ...).", "NAME");
     option("batch_size", "Samples per worker step.", "N");
-    option("model", "Model: linear, softmax, mlp[:HIDDEN] or mf[:RANK] (as parasync-node's --model).", "NAME");
+    option("model",
+           "Model: linear, softmax, mlp[:HIDDEN], mf[:RANK], sparse_lr or fm[:RANK] (as parasync-node's --model).",
+           "NAME");
     option("dataset",
            "Training data, as parasync-node's --dataset: linear, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], csv:FILE, "
            "mnist:DIR, idx:IMAGES,LABELS.",

@@ -83,12 +83,14 @@ constexpr FlagInfo kFlags[] = {
      "(Zhang et al., staleness-aware async SGD)",
      "0"},
     {"model", "NAME", FlagGroup::ModelAndData,
-     "linear (y = w x + b), softmax, mlp[:HIDDEN] (one hidden layer of tanh units, 32 unless given), or "
-     "mf[:RANK] (a matrix factorization of --dataset=lowrank:..., rank 3 unless given)",
+     "linear (y = w x + b), softmax, mlp[:HIDDEN] (one hidden layer of tanh units, 32 unless given), "
+     "mf[:RANK] (a matrix factorization of --dataset=lowrank:..., rank 3 unless given), or, with embedding tables "
+     "on the ps tasks (docs/sparse.md), sparse_lr (logistic regression over --dataset=clicklog's ids) or fm[:RANK] "
+     "(a factorization machine, rank 8 unless given)",
      nullptr},
     {"dataset", "SPEC", FlagGroup::ModelAndData,
-     "linear, blobs, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], mnist:DIR, idx:IMAGES,LABELS or csv:PATH; empty is the "
-     "model's default",
+     "linear, blobs, blobs:K:D, lowrank:ROWS:COLS:RANK[:NOISE], clicklog[:FIELDS:VALUES[:ZIPF]], mnist:DIR, "
+     "idx:IMAGES,LABELS or csv:PATH; empty is the model's default",
      "the model's"},
     {"samples_per_shard", "N", FlagGroup::ModelAndData, "synthetic data: samples in each worker's shard", nullptr},
     {"eval_dataset", "SPEC", FlagGroup::ModelAndData,
@@ -99,7 +101,8 @@ constexpr FlagInfo kFlags[] = {
      "hold out this fraction (more than 0, less than 1) of the dataset's rows from every worker's shard, the same "
      "rows on every worker, for the chief to score the model on as with --eval_dataset",
      "none"},
-    {"optimizer", "NAME", FlagGroup::Training, "sgd, momentum, adagrad or adam (state lives on the ps)", nullptr},
+    {"optimizer", "NAME", FlagGroup::Training,
+     "sgd, momentum, adagrad, adam or ftrl (state lives on the ps; a model with tables: not adam)", nullptr},
     {"learning_rate", "X", FlagGroup::Training, "the optimizer's learning rate", nullptr},
     {"batch_size", "N", FlagGroup::Training, "samples per step on each worker", nullptr},
     {"last_step", "N", FlagGroup::Training, "stop when the global step reaches N; 0 trains until stopped", nullptr},
@@ -194,7 +197,7 @@ constexpr FlagInfo kFlags[] = {
     {"version", "", FlagGroup::Other, "print the version and exit", nullptr},
 };
 
-const char *const kOptimizers[] = {"sgd", "momentum", "adagrad", "adam"};
+const char *const kOptimizers[] = {"sgd", "momentum", "adagrad", "adam", "ftrl"};
 
 constexpr char kDemoPs[] = "127.0.0.1:2222";
 constexpr char kDemoWorkers[] = "127.0.0.1:2223,127.0.0.1:2224";
@@ -309,7 +312,7 @@ TrainingOptions parseTraining(const FlagValues &p, const ClusterSpec &cluster)
                          + " both name held-out data: give only one of them");
     p.string("optimizer", &t.optimizer, false);
     if (std::find(std::begin(kOptimizers), std::end(kOptimizers), t.optimizer) == std::end(kOptimizers))
-        throw InputError(p.shown("optimizer") + ": must be sgd, momentum, adagrad or adam");
+        throw InputError(p.shown("optimizer") + ": must be sgd, momentum, adagrad, adam or ftrl");
     p.positiveFloat("learning_rate", &t.learningRate);
     p.integer("batch_size", &t.batchSize, 1);
     p.integer("last_step", &t.lastStep, 0);

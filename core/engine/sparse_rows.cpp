@@ -14,7 +14,7 @@ namespace {
 // The sum of two blocks of one table whose rows are `width` values wide.
 RowBlock mergedSum(const RowBlock &a, RowBlockView b)
 {
-    const size_t width = !a.ids.empty() ? a.values.size() / a.ids.size()
+    const size_t width = !a.ids.empty()   ? a.values.size() / a.ids.size()
                          : !b.ids.empty() ? b.values.size() / b.ids.size()
                                           : 0;
     RowBlock sum;
@@ -61,7 +61,8 @@ RowGradients copyOf(const RowGradientView &rows)
     RowGradients copy;
     copy.reserve(rows.size());
     for (const TableRowsView &t : rows)
-        copy.push_back({t.table, {{t.rows.ids.begin(), t.rows.ids.end()}, {t.rows.values.begin(), t.rows.values.end()}}});
+        copy.push_back(
+            {t.table, {{t.rows.ids.begin(), t.rows.ids.end()}, {t.rows.values.begin(), t.rows.values.end()}}});
     return copy;
 }
 
@@ -71,8 +72,9 @@ void addRows(RowGradients *sum, const RowGradientView &add)
         auto at = std::lower_bound(sum->begin(), sum->end(), t.table,
                                    [](const TableRows &s, int table) { return s.table < table; });
         if (at == sum->end() || at->table != t.table)
-            sum->insert(at, TableRows{t.table, {{t.rows.ids.begin(), t.rows.ids.end()},
-                                                {t.rows.values.begin(), t.rows.values.end()}}});
+            sum->insert(
+                at, TableRows{t.table,
+                              {{t.rows.ids.begin(), t.rows.ids.end()}, {t.rows.values.begin(), t.rows.values.end()}}});
         else
             at->rows = mergedSum(at->rows, t.rows);
     }
@@ -114,10 +116,10 @@ std::string tableSpecsProblem(const proto::ModelSignature &signature)
         const proto::TableSpec &spec = signature.tables(t);
         const std::string which = "table " + std::to_string(t) + " ('" + spec.name().substr(0, 64) + "')";
         const std::string &name = spec.name();
-        const bool wellFormed = !name.empty() && name.size() <= 64
-                                && std::all_of(name.begin(), name.end(), [](unsigned char c) {
-                                       return std::isalnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
-                                   });
+        const bool wellFormed
+            = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](unsigned char c) {
+                  return std::isalnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
+              });
         if (!wellFormed)
             return which + ": a table's name is 1-64 characters of A-Z, a-z, 0-9, '_', '.', '/' and '-'";
         if (!names.insert(name).second)
@@ -149,9 +151,9 @@ RowGradientView viewOf(const google::protobuf::RepeatedPtrField<proto::SparseRow
     RowGradientView view;
     view.reserve(size_t(blocks.size()));
     for (const proto::SparseRows &block : blocks)
-        view.push_back({block.table(),
-                        {{block.ids().data(), size_t(block.ids_size())},
-                         {block.values().data(), size_t(block.values_size())}}});
+        view.push_back(
+            {block.table(),
+             {{block.ids().data(), size_t(block.ids_size())}, {block.values().data(), size_t(block.values_size())}}});
     return view;
 }
 
@@ -180,8 +182,8 @@ std::vector<proto::TableState> joinTableStates(const std::vector<proto::ShardSta
                                  + std::to_string(t));
             const proto::TableState &part = shards[k].tables(t);
             if (size_t(part.values_size()) != size_t(part.ids_size()) * width
-                || (part.ids_size() > 0 && size_t(part.slots_size()) != size_t(part.ids_size()) * width
-                                                                          * size_t(part.slot_names_size())))
+                || (part.ids_size() > 0
+                    && size_t(part.slots_size()) != size_t(part.ids_size()) * width * size_t(part.slot_names_size())))
                 throw InputError("ps:" + std::to_string(k) + "'s rows of table '" + spec.name()
                                  + "' do not fill rows of " + std::to_string(width));
             if (part.ids_size() > 0) {
@@ -265,11 +267,12 @@ std::string idsProblem(const google::protobuf::RepeatedPtrField<Block> &blocks,
                        + std::to_string(block.ids(i - 1))
                        + ": send the ids ascending, each once (merge a batch's duplicate ids and sum their rows)";
             if (table.idLimit != 0 && id >= table.idLimit)
-                return which + " ('" + table.name + "'): id " + std::to_string(id) + " is not below the table's id_limit "
-                       + std::to_string(table.idLimit) + ": hash or clip ids into the declared range";
+                return which + " ('" + table.name + "'): id " + std::to_string(id)
+                       + " is not below the table's id_limit " + std::to_string(table.idLimit)
+                       + ": hash or clip ids into the declared range";
             if (const int owner = psOfRow(id, numPs); owner != psIndex)
-                return which + " ('" + table.name + "'): row " + std::to_string(id) + " lives on ps:"
-                       + std::to_string(owner) + ", not ps:" + std::to_string(psIndex)
+                return which + " ('" + table.name + "'): row " + std::to_string(id)
+                       + " lives on ps:" + std::to_string(owner) + ", not ps:" + std::to_string(psIndex)
                        + ": send each row to the ps task psOfRow(id) names";
         }
     }
@@ -288,10 +291,10 @@ std::string rowBlocksProblem(const google::protobuf::RepeatedPtrField<proto::Spa
         const proto::SparseRows &block = blocks[b];
         const TableDeclaration &table = tables[size_t(block.table())];
         if (int64_t(block.values_size()) != int64_t(block.ids_size()) * table.rowWidth)
-            return field + "[" + std::to_string(b) + "] ('" + table.name + "') has " + std::to_string(block.values_size())
-                   + " values for " + std::to_string(block.ids_size()) + " ids, but the table's rows are "
-                   + std::to_string(table.rowWidth) + " wide: send ids x " + std::to_string(table.rowWidth)
-                   + " values, row after row";
+            return field + "[" + std::to_string(b) + "] ('" + table.name + "') has "
+                   + std::to_string(block.values_size()) + " values for " + std::to_string(block.ids_size())
+                   + " ids, but the table's rows are " + std::to_string(table.rowWidth) + " wide: send ids x "
+                   + std::to_string(table.rowWidth) + " values, row after row";
     }
     return {};
 }

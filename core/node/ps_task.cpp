@@ -429,9 +429,9 @@ CallStatus PsTask::initializeLocked(const proto::InitializeRequest &request, pro
     for (const proto::TableSpec &table : request.signature().tables())
         rows += (rows.empty() ? "" : ", ") + ("'" + table.name() + "'");
     if (!rows.empty())
-        holds += (holds.empty() ? "" : "; ") + ("the rows of table" + std::string(request.signature().tables_size() > 1 ? "s " : " ")
-                                                + rows + " whose ids hash here (1 of "
-                                                + std::to_string(m_options.cluster.numPs()) + " ps tasks)");
+        holds += (holds.empty() ? "" : "; ")
+                 + ("the rows of table" + std::string(request.signature().tables_size() > 1 ? "s " : " ") + rows
+                    + " whose ids hash here (1 of " + std::to_string(m_options.cluster.numPs()) + " ps tasks)");
     note(psName() + ": variables initialised by the chief (" + request.origin() + ") at global step "
          + std::to_string(request.global_step()) + "; holds " + (holds.empty() ? std::string("nothing") : holds));
     note(taskStateLine({m_options.task, TaskPhase::Serving, "holds its variables"}));

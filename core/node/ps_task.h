@@ -187,10 +187,13 @@ private:
     void checkAcknowledgedLocked(int worker, int64_t acknowledged);
     // ps:0: a checked gradient goes to the policy, or is rejected as
     // non-finite (false).
-    bool takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient);
-    // Other ps tasks: an averaged gradient is applied as update `update`,
-    // its step multiplied by ps:0's `learningRateScale`.
-    void applyShardUpdateLocked(int64_t update, const GradientView &average, bool incomplete, float learningRateScale);
+    bool takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient,
+                            const RowGradientView &rows);
+    // Other ps tasks: an averaged gradient (and its row gradients) is
+    // applied as update `update`, its step multiplied by ps:0's
+    // `learningRateScale`.
+    void applyShardUpdateLocked(int64_t update, const GradientView &average, const RowGradientView &rows,
+                                bool incomplete, float learningRateScale);
     UpdatePolicy::ModeChange setModeLocked(const proto::SetModeRequest &request);
     // The cluster's signature, and the parameter names the step log shows.
     void adoptSignatureLocked(const proto::ModelSignature &signature);
@@ -279,6 +282,27 @@ private:
     GradientView viewGradients(const google::protobuf::RepeatedPtrField<proto::Tensor> &tensors,
                                std::string *error) const;
 
+    // --- the rows of a sparse model's tables (ps_task_rows.cpp) ---
+    // A push's row gradients checked as a hostile client could fill them
+    // (sparse_rows.h: rowBlocksProblem), and each row held here (pulled
+    // before), as views of the push; the pull it carries checked too.
+    RowGradientView parseRowGradients(const proto::PushRequest &push, std::string *error) const;
+    // What is wrong with the ids a request asks rows for (sparse_rows.h:
+    // rowRequestsProblem), or an answer that would not fit a message; empty
+    // when nothing.
+    std::string pullProblem(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests) const;
+    // Gathers the rows `requests` ask for into `out`, made on first touch
+    // unless `lookupOnly` (a new row is recorded for the backup), and counts
+    // them. The requests are checked first; a refusal changes nothing.
+    CallStatus gatherRowsLocked(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests, bool lookupOnly,
+                                google::protobuf::RepeatedPtrField<proto::SparseRows> *out);
+    // A PullRequest on a worker's stream.
+    CallStatus pullLocked(const proto::PullRequest &pull, proto::PullResponse *response);
+    // Applies row gradients to the tables, counting them.
+    void applyRowsLocked(const RowGradientView &rows, float learningRateScale);
+    // What each table holds here, for TaskStatus and the metrics.
+    std::vector<proto::TableStatus> tableStatusLocked() const;
+
     NodeOptions m_options;
     IdentityTimings m_identityTimings;
     RpcSettings m_rpc;
@@ -294,6 +318,16 @@ private:
     std::optional<UpdatePolicy> m_policy; // ps:0 only
     std::vector<WorkerInfo> m_workers;
     proto::ModelSignature m_signature;
+    // The signature's tables, and what crossed the wire for each here.
+    std::vector<TableDeclaration> m_tables;
+    struct TableMeters
+    {
+        int64_t rowsPulled = 0;
+        int64_t rowsPushed = 0;
+        int64_t wireBytes = 0;
+        HotIds hot;
+    };
+    std::vector<TableMeters> m_tableMeters;
     bool m_initialized = false;
     bool m_finished = false;
     bool m_allWorkersFinished = false; // m_finished because every worker reached the last step
@@ -318,6 +352,7 @@ private:
     struct PendingUpdate
     {
         Parameters sum;
+        RowGradients rows; // summed id by id
         int received = 0;
         int expected = 0;
     };

@@ -99,7 +99,7 @@ struct PsFigures
     PsMeters meters;
     // ps:0 only (the primary of its pair): the cluster's view.
     std::optional<proto::ClusterStatusResponse> cluster;
-    std::vector<double> heldSeconds; // by worker
+    std::vector<double> heldSeconds;        // by worker
     std::vector<proto::TableStatus> tables; // a sparse model's, as held here
 };
 
@@ -131,10 +131,10 @@ void addTaskFamilies(const PsFigures &f, std::vector<MetricFamily> *out)
                                    "Rows of the embedding table this ps task holds (made on their first pull)");
         MetricFamily memory = family("parasync_ps_table_memory_bytes", MetricType::Gauge,
                                      "Bytes the table takes on this ps task: rows, optimizer state, id index, slack");
-        MetricFamily pulled
-            = family("parasync_ps_table_rows_pulled", MetricType::Counter, "Rows of the table workers pulled from here");
-        MetricFamily pushed = family("parasync_ps_table_rows_pushed", MetricType::Counter,
-                                     "Row gradients of the table applied here");
+        MetricFamily pulled = family("parasync_ps_table_rows_pulled", MetricType::Counter,
+                                     "Rows of the table workers pulled from here");
+        MetricFamily pushed
+            = family("parasync_ps_table_rows_pushed", MetricType::Counter, "Row gradients of the table applied here");
         MetricFamily wire = family("parasync_ps_table_wire_bytes", MetricType::Counter,
                                    "Bytes of ids and values of the table's rows that crossed the wire here, both ways");
         for (const proto::TableStatus &table : f.tables) {

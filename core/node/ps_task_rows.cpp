@@ -67,8 +67,8 @@ std::string PsTask::pullProblem(const google::protobuf::RepeatedPtrField<proto::
     for (const proto::RowRequest &request : requests)
         bytes += wireBytesOf(request.ids_size(), m_tables[size_t(request.table())].rowWidth);
     if (bytes > m_rpc.maxMessageBytes)
-        return "the rows asked for take " + std::to_string(bytes) + " bytes, more than --max_message_bytes="
-               + std::to_string(m_rpc.maxMessageBytes)
+        return "the rows asked for take " + std::to_string(bytes)
+               + " bytes, more than --max_message_bytes=" + std::to_string(m_rpc.maxMessageBytes)
                + ": ask for fewer rows at once (a smaller --batch_size), or give every task a larger "
                  "--max_message_bytes";
     return {};

@@ -175,7 +175,8 @@ void WorkerTask::start()
                   + m_placement.describe(k));
     for (const TableDeclaration &table : m_tables)
         m_log("worker:" + std::to_string(m_options.task.index) + ": table '" + table.name + "' (rows of "
-              + std::to_string(table.rowWidth) + ") lives on " + (numPs == 1 ? "ps:0" : "all " + std::to_string(numPs) + " ps tasks")
+              + std::to_string(table.rowWidth) + ") lives on "
+              + (numPs == 1 ? "ps:0" : "all " + std::to_string(numPs) + " ps tasks")
               + ", each row on the one its id hashes to; a step moves only its batch's rows");
     m_order.resize(size_t(m_data.size()));
     std::iota(m_order.begin(), m_order.end(), 0);
@@ -397,27 +398,9 @@ bool WorkerTask::step()
     const float batchLoss
         = hasTables() ? m_model->lossAndGradient(m_params, m_batchRows, m_data, batch, &m_gradient, &m_rowGradient)
                       : m_model->lossAndGradient(m_params, m_data, batch, &m_gradient);
-    const bool evaluates = m_chief->evaluatesFullLoss(m_globalStep);
     ChiefMeasurement measured;
-    if (evaluates) {
-        if (hasTables()) {
-            // The whole shard's rows would be most of the tables: a sparse
-            // model is scored on its held-out data alone, whose rows are
-            // looked up without being made.
-            if (m_heldOut) {
-                RowBlocks rows;
-                if (!pullRows(m_heldOutIds, true, &rows))
-                    return false;
-                measured.metrics = heldOutMetrics(*m_model, m_params, rows, *m_heldOut);
-                m_lastHeldOut = measured.metrics;
-            }
-        } else {
-            measured.fullLoss = m_model->loss(m_params, m_data);
-            if (m_heldOut)
-                measured.metrics = heldOutMetrics(*m_model, m_params, *m_heldOut);
-        }
-        measured.variables = m_chief->summarizeVariables(m_params, m_globalStep);
-    }
+    if (m_chief->evaluatesFullLoss(m_globalStep) && !measureForChief(&measured))
+        return false;
     const int64_t computeUs = microsSince(computeStart);
     // After the compute time is taken: the probe's gradient is the
     // measurement's cost, not the model's.
@@ -449,26 +432,7 @@ bool WorkerTask::step()
     proto::TrainRequest &request = ps0.push;
     auto *push = request.mutable_push();
     push->Clear(); // keeps the gradient tensors' storage for this step's values
-    push->set_computed_from_step(m_globalStep);
-    push->set_batch_loss(batchLoss);
-    push->set_full_loss(measured.fullLoss);
-    push->set_compute_us(computeUs);
-    push->set_previous_push_us(m_previousPushUs);
-    if (probe)
-        *push->mutable_staleness_probe() = *probe;
-    push->mutable_metrics()->Add(measured.metrics.begin(), measured.metrics.end());
-    for (const VariableSummary &v : measured.variables) {
-        auto *summary = push->add_variable_summaries();
-        summary->set_norm(v.norm);
-        summary->set_distance_from_start(v.distanceFromStart);
-        summary->set_update_per_step(v.updatePerStep);
-    }
-    Eigen::Index total = 0;
-    for (const auto &p : m_params)
-        total += p.size();
-    if (total <= kMaxViewedParameters)
-        for (const auto &p : m_params)
-            push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
+    describePush(push, batchLoss, computeUs, measured, probe);
     const TensorValues &gradient = makePush(0, push);
     if (hasTables()) {
         addRowGradients(0, push->mutable_row_gradients());
@@ -562,6 +526,53 @@ bool WorkerTask::step()
     return true;
 }
 
+bool WorkerTask::measureForChief(ChiefMeasurement *measured)
+{
+    if (hasTables()) {
+        // The whole shard's rows would be most of the tables: a sparse
+        // model is scored on its held-out data alone, whose rows are
+        // looked up without being made.
+        if (m_heldOut) {
+            RowBlocks rows;
+            if (!pullRows(m_heldOutIds, true, &rows))
+                return false;
+            measured->metrics = heldOutMetrics(*m_model, m_params, rows, *m_heldOut);
+            m_lastHeldOut = measured->metrics;
+        }
+    } else {
+        measured->fullLoss = m_model->loss(m_params, m_data);
+        if (m_heldOut)
+            measured->metrics = heldOutMetrics(*m_model, m_params, *m_heldOut);
+    }
+    measured->variables = m_chief->summarizeVariables(m_params, m_globalStep);
+    return true;
+}
+
+void WorkerTask::describePush(proto::PushRequest *push, float batchLoss, int64_t computeUs,
+                              const ChiefMeasurement &measured, const std::optional<proto::StalenessProbe> &probe) const
+{
+    push->set_computed_from_step(m_globalStep);
+    push->set_batch_loss(batchLoss);
+    push->set_full_loss(measured.fullLoss);
+    push->set_compute_us(computeUs);
+    push->set_previous_push_us(m_previousPushUs);
+    if (probe)
+        *push->mutable_staleness_probe() = *probe;
+    push->mutable_metrics()->Add(measured.metrics.begin(), measured.metrics.end());
+    for (const VariableSummary &v : measured.variables) {
+        auto *summary = push->add_variable_summaries();
+        summary->set_norm(v.norm);
+        summary->set_distance_from_start(v.distanceFromStart);
+        summary->set_update_per_step(v.updatePerStep);
+    }
+    Eigen::Index total = 0;
+    for (const auto &p : m_params)
+        total += p.size();
+    if (total <= kMaxViewedParameters)
+        for (const auto &p : m_params)
+            push->mutable_parameter_view()->Add(p.data(), p.data() + p.size());
+}
+
 // "worker:0 step 1200 (local 600) loss 0.000123 w 2.0001 b 9.9987", as the
 // seeds print it; a model too large to list its values gives its accuracy.
 void WorkerTask::logStep(const proto::PushResponse &decision, float batchLoss) const
@@ -586,8 +597,7 @@ void WorkerTask::logStep(const proto::PushResponse &decision, float batchLoss) c
     // what tells learning from memorising. A sparse model's needs its rows
     // from the ps tasks: shown when this step measured it.
     if (m_heldOut && m_chief->held() && (!hasTables() || !m_lastHeldOut.empty())) {
-        const std::vector<float> heldOut
-            = hasTables() ? m_lastHeldOut : heldOutMetrics(*m_model, m_params, *m_heldOut);
+        const std::vector<float> heldOut = hasTables() ? m_lastHeldOut : heldOutMetrics(*m_model, m_params, *m_heldOut);
         const std::vector<std::string> names = heldOutMetricNames(*m_model);
         for (size_t i = 0; i < names.size() && i < heldOut.size(); ++i) {
             // "heldout_accuracy" -> "held-out accuracy", the log's words.

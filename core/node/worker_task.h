@@ -3,9 +3,11 @@
 #include "config/task_options.h"
 #include "engine/dataset.h"
 #include "engine/model.h"
+#include "engine/sparse_table.h"
 #include "engine/variable_placement.h"
 #include "formats/open_metrics.h"
 #include "formats/task_state_line.h"
+#include "node/chief_measurement.h"
 #include "node/worker_meters.h"
 #include "wire/ps_client.h"
 #include "wire/task_control.h"
@@ -98,10 +100,18 @@ private:
     void loadHeldOutData(const DatasetOptions &training);
     // One training step; returns false when a stream broke (reconnect).
     bool step();
+    // What the chief measures on this step's parameters (every
+    // --display_step of its steps); false when a stream broke fetching a
+    // sparse model's held-out rows.
+    bool measureForChief(ChiefMeasurement *measured);
+    // ps:0's push, all but the gradients: the step's figures for the
+    // telemetry and what the chief measured.
+    void describePush(proto::PushRequest *push, float batchLoss, int64_t computeUs, const ChiefMeasurement &measured,
+                      const std::optional<proto::StalenessProbe> &probe) const;
     // The step's figures for metricsText() (worker_task_metrics.cpp).
     void addToMeters(const proto::PushResponse &decision, int64_t computeUs, float batchLoss);
     // The step's line in the log, every --display_step updates.
-    void logStep(const proto::PushResponse &decision) const;
+    void logStep(const proto::PushResponse &decision, float batchLoss) const;
     // The step after a probed one (--staleness_probe_every): the probed
     // step's gradient against its batch's gradient at m_params, the
     // parameters this step starts from (engine/staleness_cost.h). nullopt
@@ -118,6 +128,26 @@ private:
     // carries the values.
     void openDataLink(PsConnection &ps, const proto::DataLinkGrant &grant);
     std::vector<int64_t> nextBatch();
+
+    // --- a sparse model's table rows (worker_task_rows.cpp) ---
+    bool hasTables() const { return !m_tables.empty(); }
+    // The distinct ids of each table the samples `batch` of the shard touch.
+    std::vector<std::vector<uint64_t>> touchedIds(const std::vector<int64_t> &batch) const;
+    // The requests for the ids of `ids` that ps task `ps` holds (psOfRow).
+    void addPulls(int ps, const std::vector<std::vector<uint64_t>> &ids,
+                  google::protobuf::RepeatedPtrField<proto::RowRequest> *out) const;
+    // The rows of m_rowGradient that ps task `ps` holds.
+    void addRowGradients(int ps, google::protobuf::RepeatedPtrField<proto::SparseRows> *out) const;
+    // Joins every ps task's answered rows into one block per table with
+    // the ids of `ids`; throws InputError when an answer lacks a row asked
+    // for or brings another.
+    void readRows(const std::vector<const google::protobuf::RepeatedPtrField<proto::SparseRows> *> &answers,
+                  const std::vector<std::vector<uint64_t>> &ids, RowBlocks *rows) const;
+    // A PullRequest on every stream, outside a step. False when a stream broke.
+    bool pullRows(const std::vector<std::vector<uint64_t>> &ids, bool lookupOnly, RowBlocks *rows);
+    // The rows of `ids` as the ps tasks make them on first touch (the
+    // held-out data's check before joining).
+    RowBlocks initialRows(const std::vector<std::vector<uint64_t>> &ids) const;
     // The simulated compute time of one step (WorkerPace): log-normal with the
     // pace's mean and spread; zero at full speed.
     std::chrono::microseconds drawComputeTime();
@@ -141,6 +171,21 @@ private:
     proto::ModelSignature m_signature; // made once in start()
     VariablePlacement m_placement;     // which ps task holds which piece
     Parameters m_params;               // current view, model order
+    // A sparse model's tables (empty for a dense model). Its batch is chosen
+    // a step ahead, so that a step's push asks for the next batch's rows
+    // and the answer brings them: one exchange a step. m_batchRows holds the
+    // rows of m_batch's ids, m_rowGradient the step's row gradients; the
+    // held-out data's ids are the chief's to look up when it measures.
+    std::vector<TableDeclaration> m_tables;
+    std::vector<int64_t> m_batch;
+    std::vector<std::vector<uint64_t>> m_batchIds;
+    RowBlocks m_batchRows;
+    RowBlocks m_rowGradient;
+    std::vector<std::vector<uint64_t>> m_heldOutIds;
+    // The chief's last held-out scores of a sparse model, for the log line
+    // (measured every --display_step steps of its own, when it pulls the
+    // held-out rows).
+    std::vector<float> m_lastHeldOut;
     // The step's gradient, model order: kept so that its vectors keep their
     // storage from step to step, and sent from there (no copy into the push).
     Parameters m_gradient;

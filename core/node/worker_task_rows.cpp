@@ -110,8 +110,9 @@ bool WorkerTask::pullRows(const std::vector<std::vector<uint64_t>> &ids, bool lo
         if (!m_ps[k]->stream->read(&answers[k]))
             return false;
         if (!answers[k].has_pull())
-            throw InputError("ps:" + std::to_string(k) + " answered a pull with something else: give every task the "
-                                                         "same Parasync version");
+            throw InputError("ps:" + std::to_string(k)
+                             + " answered a pull with something else: give every task the "
+                               "same Parasync version");
         parts.push_back(&answers[k].pull().rows());
     }
     readRows(parts, ids, rows);

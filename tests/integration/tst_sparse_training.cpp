@@ -24,16 +24,11 @@ constexpr double kAucMargin = 0.01;
 
 QStringList clickLogFlags(const QString &model, const QString &mode, int lastStep)
 {
-    return {QStringLiteral("--model=") + model,
-            QStringLiteral("--dataset=clicklog"),
-            QStringLiteral("--eval_dataset=clicklog"),
-            QStringLiteral("--samples_per_shard=20000"),
-            QStringLiteral("--optimizer=adagrad"),
-            QStringLiteral("--learning_rate=0.2"),
-            QStringLiteral("--batch_size=100"),
-            QStringLiteral("--mode=") + mode,
-            QStringLiteral("--display_step=100"),
-            QStringLiteral("--last_step=%1").arg(lastStep)};
+    return {QStringLiteral("--model=") + model,        QStringLiteral("--dataset=clicklog"),
+            QStringLiteral("--eval_dataset=clicklog"), QStringLiteral("--samples_per_shard=20000"),
+            QStringLiteral("--optimizer=adagrad"),     QStringLiteral("--learning_rate=0.2"),
+            QStringLiteral("--batch_size=100"),        QStringLiteral("--mode=") + mode,
+            QStringLiteral("--display_step=100"),      QStringLiteral("--last_step=%1").arg(lastStep)};
 }
 
 // What the chief says the generating model scores on the held-out data.
@@ -127,13 +122,13 @@ private Q_SLOTS:
         LocalCluster cluster(2, 2, clickLogFlags(QStringLiteral("fm:4"), QStringLiteral("async"), 2400), dir.path());
         cluster.startAll();
         // async, then sync from a third of the way, then ssp from two thirds.
-        QVERIFY(cluster.waitForStatus([](const proto::ClusterStatusResponse &s) { return s.global_step() >= 800; },
-                                      120s));
+        QVERIFY(
+            cluster.waitForStatus([](const proto::ClusterStatusResponse &s) { return s.global_step() >= 800; }, 120s));
         proto::ModeConfig sync;
         sync.set_mode(proto::SYNC);
         QVERIFY(cluster.setMode(sync).ok());
-        QVERIFY(cluster.waitForStatus([](const proto::ClusterStatusResponse &s) { return s.global_step() >= 1600; },
-                                      120s));
+        QVERIFY(
+            cluster.waitForStatus([](const proto::ClusterStatusResponse &s) { return s.global_step() >= 1600; }, 120s));
         proto::ModeConfig ssp;
         ssp.set_mode(proto::SSP);
         ssp.set_staleness(4);
