@@ -184,21 +184,11 @@ ClickLogShape parseClickLogSpec(const std::string &spec)
         return shape;
     if (spec.rfind("clicklog:", 0) != 0)
         throw InputError("dataset '" + spec + "' is not a click log: " + clickLogUsage());
-    std::vector<std::string_view> parts;
-    std::string_view rest = std::string_view(spec).substr(9);
-    for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest = rest.substr(colon + 1))
-        parts.push_back(rest.substr(0, colon));
-    parts.push_back(rest);
-    const auto whole = [](std::string_view text, int64_t &out) {
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
-        return !text.empty() && error == std::errc() && end == text.data() + text.size();
-    };
-    bool ok = (parts.size() == 2 || parts.size() == 3) && whole(parts[0], shape.fields)
-              && whole(parts[1], shape.valuesPerField);
-    if (ok && parts.size() == 3) {
-        const auto [end, error] = std::from_chars(parts[2].data(), parts[2].data() + parts[2].size(), shape.zipf);
-        ok = !parts[2].empty() && error == std::errc() && end == parts[2].data() + parts[2].size();
-    }
+    const std::vector<std::string_view> parts = specArguments(spec, "clicklog");
+    bool ok = (parts.size() == 2 || parts.size() == 3) && parseWhole(parts[0], &shape.fields)
+              && parseWhole(parts[1], &shape.valuesPerField);
+    if (ok && parts.size() == 3)
+        ok = parseReal(parts[2], &shape.zipf);
     if (!ok)
         throw InputError("dataset '" + spec + "': " + clickLogUsage());
     if (shape.fields < 1 || shape.fields > kMaxFields)

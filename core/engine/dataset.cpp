@@ -722,6 +722,30 @@ Dataset loadHeldOutData(const DatasetOptions &options, const std::string &evalSp
     return all;
 }
 
+std::vector<std::string_view> specArguments(std::string_view spec, std::string_view name)
+{
+    std::vector<std::string_view> arguments;
+    if (spec.size() <= name.size())
+        return arguments;
+    std::string_view rest = spec.substr(name.size() + 1);
+    for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest = rest.substr(colon + 1))
+        arguments.push_back(rest.substr(0, colon));
+    arguments.push_back(rest);
+    return arguments;
+}
+
+bool parseWhole(std::string_view text, int64_t *out)
+{
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    return !text.empty() && error == std::errc() && end == text.data() + text.size();
+}
+
+bool parseReal(std::string_view text, double *out)
+{
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), *out);
+    return !text.empty() && error == std::errc() && end == text.data() + text.size();
+}
+
 std::string defaultDatasetFor(const std::string &model)
 {
     if (model == "linear")

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace parasync {
@@ -105,6 +106,14 @@ Dataset loadDataset(const DatasetOptions &options);
 // else the rows options.evalFraction holds out of options.spec. Throws
 // InputError as loadDataset does, and when there is no held-out data.
 Dataset loadHeldOutData(const DatasetOptions &options, const std::string &evalSpec);
+
+// The colon-separated arguments of a synthetic dataset's spec after its
+// name ("lowrank:50:50:3:0.1" with name "lowrank" gives "50", "50", "3",
+// "0.1"); none for the name alone. The spec must begin with `name`.
+std::vector<std::string_view> specArguments(std::string_view spec, std::string_view name);
+// Whether all of `text` is one whole (or real) number, read into *out.
+bool parseWhole(std::string_view text, int64_t *out);
+bool parseReal(std::string_view text, double *out);
 
 // The default --dataset for a model name.
 std::string defaultDatasetFor(const std::string &model);

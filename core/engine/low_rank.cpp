@@ -31,21 +31,11 @@ LowRankSpec parseLowRankSpec(const std::string &spec)
         return parsed;
     if (spec.rfind("lowrank:", 0) != 0)
         throw InputError("dataset '" + spec + "' is not a low-rank matrix: " + lowRankUsage());
-    std::vector<std::string_view> parts;
-    std::string_view rest = std::string_view(spec).substr(8);
-    for (size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest = rest.substr(colon + 1))
-        parts.push_back(rest.substr(0, colon));
-    parts.push_back(rest);
-    const auto whole = [](std::string_view text, int64_t &out) {
-        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), out);
-        return !text.empty() && error == std::errc() && end == text.data() + text.size();
-    };
-    bool ok = (parts.size() == 3 || parts.size() == 4) && whole(parts[0], parsed.rows) && whole(parts[1], parsed.cols)
-              && whole(parts[2], parsed.rank);
-    if (ok && parts.size() == 4) {
-        const auto [end, error] = std::from_chars(parts[3].data(), parts[3].data() + parts[3].size(), parsed.noise);
-        ok = !parts[3].empty() && error == std::errc() && end == parts[3].data() + parts[3].size();
-    }
+    const std::vector<std::string_view> parts = specArguments(spec, "lowrank");
+    bool ok = (parts.size() == 3 || parts.size() == 4) && parseWhole(parts[0], &parsed.rows)
+              && parseWhole(parts[1], &parsed.cols) && parseWhole(parts[2], &parsed.rank);
+    if (ok && parts.size() == 4)
+        ok = parseReal(parts[3], &parsed.noise);
     if (!ok)
         throw InputError("dataset '" + spec + "': " + lowRankUsage());
     if (parsed.rows < 1 || parsed.cols < 1 || parsed.rows > kMaxSide || parsed.cols > kMaxSide)

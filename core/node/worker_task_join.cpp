@@ -219,10 +219,12 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
         std::string &list = ps->stream->messagesOnDataLink() ? wholeSteps : valuesOnly;
         list += (list.empty() ? "ps:" : ", ps:") + std::to_string(ps->index);
     }
-    // A sparse model's first batch needs its rows before the first step;
-    // after a rejoin the rows held may be older than the ps tasks' now.
+    // A sparse model's first batch needs its rows before the first step.
+    // After a rejoin, a new batch: the one whose push broke may have been
+    // applied before the answer was lost, and is given up as a dense
+    // model's is (its rows would be stale too).
     if (hasTables()) {
-        if (m_batch.empty()) {
+        if (m_batch.empty() || m_joinedBefore) {
             m_batch = nextBatch();
             m_batchIds = touchedIds(m_batch);
         }

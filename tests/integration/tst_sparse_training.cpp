@@ -64,6 +64,14 @@ proto::Checkpoint newestCheckpoint(const QString &logdir)
     return newest ? newest->checkpoint : proto::Checkpoint();
 }
 
+// "worker:0 state stopped: ... (local steps 812, the last at global step 1700)"
+qint64 localSteps(const QString &output)
+{
+    static const QRegularExpression form(QStringLiteral("state (?:stopped|finished): .*\\(local steps (\\d+)"));
+    const auto match = form.match(output);
+    return match.hasMatch() ? match.captured(1).toLongLong() : -1;
+}
+
 int64_t rowsIn(const proto::Checkpoint &checkpoint)
 {
     int64_t rows = 0;
@@ -149,6 +157,65 @@ private Q_SLOTS:
         const proto::Checkpoint saved = newestCheckpoint(dir.path());
         QCOMPARE(saved.tables_size(), 2);
         QCOMPARE(saved.tables(1).values_size(), saved.tables(1).ids_size() * 4);
+    }
+
+    void killedPrimariesLoseNoRowAndNoAcknowledgedUpdate()
+    {
+        // Both ps tasks as pairs; each primary SIGKILLed in turn while two
+        // workers train: the backups hold every row a pull made and every
+        // row update, so the workers' gradients for rows they pulled from
+        // the dead primaries find them, and nothing acknowledged is lost.
+        QTemporaryDir dir;
+        LocalCluster cluster(2, 2,
+                             clickLogFlags(QStringLiteral("sparse_lr"), QStringLiteral("async"), 0)
+                                 + QStringList{QStringLiteral("--compute_ms=2"), QStringLiteral("--heartbeat_ms=500")},
+                             dir.path());
+        cluster.addBackups();
+        cluster.startAll();
+        for (int k = 0; k < 2; ++k) {
+            cluster.startBackup(k);
+            QVERIFY2(cluster.backup(k).waitForOutput(QStringLiteral("follows its primary at ") + cluster.psAddress(k)),
+                     qPrintable(cluster.backup(k).output()));
+        }
+        int64_t step = 0;
+        QVERIFY(cluster.waitForStatus([&](const proto::ClusterStatusResponse &s) {
+            step = s.global_step();
+            return step > 200;
+        }));
+        for (const int k : {1, 0}) {
+            cluster.ps(k).kill();
+            QVERIFY2(cluster.backup(k).waitForOutput(QStringLiteral("takes over as the pair's primary")),
+                     qPrintable(cluster.backup(k).output()));
+            const int64_t before = step;
+            QVERIFY(cluster.waitForStatus([&](const proto::ClusterStatusResponse &s) {
+                step = s.global_step();
+                return step > before + 200;
+            }));
+        }
+        for (int i = 0; i < 2; ++i) {
+            cluster.worker(i).terminate();
+            QCOMPARE(cluster.worker(i).waitForExit(), 0);
+            QVERIFY2(!cluster.worker(i).output().contains(QStringLiteral("never pulled")),
+                     qPrintable(cluster.worker(i).output()));
+        }
+        proto::ClusterStatusResponse status;
+        QVERIFY(cluster.waitForStatus([](const proto::ClusterStatusResponse &s) {
+            return s.workers(0).phase() == proto::STOPPED && s.workers(1).phase() == proto::STOPPED;
+        }));
+        QVERIFY(cluster.clusterStatus(&status));
+        for (int i = 0; i < 2; ++i) {
+            // Every gradient the worker saw acknowledged was taken, and at
+            // most the ones in flight at the two kills and the stop more.
+            const qint64 acknowledged = localSteps(cluster.worker(i).output());
+            const auto &w = status.workers(i);
+            QVERIFY2(acknowledged > 0 && w.applied() + w.dropped() >= acknowledged
+                         && w.applied() + w.dropped() <= acknowledged + 3,
+                     qPrintable(QStringLiteral("worker:%1 saw %2 acknowledged, the ps took %3")
+                                    .arg(i)
+                                    .arg(acknowledged)
+                                    .arg(w.applied() + w.dropped())));
+        }
+        QCOMPARE(status.replica().acknowledged_updates_lost(), 0);
     }
 
     void aCheckpointRestoresIntoAnotherNumberOfPsTasksRowForRow()
