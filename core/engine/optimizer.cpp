@@ -61,18 +61,18 @@ ConstValues mapped(std::span<const float> v)
     return {v.data(), Eigen::Index(v.size())};
 }
 
-void gradientDescentStep(Values value, ConstValues gradient, float step)
+void gradientDescentStep(Values value, const ConstValues &gradient, float step)
 {
     value -= step * gradient;
 }
 
-void momentumStep(Values value, Values accumulation, ConstValues gradient, float lr, float momentum, float scale)
+void momentumStep(Values value, Values accumulation, const ConstValues &gradient, float lr, float momentum, float scale)
 {
     accumulation = momentum * accumulation + scale * gradient;
     value -= lr * accumulation;
 }
 
-void adagradStep(Values value, Values accumulator, ConstValues gradient, float step)
+void adagradStep(Values value, Values accumulator, const ConstValues &gradient, float step)
 {
     accumulator += gradient.square();
     value -= step * gradient * accumulator.rsqrt();
@@ -81,8 +81,8 @@ void adagradStep(Values value, Values accumulator, ConstValues gradient, float s
 // tf.train.FtrlOptimizer's kernel (ApplyFtrl, learning_rate_power -0.5),
 // written so that it needs no temporary: n + g^2 is computed twice, the
 // same way both times.
-void ftrlStep(Values value, Values accumulator, Values linear, ConstValues gradient, float lr, float l1, float l2,
-              float scale)
+void ftrlStep(Values value, Values accumulator, Values linear, const ConstValues &gradient, float lr, float l1,
+              float l2, float scale)
 {
     linear += scale * gradient - ((accumulator + gradient.square()).sqrt() - accumulator.sqrt()) / lr * value;
     accumulator += gradient.square();
