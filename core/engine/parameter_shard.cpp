@@ -169,10 +169,7 @@ void ParameterShard::applyRows(const RowGradientView &rows, float learningRateSc
 {
     for (const TableRowsView &block : rows) {
         SparseTable &table = m_tables[size_t(block.table)];
-        std::vector<uint64_t> missing;
-        for (const uint64_t id : block.rows.ids)
-            if (!table.holds(id))
-                missing.push_back(id);
+        const std::vector<uint64_t> missing = table.notHeld(block.rows.ids);
         if (!missing.empty()) {
             m_scratchRows.resize(missing.size() * size_t(table.rowWidth()));
             table.gather(missing, m_scratchRows, true);

@@ -2,17 +2,22 @@
 
 #include "base/error.h"
 
-#include <absl/container/flat_hash_set.h>
+#include <absl/container/flat_hash_map.h>
 #include <absl/hash/hash.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cassert>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <new>
 #include <numbers>
 #include <stdexcept>
 #include <utility>
@@ -55,19 +60,34 @@ double truncatedNormal(uint64_t stream)
     }
 }
 
-// A row's place in the arena (what the index holds) and an id looked up by
-// (what it is asked with): the index keeps 4 bytes per entry and reads the
-// id of an entry from the head of its row, so that the comparison and the
-// row's values share a cache line (an index of 16-byte (id, row) entries cost
-// a third more than the payload at 1M rows of 16 floats with Adagrad).
-struct RowRef
+// A table's large allocations -- its blocks of rows and its index -- in the
+// kernel's 2 MiB pages where it offers them (transparent huge pages in
+// "madvise" mode, Debian's default). A step reads a thousand rows at random
+// all over the table; in 4 KiB pages each of them also misses the TLB, and
+// a table of 10M rows took twice as long a row as one of 1M
+// (bench_sparse_table). Below 2 MiB, or where the kernel says no, the
+// allocation is an ordinary one.
+constexpr size_t kHugePageBytes = size_t(2) << 20;
+
+void *allocateTableMemory(size_t bytes)
 {
-    uint32_t row;
-};
-struct IdKey
+    if (bytes < kHugePageBytes)
+        return ::operator new(bytes);
+    void *memory = nullptr;
+    if (::posix_memalign(&memory, kHugePageBytes, bytes) != 0)
+        throw std::bad_alloc();
+    // Advice, not a request: without huge pages the memory works the same.
+    ::madvise(memory, (bytes + 4095) & ~size_t(4095), MADV_HUGEPAGE);
+    return memory;
+}
+
+void freeTableMemory(void *memory, size_t bytes)
 {
-    uint64_t id;
-};
+    if (bytes < kHugePageBytes)
+        ::operator delete(memory);
+    else
+        std::free(memory);
+}
 
 // Counts what the index allocates, so that memoryBytes() reports abseil's
 // real allocation (control bytes, their cloned group, padding) rather than
@@ -86,12 +106,12 @@ struct CountingAllocator
     T *allocate(size_t n)
     {
         *bytes += n * sizeof(T);
-        return std::allocator<T>().allocate(n);
+        return static_cast<T *>(allocateTableMemory(n * sizeof(T)));
     }
     void deallocate(T *p, size_t n)
     {
         *bytes -= n * sizeof(T);
-        std::allocator<T>().deallocate(p, n);
+        freeTableMemory(p, n * sizeof(T));
     }
     template<class U>
     bool operator==(const CountingAllocator<U> &other) const
@@ -108,8 +128,19 @@ size_t hotIdsHome(uint64_t id, size_t mask)
     return size_t(mix64(id + kGolden) >> 32) & mask;
 }
 
-// A row's id, at its head, in floats' storage.
-constexpr size_t kIdFloats = sizeof(uint64_t) / sizeof(float);
+// A block of rows, freed as it was allocated.
+struct BlockFree
+{
+    size_t bytes = 0;
+    void operator()(float *block) const { freeTableMemory(block, bytes); }
+};
+using ArenaBlock = std::unique_ptr<float[], BlockFree>;
+
+ArenaBlock allocateArenaBlock(size_t floats)
+{
+    const size_t bytes = floats * sizeof(float);
+    return ArenaBlock(static_cast<float *>(allocateTableMemory(bytes)), BlockFree{bytes});
+}
 
 // Arena blocks of about this many bytes of rows: the slack of a table is at
 // most one block, and no row moves once the first block is full.
@@ -143,32 +174,25 @@ void initialRow(const TableDeclaration &table, uint64_t id, std::span<float> out
 
 struct SparseTable::Impl
 {
-    // Hashes and compares an entry by the id its row holds.
-    struct IdHash
-    {
-        using is_transparent = void;
-        const Impl *table;
-        size_t operator()(IdKey key) const { return absl::Hash<uint64_t>()(key.id); }
-        size_t operator()(RowRef ref) const { return absl::Hash<uint64_t>()(table->idOf(ref.row)); }
-    };
-    struct IdEqual
-    {
-        using is_transparent = void;
-        const Impl *table;
-        bool operator()(RowRef a, RowRef b) const { return a.row == b.row; }
-        bool operator()(RowRef a, IdKey b) const { return table->idOf(a.row) == b.id; }
-        bool operator()(IdKey a, RowRef b) const { return a.id == table->idOf(b.row); }
-        bool operator()(IdKey a, IdKey b) const { return a.id == b.id; }
-    };
-    using Index = absl::flat_hash_set<RowRef, IdHash, IdEqual, CountingAllocator<RowRef>>;
+    // An id to its row's place in the arena. The id is in the entry, not
+    // only at the row's head, so that looking an id up reads the index
+    // alone: with the id read from the row, every lookup waited for a
+    // cache miss in the arena before it knew whether it had found its row,
+    // and a step's three lookups a row took 600 ns a row at 1M rows
+    // (bench_sparse_step's ps, perf). 16 bytes an entry, against 4 then,
+    // and the rows lost their 8-byte id: about 10 bytes a row more in all.
+    using Entry = std::pair<const uint64_t, uint32_t>;
+    using Index = absl::flat_hash_map<uint64_t, uint32_t, absl::Hash<uint64_t>, std::equal_to<uint64_t>,
+                                      CountingAllocator<Entry>>;
+    static constexpr uint32_t kNoRow = std::numeric_limits<uint32_t>::max();
 
     Impl(const TableDeclaration &table, std::shared_ptr<const Optimizer> rule)
         : optimizer(std::move(rule))
         , slotCount(size_t(optimizer->rowSlots()))
         , width(size_t(table.rowWidth))
         , stride(width * (1 + slotCount))
-        , rowFloats(kIdFloats + stride)
-        , index(0, IdHash{this}, IdEqual{this}, CountingAllocator<RowRef>(&indexBytes))
+        , rowFloats(stride)
+        , index(0, absl::Hash<uint64_t>(), std::equal_to<uint64_t>(), CountingAllocator<Entry>(&indexBytes))
     {
         rowsPerBlock = 1;
         while (rowsPerBlock * 2 * rowFloats * sizeof(float) <= kBlockBytes)
@@ -182,14 +206,51 @@ struct SparseTable::Impl
     {
         return rowBlocks[row >> blockShift].get() + (row & (rowsPerBlock - 1)) * rowFloats;
     }
-    uint64_t idOf(uint32_t row) const
+    std::span<float> valueOf(uint32_t row) const { return {rowData(row), width}; }
+    std::span<float> slotsOf(uint32_t row) const { return {rowData(row) + width, width * slotCount}; }
+
+    // Starts loading a row's first cache lines (its values, then its state).
+    void prefetchRow(uint32_t row) const
     {
-        uint64_t id;
-        std::memcpy(&id, rowData(row), sizeof id);
-        return id;
+        constexpr size_t kLine = 64;
+        constexpr size_t kMaxLines = 8;
+        const char *data = reinterpret_cast<const char *>(rowData(row));
+        const size_t lines = std::min(kMaxLines, (rowFloats * sizeof(float) + kLine - 1) / kLine);
+        for (size_t line = 0; line < lines; ++line)
+            __builtin_prefetch(data + line * kLine, 1);
     }
-    std::span<float> valueOf(uint32_t row) const { return {rowData(row) + kIdFloats, width}; }
-    std::span<float> slotsOf(uint32_t row) const { return {rowData(row) + kIdFloats + width, width * slotCount}; }
+
+    // Visits the rows of `ids` in three stages some ids apart, so that a
+    // batch's cache misses overlap instead of following one another: the
+    // index entry of id i + 2k is loaded, id i + k is looked up (`find`
+    // gives its row or kNoRow) and its row loaded, and row i is used
+    // (`use(i, row)`).
+    template<class Find, class Use>
+    void pipeline(std::span<const uint64_t> ids, Find find, Use use) const
+    {
+        constexpr size_t kAhead = 8;
+        std::array<uint32_t, kAhead> found{};
+        const size_t n = ids.size();
+        for (size_t i = 0; i < n + kAhead; ++i) {
+            // Row i - k's place in `found` is where row i goes next.
+            if (i >= kAhead)
+                use(i - kAhead, found[i % kAhead]);
+            if (i + kAhead < n)
+                index.prefetch(ids[i + kAhead]);
+            if (i < n) {
+                const uint32_t row = find(i);
+                found[i % kAhead] = row;
+                if (row != kNoRow)
+                    prefetchRow(row);
+            }
+        }
+    }
+
+    uint32_t rowOf(uint64_t id) const
+    {
+        const auto it = index.find(id);
+        return it == index.end() ? kNoRow : it->second;
+    }
 
     size_t capacity() const
     {
@@ -209,7 +270,7 @@ struct SparseTable::Impl
         if (rowBlocks.size() == 1 && firstBlockRows < rowsPerBlock) {
             // Still small: the first block doubles, copying what it holds.
             const size_t rows = std::min(firstBlockRows * 2, rowsPerBlock);
-            auto block = std::make_unique_for_overwrite<float[]>(rows * rowFloats);
+            ArenaBlock block = allocateArenaBlock(rows * rowFloats);
             std::copy_n(rowBlocks[0].get(), rowCount * rowFloats, block.get());
             rowBlocks[0] = std::move(block);
             firstBlockRows = rows;
@@ -217,18 +278,9 @@ struct SparseTable::Impl
         }
         const size_t rows = rowBlocks.empty() ? std::min(kFirstBlockRows, rowsPerBlock) : rowsPerBlock;
         rowBlocks.reserve(rowBlocks.size() + 1);
-        rowBlocks.push_back(std::make_unique_for_overwrite<float[]>(rows * rowFloats));
+        rowBlocks.push_back(allocateArenaBlock(rows * rowFloats));
         if (rowBlocks.size() == 1)
             firstBlockRows = rows;
-    }
-
-    // Starts loading the index entries of the id a few after `i`: the rows
-    // of a large table are one cache miss after another otherwise.
-    void prefetch(std::span<const uint64_t> ids, size_t i) const
-    {
-        constexpr size_t kAhead = 8;
-        if (i + kAhead < ids.size())
-            index.prefetch(IdKey{ids[i + kAhead]});
     }
 
     // The row of `id`, made when it is new (`made` says so; its values and
@@ -236,28 +288,24 @@ struct SparseTable::Impl
     uint32_t findOrAdd(uint64_t id, bool *made)
     {
         reserveRow();
-        *made = false;
-        const auto it = index.lazy_emplace(IdKey{id}, [&](const Index::constructor &construct) {
-            const uint32_t row = uint32_t(rowCount);
-            std::memcpy(rowData(row), &id, sizeof id);
+        const auto [it, added] = index.try_emplace(id, uint32_t(rowCount));
+        *made = added;
+        if (added)
             ++rowCount;
-            *made = true;
-            construct(RowRef{row});
-        });
-        return it->row;
+        return it->second;
     }
 
     std::shared_ptr<const Optimizer> optimizer;
     size_t slotCount;
     size_t width;
     size_t stride;    // floats of a row's payload: its values, then each slot
-    size_t rowFloats; // and its id before them
+    size_t rowFloats; // what a row takes in the arena: its payload
     size_t rowsPerBlock = 1;
     uint32_t blockShift = 0;
     size_t firstBlockRows = 0;
     size_t rowCount = 0;
-    // Rows in order of arrival: id, values, slots.
-    std::vector<std::unique_ptr<float[]>> rowBlocks;
+    // Rows in order of arrival: values, slots.
+    std::vector<ArenaBlock> rowBlocks;
     size_t indexBytes = 0; // before `index`, whose allocator counts into it
     Index index;
 };
@@ -285,58 +333,78 @@ SparseTable &SparseTable::operator=(SparseTable &&) noexcept = default;
 
 void SparseTable::gather(std::span<const uint64_t> ids, std::span<float> out, bool create)
 {
-    const size_t width = m_impl->width;
+    Impl &impl = *m_impl;
+    const size_t width = impl.width;
     if (out.size() != ids.size() * width)
         throw std::invalid_argument("gather: " + std::to_string(out.size()) + " values for "
                                     + std::to_string(ids.size()) + " rows of " + std::to_string(width));
-    for (size_t i = 0; i < ids.size(); ++i) {
-        m_impl->prefetch(ids, i);
-        const std::span<float> row = out.subspan(i * width, width);
-        if (create) {
-            bool made = false;
-            const uint32_t r = m_impl->findOrAdd(ids[i], &made);
-            if (made) {
-                initialRow(m_table, ids[i], m_impl->valueOf(r));
-                m_impl->optimizer->initRowSlots(m_impl->slotsOf(r));
-            }
-            const std::span<const float> held = m_impl->valueOf(r);
-            std::copy(held.begin(), held.end(), row.begin());
-        } else {
-            const auto it = m_impl->index.find(IdKey{ids[i]});
-            if (it == m_impl->index.end()) {
-                initialRow(m_table, ids[i], row);
-            } else {
-                const std::span<const float> held = m_impl->valueOf(it->row);
-                std::copy(held.begin(), held.end(), row.begin());
-            }
+    const auto copy = [&](size_t i, uint32_t row) {
+        const std::span<float> to = out.subspan(i * width, width);
+        if (row == Impl::kNoRow) {
+            initialRow(m_table, ids[i], to);
+            return;
         }
+        const std::span<const float> held = impl.valueOf(row);
+        std::copy(held.begin(), held.end(), to.begin());
+    };
+    if (!create) {
+        impl.pipeline(
+            ids, [&](size_t i) { return impl.rowOf(ids[i]); }, copy);
+        return;
     }
+    impl.pipeline(
+        ids,
+        [&](size_t i) {
+            bool made = false;
+            const uint32_t row = impl.findOrAdd(ids[i], &made);
+            if (made) {
+                initialRow(m_table, ids[i], impl.valueOf(row));
+                impl.optimizer->initRowSlots(impl.slotsOf(row));
+            }
+            return row;
+        },
+        copy);
 }
 
 bool SparseTable::holds(uint64_t id) const
 {
-    return m_impl->index.contains(IdKey{id});
+    return m_impl->index.contains(id);
+}
+
+std::vector<uint64_t> SparseTable::notHeld(std::span<const uint64_t> ids) const
+{
+    const Impl &impl = *m_impl;
+    constexpr size_t kAhead = 8;
+    std::vector<uint64_t> missing;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        if (i + kAhead < ids.size())
+            impl.index.prefetch(ids[i + kAhead]);
+        if (!impl.index.contains(ids[i]))
+            missing.push_back(ids[i]);
+    }
+    return missing;
 }
 
 void SparseTable::apply(std::span<const uint64_t> ids, std::span<const float> gradients, float learningRateScale)
 {
-    const size_t width = m_impl->width;
+    Impl &impl = *m_impl;
+    const size_t width = impl.width;
     if (gradients.size() != ids.size() * width)
         throw std::invalid_argument("apply: " + std::to_string(gradients.size()) + " gradient values for "
                                     + std::to_string(ids.size()) + " rows of " + std::to_string(width));
-    const Optimizer &optimizer = *m_impl->optimizer;
-    for (size_t i = 0; i < ids.size(); ++i) {
-        m_impl->prefetch(ids, i);
-        const auto it = m_impl->index.find(IdKey{ids[i]});
-        // The ps refuses a gradient for a row it does not hold before
-        // anything is applied; should one come through, it is dropped rather
-        // than made from nothing.
-        assert(it != m_impl->index.end() && "gradient for a row the table does not hold");
-        if (it == m_impl->index.end())
-            continue;
-        optimizer.applyRow(m_impl->valueOf(it->row), m_impl->slotsOf(it->row), gradients.subspan(i * width, width),
-                           learningRateScale);
-    }
+    const Optimizer &optimizer = *impl.optimizer;
+    impl.pipeline(
+        ids, [&](size_t i) { return impl.rowOf(ids[i]); },
+        [&](size_t i, uint32_t row) {
+            // The ps refuses a gradient for a row it does not hold before
+            // anything is applied; should one come through, it is dropped
+            // rather than made from nothing.
+            assert(row != Impl::kNoRow && "gradient for a row the table does not hold");
+            if (row == Impl::kNoRow)
+                return;
+            optimizer.applyRow(impl.valueOf(row), impl.slotsOf(row), gradients.subspan(i * width, width),
+                               learningRateScale);
+        });
 }
 
 int64_t SparseTable::rows() const
@@ -362,10 +430,7 @@ size_t SparseTable::memoryBytes() const
 TableContents SparseTable::save() const
 {
     const Impl &impl = *m_impl;
-    std::vector<std::pair<uint64_t, uint32_t>> order;
-    order.reserve(impl.rowCount);
-    for (uint32_t row = 0; row < impl.rowCount; ++row)
-        order.emplace_back(impl.idOf(row), row);
+    std::vector<std::pair<uint64_t, uint32_t>> order(impl.index.begin(), impl.index.end());
     std::sort(order.begin(), order.end());
 
     TableContents contents;
@@ -430,7 +495,8 @@ void SparseTable::clear()
     Impl &impl = *m_impl;
     // Swapped with an empty one, which frees what it held: clear() keeps a
     // small index's allocation.
-    Impl::Index empty(0, Impl::IdHash{&impl}, Impl::IdEqual{&impl}, CountingAllocator<RowRef>(&impl.indexBytes));
+    Impl::Index empty(0, absl::Hash<uint64_t>(), std::equal_to<uint64_t>(),
+                      CountingAllocator<Impl::Entry>(&impl.indexBytes));
     impl.index.swap(empty);
     impl.rowBlocks.clear();
     impl.rowBlocks.shrink_to_fit();

@@ -75,8 +75,8 @@ struct TableContents
 
 // The rows of one table that one ps task holds, with their optimizer state,
 // in an arena of fixed-size blocks (no copy of the table when it grows; the
-// slack is one block) indexed by an open-addressing hash map. A row costs
-// its values, its optimizer state and about 16 bytes of index
+// slack is one block) indexed by an open-addressing hash map of id to row.
+// A row costs its values, its optimizer state and 20 to 40 bytes of index
 // (memoryBytes() says what it is). Not thread-safe: the ps task guards it.
 class SparseTable
 {
@@ -97,6 +97,8 @@ public:
     // kept: an evaluation's lookup.
     void gather(std::span<const uint64_t> ids, std::span<float> out, bool create);
     bool holds(uint64_t id) const;
+    // The ids of `ids` this table does not hold, in their order.
+    std::vector<uint64_t> notHeld(std::span<const uint64_t> ids) const;
     // Applies one row gradient per id (ids.size() x rowWidth), each with the
     // optimizer's row rule, its share multiplied by `learningRateScale`.
     // Every id must be held (the caller checks: a gradient for a row never

@@ -41,13 +41,13 @@ RowGradientView PsTask::parseRowGradients(const proto::PushRequest &push, std::s
     }
     for (const proto::SparseRows &block : push.row_gradients()) {
         const SparseTable &table = m_shard.table(block.table());
-        for (const uint64_t id : block.ids())
-            if (!table.holds(id)) {
-                *error = "row_gradients ('" + table.declaration().name + "'): row " + std::to_string(id)
-                         + " was never pulled from " + psName()
-                         + ": pull a row (PushRequest.pull or a PullRequest) before pushing its gradient";
-                return {};
-            }
+        if (const std::vector<uint64_t> missing = table.notHeld({block.ids().data(), size_t(block.ids_size())});
+            !missing.empty()) {
+            *error = "row_gradients ('" + table.declaration().name + "'): row " + std::to_string(missing.front())
+                     + " was never pulled from " + psName()
+                     + ": pull a row (PushRequest.pull or a PullRequest) before pushing its gradient";
+            return {};
+        }
     }
     return viewOf(push.row_gradients());
 }
@@ -87,15 +87,12 @@ CallStatus PsTask::gatherRowsLocked(const google::protobuf::RepeatedPtrField<pro
     if (m_follower && !lookupOnly) {
         for (const proto::RowRequest &request : requests) {
             const SparseTable &table = m_shard.table(request.table());
-            proto::RowRequest *fresh = nullptr;
-            for (const uint64_t id : request.ids())
-                if (!table.holds(id)) {
-                    if (!fresh) {
-                        fresh = made.add_tables();
-                        fresh->set_table(request.table());
-                    }
-                    fresh->add_ids(id);
-                }
+            const std::vector<uint64_t> fresh = table.notHeld({request.ids().data(), size_t(request.ids_size())});
+            if (fresh.empty())
+                continue;
+            proto::RowRequest *rows = made.add_tables();
+            rows->set_table(request.table());
+            rows->mutable_ids()->Add(fresh.begin(), fresh.end());
         }
     }
     m_shard.gatherRows(requests, lookupOnly, out);

@@ -498,9 +498,12 @@ void TestSparseTable::aMillionRowsCostLittleBeyondTheirPayload()
     const double memory = double(table.memoryBytes());
     qInfo("1M rows x 16, adagrad: payload %.1f MB, memory %.1f MB, %.1f bytes a row beyond the payload (%.1f %%)",
           payload / 1e6, memory / 1e6, (memory - payload) / 1e6, (memory / payload - 1.0) * 100.0);
-    // The index alone is at least 4 bytes per row and the id 8 more.
-    QVERIFY(memory >= payload + 12.0 * 1e6);
-    QVERIFY(memory <= payload * 1.25);
+    // The index holds each id with its row's place, 16 bytes an entry at a
+    // load of 7/16 to 7/8: at 1M rows it has just doubled (2M entries), the
+    // most a table pays, 38 bytes a row; at 2.5M rows a ps (10M over 4 ps
+    // tasks, bench_sparse_table) it is 23 %.
+    QVERIFY(memory >= payload + 16.0 * 1e6);
+    QVERIFY(memory <= payload * 1.30);
 }
 
 void TestSparseTable::aSmallTableTakesLittleMemory()
