@@ -22,19 +22,14 @@
 #include "engine/model.h"
 #include "engine/parameter_shard.h"
 #include "proto/parasync.grpc.pb.h"
+#include "round_trip.h"
 #include "wire/rpc.h"
 #include "wire/train_call.h"
 
 #include <benchmark/benchmark.h>
 
 #include <QCoreApplication>
-#include <QFile>
-#include <QThread>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -52,108 +47,9 @@ namespace {
 using namespace parasync;
 using namespace Qt::StringLiterals;
 using Clock = std::chrono::steady_clock;
-
-// ---------------------------------------------------------------------------
-// Raw TCP: a 8-byte header (request length, reply length), then the payload.
-// ---------------------------------------------------------------------------
-
-void setNoDelay(int fd)
-{
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-bool readFully(int fd, char *data, size_t size)
-{
-    while (size > 0) {
-        const ssize_t n = ::recv(fd, data, size, 0);
-        if (n <= 0)
-            return false;
-        data += n;
-        size -= size_t(n);
-    }
-    return true;
-}
-
-bool writeFully(int fd, const char *data, size_t size)
-{
-    while (size > 0) {
-        const ssize_t n = ::send(fd, data, size, MSG_NOSIGNAL);
-        if (n <= 0)
-            return false;
-        data += n;
-        size -= size_t(n);
-    }
-    return true;
-}
-
-int serveTcp(uint16_t port)
-{
-    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-    const int one = 1;
-    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(listener, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0 || ::listen(listener, 4) != 0) {
-        std::perror("bench tcp server");
-        return 1;
-    }
-    std::printf("tcp echo listening on %u\n", unsigned(port));
-    std::fflush(stdout);
-    std::vector<char> in, out;
-    for (;;) {
-        const int fd = ::accept(listener, nullptr, nullptr);
-        if (fd < 0)
-            return 1;
-        setNoDelay(fd);
-        uint32_t header[2];
-        while (readFully(fd, reinterpret_cast<char *>(header), sizeof header)) {
-            in.resize(header[0]);
-            out.resize(header[1]);
-            if (!readFully(fd, in.data(), in.size()) || !writeFully(fd, out.data(), out.size()))
-                break;
-        }
-        ::close(fd);
-    }
-}
-
-class TcpClient
-{
-public:
-    explicit TcpClient(uint16_t port)
-    {
-        m_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in address{};
-        address.sin_family = AF_INET;
-        address.sin_port = htons(port);
-        address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        for (int attempt = 0; attempt < 200; ++attempt) {
-            if (::connect(m_fd, reinterpret_cast<sockaddr *>(&address), sizeof address) == 0) {
-                setNoDelay(m_fd);
-                return;
-            }
-            QThread::msleep(10);
-        }
-        throw std::runtime_error("cannot connect to the tcp echo server");
-    }
-    ~TcpClient() { ::close(m_fd); }
-
-    // One ping of `request` bytes (header included in the send), one pong of `reply` bytes.
-    bool pingPong(size_t request, size_t reply)
-    {
-        m_out.resize(sizeof(uint32_t) * 2 + request);
-        const uint32_t header[2] = {uint32_t(request), uint32_t(reply)};
-        std::memcpy(m_out.data(), header, sizeof header);
-        m_in.resize(reply);
-        return writeFully(m_fd, m_out.data(), m_out.size()) && readFully(m_fd, m_in.data(), m_in.size());
-    }
-
-private:
-    int m_fd = -1;
-    std::vector<char> m_out, m_in;
-};
+using bench::measure;
+using bench::serveTcp;
+using bench::TcpClient;
 
 // ---------------------------------------------------------------------------
 // Raw gRPC: the same synchronous server API and channel settings as the ps.
@@ -536,79 +432,6 @@ struct Fixture
 constexpr int kWarmUpRoundTrips = 5;
 
 Fixture *g_fixture = nullptr;
-
-// What process `pid` (0: this one) has used so far: CPU time (user +
-// system) in microseconds, and minor page faults -- each a page the process
-// touched for the first time since it was mapped, which is what a buffer
-// allocated afresh every step costs.
-struct ProcessUse
-{
-    double cpuMicros = 0;
-    double minorFaults = 0;
-};
-
-ProcessUse processUse(qint64 pid)
-{
-    QFile stat(pid > 0 ? QStringLiteral("/proc/%1/stat").arg(pid) : QStringLiteral("/proc/self/stat"));
-    if (!stat.open(QIODevice::ReadOnly))
-        return {};
-    // Fields after the command name (which may hold spaces) start at state (3).
-    const QByteArray text = stat.readAll();
-    const QList<QByteArray> fields = text.mid(text.lastIndexOf(')') + 2).split(' ');
-    if (fields.size() < 13)
-        return {};
-    const double ticks = fields[11].toDouble() + fields[12].toDouble();          // utime, stime
-    return {ticks * 1e6 / double(::sysconf(_SC_CLK_TCK)), fields[7].toDouble()}; // minflt
-}
-
-// Times every round trip of the benchmark loop; p50/p99 go into counters,
-// with the CPU time, the minor page faults and the heap allocations the far
-// end (`server`) and this process had per round trip: figures the machine's
-// other load disturbs much less than latency.
-template<typename RoundTrip>
-void measure(benchmark::State &state, const bench::ChildProcess &server, size_t request, size_t reply,
-             RoundTrip roundTrip)
-{
-    const qint64 serverPid = server.pid();
-    const ProcessUse serverBefore = processUse(serverPid);
-    const ProcessUse clientBefore = processUse(0);
-    const bench::AllocCounts serverAllocsBefore = server.allocations();
-    const bench::AllocCounts clientAllocsBefore = parasync_alloc_counts();
-    std::vector<double> micros;
-    micros.reserve(1 << 16);
-    for (auto _ : state) {
-        const auto start = Clock::now();
-        if (!roundTrip()) {
-            state.SkipWithError("round trip failed");
-            return;
-        }
-        micros.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
-    }
-    const double iterations = double(std::max<benchmark::IterationCount>(1, state.iterations()));
-    const bench::AllocCounts clientAllocsAfter = parasync_alloc_counts();
-    const bench::AllocCounts serverAllocsAfter = server.allocations();
-    const ProcessUse serverAfter = processUse(serverPid);
-    const ProcessUse clientAfter = processUse(0);
-    // The counters include the timing loop's own bookkeeping (none: `micros`
-    // is reserved up front) and, on the server, its other threads' work.
-    state.counters["server_allocs"] = double(serverAllocsAfter.calls - serverAllocsBefore.calls) / iterations;
-    state.counters["client_allocs"] = double(clientAllocsAfter.calls - clientAllocsBefore.calls) / iterations;
-    state.counters["server_large_allocs"]
-        = double(serverAllocsAfter.largeCalls - serverAllocsBefore.largeCalls) / iterations;
-    state.counters["client_large_allocs"]
-        = double(clientAllocsAfter.largeCalls - clientAllocsBefore.largeCalls) / iterations;
-    state.counters["server_cpu_us"] = (serverAfter.cpuMicros - serverBefore.cpuMicros) / iterations;
-    state.counters["client_cpu_us"] = (clientAfter.cpuMicros - clientBefore.cpuMicros) / iterations;
-    state.counters["server_faults"] = (serverAfter.minorFaults - serverBefore.minorFaults) / iterations;
-    state.counters["client_faults"] = (clientAfter.minorFaults - clientBefore.minorFaults) / iterations;
-    std::sort(micros.begin(), micros.end());
-    auto quantile = [&](double q) { return micros[std::min(micros.size() - 1, size_t(q * double(micros.size())))]; };
-    state.counters["p50_us"] = quantile(0.50);
-    state.counters["p99_us"] = quantile(0.99);
-    state.counters["request_bytes"] = double(request);
-    state.counters["response_bytes"] = double(reply);
-    state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(request + reply));
-}
 
 void registerBenchmarks(bool quick)
 {

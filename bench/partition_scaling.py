@@ -1,5 +1,10 @@
 """Partitioned variables where the network, not the CPU, is the limit.
 
+Two workloads (--workload): "dense", a softmax whose W is partitioned over
+the ps tasks; "sparse", a factorization machine (fm:16) on a click log whose
+embedding tables' rows are spread over the ps tasks by id, each step moving
+only the rows of the batch's ids (docs/sparse.md).
+
 Every task runs on a "host" of its own: a Linux network namespace joined to
 this one by a veth pair whose two ends are shaped with netem (a rate and a
 delay each way, --rate and --delay; where the kernel lacks netem, a token
@@ -163,14 +168,32 @@ def global_step(address, token):
     return status.global_step
 
 
-def measure(hosts, node, num_ps, num_workers, warmup_steps, seconds, logs):
+# What each workload trains, and the words the report says it in.
+WORKLOADS = {
+    # 1,000,010 parameters, W [100000, 10] split over the ps tasks: every
+    # step moves all of them each way.
+    "dense": {"flags": ["--model=softmax", "--dataset=blobs:10:100000", "--samples_per_shard=40", "--batch_size=10",
+                        "--learning_rate=0.01"],
+              "model": "A softmax of 1,000,010 parameters (W [100000, 10] partitioned over the ps tasks)"},
+    # 10 fields of 1,000,000 values drawn Zipf 1.1: a batch of 1,000 samples
+    # touches about 5,500 distinct ids; each step pushes their rows'
+    # gradients (17 floats: a weight and 16 factors) and pulls the next
+    # batch's rows.
+    "sparse": {"flags": ["--model=fm:16", "--dataset=clicklog:10:1000000:1.1", "--samples_per_shard=20000",
+                         "--batch_size=1000", "--optimizer=adagrad", "--learning_rate=0.05"],
+               "model": "A factorization machine of rank 16 (fm:16) on a click log of 10 fields of 1,000,000 "
+                        "values drawn Zipf 1.1, batches of 1,000 samples (its tables' rows spread over the ps "
+                        "tasks by id; a step moves the rows of the batch's ids)"},
+}
+
+
+def measure(hosts, node, workload, num_ps, num_workers, warmup_steps, seconds, logs):
     ps_hosts = [f"{hosts.address(i)}:{PS_PORT}" for i in range(num_ps)]
     worker_hosts = [f"{hosts.address(4 + j)}:{WORKER_PORT}" for j in range(num_workers)]
     token = secrets.token_hex(32)
     env = dict(os.environ, PARASYNC_CLUSTER_TOKEN=token)
     common = [f"--ps_hosts={','.join(ps_hosts)}", f"--worker_hosts={','.join(worker_hosts)}",
-              "--model=softmax", "--dataset=blobs:10:100000", "--samples_per_shard=40", "--batch_size=10",
-              "--mode=async", "--last_step=0", "--display_step=100000000", "--learning_rate=0.01"]
+              *WORKLOADS[workload]["flags"], "--mode=async", "--last_step=0", "--display_step=100000000"]
     processes = []
     try:
         for job, count, host in (("ps", num_ps, lambda k: k), ("worker", num_workers, lambda k: 4 + k)):
@@ -250,6 +273,7 @@ def main():
     parser.add_argument("--worker_rate", default=None,
                         help="the workers' hosts' link rate, each way (default: --rate); faster than the ps "
                              "links makes the ps tasks' links the limit, as with many workers per ps")
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="dense")
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--ps", default="1,2,4")
     parser.add_argument("--rounds", type=int, default=3)
@@ -258,7 +282,8 @@ def main():
     if args.quick:
         args.rounds, args.seconds = 1, 6
     ps_counts = [int(n) for n in args.ps.split(",")]
-    document = {"rate": args.rate, "worker_rate": args.worker_rate or args.rate, "delay": args.delay, "workers": args.workers, "parameters": 1_000_010,
+    document = {"rate": args.rate, "worker_rate": args.worker_rate or args.rate, "delay": args.delay,
+                "workers": args.workers, "workload": args.workload, "model": WORKLOADS[args.workload]["model"],
                 "rounds": args.rounds, "seconds": args.seconds, "runs": []}
     if os.geteuid() != 0:
         document["skipped"] = "needs root for network namespaces and tc"
@@ -271,7 +296,8 @@ def main():
                 document["delay"] = hosts.delay or "not emulated (this kernel has no netem: rate only, by tbf)"
                 for round_ in range(args.rounds):
                     for num_ps in ps_counts:
-                        figures = measure(hosts, args.node, num_ps, args.workers, 10, args.seconds, logs)
+                        figures = measure(hosts, args.node, args.workload, num_ps, args.workers, 10, args.seconds,
+                                          logs)
                         figures["round"] = round_
                         document["runs"].append(figures)
                         print(f"round {round_}: {num_ps} ps: {figures['steps_per_second']:.2f} steps/s, "

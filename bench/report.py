@@ -707,8 +707,93 @@ def add_app(report, latency, memory):
              "1 and 10 million step events."])
 
 
-def add_partition_scaling(report, doc, number="5b", topology=""):
-    title = f"{number}. Partitioned variables in a shaped network{topology}"
+def add_sparse_step(report, doc):
+    """A sparse model's step against a real ps, beside a raw TCP exchange of its bytes (bench_sparse_step)."""
+    if not doc:
+        return
+    samples = roundtrip_samples(doc)
+    tcp, step1, step10, grpc1 = (samples.get(key) for key in
+                                  (("tcp", "1M"), ("step", "1M"), ("step", "10M"), ("step_grpc", "1M")))
+    if not step1:
+        return
+    rows = []
+    results = {}
+    for name, label, s in (("tcp", "raw TCP, the same bytes", tcp), ("step_1M", "step, 1M-row table", step1),
+                           ("step_10M", "step, 10M-row table", step10),
+                           ("step_grpc_1M", "step on the gRPC stream, 1M-row table", grpc1)):
+        if not s:
+            continue
+        row = {"bytes": (s["request_bytes"], s["response_bytes"]), "p50": summary(s["p50_us"]),
+               "p99": summary(s["p99_us"]), "server_cpu": summary(s["server_cpu_us"]),
+               "client_cpu": summary(s["client_cpu_us"])}
+        row["vs tcp p50"] = ratio(s["p50_us"], tcp["p50_us"]) if tcp and s is not tcp else None
+        results[name] = row
+        rows.append([label, f"{row['bytes'][0]:,} / {row['bytes'][1]:,}", fmt_summary(row["p50"]),
+                     fmt_summary(row["p99"]), fmt_ratio(row["vs tcp p50"]), fmt_summary(row["server_cpu"]),
+                     fmt_summary(row["client_cpu"])])
+    report.data["sparse_step"] = results
+    if tcp:
+        r = ratio(step1["p50_us"], tcp["p50_us"])
+        report.target("sparse step (1,000 Zipf ids x 16 floats, 1 worker, 1 ps) p50 <= 1.5x raw TCP of the same "
+                      "bytes", fmt_ratio(r), r["median"] <= 1.5 if r else None)
+    if step10:
+        r = ratio(step10["p50_us"], step1["p50_us"])
+        # The same batches: the bytes differ only by a varint's length (the global step's).
+        same_bytes = all(abs(step10[key] - step1[key]) <= 0.001 * step1[key]
+                         for key in ("request_bytes", "response_bytes"))
+        report.target("sparse step against a 10M-row table within 10 % of a 1M-row one (time; bytes the same)",
+                      fmt_ratio(r) + ("; bytes the same" if same_bytes else "; bytes differ"),
+                      (abs(r["median"] - 1) <= 0.10 and same_bytes) if r else None)
+    report.section(
+        "2s. A sparse model's step against a real ps, beside raw TCP (µs)",
+        ["exchange", "bytes out / back", "p50", "p99", "÷ TCP p50", "ps CPU/step", "worker CPU/step"], rows,
+        ["bench_sparse_step: this process plays a worker of a model with one 16-wide embedding table (Adagrad): "
+         "each step pushes the row gradients of a batch of 1,000 ids drawn Zipf 1.1 over 1,000,000 ranks (about "
+         "550 distinct after merging) and pulls the next batch's rows in the same exchange, as parasync-node's "
+         "worker does, against a `parasync-node --job_name=ps` process on the data link (and, last row, on the "
+         "gRPC stream). The same batches against a table of 1M and of 10M rows, made in a random order of ranks "
+         "so that a batch's rows lie all over the table. Raw TCP: a blocking socket pair over loopback moving "
+         "exactly the step's bytes each way."])
+
+
+def add_sparse_table(report, doc):
+    """A table's in-process gather + apply, and a 10M x 16 Adagrad table's memory over 4 ps (bench_sparse_table)."""
+    if not doc:
+        return
+    runs = {}
+    for b in doc.get("benchmarks", []):
+        if b.get("run_type") != "iteration" or b.get("error_occurred"):
+            continue
+        runs.setdefault(b["run_name"], []).append(b)
+    rows = []
+    for name, label in (("BM_GatherApply/1000000", "1M rows"), ("BM_GatherApply/10000000", "10M rows")):
+        if name not in runs:
+            continue
+        bs = runs[name]
+        rows.append([f"gather + apply of a batch's rows, {label}", fmt_summary(summary([b["real_time"] for b in bs])),
+                     fmt(statistics.median(b["rows_per_step"] for b in bs), 0), "—", "—"])
+    memory = next((bs for name, bs in runs.items() if name.startswith("BM_MemoryOver4Ps")), None)
+    if memory:
+        m = memory[0]
+        rows.append(["10M x 16 Adagrad over 4 ps tasks", "—", f"{m['rows_per_ps_min']:,.0f}–{m['rows_per_ps_max']:,.0f}"
+                     " a ps", f"{m['memory_MB']:,.0f} MB ({m['payload_MB']:,.0f} MB rows and state)",
+                     f"{m['overhead_B_per_row']:.1f} B a row ({m['overhead_pct']:.1f} %)"])
+        report.data["sparse_memory"] = {key: m[key] for key in ("rows_per_ps_min", "rows_per_ps_max", "memory_MB",
+                                                                "payload_MB", "overhead_B_per_row", "overhead_pct")}
+        report.target("sparse memory: 10M x 16 Adagrad over 4 ps, overhead over the rows and their state <= 25 %",
+                      f"{m['overhead_pct']:.1f} % ({m['overhead_B_per_row']:.1f} B a row)", m["overhead_pct"] <= 25)
+    if rows:
+        report.section(
+            "2t. An embedding table in-process: a step's rows and a 10M-row table's memory",
+            ["what", "µs", "rows", "memory", "over the rows and their state"], rows,
+            ["bench_sparse_table: engine/sparse_table.h alone, no process or wire. A batch: 1,000 ids drawn Zipf 1.1 "
+             "over the table's rows, merged, each row gathered (made if new) and its gradient applied with "
+             "Adagrad. Memory: the tables' own count of their bytes (payload, id index, the arena's slack), the "
+             "rows split over 4 ps tasks by psOfRow as a cluster splits them."])
+
+
+def add_partition_scaling(report, doc, number="5b", topology="", subject="Partitioned variables"):
+    title = f"{number}. {subject} in a shaped network{topology}"
     if not doc or doc.get("skipped"):
         if doc:
             report.section(title, ["figure", "value"], [["skipped", doc["skipped"]]])
@@ -746,7 +831,8 @@ def add_partition_scaling(report, doc, number="5b", topology=""):
                      limit or "—",
                      f"{statistics.median(r['cpu_busy'] for r in runs):.0%}"])
         if num_ps > 1 and linear:
-            report.target(f"partitioned: steps/s with {num_ps} ps >= 0.8x linear (shaped network{topology})",
+            kind = "sparse" if doc.get("workload") == "sparse" else "partitioned"
+            report.target(f"{kind}: steps/s with {num_ps} ps >= 0.8x linear (shaped network{topology})",
                           fmt_ratio(linear) + bound_note, linear["median"] >= 0.8)
     worker_rate = doc.get("worker_rate", doc["rate"])
     links = (f"each host's link shaped to {doc['rate']} each way" if worker_rate == doc["rate"] else
@@ -755,10 +841,11 @@ def add_partition_scaling(report, doc, number="5b", topology=""):
         f"{title} (bench/partition_scaling.py)",
         ["ps tasks", "global steps/s", "speed-up over 1 ps", "÷ ps count (1 = linear)", "MB per step per ps",
          "ps link use", "worker link use", "most the links allow (whose); reached", "CPU busy"], rows,
-        [f"Every task on a host of its own (a network namespace), {links}; delay: {doc.get('delay')}. A softmax "
-         f"of {doc['parameters']:,} parameters (W [100000, 10] partitioned over the ps tasks), {doc['workers']} "
-         f"workers, async; {doc['rounds']} interleaved rounds of {doc['seconds']:g} s after a warm-up. Bytes and "
-         "link use from the veth counters: a link's use is its busier direction against the shaped rate.",
+        [f"Every task on a host of its own (a network namespace), {links}; delay: {doc.get('delay')}. "
+         f"{doc.get('model', 'A softmax of 1,000,010 parameters (W [100000, 10] partitioned over the ps tasks)')}, "
+         f"{doc['workers']} workers, async; {doc['rounds']} interleaved rounds of {doc['seconds']:g} s after a "
+         "warm-up. Bytes and link use from the veth counters: a link's use is its busier direction against the "
+         "shaped rate.",
          "Most the links allow: a ps link carries its share of each global step in its busier direction; a "
          "worker sends its gradient and then receives the parameters of its next step, so its step takes at "
          "least both through its own link, the workers stepping side by side. The smaller bound names the limit. "
@@ -833,6 +920,10 @@ def main():
     add_partition_scaling(report, load(os.path.join(args.dir, "partition_scaling.json")))
     add_partition_scaling(report, load(os.path.join(args.dir, "partition_scaling_fast_workers.json")), "5c",
                           ", the ps links the limit")
+    add_partition_scaling(report, load(os.path.join(args.dir, "sparse_scaling.json")), "5d",
+                          ", the ps links the limit", "Embedding tables (sparse parameters)")
+    add_sparse_step(report, load(os.path.join(args.dir, "sparse_step.json")))
+    add_sparse_table(report, load(os.path.join(args.dir, "sparse_table.json")))
     add_app(report, load(os.path.join(args.dir, "app_latency.json")), load(os.path.join(args.dir, "app_memory.json")))
 
     print(text_table(report))

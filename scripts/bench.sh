@@ -20,7 +20,8 @@ for arg in "$@"; do
   esac
 done
 
-PARASYNC_SETUP_ALL_PACKAGES=1 "$here/scripts/setup.sh" release bench_roundtrip bench_cluster bench_app_ingest parasync-node parasync_python
+PARASYNC_SETUP_ALL_PACKAGES=1 "$here/scripts/setup.sh" release bench_roundtrip bench_cluster bench_app_ingest bench_sparse_step \
+  bench_sparse_table parasync-node parasync_python
 build="$here/build/release"
 out=${PARASYNC_BENCH_OUT:-$here/build/bench-run}
 rm -rf "$out"
@@ -53,6 +54,15 @@ PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "
 echo "== the same with the workers' links at 1 Gbit/s: the ps links the limit, as with many workers per ps"
 PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "${quick_flag[@]}" \
   --node="$PARASYNC_NODE" --worker_rate=1gbit --out="$out/partition_scaling_fast_workers.json"
+echo "== a sparse model's step: 1,000 Zipf ids x 16 floats against 1M- and 10M-row tables, beside raw TCP"
+"$build/bench/bench_sparse_step" "${quick_flag[@]}" "${gbench_flags[@]}" \
+  --benchmark_counters_tabular=true --benchmark_out="$out/sparse_step.json" --benchmark_out_format=json
+echo "== an embedding table in-process: a step's rows at 1M and 10M rows, a 10M x 16 table's memory over 4 ps"
+"$build/bench/bench_sparse_table" --benchmark_repetitions=3 --benchmark_counters_tabular=true \
+  --benchmark_out="$out/sparse_table.json" --benchmark_out_format=json
+echo "== embedding tables in a shaped network: fm:16 on a click log, 4 workers, 1 / 2 / 4 ps hosts, the ps links the limit"
+PYTHONPATH="$build/python" /usr/bin/python3 "$here/bench/partition_scaling.py" "${quick_flag[@]}" \
+  --node="$PARASYNC_NODE" --workload=sparse --worker_rate=1gbit --out="$out/sparse_scaling.json"
 if [ -x "$build/bench/bench_app_ingest" ]; then
   # Separate processes, so the memory figure is the app's alone.
   echo "== the app's ingest: GUI event-loop latency with the demo at full speed: 2 and 64 workers started from the window, 64 started outside the app"
