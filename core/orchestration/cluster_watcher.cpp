@@ -6,6 +6,7 @@
 #include "config/update_modes.h"
 #include "formats/run_log.h"
 #include "orchestration/logging.h"
+#include "orchestration/table_status_poller.h"
 #include "wire/cluster_client.h"
 #include "wire/cluster_token.h"
 
@@ -49,6 +50,7 @@ ClusterWatcher::ClusterWatcher(QObject *parent) : QObject(parent)
     qRegisterMetaType<parasync::RunSnapshot>();
     qRegisterMetaType<parasync::proto::ModeConfig>();
     qRegisterMetaType<parasync::proto::ClusterStatusResponse>();
+    qRegisterMetaType<parasync::EmbeddingTablesSnapshot>();
     // Control calls before any connectTo (a straggler on a worker's
     // address) carry the environment's token too.
     m_settings.clusterToken = qEnvironmentVariable(kTokenEnvironmentVariable).toStdString();
@@ -84,6 +86,9 @@ void ClusterWatcher::connectTo(const QString &address, const RpcSettings &settin
                                          ? QStringLiteral("(no run directory given)")
                                          : QStringLiteral("history from ") + m_historyDirectory);
     m_stop = false;
+    m_tables = std::make_unique<TableStatusPoller>(m_settings, [this, generation](EmbeddingTablesSnapshot tables) {
+        post(generation, [this, tables = std::move(tables)] { Q_EMIT tablesReady(tables); });
+    });
     m_thread = std::thread(&ClusterWatcher::run, this, address.toStdString(), m_settings, generation,
                            m_historyDirectory.toStdString(), m_discoverHistory);
 }
@@ -114,6 +119,7 @@ void ClusterWatcher::stopThread()
     }
     if (m_thread.joinable())
         m_thread.join();
+    m_tables.reset();
 }
 
 void ClusterWatcher::post(uint64_t generation, std::function<void()> function)
@@ -323,6 +329,7 @@ void ClusterWatcher::run(const std::string &address, const RpcSettings &settings
                 watch.state.setFinished(true);
                 watch.changed = true;
                 publish(watch, true);
+                m_tables->stop(); // its tasks exit: their last figures stand
                 const std::string message
                     = "the cluster finished at global step " + std::to_string(watch.state.globalStep());
                 qCDebug(lcWatcher).noquote() << qs(message);
@@ -407,6 +414,7 @@ ClusterWatcher::StreamEnd ClusterWatcher::watchStream(Watch &watch)
         if (batch.events_size() > 0 || batch.lost_events() > 0 || batch.cluster_finished())
             watch.changed = true;
         if (batch.has_status()) {
+            noteTables(batch.status());
             // ps:0 repeats its status every 0.5 s; only a new one is news.
             std::string serialized = batch.status().SerializeAsString();
             if (serialized != watch.lastStatus) {
@@ -422,8 +430,10 @@ ClusterWatcher::StreamEnd ClusterWatcher::watchStream(Watch &watch)
             auto statusContext = std::make_shared<CallContext>(watch.settings, kProbeDeadline);
             proto::ClusterStatusResponse status;
             if (track([statusContext] { statusContext->cancel(); })
-                && watch.client->clusterStatus(*statusContext, &status).ok())
+                && watch.client->clusterStatus(*statusContext, &status).ok()) {
                 watch.state.applyStatus(status);
+                noteTables(status);
+            }
             // Stopping meanwhile cancelled the status call, not the stream.
             if (!track(cancelStream))
                 reader->cancel();
@@ -442,6 +452,13 @@ ClusterWatcher::StreamEnd ClusterWatcher::watchStream(Watch &watch)
     end.status = reader->finish();
     track(nullptr);
     return end;
+}
+
+void ClusterWatcher::noteTables(const proto::ClusterStatusResponse &status)
+{
+    // The signature is empty until the chief initialised the variables.
+    m_tables->setCluster({status.ps_hosts().begin(), status.ps_hosts().end()}, status.replica().peer(),
+                         status.signature().tables_size() > 0);
 }
 
 void ClusterWatcher::onConnected(Watch &watch, const proto::TelemetryBatch &first)

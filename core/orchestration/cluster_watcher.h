@@ -5,9 +5,11 @@
 // with back-off when ps:0 is not there yet or goes away), feeds a RunState,
 // and hands value snapshots to the owner's thread through queued signals at
 // a bounded rate. Control calls (mode, straggler, stop) run off the caller's
-// thread too. Qt Core only.
+// thread too. A sparse model's tables are asked of every ps task about once
+// a second (TableStatusPoller) and handed out the same way. Qt Core only.
 
 #include "config/cluster_spec.h"
+#include "orchestration/embedding_tables.h"
 #include "orchestration/run_replay.h"
 #include "orchestration/run_state.h"
 #include "proto/parasync.pb.h"
@@ -30,6 +32,7 @@ namespace parasync {
 
 class CallContext;
 class ClusterClient;
+class TableStatusPoller;
 struct CallResult;
 
 class ClusterWatcher : public QObject
@@ -100,6 +103,11 @@ Q_SIGNALS:
     void paceChanged(const QString &workerAddress, int computeMs);
     // The answer to requestStatus().
     void statusReceived(const parasync::proto::ClusterStatusResponse &status);
+    // What the ps tasks' embedding tables hold, about once a second while
+    // connected to a cluster whose model has tables (queued to the owner's
+    // thread): rows, memory, bytes per step, hot ids, row norms, and which
+    // ps task does not answer.
+    void tablesReady(const parasync::EmbeddingTablesSnapshot &tables);
 
 private:
     // The watching thread's body; std::thread holds the copies of its
@@ -115,6 +123,9 @@ private:
     void readHistory(Watch &watch, const proto::TelemetryBatch &first);
     void dropRepeatedEvents(Watch &watch, proto::TelemetryBatch &batch);
     void publish(Watch &watch, bool force);
+    // Tells the table poller what ps:0's status says of the ps tasks and
+    // the model's tables.
+    void noteTables(const proto::ClusterStatusResponse &status);
     void say(uint64_t generation, bool connected, const std::string &message);
     // Makes `cancel` what stopThread() calls to end the call under way;
     // false once stopping.
@@ -146,6 +157,9 @@ private:
     std::atomic<bool> m_stop{false};
     std::atomic<int> m_intervalMs{50};
     std::thread m_thread;
+    // Asks the ps tasks for their tables; made by connectTo, told of the
+    // cluster by the watching thread, gone after it joined.
+    std::unique_ptr<TableStatusPoller> m_tables;
     // Ends the watching thread's call under way, so that disconnect can
     // cancel a blocking read.
     std::mutex m_callMutex;

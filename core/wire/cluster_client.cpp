@@ -59,6 +59,11 @@ std::unique_ptr<TelemetryStream> ClusterClient::watch(const proto::WatchRequest 
     return openTelemetryStream(*m_stubs->telemetry, m_settings, request);
 }
 
+CallResult ClusterClient::taskStatus(CallContext &context, proto::TaskStatusResponse *response)
+{
+    return resultOf(m_stubs->task->GetTaskStatus(context.m_context.get(), {}, response));
+}
+
 CallResult ClusterClient::stop(CallContext &context, const proto::StopRequest &request, proto::StopResponse *response)
 {
     return resultOf(m_stubs->task->Stop(context.m_context.get(), request, response));

@@ -2,7 +2,8 @@
 
 // The app's way to a running cluster's processes, without gRPC's types:
 // ps:0's status, its telemetry and a mode change (ClusterControl, Telemetry),
-// and a task's own controls (TaskControl: stop, a straggler delay, a pace).
+// and a task's own status and controls (TaskControl: its status, stop, a
+// straggler delay, a pace).
 // Every call is given a CallContext made before it, so that another thread
 // (a window closing, a watcher disconnecting) can end it while it blocks.
 // cluster_client.cpp is the only file behind it that names gRPC.
@@ -59,7 +60,9 @@ public:
     // own context).
     std::unique_ptr<TelemetryStream> watch(const proto::WatchRequest &request);
 
-    // Every task's TaskControl.
+    // Every task's TaskControl. taskStatus: what the task is doing and, from
+    // a ps task of a sparse model, what its embedding tables hold.
+    CallResult taskStatus(CallContext &context, proto::TaskStatusResponse *response);
     CallResult stop(CallContext &context, const proto::StopRequest &request, proto::StopResponse *response);
     CallResult setStraggler(CallContext &context, const proto::SetStragglerRequest &request,
                             proto::SetStragglerResponse *response);

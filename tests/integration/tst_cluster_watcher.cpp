@@ -51,6 +51,45 @@ struct WatchLog
     QStringList messages;
 };
 
+// Keeps the ps tasks' tables the watcher hands on, as the Tables tab would.
+struct TablesLog
+{
+    explicit TablesLog(ClusterWatcher *watcher)
+    {
+        QObject::connect(watcher, &ClusterWatcher::tablesReady, watcher, [this](const EmbeddingTablesSnapshot &tables) {
+            latest = tables;
+            ++snapshots;
+        });
+    }
+    // What the figures say so far, for a failure's message.
+    QString describe() const
+    {
+        QStringList lines{QStringLiteral("%1 snapshots, %2 polls").arg(snapshots).arg(latest.polls)};
+        for (size_t i = 0; i < latest.ps.size(); ++i)
+            lines << QStringLiteral("ps:%1 %2 %3")
+                         .arg(i)
+                         .arg(latest.ps[i].answering ? QStringLiteral("answering") : QStringLiteral("silent"),
+                              QString::fromStdString(latest.ps[i].problem));
+        for (const TableSummary &table : latest.tables) {
+            lines << QStringLiteral("%1: %2 rows, %3 hot ids, %4 norms sampled")
+                         .arg(QString::fromStdString(table.name))
+                         .arg(table.rows)
+                         .arg(table.hottest.size())
+                         .arg(table.norms.samples);
+            for (size_t i = 0; i < table.byPs.size(); ++i)
+                if (table.byPs[i])
+                    lines << QStringLiteral("  ps:%1 rows %2 bytes/step %3")
+                                 .arg(i)
+                                 .arg(table.byPs[i]->rows)
+                                 .arg(table.byPs[i]->bytesPerStep.value_or(-1));
+        }
+        return lines.join(QLatin1Char('\n'));
+    }
+
+    EmbeddingTablesSnapshot latest;
+    int snapshots = 0;
+};
+
 std::set<int> workersIn(const RunSnapshot &snapshot)
 {
     std::set<int> workers;
@@ -326,6 +365,69 @@ private Q_SLOTS:
         QFile cmdline(QStringLiteral("/proc/%1/cmdline").arg(launcher.tasks()[0].pid));
         QVERIFY(cmdline.open(QIODevice::ReadOnly));
         QVERIFY(!cmdline.readAll().contains(QByteArray::fromStdString(token)));
+    }
+
+    void aSparseModelsTablesAreShownPerPsTaskAndASilentOneIsSaid()
+    {
+        LocalCluster cluster(2, 2,
+                             {QStringLiteral("--model=sparse_lr"), QStringLiteral("--dataset=clicklog"),
+                              QStringLiteral("--samples_per_shard=20000"), QStringLiteral("--optimizer=adagrad"),
+                              QStringLiteral("--learning_rate=0.2"), QStringLiteral("--batch_size=100"),
+                              QStringLiteral("--last_step=1000000000")});
+        cluster.startAll();
+        ClusterWatcher watcher;
+        WatchLog log(&watcher);
+        TablesLog tables(&watcher);
+        watcher.connectTo(cluster.psAddress(0));
+
+        // Both ps tasks hold rows of the table, a step's bytes are known (two
+        // polls apart), the hottest ids and the rows' norms are there.
+        const auto everythingShown = [&tables] {
+            const EmbeddingTablesSnapshot &t = tables.latest;
+            if (t.tables.size() != 1 || t.ps.size() != 2 || !t.ps[0].answering || !t.ps[1].answering)
+                return false;
+            const TableSummary &weights = t.tables[0];
+            for (const auto &figures : weights.byPs)
+                if (!figures || figures->rows <= 0 || !figures->bytesPerStep || *figures->bytesPerStep <= 0)
+                    return false;
+            return !weights.hottest.empty() && weights.norms.samples > 0 && weights.rowImbalance.known;
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(everythingShown(), qPrintable(tables.describe() + QLatin1Char('\n') + log.all()),
+                                  kTimeoutMs);
+        const TableSummary &weights = tables.latest.tables[0];
+        QCOMPARE(weights.name, std::string("weights"));
+        QCOMPARE(weights.rows, weights.byPs[0]->rows + weights.byPs[1]->rows);
+        // Ids hash evenly over the ps tasks: neither holds far more than the mean.
+        QVERIFY2(weights.rowImbalance.ratio < 1.3, qPrintable(tables.describe()));
+        QVERIFY(weights.hottest.front().share > 0 && weights.hottest.front().share < 1);
+        QVERIFY(weights.byPs[0]->memoryPerRow && *weights.byPs[0]->memoryPerRow > 0);
+        int binned = 0;
+        for (const int count : weights.norms.counts)
+            binned += count;
+        QCOMPARE(binned, weights.norms.samples);
+
+        // ps:1 dies: it is said not to answer, with its last figures, while
+        // ps:0's keep coming.
+        const int64_t rowsOfPs1 = weights.byPs[1]->rows;
+        cluster.ps(1).kill();
+        QTRY_VERIFY2_WITH_TIMEOUT(!tables.latest.ps.at(1).answering, qPrintable(tables.describe()), kTimeoutMs);
+        const int polls = tables.latest.polls;
+        QTRY_VERIFY2_WITH_TIMEOUT(tables.latest.polls >= polls + 2, qPrintable(tables.describe()), kTimeoutMs);
+        const EmbeddingTablesSnapshot &after = tables.latest;
+        QVERIFY(after.ps[0].answering);
+        QVERIFY(!after.ps[1].answering);
+        QVERIFY2(
+            QString::fromStdString(after.ps[1].problem).startsWith(QStringLiteral("ps:1 at ") + cluster.psAddress(1)),
+            qPrintable(tables.describe()));
+        QVERIFY(after.ps[1].secondsSinceAnswer >= 1);
+        QVERIFY(after.tables[0].byPs[1]->rows >= rowsOfPs1);
+        QVERIFY(after.tables[0].byPs[0]->rows > 0);
+
+        // Disconnecting ends the polling at once.
+        QElapsedTimer disconnecting;
+        disconnecting.start();
+        watcher.disconnectFromCluster();
+        QVERIFY2(disconnecting.elapsed() < 1000, qPrintable(QString::number(disconnecting.elapsed())));
     }
 
     void disconnectingAndDestroyingNeverHang()

@@ -2,6 +2,7 @@
 
 #include "ui/charts/chart_exporter.h"
 #include "ui/charts/convergence_chart.h"
+#include "ui/charts/embedding_tables_view.h"
 #include "ui/charts/loss_chart.h"
 #include "ui/charts/parameter_path_chart.h"
 #include "ui/charts/step_timeline_painter.h"
@@ -58,6 +59,7 @@ RunChartsView::RunChartsView(QWidget *parent)
                   new VariableSummaryChart(VariableSummaryChart::Figure::UpdatePerStep, this)}
     , m_parameters(new QStackedWidget(this))
     , m_stats(new WorkerStatsView(this))
+    , m_tables(new EmbeddingTablesView(this))
     , m_timelineOverview(std::make_unique<StepTimelineOverview>(m_timeline))
 {
     setDocumentMode(true);
@@ -86,6 +88,8 @@ RunChartsView::RunChartsView(QWidget *parent)
     m_parameters->addWidget(m_movement);
     addTab(m_parameters, tr("w and b"));
     addTab(m_stats, tr("Workers"));
+    addTab(m_tables, tr("Tables"));
+    setTabVisible(indexOf(m_tables), false);
 
     m_redraw.setSingleShot(true);
     m_redraw.setInterval(kMinRedrawIntervalMs);
@@ -112,6 +116,26 @@ void RunChartsView::clear()
 {
     setSnapshot(std::make_shared<const RunSnapshot>());
     flush();
+    m_tables->clear();
+    setTabVisible(indexOf(m_tables), false);
+}
+
+void RunChartsView::setTables(const EmbeddingTablesSnapshot &tables)
+{
+    m_tables->setTables(std::make_shared<const EmbeddingTablesSnapshot>(tables));
+    if (!tables.empty())
+        setTabVisible(indexOf(m_tables), true);
+}
+
+bool RunChartsView::showsTables() const
+{
+    return isTabVisible(indexOf(m_tables));
+}
+
+void RunChartsView::showTablesOf(const RunSnapshot &snapshot)
+{
+    if (snapshot.signature.tables_size() > 0 && !showsTables())
+        setTabVisible(indexOf(m_tables), true);
 }
 
 void RunChartsView::flush()
@@ -133,8 +157,10 @@ void RunChartsView::redraw()
     m_path->setSnapshot(m_latest);
     for (VariableSummaryChart *chart : m_variables)
         chart->setSnapshot(m_latest);
-    if (m_latest)
+    if (m_latest) {
         showParametersOf(*m_latest);
+        showTablesOf(*m_latest);
+    }
     m_stats->setSnapshot(m_latest);
     Q_EMIT redrawn();
 }
@@ -183,6 +209,9 @@ QList<ExportableChart *> RunChartsView::charts() const
             list << chart;
     for (ChartWidget *chart : m_stats->charts())
         list.append(chart);
+    if (showsTables())
+        for (ChartWidget *chart : m_tables->charts())
+            list.append(chart);
     return list;
 }
 

@@ -1,10 +1,11 @@
 #pragma once
 
 // Every chart of one run, in tabs: step interleaving, loss, w and b, worker
-// figures. Snapshots arriving faster than the eye needs are coalesced: the
-// newest one is kept and the charts are redrawn at most every ~50 ms (as
-// PlotJuggler batches its redraws), and only the visible tab does the work.
+// figures, and for a sparse model its embedding tables on the ps tasks. Snapshots arriving faster than the eye needs
+// are coalesced: the newest one is kept and the charts are redrawn at most every ~50 ms (as PlotJuggler batches its
+// redraws), and only the visible tab does the work.
 
+#include "orchestration/embedding_tables.h"
 #include "orchestration/run_state.h"
 #include "ui/charts/exportable_chart.h"
 
@@ -20,6 +21,7 @@ class QStackedWidget;
 namespace parasync::ui {
 
 class ConvergenceChart;
+class EmbeddingTablesView;
 class LossChart;
 class VariableSummaryChart;
 class ParameterPathChart;
@@ -41,6 +43,12 @@ public:
     void flush();
     std::shared_ptr<const RunSnapshot> snapshot() const { return m_latest; }
     void clear();
+    // The ps tasks' tables (about once a second from the watcher): shown at
+    // once in the Tables tab, which is there while the run's model has
+    // tables (its signature says so, or the ps tasks report some).
+    void setTables(const EmbeddingTablesSnapshot &tables);
+    EmbeddingTablesView *tables() const { return m_tables; }
+    bool showsTables() const;
 
     // Redraws come at most every 50 ms, and less often while they cost the
     // GUI thread more than a sixth of its time (see redraw()).
@@ -74,6 +82,8 @@ private:
     void adaptRedrawInterval();
     // Shows w and b or the variable summaries, as the run's model asks.
     void showParametersOf(const RunSnapshot &snapshot);
+    // Shows the Tables tab when the run's model has tables.
+    void showTablesOf(const RunSnapshot &snapshot);
 
     std::shared_ptr<const RunSnapshot> m_latest;
     bool m_pending = false;
@@ -93,6 +103,7 @@ private:
     QWidget *m_values;   // w and b: their values and their path
     QWidget *m_movement; // the variable summaries
     WorkerStatsView *m_stats;
+    EmbeddingTablesView *m_tables;
     std::unique_ptr<ExportableChart> m_timelineOverview;
 };
 

@@ -115,6 +115,8 @@ MainWindow::MainWindow(ClusterLauncher *launcher, ClusterWatcher *watcher, QWidg
                              15000);
 
     connect(m_watcher, &ClusterWatcher::snapshotReady, this, &MainWindow::onSnapshotReady);
+    // About once a second, and small: straight to the Tables tab.
+    connect(m_watcher, &ClusterWatcher::tablesReady, m_charts, &RunChartsView::setTables);
     connect(m_watcher, &ClusterWatcher::connectionStateChanged, this, &MainWindow::onConnectionState);
     connect(m_watcher, &ClusterWatcher::modeChanged, this, &MainWindow::onModeChanged);
     connect(m_watcher, &ClusterWatcher::controlFinished, this, &MainWindow::onControlFinished);

@@ -114,6 +114,8 @@ QStringList MainWindow::saveScreenshots(const QString &directory)
     QDir().mkpath(directory);
     const int current = m_charts->currentIndex();
     for (int i = 0; i < m_charts->count(); ++i) {
+        if (!m_charts->isTabVisible(i))
+            continue; // the Tables tab of a dense model
         m_charts->setCurrentIndex(i);
         m_charts->flush();
         QApplication::processEvents();
