@@ -288,8 +288,6 @@ public:
             spec->mutable_shape()->Assign(v.shape.begin(), v.shape.end());
         }
 
-        m_channel = makeChannel(address, RpcSettings{});
-        m_stub = proto::ParameterService::NewStub(m_channel);
         proto::InitializeRequest init;
         init.set_origin("bench_roundtrip");
         *init.mutable_signature() = signature;
@@ -298,39 +296,8 @@ public:
             state->set_name(v.name);
             toTensor(v.value, v.shape, state->mutable_value());
         }
-        auto initContext = makeContext(RpcSettings{}, std::chrono::seconds(30));
-        proto::InitializeResponse initialized;
-        const auto status = m_stub->Initialize(initContext.get(), init, &initialized);
-        if (!status.ok())
-            throw std::runtime_error("cannot initialise the ps: " + describeRpcError(status));
-
-        m_context = makeContext(RpcSettings{});
-        m_stream = std::make_unique<TrainCall>(*m_channel, *m_context);
-        proto::TrainRequest join;
-        join.mutable_join()->set_worker_index(0);
-        join.mutable_join()->set_pid(::getpid());
-        *join.mutable_join()->mutable_signature() = signature;
-        join.mutable_join()->set_offers_data_link(dataLink);
-        join.mutable_join()->set_offers_messages_on_data_link(dataLink);
-        proto::TrainResponse joined;
-        if (!m_stream->write(join) || !m_stream->read(&joined) || !joined.join().ready())
-            throw std::runtime_error("the ps did not accept the join");
-        m_globalStep = joined.join().global_step();
-        if (joined.join().has_data_link()) {
-            std::string error;
-            if (!m_stream->openDataLink(m_links, "127.0.0.1", joined.join().data_link(), std::chrono::seconds(5),
-                                        std::chrono::seconds(5), &error))
-                throw std::runtime_error("cannot open the data link: " + error);
-        }
-    }
-
-    ~StepClient()
-    {
-        proto::TrainRequest leave;
-        leave.mutable_leave()->set_finished(false);
-        m_stream->write(leave);
-        m_stream->writesDone();
-        m_stream->finish();
+        m_chief = std::make_unique<bench::ChiefStream>(address, init, dataLink);
+        m_globalStep = m_chief->joinedAtStep();
     }
 
     // One step's communication, as WorkerTask::step does it (the gradient's
@@ -372,13 +339,14 @@ public:
         for (auto &p : m_params)
             destinations.emplace_back(p.data(), size_t(p.size()));
         bool delivered = false;
-        if (!m_stream->writeSharingValues(request, gradient) || !m_stream->read(&response, destinations, &delivered)
+        TrainCall &stream = m_chief->stream();
+        if (!stream.writeSharingValues(request, gradient) || !stream.read(&response, destinations, &delivered)
             || !delivered)
             return false;
         const auto &decision = response.push();
         m_globalStep = decision.global_step();
         m_previousPushUs = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
-        m_lastResponseBytes = m_stream->lastReadBytes();
+        m_lastResponseBytes = stream.lastReadBytes();
         return decision.outcome() == proto::APPLIED;
     }
 
@@ -396,11 +364,7 @@ private:
     int64_t m_previousPushUs = 0;
     size_t m_lastRequestBytes = 0;
     size_t m_lastResponseBytes = 0;
-    DataLinkContext m_links; // before m_stream, which it outlives
-    std::shared_ptr<grpc::Channel> m_channel;
-    std::unique_ptr<proto::ParameterService::Stub> m_stub;
-    std::unique_ptr<grpc::ClientContext> m_context;
-    std::unique_ptr<TrainCall> m_stream;
+    std::unique_ptr<bench::ChiefStream> m_chief;
     proto::TrainRequest m_request;
     proto::TrainResponse m_response;
 };

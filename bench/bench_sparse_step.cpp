@@ -95,26 +95,20 @@ public:
                      const std::vector<std::vector<uint64_t>> &batches)
         : m_batches(batches)
     {
-        m_channel = makeChannel(address, RpcSettings{});
-        m_stub = proto::ParameterService::NewStub(m_channel);
-        initialize();
-        m_context = makeContext(RpcSettings{});
-        m_stream = std::make_unique<TrainCall>(*m_channel, *m_context);
-        join(dataLink);
+        proto::InitializeRequest init;
+        init.set_origin("bench_sparse_step");
+        *init.mutable_signature() = signature();
+        auto *bias = init.mutable_shard()->add_variables();
+        bias->set_name("bias");
+        bias->mutable_value()->add_shape(1);
+        bias->mutable_value()->add_values(0.0f);
+        m_chief = std::make_unique<bench::ChiefStream>(address, init, dataLink);
+        m_globalStep = m_chief->joinedAtStep();
         if (tableRows > 0)
             fillTable(tableRows);
         // The first batch's rows, as a worker pulls them after its join.
         pull(m_batches.front(), nullptr);
         m_rowGradient.assign(bench::kIdsPerStep * size_t(kRowWidth), 1e-6f);
-    }
-
-    ~SparseStepClient()
-    {
-        proto::TrainRequest leave;
-        leave.mutable_leave()->set_finished(false);
-        m_stream->write(leave);
-        m_stream->writesDone();
-        m_stream->finish();
     }
 
     // One step's communication (the gradient's computation excepted): this
@@ -157,14 +151,15 @@ public:
         m_destinations.clear();
         m_destinations.emplace_back(&m_bias, 1);
         bool delivered = false;
-        if (!m_stream->writeSharingValues(request, m_gradientValues)
-            || !m_stream->read(&m_response, m_destinations, &delivered) || !delivered)
+        TrainCall &stream = m_chief->stream();
+        if (!stream.writeSharingValues(request, m_gradientValues)
+            || !stream.read(&m_response, m_destinations, &delivered) || !delivered)
             return false;
         const auto &decision = m_response.push();
         m_globalStep = decision.global_step();
         m_previousPushUs
             = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
-        m_lastResponseBytes = m_stream->lastReadBytes();
+        m_lastResponseBytes = stream.lastReadBytes();
         return decision.outcome() == proto::APPLIED && decision.rows_size() == 1
                && size_t(decision.rows(0).ids_size()) == nextIds.size();
     }
@@ -173,42 +168,6 @@ public:
     size_t responseBytes() const { return m_lastResponseBytes; }
 
 private:
-    void initialize()
-    {
-        proto::InitializeRequest init;
-        init.set_origin("bench_sparse_step");
-        *init.mutable_signature() = signature();
-        auto *bias = init.mutable_shard()->add_variables();
-        bias->set_name("bias");
-        bias->mutable_value()->add_shape(1);
-        bias->mutable_value()->add_values(0.0f);
-        auto context = makeContext(RpcSettings{}, std::chrono::seconds(30));
-        proto::InitializeResponse initialized;
-        const auto status = m_stub->Initialize(context.get(), init, &initialized);
-        if (!status.ok())
-            throw std::runtime_error("cannot initialise the ps: " + describeRpcError(status));
-    }
-
-    void join(bool dataLink)
-    {
-        proto::TrainRequest join;
-        join.mutable_join()->set_worker_index(0);
-        join.mutable_join()->set_pid(::getpid());
-        *join.mutable_join()->mutable_signature() = signature();
-        join.mutable_join()->set_offers_data_link(dataLink);
-        join.mutable_join()->set_offers_messages_on_data_link(dataLink);
-        proto::TrainResponse joined;
-        if (!m_stream->write(join) || !m_stream->read(&joined) || !joined.join().ready())
-            throw std::runtime_error("the ps did not accept the join");
-        m_globalStep = joined.join().global_step();
-        if (joined.join().has_data_link()) {
-            std::string error;
-            if (!m_stream->openDataLink(m_links, "127.0.0.1", joined.join().data_link(), std::chrono::seconds(5),
-                                        std::chrono::seconds(5), &error))
-                throw std::runtime_error("cannot open the data link: " + error);
-        }
-    }
-
     // Makes the table's rows: the ids of ranks 0 .. rows-1 pulled in
     // ascending id order, a random order of ranks.
     void fillTable(size_t rows)
@@ -231,7 +190,7 @@ private:
         table->set_table(0);
         table->mutable_ids()->Add(ids.begin(), ids.end());
         proto::TrainResponse response;
-        if (!m_stream->write(request) || !m_stream->read(&response) || !response.has_pull()
+        if (!m_chief->stream().write(request) || !m_chief->stream().read(&response) || !response.has_pull()
             || response.pull().rows_size() != 1 || size_t(response.pull().rows(0).ids_size()) != ids.size())
             throw std::runtime_error("a pull of " + std::to_string(ids.size()) + " rows was not answered in full");
         if (out)
@@ -249,11 +208,7 @@ private:
     int64_t m_previousPushUs = 0;
     size_t m_lastRequestBytes = 0;
     size_t m_lastResponseBytes = 0;
-    DataLinkContext m_links; // before m_stream, which it outlives
-    std::shared_ptr<grpc::Channel> m_channel;
-    std::unique_ptr<proto::ParameterService::Stub> m_stub;
-    std::unique_ptr<grpc::ClientContext> m_context;
-    std::unique_ptr<TrainCall> m_stream;
+    std::unique_ptr<bench::ChiefStream> m_chief;
     proto::TrainRequest m_request;
     proto::TrainResponse m_response;
 };

@@ -2,6 +2,8 @@
 
 #include "round_trip.h"
 
+#include "wire/rpc.h"
+
 #include <QFile>
 #include <QThread>
 
@@ -126,6 +128,44 @@ ProcessUse processUse(qint64 pid)
         return {};
     const double ticks = fields[11].toDouble() + fields[12].toDouble();          // utime, stime
     return {ticks * 1e6 / double(::sysconf(_SC_CLK_TCK)), fields[7].toDouble()}; // minflt
+}
+
+ChiefStream::ChiefStream(const std::string &address, const proto::InitializeRequest &init, bool dataLink)
+    : m_channel(makeChannel(address, RpcSettings{}))
+{
+    auto initContext = makeContext(RpcSettings{}, std::chrono::seconds(30));
+    proto::InitializeResponse initialized;
+    const auto status = proto::ParameterService::NewStub(m_channel)->Initialize(initContext.get(), init, &initialized);
+    if (!status.ok())
+        throw std::runtime_error("cannot initialise the ps: " + describeRpcError(status));
+
+    m_context = makeContext(RpcSettings{});
+    m_stream = std::make_unique<TrainCall>(*m_channel, *m_context);
+    proto::TrainRequest join;
+    join.mutable_join()->set_worker_index(0);
+    join.mutable_join()->set_pid(::getpid());
+    *join.mutable_join()->mutable_signature() = init.signature();
+    join.mutable_join()->set_offers_data_link(dataLink);
+    join.mutable_join()->set_offers_messages_on_data_link(dataLink);
+    proto::TrainResponse joined;
+    if (!m_stream->write(join) || !m_stream->read(&joined) || !joined.join().ready())
+        throw std::runtime_error("the ps did not accept the join");
+    m_joinedAtStep = joined.join().global_step();
+    if (joined.join().has_data_link()) {
+        std::string error;
+        if (!m_stream->openDataLink(m_links, "127.0.0.1", joined.join().data_link(), std::chrono::seconds(5),
+                                    std::chrono::seconds(5), &error))
+            throw std::runtime_error("cannot open the data link: " + error);
+    }
+}
+
+ChiefStream::~ChiefStream()
+{
+    proto::TrainRequest leave;
+    leave.mutable_leave()->set_finished(false);
+    m_stream->write(leave);
+    m_stream->writesDone();
+    m_stream->finish();
 }
 
 } // namespace parasync::bench

@@ -7,6 +7,8 @@
 
 #include "alloc_counter.h"
 #include "bench_support.h"
+#include "proto/parasync.grpc.pb.h"
+#include "wire/train_call.h"
 
 #include <benchmark/benchmark.h>
 
@@ -16,6 +18,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 namespace parasync::bench {
@@ -109,5 +113,28 @@ void measure(benchmark::State &state, const ChildProcess &server, size_t request
     state.counters["response_bytes"] = double(reply);
     state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(request + reply));
 }
+
+// worker:0's side of a real ps's training stream, as the step benchmarks
+// play it: the chief's Initialize (a no-op on a ps that holds its
+// variables already), the join offering a data link, and a leave when it
+// goes. Throws std::runtime_error when the ps refuses any of it.
+class ChiefStream
+{
+public:
+    ChiefStream(const std::string &address, const proto::InitializeRequest &init, bool dataLink);
+    ~ChiefStream();
+    ChiefStream(const ChiefStream &) = delete;
+    ChiefStream &operator=(const ChiefStream &) = delete;
+
+    TrainCall &stream() { return *m_stream; }
+    int64_t joinedAtStep() const { return m_joinedAtStep; }
+
+private:
+    DataLinkContext m_links; // before m_stream, which it outlives
+    std::shared_ptr<grpc::Channel> m_channel;
+    std::unique_ptr<grpc::ClientContext> m_context;
+    std::unique_ptr<TrainCall> m_stream;
+    int64_t m_joinedAtStep = 0;
+};
 
 } // namespace parasync::bench
