@@ -1,5 +1,6 @@
 #include "node/chief_duties.h"
 
+#include "base/backoff.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/dataset.h"
@@ -211,12 +212,29 @@ void ChiefDuties::saveCheckpoint(bool final)
     // ps:0 last, so the recorded global step counts every update the other
     // shards' values already contain.
     std::vector<proto::ShardState> shards(m_ps.size());
+    // The final checkpoint is the run's result: a ps task that cannot answer
+    // for a moment (a loaded machine, a failover) is waited for, up to a
+    // minute, rather than leaving an older periodic checkpoint as the last.
+    const auto giveUp = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    Backoff backoff(std::chrono::milliseconds(500), std::chrono::seconds(4));
     for (int k = int(m_ps.size()) - 1; k >= 0; --k) {
         proto::SnapshotResponse snapshot;
-        const CallResult status = callPs(
-            k, [&](PsClient &ps, size_t process) { return ps.snapshot(process, std::chrono::seconds(10), &snapshot); });
+        CallResult status;
+        for (;;) {
+            status = callPs(k, [&](PsClient &ps, size_t process) {
+                return ps.snapshot(process, std::chrono::seconds(10), &snapshot);
+            });
+            const bool transient = status.code == CallResult::Code::Unavailable
+                                   || status.code == CallResult::Code::DeadlineExceeded
+                                   || status.code == CallResult::Code::Aborted;
+            if (status.ok() || !final || !transient || std::chrono::steady_clock::now() > giveUp)
+                break;
+            backoff.wait("final checkpoint: cannot read ps:" + std::to_string(k) + " yet: " + status.description,
+                         m_log);
+        }
         if (!status.ok()) {
-            m_log("checkpoint skipped: cannot read ps:" + std::to_string(k) + ": " + status.description);
+            m_log(std::string(final ? "final " : "") + "checkpoint skipped: cannot read ps:" + std::to_string(k) + ": "
+                  + status.description);
             return;
         }
         shards[size_t(k)] = std::move(*snapshot.mutable_shard());

@@ -22,6 +22,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <atomic>
 #include <mutex>
 #include <stop_token>
 #include <thread>
@@ -168,6 +169,47 @@ proto::PushResponse applied(int64_t globalStep, int actingChief)
     return decision;
 }
 
+// ps:0's gRPC client, whose first `failures` snapshots answer UNAVAILABLE
+// without asking, as a ps task does for a moment in a failover's gap or on
+// a machine too loaded to answer its keepalive pings.
+class SnapshotGap final : public PsClient
+{
+public:
+    SnapshotGap(std::shared_ptr<PsClient> ps, int failures) : m_ps(std::move(ps)), m_failures(failures) {}
+
+    const std::vector<std::string> &addresses() const override { return m_ps->addresses(); }
+    CallResult taskStatus(size_t process, std::chrono::milliseconds deadline,
+                          proto::TaskStatusResponse *response) override
+    {
+        return m_ps->taskStatus(process, deadline, response);
+    }
+    CallResult initialize(size_t process, const proto::InitializeRequest &request, std::chrono::milliseconds deadline,
+                          proto::InitializeResponse *response) override
+    {
+        return m_ps->initialize(process, request, deadline, response);
+    }
+    CallResult snapshot(size_t process, std::chrono::milliseconds deadline, proto::SnapshotResponse *response) override
+    {
+        if (m_failures.fetch_sub(1) > 0)
+            return {CallResult::Code::Unavailable, "not serving", "ps:0 does not serve yet (the test's gap)"};
+        return m_ps->snapshot(process, deadline, response);
+    }
+    CallResult reportCheckpoint(size_t process, const proto::ReportCheckpointRequest &request,
+                                std::chrono::milliseconds deadline) override
+    {
+        return m_ps->reportCheckpoint(process, request, deadline);
+    }
+    std::unique_ptr<PsStream> openStream(size_t process) override { return m_ps->openStream(process); }
+    std::unique_ptr<TelemetryStream> watchTelemetry(size_t process, const proto::WatchRequest &request) override
+    {
+        return m_ps->watchTelemetry(process, request);
+    }
+
+private:
+    std::shared_ptr<PsClient> m_ps;
+    std::atomic<int> m_failures;
+};
+
 int checkpointsIn(const QTemporaryDir &dir)
 {
     return int(CheckpointStore(dir.path().toStdString()).list().size());
@@ -270,6 +312,26 @@ private Q_SLOTS:
         const int before = checkpointsIn(logdir);
         duties->finish(true);
         QCOMPARE(checkpointsIn(logdir), before);
+    }
+
+    // The final checkpoint is the run's result: a ps task that cannot answer
+    // for a moment is waited for, not skipped for an older checkpoint.
+    void theFinalCheckpointWaitsOutAPsTaskThatCannotAnswerForAMoment()
+    {
+        QTemporaryDir logdir;
+        const Cluster cluster;
+        const Ps0 ps(cluster);
+        Worker chief(cluster.options(QStringLiteral("worker"), 0, {QStringLiteral("--logdir=") + logdir.path()}));
+        chief.ps = std::make_shared<SnapshotGap>(chief.ps, 3);
+        auto duties = chief.duties();
+        QCOMPARE(duties->initializeVariables(), std::string());
+        duties->take(true);
+        chief.stop.request_stop();
+        duties->finish(true);
+        QCOMPARE(checkpointsIn(logdir), 1);
+        QVERIFY2(chief.log.contains(QStringLiteral("final checkpoint: cannot read ps:0 yet: ps:0 does not serve yet")),
+                 qPrintable(chief.log.all()));
+        QVERIFY2(chief.log.contains(QStringLiteral("chief: saved checkpoint")), qPrintable(chief.log.all()));
     }
 
     void aStopDoesNotWaitForTheNextCheckpoint()
