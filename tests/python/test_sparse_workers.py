@@ -6,6 +6,7 @@ log's port draws parasync-node's problem, and a PyTorch EmbeddingBag worker
 and a C++ worker train one sparse_lr model to within 0.01 of the best AUC
 the held-out data allows. Bad input is refused with what to fix."""
 
+import json
 import os
 import random
 import re
@@ -323,6 +324,54 @@ class SparseClusterTest(unittest.TestCase):
         self.assertEqual(printed[-1], f"{scores[-1][1]:.4f}")
         # Both workers stepped: the C++ worker's gradients are in the log too.
         self.assertGreater(sum(1 for r in rows if r["worker"] == "1"), last_step // 10, describe(cluster))
+
+    def test_a_torch_worker_fails_over_with_a_replicated_ps_task_of_a_sparse_model(self):
+        """async on two replicated ps tasks, sparse_lr: ps:1's primary -- half
+        of the table's rows -- is SIGKILLed while the PyTorch EmbeddingBag
+        worker and the C++ chief train. Both turn to its backup, which took
+        over holding every acknowledged row update; the run ends at its last
+        step with every global step applied once, and the chief's held-out
+        AUC within 0.01 of the generating model's."""
+        last_step = 2500
+        cluster = Cluster(self, num_ps=2, num_workers=2, backups=True)
+        logdir = os.path.join(cluster.dir, "run")
+        common = ["--model=sparse_lr", "--dataset=clicklog", "--eval_dataset=clicklog", "--samples_per_shard=20000",
+                  "--optimizer=adagrad", "--batch_size=100"]
+        training = [*common, "--learning_rate=0.2", f"--last_step={last_step}", "--mode=async", "--display_step=250"]
+        for job in ("ps", "ps_backup"):
+            cluster.start_node(job, 0, *training, f"--logdir={logdir}")
+            cluster.start_node(job, 1, *training)
+        cluster.start_python_worker(1, "torch_sparse_click_log.py", *common, "--display_step=100")
+        cluster.start_node("worker", 0, *training)
+        cluster.wait_for_output("ps_backup:1", "follows its primary at")
+        # Both train: the Python worker's loss line at global step 100 or later.
+        cluster.wait_for_output("worker:1", re.compile(r"worker:1 step [1-9][0-9]{2,} \(local"), timeout=120)
+        cluster.kill("ps:1")
+        backup = cluster.ps_backup_hosts.split(",")[1]
+        cluster.wait_for_output("worker:1", f"ps:1 is served by {backup} now")
+        for name in ("worker:1", "worker:0", "ps:0", "ps_backup:1"):
+            self.assertEqual(cluster.wait(name, timeout=180), 0, describe(cluster))
+        self.assertIn("takes over as the pair's primary", cluster.output("ps_backup:1"))
+        self.assertNotIn("WITHOUT its state", cluster.output("ps_backup:1"))
+        self.assertNotIn("updates are lost", describe(cluster))
+
+        # Every update ps:0 applied is in the step log once, 1 to the last.
+        applied = []
+        with open(os.path.join(logdir, "steps.jsonl")) as f:
+            for line in f:
+                record = json.loads(line)
+                if record.get("outcome") == "applied":
+                    applied.append(int(record["global_step"]))
+        self.assertEqual(sorted(applied), list(range(1, last_step + 1)), describe(cluster))
+        # The Python worker's gradients went in after the failover too.
+        after = [r for r in read_metrics(logdir) if r["worker"] == "1"]
+        self.assertGreater(max(int(r["global_step"]) for r in after), last_step * 0.6, describe(cluster))
+
+        held_out = click_log.make_click_log(click_log.ClickLogShape(), 1, 2, 20000)
+        best = click_log.area_under_roc(held_out.true_probability, held_out.labels)
+        scores = [float(r["heldout_auc"]) for r in read_metrics(logdir) if r.get("heldout_auc")]
+        self.assertGreaterEqual(len(scores), 5, describe(cluster))
+        self.assertGreaterEqual(scores[-1], best - 0.01, (scores, best))
 
 
 if __name__ == "__main__":
