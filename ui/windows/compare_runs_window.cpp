@@ -294,14 +294,31 @@ QWidget *CompareRunsWindow::makeSettingsPanel()
 
 void CompareRunsWindow::addRunDirectory(const QString &directory)
 {
-    ++m_loading;
+    m_pending.emplace_back(directory, std::nullopt);
     statusBar()->showMessage(tr("Reading %1...").arg(directory));
     m_loader->load(directory);
 }
 
 void CompareRunsWindow::onLoaded(const LoadedRun &run)
 {
-    --m_loading;
+    // The first request of this directory still waiting (one directory may
+    // be added twice).
+    for (auto &[directory, loaded] : m_pending)
+        if (directory == run.directory && !loaded) {
+            loaded = run;
+            break;
+        }
+    while (!m_pending.empty() && m_pending.front().second) {
+        const LoadedRun next = std::move(*m_pending.front().second);
+        m_pending.pop_front();
+        showRun(next);
+    }
+    if (m_pending.empty())
+        Q_EMIT runsLoaded();
+}
+
+void CompareRunsWindow::showRun(const LoadedRun &run)
+{
     if (!run.snapshot) {
         statusBar()->showMessage(run.error);
         auto *box
@@ -327,8 +344,6 @@ void CompareRunsWindow::onLoaded(const LoadedRun &run)
         statusBar()->showMessage(tr("%1: %2 records read").arg(run.directory).arg(run.info.records));
         updateRuns();
     }
-    if (m_loading == 0)
-        Q_EMIT runsLoaded();
 }
 
 void CompareRunsWindow::removeSelected()

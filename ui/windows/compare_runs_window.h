@@ -14,7 +14,10 @@
 
 #include <QMainWindow>
 
+#include <deque>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 class QCheckBox;
@@ -109,6 +112,7 @@ Q_SIGNALS:
 private:
     QWidget *makeSettingsPanel();
     void onLoaded(const LoadedRun &run);
+    void showRun(const LoadedRun &run);
     void removeSelected();
     void updateRuns();
     void updateMetricPicker();
@@ -117,7 +121,11 @@ private:
     RunLoader *m_loader;
     std::vector<ComparedRun> m_runs;
     std::vector<RunSettings> m_settings; // each run's, in the order of m_runs
-    int m_loading = 0;
+    // Directories asked for and not shown yet, in the order they were
+    // added, each with its run once read: each is read on a thread of its
+    // own, and a run is shown -- its column, colour and place in the list --
+    // only after every run added before it, however the threads finish.
+    std::deque<std::pair<QString, std::optional<LoadedRun>>> m_pending;
     QListWidget *m_list;
     ComparisonChart *m_chart;
     QComboBox *m_metricPicker;
