@@ -106,7 +106,8 @@ CallStatus PsTask::gatherRowsLocked(const google::protobuf::RepeatedPtrField<pro
             TableMeters &meters = m_tableMeters[size_t(request.table())];
             meters.rowsPulled += request.ids_size();
             meters.wireBytes += wireBytesOf(request.ids_size(), m_tables[size_t(request.table())].rowWidth);
-            meters.hot.add({request.ids().data(), size_t(request.ids_size())});
+            if (meters.pulls++ % TableMeters::kHotIdsEvery == 0)
+                meters.hot.add({request.ids().data(), size_t(request.ids_size())});
         }
     return {};
 }
@@ -150,11 +151,15 @@ std::vector<proto::TableStatus> PsTask::tableStatusLocked() const
         status.set_rows_pushed(meters.rowsPushed);
         status.set_wire_bytes(meters.wireBytes);
         status.set_updates(m_policy ? m_policy->globalStep() : m_updatesApplied);
+        // Counted on one pull in kHotIdsEvery: scaled back to all pulls,
+        // never past the pulls there were.
+        const int64_t pulls = meters.pulls;
+        const auto scaled = [pulls](int64_t count) { return std::min(count * TableMeters::kHotIdsEvery, pulls); };
         for (const HotIds::Entry &entry : meters.hot.top(kHotIdsShown)) {
             proto::HotId *hot = status.add_hot_ids();
             hot->set_id(entry.id);
-            hot->set_count(entry.count);
-            hot->set_error(entry.error);
+            hot->set_count(scaled(entry.count));
+            hot->set_error(scaled(entry.error));
         }
         for (const float norm : table.rowNorms(kNormsShown))
             status.add_row_norms(norm);

@@ -553,17 +553,28 @@ double WindowedRate::perSecond(double now) const
 
 std::vector<std::string> variablesHeldByPs(const proto::ModelSignature &signature, int numPs)
 {
-    if (signature.variables_size() == 0 || numPs < 1)
+    if ((signature.variables_size() == 0 && signature.tables_size() == 0) || numPs < 1)
         return {};
-    try {
-        const VariablePlacement placement = VariablePlacement::fromSignature(signature, numPs);
-        std::vector<std::string> held;
-        for (int k = 0; k < numPs; ++k)
-            held.push_back(placement.describe(k));
-        return held;
-    } catch (const InputError &) {
-        return {}; // ps:0 refuses such a signature; nothing to show
+    std::vector<std::string> held(static_cast<size_t>(numPs));
+    if (signature.variables_size() > 0) {
+        try {
+            const VariablePlacement placement = VariablePlacement::fromSignature(signature, numPs);
+            for (int k = 0; k < numPs; ++k)
+                held[size_t(k)] = placement.describe(k);
+        } catch (const InputError &) {
+            return {}; // ps:0 refuses such a signature; nothing to show
+        }
     }
+    // A table's rows are placed by their ids' hash, not by ranges: which
+    // rows, and how many, each task holds is the Tables tab's live figure.
+    for (const proto::TableSpec &table : signature.tables()) {
+        const std::string rows
+            = "table " + table.name()
+              + (numPs == 1 ? ": every row" : ": 1/" + std::to_string(numPs) + " of its rows, by id hash");
+        for (std::string &text : held)
+            text += (text.empty() ? "" : ", ") + rows;
+    }
+    return held;
 }
 
 std::string describeStragglers(const RunSnapshot &snapshot)

@@ -217,9 +217,10 @@ struct RunSnapshot
 std::string describeStragglers(const RunSnapshot &snapshot);
 
 // What each of `numPs` ps tasks holds of the model `signature` declares, in
-// words ("W rows 0-391 of 784 (15.3 KiB), b (40 bytes)"), by ps index: where
-// each slice of a partitioned variable lives. Empty when the signature
-// declares no variables yet or a placement that cannot be read.
+// words ("W rows 0-391 of 784 (15.3 KiB), b (40 bytes)", then each table's
+// share: "table weights: 1/2 of its rows, by id hash"), by ps index:
+// where each slice of a partitioned variable lives. Empty when the signature
+// declares nothing yet or a placement that cannot be read.
 std::vector<std::string> variablesHeldByPs(const proto::ModelSignature &signature, int numPs);
 
 // Accumulates a run's events. Not thread-safe: one owner (the watcher's

@@ -63,6 +63,27 @@ private Q_SLOTS:
                     .contains(QStringLiteral("--min_slice_bytes")));
     }
 
+    void psRowsNameTheTablesWhoseRowsTheyHold()
+    {
+        // sparse_lr as its chief declares it: a bias, and one table.
+        RunSnapshot snapshot;
+        snapshot.psHosts = {"127.0.0.1:2222", "127.0.0.1:2225"};
+        auto *bias = snapshot.signature.add_variables();
+        bias->set_name("bias");
+        bias->add_shape(1);
+        auto *table = snapshot.signature.add_tables();
+        table->set_name("weights");
+        table->set_row_width(1);
+        const auto rows = buildProcessRows({}, &snapshot, {}, {});
+        QCOMPARE(holdsOf(rows, QStringLiteral("ps:0")),
+                 QStringLiteral("bias (4 bytes), table weights: 1/2 of its rows, by id hash"));
+        QCOMPARE(holdsOf(rows, QStringLiteral("ps:1")), QStringLiteral("table weights: 1/2 of its rows, by id hash"));
+
+        snapshot.psHosts.resize(1);
+        QCOMPARE(holdsOf(buildProcessRows({}, &snapshot, {}, {}), QStringLiteral("ps:0")),
+                 QStringLiteral("bias (4 bytes), table weights: every row"));
+    }
+
     void launchedPsRowsCountTheLaunchersPsTasks()
     {
         // Three ps tasks launched here; ps:0's status has not named them yet.
