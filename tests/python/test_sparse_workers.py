@@ -326,22 +326,30 @@ class SparseClusterTest(unittest.TestCase):
         self.assertGreater(sum(1 for r in rows if r["worker"] == "1"), last_step // 10, describe(cluster))
 
     def test_a_torch_worker_fails_over_with_a_replicated_ps_task_of_a_sparse_model(self):
-        """async on two replicated ps tasks, sparse_lr: ps:1's primary -- half
+        """ssp on two replicated ps tasks, sparse_lr: ps:1's primary -- half
         of the table's rows -- is SIGKILLed while the PyTorch EmbeddingBag
         worker and the C++ chief train. Both turn to its backup, which took
         over holding every acknowledged row update; the run ends at its last
         step with every global step applied once, and the chief's held-out
-        AUC within 0.01 of the generating model's."""
+        AUC within 0.01 of the generating model's.
+
+        ssp, not async: unbounded, the C++ chief can make every step on a
+        loaded machine before the Python worker has imported torch, and the
+        failover would then happen to one worker only."""
         last_step = 2500
         cluster = Cluster(self, num_ps=2, num_workers=2, backups=True)
         logdir = os.path.join(cluster.dir, "run")
         common = ["--model=sparse_lr", "--dataset=clicklog", "--eval_dataset=clicklog", "--samples_per_shard=20000",
                   "--optimizer=adagrad", "--batch_size=100"]
-        training = [*common, "--learning_rate=0.2", f"--last_step={last_step}", "--mode=async", "--display_step=250"]
+        training = [*common, "--learning_rate=0.2", f"--last_step={last_step}", "--mode=ssp", "--staleness=10",
+                    "--display_step=250"]
         for job in ("ps", "ps_backup"):
             cluster.start_node(job, 0, *training, f"--logdir={logdir}")
             cluster.start_node(job, 1, *training)
         cluster.start_python_worker(1, "torch_sparse_click_log.py", *common, "--display_step=100")
+        # The chief starts once the Python worker waits for the variables,
+        # so the staleness bound holds it from its first step.
+        cluster.wait_for_output("worker:1", "state waiting: waiting for", timeout=120)
         cluster.start_node("worker", 0, *training)
         cluster.wait_for_output("ps_backup:1", "follows its primary at")
         # Both train: the Python worker's loss line at global step 100 or later.
