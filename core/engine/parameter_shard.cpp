@@ -159,23 +159,18 @@ void ParameterShard::gatherRows(const google::protobuf::RepeatedPtrField<proto::
         proto::SparseRows *rows = out->Add();
         rows->set_table(request.table());
         rows->mutable_ids()->CopyFrom(request.ids());
-        rows->mutable_values()->Resize(int(request.ids_size() * table.rowWidth()), 0.0f);
-        table.gather({request.ids().data(), size_t(request.ids_size())},
-                     {rows->mutable_values()->mutable_data(), size_t(rows->values_size())}, !lookupOnly);
+        // Every value is written by gather: no zeros first.
+        const int values = int(request.ids_size() * table.rowWidth());
+        rows->mutable_values()->Reserve(values);
+        float *to = rows->mutable_values()->AddNAlreadyReserved(values);
+        table.gather({request.ids().data(), size_t(request.ids_size())}, {to, size_t(values)}, !lookupOnly);
     }
 }
 
 void ParameterShard::applyRows(const RowGradientView &rows, float learningRateScale)
 {
-    for (const TableRowsView &block : rows) {
-        SparseTable &table = m_tables[size_t(block.table)];
-        const std::vector<uint64_t> missing = table.notHeld(block.rows.ids);
-        if (!missing.empty()) {
-            m_scratchRows.resize(missing.size() * size_t(table.rowWidth()));
-            table.gather(missing, m_scratchRows, true);
-        }
-        table.apply(block.rows.ids, block.rows.values, learningRateScale);
-    }
+    for (const TableRowsView &block : rows)
+        m_tables[size_t(block.table)].apply(block.rows.ids, block.rows.values, learningRateScale);
 }
 
 proto::ShardState ParameterShard::save(int psIndex) const

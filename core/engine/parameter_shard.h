@@ -121,7 +121,6 @@ private:
 
     std::shared_ptr<const Optimizer> m_optimizer;
     std::vector<SparseTable> m_tables;
-    std::vector<float> m_scratchRows; // applyRows' rows made for a replay
     std::vector<std::string> m_names;
     std::vector<std::vector<int64_t>> m_shapes;
     std::vector<std::unique_ptr<Buffer>> m_values;

@@ -270,7 +270,8 @@ std::string idsProblem(const google::protobuf::RepeatedPtrField<Block> &blocks,
                 return which + " ('" + table.name + "'): id " + std::to_string(id)
                        + " is not below the table's id_limit " + std::to_string(table.idLimit)
                        + ": hash or clip ids into the declared range";
-            if (const int owner = psOfRow(id, numPs); owner != psIndex)
+            // One ps task holds every row: no hash (a 64-bit division an id).
+            if (const int owner = numPs == 1 ? 0 : psOfRow(id, numPs); owner != psIndex)
                 return which + " ('" + table.name + "'): row " + std::to_string(id)
                        + " lives on ps:" + std::to_string(owner) + ", not ps:" + std::to_string(psIndex)
                        + ": send each row to the ps task psOfRow(id) names";

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -394,14 +393,17 @@ void SparseTable::apply(std::span<const uint64_t> ids, std::span<const float> gr
                                     + std::to_string(ids.size()) + " rows of " + std::to_string(width));
     const Optimizer &optimizer = *impl.optimizer;
     impl.pipeline(
-        ids, [&](size_t i) { return impl.rowOf(ids[i]); },
+        ids,
+        [&](size_t i) {
+            bool made = false;
+            const uint32_t row = impl.findOrAdd(ids[i], &made);
+            if (made) {
+                initialRow(m_table, ids[i], impl.valueOf(row));
+                optimizer.initRowSlots(impl.slotsOf(row));
+            }
+            return row;
+        },
         [&](size_t i, uint32_t row) {
-            // The ps refuses a gradient for a row it does not hold before
-            // anything is applied; should one come through, it is dropped
-            // rather than made from nothing.
-            assert(row != Impl::kNoRow && "gradient for a row the table does not hold");
-            if (row == Impl::kNoRow)
-                return;
             optimizer.applyRow(impl.valueOf(row), impl.slotsOf(row), gradients.subspan(i * width, width),
                                learningRateScale);
         });

@@ -100,9 +100,12 @@ public:
     // The ids of `ids` this table does not hold, in their order.
     std::vector<uint64_t> notHeld(std::span<const uint64_t> ids) const;
     // Applies one row gradient per id (ids.size() x rowWidth), each with the
-    // optimizer's row rule, its share multiplied by `learningRateScale`.
-    // Every id must be held (the caller checks: a gradient for a row never
-    // pulled is refused before anything is applied).
+    // optimizer's row rule, its share multiplied by `learningRateScale`. A
+    // row not held is made first (initialRow), as a pull would have made
+    // it: a backup replaying its primary's updates may lack a row the
+    // primary made. A ps task refuses a worker's gradient for a row never
+    // pulled before it calls this (notHeld), so for a primary every row is
+    // held; one lookup a row either way.
     void apply(std::span<const uint64_t> ids, std::span<const float> gradients, float learningRateScale);
 
     int64_t rows() const;

@@ -285,7 +285,8 @@ private:
     // --- the rows of a sparse model's tables (ps_task_rows.cpp) ---
     // A push's row gradients checked as a hostile client could fill them
     // (sparse_rows.h: rowBlocksProblem), and each row held here (pulled
-    // before), as views of the push; the pull it carries checked too.
+    // before), as views of the push. The pull it carries is the caller's
+    // to check (pullProblem), once, before anything is applied.
     RowGradientView parseRowGradients(const proto::PushRequest &push, std::string *error) const;
     // What is wrong with the ids a request asks rows for (sparse_rows.h:
     // rowRequestsProblem), or an answer that would not fit a message; empty
@@ -293,9 +294,11 @@ private:
     std::string pullProblem(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests) const;
     // Gathers the rows `requests` ask for into `out`, made on first touch
     // unless `lookupOnly` (a new row is recorded for the backup), and counts
-    // them. The requests are checked first; a refusal changes nothing.
-    CallStatus gatherRowsLocked(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests, bool lookupOnly,
-                                google::protobuf::RepeatedPtrField<proto::SparseRows> *out);
+    // them. The requests were checked (pullProblem): a step checks its
+    // push's pull before it applies the gradient, and the ids are not
+    // walked again here.
+    void gatherRowsLocked(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests, bool lookupOnly,
+                          google::protobuf::RepeatedPtrField<proto::SparseRows> *out);
     // A PullRequest on a worker's stream.
     CallStatus pullLocked(const proto::PullRequest &pull, proto::PullResponse *response);
     // Applies row gradients to the tables, counting them.

@@ -90,6 +90,8 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     std::string error;
     const GradientView gradient = parseGradients(push, &error);
     const RowGradientView rows = error.empty() ? parseRowGradients(push, &error) : RowGradientView{};
+    if (error.empty())
+        error = pullProblem(push.pull());
     if (!error.empty())
         return CallStatus::invalidArgument("worker:" + std::to_string(worker) + ": " + error);
     if (push.metrics_size() != 0 && push.metrics_size() != m_signature.metric_names_size())
@@ -140,7 +142,8 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
         response->set_done(doneLocked());
         *response->mutable_mode() = m_policy->mode();
         m_shard.share(response->mutable_parameters(), values);
-        return gatherRowsLocked(push.pull(), false, response->mutable_rows());
+        gatherRowsLocked(push.pull(), false, response->mutable_rows());
+        return {};
     }
     // Held workers wait for their sync step to close or for the slowest clock
     // to move (ssp), and both move the global step; in async nobody is held.
@@ -192,7 +195,8 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
     m_shard.share(response->mutable_parameters(), values);
     *wakeHeld = wake;
     // The next batch's rows, at their values after this update.
-    return gatherRowsLocked(push.pull(), false, response->mutable_rows());
+    gatherRowsLocked(push.pull(), false, response->mutable_rows());
+    return {};
 }
 
 bool PsTask::takeGradientLocked(int worker, const proto::PushRequest &push, const GradientView &gradient,
@@ -345,7 +349,8 @@ CallStatus PsTask::pushShardLocked(std::unique_lock<std::mutex> &lock, const pro
     response->set_global_step(update);
     m_shard.share(response->mutable_parameters(), values);
     // The next batch's rows, at their values after this update.
-    return gatherRowsLocked(push.pull(), false, response->mutable_rows());
+    gatherRowsLocked(push.pull(), false, response->mutable_rows());
+    return {};
 }
 
 void PsTask::applyShardUpdateLocked(int64_t update, const GradientView &average, const RowGradientView &rows,

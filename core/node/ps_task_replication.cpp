@@ -410,6 +410,8 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
         std::string error;
         const GradientView gradient = parseGradients(push.push(), &error);
         const RowGradientView rows = error.empty() ? parseRowGradients(push.push(), &error) : RowGradientView{};
+        if (error.empty())
+            error = pullProblem(push.push().pull());
         if (!error.empty())
             throw InputError("a push record: " + error);
         takeGradientLocked(push.worker(), push.push(), gradient, rows);
@@ -440,9 +442,10 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
     case proto::ReplicaRecord::kRowsMade: {
         if (!m_initialized)
             throw InputError("rows made before the variables were initialised");
+        if (std::string problem = pullProblem(record.rows_made().tables()); !problem.empty())
+            throw InputError("rows made by a pull: " + problem);
         google::protobuf::RepeatedPtrField<proto::SparseRows> made;
-        if (const CallStatus refused = gatherRowsLocked(record.rows_made().tables(), false, &made); !refused.ok())
-            throw InputError("rows made by a pull: " + refused.message());
+        gatherRowsLocked(record.rows_made().tables(), false, &made);
         return;
     }
     case proto::ReplicaRecord::kSetMode:

@@ -35,10 +35,6 @@ RowGradientView PsTask::parseRowGradients(const proto::PushRequest &push, std::s
         *error = std::move(problem);
         return {};
     }
-    if (std::string problem = pullProblem(push.pull()); !problem.empty()) {
-        *error = std::move(problem);
-        return {};
-    }
     for (const proto::SparseRows &block : push.row_gradients()) {
         const SparseTable &table = m_shard.table(block.table());
         if (const std::vector<uint64_t> missing = table.notHeld({block.ids().data(), size_t(block.ids_size())});
@@ -74,13 +70,11 @@ std::string PsTask::pullProblem(const google::protobuf::RepeatedPtrField<proto::
     return {};
 }
 
-CallStatus PsTask::gatherRowsLocked(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests,
-                                    bool lookupOnly, google::protobuf::RepeatedPtrField<proto::SparseRows> *out)
+void PsTask::gatherRowsLocked(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests, bool lookupOnly,
+                              google::protobuf::RepeatedPtrField<proto::SparseRows> *out)
 {
     if (requests.empty())
-        return {};
-    if (std::string problem = pullProblem(requests); !problem.empty())
-        return CallStatus::invalidArgument(std::move(problem));
+        return;
     // Rows made now are recorded first, so the backup holds every row a
     // worker may push a gradient for once this answer is out.
     proto::PullRequest made;
@@ -109,7 +103,6 @@ CallStatus PsTask::gatherRowsLocked(const google::protobuf::RepeatedPtrField<pro
             if (meters.pulls++ % TableMeters::kHotIdsEvery == 0)
                 meters.hot.add({request.ids().data(), size_t(request.ids_size())});
         }
-    return {};
 }
 
 CallStatus PsTask::pullLocked(const proto::PullRequest &pull, proto::PullResponse *response)
@@ -117,9 +110,9 @@ CallStatus PsTask::pullLocked(const proto::PullRequest &pull, proto::PullRespons
     if (!m_initialized)
         return CallStatus::failedPrecondition(
             "rows pulled before the chief initialised the variables: join again and wait until it is ready");
-    if (const CallStatus refused = gatherRowsLocked(pull.tables(), pull.lookup_only(), response->mutable_rows());
-        !refused.ok())
-        return refused;
+    if (std::string problem = pullProblem(pull.tables()); !problem.empty())
+        return CallStatus::invalidArgument(std::move(problem));
+    gatherRowsLocked(pull.tables(), pull.lookup_only(), response->mutable_rows());
     response->set_global_step(m_policy ? m_policy->globalStep() : m_updatesApplied);
     return {};
 }
