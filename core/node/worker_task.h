@@ -143,7 +143,13 @@ private:
     // for or brings another.
     void readRows(const std::vector<const google::protobuf::RepeatedPtrField<proto::SparseRows> *> &answers,
                   const std::vector<std::vector<uint64_t>> &ids, RowBlocks *rows) const;
-    // A PullRequest on every stream, outside a step. False when a stream broke.
+    // Pulls of the rows `requests` ask for, each answer within half of
+    // --max_message_bytes (at least one pull, however few the rows).
+    std::vector<proto::PullRequest> pullsOf(const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests,
+                                            bool lookupOnly) const;
+    // The rows of `ids` from every ps task, outside a step: PullRequests on
+    // every stream, as many as the answers need to fit a message. False
+    // when a stream broke.
     bool pullRows(const std::vector<std::vector<uint64_t>> &ids, bool lookupOnly, RowBlocks *rows);
     // The rows of `ids` as the ps tasks make them on first touch (the
     // held-out data's check before joining).

@@ -95,26 +95,76 @@ void WorkerTask::readRows(const std::vector<const google::protobuf::RepeatedPtrF
     }
 }
 
+std::vector<proto::PullRequest> WorkerTask::pullsOf(
+    const google::protobuf::RepeatedPtrField<proto::RowRequest> &requests, bool lookupOnly) const
+{
+    // The ps refuses a pull whose answer (an id and its row a row) would not
+    // fit --max_message_bytes; half of it leaves room for the rest of the
+    // answer. A step's batch fits (the worker checks at start); the chief's
+    // held-out data may touch many times more rows.
+    const int64_t budget = std::max<int64_t>(1, m_rpc.maxMessageBytes / 2);
+    std::vector<proto::PullRequest> pulls(1);
+    pulls.back().set_lookup_only(lookupOnly);
+    int64_t bytes = 0;
+    for (const proto::RowRequest &request : requests) {
+        const int64_t rowBytes
+            = int64_t(sizeof(uint64_t)) + int64_t(sizeof(float)) * m_tables[size_t(request.table())].rowWidth;
+        proto::RowRequest *block = nullptr;
+        for (const uint64_t id : request.ids()) {
+            if (bytes > 0 && bytes + rowBytes > budget) {
+                pulls.emplace_back().set_lookup_only(lookupOnly);
+                bytes = 0;
+                block = nullptr;
+            }
+            if (!block) {
+                block = pulls.back().add_tables();
+                block->set_table(request.table());
+            }
+            block->add_ids(id);
+            bytes += rowBytes;
+        }
+    }
+    return pulls;
+}
+
 bool WorkerTask::pullRows(const std::vector<std::vector<uint64_t>> &ids, bool lookupOnly, RowBlocks *rows)
 {
-    std::vector<proto::TrainResponse> answers(m_ps.size());
+    std::vector<std::vector<proto::PullRequest>> pulls(m_ps.size());
+    size_t rounds = 0;
     for (size_t k = 0; k < m_ps.size(); ++k) {
-        proto::TrainRequest request;
-        request.mutable_pull()->set_lookup_only(lookupOnly);
-        addPulls(int(k), ids, request.mutable_pull()->mutable_tables());
-        if (!m_ps[k]->stream->write(request))
-            return false;
+        google::protobuf::RepeatedPtrField<proto::RowRequest> requests;
+        addPulls(int(k), ids, &requests);
+        pulls[k] = pullsOf(requests, lookupOnly);
+        rounds = std::max(rounds, pulls[k].size());
+    }
+    // One pull at a time on each stream, every ps task's at once: a stream
+    // never holds answers nobody reads while its pulls wait to be sent.
+    std::vector<std::vector<proto::TrainResponse>> answers(m_ps.size());
+    for (size_t round = 0; round < rounds; ++round) {
+        for (size_t k = 0; k < m_ps.size(); ++k) {
+            if (round >= pulls[k].size())
+                continue;
+            proto::TrainRequest request;
+            *request.mutable_pull() = std::move(pulls[k][round]);
+            if (!m_ps[k]->stream->write(request))
+                return false;
+        }
+        for (size_t k = 0; k < m_ps.size(); ++k) {
+            if (round >= pulls[k].size())
+                continue;
+            proto::TrainResponse &answer = answers[k].emplace_back();
+            if (!m_ps[k]->stream->read(&answer))
+                return false;
+            if (!answer.has_pull())
+                throw InputError("ps:" + std::to_string(k)
+                                 + " answered a pull with something else: give every task the "
+                                   "same Parasync version");
+        }
     }
     std::vector<const google::protobuf::RepeatedPtrField<proto::SparseRows> *> parts;
-    for (size_t k = 0; k < m_ps.size(); ++k) {
-        if (!m_ps[k]->stream->read(&answers[k]))
-            return false;
-        if (!answers[k].has_pull())
-            throw InputError("ps:" + std::to_string(k)
-                             + " answered a pull with something else: give every task the "
-                               "same Parasync version");
-        parts.push_back(&answers[k].pull().rows());
-    }
+    for (const auto &fromPs : answers)
+        for (const proto::TrainResponse &answer : fromPs)
+            parts.push_back(&answer.pull().rows());
     readRows(parts, ids, rows);
     return true;
 }
