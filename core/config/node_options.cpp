@@ -165,7 +165,8 @@ constexpr FlagInfo kFlags[] = {
      "1000"},
     {"max_message_bytes", "N", FlagGroup::Faults,
      "largest message a task sends or accepts; larger ones are refused (RESOURCE_EXHAUSTED) and the "
-     "task keeps serving. Must hold one step of the model (4 bytes per parameter)",
+     "task keeps serving. Must hold one step of the model (4 bytes per parameter); a ps task's tables "
+     "may hold more rows, which checkpoints, restores and backups move in pieces",
      "67108864"},
     {"data_link", "0|1", FlagGroup::Faults,
      "1: a worker's pushes and their answers travel on a TCP connection beside the gRPC stream (an "

@@ -448,6 +448,9 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
         gatherRowsLocked(record.rows_made().tables(), false, &made);
         return;
     }
+    case proto::ReplicaRecord::kShardRows:
+        // The replication stream joins them to their record (wire/shard_pieces.h).
+        throw InputError("rows of a shard without the state or initialisation they belong to");
     case proto::ReplicaRecord::kSetMode:
         if (!m_policy)
             throw InputError("a mode change sent to " + psName() + ", which keeps no mode (ps:0 does)");

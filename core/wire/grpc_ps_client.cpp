@@ -6,6 +6,7 @@
 #include "proto/parasync.grpc.pb.h"
 #include "wire/grpc_calls.h"
 #include "wire/rpc.h"
+#include "wire/shard_pieces.h"
 #include "wire/train_call.h"
 
 namespace parasync {
@@ -108,12 +109,54 @@ public:
                           proto::InitializeResponse *response) override
     {
         const auto context = makeContext(m_rpc, deadline);
-        return resultOf(m_parameters.at(process)->Initialize(context.get(), request, response));
+        // One message when it fits: what every ps task has served since the
+        // first release, and all a dense model ever needs.
+        if (!shardNeedsPieces(request.shard(), m_rpc.maxMessageBytes))
+            return resultOf(m_parameters.at(process)->Initialize(context.get(), request, response));
+        proto::InitializeRequest head = request;
+        google::protobuf::RepeatedPtrField<proto::TableState> rows;
+        takeTableRows(head.mutable_shard(), &rows);
+        const auto writer = m_parameters.at(process)->InitializeInPieces(context.get(), response);
+        proto::InitializeRequest piece;
+        if (writer->Write(head))
+            forEachRowPiece(rows, m_rpc.maxMessageBytes, [&](proto::TableState &table) {
+                piece.mutable_shard()->mutable_tables()->Clear();
+                piece.mutable_shard()->add_tables()->Swap(&table);
+                return writer->Write(piece);
+            });
+        // A write that failed ends the call; Finish says why.
+        writer->WritesDone();
+        return resultOf(writer->Finish());
     }
     CallResult snapshot(size_t process, std::chrono::milliseconds deadline, proto::SnapshotResponse *response) override
     {
         const auto context = makeContext(m_rpc, deadline);
-        return resultOf(m_parameters.at(process)->Snapshot(context.get(), {}, response));
+        const auto reader = m_parameters.at(process)->ReadShard(context.get(), {});
+        bool first = true;
+        std::string wrong;
+        proto::SnapshotResponse piece;
+        while (reader->Read(&piece)) {
+            if (first) {
+                response->Swap(&piece);
+                first = false;
+            } else if (wrong.empty()) {
+                wrong = piece.shard().tables_size() != 1
+                            ? "a ReadShard piece with " + std::to_string(piece.shard().tables_size()) + " tables"
+                            : addRowPiece(response->mutable_shard(),
+                                          std::move(*piece.mutable_shard()->mutable_tables(0)));
+                if (!wrong.empty())
+                    context->TryCancel();
+            }
+        }
+        const grpc::Status status = reader->Finish();
+        if (!wrong.empty())
+            return {CallResult::Code::Other, wrong, "ps task's snapshot came in pieces that do not fit: " + wrong};
+        if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+            // A ps task of a parasync-node before ReadShard: one message.
+            const auto unary = makeContext(m_rpc, deadline);
+            return resultOf(m_parameters.at(process)->Snapshot(unary.get(), {}, response));
+        }
+        return resultOf(status);
     }
     CallResult reportCheckpoint(size_t process, const proto::ReportCheckpointRequest &request,
                                 std::chrono::milliseconds deadline) override

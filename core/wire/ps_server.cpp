@@ -5,6 +5,7 @@
 #include "wire/connect_probe.h"
 #include "wire/data_link.h"
 #include "wire/rpc.h"
+#include "wire/shard_pieces.h"
 #include "wire/task_server.h"
 #include "wire/token_check.h"
 #include "wire/train_call.h"
@@ -252,8 +253,64 @@ public:
             return denied;
         return toGrpc(m_task.snapshot(response));
     }
+    grpc::Status ReadShard(grpc::ServerContext *context, const proto::SnapshotRequest *,
+                           grpc::ServerWriter<proto::SnapshotResponse> *writer) override
+    {
+        if (auto denied = m_auth.check(*context, "ReadShard"); !denied.ok())
+            return denied;
+        proto::SnapshotResponse head;
+        if (const CallStatus status = m_task.snapshot(&head); !status.ok())
+            return toGrpc(status);
+        google::protobuf::RepeatedPtrField<proto::TableState> rows;
+        takeTableRows(head.mutable_shard(), &rows);
+        if (!writer->Write(head))
+            return readerGone();
+        proto::SnapshotResponse piece;
+        const bool sent = forEachRowPiece(rows, m_maxMessageBytes, [&](proto::TableState &table) {
+            piece.mutable_shard()->mutable_tables()->Clear();
+            piece.mutable_shard()->add_tables()->Swap(&table);
+            return writer->Write(piece);
+        });
+        return sent ? grpc::Status::OK : readerGone();
+    }
+    grpc::Status InitializeInPieces(grpc::ServerContext *context, grpc::ServerReader<proto::InitializeRequest> *reader,
+                                    proto::InitializeResponse *response) override
+    {
+        if (auto denied = m_auth.check(*context, "InitializeInPieces"); !denied.ok())
+            return denied;
+        proto::InitializeRequest whole;
+        if (!reader->Read(&whole))
+            return {grpc::StatusCode::INVALID_ARGUMENT,
+                    "InitializeInPieces without a first message: send Initialize's request, its tables' rows left "
+                    "out, then the rows"};
+        proto::InitializeRequest piece;
+        while (reader->Read(&piece)) {
+            const bool oneTable = piece.shard().tables_size() == 1 && piece.shard().variables_size() == 0
+                                  && !piece.has_signature() && piece.global_step() == 0 && piece.origin().empty();
+            if (!oneTable)
+                return {grpc::StatusCode::INVALID_ARGUMENT,
+                        "an InitializeInPieces message after the first carries "
+                            + std::to_string(piece.shard().tables_size()) + " tables and "
+                            + std::to_string(piece.shard().variables_size())
+                            + " variables: send one TableState of rows (shard.tables) and nothing else in each later "
+                              "message"};
+            if (std::string wrong
+                = addRowPiece(whole.mutable_shard(), std::move(*piece.mutable_shard()->mutable_tables(0)));
+                !wrong.empty())
+                return {grpc::StatusCode::INVALID_ARGUMENT, "InitializeInPieces: " + wrong};
+        }
+        // A client that died half-way is a cancelled call, not an end: the
+        // task is not initialised from half its rows.
+        if (context->IsCancelled())
+            return {grpc::StatusCode::CANCELLED, "InitializeInPieces broke off before its last piece"};
+        return toGrpc(m_task.initialize(whole, response));
+    }
 
 private:
+    static grpc::Status readerGone()
+    {
+        return {grpc::StatusCode::CANCELLED, "the reader went away before the last piece"};
+    }
     grpc::Status train(grpc::ServerContext *context,
                        grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer> *stream)
     {
@@ -272,46 +329,89 @@ private:
     const int m_maxMessageBytes;
 };
 
+// The shard a replication record carries whole (its state, or the chief's
+// initialisation), if any.
+proto::ShardState *shardOf(proto::ReplicaRecord *record)
+{
+    if (record->has_state())
+        return record->mutable_state()->mutable_shard();
+    if (record->has_initialize())
+        return record->mutable_initialize()->mutable_shard();
+    return nullptr;
+}
+
 class GrpcFollowStream final : public FollowStream
 {
 public:
     GrpcFollowStream(grpc::ServerContext &context,
-                     grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> &stream)
+                     grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> &stream, int maxMessageBytes)
         : m_context(context)
         , m_stream(stream)
+        , m_maxMessageBytes(maxMessageBytes)
     {
     }
     bool read(proto::FollowRequest *request) override { return m_stream.Read(request); }
     bool write(const proto::ReplicaRecord &record, bool more) override
+    {
+        const bool whole
+            = !(record.has_state() || record.has_initialize())
+              || !shardNeedsPieces(record.has_state() ? record.state().shard() : record.initialize().shard(),
+                                   m_maxMessageBytes);
+        if (whole)
+            return writeOne(record, more);
+        // A shard past --max_message_bytes: the record without its tables'
+        // rows, then the rows in `shard_rows` records (GrpcPrimaryLink joins them).
+        proto::ReplicaRecord head = record;
+        google::protobuf::RepeatedPtrField<proto::TableState> rows;
+        takeTableRows(shardOf(&head), &rows);
+        int64_t left = rowPieceCount(rows, m_maxMessageBytes);
+        head.set_pieces_following(int32_t(left));
+        if (!writeOne(head, true))
+            return false;
+        proto::ReplicaRecord piece;
+        return forEachRowPiece(rows, m_maxMessageBytes, [&](proto::TableState &table) {
+            piece.mutable_shard_rows()->Swap(&table);
+            return writeOne(piece, --left > 0 || more);
+        });
+    }
+    void cancel() override { m_context.TryCancel(); }
+
+private:
+    bool writeOne(const proto::ReplicaRecord &record, bool more)
     {
         grpc::WriteOptions options;
         if (more)
             options.set_buffer_hint();
         return m_stream.Write(record, options);
     }
-    void cancel() override { m_context.TryCancel(); }
 
-private:
     grpc::ServerContext &m_context;
     grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> &m_stream;
+    const int m_maxMessageBytes;
 };
 
 class PsReplicationImpl final : public proto::PsReplication::Service
 {
 public:
-    PsReplicationImpl(PsHandler &task, const TokenCheck &auth) : m_task(task), m_auth(auth) {}
+    PsReplicationImpl(PsHandler &task, const TokenCheck &auth, int maxMessageBytes)
+        : m_task(task)
+        , m_auth(auth)
+        , m_maxMessageBytes(maxMessageBytes)
+    {
+    }
     grpc::Status Follow(grpc::ServerContext *context,
                         grpc::ServerReaderWriter<proto::ReplicaRecord, proto::FollowRequest> *stream) override
     {
         if (auto denied = m_auth.check(*context, "Follow"); !denied.ok())
             return denied;
-        GrpcFollowStream follow(*context, *stream);
+        GrpcFollowStream follow(*context, *stream, m_maxMessageBytes);
         return toGrpc(m_task.follow(follow));
     }
 
 private:
     PsHandler &m_task;
     const TokenCheck &m_auth;
+    const int m_maxMessageBytes;
 };
 
 // The backup's call to its primary's Follow.
@@ -329,12 +429,31 @@ public:
     {
         const bool ok = m_stream->Read(record);
         m_receivedAny = m_receivedAny || ok;
-        return ok;
+        if (!ok || record->pieces_following() == 0)
+            return ok;
+        // A shard past --max_message_bytes: its rows follow, joined here so
+        // that the task applies the record whole.
+        proto::ShardState *shard = shardOf(record);
+        if (!shard)
+            return refuse("pieces_following on a record that carries no shard");
+        proto::ReplicaRecord piece;
+        for (int32_t i = 0; i < record->pieces_following(); ++i) {
+            if (!m_stream->Read(&piece))
+                return false;
+            if (!piece.has_shard_rows())
+                return refuse("a record where the rows of the shard before it were due");
+            if (std::string wrong = addRowPiece(shard, std::move(*piece.mutable_shard_rows())); !wrong.empty())
+                return refuse(wrong);
+        }
+        record->set_pieces_following(0);
+        return true;
     }
     void cancel() override { m_context->TryCancel(); }
     std::string finish() override
     {
         const grpc::Status status = m_stream->Finish();
+        if (!m_wrong.empty())
+            return "the primary's shard came in pieces that do not fit together: " + m_wrong;
         // Once records came, the connection was up: reading the error as a
         // failed set-up (TLS? another program?) would mislead.
         if (m_receivedAny
@@ -347,8 +466,16 @@ public:
 private:
     std::unique_ptr<proto::PsReplication::Stub> m_stub;
     std::unique_ptr<grpc::ClientContext> m_context;
+    bool refuse(std::string wrong)
+    {
+        m_wrong = std::move(wrong);
+        m_context->TryCancel();
+        return false;
+    }
+
     std::unique_ptr<grpc::ClientReaderWriter<proto::FollowRequest, proto::ReplicaRecord>> m_stream;
     bool m_receivedAny = false;
+    std::string m_wrong; // what was wrong with the pieces of a shard
 };
 
 class ClusterControlImpl final : public proto::ClusterControl::Service
@@ -432,7 +559,7 @@ PsServer::PsServer(PsHandler &task, const NodeOptions &options, const RpcSetting
             clusterPorts(options.cluster));
     m_services.push_back(std::make_unique<ParameterServiceImpl>(task, *m_auth, m_dataLinks.get(), rpc.maxMessageBytes));
     if (options.cluster.replicated())
-        m_services.push_back(std::make_unique<PsReplicationImpl>(task, *m_auth));
+        m_services.push_back(std::make_unique<PsReplicationImpl>(task, *m_auth, rpc.maxMessageBytes));
     if (options.task.index == 0) {
         m_services.push_back(std::make_unique<ClusterControlImpl>(task, *m_auth));
         m_services.push_back(std::make_unique<TelemetryImpl>(task, *m_auth));

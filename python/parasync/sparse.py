@@ -252,3 +252,75 @@ def split_table_states(tables: Sequence[TableSpec], whole: Sequence[Any], num_ps
             part.slots.extend(slots[mine].ravel().tolist())
             shard.append(part)
     return shards
+
+
+# -- a ps task's rows past one message (docs/sparse.md, "Larger than a message"; core/wire/shard_pieces.h) --
+
+# The pieces take at most this share of --max_message_bytes (kShardPieceShare).
+PIECE_SHARE = 2
+
+
+def shard_needs_pieces(shard: Any, max_message_bytes: int) -> bool:
+    """Whether a ShardState must travel in pieces (ReadShard,
+    InitializeInPieces) to fit `max_message_bytes` with the message around it."""
+    return shard.ByteSize() > max_message_bytes // PIECE_SHARE
+
+
+def take_table_rows(shard: Any) -> list[pb.TableState]:
+    """Moves every table's rows out of `shard` (a ShardState) and returns
+    them, one TableState per table; `shard` keeps each table's name and slot
+    names: what the first message carries."""
+    rows = []
+    for table in shard.tables:
+        rows.append(pb.TableState(name=table.name, ids=table.ids, values=table.values, slots=table.slots))
+        del table.ids[:]
+        del table.values[:]
+        del table.slots[:]
+    return rows
+
+
+def row_pieces(tables: Sequence[Any], max_message_bytes: int) -> Iterable[pb.TableState]:
+    """The rows of `tables` in pieces of at most max_message_bytes /
+    PIECE_SHARE bytes (serialized), each one TableState of one table (its
+    name, ids ascending, their values and slots), table after table; at
+    least one row a piece, whatever its size (forEachRowPiece)."""
+    for table in tables:
+        # The piece's own bytes beyond its rows': the name, a tag and a length a field.
+        budget = max_message_bytes // PIECE_SHARE - (3 * (1 + 10) + 2 + len(table.name))
+        count = len(table.ids)
+        if count == 0:
+            continue
+        if len(table.values) % count or len(table.slots) % count:
+            yield table  # not whole rows: for the receiver to refuse in its words
+            continue
+        width, slot_values = len(table.values) // count, len(table.slots) // count
+        per_piece = max(1, budget // (8 + 4 * (width + slot_values)))
+        for first in range(0, count, per_piece):
+            last = min(count, first + per_piece)
+            yield pb.TableState(name=table.name, ids=table.ids[first:last],
+                                values=table.values[first * width:last * width],
+                                slots=table.slots[first * slot_values:last * slot_values])
+
+
+def add_row_piece(shard: Any, piece: Any) -> None:
+    """Appends a piece of rows to the table of its name in `shard` (a
+    ShardState); raises TableError, saying what is wrong, for a table the
+    first message did not name, rows that are not whole or ids not after
+    the rows before (addRowPiece)."""
+    table = next((t for t in shard.tables if t.name == piece.name), None)
+    if table is None:
+        raise TableError(f"rows of table '{piece.name}', which the first message did not name")
+    count = len(piece.ids)
+    if count == 0 or len(piece.values) % count or len(piece.slots) % count:
+        raise TableError(f"a piece of table '{piece.name}' with {count} ids, {len(piece.values)} values and "
+                         f"{len(piece.slots)} slot values: whole rows, at least one, were due")
+    if table.ids:
+        if (len(table.values) * count != len(piece.values) * len(table.ids)
+                or len(table.slots) * count != len(piece.slots) * len(table.ids)):
+            raise TableError(f"a piece of table '{piece.name}' whose rows are unlike the rows before it")
+        if piece.ids[0] <= table.ids[-1]:
+            raise TableError(f"a piece of table '{piece.name}' starting at id {piece.ids[0]}, not after the last "
+                             f"id before it ({table.ids[-1]})")
+    table.ids.extend(piece.ids)
+    table.values.extend(piece.values)
+    table.slots.extend(piece.slots)

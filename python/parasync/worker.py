@@ -47,7 +47,7 @@ import socket
 import threading
 import time
 from concurrent import futures
-from typing import Any, Callable, List, Literal, Mapping, Optional, Sequence, Union, cast
+from typing import Any, Callable, Iterable, List, Literal, Mapping, Optional, Sequence, Union, cast
 
 import grpc
 import numpy as np
@@ -475,10 +475,13 @@ class Worker:
             # other shards' values already contain.
             for k in reversed(range(len(self.cluster.ps))):
                 try:
-                    snapshot = pb_grpc.ParameterServiceStub(self._channels[k]).Snapshot(
-                        pb.SnapshotRequest(), metadata=self._metadata, timeout=10)
+                    snapshot = self._read_shard(k)
                 except grpc.RpcError as e:
                     self._say(f"checkpoint skipped: cannot read ps:{k}: {e.details()}", logging.WARNING)
+                    return None
+                except sparse.TableError as e:
+                    self._say(f"checkpoint skipped: ps:{k}'s rows came in pieces that do not fit: {e}",
+                              logging.WARNING)
                     return None
                 shards[k] = snapshot.shard.variables
                 table_shards[k] = snapshot.shard.tables
@@ -506,6 +509,41 @@ class Worker:
             except grpc.RpcError:
                 pass  # the file is saved; only the step log's line is missing
             return path
+
+    def _read_shard(self, k: int) -> Any:
+        """ps:k's SnapshotResponse, its tables' rows read in pieces
+        (ReadShard) so that they need not fit --max_message_bytes."""
+        stub = pb_grpc.ParameterServiceStub(self._channels[k])
+        snapshot = None
+        for piece in stub.ReadShard(pb.SnapshotRequest(), metadata=self._metadata, timeout=10):
+            if snapshot is None:
+                snapshot = piece
+            elif len(piece.shard.tables) != 1:
+                raise sparse.TableError(f"a piece with {len(piece.shard.tables)} tables")
+            else:
+                sparse.add_row_piece(snapshot.shard, piece.shard.tables[0])
+        if snapshot is None:
+            raise sparse.TableError("ReadShard ended without a message")
+        return snapshot
+
+    def _send_initialize(self, k: int, request: Any) -> Any:
+        """Initialize, or InitializeInPieces when ps:k's shard does not fit
+        one message: the request without its tables' rows, then the rows."""
+        stub = pb_grpc.ParameterServiceStub(self._channels[k])
+        if not sparse.shard_needs_pieces(request.shard, self.cluster.max_message_bytes):
+            return stub.Initialize(request, metadata=self._metadata, timeout=30)
+        head = pb.InitializeRequest()
+        head.CopyFrom(request)
+        rows = sparse.take_table_rows(head.shard)
+
+        def messages() -> Iterable[Any]:
+            yield head
+            for piece in sparse.row_pieces(rows, self.cluster.max_message_bytes):
+                message = pb.InitializeRequest()
+                message.shard.tables.append(piece)
+                yield message
+
+        return stub.InitializeInPieces(messages(), metadata=self._metadata, timeout=30)
 
     def _checkpoint_loop(self) -> None:
         while not self._checkpoint_stop.wait(self.cluster.save_checkpoint_secs):
@@ -699,8 +737,7 @@ class Worker:
             while answer is None:
                 self._wait_for_ps(k)
                 try:
-                    answer = pb_grpc.ParameterServiceStub(self._channels[k]).Initialize(
-                        request, metadata=self._metadata, timeout=30)
+                    answer = self._send_initialize(k, request)
                 except grpc.RpcError as e:
                     # UNAVAILABLE: the process died, or it is the backup of a
                     # live primary; either way, ask which one serves now.

@@ -284,6 +284,75 @@ private Q_SLOTS:
         QCOMPARE(cluster.ps(0).waitForExit(), 0);
     }
 
+    void piecesOfAShardCutWrongAreRefusedAndInitialiseNothing()
+    {
+        // InitializeInPieces and ReadShard, as a hostile or broken client
+        // calls them before the chief: each refused with what is wrong, the
+        // ps task left waiting for its variables; the chief then initialises
+        // it and the cluster trains.
+        LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100000000")});
+        cluster.startPs(0);
+        QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("waiting for the chief")));
+        auto stub = proto::ParameterService::NewStub(makeChannel(cluster.psAddress(0).toStdString(), {}));
+        const auto initializeInPieces = [&](const std::vector<proto::InitializeRequest> &messages, bool breakOff) {
+            grpc::ClientContext context;
+            context.set_deadline(std::chrono::system_clock::now() + 10s);
+            context.set_wait_for_ready(true);
+            proto::InitializeResponse response;
+            auto writer = stub->InitializeInPieces(&context, &response);
+            for (const auto &message : messages)
+                writer->Write(message);
+            if (breakOff)
+                context.TryCancel();
+            else
+                writer->WritesDone();
+            return writer->Finish();
+        };
+        proto::InitializeRequest head;
+        head.set_origin("a rogue client");
+        head.mutable_shard()->add_tables()->set_name("weights");
+        proto::InitializeRequest unnamedTable;
+        unnamedTable.mutable_shard()->add_tables()->set_name("factors");
+        unnamedTable.mutable_shard()->mutable_tables(0)->add_ids(7);
+        unnamedTable.mutable_shard()->mutable_tables(0)->add_values(1.0f);
+        proto::InitializeRequest variableLater;
+        variableLater.mutable_shard()->add_variables()->set_name("w");
+        proto::InitializeRequest rowsOfWeights;
+        rowsOfWeights.mutable_shard()->add_tables()->set_name("weights");
+        rowsOfWeights.mutable_shard()->mutable_tables(0)->add_ids(7);
+        rowsOfWeights.mutable_shard()->mutable_tables(0)->add_values(1.0f);
+
+        const std::vector<std::pair<grpc::Status, std::string>> refusals{
+            {initializeInPieces({}, false), "without a first message"},
+            {initializeInPieces({head, unnamedTable}, false), "which the first message did not name"},
+            {initializeInPieces({head, variableLater}, false), "send one TableState of rows"},
+            {initializeInPieces({head, rowsOfWeights}, true), ""},
+        };
+        for (const auto &[status, said] : refusals) {
+            QVERIFY2(!status.ok(), said.c_str());
+            QVERIFY2(status.error_message().find(said) != std::string::npos, status.error_message().c_str());
+        }
+        {
+            grpc::ClientContext context;
+            context.set_deadline(std::chrono::system_clock::now() + 10s);
+            auto reader = stub->ReadShard(&context, {});
+            proto::SnapshotResponse piece;
+            QVERIFY(!reader->Read(&piece));
+            const grpc::Status status = reader->Finish();
+            QCOMPARE(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+            QVERIFY2(status.error_message().find("not initialised") != std::string::npos,
+                     status.error_message().c_str());
+        }
+        QVERIFY2(!cluster.ps(0).output().contains(QStringLiteral("variables initialised")),
+                 qPrintable(cluster.ps(0).output()));
+
+        cluster.startWorker(0);
+        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 10; }));
+        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("variables initialised by the chief")),
+                 qPrintable(cluster.ps(0).output()));
+        trainsOnAndStopsCleanly(cluster);
+    }
+
     void garbageBytesOnATaskPortDoNotHurtIt()
     {
         LocalCluster cluster(1, 1, {QStringLiteral("--last_step=100000000")});

@@ -21,6 +21,12 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr double kAucMargin = 0.01;
+// A --max_message_bytes that holds a step of sparse_lr on the click log in
+// batches of 10 (up to 100 rows) but not the rows a ps task holds after a
+// thousand such steps (some 1,400 ids, 16 bytes a row with Adagrad's
+// accumulator, over at most two ps tasks).
+constexpr int kSmallMessages = 8192;
+const QStringList kSmallMessageFlags{QStringLiteral("--max_message_bytes=8192"), QStringLiteral("--batch_size=10")};
 
 QStringList clickLogFlags(const QString &model, const QString &mode, int lastStep)
 {
@@ -220,36 +226,84 @@ private Q_SLOTS:
 
     void aCheckpointRestoresIntoAnotherNumberOfPsTasksRowForRow()
     {
+        // Every task with a message limit that holds a step but not a ps
+        // task's rows: the chief reads each ps task's shard in pieces
+        // (ReadShard), looks its held-out rows up in several pulls, and
+        // restores the checkpoint in pieces (InitializeInPieces).
+        const QStringList flags
+            = clickLogFlags(QStringLiteral("sparse_lr"), QStringLiteral("async"), 1000) + kSmallMessageFlags;
         QTemporaryDir first;
         {
-            LocalCluster cluster(3, 1, clickLogFlags(QStringLiteral("sparse_lr"), QStringLiteral("async"), 300),
-                                 first.path());
+            LocalCluster cluster(2, 1, flags, first.path());
             cluster.startAll();
             QString report;
             QVERIFY2(cluster.waitAllExitCleanly(&report, 120s), qPrintable(report));
+            QVERIFY2(cluster.worker(0).output().contains(QStringLiteral("held-out auc")),
+                     qPrintable(cluster.worker(0).output()));
         }
         const proto::Checkpoint saved = newestCheckpoint(first.path());
-        QCOMPARE(saved.global_step(), int64_t(300));
-        QVERIFY(rowsIn(saved) > 100);
+        QCOMPARE(saved.global_step(), int64_t(1000));
         QCOMPARE(saved.tables(0).slot_names_size(), 1); // adagrad's accumulator, per row
+        // Id, value and accumulator: 16 bytes a row. Each of the two ps
+        // tasks, and the one restored into, holds more than a message.
+        QVERIFY2(rowsIn(saved) * 16 / 2 > kSmallMessages,
+                 qPrintable(QStringLiteral("%1 rows in all").arg(rowsIn(saved))));
 
-        // Into two ps tasks at the same last step: nothing left to train, the
-        // chief restores and checkpoints what the two hold.
+        // Into one ps task at the same last step: nothing left to train, the
+        // chief restores and checkpoints what it holds.
         QTemporaryDir second;
-        const QString name = QStringLiteral("model.ckpt-300.pckpt");
+        const QString name = QStringLiteral("model.ckpt-1000.pckpt");
         QVERIFY(QFile::copy(first.filePath(name), second.filePath(name)));
-        LocalCluster cluster(2, 1, clickLogFlags(QStringLiteral("sparse_lr"), QStringLiteral("async"), 300),
-                             second.path());
+        LocalCluster cluster(1, 1, flags, second.path());
         cluster.startAll();
         QString report;
         QVERIFY2(cluster.waitAllExitCleanly(&report, 120s), qPrintable(report));
-        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("(restored from model.ckpt-300.pckpt)")),
+        QVERIFY2(cluster.ps(0).output().contains(QStringLiteral("(restored from model.ckpt-1000.pckpt)")),
                  qPrintable(cluster.ps(0).output()));
         const proto::Checkpoint restored = newestCheckpoint(second.path());
         QCOMPARE(restored.tables_size(), saved.tables_size());
         QCOMPARE(restored.tables(0).ids_size(), saved.tables(0).ids_size());
         QVERIFY(restored.tables(0).SerializeAsString() == saved.tables(0).SerializeAsString());
         QVERIFY(restored.variables(0).SerializeAsString() == saved.variables(0).SerializeAsString());
+    }
+
+    void aBackupTakesAShardPastTheMessageLimitInPieces()
+    {
+        // The primary has trained before its backup attaches: the state it
+        // sends first holds more rows than a message may, so the rows follow
+        // it in pieces. SIGKILLed, the primary leaves a backup that holds
+        // every row, and the run trains on from them.
+        QTemporaryDir dir;
+        LocalCluster cluster(1, 1,
+                             clickLogFlags(QStringLiteral("sparse_lr"), QStringLiteral("async"), 0) + kSmallMessageFlags
+                                 + QStringList{QStringLiteral("--compute_ms=1")},
+                             dir.path());
+        cluster.addBackups();
+        cluster.startAll();
+        int64_t rowsBefore = 0;
+        QVERIFY(cluster.waitForTaskStatus(cluster.psAddress(0), [&](const proto::TaskStatusResponse &ps) {
+            rowsBefore = ps.tables_size() > 0 ? ps.tables(0).rows() : 0;
+            return rowsBefore * 16 > 2 * kSmallMessages;
+        }));
+        cluster.startBackup(0);
+        QVERIFY2(cluster.backup(0).waitForOutput(QStringLiteral("follows its primary at ") + cluster.psAddress(0)),
+                 qPrintable(cluster.backup(0).output()));
+        proto::ClusterStatusResponse atKill;
+        QVERIFY(cluster.clusterStatus(&atKill));
+        cluster.ps(0).kill();
+        QVERIFY2(cluster.backup(0).waitForOutput(QStringLiteral("takes over as the pair's primary")),
+                 qPrintable(cluster.backup(0).output()));
+        QVERIFY2(!cluster.backup(0).output().contains(QStringLiteral("WITHOUT its state")),
+                 qPrintable(cluster.backup(0).output()));
+        QVERIFY(cluster.waitForStatus(
+            [&](const proto::ClusterStatusResponse &s) { return s.global_step() > atKill.global_step() + 200; }));
+        QVERIFY(cluster.waitForTaskStatus(cluster.backupAddress(0), [&](const proto::TaskStatusResponse &ps) {
+            return ps.tables_size() > 0 && ps.tables(0).rows() >= rowsBefore;
+        }));
+        cluster.worker(0).terminate();
+        QCOMPARE(cluster.worker(0).waitForExit(), 0);
+        QVERIFY2(!cluster.worker(0).output().contains(QStringLiteral("never pulled")),
+                 qPrintable(cluster.worker(0).output()));
     }
 };
 

@@ -10,6 +10,8 @@ import json
 import os
 import random
 import re
+import shutil
+import tempfile
 import unittest
 
 import grpc
@@ -144,6 +146,33 @@ class SparseInputTest(unittest.TestCase):
         self.assertEqual(list(ids), [2, 5, 9])
         self.assertEqual(list(rows[:, 0]), [1 + 4, 3, 0 + 2 + 5])
 
+    def test_a_shard_cut_into_pieces_joins_to_the_same_bytes_and_bad_pieces_are_refused(self):
+        whole = pb.ShardState(ps_index=1)
+        whole.variables.add(name="bias").value.values.append(0.5)
+        for name, width in (("weights", 1), ("empty", 2), ("factors", 3)):
+            table = whole.tables.add(name=name, slot_names=["accumulator"])
+            if name != "empty":
+                table.ids.extend(range(3, 3 + 7 * 333, 7))
+                table.values.extend(float(v) for v in range(333 * width))
+                table.slots.extend(float(-v) for v in range(333 * width))
+        self.assertTrue(sparse.shard_needs_pieces(whole, 4096))
+        head = pb.ShardState()
+        head.CopyFrom(whole)
+        rows = sparse.take_table_rows(head)
+        self.assertEqual([len(t.ids) for t in head.tables], [0, 0, 0])
+        pieces = list(sparse.row_pieces(rows, 1000))
+        self.assertTrue(all(p.ByteSize() <= 1000 // sparse.PIECE_SHARE for p in pieces))
+        for piece in pieces:
+            sparse.add_row_piece(head, piece)
+        self.assertEqual(head.SerializeToString(), whole.SerializeToString())
+        for wrong, said in ((pb.TableState(name="other", ids=[9999], values=[1.0]), "did not name"),
+                            (pb.TableState(name="factors", ids=[9999], values=[1.0]), "unlike the rows before"),
+                            (pb.TableState(name="weights", ids=[3], values=[1.0], slots=[1.0]), "not after"),
+                            (pb.TableState(name="weights"), "whole rows")):
+            with self.assertRaisesRegex(sparse.TableError, said):
+                sparse.add_row_piece(head, wrong)
+        self.assertEqual(head.SerializeToString(), whole.SerializeToString())
+
 
 class TorchEmbeddingTest(unittest.TestCase):
     def test_sparse_embeddings_are_tables_and_the_rest_variables(self):
@@ -247,6 +276,55 @@ class SparseClusterTest(unittest.TestCase):
             for k in range(2):
                 self.assertTrue((sparse.ps_of_row(np.array(split[k][1].ids, dtype=np.uint64), 2) == k).all())
             self.assertEqual(sparse.join_table_states(signature.tables, [s for s in split]), list(saved.tables))
+
+    def test_a_python_chief_checkpoints_and_restores_rows_past_the_message_limit(self):
+        """--max_message_bytes=8192 on every task: a step's rows fit, a ps
+        task's do not. The Python chief's checkpoint reads each ps task in
+        pieces (ReadShard), and a new cluster of another ps count is given
+        the rows back in pieces (InitializeInPieces), every row bit for bit."""
+        limit = "--max_message_bytes=8192"
+        factors = parasync.TableSpec("factors", 3, init_stddev=0.01, seed=7)
+        signature = parasync.Signature("py-sparse", [parasync.VariableSpec("bias", (1,))], optimizer="adagrad",
+                                       tables=[parasync.TableSpec("weights", 1), factors])
+        ids = np.unique(np.random.default_rng(5).integers(0, 1 << 64, size=3000, dtype=np.uint64, endpoint=False))
+        logdir = os.path.join(tempfile.mkdtemp(prefix="parasync-pieces-"), "run")
+        self.addCleanup(shutil.rmtree, os.path.dirname(logdir), ignore_errors=True)
+
+        def chief(cluster):
+            config = parasync.ClusterConfig(ps=cluster.ps_hosts.split(","), workers=cluster.worker_hosts.split(","),
+                                            task_index=0, logdir=logdir, save_checkpoint_secs=0,
+                                            max_message_bytes=8192)
+            return parasync.Worker(config, signature, log=lambda line: None, serve_control=False)
+
+        first = Cluster(self, num_ps=3, num_workers=1)
+        for k in range(3):
+            first.start_node("ps", k, "--optimizer=adagrad", "--learning_rate=0.5", limit)
+        with chief(first) as worker:
+            worker.initialize({"bias": [0.0]})
+            worker.join()
+            for batch in np.array_split(ids, 30):  # 100 rows a pull fit the limit
+                worker.pull({"factors": batch})
+                worker.push({"bias": [0.1]}, 0.5,
+                            row_gradients={"factors": (batch, np.ones((batch.size, 3), dtype=np.float32))})
+            path = worker.save_checkpoint()
+            self.assertIsNotNone(path, first.output("ps:0"))
+        saved = checkpoints.read(path)
+        np.testing.assert_array_equal(np.array(saved.tables[1].ids, dtype=np.uint64), ids)
+        self.assertGreater(len(ids) * (8 + 4 * 3 * 2) // 3, 8192)  # each ps task's rows pass the limit
+        # Adagrad moved each row once from its initial draw.
+        self.assertFalse(np.allclose(np.array(saved.tables[1].values, dtype=np.float32).reshape(-1, 3),
+                                     sparse.initial_rows(factors, ids), atol=1e-4))
+
+        second = Cluster(self, num_ps=2, num_workers=1)
+        for k in range(2):
+            second.start_node("ps", k, "--optimizer=adagrad", "--learning_rate=0.5", limit)
+        with chief(second) as worker:
+            worker.initialize({"bias": [0.0]})  # restores the newest checkpoint of the logdir
+            worker.join()
+            again = checkpoints.read(worker.save_checkpoint())
+        self.assertEqual(again.global_step, saved.global_step)
+        self.assertEqual(list(again.tables), list(saved.tables))
+        self.assertEqual(list(again.variables), list(saved.variables))
 
     def snapshots(self, cluster, config):
         shards = []

@@ -308,6 +308,30 @@ bool LocalCluster::clusterStatus(proto::ClusterStatusResponse *status) const
     return false;
 }
 
+bool LocalCluster::waitForTaskStatus(const QString &address,
+                                     const std::function<bool(const proto::TaskStatusResponse &)> &predicate,
+                                     std::chrono::milliseconds timeout) const
+{
+    const RpcSettings rpc = rpcSettings();
+    auto stub = proto::TaskControl::NewStub(makeChannel(address.toStdString(), rpc));
+    QDeadlineTimer deadline(timeout);
+    proto::TaskStatusResponse status;
+    grpc::Status result;
+    while (!deadline.hasExpired()) {
+        auto context = makeContext(rpc, std::chrono::milliseconds(2000));
+        status.Clear();
+        result = stub->GetTaskStatus(context.get(), {}, &status);
+        if (result.ok() && predicate(status))
+            return true;
+        QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+        QThread::msleep(100);
+    }
+    qWarning("waitForTaskStatus(%s): gave up after %lld ms; its last answer: %s", qPrintable(address),
+             qlonglong(timeout.count()),
+             result.ok() ? status.ShortDebugString().substr(0, 2000).c_str() : describeRpcError(result).c_str());
+    return false;
+}
+
 bool LocalCluster::waitForStatus(const std::function<bool(const proto::ClusterStatusResponse &)> &predicate,
                                  std::chrono::milliseconds timeout) const
 {

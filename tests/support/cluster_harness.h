@@ -118,6 +118,11 @@ public:
     bool waitForWorkerPhase(int index, proto::WorkerPhase phase,
                             std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
     grpc::Status setMode(const proto::ModeConfig &mode, proto::SetModeResponse *response = nullptr) const;
+    // Polls the task at `address` (its own TaskControl: a ps task's rows, a
+    // backup's role) until `predicate` holds for its status.
+    bool waitForTaskStatus(const QString &address,
+                           const std::function<bool(const proto::TaskStatusResponse &)> &predicate,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
 
 private:
     QProcessEnvironment environment() const;
