@@ -96,8 +96,7 @@ bool forEachRowPiece(const google::protobuf::RepeatedPtrField<proto::TableState>
             piece.Clear();
             piece.set_name(table.name());
             piece.mutable_ids()->Add(table.ids().begin() + first, table.ids().begin() + last);
-            piece.mutable_values()->Add(table.values().begin() + first * width,
-                                        table.values().begin() + last * width);
+            piece.mutable_values()->Add(table.values().begin() + first * width, table.values().begin() + last * width);
             piece.mutable_slots()->Add(table.slots().begin() + first * slotValues,
                                        table.slots().begin() + last * slotValues);
             if (!emit(piece))
@@ -124,8 +123,8 @@ std::string addRowPiece(proto::ShardState *shard, proto::TableState &&piece)
                + " slot values: send whole rows, at least one";
     if (table->ids_size() > 0) {
         if (table->values_size() != table->ids_size() * width || table->slots_size() != table->ids_size() * slotValues)
-            return "a piece of table '" + piece.name() + "' whose rows are " + std::to_string(width)
-                   + " values and " + std::to_string(slotValues) + " slot values wide, unlike the rows before it";
+            return "a piece of table '" + piece.name() + "' whose rows are " + std::to_string(width) + " values and "
+                   + std::to_string(slotValues) + " slot values wide, unlike the rows before it";
         if (piece.ids(0) <= table->ids(table->ids_size() - 1))
             return "a piece of table '" + piece.name() + "' starting at id " + std::to_string(piece.ids(0))
                    + ", not after the last id before it (" + std::to_string(table->ids(table->ids_size() - 1))
