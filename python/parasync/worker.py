@@ -515,13 +515,20 @@ class Worker:
         (ReadShard) so that they need not fit --max_message_bytes."""
         stub = pb_grpc.ParameterServiceStub(self._channels[k])
         snapshot = None
-        for piece in stub.ReadShard(pb.SnapshotRequest(), metadata=self._metadata, timeout=10):
-            if snapshot is None:
-                snapshot = piece
-            elif len(piece.shard.tables) != 1:
-                raise sparse.TableError(f"a piece with {len(piece.shard.tables)} tables")
-            else:
-                sparse.add_row_piece(snapshot.shard, piece.shard.tables[0])
+        try:
+            for piece in stub.ReadShard(pb.SnapshotRequest(), metadata=self._metadata, timeout=10):
+                if snapshot is None:
+                    snapshot = piece
+                elif len(piece.shard.tables) != 1:
+                    raise sparse.TableError(f"a piece with {len(piece.shard.tables)} tables")
+                else:
+                    sparse.add_row_piece(snapshot.shard, piece.shard.tables[0])
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.UNIMPLEMENTED:
+                raise
+            # A ps task that serves no ReadShard (a parasync-node before it,
+            # or another implementation of the .proto): one message.
+            return stub.Snapshot(pb.SnapshotRequest(), metadata=self._metadata, timeout=10)
         if snapshot is None:
             raise sparse.TableError("ReadShard ended without a message")
         return snapshot
