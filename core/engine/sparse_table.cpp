@@ -294,6 +294,20 @@ struct SparseTable::Impl
         return it->second;
     }
 
+    // The row of `id`, made from its initial values and fresh optimizer
+    // state when it is new: a training pull's first touch, or a backup's
+    // replay of an update to a row its primary made.
+    uint32_t rowMadeIfNew(const TableDeclaration &table, uint64_t id)
+    {
+        bool made = false;
+        const uint32_t row = findOrAdd(id, &made);
+        if (made) {
+            initialRow(table, id, valueOf(row));
+            optimizer->initRowSlots(slotsOf(row));
+        }
+        return row;
+    }
+
     std::shared_ptr<const Optimizer> optimizer;
     size_t slotCount;
     size_t width;
@@ -352,17 +366,7 @@ void SparseTable::gather(std::span<const uint64_t> ids, std::span<float> out, bo
         return;
     }
     impl.pipeline(
-        ids,
-        [&](size_t i) {
-            bool made = false;
-            const uint32_t row = impl.findOrAdd(ids[i], &made);
-            if (made) {
-                initialRow(m_table, ids[i], impl.valueOf(row));
-                impl.optimizer->initRowSlots(impl.slotsOf(row));
-            }
-            return row;
-        },
-        copy);
+        ids, [&](size_t i) { return impl.rowMadeIfNew(m_table, ids[i]); }, copy);
 }
 
 bool SparseTable::holds(uint64_t id) const
@@ -393,16 +397,7 @@ void SparseTable::apply(std::span<const uint64_t> ids, std::span<const float> gr
                                     + std::to_string(ids.size()) + " rows of " + std::to_string(width));
     const Optimizer &optimizer = *impl.optimizer;
     impl.pipeline(
-        ids,
-        [&](size_t i) {
-            bool made = false;
-            const uint32_t row = impl.findOrAdd(ids[i], &made);
-            if (made) {
-                initialRow(m_table, ids[i], impl.valueOf(row));
-                optimizer.initRowSlots(impl.slotsOf(row));
-            }
-            return row;
-        },
+        ids, [&](size_t i) { return impl.rowMadeIfNew(m_table, ids[i]); },
         [&](size_t i, uint32_t row) {
             optimizer.applyRow(impl.valueOf(row), impl.slotsOf(row), gradients.subspan(i * width, width),
                                learningRateScale);
