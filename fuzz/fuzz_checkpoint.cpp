@@ -1,8 +1,9 @@
 // parseCheckpointBytes on arbitrary bytes. The SHA-256 keeps random bytes
 // from ever reaching the payload, so each input is also tried with its
-// framing repaired (length and checksum recomputed over the bytes after the
-// header), which is what a checkpoint damaged before it was checksummed, or
-// forged, looks like.
+// framing repaired, which is what a checkpoint damaged before it was
+// checksummed, or forged, looks like: as format 1 (length and checksum
+// recomputed over the bytes after the header) and, when it is format 2, with
+// its checksum recomputed over the bytes before it.
 #include "base/error.h"
 #include "formats/checkpoint.h"
 
@@ -23,6 +24,12 @@ using namespace parasync;
 namespace {
 
 constexpr size_t kHeaderSize = 16;
+constexpr size_t kChecksumSize = 32;
+
+std::string sha256(const std::string &bytes)
+{
+    return QCryptographicHash::hash(QByteArray::fromStdString(bytes), QCryptographicHash::Sha256).toStdString();
+}
 
 std::string framed(const std::string &payload)
 {
@@ -31,7 +38,7 @@ std::string framed(const std::string &payload)
     for (int i = 0; i < 8; ++i, length >>= 8)
         bytes.push_back(char(length & 0xff));
     bytes += payload;
-    bytes += QCryptographicHash::hash(QByteArray::fromStdString(payload), QCryptographicHash::Sha256).toStdString();
+    bytes += sha256(payload);
     return bytes;
 }
 
@@ -77,5 +84,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     parseAndReserialize(bytes);
     if (size >= kHeaderSize)
         parseAndReserialize(framed(bytes.substr(kHeaderSize)));
+    if (size >= kHeaderSize + kChecksumSize && bytes.compare(0, 8, "PSYNCKP2") == 0) {
+        const std::string summed = bytes.substr(0, size - kChecksumSize);
+        parseAndReserialize(summed + sha256(summed));
+    }
     return 0;
 }

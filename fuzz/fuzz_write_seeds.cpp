@@ -76,19 +76,49 @@ std::string savedByStore(const proto::Checkpoint &checkpoint)
     return bytes;
 }
 
+// A model of a dense variable and an embedding table of 40 rows.
+proto::Checkpoint sparseCheckpoint()
+{
+    proto::Checkpoint checkpoint;
+    checkpoint.set_global_step(300);
+    checkpoint.mutable_signature()->set_model("sparse_lr");
+    checkpoint.mutable_signature()->set_optimizer("adagrad");
+    auto *bias = checkpoint.add_variables();
+    bias->set_name("bias");
+    bias->mutable_value()->add_shape(1);
+    bias->mutable_value()->add_values(0.25f);
+    auto *table = checkpoint.add_tables();
+    table->set_name("fields");
+    table->add_slot_names("accumulator");
+    for (int r = 0; r < 40; ++r) {
+        table->add_ids(uint64_t(r) * 13 + 2);
+        for (int c = 0; c < 4; ++c) {
+            table->add_values(float(r) / 8 + float(c));
+            table->add_slots(0.1f * float(c + 1));
+        }
+    }
+    return checkpoint;
+}
+
+// The checkpoints CheckpointStore writes (format 2: pieces) and damaged
+// copies. The "v1-" seeds are format 1's, written before pieces, kept as
+// they were: those files are still read.
 void checkpoints()
 {
     const std::string adagrad = savedByStore(linearCheckpoint(1200, "adagrad", {"accumulator"}));
     write("fuzz_checkpoint", "linear-adagrad-1200.pckpt", adagrad);
     write("fuzz_checkpoint", "linear-adam-40.pckpt", savedByStore(linearCheckpoint(40, "adam", {"m", "v"})));
+    // A piece of 256 bytes at most: a dozen pieces, rows in several.
+    write("fuzz_checkpoint", "sparse-pieces-300.pckpt", serializeCheckpoint(sparseCheckpoint(), 256));
     write("fuzz_checkpoint", "truncated.pckpt", adagrad.substr(0, adagrad.size() / 2));
     std::string flipped = adagrad;
-    flipped[20] = char(flipped[20] ^ 0x40);
+    flipped[30] = char(flipped[30] ^ 0x40);
     write("fuzz_checkpoint", "checksum-mismatch.pckpt", flipped);
+    // The first piece's length.
     std::string huge = adagrad;
-    huge[15] = char(0x7f);
+    huge[23] = char(0x7f);
     write("fuzz_checkpoint", "impossible-length.pckpt", huge);
-    write("fuzz_checkpoint", "bad-magic.pckpt", "PSYNCKP2" + adagrad.substr(8));
+    write("fuzz_checkpoint", "bad-magic.pckpt", "PSYNCKQ2" + adagrad.substr(8));
 }
 
 std::string bigEndian32(uint32_t value)

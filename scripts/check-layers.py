@@ -32,7 +32,7 @@ MAY_USE = {
     "core/formats": {"core/base", "core/config", "core/proto"},
     "core/kubeflow": {"core/base", "core/config"},
     "core/slurm": {"core/base", "core/config"},
-    "core/wire": {"core/base", "core/config", "core/proto"},
+    "core/wire": {"core/base", "core/config", "core/formats", "core/proto"},
     "core/node": {"core/base", "core/config", "core/engine", "core/formats", "core/wire", "core/proto"},
     "core/orchestration": {"core/base", "core/config", "core/engine", "core/formats", "core/slurm", "core/wire",
                            "core/proto"},

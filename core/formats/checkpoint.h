@@ -11,11 +11,21 @@ namespace parasync {
 
 // Checkpoint files in a run directory: "model.ckpt-<global_step>.pckpt".
 //
-// Framing: 8-byte magic "PSYNCKP1", uint64 little-endian payload length, the
-// serialized proto::Checkpoint, and its SHA-256 (32 bytes). Written to a
-// temporary file in the same directory, flushed and fsync'ed, then renamed,
-// so a reader sees either the old set of files or the new one, never half a
-// file. Thread-compatible; one writer per directory (the chief).
+// Framing (version 2): the 8-byte magic "PSYNCKP2", the number of pieces
+// (uint64, little-endian), each piece as its length (uint64, little-endian)
+// and a serialized proto::Checkpoint, then the SHA-256 of every byte before
+// it (32 bytes). The first piece holds all but the variables and the tables'
+// rows (each table's name and slot names); each later piece holds variables,
+// which follow the ones before in order, or rows of one table, after the rows
+// before in id order (shard_pieces.h). A piece takes at most
+// kCheckpointPieceBytes (but for a variable larger than that alone), so no
+// message comes near protobuf's 2 GiB, however many rows the tables hold.
+// Version 1, "PSYNCKP1" (one serialized proto::Checkpoint: the magic, its
+// length, the message, its SHA-256), is read as well.
+//
+// Written to a temporary file in the same directory, flushed and fsync'ed,
+// then renamed, so a reader sees either the old set of files or the new one,
+// never half a file. Thread-compatible; one writer per directory (the chief).
 class CheckpointStore
 {
 public:
@@ -23,8 +33,9 @@ public:
 
     // Writes a checkpoint atomically and deletes the oldest beyond maxToKeep.
     // Returns the file path. Throws InputError when the directory cannot be
-    // created or written (naming it and the system's reason).
-    std::string save(const proto::Checkpoint &checkpoint);
+    // created or written (naming it and the system's reason). Takes the
+    // checkpoint by value: its rows are moved into the pieces, not copied.
+    std::string save(proto::Checkpoint checkpoint);
 
     struct Found
     {
@@ -51,12 +62,17 @@ private:
 // partitioned -- its `shards` taken apart (variable i on shard i % shards).
 std::vector<proto::VariableState> checkpointVariables(const proto::Checkpoint &checkpoint);
 
-// Reads and verifies one checkpoint file. Throws InputError saying what is
-// wrong ("bad magic", "truncated: 120 of 530 bytes", "checksum mismatch").
+// The most a piece of a checkpoint file holds, serialized.
+constexpr int64_t kCheckpointPieceBytes = int64_t(64) << 20;
+
+// Reads and verifies one checkpoint file, of either version, a piece at a
+// time. Throws InputError saying what is wrong ("bad magic", "truncated: 120
+// of 530 bytes", "checksum mismatch", which piece holds what it may not).
 proto::Checkpoint readCheckpointFile(const std::string &path);
 
 // The same checks on bytes in memory (for fuzzing and tests).
 proto::Checkpoint parseCheckpointBytes(const std::string &bytes, const std::string &originForErrors);
-std::string serializeCheckpoint(const proto::Checkpoint &checkpoint);
+// A file's bytes (version 2) in memory, in pieces of at most `pieceBytes`.
+std::string serializeCheckpoint(proto::Checkpoint checkpoint, int64_t pieceBytes = kCheckpointPieceBytes);
 
 } // namespace parasync

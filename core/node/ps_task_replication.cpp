@@ -449,7 +449,7 @@ void PsTask::applyRecordLocked(const proto::ReplicaRecord &record)
         return;
     }
     case proto::ReplicaRecord::kShardRows:
-        // The replication stream joins them to their record (wire/shard_pieces.h).
+        // The replication stream joins them to their record (formats/shard_pieces.h).
         throw InputError("rows of a shard without the state or initialisation they belong to");
     case proto::ReplicaRecord::kSetMode:
         if (!m_policy)

@@ -3,10 +3,10 @@
 
 #include "wire/ps_client.h"
 
+#include "formats/shard_pieces.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/grpc_calls.h"
 #include "wire/rpc.h"
-#include "wire/shard_pieces.h"
 #include "wire/train_call.h"
 
 namespace parasync {
@@ -114,12 +114,12 @@ public:
         if (!shardNeedsPieces(request.shard(), m_rpc.maxMessageBytes))
             return resultOf(m_parameters.at(process)->Initialize(context.get(), request, response));
         proto::InitializeRequest head = request;
-        google::protobuf::RepeatedPtrField<proto::TableState> rows;
-        takeTableRows(head.mutable_shard(), &rows);
+        TableStates rows;
+        takeTableRows(head.mutable_shard()->mutable_tables(), &rows);
         const auto writer = m_parameters.at(process)->InitializeInPieces(context.get(), response);
         proto::InitializeRequest piece;
         if (writer->Write(head))
-            forEachRowPiece(rows, m_rpc.maxMessageBytes, [&](proto::TableState &table) {
+            forEachRowPiece(rows, pieceBytesWithin(m_rpc.maxMessageBytes), [&](proto::TableState &table) {
                 piece.mutable_shard()->mutable_tables()->Clear();
                 piece.mutable_shard()->add_tables()->Swap(&table);
                 return writer->Write(piece);
@@ -142,7 +142,7 @@ public:
             } else if (wrong.empty()) {
                 wrong = piece.shard().tables_size() != 1
                             ? "a ReadShard piece with " + std::to_string(piece.shard().tables_size()) + " tables"
-                            : addRowPiece(response->mutable_shard(),
+                            : addRowPiece(response->mutable_shard()->mutable_tables(),
                                           std::move(*piece.mutable_shard()->mutable_tables(0)));
                 if (!wrong.empty())
                     context->TryCancel();

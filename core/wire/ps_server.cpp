@@ -1,11 +1,11 @@
 #include "wire/ps_server.h"
 
+#include "formats/shard_pieces.h"
 #include "proto/parasync.grpc.pb.h"
 #include "wire/cluster_token.h"
 #include "wire/connect_probe.h"
 #include "wire/data_link.h"
 #include "wire/rpc.h"
-#include "wire/shard_pieces.h"
 #include "wire/task_server.h"
 #include "wire/token_check.h"
 #include "wire/train_call.h"
@@ -261,12 +261,12 @@ public:
         proto::SnapshotResponse head;
         if (const CallStatus status = m_task.snapshot(&head); !status.ok())
             return toGrpc(status);
-        google::protobuf::RepeatedPtrField<proto::TableState> rows;
-        takeTableRows(head.mutable_shard(), &rows);
+        TableStates rows;
+        takeTableRows(head.mutable_shard()->mutable_tables(), &rows);
         if (!writer->Write(head))
             return readerGone();
         proto::SnapshotResponse piece;
-        const bool sent = forEachRowPiece(rows, m_maxMessageBytes, [&](proto::TableState &table) {
+        const bool sent = forEachRowPiece(rows, pieceBytesWithin(m_maxMessageBytes), [&](proto::TableState &table) {
             piece.mutable_shard()->mutable_tables()->Clear();
             piece.mutable_shard()->add_tables()->Swap(&table);
             return writer->Write(piece);
@@ -294,8 +294,8 @@ public:
                             + std::to_string(piece.shard().variables_size())
                             + " variables: send one TableState of rows (shard.tables) and nothing else in each later "
                               "message"};
-            if (std::string wrong
-                = addRowPiece(whole.mutable_shard(), std::move(*piece.mutable_shard()->mutable_tables(0)));
+            if (std::string wrong = addRowPiece(whole.mutable_shard()->mutable_tables(),
+                                                std::move(*piece.mutable_shard()->mutable_tables(0)));
                 !wrong.empty())
                 return {grpc::StatusCode::INVALID_ARGUMENT, "InitializeInPieces: " + wrong};
         }
@@ -362,14 +362,14 @@ public:
         // A shard past --max_message_bytes: the record without its tables'
         // rows, then the rows in `shard_rows` records (GrpcPrimaryLink joins them).
         proto::ReplicaRecord head = record;
-        google::protobuf::RepeatedPtrField<proto::TableState> rows;
-        takeTableRows(shardOf(&head), &rows);
-        int64_t left = rowPieceCount(rows, m_maxMessageBytes);
+        TableStates rows;
+        takeTableRows(shardOf(&head)->mutable_tables(), &rows);
+        int64_t left = rowPieceCount(rows, pieceBytesWithin(m_maxMessageBytes));
         head.set_pieces_following(int32_t(left));
         if (!writeOne(head, true))
             return false;
         proto::ReplicaRecord piece;
-        return forEachRowPiece(rows, m_maxMessageBytes, [&](proto::TableState &table) {
+        return forEachRowPiece(rows, pieceBytesWithin(m_maxMessageBytes), [&](proto::TableState &table) {
             piece.mutable_shard_rows()->Swap(&table);
             return writeOne(piece, --left > 0 || more);
         });
@@ -442,7 +442,8 @@ public:
                 return false;
             if (!piece.has_shard_rows())
                 return refuse("a record where the rows of the shard before it were due");
-            if (std::string wrong = addRowPiece(shard, std::move(*piece.mutable_shard_rows())); !wrong.empty())
+            if (std::string wrong = addRowPiece(shard->mutable_tables(), std::move(*piece.mutable_shard_rows()));
+                !wrong.empty())
                 return refuse(wrong);
         }
         record->set_pieces_following(0);

@@ -2,8 +2,17 @@
 restores (core/formats/checkpoint.h), so a run may go on under either:
 
     "model.ckpt-<global_step>.pckpt" in the run directory: the 8-byte magic
-    "PSYNCKP1", the payload's length as a little-endian uint64, the serialized
-    parasync.proto.Checkpoint, and the payload's SHA-256.
+    "PSYNCKP2", the number of pieces (a little-endian uint64), each piece as
+    its length (a little-endian uint64) and a serialized
+    parasync.proto.Checkpoint, then the SHA-256 of every byte before it.
+
+The first piece holds all but the variables and the tables' rows (each
+table's name and slot names); each later piece holds variables, which follow
+the ones before, or rows of one table, after the rows before in id order
+(sparse.row_pieces). No piece is over PIECE_BYTES (but for one variable
+larger than that alone), so no message comes near protobuf's 2 GiB however
+many rows the tables hold. Files of version 1, "PSYNCKP1" (the magic, the
+payload's length, one serialized Checkpoint, its SHA-256), are read too.
 
 A checkpoint is written to a temporary file in the same directory, flushed,
 fsync'ed and renamed, so a reader sees the old set of files or the new one,
@@ -19,18 +28,28 @@ variable i on ps task i % len(shards)); whole_variables() reads both.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import struct
-from typing import List, Optional
+from typing import BinaryIO, Callable, List, Optional
 
+from parasync import sparse
 from parasync.proto import parasync_pb2 as pb
 
-MAGIC = b"PSYNCKP1"
+MAGIC = b"PSYNCKP2"
+MAGIC_1 = b"PSYNCKP1"
+# The most a piece holds, serialized (kCheckpointPieceBytes).
+PIECE_BYTES = 64 << 20
 _HEADER = len(MAGIC) + 8
 _CHECKSUM = hashlib.sha256().digest_size
+# A version 1 file of an empty Checkpoint; every version 2 file is longer.
+_SMALLEST = _HEADER + _CHECKSUM
+# protobuf parses no message longer.
+_MOST_MESSAGE_BYTES = (1 << 31) - 1
 _NAME = re.compile(r"^model\.ckpt-([0-9]{1,18})\.pckpt$")
 _TEMPORARY = re.compile(r"^\.(model\.ckpt-([0-9]{1,18})\.pckpt)\.tmp-[0-9]+$")
+_LATER_FIELDS = {"variables", "tables"}
 
 
 class CheckpointError(ValueError):
@@ -38,35 +57,206 @@ class CheckpointError(ValueError):
     what is wrong with it."""
 
 
-def serialize(checkpoint: pb.Checkpoint) -> bytes:
+def _first_piece(checkpoint: pb.Checkpoint) -> pb.Checkpoint:
+    """All of `checkpoint` but its variables and its tables' rows, without
+    copying those."""
+    first = pb.Checkpoint()
+    for field, value in checkpoint.ListFields():
+        if field.name in _LATER_FIELDS:
+            continue
+        if field.label == field.LABEL_REPEATED:
+            getattr(first, field.name).extend(value)
+        elif field.message_type is not None:
+            getattr(first, field.name).CopyFrom(value)
+        else:
+            setattr(first, field.name, value)
+    for table in checkpoint.tables:
+        first.tables.add(name=table.name, slot_names=table.slot_names)
+    return first
+
+
+def _pieces(checkpoint: pb.Checkpoint, piece_bytes: int) -> list[Callable[[], pb.Checkpoint]]:
+    """The pieces of the file, each made when called, so that one at a time
+    is in memory beside the checkpoint."""
+    pieces: list[Callable[[], pb.Checkpoint]] = [lambda: _first_piece(checkpoint)]
+    groups: list[list[pb.VariableState]] = []
+    filled = piece_bytes
+    for variable in checkpoint.variables:
+        size = variable.ByteSize() + 11  # and a tag and a length
+        if filled + size > piece_bytes:
+            groups.append([])
+            filled = 0
+        groups[-1].append(variable)
+        filled += size
+    for group in groups:
+        pieces.append(lambda group=group: pb.Checkpoint(variables=group))
+    for rows in sparse.row_pieces(checkpoint.tables, piece_bytes):
+        pieces.append(lambda rows=rows: pb.Checkpoint(tables=[rows]))
+    return pieces
+
+
+def _write(checkpoint: pb.Checkpoint, out: Callable[[bytes], object], piece_bytes: int = PIECE_BYTES) -> None:
+    pieces = _pieces(checkpoint, piece_bytes)
+    digest = hashlib.sha256()
+
+    def write(data: bytes) -> None:
+        digest.update(data)
+        out(data)
+
+    write(MAGIC + struct.pack("<Q", len(pieces)))
+    for make in pieces:
+        payload = make().SerializeToString()
+        write(struct.pack("<Q", len(payload)))
+        write(payload)
+    out(digest.digest())
+
+
+def serialize(checkpoint: pb.Checkpoint, piece_bytes: int = PIECE_BYTES) -> bytes:
     """The file's bytes for `checkpoint` (see the module's text)."""
-    payload = checkpoint.SerializeToString()
-    return MAGIC + struct.pack("<Q", len(payload)) + payload + hashlib.sha256(payload).digest()
+    chunks: list[bytes] = []
+    _write(checkpoint, chunks.append, piece_bytes)
+    return b"".join(chunks)
+
+
+class _Reader:
+    """One file's bytes, read in order, their SHA-256 kept as they go."""
+
+    def __init__(self, stream: BinaryIO, size: int, origin: str) -> None:
+        self.stream, self.size, self.origin = stream, size, origin
+        self.position = 0
+        self.digest = hashlib.sha256()
+
+    def left(self) -> int:
+        return self.size - self.position
+
+    def take(self, count: int, summed: bool = True) -> bytes:
+        data = self.stream.read(count)
+        if len(data) != count:
+            raise CheckpointError(f"{self.origin}: cannot read checkpoint: it was cut short while read")
+        self.position += count
+        if summed:
+            self.digest.update(data)
+        return data
+
+    def error(self, what: str) -> CheckpointError:
+        return CheckpointError(f"{self.origin}: {what}")
+
+    def truncated(self, expected: int, at_least: bool) -> CheckpointError:
+        return self.error(f"truncated: {self.size} of {'at least ' if at_least else ''}{expected} bytes")
+
+    def check_the_sum(self) -> None:
+        if self.take(_CHECKSUM, summed=False) != self.digest.digest():
+            raise self.error("checksum mismatch (the file is corrupt)")
+
+    def damaged(self, why: str) -> CheckpointError:
+        """A file whose framing cannot be followed: reported as damaged when
+        its last 32 bytes are not the checksum of the rest."""
+        if self.left() >= _CHECKSUM:
+            while self.left() > _CHECKSUM:
+                self.take(min(self.left() - _CHECKSUM, 1 << 20))
+            try:
+                self.check_the_sum()
+            except CheckpointError as mismatch:
+                return mismatch
+        return self.error(why)
+
+
+def _read(stream: BinaryIO, size: int, origin: str) -> pb.Checkpoint:
+    reader = _Reader(stream, size, origin)
+    magic = reader.take(min(size, len(MAGIC)), summed=False)
+    version = next((v for v, m in ((1, MAGIC_1), (2, MAGIC)) if m[:len(magic)] == magic), None)
+    if version is None:
+        if len(magic) == len(MAGIC) and magic[:-1] == MAGIC[:-1] and b"3"[0] <= magic[-1] <= b"9"[0]:
+            raise reader.error(f"written by a newer Parasync (checkpoint format {chr(magic[-1])}); this one reads "
+                               "formats 1 and 2: restore it with the release that wrote it")
+        raise reader.error("bad magic (not a Parasync checkpoint)")
+    if size < _HEADER:
+        raise reader.truncated(_SMALLEST, True)
+    if version == 1:
+        # Its checksum is the payload's alone.
+        (length,) = struct.unpack("<Q", reader.take(8, summed=False))
+        expected = length + _SMALLEST
+        if size < expected:
+            raise reader.truncated(expected, False)
+        if size > expected:
+            raise reader.error(f"{size - expected} unexpected bytes after the checksum (expected {expected} bytes)")
+        payload = reader.take(length)
+        reader.check_the_sum()
+        checkpoint = pb.Checkpoint()
+        try:
+            checkpoint.ParseFromString(payload)
+        except Exception:  # protobuf's DecodeError; the message says no more than this
+            raise reader.error("payload does not parse (corrupt, or from an incompatible version)") from None
+        return checkpoint
+
+    reader.digest.update(magic)
+    header = reader.take(8)
+    (pieces,) = struct.unpack("<Q", header)
+    if pieces == 0 or pieces > 1 << 32:
+        raise reader.damaged(f"{pieces} pieces is impossible (the header is corrupt)")
+    if _HEADER + 8 * pieces + _CHECKSUM > size:
+        raise reader.truncated(_HEADER + 8 * pieces + _CHECKSUM, True)
+    whole = pb.Checkpoint()
+    wrong = ""  # the first thing wrong inside a piece; a damaged file is reported as damaged first
+    for k in range(pieces):
+        name = f"piece {k + 1} of {pieces}"
+        if reader.left() < 8:
+            raise reader.truncated(reader.position + 8 + _CHECKSUM, True)
+        (length,) = struct.unpack("<Q", reader.take(8))
+        if length > _MOST_MESSAGE_BYTES:
+            raise reader.damaged(f"{name} is {length} bytes long, more than a piece can be (the file is corrupt)")
+        if length + _CHECKSUM > reader.left():
+            raise reader.truncated(reader.position + length + _CHECKSUM, k + 1 < pieces)
+        payload = reader.take(length)
+        if wrong:
+            continue
+        piece = pb.Checkpoint()
+        try:
+            piece.ParseFromString(payload)
+        except Exception:  # protobuf's DecodeError
+            wrong = f"{name} does not parse (corrupt, or from an incompatible version)"
+            continue
+        wrong = _take_first(piece, whole) if k == 0 else _join(piece, whole, name)
+    if reader.left() < _CHECKSUM:
+        raise reader.truncated(reader.position + _CHECKSUM, False)
+    if reader.left() > _CHECKSUM:
+        raise reader.error(f"{reader.left() - _CHECKSUM} unexpected bytes after the checksum "
+                           f"(expected {reader.position + _CHECKSUM} bytes)")
+    reader.check_the_sum()
+    if wrong:
+        raise reader.error(wrong)
+    return whole
+
+
+def _take_first(piece: pb.Checkpoint, whole: pb.Checkpoint) -> str:
+    names = set()
+    for table in piece.tables:
+        if table.ids or table.values or table.slots:
+            return f"piece 1 holds rows of table '{table.name}': they belong in the later pieces"
+        if table.name in names:
+            return f"piece 1 names table '{table.name}' twice"
+        names.add(table.name)
+    whole.CopyFrom(piece)
+    return ""
+
+
+def _join(piece: pb.Checkpoint, whole: pb.Checkpoint, name: str) -> str:
+    for field, _ in piece.ListFields():
+        if field.name not in _LATER_FIELDS:
+            return (f"{name} holds {field.name}, which only the first piece may: later pieces hold variables and "
+                    "tables' rows")
+    whole.variables.extend(piece.variables)
+    for rows in piece.tables:
+        try:
+            sparse.add_row_piece(whole, rows)
+        except sparse.TableError as e:
+            return f"{name}: {e}"
+    return ""
 
 
 def parse(data: bytes, origin: str = "checkpoint") -> pb.Checkpoint:
     """The Checkpoint in `data`, after the checks parasync-node makes."""
-    if data[:len(MAGIC)] != MAGIC[:len(data)]:
-        raise CheckpointError(f"{origin}: bad magic (not a Parasync checkpoint)")
-    minimum = _HEADER + _CHECKSUM
-    if len(data) < _HEADER:
-        raise CheckpointError(f"{origin}: truncated: {len(data)} of at least {minimum} bytes")
-    (length,) = struct.unpack_from("<Q", data, len(MAGIC))
-    expected = length + minimum
-    if len(data) < expected:
-        raise CheckpointError(f"{origin}: truncated: {len(data)} of {expected} bytes")
-    if len(data) > expected:
-        raise CheckpointError(f"{origin}: {len(data) - expected} unexpected bytes after the checksum "
-                              f"(expected {expected} bytes)")
-    payload = data[_HEADER:_HEADER + length]
-    if hashlib.sha256(payload).digest() != data[_HEADER + length:]:
-        raise CheckpointError(f"{origin}: checksum mismatch (the file is corrupt)")
-    checkpoint = pb.Checkpoint()
-    try:
-        checkpoint.ParseFromString(payload)
-    except Exception:  # protobuf's DecodeError; the message says no more than this
-        raise CheckpointError(f"{origin}: payload does not parse (corrupt, or from an incompatible version)") from None
-    return checkpoint
+    return _read(io.BytesIO(data), len(data), origin)
 
 
 def whole_variables(checkpoint: pb.Checkpoint) -> list[Optional[pb.VariableState]]:
@@ -91,10 +281,9 @@ def read(path: str) -> pb.Checkpoint:
     """The Checkpoint in the file at `path`; raises CheckpointError."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return _read(f, os.fstat(f.fileno()).st_size, path)
     except OSError as e:
         raise CheckpointError(f"{path}: cannot read checkpoint: {e.strerror}") from None
-    return parse(data, path)
 
 
 class CheckpointStore:
@@ -135,7 +324,7 @@ class CheckpointStore:
         temporary = os.path.join(self.directory, f".{name}.tmp-{os.getpid()}")
         try:
             with open(temporary, "wb") as f:
-                f.write(serialize(checkpoint))
+                _write(checkpoint, f.write)
                 f.flush()
                 os.fsync(f.fileno())
             os.rename(temporary, path)

@@ -254,7 +254,8 @@ def split_table_states(tables: Sequence[TableSpec], whole: Sequence[Any], num_ps
     return shards
 
 
-# -- a ps task's rows past one message (docs/sparse.md, "Larger than a message"; core/wire/shard_pieces.h) --
+# -- rows past one message: a ps task's on the wire, a checkpoint's in its file (docs/sparse.md, "Larger than a
+# message"; core/formats/shard_pieces.h) --
 
 # The pieces take at most this share of --max_message_bytes (kShardPieceShare).
 PIECE_SHARE = 2
@@ -263,13 +264,19 @@ PIECE_SHARE = 2
 def shard_needs_pieces(shard: Any, max_message_bytes: int) -> bool:
     """Whether a ShardState must travel in pieces (ReadShard,
     InitializeInPieces) to fit `max_message_bytes` with the message around it."""
-    return shard.ByteSize() > max_message_bytes // PIECE_SHARE
+    return shard.ByteSize() > piece_bytes_within(max_message_bytes)
+
+
+def piece_bytes_within(max_message_bytes: int) -> int:
+    """The bytes a piece may take to travel in a message of at most
+    `max_message_bytes` (pieceBytesWithin)."""
+    return max_message_bytes // PIECE_SHARE
 
 
 def take_table_rows(shard: Any) -> list[pb.TableState]:
-    """Moves every table's rows out of `shard` (a ShardState) and returns
-    them, one TableState per table; `shard` keeps each table's name and slot
-    names: what the first message carries."""
+    """Moves every table's rows out of `shard` (a ShardState, or a
+    Checkpoint) and returns them, one TableState per table; `shard` keeps
+    each table's name and slot names: what the first message carries."""
     rows = []
     for table in shard.tables:
         rows.append(pb.TableState(name=table.name, ids=table.ids, values=table.values, slots=table.slots))
@@ -279,14 +286,14 @@ def take_table_rows(shard: Any) -> list[pb.TableState]:
     return rows
 
 
-def row_pieces(tables: Sequence[Any], max_message_bytes: int) -> Iterable[pb.TableState]:
-    """The rows of `tables` in pieces of at most max_message_bytes /
-    PIECE_SHARE bytes (serialized), each one TableState of one table (its
+def row_pieces(tables: Sequence[Any], piece_bytes: int) -> Iterable[pb.TableState]:
+    """The rows of `tables` in pieces of at most `piece_bytes` bytes
+    (serialized), each one TableState of one table (its
     name, ids ascending, their values and slots), table after table; at
     least one row a piece, whatever its size (forEachRowPiece)."""
     for table in tables:
         # The piece's own bytes beyond its rows': the name, a tag and a length a field.
-        budget = max_message_bytes // PIECE_SHARE - (3 * (1 + 10) + 2 + len(table.name))
+        budget = piece_bytes - (3 * (1 + 10) + 2 + len(table.name))
         count = len(table.ids)
         if count == 0:
             continue
@@ -304,7 +311,7 @@ def row_pieces(tables: Sequence[Any], max_message_bytes: int) -> Iterable[pb.Tab
 
 def add_row_piece(shard: Any, piece: Any) -> None:
     """Appends a piece of rows to the table of its name in `shard` (a
-    ShardState); raises TableError, saying what is wrong, for a table the
+    ShardState, or a Checkpoint); raises TableError, saying what is wrong, for a table the
     first message did not name, rows that are not whole or ids not after
     the rows before (addRowPiece)."""
     table = next((t for t in shard.tables if t.name == piece.name), None)

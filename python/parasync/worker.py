@@ -545,7 +545,7 @@ class Worker:
 
         def messages() -> Iterable[Any]:
             yield head
-            for piece in sparse.row_pieces(rows, self.cluster.max_message_bytes):
+            for piece in sparse.row_pieces(rows, sparse.piece_bytes_within(self.cluster.max_message_bytes)):
                 message = pb.InitializeRequest()
                 message.shard.tables.append(piece)
                 yield message

@@ -6,11 +6,13 @@ log's port draws parasync-node's problem, and a PyTorch EmbeddingBag worker
 and a C++ worker train one sparse_lr model to within 0.01 of the best AUC
 the held-out data allows. Bad input is refused with what to fix."""
 
+import hashlib
 import json
 import os
 import random
 import re
 import shutil
+import struct
 import tempfile
 import unittest
 
@@ -160,7 +162,7 @@ class SparseInputTest(unittest.TestCase):
         head.CopyFrom(whole)
         rows = sparse.take_table_rows(head)
         self.assertEqual([len(t.ids) for t in head.tables], [0, 0, 0])
-        pieces = list(sparse.row_pieces(rows, 1000))
+        pieces = list(sparse.row_pieces(rows, sparse.piece_bytes_within(1000)))
         self.assertTrue(all(p.ByteSize() <= 1000 // sparse.PIECE_SHARE for p in pieces))
         for piece in pieces:
             sparse.add_row_piece(head, piece)
@@ -172,6 +174,57 @@ class SparseInputTest(unittest.TestCase):
             with self.assertRaisesRegex(sparse.TableError, said):
                 sparse.add_row_piece(head, wrong)
         self.assertEqual(head.SerializeToString(), whole.SerializeToString())
+
+    def test_a_checkpoint_in_pieces_reads_back_the_same_and_pieces_written_wrong_are_refused(self):
+        """The checkpoint file in pieces (core/formats/checkpoint.h), as
+        parasync-node writes and reads it: cut at any size it reads back the
+        same; version 1 files still read; a piece holding what it may not, or
+        damage, is refused in the words parasync-node uses."""
+        saved = pb.Checkpoint(global_step=7000, signature=pb.ModelSignature(model="sparse_lr"))
+        for name in ("bias", "scale"):
+            saved.variables.add(name=name).value.values.extend(float(v) for v in range(64))
+        for name, width in (("fields", 16), ("empty", 2), ("factors", 3)):
+            table = saved.tables.add(name=name, slot_names=["accumulator"])
+            if name != "empty":
+                table.ids.extend(range(5, 5 + 11 * 300, 11))
+                table.values.extend(float(v % 97) for v in range(300 * width))
+                table.slots.extend(0.1 + v for v in range(300 * width))
+        for piece_bytes in (1, 1000, checkpoints.PIECE_BYTES):
+            data = checkpoints.serialize(saved, piece_bytes)
+            self.assertEqual(data[:8], b"PSYNCKP2")
+            pieces = struct.unpack_from("<Q", data, 8)[0]
+            self.assertGreaterEqual(pieces, {1: 1 + 2 + 2 * 300, 1000: 10, checkpoints.PIECE_BYTES: 4}[piece_bytes])
+            self.assertEqual(checkpoints.parse(data).SerializeToString(), saved.SerializeToString())
+        payload = saved.SerializeToString()
+        version_1 = b"PSYNCKP1" + struct.pack("<Q", len(payload)) + payload + hashlib.sha256(payload).digest()
+        self.assertEqual(checkpoints.parse(version_1).SerializeToString(), payload)
+
+        def framed(*pieces: bytes, count: int = 0) -> bytes:
+            data = b"PSYNCKP2" + struct.pack("<Q", count or len(pieces))
+            for piece in pieces:
+                data += struct.pack("<Q", len(piece)) + piece
+            return data + hashlib.sha256(data).digest()
+
+        first = pb.Checkpoint(global_step=10, tables=[pb.TableState(name="fields")]).SerializeToString()
+        rows = pb.Checkpoint(tables=[pb.TableState(name="fields", ids=[4], values=[1.0])]).SerializeToString()
+        good = framed(first, rows)
+        newer = b"PSYNCKP3" + good[8:]
+        flipped = good[:23] + b"\x40" + good[24:]
+        for data, said in ((framed(first, pb.Checkpoint(global_step=11).SerializeToString()),
+                            "piece 2 of 2 holds global_step, which only the first piece may"),
+                           (framed(first, rows.replace(b"fields", b"others")),
+                            "piece 2 of 2: rows of table 'others', which the first message did not name"),
+                           (framed(rows), "piece 1 holds rows of table 'fields'"),
+                           (framed(first, rows, rows), "piece 3 of 3: .* not after the last id before it"),
+                           (framed(first, b"\xff\xff\xff"), "piece 2 of 2 does not parse"),
+                           (framed(first, count=1 << 40), "1099511627776 pieces is impossible"),
+                           (framed(first, count=5), "truncated: "),
+                           (newer, r"written by a newer Parasync \(checkpoint format 3\)"),
+                           (flipped, "checksum mismatch"),
+                           (good[:-10], f"truncated: {len(good) - 10} of {len(good)} bytes")):
+            with self.subTest(said=said), self.assertRaisesRegex(checkpoints.CheckpointError, "^ckpt: " + said):
+                checkpoints.parse(data, "ckpt")
+        self.assertEqual(checkpoints.parse(good).tables[0].ids, [4])
 
 
 class TorchEmbeddingTest(unittest.TestCase):

@@ -1,8 +1,8 @@
-// A ps task's shard in pieces that fit a message (wire/shard_pieces.h): cut
+// A ps task's shard in pieces that fit a message (formats/shard_pieces.h): cut
 // at any message size and joined again it is the same bytes, no piece is
 // over its share of the limit, and pieces a hostile or broken sender cut
 // wrong are refused with what is wrong.
-#include "wire/shard_pieces.h"
+#include "formats/shard_pieces.h"
 
 #include <QTest>
 
@@ -43,14 +43,14 @@ proto::ShardState cutAndJoin(const proto::ShardState &whole, int64_t maxMessageB
                              int64_t *largestPiece)
 {
     proto::ShardState head = whole;
-    google::protobuf::RepeatedPtrField<proto::TableState> rows;
-    takeTableRows(&head, &rows);
+    TableStates rows;
+    takeTableRows(head.mutable_tables(), &rows);
     *pieces = 0;
     *largestPiece = 0;
-    forEachRowPiece(rows, maxMessageBytes, [&](proto::TableState &piece) {
+    forEachRowPiece(rows, pieceBytesWithin(maxMessageBytes), [&](proto::TableState &piece) {
         ++*pieces;
         *largestPiece = std::max(*largestPiece, int64_t(piece.ByteSizeLong()));
-        const std::string wrong = addRowPiece(&head, std::move(piece));
+        const std::string wrong = addRowPiece(head.mutable_tables(), std::move(piece));
         if (!wrong.empty())
             qWarning("%s", wrong.c_str());
         return wrong.empty();
@@ -92,8 +92,8 @@ private Q_SLOTS:
         QFETCH(qint64, maxMessageBytes);
         const proto::ShardState whole = shardOf(rowsPerTable);
         proto::ShardState head = whole;
-        google::protobuf::RepeatedPtrField<proto::TableState> rows;
-        takeTableRows(&head, &rows);
+        TableStates rows;
+        takeTableRows(head.mutable_tables(), &rows);
         // The first message keeps the variables and each table's name and
         // slot names, and no row.
         QCOMPARE(head.variables_size(), 1);
@@ -105,7 +105,7 @@ private Q_SLOTS:
         int64_t pieces = 0;
         int64_t largest = 0;
         const proto::ShardState joined = cutAndJoin(whole, maxMessageBytes, &pieces, &largest);
-        QCOMPARE(pieces, rowPieceCount(rows, maxMessageBytes));
+        QCOMPARE(pieces, rowPieceCount(rows, pieceBytesWithin(maxMessageBytes)));
         QVERIFY(joined.SerializeAsString() == whole.SerializeAsString());
         // Each piece is within its share of the limit, but for a piece of
         // one row (of 3 values and 3 slot values: 47 bytes with its name and
@@ -156,7 +156,7 @@ private Q_SLOTS:
             wrong.add_values(1.0f);
         for (int i = 0; i < values; ++i)
             wrong.add_slots(1.0f);
-        const std::string refused = addRowPiece(&shard, std::move(wrong));
+        const std::string refused = addRowPiece(shard.mutable_tables(), std::move(wrong));
         QVERIFY2(QString::fromStdString(refused).contains(said), refused.c_str());
         // Nothing of it was added.
         QVERIFY(shard.SerializeAsString() == before);
@@ -165,8 +165,8 @@ private Q_SLOTS:
     void piecesJoinIntoATableTheFirstMessageLeftEmpty()
     {
         proto::ShardState shard = shardOf(0);
-        QVERIFY(addRowPiece(&shard, piece("empty", {1, 2}, 4)).empty());
-        QVERIFY(addRowPiece(&shard, piece("empty", {9}, 4)).empty());
+        QVERIFY(addRowPiece(shard.mutable_tables(), piece("empty", {1, 2}, 4)).empty());
+        QVERIFY(addRowPiece(shard.mutable_tables(), piece("empty", {9}, 4)).empty());
         const proto::TableState &table = shard.tables(1);
         QCOMPARE(table.ids_size(), 3);
         QCOMPARE(table.values_size(), 12);

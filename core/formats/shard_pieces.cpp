@@ -1,4 +1,4 @@
-#include "wire/shard_pieces.h"
+#include "formats/shard_pieces.h"
 
 #include <algorithm>
 
@@ -21,7 +21,7 @@ bool rowShape(const proto::TableState &table, int64_t *width, int64_t *slotValue
 // Rows of `table` a piece carries; 0: the table goes as it is, one piece
 // (not whole rows: for the receiver to refuse with its own words rather
 // than cut here at a guess).
-int64_t rowsPerPiece(const proto::TableState &table, int64_t maxMessageBytes)
+int64_t rowsPerPiece(const proto::TableState &table, int64_t pieceBytes)
 {
     int64_t width = 0;
     int64_t slotValues = 0;
@@ -30,7 +30,7 @@ int64_t rowsPerPiece(const proto::TableState &table, int64_t maxMessageBytes)
     // A piece's own bytes beyond its rows': the name, and a tag and a length
     // for each of its three packed fields.
     const int64_t framing = 3 * (1 + 10) + 2 + int64_t(table.name().size());
-    const int64_t budget = maxMessageBytes / kShardPieceShare - framing;
+    const int64_t budget = pieceBytes - framing;
     const int64_t rowBytes = int64_t(sizeof(uint64_t)) + int64_t(sizeof(float)) * (width + slotValues);
     return std::max<int64_t>(1, budget / rowBytes);
 }
@@ -48,13 +48,13 @@ void append(google::protobuf::RepeatedField<T> *to, google::protobuf::RepeatedFi
 
 bool shardNeedsPieces(const proto::ShardState &shard, int64_t maxMessageBytes)
 {
-    return int64_t(shard.ByteSizeLong()) > maxMessageBytes / kShardPieceShare;
+    return int64_t(shard.ByteSizeLong()) > pieceBytesWithin(maxMessageBytes);
 }
 
-void takeTableRows(proto::ShardState *shard, google::protobuf::RepeatedPtrField<proto::TableState> *rows)
+void takeTableRows(TableStates *tables, TableStates *rows)
 {
     rows->Clear();
-    for (proto::TableState &table : *shard->mutable_tables()) {
+    for (proto::TableState &table : *tables) {
         proto::TableState *moved = rows->Add();
         moved->set_name(table.name());
         moved->mutable_ids()->Swap(table.mutable_ids());
@@ -63,25 +63,25 @@ void takeTableRows(proto::ShardState *shard, google::protobuf::RepeatedPtrField<
     }
 }
 
-int64_t rowPieceCount(const google::protobuf::RepeatedPtrField<proto::TableState> &tables, int64_t maxMessageBytes)
+int64_t rowPieceCount(const TableStates &tables, int64_t pieceBytes)
 {
     int64_t pieces = 0;
     for (const proto::TableState &table : tables) {
         if (table.ids_size() == 0)
             continue;
-        const int64_t rows = rowsPerPiece(table, maxMessageBytes);
+        const int64_t rows = rowsPerPiece(table, pieceBytes);
         pieces += rows == 0 ? 1 : (table.ids_size() + rows - 1) / rows;
     }
     return pieces;
 }
 
-bool forEachRowPiece(const google::protobuf::RepeatedPtrField<proto::TableState> &tables, int64_t maxMessageBytes,
+bool forEachRowPiece(const TableStates &tables, int64_t pieceBytes,
                      const std::function<bool(proto::TableState &)> &emit)
 {
     for (const proto::TableState &table : tables) {
         if (table.ids_size() == 0)
             continue;
-        const int64_t rows = rowsPerPiece(table, maxMessageBytes);
+        const int64_t rows = rowsPerPiece(table, pieceBytes);
         if (rows == 0) {
             proto::TableState whole = table;
             if (!emit(whole))
@@ -106,12 +106,11 @@ bool forEachRowPiece(const google::protobuf::RepeatedPtrField<proto::TableState>
     return true;
 }
 
-std::string addRowPiece(proto::ShardState *shard, proto::TableState &&piece)
+std::string addRowPiece(TableStates *tables, proto::TableState &&piece)
 {
-    auto &tables = *shard->mutable_tables();
-    const auto table = std::find_if(tables.begin(), tables.end(),
+    const auto table = std::find_if(tables->begin(), tables->end(),
                                     [&](const proto::TableState &t) { return t.name() == piece.name(); });
-    if (table == tables.end())
+    if (table == tables->end())
         return "rows of table '" + piece.name()
                + "', which the first message did not name: send every table's name (and slot_names) in the first "
                  "message, its rows in the later ones";
