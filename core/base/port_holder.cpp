@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <vector>
 
@@ -286,16 +286,23 @@ std::optional<PortHolder> findPortHolder(uint16_t port)
 uint16_t pickFreePort(const std::string &host)
 {
     // The kernel hands out ephemeral ports at random and may give a port it
-    // gave a moment ago once that socket is closed. A caller picking one port
-    // per task would then put two tasks on one address (seen in CI: "address
-    // 127.0.0.1:46929 is used twice"), so no port is handed out twice by one
-    // process.
+    // gave a moment ago once that socket is closed: to this process (seen in
+    // CI: "address 127.0.0.1:46929 is used twice") and to any other, such as
+    // the test ctest runs beside this one, whose task then held the port a
+    // task of this one was to bind seconds later (seen in CI: "the port is
+    // already in use by pid ..."). So each port handed out stays bound here,
+    // with SO_REUSEADDR and never listening, for as long as this process
+    // lives: the kernel gives it to no other bind of port 0, while a task's
+    // gRPC server (SO_REUSEADDR, as bindPort) binds and listens on it
+    // as on a free port.
     static std::mutex mutex;
-    static std::set<uint16_t> handedOut;
+    static std::map<uint16_t, int> reserved;
     for (int attempt = 0; attempt < 64; ++attempt) {
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
             return 0;
+        const int on = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
         sockaddr_in addr{};
         addr.sin_family = AF_INET;
         addr.sin_port = 0;
@@ -306,12 +313,14 @@ uint16_t pickFreePort(const std::string &host)
             ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len);
             port = ntohs(addr.sin_port);
         }
-        ::close(fd);
-        if (port == 0)
+        if (port == 0) {
+            ::close(fd);
             return 0;
+        }
         const std::lock_guard lock(mutex);
-        if (handedOut.insert(port).second)
+        if (reserved.emplace(port, fd).second)
             return port;
+        ::close(fd);
     }
     return 0;
 }

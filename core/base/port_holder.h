@@ -78,7 +78,9 @@ bool isPortFree(const std::string &host, uint16_t port, std::string *why = nullp
 
 // A free loopback port, chosen by the kernel (for tests and "offer free
 // ports"), never one this process was handed before: several calls give a
-// plan distinct ports. 0 when none can be bound.
+// plan distinct ports. It stays reserved while this process lives (bound,
+// not listening): no other process's kernel-chosen port is this one, while a
+// task binds and listens on it as on a free port. 0 when none can be bound.
 uint16_t pickFreePort(const std::string &host = "127.0.0.1");
 
 } // namespace parasync

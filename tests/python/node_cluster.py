@@ -20,18 +20,24 @@ EXAMPLES = os.path.join(HERE, "..", "..", "python", "examples")
 DIGITS_GZ = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
 
 
+# The ports free_ports() handed out, each still bound (pickFreePort in
+# core/base/port_holder.cpp says why).
+_RESERVED_PORTS = []
+
+
 def free_ports(count):
-    """Ports nobody listens on now; each is bound once, then released."""
+    """Ports nobody listens on now, reserved while this process lives: each
+    stays bound here, with SO_REUSEADDR and never listening, so that no other
+    process (a test ctest runs beside this one) is given it for a port 0 of
+    its own, while a task binds and listens on it as on a free port."""
     sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    for _ in range(count):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", 0))
+        sockets.append(s)
+    _RESERVED_PORTS.extend(sockets)
+    return [s.getsockname()[1] for s in sockets]
 
 
 def digits_csv(directory):

@@ -458,6 +458,11 @@ MetricsTable readMetrics(const QString &logdir)
 HeldPort::HeldPort(uint16_t port)
 {
     m_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    // With SO_REUSEADDR, as the stale task's gRPC server bound it: the port
+    // came from pickFreePort, which keeps it bound (not listening) here.
+    const int on = 1;
+    if (m_fd >= 0)
+        ::setsockopt(m_fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -49,6 +49,13 @@ public:
         return ::bind(m_fd, reinterpret_cast<const sockaddr *>(&address), sizeof address) == 0;
     }
     bool listenOn(const char *host, uint16_t port) { return bindTo(host, port) && ::listen(m_fd, 4) == 0; }
+    uint16_t port() const
+    {
+        sockaddr_in address{};
+        socklen_t length = sizeof address;
+        ::getsockname(m_fd, reinterpret_cast<sockaddr *>(&address), &length);
+        return ntohs(address.sin_port);
+    }
     bool connectTo(uint16_t port)
     {
         const sockaddr_in address = addressOf("127.0.0.1", port);
@@ -107,7 +114,10 @@ private Q_SLOTS:
         QVERIFY(port != 0);
         QVERIFY(isPortFree(checked.toStdString(), port));
 
+        // As a task's gRPC server binds: pickFreePort keeps its port bound
+        // (with SO_REUSEADDR) in this process.
         Socket listener;
+        listener.reuseAddress();
         QVERIFY(listener.listenOn(listenOn.toLatin1().constData(), port));
         std::string why;
         QVERIFY(!isPortFree(checked.toStdString(), port, &why));
@@ -122,16 +132,41 @@ private Q_SLOTS:
         QVERIFY(isPortFree(checked.toStdString(), port));
     }
 
-    void aPortWithOnlyTimeWaitLeftIsFree()
+    // A picked port stays reserved while the process that picked it lives:
+    // the kernel gives it to no bind of port 0 (its rule refuses it to a bind
+    // without SO_REUSEADDR, as to any bind of port 0), so a test ctest runs
+    // beside this one cannot be handed it; a task binds and listens there as
+    // on a free port, and once it is gone the port is free again.
+    void aPickedPortIsReservedForItsTask()
     {
         const uint16_t port = pickFreePort();
         QVERIFY(port != 0);
+        Socket other;
+        QVERIFY(!other.bindTo("127.0.0.1", port));
+        QCOMPARE(errno, EADDRINUSE);
+        QVERIFY(isPortFree("127.0.0.1", port));
+        {
+            Socket task;
+            task.reuseAddress();
+            QVERIFY(task.listenOn("127.0.0.1", port));
+            QVERIFY(!isPortFree("127.0.0.1", port));
+        }
+        QVERIFY(isPortFree("127.0.0.1", port));
+        QVERIFY(pickFreePort() != port);
+    }
+
+    void aPortWithOnlyTimeWaitLeftIsFree()
+    {
+        // Not from pickFreePort, which keeps its ports bound: here the
+        // TIME_WAIT alone is to hold it.
+        uint16_t port = 0;
         {
             // A connection that the listening side closes first leaves a
             // TIME_WAIT on the listener's port, as a ps that served a run does.
             Socket listener;
             listener.reuseAddress();
-            QVERIFY(listener.listenOn("127.0.0.1", port));
+            QVERIFY(listener.listenOn("127.0.0.1", 0));
+            port = listener.port();
             Socket client;
             QVERIFY(client.connectTo(port));
             const int accepted = ::accept(listener.fd(), nullptr, nullptr);
