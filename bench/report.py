@@ -920,7 +920,7 @@ def main():
     add_partition_scaling(report, load(os.path.join(args.dir, "partition_scaling.json")))
     add_partition_scaling(report, load(os.path.join(args.dir, "partition_scaling_fast_workers.json")), "5c",
                           ", the ps links the limit")
-    add_partition_scaling(report, load(os.path.join(args.dir, "sparse_scaling.json")), "5d",
+    add_partition_scaling(report, load(os.path.join(args.dir, "sparse_scaling.json")), "5f",
                           ", the ps links the limit", "Embedding tables (sparse parameters)")
     add_sparse_step(report, load(os.path.join(args.dir, "sparse_step.json")))
     add_sparse_table(report, load(os.path.join(args.dir, "sparse_table.json")))
