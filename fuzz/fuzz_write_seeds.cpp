@@ -114,9 +114,9 @@ void checkpoints()
     std::string flipped = adagrad;
     flipped[30] = char(flipped[30] ^ 0x40);
     write("fuzz_checkpoint", "checksum-mismatch.pckpt", flipped);
-    // The first piece's length.
+    // The first piece's length (its CRC then fails).
     std::string huge = adagrad;
-    huge[23] = char(0x7f);
+    huge[27] = char(0x7f);
     write("fuzz_checkpoint", "impossible-length.pckpt", huge);
     write("fuzz_checkpoint", "bad-magic.pckpt", "PSYNCKQ2" + adagrad.substr(8));
 }

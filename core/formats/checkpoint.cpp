@@ -13,11 +13,13 @@
 #include <limits>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string_view>
 
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <unistd.h>
+#include <zlib.h>
 
 namespace parasync {
 
@@ -32,8 +34,12 @@ constexpr size_t kMagicSize = sizeof(kMagic1);
 // pieces (version 2).
 constexpr size_t kHeaderSize = kMagicSize + 8;
 constexpr size_t kChecksumSize = 32;
+// Version 2: a count or a length, a uint64, and its CRC-32, a uint32.
+constexpr size_t kCheckedSize = 8 + 4;
 // A version 1 file of an empty Checkpoint; every version 2 file is longer.
 constexpr size_t kSmallestFile = kHeaderSize + kChecksumSize;
+// The magic, the piece count, one piece's length, the checksum.
+constexpr size_t kSmallestFile2 = kMagicSize + 2 * kCheckedSize + kChecksumSize;
 // protobuf parses no message longer.
 constexpr uint64_t kMostMessageBytes = uint64_t(std::numeric_limits<int32_t>::max());
 constexpr char kPrefix[] = "model.ckpt-";
@@ -98,12 +104,42 @@ std::string littleEndian64(uint64_t value)
     return bytes;
 }
 
-uint64_t fromLittleEndian64(const char *bytes)
+uint64_t fromLittleEndian(const char *bytes, int size)
 {
     uint64_t value = 0;
-    for (int i = 7; i >= 0; --i)
+    for (int i = size - 1; i >= 0; --i)
         value = (value << 8) | static_cast<unsigned char>(bytes[i]);
     return value;
+}
+
+uint64_t fromLittleEndian64(const char *bytes)
+{
+    return fromLittleEndian(bytes, 8);
+}
+
+uint32_t crc32Of(const char *bytes, size_t size)
+{
+    return uint32_t(::crc32(::crc32(0, nullptr, 0), reinterpret_cast<const Bytef *>(bytes), uInt(size)));
+}
+
+// A count or a length with its CRC-32, as TFRecord frames its lengths: a
+// damaged length is told from a file cut short, which a length alone cannot
+// tell (both point past the end).
+std::string checked(uint64_t value)
+{
+    std::string bytes = littleEndian64(value);
+    uint32_t crc = crc32Of(bytes.data(), bytes.size());
+    for (int i = 0; i < 4; ++i, crc >>= 8)
+        bytes.push_back(char(crc & 0xff));
+    return bytes;
+}
+
+// The value of checked() bytes; nullopt when its CRC does not hold.
+std::optional<uint64_t> valueOfChecked(const char *bytes)
+{
+    if (crc32Of(bytes, 8) != uint32_t(fromLittleEndian(bytes + 8, 4)))
+        return std::nullopt;
+    return fromLittleEndian64(bytes);
 }
 
 // The checksum, with OpenSSL's SHA-256: some ten times QCryptographicHash's
@@ -171,11 +207,11 @@ void writePieces(proto::Checkpoint checkpoint, int64_t pieceBytes, const ByteSin
             throw InputError("cannot serialize checkpoint at global step " + std::to_string(checkpoint.global_step())
                              + ": a piece of " + std::to_string(message.ByteSizeLong())
                              + " bytes, more than a protobuf message holds");
-        out(littleEndian64(payload.size()));
+        out(checked(payload.size()));
         out(payload);
     };
 
-    out(std::string(kMagic2, kMagicSize) + littleEndian64(uint64_t(pieces)));
+    out(std::string(kMagic2, kMagicSize) + checked(uint64_t(pieces)));
     piece(checkpoint);
     proto::Checkpoint later;
     for (size_t p = 0; p < firstOfPiece.size(); ++p) {
@@ -277,16 +313,23 @@ public:
                                  + "); this one reads formats 1 and 2: restore it with the release that wrote it");
             throw InputError(m_origin + ": bad magic (not a Parasync checkpoint)");
         }
-        if (m_in.size() < kHeaderSize)
-            throw truncated(kSmallestFile, true);
-        char header[8];
+        if (version1) {
+            if (m_in.size() < kHeaderSize)
+                throw truncated(kSmallestFile, true);
+            char header[8];
+            m_in.read(header, sizeof header);
+            return readVersion1(fromLittleEndian64(header));
+        }
+        if (m_in.size() < kMagicSize + kCheckedSize)
+            throw truncated(kSmallestFile2, true);
+        char header[kCheckedSize];
         m_in.read(header, sizeof header);
-        const uint64_t number = fromLittleEndian64(header);
-        if (version1)
-            return readVersion1(number);
         m_sum.add(magic, kMagicSize);
         m_sum.add(header, sizeof header);
-        return readVersion2(number);
+        const std::optional<uint64_t> pieces = valueOfChecked(header);
+        if (!pieces)
+            throw InputError(m_origin + ": checksum mismatch (the file is corrupt: its piece count fails its CRC)");
+        return readVersion2(*pieces);
     }
 
 private:
@@ -316,10 +359,12 @@ private:
     {
         // More than 2^32 pieces of 64 MiB would be a file of 256 PiB.
         if (pieces == 0 || pieces > (uint64_t(1) << 32))
-            throw damaged(std::to_string(pieces) + " pieces is impossible (the header is corrupt)");
-        // Each piece takes its length's 8 bytes at least.
-        if (kHeaderSize + 8 * pieces + kChecksumSize > m_in.size())
-            throw truncated(kHeaderSize + 8 * pieces + kChecksumSize, true);
+            throw InputError(m_origin + ": " + std::to_string(pieces)
+                             + " pieces is impossible (the header is corrupt)");
+        // Each piece takes its length at least.
+        const uint64_t least = kMagicSize + kCheckedSize * (1 + pieces) + kChecksumSize;
+        if (least > m_in.size())
+            throw truncated(least, true);
         proto::Checkpoint whole;
         // The first thing wrong inside a piece. The checksum is checked
         // first, over the whole file: damage is reported as damage, not as
@@ -328,14 +373,18 @@ private:
         std::string payload;
         proto::Checkpoint piece;
         for (uint64_t k = 0; k < pieces; ++k) {
-            char header[8];
+            char header[kCheckedSize];
             if (!m_in.read(header, sizeof header))
                 throw truncated(m_in.position() + sizeof header + kChecksumSize, true);
             m_sum.add(header, sizeof header);
-            const uint64_t length = fromLittleEndian64(header);
+            const std::optional<uint64_t> checkedLength = valueOfChecked(header);
+            if (!checkedLength)
+                throw InputError(m_origin + ": checksum mismatch (the file is corrupt: the length of "
+                                 + nameOf(k, pieces) + " fails its CRC)");
+            const uint64_t length = *checkedLength;
             if (length > kMostMessageBytes)
-                throw damaged(nameOf(k, pieces) + " is " + std::to_string(length)
-                              + " bytes long, more than a piece can be (the file is corrupt)");
+                throw InputError(m_origin + ": " + nameOf(k, pieces) + " is " + std::to_string(length)
+                                 + " bytes long, more than a piece can be (the file is corrupt)");
             if (length + kChecksumSize > m_in.left())
                 throw truncated(m_in.position() + length + kChecksumSize, k + 1 < pieces);
             payload.resize(size_t(length));
@@ -397,28 +446,6 @@ private:
                 return name + ": " + wrong;
         piece->Clear();
         return {};
-    }
-
-    // A file whose framing cannot be followed: when its last 32 bytes are not
-    // the checksum of the rest, it is reported as damaged, which is likelier
-    // than a file written so.
-    InputError damaged(const std::string &why)
-    {
-        if (m_in.left() >= kChecksumSize) {
-            std::string rest(1 << 20, '\0');
-            for (uint64_t left = m_in.left() - kChecksumSize; left > 0;) {
-                const size_t chunk = size_t(std::min<uint64_t>(left, rest.size()));
-                m_in.read(rest.data(), chunk);
-                m_sum.add(rest.data(), chunk);
-                left -= chunk;
-            }
-            try {
-                checkTheSum();
-            } catch (const InputError &mismatch) {
-                return mismatch;
-            }
-        }
-        return InputError(m_origin + ": " + why);
     }
 
     void checkTheSum()

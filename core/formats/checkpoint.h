@@ -12,12 +12,12 @@ namespace parasync {
 // Checkpoint files in a run directory: "model.ckpt-<global_step>.pckpt".
 //
 // Framing (version 2): the 8-byte magic "PSYNCKP2", the number of pieces
-// (uint64, little-endian), each piece as its length (uint64, little-endian)
-// and a serialized proto::Checkpoint, then the SHA-256 of every byte before
-// it (32 bytes). The first piece holds all but the variables and the tables'
-// rows (each table's name and slot names); each later piece holds variables,
-// which follow the ones before in order, or rows of one table, after the rows
-// before in id order (shard_pieces.h). A piece takes at most
+// (uint64, little-endian) and its CRC-32 (uint32, little-endian), each piece
+// as its length and that length's CRC-32 (the same) and a serialized
+// proto::Checkpoint, then the SHA-256 of every byte before it (32 bytes).
+// A length's CRC tells a damaged length from a file cut short. The first piece holds all but the variables and the
+// tables' rows (each table's name and slot names); each later piece holds variables, which follow the ones before in
+// order, or rows of one table, after the rows before in id order (shard_pieces.h). A piece takes at most
 // kCheckpointPieceBytes (but for a variable larger than that alone), so no
 // message comes near protobuf's 2 GiB, however many rows the tables hold.
 // Version 1, "PSYNCKP1" (one serialized proto::Checkpoint: the magic, its

@@ -254,11 +254,14 @@ void ChiefDuties::saveCheckpoint(bool final)
         return;
     }
     try {
-        const std::string path = m_checkpoints->save(checkpoint);
-        m_log("chief: saved checkpoint " + path + " at global step " + std::to_string(checkpoint.global_step()));
+        const int64_t step = checkpoint.global_step();
+        const double taken = checkpoint.wall_time();
+        // Moved: a model's rows may be gigabytes, written a piece at a time.
+        const std::string path = m_checkpoints->save(std::move(checkpoint));
+        m_log("chief: saved checkpoint " + path + " at global step " + std::to_string(step));
         proto::ReportCheckpointRequest report;
-        report.mutable_checkpoint()->set_wall_time(checkpoint.wall_time());
-        report.mutable_checkpoint()->set_global_step(checkpoint.global_step());
+        report.mutable_checkpoint()->set_wall_time(taken);
+        report.mutable_checkpoint()->set_global_step(step);
         report.mutable_checkpoint()->set_path(std::filesystem::path(path).filename().string());
         report.set_final(final);
         m_ps.front()->reportCheckpoint(0, report, std::chrono::seconds(5));

@@ -2,9 +2,11 @@
 restores (core/formats/checkpoint.h), so a run may go on under either:
 
     "model.ckpt-<global_step>.pckpt" in the run directory: the 8-byte magic
-    "PSYNCKP2", the number of pieces (a little-endian uint64), each piece as
-    its length (a little-endian uint64) and a serialized
-    parasync.proto.Checkpoint, then the SHA-256 of every byte before it.
+    "PSYNCKP2", the number of pieces (a little-endian uint64) and its CRC-32
+    (a little-endian uint32), each piece as its length and that length's
+    CRC-32 (the same) and a serialized parasync.proto.Checkpoint, then the
+    SHA-256 of every byte before it. A length's CRC tells a damaged length
+    from a file cut short.
 
 The first piece holds all but the variables and the tables' rows (each
 table's name and slot names); each later piece holds variables, which follow
@@ -32,6 +34,7 @@ import io
 import os
 import re
 import struct
+import zlib
 from typing import BinaryIO, Callable, List, Optional
 
 from parasync import sparse
@@ -43,13 +46,29 @@ MAGIC_1 = b"PSYNCKP1"
 PIECE_BYTES = 64 << 20
 _HEADER = len(MAGIC) + 8
 _CHECKSUM = hashlib.sha256().digest_size
+# A count or a length and its CRC-32 (version 2).
+_CHECKED = 8 + 4
 # A version 1 file of an empty Checkpoint; every version 2 file is longer.
 _SMALLEST = _HEADER + _CHECKSUM
+# The magic, the piece count, one piece's length, the checksum.
+_SMALLEST_2 = len(MAGIC) + 2 * _CHECKED + _CHECKSUM
 # protobuf parses no message longer.
 _MOST_MESSAGE_BYTES = (1 << 31) - 1
 _NAME = re.compile(r"^model\.ckpt-([0-9]{1,18})\.pckpt$")
 _TEMPORARY = re.compile(r"^\.(model\.ckpt-([0-9]{1,18})\.pckpt)\.tmp-[0-9]+$")
 _LATER_FIELDS = {"variables", "tables"}
+
+
+def _checked(value: int) -> bytes:
+    data = struct.pack("<Q", value)
+    return data + struct.pack("<I", zlib.crc32(data))
+
+
+def _value_of_checked(data: bytes) -> Optional[int]:
+    """The value of _checked() bytes; None when its CRC does not hold."""
+    if zlib.crc32(data[:8]) != struct.unpack_from("<I", data, 8)[0]:
+        return None
+    return struct.unpack_from("<Q", data)[0]
 
 
 class CheckpointError(ValueError):
@@ -103,10 +122,10 @@ def _write(checkpoint: pb.Checkpoint, out: Callable[[bytes], object], piece_byte
         digest.update(data)
         out(data)
 
-    write(MAGIC + struct.pack("<Q", len(pieces)))
+    write(MAGIC + _checked(len(pieces)))
     for make in pieces:
         payload = make().SerializeToString()
-        write(struct.pack("<Q", len(payload)))
+        write(_checked(len(payload)))
         write(payload)
     out(digest.digest())
 
@@ -148,18 +167,6 @@ class _Reader:
         if self.take(_CHECKSUM, summed=False) != self.digest.digest():
             raise self.error("checksum mismatch (the file is corrupt)")
 
-    def damaged(self, why: str) -> CheckpointError:
-        """A file whose framing cannot be followed: reported as damaged when
-        its last 32 bytes are not the checksum of the rest."""
-        if self.left() >= _CHECKSUM:
-            while self.left() > _CHECKSUM:
-                self.take(min(self.left() - _CHECKSUM, 1 << 20))
-            try:
-                self.check_the_sum()
-            except CheckpointError as mismatch:
-                return mismatch
-        return self.error(why)
-
 
 def _read(stream: BinaryIO, size: int, origin: str) -> pb.Checkpoint:
     reader = _Reader(stream, size, origin)
@@ -170,9 +177,9 @@ def _read(stream: BinaryIO, size: int, origin: str) -> pb.Checkpoint:
             raise reader.error(f"written by a newer Parasync (checkpoint format {chr(magic[-1])}); this one reads "
                                "formats 1 and 2: restore it with the release that wrote it")
         raise reader.error("bad magic (not a Parasync checkpoint)")
-    if size < _HEADER:
-        raise reader.truncated(_SMALLEST, True)
     if version == 1:
+        if size < _HEADER:
+            raise reader.truncated(_SMALLEST, True)
         # Its checksum is the payload's alone.
         (length,) = struct.unpack("<Q", reader.take(8, summed=False))
         expected = length + _SMALLEST
@@ -189,22 +196,28 @@ def _read(stream: BinaryIO, size: int, origin: str) -> pb.Checkpoint:
             raise reader.error("payload does not parse (corrupt, or from an incompatible version)") from None
         return checkpoint
 
+    if size < len(MAGIC) + _CHECKED:
+        raise reader.truncated(_SMALLEST_2, True)
     reader.digest.update(magic)
-    header = reader.take(8)
-    (pieces,) = struct.unpack("<Q", header)
+    pieces = _value_of_checked(reader.take(_CHECKED))
+    if pieces is None:
+        raise reader.error("checksum mismatch (the file is corrupt: its piece count fails its CRC)")
     if pieces == 0 or pieces > 1 << 32:
-        raise reader.damaged(f"{pieces} pieces is impossible (the header is corrupt)")
-    if _HEADER + 8 * pieces + _CHECKSUM > size:
-        raise reader.truncated(_HEADER + 8 * pieces + _CHECKSUM, True)
+        raise reader.error(f"{pieces} pieces is impossible (the header is corrupt)")
+    least = len(MAGIC) + _CHECKED * (1 + pieces) + _CHECKSUM
+    if least > size:
+        raise reader.truncated(least, True)
     whole = pb.Checkpoint()
     wrong = ""  # the first thing wrong inside a piece; a damaged file is reported as damaged first
     for k in range(pieces):
         name = f"piece {k + 1} of {pieces}"
-        if reader.left() < 8:
-            raise reader.truncated(reader.position + 8 + _CHECKSUM, True)
-        (length,) = struct.unpack("<Q", reader.take(8))
+        if reader.left() < _CHECKED:
+            raise reader.truncated(reader.position + _CHECKED + _CHECKSUM, True)
+        length = _value_of_checked(reader.take(_CHECKED))
+        if length is None:
+            raise reader.error(f"checksum mismatch (the file is corrupt: the length of {name} fails its CRC)")
         if length > _MOST_MESSAGE_BYTES:
-            raise reader.damaged(f"{name} is {length} bytes long, more than a piece can be (the file is corrupt)")
+            raise reader.error(f"{name} is {length} bytes long, more than a piece can be (the file is corrupt)")
         if length + _CHECKSUM > reader.left():
             raise reader.truncated(reader.position + length + _CHECKSUM, k + 1 < pieces)
         payload = reader.take(length)

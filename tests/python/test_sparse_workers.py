@@ -15,6 +15,7 @@ import shutil
 import struct
 import tempfile
 import unittest
+import zlib
 
 import grpc
 import numpy as np
@@ -199,10 +200,14 @@ class SparseInputTest(unittest.TestCase):
         version_1 = b"PSYNCKP1" + struct.pack("<Q", len(payload)) + payload + hashlib.sha256(payload).digest()
         self.assertEqual(checkpoints.parse(version_1).SerializeToString(), payload)
 
+        def checked(value: int) -> bytes:
+            data = struct.pack("<Q", value)
+            return data + struct.pack("<I", zlib.crc32(data))
+
         def framed(*pieces: bytes, count: int = 0) -> bytes:
-            data = b"PSYNCKP2" + struct.pack("<Q", count or len(pieces))
+            data = b"PSYNCKP2" + checked(count or len(pieces))
             for piece in pieces:
-                data += struct.pack("<Q", len(piece)) + piece
+                data += checked(len(piece)) + piece
             return data + hashlib.sha256(data).digest()
 
         first = pb.Checkpoint(global_step=10, tables=[pb.TableState(name="fields")]).SerializeToString()
@@ -220,7 +225,7 @@ class SparseInputTest(unittest.TestCase):
                            (framed(first, count=1 << 40), "1099511627776 pieces is impossible"),
                            (framed(first, count=5), "truncated: "),
                            (newer, r"written by a newer Parasync \(checkpoint format 3\)"),
-                           (flipped, "checksum mismatch"),
+                           (flipped, r"checksum mismatch \(the file is corrupt: the length of piece 1 of 2 fails"),
                            (good[:-10], f"truncated: {len(good) - 10} of {len(good)} bytes")):
             with self.subTest(said=said), self.assertRaisesRegex(checkpoints.CheckpointError, "^ckpt: " + said):
                 checkpoints.parse(data, "ckpt")

@@ -9,6 +9,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <zlib.h>
+
 #include <filesystem>
 #include <functional>
 #include <limits>
@@ -93,13 +95,24 @@ std::string sha256(const std::string &bytes)
     return QCryptographicHash::hash(QByteArray::fromStdString(bytes), QCryptographicHash::Sha256).toStdString();
 }
 
+// A count or a length and its CRC-32.
+std::string checked(uint64_t value)
+{
+    const std::string bytes = littleEndian64(value);
+    uint32_t crc = uint32_t(::crc32(0, reinterpret_cast<const Bytef *>(bytes.data()), uInt(bytes.size())));
+    std::string withCrc = bytes;
+    for (int i = 0; i < 4; ++i, crc >>= 8)
+        withCrc.push_back(char(crc & 0xff));
+    return withCrc;
+}
+
 // A version 2 file of these pieces (serialized), framed and checksummed as
 // a writer would, whatever the pieces hold.
 std::string version2Of(const std::vector<std::string> &pieces, uint64_t count = 0)
 {
-    std::string bytes = "PSYNCKP2" + littleEndian64(count > 0 ? count : pieces.size());
+    std::string bytes = "PSYNCKP2" + checked(count > 0 ? count : pieces.size());
     for (const std::string &piece : pieces)
-        bytes += littleEndian64(piece.size()) + piece;
+        bytes += checked(piece.size()) + piece;
     return bytes + sha256(bytes);
 }
 
@@ -170,20 +183,21 @@ private Q_SLOTS:
     }
 
     // Version 2: the magic, the number of pieces, each piece's length and
-    // bytes, the SHA-256 of all before it; the first piece all but the
-    // variables and the rows.
+    // bytes (each number with its CRC-32), the SHA-256 of all before it; the
+    // first piece all but the variables and the rows.
     void framingIsMagicPiecesChecksum()
     {
         const proto::Checkpoint checkpoint = sparseCheckpoint(10);
         const std::string bytes = serializeCheckpoint(checkpoint);
         QCOMPARE(bytes.substr(0, 8), std::string("PSYNCKP2"));
         // The first piece, one of variables, one of each table's rows.
-        QCOMPARE(bytes.substr(8, 8), littleEndian64(4));
+        QCOMPARE(bytes.substr(8, 12), checked(4));
         uint64_t length = 0;
         for (int i = 7; i >= 0; --i)
-            length = (length << 8) | static_cast<unsigned char>(bytes[16 + size_t(i)]);
+            length = (length << 8) | static_cast<unsigned char>(bytes[20 + size_t(i)]);
+        QCOMPARE(bytes.substr(20, 12), checked(length));
         proto::Checkpoint first;
-        QVERIFY(first.ParseFromString(bytes.substr(24, length)));
+        QVERIFY(first.ParseFromString(bytes.substr(32, length)));
         QCOMPARE(first.global_step(), int64_t(7000));
         QCOMPARE(first.variables_size(), 0);
         QCOMPARE(first.tables_size(), 2);
@@ -446,7 +460,7 @@ private Q_SLOTS:
         QTest::addColumn<QString>("reason");
         const std::string good = serializeCheckpoint(makeCheckpoint(5));
         QTest::newRow("header only") << QByteArray::fromStdString(good.substr(0, 16))
-                                     << QStringLiteral("truncated: 16 of at least 56 bytes");
+                                     << QStringLiteral("truncated: 16 of at least 64 bytes");
         QTest::newRow("half the magic") << QByteArray("PSYN") << u"truncated: 4 of at least 48 bytes"_s;
         QTest::newRow("text file") << QByteArray("{\"global_step\": 5}") << u"bad magic"_s;
         QTest::newRow("impossible length")
@@ -507,8 +521,22 @@ private Q_SLOTS:
         newer[7] = '3';
         QTest::newRow("a newer format") << framed(newer) << u"written by a newer Parasync (checkpoint format 3)"_s;
         std::string lengthFlipped = version2Of({piece(first)});
-        lengthFlipped[23] = char(0x40);
-        QTest::newRow("a piece's length damaged") << framed(lengthFlipped) << u"checksum mismatch"_s;
+        lengthFlipped[27] = char(0x40);
+        QTest::newRow("a piece's length damaged")
+            << framed(lengthFlipped) << u"checksum mismatch (the file is corrupt: the length of piece 1 of 1"_s;
+        std::string countFlipped = version2Of({piece(first)});
+        countFlipped[9] = char(countFlipped[9] ^ 0x10);
+        QTest::newRow("the piece count damaged")
+            << framed(countFlipped) << u"checksum mismatch (the file is corrupt: its piece count"_s;
+        proto::Checkpoint manyRows = rows;
+        for (uint64_t id = 5; id < 40; ++id) {
+            manyRows.mutable_tables(0)->add_ids(id);
+            manyRows.mutable_tables(0)->add_values(float(id));
+        }
+        std::string cut = version2Of({piece(first), piece(manyRows)});
+        cut.resize(cut.size() - 40);
+        QTest::newRow("cut in its last piece")
+            << framed(cut) << QStringLiteral("truncated: %1 of %2 bytes").arg(cut.size()).arg(cut.size() + 40);
     }
     void piecesErrors()
     {
