@@ -422,10 +422,23 @@ void benchReplicated(ResultFile &results, const Timing &timing)
          {u"--mode=async"_s, u"--model=softmax"_s, u"--dataset=blobs:10:99999"_s, u"--samples_per_shard=20"_s}});
     for (int rep = 0; rep < timing.repetitions; ++rep) {
         for (const auto &shape : shapes) {
-            for (const bool backup : {false, true}) {
-                const std::string name = shape.name + (backup ? " with a backup" : " without");
-                BenchCluster cluster(QStringLiteral("replicated-%1").arg(backup ? u"backup"_s : u"alone"_s), 1,
-                                     shape.workers, endlessFlags() + shape.flags, backup);
+            // Alone, with a backup and its lease, with a backup and no lease
+            // (--ps_lease_ms=0): the lease's own cost is the last two's ratio.
+            for (const int variant : {0, 1, 2}) {
+                const bool backup = variant > 0;
+                const bool leased = variant == 1;
+                const std::string name = shape.name
+                                         + (!backup  ? " without"
+                                            : leased ? " with a backup"
+                                                     : " with a backup, no lease");
+                BenchCluster cluster(QStringLiteral("replicated-%1")
+                                         .arg(!backup  ? u"alone"_s
+                                              : leased ? u"backup"_s
+                                                       : u"unleased"_s),
+                                     1, shape.workers,
+                                     endlessFlags() + shape.flags
+                                         + (backup && !leased ? QStringList{u"--ps_lease_ms=0"_s} : QStringList{}),
+                                     backup);
                 QString error;
                 Rates rates;
                 const bool big = shape.name.starts_with("1M");
@@ -437,7 +450,8 @@ void benchReplicated(ResultFile &results, const Timing &timing)
                 cluster.stop();
                 auto &samples = results.add("replicated", name, "global steps/s");
                 samples.values.push_back(rates.steps);
-                samples.extra = QJsonObject{{u"shape"_s, QString::fromStdString(shape.name)}, {u"backup"_s, backup}};
+                samples.extra = QJsonObject{
+                    {u"shape"_s, QString::fromStdString(shape.name)}, {u"backup"_s, backup}, {u"lease"_s, leased}};
                 auto &cpu = results.add("replicated_ps_cpu", name, "us/gradient");
                 cpu.values.push_back(rates.psCpuMicrosPerGradient);
                 cpu.extra = samples.extra;

@@ -382,10 +382,16 @@ struct Fixture
     std::unique_ptr<bench::ChildProcess> tcpServer;
     std::unique_ptr<bench::ChildProcess> grpcServer;
     std::map<std::string, std::unique_ptr<bench::ChildProcess>> psTasks;
-    // The same with a backup (--ps_backup_hosts): the primary, its backup, the primary's address.
-    std::map<std::string, std::unique_ptr<bench::ChildProcess>> replicatedPs;
-    std::map<std::string, std::unique_ptr<bench::ChildProcess>> backups;
-    std::map<std::string, std::string> replicatedAddresses;
+    // The same with a backup (--ps_backup_hosts): the primary, its backup,
+    // the primary's address; with its lease, and without (--ps_lease_ms=0).
+    struct Pair
+    {
+        std::unique_ptr<bench::ChildProcess> primary;
+        std::unique_ptr<bench::ChildProcess> backup;
+        std::string address;
+    };
+    std::map<std::string, Pair> replicated;
+    std::map<std::string, Pair> unleased;
     std::unique_ptr<TcpClient> tcp;
     std::string grpcAddress;
     std::map<std::string, std::string> psAddresses;
@@ -454,16 +460,18 @@ void registerBenchmarks(bool quick)
                                      })
             ->UseRealTime()
             ->MinTime(minTime(shape.label));
-        benchmark::RegisterBenchmark(("step_replicated/" + shape.label).c_str(),
-                                     [shape, request, reply](benchmark::State &state) {
-                                         StepClient client(g_fixture->replicatedAddresses.at(shape.label), shape, true);
-                                         for (int i = 0; i < kWarmUpRoundTrips; ++i)
-                                             client.step();
-                                         measure(state, *g_fixture->replicatedPs.at(shape.label), request, reply,
-                                                 [&] { return client.step(); });
-                                     })
-            ->UseRealTime()
-            ->MinTime(minTime(shape.label));
+        for (const bool leased : {true, false})
+            benchmark::RegisterBenchmark(
+                ((leased ? "step_replicated/" : "step_replicated_unleased/") + shape.label).c_str(),
+                [shape, request, reply, leased](benchmark::State &state) {
+                    const Fixture::Pair &pair = (leased ? g_fixture->replicated : g_fixture->unleased).at(shape.label);
+                    StepClient client(pair.address, shape, true);
+                    for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                        client.step();
+                    measure(state, *pair.primary, request, reply, [&] { return client.step(); });
+                })
+                ->UseRealTime()
+                ->MinTime(minTime(shape.label));
     }
 }
 
@@ -518,47 +526,56 @@ int runBenchmarks(int argc, char **argv, bool quick)
         fixture.psAddresses[shape.label] = psAddress.toStdString();
         fixture.psTasks[shape.label] = std::move(ps);
 
-        // And a replicated one: the primary and its backup.
-        const QString primaryAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
-        QString backupAddress;
-        do
-            backupAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
-        while (backupAddress == primaryAddress);
-        const QStringList pair{u"--ps_hosts="_s + primaryAddress,
-                               u"--ps_backup_hosts="_s + backupAddress,
-                               u"--worker_hosts="_s + workerAddress,
-                               u"--task_index=0"_s,
-                               u"--mode=async"_s,
-                               u"--model="_s + QString::fromStdString(shape.model),
-                               u"--dataset="_s + QString::fromStdString(shape.dataset),
-                               u"--last_step=1000000000000"_s};
-        auto primary
-            = std::make_unique<bench::ChildProcess>(bench::nodeBinary(), pair + QStringList{u"--job_name=ps"_s},
-                                                    u"roundtrip-primary-"_s + QString::fromStdString(shape.label));
-        primary->countAllocations();
-        primary->start();
-        if (!primary->waitForLog(u"listening on"_s)) {
-            std::fprintf(stderr, "bench_roundtrip: the primary did not start; see %s\n",
-                         qPrintable(primary->logPath()));
-            return 1;
+        // And replicated ones: the primary and its backup, with a lease and without.
+        for (const bool leased : {true, false}) {
+            const QString primaryAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
+            QString backupAddress;
+            do
+                backupAddress = u"127.0.0.1:"_s + QString::number(pickFreePort());
+            while (backupAddress == primaryAddress);
+            const QString name = (leased ? u"-"_s : u"-unleased-"_s) + QString::fromStdString(shape.label);
+            const QStringList pair{u"--ps_hosts="_s + primaryAddress,
+                                   u"--ps_backup_hosts="_s + backupAddress,
+                                   u"--worker_hosts="_s + workerAddress,
+                                   u"--task_index=0"_s,
+                                   u"--mode=async"_s,
+                                   u"--model="_s + QString::fromStdString(shape.model),
+                                   u"--dataset="_s + QString::fromStdString(shape.dataset),
+                                   u"--last_step=1000000000000"_s,
+                                   leased ? u"--ps_lease_ms=1000"_s : u"--ps_lease_ms=0"_s};
+            Fixture::Pair started;
+            started.primary = std::make_unique<bench::ChildProcess>(
+                bench::nodeBinary(), pair + QStringList{u"--job_name=ps"_s}, u"roundtrip-primary"_s + name);
+            started.primary->countAllocations();
+            started.primary->start();
+            if (!started.primary->waitForLog(u"listening on"_s)) {
+                std::fprintf(stderr, "bench_roundtrip: the primary did not start; see %s\n",
+                             qPrintable(started.primary->logPath()));
+                return 1;
+            }
+            started.backup = std::make_unique<bench::ChildProcess>(
+                bench::nodeBinary(), pair + QStringList{u"--job_name=ps_backup"_s}, u"roundtrip-backup"_s + name);
+            started.backup->start();
+            if (!started.backup->waitForLog(u"follows its primary"_s)) {
+                std::fprintf(stderr, "bench_roundtrip: the backup did not follow; see %s\n",
+                             qPrintable(started.backup->logPath()));
+                return 1;
+            }
+            // The voters promise nothing in their first lease.
+            if (leased && !started.primary->waitForLog(u"holds its lease"_s)) {
+                std::fprintf(stderr, "bench_roundtrip: the primary never held its lease; see %s\n",
+                             qPrintable(started.primary->logPath()));
+                return 1;
+            }
+            {
+                StepClient client(primaryAddress.toStdString(), shape, true);
+                for (int i = 0; i < kWarmUpRoundTrips; ++i)
+                    if (!client.step())
+                        throw std::runtime_error("a warm-up step against the replicated ps was not applied");
+            }
+            started.address = primaryAddress.toStdString();
+            (leased ? fixture.replicated : fixture.unleased)[shape.label] = std::move(started);
         }
-        auto backup
-            = std::make_unique<bench::ChildProcess>(bench::nodeBinary(), pair + QStringList{u"--job_name=ps_backup"_s},
-                                                    u"roundtrip-backup-"_s + QString::fromStdString(shape.label));
-        backup->start();
-        if (!backup->waitForLog(u"follows its primary"_s)) {
-            std::fprintf(stderr, "bench_roundtrip: the backup did not follow; see %s\n", qPrintable(backup->logPath()));
-            return 1;
-        }
-        {
-            StepClient client(primaryAddress.toStdString(), shape, true);
-            for (int i = 0; i < kWarmUpRoundTrips; ++i)
-                if (!client.step())
-                    throw std::runtime_error("a warm-up step against the replicated ps was not applied");
-        }
-        fixture.replicatedAddresses[shape.label] = primaryAddress.toStdString();
-        fixture.replicatedPs[shape.label] = std::move(primary);
-        fixture.backups[shape.label] = std::move(backup);
     }
 
     benchmark::Initialize(&argc, argv);

@@ -129,6 +129,7 @@ def add_replication(report, doc):
     results = {}
     for size, label in [("2", "2"), ("7850", "7,850"), ("1000000", "1,000,000")]:
         plain, replicated = samples.get(("step", size)), samples.get(("step_replicated", size))
+        unleased = samples.get(("step_replicated_unleased", size))
         if not plain or not replicated:
             continue
         row = {
@@ -140,9 +141,15 @@ def add_replication(report, doc):
         # One worker, one step at a time: steps per second is 1e6 / p50.
         row["steps_per_s"] = 1e6 / row["step_p50"]["median"] if row["step_p50"] else None
         row["replicated_steps_per_s"] = 1e6 / row["replicated_p50"]["median"] if row["replicated_p50"] else None
+        # The lease's own cost: the same pair with --ps_lease_ms=0.
+        row["unleased_p50"] = summary(unleased["p50_us"]) if unleased else None
+        row["lease ratio"] = ratio(replicated["p50_us"], unleased["p50_us"]) if unleased else None
         results[size] = row
         rows.append([label, fmt_summary(row["step_p50"]), fmt_summary(row["replicated_p50"]),
-                     fmt_ratio(row["p50 ratio"]), fmt_summary(row["step_p99"]), fmt_summary(row["replicated_p99"]),
+                     fmt_ratio(row["p50 ratio"]),
+                     fmt_summary(row["unleased_p50"]) if row["unleased_p50"] else "–",
+                     fmt_ratio(row["lease ratio"]) if row["lease ratio"] else "–",
+                     fmt_summary(row["step_p99"]), fmt_summary(row["replicated_p99"]),
                      f"{row['steps_per_s']:,.0f}" if row["steps_per_s"] else "–",
                      f"{row['replicated_steps_per_s']:,.0f}" if row["replicated_steps_per_s"] else "–",
                      fmt_summary(row["plain_cpu"]), fmt_summary(row["primary_cpu"])])
@@ -151,13 +158,16 @@ def add_replication(report, doc):
     report.data["replication"] = results
     report.section(
         "2g. The cost of a backup: the same step against a replicated ps (µs)",
-        ["parameters", "step p50", "with backup p50", "ratio", "step p99", "with backup p99",
-         "steps/s", "with backup steps/s", "ps CPU/step", "primary CPU/step"],
+        ["parameters", "step p50", "with backup p50", "ratio", "backup without lease p50", "lease's ratio",
+         "step p99", "with backup p99", "steps/s", "with backup steps/s", "ps CPU/step", "primary CPU/step"],
         rows,
         ["`step_replicated/N` in bench_roundtrip: the same worker step against a ps started with "
          "`--ps_backup_hosts` and its backup (`--job_name=ps_backup`) on this machine. The primary answers "
          "only once the backup has applied the gradient: one more round trip, and the push's bytes sent "
-         "once more, per step. Steps/s is one worker stepping back to back (10⁶ / p50)."])
+         "once more, per step. Steps/s is one worker stepping back to back (10⁶ / p50). The lease's cost: "
+         "`step_replicated_unleased/N`, the same pair with `--ps_lease_ms=0`, against `step_replicated/N`; "
+         "the primary checks its lease before each answer, and asks its backup's vote four times a lease "
+         "beside the steps (no witness listens here)."])
 
 
 def add_roundtrip(report, doc):
@@ -556,11 +566,16 @@ def add_replicated_cluster(report, doc):
     for shape in shapes:
         alone = steps.get(shape + " without", {}).get("samples")
         backed = steps.get(shape + " with a backup", {}).get("samples")
+        unleased = steps.get(shape + " with a backup, no lease", {}).get("samples")
         if not alone or not backed:
             continue
         r = ratio(backed, alone)
-        results[shape] = {"without": summary(alone), "with": summary(backed), "ratio": r}
+        lease_ratio = ratio(backed, unleased) if unleased else None
+        results[shape] = {"without": summary(alone), "with": summary(backed), "ratio": r,
+                          "with, no lease": summary(unleased) if unleased else None, "lease ratio": lease_ratio}
         rows.append([shape, fmt_summary(summary(alone)), fmt_summary(summary(backed)), fmt_ratio(r),
+                     fmt_summary(summary(unleased)) if unleased else "–",
+                     fmt_ratio(lease_ratio) if lease_ratio else "–",
                      fmt_summary(summary(cpu.get(shape + " without", {}).get("samples") or [])),
                      fmt_summary(summary(cpu.get(shape + " with a backup", {}).get("samples") or []))])
     if not rows:
@@ -568,12 +583,13 @@ def add_replicated_cluster(report, doc):
     report.data["replicated_cluster"] = results
     report.section(
         "5d. The cost of a backup in updates/s: the same cluster with and without ps:0's backup",
-        ["mode / workers", "global steps/s without", "with a backup", "ratio", "ps:0 CPU/gradient without (µs)",
-         "with a backup (µs)"],
+        ["mode / workers", "global steps/s without", "with a backup", "ratio", "with a backup, no lease",
+         "lease's ratio", "ps:0 CPU/gradient without (µs)", "with a backup (µs)"],
         rows,
         ["bench_cluster `replicated`: ps:0 alone, then ps:0 with a backup (`--ps_backup_hosts`, "
          "`--job_name=ps_backup`) on this machine, alternating per repetition. Every update waits for the backup "
-         "to hold it before the worker hears of it; with more workers the waits overlap. 1M parameters: softmax "
+         "to hold it before the worker hears of it; with more workers the waits overlap. The lease's cost: the "
+         "same pair with `--ps_lease_ms=0` (no lease) against the default. 1M parameters: softmax "
          "on 99,999 features × 10 classes."])
 
 

@@ -108,6 +108,8 @@ void addConnectionArguments(QStringList &args, const ConnectionOptions &c, bool 
         addFlag(args, "heartbeat_ms", QString::number(c.heartbeatMs));
     if (c.dataLink != defaults.dataLink)
         addFlag(args, "data_link", c.dataLink ? QStringLiteral("1") : QStringLiteral("0"));
+    if (c.psLeaseMs != defaults.psLeaseMs)
+        addFlag(args, "ps_lease_ms", QString::number(c.psLeaseMs));
 }
 
 } // namespace

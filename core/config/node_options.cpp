@@ -163,6 +163,13 @@ constexpr FlagInfo kFlags[] = {
      "HTTP/2 keepalive interval; a peer that stops answering (cut link, frozen host) is taken for dead "
      "after about twice this (a killed process is seen at once)",
      "1000"},
+    {"ps_lease_ms", "N", FlagGroup::Faults,
+     "with --ps_backup_hosts: how long a vote for a pair's primary lasts. A primary acknowledges nothing "
+     "once neither its backup nor the witness (the chief worker:0) has renewed it within this, and a "
+     "backup takes over from a dead primary after about this long. 0 turns leases off, as before they "
+     "existed: under a network partition both processes of a pair may then serve (for measuring the "
+     "lease's cost)",
+     "1000"},
     {"max_message_bytes", "N", FlagGroup::Faults,
      "largest message a task sends or accepts; larger ones are refused (RESOURCE_EXHAUSTED) and the "
      "task keeps serving. Must hold one step of the model (4 bytes per parameter); a ps task's tables "
@@ -366,8 +373,8 @@ TrainingOptions parseTraining(const FlagValues &p, const ClusterSpec &cluster)
 
 const std::vector<std::string> &connectionFlagNames()
 {
-    static const std::vector<std::string> names
-        = {"tls_cert", "tls_key", "tls_ca", "tls_mutual", "max_message_bytes", "heartbeat_ms", "data_link"};
+    static const std::vector<std::string> names = {"tls_cert",          "tls_key",      "tls_ca",    "tls_mutual",
+                                                   "max_message_bytes", "heartbeat_ms", "data_link", "ps_lease_ms"};
     return names;
 }
 
@@ -382,6 +389,10 @@ ConnectionOptions connectionFromFlags(const FlagValues &p)
     // a few kB for metadata.
     p.integer("max_message_bytes", &c.maxMessageBytes, 4096);
     p.integer("heartbeat_ms", &c.heartbeatMs, 100, 600000);
+    p.integer("ps_lease_ms", &c.psLeaseMs, 0, 60000);
+    if (c.psLeaseMs > 0 && c.psLeaseMs < 100)
+        throw InputError("--ps_lease_ms=" + std::to_string(c.psLeaseMs)
+                         + " is shorter than a vote's round trip may take: give 100 to 60000 ms (0 turns leases off)");
     p.boolean("data_link", &c.dataLink);
     return c;
 }

@@ -90,6 +90,7 @@ struct ConnectionOptions
     bool tlsMutual = false;                 // --tls_mutual: servers require a client certificate too
     int maxMessageBytes = 64 * 1024 * 1024; // --max_message_bytes
     int heartbeatMs = 1000;                 // --heartbeat_ms
+    int psLeaseMs = 1000;                   // --ps_lease_ms: a replicated pair's lease (node/lease.h)
     bool dataLink = true;                   // --data_link: big tensors' values beside the stream (wire/data_link.h)
     bool tls() const { return !tlsCert.empty() || !tlsKey.empty() || !tlsCa.empty() || tlsMutual; }
 };

@@ -661,7 +661,8 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
         const auto &f = event.failover();
         line = "{\"type\":\"failover\",\"global_step\":" + std::to_string(f.global_step())
                + ",\"wall_time\":" + wallClock(f.wall_time()) + ",\"new_primary\":" + quoted(f.new_primary())
-               + ",\"old_primary\":" + quoted(f.old_primary()) + ",\"reason\":" + quoted(f.reason()) + "}";
+               + ",\"old_primary\":" + quoted(f.old_primary()) + ",\"epoch\":" + std::to_string(f.epoch())
+               + ",\"reason\":" + quoted(f.reason()) + "}";
     }
     return line;
 }

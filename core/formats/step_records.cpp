@@ -150,6 +150,7 @@ bool eventFromJson(const QString &type, const QJsonObject &o, proto::TelemetryEv
         f->set_wall_time(o.value(QStringLiteral("wall_time")).toDouble());
         f->set_new_primary(ss(o.value(QStringLiteral("new_primary")).toString()));
         f->set_old_primary(ss(o.value(QStringLiteral("old_primary")).toString()));
+        f->set_epoch(integer(o, "epoch"));
         f->set_reason(ss(o.value(QStringLiteral("reason")).toString()));
         return true;
     }

@@ -63,6 +63,11 @@ PsTask::PsTask(NodeOptions options, RpcSettings rpc, Log log, PsTransport transp
     }()))
     , m_workers(size_t(m_options.workerSlots()))
 {
+    // Before the server answers its first vote: a process that has just
+    // started promises none for a lease (node/lease.h).
+    if (leased())
+        m_voter.emplace(m_options.cluster, psName() + "'s process at " + ownAddress(),
+                        std::vector<int>{m_options.task.index}, leaseLength());
     if (isCoordinator()) {
         m_policy.emplace(
             m_options.workerSlots(), m_options.training.mode,
@@ -84,6 +89,8 @@ PsTask::~PsTask()
     requestStop("shutting down");
     if (m_followThread.joinable())
         m_followThread.join();
+    for (std::thread &renewal : m_leaseThreads)
+        renewal.join();
 }
 
 void PsTask::note(const std::string &line) const
@@ -96,8 +103,15 @@ void PsTask::start()
 {
     if (m_transport.serve)
         m_server = m_transport.serve(*this);
-    if (m_options.cluster.replicated())
+    if (m_options.cluster.replicated()) {
         chooseRole();
+        if (leased())
+            startLeaseRenewal();
+        else
+            m_log(psName() + " at " + ownAddress()
+                  + " has no lease (--ps_lease_ms=0): under a network partition both processes of the pair may "
+                    "serve, each acknowledging updates the other never sees");
+    }
 
     if (isCoordinator() && m_role != proto::REPLICA_BACKUP && !m_options.training.logdir.empty())
         writeRunClusterJson(m_options.training.logdir, m_options.cluster.toJson(), m_options.training.toJson());
@@ -109,6 +123,10 @@ void PsTask::start()
     if (m_role == proto::REPLICA_BACKUP) {
         m_log(taskStateLine({m_options.task, TaskPhase::Waiting,
                              "backup of " + psName() + ": following its primary at " + peerAddress()}));
+        {
+            std::lock_guard lock(m_mutex);
+            m_followThreadRunning = true;
+        }
         m_followThread = std::thread([this] { followPrimary(); });
     } else {
         m_log(taskStateLine(
@@ -128,6 +146,7 @@ void PsTask::requestStop(const std::string &reason)
             m_primaryLink->cancel();
     }
     m_changed.notify_all();
+    m_leaseChanged.notify_all();
     m_replicaChanged.notify_all();
     m_recordQueued.notify_all();
     m_runWake.notify_all();
@@ -223,10 +242,14 @@ CallStatus PsTask::train(TrainStream &stream)
             CallStatus error;
             // The last change this answer reflects: the backup must hold it first.
             int64_t replicateThrough = 0;
+            bool acknowledges = true;
             bool wakeHeld = false;
             {
                 std::unique_lock lock(m_mutex);
-                if (const CallStatus notServing = servesLocked(lock); !notServing.ok())
+                // A goodbye, and a join told to wait for the chief, tell the
+                // worker nothing of the pair's state: they need no lease.
+                acknowledges = !request.has_leave() && !(request.has_join() && !m_initialized);
+                if (const CallStatus notServing = servesLocked(lock, acknowledges); !notServing.ok())
                     return notServing;
                 if (request.has_join()) {
                     const int index = request.join().worker_index();
@@ -297,7 +320,10 @@ CallStatus PsTask::train(TrainStream &stream)
                 m_changed.notify_all();
             if (!error.ok())
                 return error;
-            awaitBackup(replicateThrough);
+            int64_t epoch = 0;
+            if (const CallStatus acknowledged = awaitBackup(replicateThrough, &epoch, acknowledges); !acknowledged.ok())
+                return acknowledged;
+            response.set_lease_epoch(epoch);
             const bool sent = stream.write(response, answerValues.values());
             answerValues.release(); // the next update of the shard need not copy
             if (!sent)
@@ -373,8 +399,7 @@ CallStatus PsTask::initialize(const proto::InitializeRequest &request, proto::In
                    "if it dies first, the backup serves in its place without them and says how many were lost");
     }
     // The chief goes on (and checkpoints) only once the backup holds the variables too.
-    awaitBackup(replicateThrough);
-    return {};
+    return awaitBackup(replicateThrough);
 }
 
 CallStatus PsTask::initializeLocked(const proto::InitializeRequest &request, proto::InitializeResponse *response)
@@ -475,8 +500,7 @@ CallStatus PsTask::setMode(const proto::SetModeRequest &request, proto::SetModeR
         response->set_global_step(change.globalStep);
         replicateThrough = lastRecordLocked();
     }
-    awaitBackup(replicateThrough);
-    return {};
+    return awaitBackup(replicateThrough);
 }
 
 UpdatePolicy::ModeChange PsTask::setModeLocked(const proto::SetModeRequest &request)

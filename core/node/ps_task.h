@@ -14,6 +14,7 @@
 #include "engine/update_policy.h"
 #include "formats/open_metrics.h"
 #include "formats/run_log.h"
+#include "node/lease.h"
 #include "node/ps_meters.h"
 #include "wire/ps_calls.h"
 #include "wire/ps_transport.h"
@@ -91,6 +92,8 @@ public:
     // answers wait for the backup's acknowledgement. Blocks. Unavailable when
     // this task is not the primary; AlreadyExists when it has a backup.
     CallStatus follow(FollowStream &stream) override;
+    // PsLease.Vote: this process's vote for its pair's lease (ps_task_lease.cpp).
+    std::string vote(const proto::VoteRequest &request, proto::VoteResponse *response) override;
 
     // How ps:0 decides between two processes that claim one worker index.
     struct IdentityTimings
@@ -209,8 +212,13 @@ private:
     // The sequence number of the last change made.
     int64_t lastRecordLocked() const { return m_recordSequence; }
     // Blocks until the backup applied every change up to `sequence`, or is
-    // gone (then the primary trains on alone, and says so).
-    void awaitBackup(int64_t sequence);
+    // gone (then the primary trains on alone, and says so). Then, in a
+    // replicated pair, whether this process may acknowledge: Unavailable
+    // when it does not hold its lease (or no longer serves); `epoch` gets
+    // the lease epoch the answer goes out under. An answer that tells the
+    // worker nothing of the pair's state (a join told to wait for the
+    // chief) needs no lease (`acknowledges` false).
+    CallStatus awaitBackup(int64_t sequence, int64_t *epoch = nullptr, bool acknowledges = true);
     proto::ReplicaState exportStateLocked() const;
     proto::ReplicaStatus replicaStatusLocked() const;
     // Throws InputError when the state does not fit this task's cluster.
@@ -227,7 +235,9 @@ private:
     // Before a call that changes or reads the pair's state: fine on the
     // primary (or a ps without a backup); a backup takes over or says where
     // the primary is; a process still choosing its role says to ask again.
-    CallStatus servesLocked(std::unique_lock<std::mutex> &lock);
+    // A call that acknowledges nothing (a worker's goodbye) does not wait
+    // for the lease (`acknowledges` false).
+    CallStatus servesLocked(std::unique_lock<std::mutex> &lock, bool acknowledges = true);
     // The backup becomes the pair's primary; `why` goes to the log. A backup
     // without the state takes over as a ps that lost its memory: the chief
     // gives it the variables again.
@@ -237,6 +247,34 @@ private:
     std::chrono::milliseconds emptyTakeOverAfter() const { return std::chrono::milliseconds(3 * m_rpc.heartbeatMs); }
     // After taking over: workers that did not come back by now are dead.
     void checkRejoinDeadlineLocked();
+
+    // --- the lease (ps_task_lease.cpp) ---
+    // A replicated pair with leases (--ps_lease_ms above 0, the default).
+    bool leased() const { return m_options.cluster.replicated() && m_options.connection.psLeaseMs > 0; }
+    std::chrono::milliseconds leaseLength() const;
+    // worker:0's address: the witness of every pair's lease.
+    std::string witnessAddress() const;
+    // "the witness worker:0 at ..." or "the pair's other process at ...".
+    std::string describeVoter(const std::string &address) const;
+    // A replicated pair's primary may acknowledge while it holds its lease;
+    // a ps task without a backup always may.
+    bool leaseHeldLocked(LeaseClock::time_point now) const;
+    // Why it does not hold it, voter by voter, in words.
+    std::string leaseProblemLocked() const;
+    // Waits up to a lease for it to be renewed; Unavailable, in words, if not.
+    CallStatus awaitLeaseLocked(std::unique_lock<std::mutex> &lock);
+    // At start: this process's vote, and a thread per voter that renews the
+    // lease while this process is the primary.
+    void startLeaseRenewal();
+    void renewLease(const std::string &voter);
+    void countVoteLocked(const std::string &voter, int64_t epoch, LeaseClock::time_point askedAt,
+                         const VoteResult &result);
+    // A backup that is to take over wins the lease first, under a higher
+    // epoch: its own vote and the witness's or its old primary's.
+    CallStatus winLeaseLocked(std::unique_lock<std::mutex> &lock);
+    // A primary whose lease ended learns that another epoch began: it stops
+    // serving, drops its state and follows the other process.
+    void stepDownLocked(const std::string &why);
     std::string peerAddress() const;
     // The transport's askPeer; without a transport (in-process) no peer is
     // there.
@@ -430,6 +468,24 @@ private:
     int64_t m_acknowledgedLost = 0;
     std::unique_ptr<PrimaryLink> m_primaryLink;
     std::thread m_followThread;
+    bool m_followThreadRunning = false; // followPrimary() has not returned
+
+    // The lease. This process's vote (replicated tasks only), the promises
+    // it holds as primary, the epoch it serves under (a backup: the last it
+    // knows), the highest a voter reported, and each voter's last refusal.
+    std::optional<LeaseVoter> m_voter;
+    LeaseHold m_lease;
+    int64_t m_epoch = 0;
+    int64_t m_epochSeen = 0;
+    std::map<std::string, std::string> m_voterProblems;
+    bool m_leaseLapseLogged = false;
+    // Changes when the votes held so far stop counting (the backup went):
+    // a renewal asked before does not count, and the renewals ask at once.
+    uint64_t m_leaseRound = 0;
+    bool m_campaigning = false;
+    // The lease was won, renewed or lost, or the role changed.
+    std::condition_variable m_leaseChanged;
+    std::vector<std::thread> m_leaseThreads;
     // After taking over: when workers that did not rejoin count as dead.
     std::optional<std::chrono::steady_clock::time_point> m_rejoinDeadline;
 

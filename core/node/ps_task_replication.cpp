@@ -121,7 +121,7 @@ void PsTask::chooseRole()
     take(proto::REPLICA_PRIMARY);
 }
 
-CallStatus PsTask::servesLocked(std::unique_lock<std::mutex> &lock)
+CallStatus PsTask::servesLocked(std::unique_lock<std::mutex> &lock, bool acknowledges)
 {
     if (m_role == proto::REPLICA_ROLE_UNSPECIFIED && m_options.cluster.replicated())
         return CallStatus::unavailable(psName() + " at " + ownAddress()
@@ -129,6 +129,8 @@ CallStatus PsTask::servesLocked(std::unique_lock<std::mutex> &lock)
                                        + ", which of the two serves; ask again in a moment");
     if (m_role == proto::REPLICA_BACKUP)
         return takeOverIfPrimaryGone(lock);
+    if (acknowledges && m_role == proto::REPLICA_PRIMARY && leased() && !m_lease.held(LeaseClock::now()))
+        return awaitLeaseLocked(lock);
     return {};
 }
 
@@ -150,14 +152,23 @@ void PsTask::publishAcknowledgedLocked()
     }
 }
 
-void PsTask::awaitBackup(int64_t sequence)
+CallStatus PsTask::awaitBackup(int64_t sequence, int64_t *epoch, bool acknowledges)
 {
-    if (sequence == 0)
-        return;
+    if (!m_options.cluster.replicated())
+        return {};
     std::unique_lock lock(m_mutex);
     // Without a backup (it died or never came) the primary trains on alone:
     // follow() said so when it went.
-    m_replicaChanged.wait(lock, [&] { return m_ackedSequence >= sequence || !m_follower || m_finished; });
+    if (sequence != 0)
+        m_replicaChanged.wait(lock, [&] { return m_ackedSequence >= sequence || !m_follower || m_finished; });
+    if (!leased())
+        return {};
+    if (acknowledges && !leaseHeldLocked(LeaseClock::now()))
+        if (const CallStatus notHeld = awaitLeaseLocked(lock); !notHeld.ok())
+            return notHeld;
+    if (epoch)
+        *epoch = m_epoch;
+    return {};
 }
 
 CallStatus PsTask::follow(FollowStream &stream)
@@ -270,6 +281,14 @@ CallStatus PsTask::follow(FollowStream &stream)
         m_follower.reset();
         publishAcknowledgedLocked(); // all of them: no backup to wait for
         m_backupLostReason = "its backup " + who + " went: " + lostBecause;
+        // Acknowledging alone from now on, it must know that no other
+        // process may serve meanwhile: a vote promised before the backup
+        // went does not say so (the witness may be cut off with the
+        // backup, which then takes over without these updates). Until a
+        // voter promises its vote afresh, nothing is acknowledged.
+        m_lease.clear();
+        ++m_leaseRound;
+        m_leaseChanged.notify_all();
         if (!m_finished)
             m_log(psName() + " lost its backup " + who + ": " + lostBecause
                   + ". It trains on alone, and its updates are not replicated until a backup attaches again (start "
@@ -304,6 +323,12 @@ proto::ReplicaStatus PsTask::replicaStatusLocked() const
     status.set_failovers(m_failovers);
     status.set_last_failover_step(m_lastFailoverStep);
     status.set_acknowledged_updates_lost(m_acknowledgedLost);
+    status.set_epoch(m_epoch);
+    if (m_role == proto::REPLICA_PRIMARY) {
+        status.set_lease_held(!leased() || m_lease.held(LeaseClock::now()));
+        if (!status.lease_held())
+            status.set_lease_problem(leaseProblemLocked());
+    }
     return status;
 }
 
@@ -318,6 +343,7 @@ proto::ReplicaState PsTask::exportStateLocked() const
     state.set_updates_applied(m_updatesApplied);
     state.set_failovers(m_failovers);
     state.set_last_failover_step(m_lastFailoverStep);
+    state.set_epoch(m_epoch);
     for (const int64_t update : m_incompleteUpdates)
         state.add_incomplete_updates(update);
     if (m_policy) {
@@ -349,6 +375,9 @@ void PsTask::importStateLocked(const proto::ReplicaState &state)
     m_updatesApplied = state.updates_applied();
     m_failovers = state.failovers();
     m_lastFailoverStep = state.last_failover_step();
+    m_epoch = state.epoch();
+    if (m_voter)
+        m_voter->sawEpoch(m_options.task.index, m_epoch);
     m_incompleteUpdates = {state.incomplete_updates().begin(), state.incomplete_updates().end()};
     m_pendingUpdates.clear();
     if (m_policy) {
@@ -469,8 +498,10 @@ void PsTask::followPrimary()
         PrimaryLink *link = nullptr;
         {
             std::lock_guard lock(m_mutex);
-            if (m_finished || m_role != proto::REPLICA_BACKUP)
+            if (m_finished || m_role != proto::REPLICA_BACKUP) {
+                m_followThreadRunning = false;
                 return;
+            }
             m_primaryLink = m_transport.followPrimary(primary);
             link = m_primaryLink.get();
         }
@@ -541,8 +572,10 @@ void PsTask::followPrimary()
         std::unique_lock lock(m_mutex);
         m_primaryLink.reset();
         m_following = false;
-        if (m_finished || m_role != proto::REPLICA_BACKUP)
+        if (m_finished || m_role != proto::REPLICA_BACKUP) {
+            m_followThreadRunning = false;
             return;
+        }
         m_primaryLostReason = broke.empty() ? ended : broke;
         if (!m_primaryGoneSince)
             m_primaryGoneSince = std::chrono::steady_clock::now();
@@ -568,6 +601,7 @@ void PsTask::followPrimary()
             const PeerStatus peer = askPeer(primary, std::chrono::milliseconds(m_rpc.heartbeatMs));
             lock.lock();
             if (peer.reached && peer.role == proto::REPLICA_BACKUP && !peer.holdsState
+                && m_role == proto::REPLICA_BACKUP && (!leased() || winLeaseLocked(lock).ok())
                 && m_role == proto::REPLICA_BACKUP)
                 takeOverLocked("the process at " + primary + " came back without the state and follows this one");
         }
@@ -591,6 +625,9 @@ CallStatus PsTask::takeOverIfPrimaryGone(std::unique_lock<std::mutex> &lock)
         return {}; // another call made it take over meanwhile
     if (peer.reached && peer.role == proto::REPLICA_PRIMARY)
         return CallStatus::unavailable(self + " is the backup; its primary at " + primary + " serves: turn to it");
+    if (leased())
+        if (const CallStatus won = winLeaseLocked(lock); !won.ok() || m_role != proto::REPLICA_BACKUP)
+            return won;
     takeOverLocked(peer.reached ? "its primary at " + primary + " answers as a backup"
                                 : "its primary at " + primary + " is gone (" + m_primaryLostReason
                                       + "; asked again: " + peer.error + ")");
@@ -631,6 +668,9 @@ CallStatus PsTask::takeOverWithoutStateIfPrimaryGone(std::unique_lock<std::mutex
     if (peer.reached)
         return CallStatus::unavailable(self + " is a backup that holds no state yet; its primary at " + primary
                                        + " answers again: turn to it");
+    if (leased())
+        if (const CallStatus won = winLeaseLocked(lock); !won.ok() || m_role != proto::REPLICA_BACKUP)
+            return won;
     takeOverLocked("its primary at " + primary + " is gone (" + m_primaryLostReason + "; asked again: " + peer.error
                    + ") and no process holds the pair's state: the primary trained without a backup attached");
     return {};
@@ -680,19 +720,22 @@ void PsTask::takeOverLocked(const std::string &why)
         failover->set_new_primary(ownAddress());
         failover->set_old_primary(peerAddress());
         failover->set_reason(why);
+        failover->set_epoch(m_epoch);
         publishLocked(event);
     }
     if (empty) {
         m_tookOverEmpty = true;
         m_hasState = true; // the pair's state is what this process serves from now on
-        m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary WITHOUT its state: " + why
+        m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary WITHOUT its state (epoch "
+              + std::to_string(m_epoch) + "): " + why
               + ". It lost the pair's memory as a restarted ps without a backup does: the chief gives it the "
                 "variables again (from its newest checkpoint, or the chief's own last values), and every update the "
                 "old primary acknowledged after that point is lost; each worker that rejoins says how many it had "
                 "acknowledged. A backup started again at "
               + peerAddress() + " follows it");
     } else {
-        m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + ": " + why
+        m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + " (epoch "
+              + std::to_string(m_epoch) + "): " + why
               + ". No acknowledged update is lost; the workers turn to it, and a backup started again at "
               + peerAddress() + " follows it");
     }
@@ -700,6 +743,7 @@ void PsTask::takeOverLocked(const std::string &why)
         {m_options.task, TaskPhase::Serving, "primary of " + psName() + " (took over from " + peerAddress() + ")"}));
     m_changed.notify_all();
     m_runWake.notify_all();
+    m_leaseChanged.notify_all();
 }
 
 void PsTask::checkRejoinDeadlineLocked()

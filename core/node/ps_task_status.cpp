@@ -20,14 +20,21 @@ proto::TaskStatusResponse PsTask::taskStatus()
     status.set_task_index(m_options.task.index);
     status.set_pid(::getpid());
     status.set_steps(m_policy ? m_policy->globalStep() : m_updatesApplied);
-    status.set_state(m_finished ? "finished"
-                     : m_role == proto::REPLICA_ROLE_UNSPECIFIED && m_options.cluster.replicated()
-                         ? "starting: asking the other process of " + psName() + "'s pair which one serves"
-                     : m_role == proto::REPLICA_BACKUP
-                         ? "backup of " + psName() + ", following its primary at " + peerAddress()
-                     : m_initialized ? "serving"
-                                     : "waiting for the chief worker:0 to initialise the variables");
-    status.set_replica_role(m_role);
+    // A primary with variables that does not hold its lease serves nobody
+    // until it does: it answers as a process still taking its role, so that
+    // a worker (or the app) that reaches both processes of the pair turns
+    // to the other. Before the chief initialised it, a worker's join is
+    // told to wait for the chief, which needs no lease.
+    const bool servesNow = m_role != proto::REPLICA_PRIMARY || !m_initialized || leaseHeldLocked(LeaseClock::now());
+    status.set_state(
+        m_finished ? "finished"
+        : m_role == proto::REPLICA_ROLE_UNSPECIFIED && m_options.cluster.replicated()
+            ? "starting: asking the other process of " + psName() + "'s pair which one serves"
+        : m_role == proto::REPLICA_BACKUP ? "backup of " + psName() + ", following its primary at " + peerAddress()
+        : !servesNow ? "primary of " + psName() + " without its lease, acknowledging nothing: " + leaseProblemLocked()
+        : m_initialized ? "serving"
+                        : "waiting for the chief worker:0 to initialise the variables");
+    status.set_replica_role(servesNow ? m_role : proto::REPLICA_ROLE_UNSPECIFIED);
     status.set_replica_holds_state(m_role == proto::REPLICA_BACKUP ? m_hasState : m_initialized);
     if (m_options.cluster.replicated())
         status.set_replica_peer(peerAddress());

@@ -37,6 +37,10 @@ struct WorkerTask::PsConnection
     // joining again, so that a replicated ps:0 that took over can tell
     // whether acknowledged updates were lost.
     int64_t acknowledged = 0;
+    // With --ps_backup_hosts: the highest lease epoch the task's pair has
+    // answered under. An answer under a lower one comes from a process
+    // that was deposed, and is refused (answerIsCurrent).
+    int64_t epoch = 0;
 
     // A new Train stream to the serving process, in place of the last.
     void openStream()

@@ -218,6 +218,18 @@ void WorkerTask::start()
               + ", jitter " + std::to_string(response.compute_jitter()).substr(0, 4));
         return response;
     };
+    // The chief is the witness of every replicated pair's lease
+    // (node/lease.h): the third vote, beside the pair's own two.
+    if (m_options.task.index == 0 && m_options.cluster.replicated() && m_options.connection.psLeaseMs > 0) {
+        std::vector<int> pairs(size_t(m_options.cluster.numPs()));
+        std::iota(pairs.begin(), pairs.end(), 0);
+        m_witness.emplace(m_options.cluster,
+                          "the witness worker:0 at " + m_options.cluster.address(m_options.task).toString(), pairs,
+                          std::chrono::milliseconds(m_options.connection.psLeaseMs));
+        callbacks.vote = [this](const proto::VoteRequest &request, proto::VoteResponse *response) {
+            return m_witness->vote(request, response);
+        };
+    }
     if (m_transport.serveControl)
         m_server = m_transport.serveControl(m_options.task, m_options.cluster.address(m_options.task), m_rpc,
                                             std::move(callbacks), m_log);
@@ -467,7 +479,7 @@ bool WorkerTask::step()
     // readParameters() copies them from an answer of another form.
     proto::TrainResponse &response = ps0.answer;
     bool delivered = false;
-    if (!ps0.stream->read(&response, parameterDestinations(0), &delivered))
+    if (!ps0.stream->read(&response, parameterDestinations(0), &delivered) || !answerIsCurrent(ps0, response))
         return false;
     const auto &decision = response.push();
     if (!delivered)
@@ -491,7 +503,8 @@ bool WorkerTask::step()
     }
     for (size_t k = 1; k < m_ps.size(); ++k) {
         proto::TrainResponse &shardResponse = m_ps[k]->answer;
-        if (!m_ps[k]->stream->read(&shardResponse, parameterDestinations(int(k)), &delivered))
+        if (!m_ps[k]->stream->read(&shardResponse, parameterDestinations(int(k)), &delivered)
+            || !answerIsCurrent(*m_ps[k], shardResponse))
             return false;
         if (!delivered)
             readParameters(int(k), shardResponse.push().parameters());
@@ -524,6 +537,20 @@ bool WorkerTask::step()
     if (counted && display > 0 && decision.update() > 0 && decision.update() % display == 0)
         logStep(decision, batchLoss);
     return true;
+}
+
+bool WorkerTask::answerIsCurrent(PsConnection &ps, const proto::TrainResponse &answer)
+{
+    if (answer.lease_epoch() >= ps.epoch) {
+        ps.epoch = answer.lease_epoch();
+        return true;
+    }
+    m_log("worker:" + std::to_string(m_options.task.index) + " refuses an answer of ps:" + std::to_string(ps.index)
+          + " at " + ps.address + " under lease epoch " + std::to_string(answer.lease_epoch())
+          + ": its pair answered under epoch " + std::to_string(ps.epoch)
+          + " before, so that process no longer serves (its lease ended). The step is not counted; "
+            "the worker turns to the process that serves");
+    return false;
 }
 
 bool WorkerTask::measureForChief(ChiefMeasurement *measured)

@@ -8,6 +8,7 @@
 #include "formats/open_metrics.h"
 #include "formats/task_state_line.h"
 #include "node/chief_measurement.h"
+#include "node/lease.h"
 #include "node/worker_meters.h"
 #include "wire/ps_client.h"
 #include "wire/task_control.h"
@@ -94,6 +95,11 @@ private:
     // Copies the pieces of the variables ps task `ps` answered with into
     // m_params; throws InputError when one has another size than its slice.
     void readParameters(int ps, const google::protobuf::RepeatedPtrField<proto::Tensor> &parameters);
+    // Whether `answer` comes from the process that serves `ps`'s pair now:
+    // with --ps_backup_hosts, one under a lower lease epoch than the pair
+    // answered under before comes from a deposed primary, and is refused
+    // (said in the log; the step is then retried on the other process).
+    bool answerIsCurrent(PsConnection &ps, const proto::TrainResponse &answer);
     // Where ps task `ps`'s answer puts its values: its slices' rows of m_params.
     const TensorDestinations &parameterDestinations(int ps);
     // Loads m_heldOut and checks it fits the model; throws InputError.
@@ -251,6 +257,8 @@ private:
     std::unique_ptr<ChiefDuties> m_chief;
 
     Transport m_transport;
+    // worker:0 of a cluster with --ps_backup_hosts: its vote in every pair's lease.
+    std::optional<LeaseVoter> m_witness;
     std::unique_ptr<TaskControlServer> m_server;
 };
 

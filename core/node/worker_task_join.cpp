@@ -183,6 +183,12 @@ WorkerTask::JoinOutcome WorkerTask::joinAll(std::string *why)
                 setState(TaskPhase::Waiting, *why);
                 return JoinOutcome::Lost;
             }
+            if (!answerIsCurrent(*ps, response)) {
+                *why = "reconnecting: ps:" + std::to_string(ps->index) + " at " + ps->address
+                       + " answered under an ended lease";
+                setState(TaskPhase::Waiting, *why);
+                return JoinOutcome::Lost;
+            }
             const auto &join_ = response.join();
             if (!join_.ready()) {
                 const std::string what = "waiting for " + join_.waiting_for();

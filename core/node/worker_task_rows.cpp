@@ -153,7 +153,7 @@ bool WorkerTask::pullRows(const std::vector<std::vector<uint64_t>> &ids, bool lo
             if (round >= pulls[k].size())
                 continue;
             proto::TrainResponse &answer = answers[k].emplace_back();
-            if (!m_ps[k]->stream->read(&answer))
+            if (!m_ps[k]->stream->read(&answer) || !answerIsCurrent(*m_ps[k], answer))
                 return false;
             if (!answer.has_pull())
                 throw InputError("ps:" + std::to_string(k)

@@ -151,6 +151,9 @@ public:
     virtual CallStatus snapshot(proto::SnapshotResponse *response) = 0;
     // PsReplication, on a replicated pair's primary.
     virtual CallStatus follow(FollowStream &stream) = 0;
+    // PsLease, on both processes of a replicated pair: this process's vote
+    // for its pair's lease. Returns what is wrong with the request, or "".
+    virtual std::string vote(const proto::VoteRequest &request, proto::VoteResponse *response) = 0;
     // ClusterControl and Telemetry, on ps:0.
     virtual CallStatus setMode(const proto::SetModeRequest &request, proto::SetModeResponse *response) = 0;
     virtual proto::ClusterStatusResponse clusterStatus() = 0;

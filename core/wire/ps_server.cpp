@@ -5,6 +5,7 @@
 #include "wire/cluster_token.h"
 #include "wire/connect_probe.h"
 #include "wire/data_link.h"
+#include "wire/lease_service.h"
 #include "wire/rpc.h"
 #include "wire/task_server.h"
 #include "wire/token_check.h"
@@ -559,8 +560,14 @@ PsServer::PsServer(PsHandler &task, const NodeOptions &options, const RpcSetting
             std::max(std::chrono::milliseconds(2 * rpc.heartbeatMs), std::chrono::milliseconds(2000)),
             clusterPorts(options.cluster));
     m_services.push_back(std::make_unique<ParameterServiceImpl>(task, *m_auth, m_dataLinks.get(), rpc.maxMessageBytes));
-    if (options.cluster.replicated())
+    if (options.cluster.replicated()) {
         m_services.push_back(std::make_unique<PsReplicationImpl>(task, *m_auth, rpc.maxMessageBytes));
+        m_services.push_back(std::make_unique<PsLeaseService>(
+            [&task](const proto::VoteRequest &request, proto::VoteResponse *response) {
+                return task.vote(request, response);
+            },
+            m_auth.get()));
+    }
     if (options.task.index == 0) {
         m_services.push_back(std::make_unique<ClusterControlImpl>(task, *m_auth));
         m_services.push_back(std::make_unique<TelemetryImpl>(task, *m_auth));
@@ -670,6 +677,9 @@ PsTransport grpcPsTransport(const NodeOptions &options, const RpcSettings &rpc, 
     };
     transport.stopOtherPsTasks
         = [cluster = options.cluster, rpc, log](const std::string &own) { stopOtherPsTasks(cluster, own, rpc, log); };
+    transport.askVote = [voters = std::make_shared<LeaseVoters>(rpc)](
+                            const std::string &address, const proto::VoteRequest &request,
+                            std::chrono::milliseconds timeout) { return voters->ask(address, request, timeout); };
     return transport;
 }
 

@@ -7,6 +7,7 @@
 // task given none is reached in-process only, as the tests and the fuzzer
 // reach it.
 
+#include "wire/lease_calls.h"
 #include "wire/ps_calls.h"
 
 #include <chrono>
@@ -39,6 +40,11 @@ struct PsTransport
     std::function<std::unique_ptr<PrimaryLink>(const std::string &address)> followPrimary;
     // Asks the process at `address` who it is, waiting at most `timeout`.
     std::function<PeerStatus(const std::string &address, std::chrono::milliseconds timeout)> askPeer;
+    // Asks the voter at `address` (the pair's other process, or the witness)
+    // for its vote, waiting at most `timeout`.
+    std::function<VoteResult(const std::string &address, const proto::VoteRequest &request,
+                             std::chrono::milliseconds timeout)>
+        askVote;
     // ps:0 at the end of the run: asks every other ps process but `own` to
     // stop; blocks up to 2 s a process.
     std::function<void(const std::string &own)> stopOtherPsTasks;

@@ -8,6 +8,7 @@
 
 #include "config/cluster_spec.h"
 #include "proto/parasync.pb.h"
+#include "wire/lease_calls.h"
 #include "wire/rpc_settings.h"
 
 #include <chrono>
@@ -26,6 +27,10 @@ struct TaskControlCallbacks
     std::function<int(int delayMs)> setStraggler;
     // Empty for ps tasks. Gets a checked request; answers the pace in force.
     std::function<proto::SetPaceResponse(const proto::SetPaceRequest &)> setPace;
+    // The chief worker:0 of a cluster with --ps_backup_hosts: its vote as
+    // the witness of every pair's lease (the PsLease service); empty
+    // otherwise, and the service is not offered.
+    VoteAnswer vote;
 };
 
 // A running server; destroying it stops it at once.

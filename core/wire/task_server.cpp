@@ -1,5 +1,6 @@
 #include "wire/task_server.h"
 #include "base/version.h"
+#include "wire/lease_service.h"
 
 #include "base/error.h"
 #include "base/port_holder.h"
@@ -117,8 +118,9 @@ public:
     GrpcTaskControlServer(const TaskId &task, const HostPort &address, const RpcSettings &rpc,
                           TaskControlCallbacks callbacks, std::function<void(const std::string &)> log)
         : m_auth(rpc.clusterToken, std::move(log))
+        , m_lease(callbacks.vote ? std::make_unique<PsLeaseService>(callbacks.vote, &m_auth) : nullptr)
         , m_service(std::move(callbacks), &m_auth)
-        , m_server(startTaskServer(task, address, rpc, {&m_service}))
+        , m_server(startTaskServer(task, address, rpc, services()))
     {
     }
     ~GrpcTaskControlServer() override { m_server->Shutdown(std::chrono::system_clock::now()); }
@@ -129,7 +131,15 @@ public:
     }
 
 private:
+    std::vector<grpc::Service *> services()
+    {
+        std::vector<grpc::Service *> all{&m_service};
+        if (m_lease)
+            all.push_back(m_lease.get());
+        return all;
+    }
     TokenCheck m_auth;
+    std::unique_ptr<PsLeaseService> m_lease;
     TaskControlService m_service;
     std::unique_ptr<grpc::Server> m_server;
 };

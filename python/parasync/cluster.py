@@ -46,6 +46,9 @@ class ClusterConfig:
     tls_key: bytes = b""
     tls_ca: bytes = b""
     heartbeat_ms: int = 1000
+    # With ps_backups: how long the chief's vote in a pair's lease lasts, as
+    # parasync-node's --ps_lease_ms (parasync.lease).
+    ps_lease_ms: int = 1000
     max_message_bytes: int = 64 << 20
     # True: a ps task's join is offered a data link when this worker's
     # variables on it come to 64 KiB or more (as parasync-node's --data_link).
@@ -133,6 +136,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     group.add_argument("--tls_key", help="TLS: the private key of --tls_cert (PEM)")
     group.add_argument("--tls_ca", help="TLS: the CA certificate (PEM) that signed the ps tasks' certificates")
     group.add_argument("--heartbeat_ms", type=int, default=1000, help="HTTP/2 keepalive interval (default 1000)")
+    group.add_argument("--ps_lease_ms", type=int, default=1000,
+                       help="with --ps_backup_hosts: how long the chief's vote in a pair's lease lasts "
+                            "(default 1000; 0: no leases)")
     group.add_argument("--max_message_bytes", type=int, default=64 << 20,
                        help="largest message sent or accepted (default 67108864)")
     add_boolean_argument(group, "data_link", default=True,
@@ -313,6 +319,8 @@ def from_arguments(args: argparse.Namespace, environ: Optional[Mapping[str, str]
         raise ClusterError("give --tls_cert and --tls_key together (a certificate and its private key)")
     if args.heartbeat_ms <= 0:
         raise ClusterError(f"--heartbeat_ms={args.heartbeat_ms}: give a positive number of milliseconds")
+    if args.ps_lease_ms != 0 and not 100 <= args.ps_lease_ms <= 60000:
+        raise ClusterError(f"--ps_lease_ms={args.ps_lease_ms}: give 100 to 60000 milliseconds (0 turns leases off)")
     if args.max_message_bytes < 1024:
         raise ClusterError(f"--max_message_bytes={args.max_message_bytes} is too small to hold a step")
     if args.save_checkpoint_secs < 0:
@@ -331,7 +339,7 @@ def from_arguments(args: argparse.Namespace, environ: Optional[Mapping[str, str]
         tls_cert=_read_file(args.tls_cert, "--tls_cert") if args.tls_cert else b"",
         tls_key=_read_file(args.tls_key, "--tls_key") if args.tls_key else b"",
         tls_ca=_read_file(args.tls_ca, "--tls_ca") if args.tls_ca else b"",
-        heartbeat_ms=args.heartbeat_ms, max_message_bytes=args.max_message_bytes,
+        heartbeat_ms=args.heartbeat_ms, ps_lease_ms=args.ps_lease_ms, max_message_bytes=args.max_message_bytes,
         data_link=bool(getattr(args, "data_link", True)), logdir=args.logdir,
         save_checkpoint_secs=args.save_checkpoint_secs, max_to_keep=args.max_to_keep,
         min_slice_bytes=min_slice_bytes)

@@ -277,7 +277,7 @@ class TrainAnswer:
     When the answer's values come on a data link (values_on_data_link),
     `tensors` holds their shapes, and the link's reader fills arrays of them."""
 
-    __slots__ = ("kind", "message", "tensors", "rows")
+    __slots__ = ("kind", "message", "tensors", "rows", "lease_epoch")
 
     def __init__(self, kind: str, message: Any, tensors: list[Any],
                  rows: Optional[list[tuple[int, npt.NDArray[np.uint64], npt.NDArray[np.float32]]]] = None) -> None:
@@ -285,7 +285,11 @@ class TrainAnswer:
         self.message = message
         self.tensors = tensors
         self.rows = rows or []
+        self.lease_epoch = 0  # TrainResponse.lease_epoch: with a backup, the epoch the ps answered under
 
+
+# TrainResponse.lease_epoch's field number.
+_LEASE_EPOCH = 4
 
 # TrainResponse field -> (kind, message class, its repeated Tensor field, its repeated SparseRows field).
 _ANSWERS: dict[int, tuple[str, Any, int, int]] = {1: ("join", pb.JoinResponse, 4, 0),
@@ -298,7 +302,11 @@ def decode_answer(data: Buffer, copy: bool = True) -> TrainAnswer:
     (its tensors copies, or with copy=False views of `data`: see decode_tensor)."""
     view = memoryview(data)
     answer = None
+    lease_epoch = 0
     for number, wire_type, _, start, end in _fields(view, 0, len(view)):
+        if number == _LEASE_EPOCH and wire_type == 0:
+            lease_epoch, _ = _read_varint(view, start, end)
+            continue
         if number not in _ANSWERS or wire_type != _LEN:
             continue  # a field a newer ps sends; protobuf would skip it too
         kind, message_class, tensor_field, rows_field = _ANSWERS[number]
@@ -323,4 +331,5 @@ def decode_answer(data: Buffer, copy: bool = True) -> TrainAnswer:
         answer = TrainAnswer(kind, message, tensors, rows)
     if answer is None:
         raise WireError("a Train answer with neither join nor push (nor pull)")
+    answer.lease_epoch = lease_epoch
     return answer

@@ -53,7 +53,7 @@ import grpc
 import numpy as np
 import numpy.typing as npt
 
-from parasync import _log, placement, sparse, tensors
+from parasync import _log, lease, placement, sparse, tensors
 from parasync.checkpoints import CheckpointError, CheckpointStore, whole_variables
 from parasync.cluster import TOKEN_METADATA_KEY, ClusterConfig
 from parasync.sparse import TableSpec
@@ -159,12 +159,22 @@ class StepResult:
     rows: dict[str, TableRows] = dataclasses.field(default_factory=dict)
 
 
+class DeposedAnswer(OSError):
+    """An answer of a replicated ps task under a lower lease epoch than its
+    pair answered under before: it comes from a process that no longer
+    serves (its lease ended), and is refused."""
+
+
 class _PsStream:
     """One ps task's Train stream: requests go into a queue that gRPC reads
-    from; answers are read one per request."""
+    from; answers are read one per request. `epochs` (shared by the streams
+    of one worker, kept across reconnections) holds the highest lease epoch
+    each ps task answered under."""
 
-    def __init__(self, index: int, channel: grpc.Channel, metadata: Sequence[tuple[str, str]]) -> None:
+    def __init__(self, index: int, channel: grpc.Channel, metadata: Sequence[tuple[str, str]],
+                 epochs: dict[int, int]) -> None:
         self.index = index
+        self._epochs = epochs
         self.link: Optional[socket.socket] = None  # the data link's socket, once one is open
         self._requests: queue.Queue[Any] = queue.Queue()
         # The answers' parameters stay views of the message until
@@ -178,8 +188,16 @@ class _PsStream:
         self._requests.put(request)
 
     def receive(self) -> tensors.TrainAnswer:
-        """The next answer, in the order of the requests that get one."""
-        return next(self._answers)
+        """The next answer, in the order of the requests that get one; raises
+        DeposedAnswer for one from a process that no longer serves."""
+        answer = next(self._answers)
+        highest = self._epochs.get(self.index, 0)
+        if answer.lease_epoch < highest:
+            raise DeposedAnswer(f"ps:{self.index} answered under lease epoch {answer.lease_epoch}, but its pair "
+                                f"answered under epoch {highest} before: that process no longer serves (its lease "
+                                "ended); the answer is refused")
+        self._epochs[self.index] = answer.lease_epoch
+        return answer
 
     def exchange(self, request: Any) -> tensors.TrainAnswer:
         self.send(request)
@@ -394,6 +412,8 @@ class Worker:
         self._channels = [pair[0] for pair in self._pairs]
         self._serving = list(cluster.ps)
         self._streams: list[Optional[_PsStream]] = [None] * num_ps
+        # The highest lease epoch each ps task answered under (_PsStream.receive).
+        self._epochs: dict[int, int] = {}
         self._stop = threading.Event()
         self._stop_reason = ""
         self.state = "listening"
@@ -632,6 +652,13 @@ class Worker:
         interceptors = [_TokenCheck(self.cluster.token)] if self.cluster.token else []
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), interceptors=interceptors)
         pb_grpc.add_TaskControlServicer_to_server(_TaskControl(self), server)
+        if self.cluster.is_chief and self.cluster.ps_backups and self.cluster.ps_lease_ms > 0:
+            # The chief is the witness of every pair's lease, as parasync-node's is.
+            address = self.cluster.workers[self.cluster.task_index]
+            pb_grpc.add_PsLeaseServicer_to_server(
+                lease.Witness(f"the witness worker:0 at {address}",
+                              [self.cluster.ps_pair(k) for k in range(len(self.cluster.ps))],
+                              self.cluster.ps_lease_ms), server)
         address = self.cluster.workers[self.cluster.task_index]
         if self.cluster.uses_tls and self.cluster.tls_cert:
             credentials = grpc.ssl_server_credentials([(self.cluster.tls_key, self.cluster.tls_cert)])
@@ -801,9 +828,16 @@ class Worker:
             # A join that is not ready yet is asked again on the same stream.
             if stream is None:
                 self._wait_for_ps(k)
-                stream = _PsStream(k, self._channels[k], self._metadata)
+                stream = _PsStream(k, self._channels[k], self._metadata, self._epochs)
             try:
                 answer = stream.exchange(request)
+            except DeposedAnswer as e:
+                stream.cancel()
+                stream = None
+                self._set_state("waiting", f"joining ps:{k}: {e}")
+                self._stop.wait(delay)
+                delay = min(delay * 2, 2.0)
+                continue
             except grpc.RpcError as e:
                 stream = None
                 code = e.code()

@@ -181,6 +181,156 @@ double killAndFailOver(NodeProcess &serving, NodeProcess &survivor, const QStrin
     return seconds;
 }
 
+// Waits until the ps process's periodic status line ("ps:0 state serving:
+// global step 2801, ...") shows a global step above `above`: for a process
+// this test cannot reach.
+bool waitForLoggedGlobalStep(NodeProcess &process, qint64 above,
+                             std::chrono::seconds timeout = std::chrono::seconds(60))
+{
+    static const QRegularExpression line(QStringLiteral("state serving: global step (\\d+)"));
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        auto matches = line.globalMatch(process.output());
+        qint64 last = -1;
+        while (matches.hasNext())
+            last = matches.next().captured(1).toLongLong();
+        if (last > above)
+            return true;
+        QTest::qWait(100);
+    }
+    return false;
+}
+
+// Two hosts joined by a cable a test can pull: this one, reached at an
+// address of its loopback device that the pull leaves alone, and a network
+// namespace routed to it through the cable. Tasks on each side reach the
+// other while the cable is in; pulled, each side reaches only its own.
+class TwoHosts
+{
+public:
+    explicit TwoHosts(int subnet) : m_there(subnet), m_here(QStringLiteral("10.231.%1.1").arg(100 + subnet)) {}
+    ~TwoHosts()
+    {
+        if (m_added)
+            NetNamespace::run({QStringLiteral("addr"), QStringLiteral("del"), m_here + QStringLiteral("/32"),
+                               QStringLiteral("dev"), QStringLiteral("lo")});
+    }
+    bool create(QString *whyNot)
+    {
+        if (!m_there.create(whyNot))
+            return false;
+        // A run killed by its timeout left the address behind.
+        NetNamespace::run({QStringLiteral("addr"), QStringLiteral("del"), m_here + QStringLiteral("/32"),
+                           QStringLiteral("dev"), QStringLiteral("lo")});
+        m_added = NetNamespace::run({QStringLiteral("addr"), QStringLiteral("add"), m_here + QStringLiteral("/32"),
+                                     QStringLiteral("dev"), QStringLiteral("lo")});
+        if (!m_added || !m_there.addRoute(QStringLiteral("default via ") + m_there.hostAddress())) {
+            *whyNot = QStringLiteral("cannot route between the two hosts");
+            return false;
+        }
+        return true;
+    }
+    QString here() const { return m_here + QStringLiteral(":%1").arg(pickFreePort()); }
+    QString there() const { return m_there.address() + QStringLiteral(":%1").arg(pickFreePort()); }
+    const QString &namespaceName() const { return m_there.name(); }
+    bool pullCable() { return m_there.setLinkUp(false); }
+    bool plugCable() { return m_there.setLinkUp(true); }
+
+private:
+    NetNamespace m_there;
+    QString m_here;
+    bool m_added = false;
+};
+
+// A replicated ps:0 with two workers, each process on the side of the cable
+// a test puts it (`thereTasks`: "primary", "backup", "worker:0",
+// "worker:1"). The tasks are off the loopback network, so the cluster has
+// a token, given as a user gives it (the environment) and carried by this
+// test's status calls too.
+struct SplitCluster
+{
+    SplitCluster(TwoHosts &hosts, const QStringList &thereTasks, QStringList extraFlags)
+        : hosts(hosts)
+        , thereTasks(thereTasks)
+    {
+        qputenv(kTokenEnvironmentVariable, QByteArray::fromStdString(generateClusterToken()));
+        const auto address
+            = [&](const QString &task) { return thereTasks.contains(task) ? hosts.there() : hosts.here(); };
+        primary = address(QStringLiteral("primary"));
+        backup = address(QStringLiteral("backup"));
+        workerHosts = QStringList{address(QStringLiteral("worker:0")), address(QStringLiteral("worker:1"))};
+        flags = QStringList{QStringLiteral("--ps_hosts=") + primary,
+                            QStringLiteral("--ps_backup_hosts=") + backup,
+                            QStringLiteral("--worker_hosts=") + workerHosts.join(QLatin1Char(',')),
+                            QStringLiteral("--heartbeat_ms=500"),
+                            QStringLiteral("--mode=async"),
+                            QStringLiteral("--last_step=0"),
+                            QStringLiteral("--compute_ms=2")}
+                + extraFlags;
+    }
+    ~SplitCluster() { qunsetenv(kTokenEnvironmentVariable); }
+
+    std::unique_ptr<NodeProcess> start(const QString &task, const QString &name)
+    {
+        const bool isWorker = task.startsWith(QStringLiteral("worker:"));
+        const QString job
+            = isWorker ? QStringLiteral("worker")
+                       : (task == QStringLiteral("primary") ? QStringLiteral("ps") : QStringLiteral("ps_backup"));
+        const QString index = isWorker ? task.mid(7) : QStringLiteral("0");
+        auto process = std::make_unique<NodeProcess>(
+            name, flags + QStringList{QStringLiteral("--job_name=") + job, QStringLiteral("--task_index=") + index});
+        if (thereTasks.contains(task))
+            process->setNetNamespace(hosts.namespaceName());
+        process->start();
+        return process;
+    }
+
+    // Starts the pair, then the workers, and waits until the backup follows
+    // and the cluster has trained 100 steps.
+    bool startTraining()
+    {
+        first = start(QStringLiteral("primary"), QStringLiteral("ps:0"));
+        second = start(QStringLiteral("backup"), QStringLiteral("ps:0's backup"));
+        if (!second->waitForOutput(QStringLiteral("follows its primary at ") + primary))
+            return false;
+        for (int i = 0; i < 2; ++i)
+            workers.push_back(start(QStringLiteral("worker:%1").arg(i), QStringLiteral("worker:%1").arg(i)));
+        return waitForStatusAt(primary, [](const auto &s) { return s.global_step() > 100; });
+    }
+
+    // Stops the workers and checks, at the process that serves (`at`),
+    // that every update each saw acknowledged was taken, and that nothing
+    // was reported lost.
+    void verifyNothingLost(const QString &at)
+    {
+        for (auto &worker : workers) {
+            worker->terminate();
+            QCOMPARE(worker->waitForExit(), 0);
+        }
+        QVERIFY(waitForStatusAt(at, [](const auto &s) {
+            return s.workers(0).phase() == proto::STOPPED && s.workers(1).phase() == proto::STOPPED;
+        }));
+        proto::ClusterStatusResponse status;
+        QVERIFY(statusAt(at, &status));
+        QCOMPARE(status.replica().acknowledged_updates_lost(), int64_t(0));
+        for (int i = 0; i < 2; ++i) {
+            verifyAcknowledgedWereTaken(status, i, *workers[size_t(i)], 2);
+            if (QTest::currentTestFailed())
+                return;
+        }
+    }
+
+    TwoHosts &hosts;
+    QStringList thereTasks;
+    QString primary;
+    QString backup;
+    QStringList workerHosts;
+    QStringList flags;
+    std::unique_ptr<NodeProcess> first;
+    std::unique_ptr<NodeProcess> second;
+    std::vector<std::unique_ptr<NodeProcess>> workers;
+};
+
 } // namespace
 
 class ReplicatedPsTest : public QObject
@@ -570,7 +720,10 @@ private Q_SLOTS:
         QVERIFY(backupHost.addRoute(QStringLiteral("default via ") + backupHost.hostAddress()));
         const QString primary = primaryHost + QStringLiteral(":%1").arg(pickFreePort());
         const QString backup = backupHost.address() + QStringLiteral(":%1").arg(pickFreePort());
-        const QStringList workerHosts = freeAddresses(2);
+        // The workers beside the primary: the chief worker:0 is the witness
+        // of the pair's lease, which the backup must reach to take over.
+        const QStringList workerHosts{primaryHost + QStringLiteral(":%1").arg(pickFreePort()),
+                                      primaryHost + QStringLiteral(":%1").arg(pickFreePort())};
         const QStringList flags{QStringLiteral("--ps_hosts=") + primary,
                                 QStringLiteral("--ps_backup_hosts=") + backup,
                                 QStringLiteral("--worker_hosts=") + workerHosts.join(QLatin1Char(',')),
@@ -641,6 +794,145 @@ private Q_SLOTS:
         QCOMPARE(second.waitForExit(), 0);
     }
 
+    // The cable cuts the backup off together with worker:1; the primary and
+    // the chief worker:0, the witness, stay on this side. worker:1 turns to
+    // the backup, which cannot win the lease (the witness's vote is the
+    // primary's, and the primary does not answer): no second primary. The
+    // primary trains on with worker:0. With the cable back the backup
+    // follows again and worker:1 trains with the primary, nothing lost.
+    void aPartitionThatCutsTheBackupOffWithAWorkerMakesNoSecondPrimary()
+    {
+        TwoHosts hosts(62);
+        QString whyNot;
+        if (!hosts.create(&whyNot))
+            QSKIP(qPrintable(QStringLiteral("cannot create a separate host (network namespace): ") + whyNot));
+        SplitCluster cluster(hosts, {QStringLiteral("backup"), QStringLiteral("worker:1")}, {});
+        QVERIFY2(cluster.startTraining(), qPrintable(cluster.second->output()));
+
+        QVERIFY(hosts.pullCable());
+        // worker:1, cut off from the primary, asks the backup to serve; the
+        // backup says why it cannot, and worker:1 says it in its state.
+        QVERIFY2(cluster.workers[1]->waitForOutput(QStringLiteral("cannot take over as the pair's primary"),
+                                                   std::chrono::seconds(60)),
+                 qPrintable(cluster.workers[1]->output().right(3000)));
+        proto::ClusterStatusResponse during;
+        QVERIFY(statusAt(cluster.primary, &during));
+        QVERIFY(waitForStatusAt(cluster.primary,
+                                [&](const auto &s) { return s.global_step() > during.global_step() + 200; }));
+        proto::ClusterStatusResponse cut;
+        QVERIFY(statusAt(cluster.primary, &cut));
+        QCOMPARE(cut.replica().role(), proto::REPLICA_PRIMARY);
+        QVERIFY(cut.replica().lease_held());
+        QCOMPARE(cut.replica().epoch(), int64_t(1));
+        QVERIFY2(!cluster.second->output().contains(QStringLiteral("takes over as the pair's primary")),
+                 qPrintable(cluster.second->output()));
+
+        QVERIFY(hosts.plugCable());
+        QVERIFY2(waitForStatusAt(cluster.primary, [](const auto &s) { return s.replica().peer_attached(); }),
+                 qPrintable(cluster.second->output()));
+        QVERIFY(everyWorkerStepsAgain(cluster.primary));
+        QVERIFY2(!cluster.second->output().contains(QStringLiteral("takes over as the pair's primary")),
+                 qPrintable(cluster.second->output()));
+        cluster.verifyNothingLost(cluster.primary);
+        proto::ClusterStatusResponse after;
+        QVERIFY(statusAt(cluster.primary, &after));
+        QCOMPARE(after.replica().failovers(), 0);
+    }
+
+    // The cable cuts the primary off with worker:1; the backup and the chief
+    // (the witness) are on the other side. Within its lease the primary
+    // stops acknowledging (worker:1 is told why); the chief turns to the
+    // backup, which wins the lease under epoch 2 and serves every update
+    // the primary acknowledged. With the cable back the old primary learns
+    // of epoch 2, stops serving, and follows the new primary; worker:1
+    // trains with it. Nothing acknowledged is lost.
+    void aPartitionedPrimaryStopsAcknowledgingWithinItsLease()
+    {
+        TwoHosts hosts(63);
+        QString whyNot;
+        if (!hosts.create(&whyNot))
+            QSKIP(qPrintable(QStringLiteral("cannot create a separate host (network namespace): ") + whyNot));
+        SplitCluster cluster(hosts, {QStringLiteral("backup"), QStringLiteral("worker:0")}, {});
+        QVERIFY2(cluster.startTraining(), qPrintable(cluster.second->output()));
+
+        QVERIFY(hosts.pullCable());
+        QVERIFY2(waitForStatusAt(cluster.primary, [](const auto &s) { return !s.replica().lease_held(); }),
+                 qPrintable(cluster.first->output().right(3000)));
+        QVERIFY2(cluster.first->output().contains(QStringLiteral("does not hold its lease (epoch 1) and "
+                                                                 "acknowledges nothing until it does")),
+                 qPrintable(cluster.first->output().right(3000)));
+        // From here on the old primary moves the global step no more.
+        proto::ClusterStatusResponse stopped;
+        QVERIFY(statusAt(cluster.primary, &stopped));
+        QVERIFY(!stopped.replica().lease_held());
+        QVERIFY2(stopped.replica().lease_problem().find("the witness worker:0 at") != std::string::npos,
+                 stopped.replica().lease_problem().c_str());
+        QVERIFY2(cluster.second->waitForOutput(QStringLiteral("takes over as the pair's primary at global step")),
+                 qPrintable(cluster.second->output().right(3000)));
+        QVERIFY2(cluster.second->output().contains(QStringLiteral("(epoch 2)")),
+                 qPrintable(cluster.second->output().right(3000)));
+        // The backup is behind the cable, out of this test's reach: its log says how it trains.
+        QVERIFY2(waitForLoggedGlobalStep(*cluster.second, stopped.global_step() + 200),
+                 qPrintable(cluster.second->output().right(3000)));
+        proto::ClusterStatusResponse old;
+        QVERIFY(statusAt(cluster.primary, &old));
+        QCOMPARE(old.global_step(), stopped.global_step());
+        QCOMPARE(old.replica().role(), proto::REPLICA_PRIMARY);
+        QVERIFY(!old.replica().lease_held());
+
+        QVERIFY(hosts.plugCable());
+        QVERIFY2(cluster.first->waitForOutput(QStringLiteral("stops serving: ")),
+                 qPrintable(cluster.first->output().right(3000)));
+        QVERIFY2(cluster.first->waitForOutput(QStringLiteral("follows its primary at ") + cluster.backup),
+                 qPrintable(cluster.first->output().right(3000)));
+        QVERIFY(everyWorkerStepsAgain(cluster.backup));
+        cluster.verifyNothingLost(cluster.backup);
+        proto::ClusterStatusResponse after;
+        QVERIFY(statusAt(cluster.backup, &after));
+        QCOMPARE(after.replica().epoch(), int64_t(2));
+        QCOMPARE(after.replica().failovers(), 1);
+    }
+
+    // The primary is killed and the backup takes over; then the cable to the
+    // dead primary's host is pulled and the process is started again there,
+    // as a user restarts it. It cannot reach the pair's other process, nor
+    // the witness: it never holds the lease, so it serves nobody, and says
+    // why. With the cable back it learns of the new epoch and follows.
+    void aProcessRestartedBehindACutLinkDoesNotServe()
+    {
+        TwoHosts hosts(64);
+        QString whyNot;
+        if (!hosts.create(&whyNot))
+            QSKIP(qPrintable(QStringLiteral("cannot create a separate host (network namespace): ") + whyNot));
+        SplitCluster cluster(hosts, {QStringLiteral("primary")}, {});
+        QVERIFY2(cluster.startTraining(), qPrintable(cluster.second->output()));
+        QVERIFY(killAndFailOver(*cluster.first, *cluster.second, cluster.primary, cluster.backup) >= 0);
+        QVERIFY(everyWorkerStepsAgain(cluster.backup));
+
+        QVERIFY(hosts.pullCable());
+        auto restarted = cluster.start(QStringLiteral("primary"), QStringLiteral("ps:0 again"));
+        QVERIFY2(restarted->waitForOutput(QStringLiteral("does not hold its lease"), std::chrono::seconds(90)),
+                 qPrintable(restarted->output().right(3000)));
+        // The serving process trains on, alone with its lease.
+        proto::ClusterStatusResponse serving;
+        QVERIFY(statusAt(cluster.backup, &serving));
+        QVERIFY(waitForStatusAt(cluster.backup,
+                                [&](const auto &s) { return s.global_step() > serving.global_step() + 200; }));
+        QVERIFY(statusAt(cluster.backup, &serving));
+        QCOMPARE(serving.replica().role(), proto::REPLICA_PRIMARY);
+        QVERIFY(serving.replica().lease_held());
+        QVERIFY2(!restarted->output().contains(QStringLiteral("holds its lease")),
+                 qPrintable(restarted->output().right(3000)));
+
+        QVERIFY(hosts.plugCable());
+        QVERIFY2(restarted->waitForOutput(QStringLiteral("follows its primary at ") + cluster.backup,
+                                          std::chrono::seconds(60)),
+                 qPrintable(restarted->output().right(3000)));
+        QVERIFY2(!restarted->output().contains(QStringLiteral("holds its lease")),
+                 qPrintable(restarted->output().right(3000)));
+        cluster.verifyNothingLost(cluster.backup);
+    }
+
     // The app's watcher, given the backup's address, turns to the primary;
     // when the primary dies it turns back to the backup that took over and
     // the charts go on without a gap: every global step's event once, none
@@ -697,9 +989,12 @@ private Q_SLOTS:
             QCOMPARE(worker->waitForExit(), 0);
         }
         proto::ClusterStatusResponse status;
-        QVERIFY(waitForStatusAt(cluster.backup, [](const auto &s) {
-            return s.workers(0).phase() == proto::STOPPED && s.workers(1).phase() == proto::STOPPED;
-        }));
+        QVERIFY2(waitForStatusAt(cluster.backup,
+                                 [](const auto &s) {
+                                     return s.workers(0).phase() == proto::STOPPED
+                                            && s.workers(1).phase() == proto::STOPPED;
+                                 }),
+                 qPrintable(second->output().right(2500)));
         QVERIFY(statusAt(cluster.backup, &status));
         // async: one step event per global step. Fewer would be a gap at the
         // failover, more a step drawn twice.

@@ -455,9 +455,11 @@ class SparseClusterTest(unittest.TestCase):
         scores = [(int(r["global_step"]), float(r["heldout_auc"])) for r in rows if r.get("heldout_auc")]
         self.assertGreaterEqual(len(scores), 4, describe(cluster))
         self.assertGreaterEqual(scores[-1][1], best - 0.01, (scores, best))
-        # What the chief printed is what the step log holds.
+        # What the chief printed is what the step log holds. Its last print
+        # may come with a push the run had ended before (the step log then
+        # has no record of it): the last score logged is one it printed.
         printed = re.findall(r"held-out auc ([0-9.]+) loss [0-9.]+ at global step", cluster.output("worker:0"))
-        self.assertEqual(printed[-1], f"{scores[-1][1]:.4f}")
+        self.assertIn(f"{scores[-1][1]:.4f}", printed[-2:])
         # Both workers stepped: the C++ worker's gradients are in the log too.
         self.assertGreater(sum(1 for r in rows if r["worker"] == "1"), last_step // 10, describe(cluster))
 

@@ -89,6 +89,15 @@ class TensorWireTest(unittest.TestCase):
         self.assertEqual(answer.message.global_step, 5)
         np.testing.assert_array_equal(answer.tensors[0], [1.0, 2.0])
 
+    def test_an_answer_carries_its_lease_epoch(self):
+        # A replicated ps task stamps each answer with the lease epoch it was
+        # given under (TrainResponse.lease_epoch); an unreplicated one sends none.
+        response = pb.TrainResponse(lease_epoch=2**40 + 3)
+        response.push.global_step = 9
+        self.assertEqual(tensors.decode_answer(response.SerializeToString()).lease_epoch, 2**40 + 3)
+        response.ClearField("lease_epoch")
+        self.assertEqual(tensors.decode_answer(response.SerializeToString()).lease_epoch, 0)
+
     def test_damaged_messages_are_refused_with_what_is_wrong(self):
         good = tensors.encode_tensor(np.ones(4, dtype=np.float32))
         with self.assertRaisesRegex(tensors.WireError, "past the end"):

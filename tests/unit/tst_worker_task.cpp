@@ -12,6 +12,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <atomic>
+
 #include <cmath>
 #include <future>
 #include <memory>
@@ -25,6 +27,102 @@ using namespace parasync;
 using namespace std::chrono_literals;
 
 namespace {
+
+// A ps task's answers as a replicated pair's would carry them: each
+// stamped with the lease epoch `epochOf(n)` gives the n-th answer (1, 2,
+// ...) on any of the worker's streams, as if the process answering changed
+// while the worker trained.
+class EpochStamps
+{
+public:
+    explicit EpochStamps(std::function<int64_t(int64_t)> epochOf) : m_epochOf(std::move(epochOf)) {}
+    void stamp(proto::TrainResponse *response) { response->set_lease_epoch(m_epochOf(++m_answers)); }
+
+private:
+    std::function<int64_t(int64_t)> m_epochOf;
+    std::atomic<int64_t> m_answers{0};
+};
+
+class StampedStream final : public PsStream
+{
+public:
+    StampedStream(std::unique_ptr<PsStream> stream, EpochStamps &stamps) : m_stream(std::move(stream)), m_stamps(stamps)
+    {
+    }
+    bool write(const proto::TrainRequest &request) override { return m_stream->write(request); }
+    bool writeSharingValues(proto::TrainRequest &request, const TensorValues &gradients, LinkWrite linkWrite) override
+    {
+        return m_stream->writeSharingValues(request, gradients, linkWrite);
+    }
+    bool read(proto::TrainResponse *response) override
+    {
+        const bool ok = m_stream->read(response);
+        if (ok)
+            m_stamps.stamp(response);
+        return ok;
+    }
+    bool read(proto::TrainResponse *response, const TensorDestinations &destinations, bool *delivered) override
+    {
+        const bool ok = m_stream->read(response, destinations, delivered);
+        if (ok)
+            m_stamps.stamp(response);
+        return ok;
+    }
+    bool writesDone() override { return m_stream->writesDone(); }
+    void cancel() override { m_stream->cancel(); }
+    CallResult finish() override { return m_stream->finish(); }
+    bool openDataLink(DataLinkContext &context, const std::string &host, const proto::DataLinkGrant &grant,
+                      std::chrono::milliseconds timeout, std::chrono::milliseconds stall, std::string *error) override
+    {
+        return m_stream->openDataLink(context, host, grant, timeout, stall, error);
+    }
+    bool hasDataLink() const override { return m_stream->hasDataLink(); }
+    bool messagesOnDataLink() const override { return m_stream->messagesOnDataLink(); }
+
+private:
+    std::unique_ptr<PsStream> m_stream;
+    EpochStamps &m_stamps;
+};
+
+class StampedClient final : public PsClient
+{
+public:
+    StampedClient(std::unique_ptr<PsClient> client, EpochStamps &stamps) : m_client(std::move(client)), m_stamps(stamps)
+    {
+    }
+    const std::vector<std::string> &addresses() const override { return m_client->addresses(); }
+    CallResult taskStatus(size_t process, std::chrono::milliseconds deadline,
+                          proto::TaskStatusResponse *response) override
+    {
+        return m_client->taskStatus(process, deadline, response);
+    }
+    CallResult initialize(size_t process, const proto::InitializeRequest &request, std::chrono::milliseconds deadline,
+                          proto::InitializeResponse *response) override
+    {
+        return m_client->initialize(process, request, deadline, response);
+    }
+    CallResult snapshot(size_t process, std::chrono::milliseconds deadline, proto::SnapshotResponse *response) override
+    {
+        return m_client->snapshot(process, deadline, response);
+    }
+    CallResult reportCheckpoint(size_t process, const proto::ReportCheckpointRequest &request,
+                                std::chrono::milliseconds deadline) override
+    {
+        return m_client->reportCheckpoint(process, request, deadline);
+    }
+    std::unique_ptr<PsStream> openStream(size_t process) override
+    {
+        return std::make_unique<StampedStream>(m_client->openStream(process), m_stamps);
+    }
+    std::unique_ptr<TelemetryStream> watchTelemetry(size_t process, const proto::WatchRequest &request) override
+    {
+        return m_client->watchTelemetry(process, request);
+    }
+
+private:
+    std::unique_ptr<PsClient> m_client;
+    EpochStamps &m_stamps;
+};
 
 // A cluster of one in-process ps task and `workers` worker tasks, none
 // listening anywhere.
@@ -53,8 +151,12 @@ public:
         if (change)
             change(options);
         WorkerTask::Transport transport;
-        transport.connectToPs = [this](std::vector<std::string> addresses, const RpcSettings &) {
-            return makeInProcessPsClient({m_ps.get()}, std::move(addresses));
+        transport.connectToPs
+            = [this](std::vector<std::string> addresses, const RpcSettings &) -> std::unique_ptr<PsClient> {
+            auto client = makeInProcessPsClient({m_ps.get()}, std::move(addresses));
+            if (!m_stamps)
+                return client;
+            return std::make_unique<StampedClient>(std::move(client), *m_stamps);
         };
         transport.serveControl = nullptr; // nothing listens: the test drives the task
         auto task = std::make_unique<WorkerTask>(
@@ -83,6 +185,8 @@ public:
         return codes;
     }
 
+    // Every answer from now on stamped with the lease epoch `epochOf` gives it.
+    void stampEpochs(std::function<int64_t(int64_t)> epochOf) { m_stamps.emplace(std::move(epochOf)); }
     PsTask &ps() { return *m_ps; }
     proto::SnapshotResponse snapshot()
     {
@@ -115,6 +219,7 @@ private:
     NodeOptions m_options;
     std::mutex m_mutex;
     std::string m_log;
+    std::optional<EpochStamps> m_stamps;
     std::unique_ptr<PsTask> m_ps;
 };
 
@@ -157,6 +262,33 @@ private Q_SLOTS:
         // The chief initialised, so worker:1 may have joined, and pushed, before the chief's own join.
         QVERIFY2(joinedAt(logs, 0).has_value(), logs.c_str());
         QVERIFY2(logs.find("worker:1 state finished") != std::string::npos, logs.c_str());
+    }
+
+    // A replicated ps task's answers carry the lease epoch they were given
+    // under. One under a lower epoch than the pair answered under before
+    // comes from a process that no longer serves: the worker refuses it,
+    // says so, does not count the step, and trains on with the process
+    // that serves.
+    void anAnswerUnderAnEndedLeaseIsRefused()
+    {
+        InProcessCluster cluster(1, proto::ASYNC, 300);
+        // The 50th answer comes from the deposed process (epoch 1); all
+        // others from the one serving under epoch 2.
+        cluster.stampEpochs([](int64_t answer) { return answer == 50 ? 1 : 2; });
+        QCOMPARE(cluster.runWorkers(), std::vector<std::optional<int>>(1, 0));
+        const std::string logs = cluster.logs();
+        QVERIFY2(logs.find("worker:0 refuses an answer of ps:0 at 127.0.0.1:12222 under lease epoch 1: its pair "
+                           "answered under epoch 2 before, so that process no longer serves (its lease ended)")
+                     != std::string::npos,
+                 logs.c_str());
+        QCOMPARE(cluster.snapshot().global_step(), int64_t(300));
+        // The refused answer's gradient was applied, but the worker did not
+        // count it: the ps took one more than the worker's own steps.
+        const proto::ClusterStatusResponse status = cluster.ps().clusterStatus();
+        std::smatch finished;
+        QVERIFY2(std::regex_search(logs, finished, std::regex("worker:0 state finished: .*\\(local steps (\\d+)")),
+                 logs.c_str());
+        QCOMPARE(status.workers(0).applied(), std::stoll(finished[1]) + 1);
     }
 
     void syncStepsWaitForBothWorkers()

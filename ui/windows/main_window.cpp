@@ -54,6 +54,12 @@ QString psPairText(const proto::ReplicaStatus &replica, size_t failovers)
                                    "its state has no copy)"))
                     .arg(QString::fromStdString(replica.address()), QString::fromStdString(replica.peer()))
               : QObject::tr(" \u00b7 watching ps:0's backup at %1").arg(QString::fromStdString(replica.address()));
+    // A primary cut off from both its voters: the cluster waits on it, and
+    // why. (Epoch 0: a node without leases, or one from before them.)
+    if (replica.role() == proto::REPLICA_PRIMARY && replica.epoch() > 0 && !replica.lease_held())
+        text += QObject::tr(" \u00b7 it does not hold its lease (epoch %1) and acknowledges nothing: %2")
+                    .arg(replica.epoch())
+                    .arg(QString::fromStdString(replica.lease_problem()));
     if (failovers == 1)
         text += QObject::tr(" \u00b7 1 failover");
     else if (failovers > 1)
