@@ -479,6 +479,8 @@ private:
     int64_t m_epochSeen = 0;
     std::map<std::string, std::string> m_voterProblems;
     bool m_leaseLapseLogged = false;
+    bool m_leaseEverHeld = false; // as primary, in this process's life
+
     // Changes when the votes held so far stop counting (the backup went):
     // a renewal asked before does not count, and the renewals ask at once.
     uint64_t m_leaseRound = 0;

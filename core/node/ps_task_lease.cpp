@@ -170,9 +170,16 @@ void PsTask::countVoteLocked(const std::string &voter, int64_t epoch, LeaseClock
         m_leaseChanged.notify_all();
     } else if (!held && !m_leaseLapseLogged) {
         m_leaseLapseLogged = true;
-        m_log(psName() + " at " + ownAddress() + " does not hold its lease (epoch " + std::to_string(m_epoch)
-              + ") and acknowledges nothing until it does: " + leaseProblemLocked());
+        // Said once a lapse; at start, while the voters' first lease passes,
+        // in gentler words (the same facts).
+        m_log(psName() + " at " + ownAddress()
+              + (m_leaseEverHeld ? " does not hold its lease (epoch " + std::to_string(m_epoch)
+                                       + ") and acknowledges nothing until it does: "
+                                 : " waits for its first lease (epoch " + std::to_string(m_epoch)
+                                       + ") before it acknowledges anything: ")
+              + leaseProblemLocked());
     }
+    m_leaseEverHeld = m_leaseEverHeld || held;
 }
 
 CallStatus PsTask::winLeaseLocked(std::unique_lock<std::mutex> &lock)
@@ -224,6 +231,7 @@ CallStatus PsTask::winLeaseLocked(std::unique_lock<std::mutex> &lock)
                 m_lease.granted(voter, askedAt, lease);
                 m_voterProblems.clear();
                 m_leaseLapseLogged = false;
+                m_leaseEverHeld = true;
                 return {};
             }
             if (result.reached) {

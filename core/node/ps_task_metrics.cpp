@@ -93,6 +93,11 @@ struct PsFigures
     proto::ReplicaRole role = proto::REPLICA_ROLE_UNSPECIFIED;
     bool replicated = false;
     int failovers = 0;
+    // With a lease (--ps_lease_ms above 0): the epoch, and whether this
+    // process, as primary, holds the lease now.
+    bool leased = false;
+    int64_t epoch = 0;
+    bool leaseHeld = false;
     int64_t updatesApplied = 0;
     int64_t shardBytes = 0;
     int shardVariables = 0;
@@ -158,6 +163,17 @@ void addTaskFamilies(const PsFigures &f, std::vector<MetricFamily> *out)
         out->push_back(family("parasync_failovers", MetricType::Counter,
                               "Times a backup of this ps task's pair took over during the run, as this process knows")
                            .add(double(f.failovers), ps));
+        if (f.leased) {
+            out->push_back(family("parasync_ps_lease_epoch", MetricType::Gauge,
+                                  "The lease epoch the pair's primary serves under, as this process knows it")
+                               .add(double(f.epoch), ps));
+            // An alert on "primary without its lease" is a cut-off primary.
+            if (f.role == proto::REPLICA_PRIMARY)
+                out->push_back(family("parasync_ps_lease_held", MetricType::Gauge,
+                                      "1 while this primary holds its lease and may acknowledge; 0: it serves "
+                                      "nobody (cut off from its backup and the witness)")
+                                   .add(f.leaseHeld ? 1 : 0, ps));
+        }
     }
 }
 
@@ -295,6 +311,9 @@ std::string PsTask::metricsText(ExpositionFormat format) const
         f.role = m_role;
         f.replicated = m_options.cluster.replicated();
         f.failovers = m_failovers;
+        f.leased = leased();
+        f.epoch = m_epoch;
+        f.leaseHeld = m_role == proto::REPLICA_PRIMARY && leaseHeldLocked(LeaseClock::now());
         f.updatesApplied = m_policy ? m_policy->globalStep() : m_updatesApplied;
         f.shardVariables = m_shard.size();
         for (int i = 0; i < m_shard.size(); ++i) {

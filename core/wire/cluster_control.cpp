@@ -102,6 +102,12 @@ std::string formatClusterStatus(const proto::ClusterStatusResponse &status)
                            : (pair.peer_attached() ? ", following its primary " + pair.peer()
                                                    : ", not following its primary " + pair.peer() + " ("
                                                          + pair.peer_lost_reason() + ")"));
+        // Epoch 0: leases are off (--ps_lease_ms=0), or a node from before them.
+        if (pair.epoch() > 0)
+            text += primary && !pair.lease_held()
+                        ? "; it does NOT hold its lease (epoch " + std::to_string(pair.epoch())
+                              + ") and acknowledges nothing: " + pair.lease_problem()
+                        : "; lease epoch " + std::to_string(pair.epoch());
         if (pair.failovers() > 0)
             text += "; " + std::to_string(pair.failovers()) + (pair.failovers() == 1 ? " failover" : " failovers")
                     + ", the last at global step " + std::to_string(pair.last_failover_step());

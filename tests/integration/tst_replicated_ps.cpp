@@ -16,6 +16,7 @@
 #include <QJsonObject>
 #include <QRegularExpression>
 #include <QScopeGuard>
+#include <QTcpSocket>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -201,6 +202,28 @@ bool waitForLoggedGlobalStep(NodeProcess &process, qint64 above,
     return false;
 }
 
+// Waits until the metrics a task serves at host:port (--metrics_port, plain
+// HTTP) hold the line `sample`.
+bool scrapes(const QString &host, int port, const QString &sample,
+             std::chrono::seconds timeout = std::chrono::seconds(30))
+{
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+        QTcpSocket socket;
+        socket.connectToHost(host, quint16(port));
+        if (socket.waitForConnected(2000)) {
+            socket.write("GET /metrics HTTP/1.0\r\nHost: parasync\r\n\r\n");
+            QByteArray page;
+            while (socket.waitForReadyRead(2000))
+                page += socket.readAll();
+            if (QString::fromUtf8(page).split(QLatin1Char('\n')).contains(sample))
+                return true;
+        }
+        QTest::qWait(100);
+    }
+    return false;
+}
+
 // Two hosts joined by a cable a test can pull: this one, reached at an
 // address of its loopback device that the pull leaves alone, and a network
 // namespace routed to it through the cable. Tasks on each side reach the
@@ -231,6 +254,7 @@ public:
         return true;
     }
     QString here() const { return m_here + QStringLiteral(":%1").arg(pickFreePort()); }
+    const QString &hereHost() const { return m_here; }
     QString there() const { return m_there.address() + QStringLiteral(":%1").arg(pickFreePort()); }
     const QString &namespaceName() const { return m_there.name(); }
     bool pullCable() { return m_there.setLinkUp(false); }
@@ -270,7 +294,7 @@ struct SplitCluster
     }
     ~SplitCluster() { qunsetenv(kTokenEnvironmentVariable); }
 
-    std::unique_ptr<NodeProcess> start(const QString &task, const QString &name)
+    std::unique_ptr<NodeProcess> start(const QString &task, const QString &name, const QStringList &extraFlags = {})
     {
         const bool isWorker = task.startsWith(QStringLiteral("worker:"));
         const QString job
@@ -278,7 +302,8 @@ struct SplitCluster
                        : (task == QStringLiteral("primary") ? QStringLiteral("ps") : QStringLiteral("ps_backup"));
         const QString index = isWorker ? task.mid(7) : QStringLiteral("0");
         auto process = std::make_unique<NodeProcess>(
-            name, flags + QStringList{QStringLiteral("--job_name=") + job, QStringLiteral("--task_index=") + index});
+            name, flags + extraFlags
+                      + QStringList{QStringLiteral("--job_name=") + job, QStringLiteral("--task_index=") + index});
         if (thereTasks.contains(task))
             process->setNetNamespace(hosts.namespaceName());
         process->start();
@@ -287,9 +312,9 @@ struct SplitCluster
 
     // Starts the pair, then the workers, and waits until the backup follows
     // and the cluster has trained 100 steps.
-    bool startTraining()
+    bool startTraining(const QStringList &primaryFlags = {})
     {
-        first = start(QStringLiteral("primary"), QStringLiteral("ps:0"));
+        first = start(QStringLiteral("primary"), QStringLiteral("ps:0"), primaryFlags);
         second = start(QStringLiteral("backup"), QStringLiteral("ps:0's backup"));
         if (!second->waitForOutput(QStringLiteral("follows its primary at ") + primary))
             return false;
@@ -853,14 +878,20 @@ private Q_SLOTS:
         if (!hosts.create(&whyNot))
             QSKIP(qPrintable(QStringLiteral("cannot create a separate host (network namespace): ") + whyNot));
         SplitCluster cluster(hosts, {QStringLiteral("backup"), QStringLiteral("worker:0")}, {});
-        QVERIFY2(cluster.startTraining(), qPrintable(cluster.second->output()));
+        const int metricsPort = pickFreePort();
+        QVERIFY2(cluster.startTraining({QStringLiteral("--metrics_port=%1").arg(metricsPort)}),
+                 qPrintable(cluster.second->output()));
+        // What an operator's alert (ParasyncPsWithoutLease) watches.
+        QVERIFY(scrapes(hosts.hereHost(), metricsPort, QStringLiteral("parasync_ps_lease_held{ps=\"0\"} 1")));
+        QVERIFY(scrapes(hosts.hereHost(), metricsPort, QStringLiteral("parasync_ps_lease_epoch{ps=\"0\"} 1")));
 
         QVERIFY(hosts.pullCable());
         QVERIFY2(waitForStatusAt(cluster.primary, [](const auto &s) { return !s.replica().lease_held(); }),
                  qPrintable(cluster.first->output().right(3000)));
-        QVERIFY2(cluster.first->output().contains(QStringLiteral("does not hold its lease (epoch 1) and "
-                                                                 "acknowledges nothing until it does")),
+        QVERIFY2(cluster.first->waitForOutput(QStringLiteral("does not hold its lease (epoch 1) and "
+                                                             "acknowledges nothing until it does")),
                  qPrintable(cluster.first->output().right(3000)));
+        QVERIFY(scrapes(hosts.hereHost(), metricsPort, QStringLiteral("parasync_ps_lease_held{ps=\"0\"} 0")));
         // From here on the old primary moves the global step no more.
         proto::ClusterStatusResponse stopped;
         QVERIFY(statusAt(cluster.primary, &stopped));
@@ -911,7 +942,7 @@ private Q_SLOTS:
 
         QVERIFY(hosts.pullCable());
         auto restarted = cluster.start(QStringLiteral("primary"), QStringLiteral("ps:0 again"));
-        QVERIFY2(restarted->waitForOutput(QStringLiteral("does not hold its lease"), std::chrono::seconds(90)),
+        QVERIFY2(restarted->waitForOutput(QStringLiteral("waits for its first lease"), std::chrono::seconds(90)),
                  qPrintable(restarted->output().right(3000)));
         // The serving process trains on, alone with its lease.
         proto::ClusterStatusResponse serving;
