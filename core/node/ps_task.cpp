@@ -320,6 +320,12 @@ CallStatus PsTask::train(TrainStream &stream)
                 m_changed.notify_all();
             if (!error.ok())
                 return error;
+            // ps:0's answer to a push that came after the last step applied
+            // nothing: it acknowledges no update, so the run's end needs no
+            // lease (the chief, the witness, may have finished first).
+            if (isCoordinator() && response.has_push() && response.push().done()
+                && response.push().outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
+                acknowledges = false;
             int64_t epoch = 0;
             if (const CallStatus acknowledged = awaitBackup(replicateThrough, &epoch, acknowledges); !acknowledged.ok())
                 return acknowledged;

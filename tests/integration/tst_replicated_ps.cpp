@@ -328,9 +328,11 @@ struct SplitCluster
     // was reported lost.
     void verifyNothingLost(const QString &at)
     {
-        for (auto &worker : workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = workers.rbegin(); worker != workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         QVERIFY(waitForStatusAt(at, [](const auto &s) {
             return s.workers(0).phase() == proto::STOPPED && s.workers(1).phase() == proto::STOPPED;
@@ -406,9 +408,11 @@ private Q_SLOTS:
         // Every gradient a worker saw acknowledged is in the state that
         // survived two deaths; at most the one in flight at each kill (and
         // at the stop) was applied without the worker hearing of it.
-        for (auto &worker : cluster.workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = cluster.workers.rbegin(); worker != cluster.workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         proto::ClusterStatusResponse status;
         const bool stopped = waitForStatusAt(cluster.primary, [](const auto &s) {
@@ -674,9 +678,11 @@ private Q_SLOTS:
         cluster.workers[2]->start();
         QVERIFY(waitForStatusAt(cluster.backup, [](const auto &s) { return s.workers(2).phase() == proto::TRAINING; }));
 
-        for (auto &worker : cluster.workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = cluster.workers.rbegin(); worker != cluster.workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         QVERIFY(waitForStatusAt(cluster.backup, [](const auto &s) {
             for (const auto &w : s.workers())
@@ -801,9 +807,11 @@ private Q_SLOTS:
         // Following again, the backup holds every acknowledged update.
         QVERIFY(killAndFailOver(first, second, primary, backup) >= 0);
         QVERIFY(everyWorkerStepsAgain(backup));
-        for (auto &worker : workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = workers.rbegin(); worker != workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         QVERIFY(waitForStatusAt(backup, [](const auto &s) {
             return s.workers(0).phase() == proto::STOPPED && s.workers(1).phase() == proto::STOPPED;
@@ -1015,9 +1023,11 @@ private Q_SLOTS:
                  qPrintable(first->output()));
         QTRY_VERIFY_WITH_TIMEOUT(latest.psReplica.peer_attached(), 10000);
 
-        for (auto &worker : cluster.workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = cluster.workers.rbegin(); worker != cluster.workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         proto::ClusterStatusResponse status;
         QVERIFY2(waitForStatusAt(cluster.backup,
@@ -1075,9 +1085,11 @@ private Q_SLOTS:
         // The new backup holds everything: the primary may die now.
         const double failover = killAndFailOver(*primary, *backup, cluster.primary, cluster.backup);
         QVERIFY2(failover >= 0, qPrintable(backup->output()));
-        for (auto &worker : cluster.workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = cluster.workers.rbegin(); worker != cluster.workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         backup->terminate();
         QCOMPARE(backup->waitForExit(), 0);
@@ -1131,9 +1143,11 @@ private Q_SLOTS:
         QVERIFY2(
             QString::fromStdString(formatClusterStatus(status)).contains(QStringLiteral("acknowledged updates lost")),
             formatClusterStatus(status).c_str());
-        for (auto &worker : cluster.workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = cluster.workers.rbegin(); worker != cluster.workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         backup->terminate();
         QCOMPARE(backup->waitForExit(), 0);
@@ -1253,9 +1267,11 @@ private Q_SLOTS:
         primary = cluster.startPs(QStringLiteral("ps:0 again"));
         QVERIFY2(primary->waitForOutput(QStringLiteral("follows its primary at ") + cluster.backup),
                  qPrintable(primary->output()));
-        for (auto &worker : cluster.workers) {
-            worker->terminate();
-            QCOMPARE(worker->waitForExit(), 0);
+        // The chief last: it is the witness of the pair's lease, and a pair that
+        // lost its other process too holds the lease only by its vote.
+        for (auto worker = cluster.workers.rbegin(); worker != cluster.workers.rend(); ++worker) {
+            (*worker)->terminate();
+            QCOMPARE((*worker)->waitForExit(), 0);
         }
         backup->terminate();
         QCOMPARE(backup->waitForExit(), 0);

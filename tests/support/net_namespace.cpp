@@ -2,6 +2,7 @@
 
 #include <QDeadlineTimer>
 #include <QProcess>
+#include <QRegularExpression>
 #include <QThread>
 
 #include <csignal>
@@ -45,6 +46,31 @@ QString NetNamespace::hostAddress() const
     return QStringLiteral("10.231.%1.1").arg(m_subnet);
 }
 
+void NetNamespace::removeLeftovers()
+{
+    // A test process killed by its timeout never ran its destructors: its
+    // namespace of this subnet, with its processes and its link's
+    // 10.231.<subnet>.1, would make this one's routes ambiguous.
+    QString names;
+    run({QStringLiteral("netns"), QStringLiteral("list")}, &names);
+    const QRegularExpression leftover(QStringLiteral("^psync(\\d+)n%1\\b").arg(m_subnet));
+    for (const QString &line : names.split(QLatin1Char('\n'))) {
+        const auto match = leftover.match(line.trimmed());
+        if (!match.hasMatch())
+            continue;
+        const pid_t owner = pid_t(match.captured(1).toLongLong());
+        if (owner == ::getpid() || ::kill(owner, 0) == 0)
+            continue; // another test process's, alive
+        const QString name = QStringLiteral("psync%1n%2").arg(owner).arg(m_subnet);
+        QString pids;
+        run({QStringLiteral("netns"), QStringLiteral("pids"), name}, &pids);
+        for (const QString &pid : pids.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
+            ::kill(pid_t(pid.toLongLong()), SIGKILL);
+        // Removing the namespace removes its end of the link, and so the pair.
+        run({QStringLiteral("netns"), QStringLiteral("del"), name});
+    }
+}
+
 bool NetNamespace::create(QString *whyNot)
 {
     const auto fail = [this, whyNot](const QString &what, const QString &output) {
@@ -56,6 +82,7 @@ bool NetNamespace::create(QString *whyNot)
     if (::geteuid() != 0)
         return fail(QStringLiteral("network namespaces need root (CAP_NET_ADMIN)"),
                     QStringLiteral("running as uid %1").arg(::geteuid()));
+    removeLeftovers();
     QString output;
     if (!run({QStringLiteral("netns"), QStringLiteral("add"), m_name}, &output))
         return fail(QStringLiteral("`ip netns add` failed (iproute2 missing, or no privilege here)"), output);

@@ -35,6 +35,8 @@ public:
     static bool run(const QStringList &args, QString *output = nullptr);
 
 private:
+    // Removes this subnet's namespace left by a test process that is gone.
+    void removeLeftovers();
     void destroy();
     int m_subnet;
     QString m_name;
