@@ -267,6 +267,9 @@ private:
     // lease while this process is the primary.
     void startLeaseRenewal();
     void renewLease(const std::string &voter);
+    // Asks `voter` for its vote for this process under `epoch`, with the
+    // lock let go for the call.
+    VoteResult askVoteUnlocked(std::unique_lock<std::mutex> &lock, const std::string &voter, int64_t epoch);
     void countVoteLocked(const std::string &voter, int64_t epoch, LeaseClock::time_point askedAt,
                          const VoteResult &result);
     // A backup that is to take over wins the lease first, under a higher

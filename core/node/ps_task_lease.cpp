@@ -84,6 +84,22 @@ CallStatus PsTask::awaitLeaseLocked(std::unique_lock<std::mutex> &lock)
                                    + ". It serves again once its backup or the witness renews it; ask again");
 }
 
+VoteResult PsTask::askVoteUnlocked(std::unique_lock<std::mutex> &lock, const std::string &voter, int64_t epoch)
+{
+    proto::VoteRequest request;
+    request.set_ps_index(m_options.task.index);
+    request.set_candidate(ownAddress());
+    request.set_epoch(epoch);
+    request.set_lease_ms(leaseLength().count());
+    // The call may wait up to half a lease for a voter that does not
+    // answer: never with the task's lock held.
+    lock.unlock();
+    VoteResult result = m_transport.askVote ? m_transport.askVote(voter, request, leaseLength() / 2)
+                                            : VoteResult{false, {}, "this task is reached in-process only"};
+    lock.lock();
+    return result;
+}
+
 void PsTask::startLeaseRenewal()
 {
     for (const std::string &voter : {peerAddress(), witnessAddress()})
@@ -110,15 +126,7 @@ void PsTask::renewLease(const std::string &voter)
         const LeaseVote::Answer own = m_voter->askOwn(pair, self, epoch, askedAt);
         VoteResult result;
         if (own.granted) {
-            proto::VoteRequest request;
-            request.set_ps_index(pair);
-            request.set_candidate(self);
-            request.set_epoch(epoch);
-            request.set_lease_ms(lease.count());
-            lock.unlock();
-            result = m_transport.askVote ? m_transport.askVote(voter, request, lease / 2)
-                                         : VoteResult{false, {}, "this task is reached in-process only"};
-            lock.lock();
+            result = askVoteUnlocked(lock, voter, epoch);
         } else {
             result.reached = true;
             result.response.set_epoch(own.epoch);
@@ -214,16 +222,7 @@ CallStatus PsTask::winLeaseLocked(std::unique_lock<std::mutex> &lock)
         std::string refusals;
         std::chrono::milliseconds soonest{0};
         for (const std::string &voter : {witnessAddress(), peerAddress()}) {
-            proto::VoteRequest request;
-            request.set_ps_index(pair);
-            request.set_candidate(ownAddress());
-            request.set_epoch(epoch);
-            request.set_lease_ms(lease.count());
-            lock.unlock();
-            const VoteResult result = m_transport.askVote
-                                          ? m_transport.askVote(voter, request, lease / 2)
-                                          : VoteResult{false, {}, "this task is reached in-process only"};
-            lock.lock();
+            const VoteResult result = askVoteUnlocked(lock, voter, epoch);
             if (result.reached && result.response.granted()) {
                 m_campaigning = false;
                 m_epoch = epoch;
