@@ -170,6 +170,12 @@ constexpr FlagInfo kFlags[] = {
      "existed: under a network partition both processes of a pair may then serve (for measuring the "
      "lease's cost)",
      "1000"},
+    {"acknowledgement_log", "PATH", FlagGroup::Faults,
+     "workers: append one JSON line per step the ps tasks acknowledged (the worker's clock, ps:0's update "
+     "and outcome, each ps task's lease epoch and the process that answered) to PATH, the workers' side of "
+     "the history the step log keeps, which scripts/fault-schedule.py checks against it after a run of "
+     "kills, pauses and partitions; per task, as --metrics_port. ps tasks ignore it",
+     "none"},
     {"max_message_bytes", "N", FlagGroup::Faults,
      "largest message a task sends or accepts; larger ones are refused (RESOURCE_EXHAUSTED) and the "
      "task keeps serving. Must hold one step of the model (4 bytes per parameter); a ps task's tables "
@@ -629,6 +635,13 @@ NodeOptions parseNodeOptions(const std::vector<std::string> &args, const std::st
             throw InputError("--metrics_port=" + std::to_string(result.metricsPort) + " is this task's own port ("
                              + result.task.toString() + " serves gRPC at " + own.toString()
                              + "): give the metrics another port");
+    }
+
+    if (isSet("acknowledgement_log")) {
+        result.acknowledgementLog = value("acknowledgement_log");
+        if (result.acknowledgementLog.empty())
+            throw InputError("--acknowledgement_log= is empty: give the file a worker appends its acknowledged "
+                             "steps to, or leave the flag out");
     }
 
     result.training = parseTraining(FlagValues(trainingFlagsGiven(flags, clusterFile, clusterFilePath, result.task)),

@@ -110,6 +110,9 @@ struct NodeOptions
     // --metrics_port: where this task serves its metrics over HTTP, on its
     // own host (node/task_metrics.h); 0: nowhere. Per task, as its address.
     int metricsPort = 0;
+    // --acknowledgement_log: where a worker appends what the ps tasks
+    // acknowledged to it (formats/acknowledgement_log.h); empty: nowhere.
+    std::string acknowledgementLog;
 
     // Worker indexes the cluster can hold: --worker_hosts, or --max_workers
     // when that is more. Every task of a cluster gets the same, so the data

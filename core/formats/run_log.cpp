@@ -104,15 +104,26 @@ std::string number(double value)
     return buffer;
 }
 
+std::string modeJson(const proto::ModeConfig &mode)
+{
+    return std::string("{\"mode\":\"") + updateModeName(mode.mode())
+           + "\",\"staleness\":" + std::to_string(mode.staleness())
+           + ",\"replicas_to_aggregate\":" + std::to_string(mode.replicas_to_aggregate())
+           + ",\"total_num_replicas\":" + std::to_string(mode.total_num_replicas())
+           + (mode.learning_rate_by_staleness() ? ",\"learning_rate_by_staleness\":true" : "") + "}";
+}
+
+} // namespace
+
 // Seconds since the epoch with microseconds: %g would round them away.
-std::string wallClock(double seconds)
+std::string jsonSeconds(double seconds)
 {
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, "%.6f", seconds);
     return buffer;
 }
 
-std::string quoted(const std::string &text)
+std::string jsonQuoted(const std::string &text)
 {
     std::string out = "\"";
     for (char c : text) {
@@ -129,17 +140,6 @@ std::string quoted(const std::string &text)
     }
     return out + "\"";
 }
-
-std::string modeJson(const proto::ModeConfig &mode)
-{
-    return std::string("{\"mode\":\"") + updateModeName(mode.mode())
-           + "\",\"staleness\":" + std::to_string(mode.staleness())
-           + ",\"replicas_to_aggregate\":" + std::to_string(mode.replicas_to_aggregate())
-           + ",\"total_num_replicas\":" + std::to_string(mode.total_num_replicas())
-           + (mode.learning_rate_by_staleness() ? ",\"learning_rate_by_staleness\":true" : "") + "}";
-}
-
-} // namespace
 
 RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterNames,
                std::vector<std::string> metricNames, std::vector<std::string> variableNames)
@@ -601,7 +601,7 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
     if (event.has_step()) {
         const auto &s = event.step();
         line = "{\"type\":\"step\",\"global_step\":" + std::to_string(s.global_step()) + ",\"wall_time\":"
-               + wallClock(s.wall_time()) + ",\"worker\":" + std::to_string(s.worker()) + ",\"worker_clock\":"
+               + jsonSeconds(s.wall_time()) + ",\"worker\":" + std::to_string(s.worker()) + ",\"worker_clock\":"
                + std::to_string(s.worker_clock()) + ",\"computed_from_step\":" + std::to_string(s.computed_from_step())
                + ",\"staleness\":" + std::to_string(s.staleness()) + ",\"outcome\":\"" + outcomeName(s.outcome())
                + "\",\"contributions\":" + std::to_string(s.contributions())
@@ -633,6 +633,8 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
         // a sampled step's probe (the step log stays as it was otherwise).
         if (s.learning_rate_scale() != 0.0f && s.learning_rate_scale() != 1.0f)
             line += ",\"learning_rate_scale\":" + number(s.learning_rate_scale());
+        if (s.lease_epoch() != 0)
+            line += ",\"lease_epoch\":" + std::to_string(s.lease_epoch());
         if (s.has_staleness_probe()) {
             const auto &p = s.staleness_probe();
             line += ",\"staleness_probe\":{\"stale_step\":" + std::to_string(p.stale_step())
@@ -643,26 +645,26 @@ std::string RunLog::formatStepLogLine(const proto::TelemetryEvent &event,
     } else if (event.has_mode_change()) {
         const auto &m = event.mode_change();
         line = "{\"type\":\"mode_change\",\"global_step\":" + std::to_string(m.global_step())
-               + ",\"wall_time\":" + wallClock(m.wall_time()) + ",\"previous\":" + modeJson(m.previous())
-               + ",\"current\":" + modeJson(m.current()) + ",\"requested_by\":" + quoted(m.requested_by()) + "}";
+               + ",\"wall_time\":" + jsonSeconds(m.wall_time()) + ",\"previous\":" + modeJson(m.previous())
+               + ",\"current\":" + modeJson(m.current()) + ",\"requested_by\":" + jsonQuoted(m.requested_by()) + "}";
     } else if (event.has_worker_state()) {
         const auto &w = event.worker_state();
-        line = "{\"type\":\"worker_state\",\"wall_time\":" + wallClock(w.wall_time())
+        line = "{\"type\":\"worker_state\",\"wall_time\":" + jsonSeconds(w.wall_time())
                + ",\"worker\":" + std::to_string(w.status().worker_index()) + ",\"phase\":\""
                + phaseName(w.status().phase()) + "\",\"worker_clock\":" + std::to_string(w.status().worker_clock())
-               + ",\"waiting_for\":" + quoted(w.status().waiting_for()) + ",\"reason\":" + quoted(w.status().reason())
-               + ",\"straggler\":" + (w.status().straggler() ? "true" : "false")
+               + ",\"waiting_for\":" + jsonQuoted(w.status().waiting_for()) + ",\"reason\":"
+               + jsonQuoted(w.status().reason()) + ",\"straggler\":" + (w.status().straggler() ? "true" : "false")
                + ",\"seconds_per_step\":" + number(w.status().seconds_per_step()) + "}";
     } else if (event.has_checkpoint()) {
         const auto &c = event.checkpoint();
-        line = "{\"type\":\"checkpoint\",\"wall_time\":" + wallClock(c.wall_time())
-               + ",\"global_step\":" + std::to_string(c.global_step()) + ",\"path\":" + quoted(c.path()) + "}";
+        line = "{\"type\":\"checkpoint\",\"wall_time\":" + jsonSeconds(c.wall_time())
+               + ",\"global_step\":" + std::to_string(c.global_step()) + ",\"path\":" + jsonQuoted(c.path()) + "}";
     } else if (event.has_failover()) {
         const auto &f = event.failover();
         line = "{\"type\":\"failover\",\"global_step\":" + std::to_string(f.global_step())
-               + ",\"wall_time\":" + wallClock(f.wall_time()) + ",\"new_primary\":" + quoted(f.new_primary())
-               + ",\"old_primary\":" + quoted(f.old_primary()) + ",\"epoch\":" + std::to_string(f.epoch())
-               + ",\"reason\":" + quoted(f.reason()) + "}";
+               + ",\"wall_time\":" + jsonSeconds(f.wall_time()) + ",\"new_primary\":" + jsonQuoted(f.new_primary())
+               + ",\"old_primary\":" + jsonQuoted(f.old_primary()) + ",\"epoch\":" + std::to_string(f.epoch())
+               + ",\"reason\":" + jsonQuoted(f.reason()) + "}";
     }
     return line;
 }

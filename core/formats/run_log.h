@@ -192,6 +192,10 @@ bool readRunModelJson(const std::string &directory, proto::ModelSignature *signa
 // timeline's CSV, so a name cannot differ between them. Unknown names read
 // back as UNSPECIFIED; unnamed values write as "unknown" / "".
 const char *outcomeName(proto::PushOutcome outcome);
+// The run records' JSON spelling of a wall time (seconds since the epoch,
+// to the microsecond) and of a string (quoted, escaped).
+std::string jsonSeconds(double seconds);
+std::string jsonQuoted(const std::string &text);
 proto::PushOutcome outcomeFromName(std::string_view name);
 const char *phaseName(proto::WorkerPhase phase);
 proto::WorkerPhase phaseFromName(std::string_view name);

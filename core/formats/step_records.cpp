@@ -39,10 +39,26 @@ const std::set<QString> &stepKeys()
 {
     static const std::set<QString> keys = [] {
         std::set<QString> k;
-        for (const char *name :
-             {"type", "global_step", "wall_time", "worker", "worker_clock", "computed_from_step", "staleness",
-              "outcome", "contributions", "batch_loss", "full_loss", "compute_us", "push_us", "wait_us", "wait_reason",
-              "metrics", "variables", "learning_rate_scale", "staleness_probe"})
+        for (const char *name : {"type",
+                                 "global_step",
+                                 "wall_time",
+                                 "worker",
+                                 "worker_clock",
+                                 "computed_from_step",
+                                 "staleness",
+                                 "outcome",
+                                 "contributions",
+                                 "batch_loss",
+                                 "full_loss",
+                                 "compute_us",
+                                 "push_us",
+                                 "wait_us",
+                                 "wait_reason",
+                                 "metrics",
+                                 "variables",
+                                 "learning_rate_scale",
+                                 "staleness_probe",
+                                 "lease_epoch"})
             k.insert(QString::fromLatin1(name));
         return k;
     }();
@@ -97,6 +113,7 @@ StepRecord stepFromJson(const QJsonObject &o, const std::vector<std::string> &pa
     step.waitUs = integer(o, "wait_us");
     step.waitReason = phaseFromName(ss(o.value(QStringLiteral("wait_reason")).toString()));
     step.learningRateScale = float(o.value(QStringLiteral("learning_rate_scale")).toDouble(1.0));
+    step.leaseEpoch = integer(o, "lease_epoch");
     if (const QJsonValue probe = o.value(QStringLiteral("staleness_probe")); probe.isObject()) {
         const QJsonObject p = probe.toObject();
         step.probe = StepRecord::Probe{integer(p, "stale_step"), integer(p, "fresh_step"),

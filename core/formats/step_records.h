@@ -50,6 +50,8 @@ struct StepRecord
     // What ps:0 multiplied the learning rate by for this gradient (a
     // staleness-aware rule); 1 otherwise.
     float learningRateScale = 1.0f;
+    // The lease epoch ps:0 applied it under (--ps_lease_ms); 0 without one.
+    int64_t leaseEpoch = 0;
     // The worker's staleness probe on this step (--staleness_probe_every).
     struct Probe
     {

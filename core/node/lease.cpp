@@ -20,7 +20,7 @@ LeaseVote::LeaseVote(std::string voter, LeaseClock::time_point startedAt, std::c
 }
 
 LeaseVote::Answer LeaseVote::ask(const std::string &candidate, int64_t epoch, std::chrono::milliseconds lease,
-                                 LeaseClock::time_point now)
+                                 LeaseClock::time_point now, int64_t aloneTurn, int64_t holdsTurn)
 {
     Answer answer;
     const auto left
@@ -56,9 +56,34 @@ LeaseVote::Answer LeaseVote::ask(const std::string &candidate, int64_t epoch, st
                         + " already: a new holder asks under a higher one";
         return answer;
     }
+    if (!m_aloneHolder.empty() && m_aloneHolder != candidate && holdsTurn < m_aloneTurn) {
+        // The candidate would serve without what the other acknowledged
+        // alone: only once that process has been gone long enough to have
+        // taken it with it.
+        answer.servedAloneBy = m_aloneHolder;
+        if (now < m_aloneUntil) {
+            answer.epoch = m_epoch;
+            answer.holder = m_holder;
+            answer.left = left(m_aloneUntil);
+            answer.reason = m_voter + " knows that " + m_aloneHolder
+                            + " acknowledged updates without a backup holding them, which " + candidate
+                            + " does not hold: it votes for " + candidate + " only once " + m_aloneHolder
+                            + " has not asked for its lease for another " + milliseconds(answer.left)
+                            + " (then those updates are lost)";
+            return answer;
+        }
+        m_aloneHolder.clear();
+    }
     m_holder = candidate;
     m_until = now + lease;
     m_epoch = epoch;
+    if (aloneTurn > 0) {
+        m_aloneHolder = candidate;
+        m_aloneTurn = aloneTurn;
+        m_aloneUntil = now + kAloneGraceLeases * lease;
+    } else if (m_aloneHolder == candidate || holdsTurn >= m_aloneTurn) {
+        m_aloneHolder.clear(); // its backup holds everything again, or the candidate does
+    }
     answer.granted = true;
     answer.epoch = m_epoch;
     return answer;
@@ -133,9 +158,14 @@ std::string LeaseVoter::vote(const proto::VoteRequest &request, proto::VoteRespo
         return "a vote asked for " + std::to_string(request.lease_ms()) + " ms; this voter promises 1 to "
                + std::to_string(m_lease.count()) + " ms (its --ps_lease_ms): give every task the same --ps_lease_ms";
     std::lock_guard lock(m_mutex);
+    if (request.alone_turn() < 0 || request.holds_turn() < 0)
+        return "a vote asked with alone_turn " + std::to_string(request.alone_turn()) + " and holds_turn "
+               + std::to_string(request.holds_turn()) + ": turns are counted from 0";
     const LeaseVote::Answer answer
-        = found->second.ask(request.candidate(), request.epoch(), std::chrono::milliseconds(request.lease_ms()), now);
+        = found->second.ask(request.candidate(), request.epoch(), std::chrono::milliseconds(request.lease_ms()), now,
+                            request.alone_turn(), request.holds_turn());
     response->set_granted(answer.granted);
+    response->set_served_alone_by(answer.servedAloneBy);
     response->set_epoch(answer.epoch);
     response->set_holder(answer.holder);
     response->set_promised_ms(answer.left.count());
@@ -143,10 +173,11 @@ std::string LeaseVoter::vote(const proto::VoteRequest &request, proto::VoteRespo
     return {};
 }
 
-LeaseVote::Answer LeaseVoter::askOwn(int pair, const std::string &candidate, int64_t epoch, LeaseClock::time_point now)
+LeaseVote::Answer LeaseVoter::askOwn(int pair, const std::string &candidate, int64_t epoch, LeaseClock::time_point now,
+                                     int64_t aloneTurn, int64_t holdsTurn)
 {
     std::lock_guard lock(m_mutex);
-    return m_votes.at(pair).ask(candidate, epoch, m_lease, now);
+    return m_votes.at(pair).ask(candidate, epoch, m_lease, now, aloneTurn, holdsTurn);
 }
 
 void LeaseVoter::release(int pair, const std::string &candidate)

@@ -26,6 +26,14 @@ using LeaseClock = std::chrono::steady_clock;
 // clock that lags while its host is loaded.
 constexpr double kLeaseClockDrift = 0.05;
 
+// A candidate that serves alone (VoteRequest.alone_turn: it acknowledges
+// updates the pair's other process does not hold) keeps a voter from voting
+// for the other process, unless that one holds the state of that turn, until
+// it has not asked for this many of its leases. A primary cut off for a
+// moment comes back with its updates; one gone that long took them with it,
+// and the other process takes over without them.
+constexpr int kAloneGraceLeases = 10;
+
 // One voter's vote for one pair: promised to one candidate at a time.
 class LeaseVote
 {
@@ -37,6 +45,9 @@ public:
         std::string holder;                // refused: whom the vote is promised to
         std::chrono::milliseconds left{0}; // refused: how long that promise lasts
         std::string reason;                // refused: why, in words
+        // The process that last served the pair alone, when it is not the
+        // candidate (VoteResponse.served_alone_by).
+        std::string servedAloneBy;
     };
 
     // `voter` names this voter in the reasons ("the witness worker:0 at
@@ -46,9 +57,12 @@ public:
 
     // Promises the vote to `candidate` until now + `lease`, under `epoch`,
     // unless it is promised to another until later, or a higher epoch was
-    // seen (a candidate asking again under its own epoch keeps it).
-    Answer ask(const std::string &candidate, int64_t epoch, std::chrono::milliseconds lease,
-               LeaseClock::time_point now);
+    // seen (a candidate asking again under its own epoch keeps it), or
+    // another process serves the pair alone in a turn later than
+    // `holdsTurn` and asked less than kAloneGraceLeases of its leases ago.
+    // `aloneTurn` (above 0): the candidate serves alone, in that turn.
+    Answer ask(const std::string &candidate, int64_t epoch, std::chrono::milliseconds lease, LeaseClock::time_point now,
+               int64_t aloneTurn = 0, int64_t holdsTurn = 0);
     // A higher epoch learned elsewhere (the replicated state); never lowers it.
     void sawEpoch(int64_t epoch);
     int64_t epoch() const { return m_epoch; }
@@ -62,6 +76,12 @@ private:
     std::string m_holder;
     LeaseClock::time_point m_until;
     int64_t m_epoch = 0;
+    // The last holder that said it serves alone, in which turn, and until
+    // when it keeps the other process out (its last such ask plus
+    // kAloneGraceLeases leases).
+    std::string m_aloneHolder;
+    int64_t m_aloneTurn = 0;
+    LeaseClock::time_point m_aloneUntil;
 };
 
 // A candidate's side: which voters promised it their vote, until when by its
@@ -101,7 +121,8 @@ public:
     std::string vote(const proto::VoteRequest &request, proto::VoteResponse *response,
                      LeaseClock::time_point now = LeaseClock::now());
     // This process's own vote, for itself or a higher epoch learned.
-    LeaseVote::Answer askOwn(int pair, const std::string &candidate, int64_t epoch, LeaseClock::time_point now);
+    LeaseVote::Answer askOwn(int pair, const std::string &candidate, int64_t epoch, LeaseClock::time_point now,
+                             int64_t aloneTurn = 0, int64_t holdsTurn = 0);
     void release(int pair, const std::string &candidate);
     void sawEpoch(int pair, int64_t epoch);
     int64_t epoch(int pair) const;

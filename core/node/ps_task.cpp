@@ -197,8 +197,11 @@ int PsTask::run()
     }
     if (isCoordinator() && primary && m_transport.stopOtherPsTasks)
         m_transport.stopOtherPsTasks(ownAddress());
-    if (m_runLog)
-        m_runLog->flush();
+    {
+        std::lock_guard lock(m_mutex); // a primary stepping down closes it
+        if (m_runLog)
+            m_runLog->flush();
+    }
     m_telemetry.close();
     if (m_server)
         m_server->shutdown(std::chrono::seconds(2));

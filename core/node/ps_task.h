@@ -268,8 +268,14 @@ private:
     void startLeaseRenewal();
     void renewLease(const std::string &voter);
     // Asks `voter` for its vote for this process under `epoch`, with the
-    // lock let go for the call.
-    VoteResult askVoteUnlocked(std::unique_lock<std::mutex> &lock, const std::string &voter, int64_t epoch);
+    // lock let go for the call (VoteRequest's alone_turn and holds_turn).
+    VoteResult askVoteUnlocked(std::unique_lock<std::mutex> &lock, const std::string &voter, int64_t epoch,
+                               int64_t aloneTurn, int64_t holdsTurn);
+    // A primary acknowledges updates its backup does not hold: none
+    // follows, or the one that does has not taken the state yet. Said in
+    // its votes (VoteRequest.alone_turn: m_aloneTurns), so that the voters
+    // keep the other process from taking over without them.
+    bool servesAloneLocked() const;
     void countVoteLocked(const std::string &voter, int64_t epoch, LeaseClock::time_point askedAt,
                          const VoteResult &result);
     // A backup that is to take over wins the lease first, under a higher
@@ -488,7 +494,14 @@ private:
     // a renewal asked before does not count, and the renewals ask at once.
     uint64_t m_leaseRound = 0;
     bool m_campaigning = false;
-    // The lease was won, renewed or lost, or the role changed.
+    // Times a primary of this pair began serving alone (ReplicaState.
+    // alone_turns): at start, after losing its backup, after taking over.
+    int64_t m_aloneTurns = 0;
+    // A backup that won the lease over a process that served alone
+    // (VoteResponse.served_alone_by): that process, whose updates it lacks.
+    std::string m_wonOverAlone;
+    // The lease was won, renewed or lost, or the role changed, or the
+    // primary began or stopped serving alone.
     std::condition_variable m_leaseChanged;
     std::vector<std::thread> m_leaseThreads;
     // After taking over: when workers that did not rejoin count as dead.

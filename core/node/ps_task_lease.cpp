@@ -18,6 +18,7 @@
 // the process that serves now, as a backup started again would.
 
 #include "base/error.h"
+#include "formats/run_log.h"
 #include "formats/task_state_line.h"
 #include "node/ps_task.h"
 
@@ -84,13 +85,21 @@ CallStatus PsTask::awaitLeaseLocked(std::unique_lock<std::mutex> &lock)
                                    + ". It serves again once its backup or the witness renews it; ask again");
 }
 
-VoteResult PsTask::askVoteUnlocked(std::unique_lock<std::mutex> &lock, const std::string &voter, int64_t epoch)
+bool PsTask::servesAloneLocked() const
+{
+    return !m_follower || m_ackedSequence < m_follower->stateSequence;
+}
+
+VoteResult PsTask::askVoteUnlocked(std::unique_lock<std::mutex> &lock, const std::string &voter, int64_t epoch,
+                                   int64_t aloneTurn, int64_t holdsTurn)
 {
     proto::VoteRequest request;
     request.set_ps_index(m_options.task.index);
     request.set_candidate(ownAddress());
     request.set_epoch(epoch);
     request.set_lease_ms(leaseLength().count());
+    request.set_alone_turn(aloneTurn);
+    request.set_holds_turn(holdsTurn);
     // The call may wait up to half a lease for a voter that does not
     // answer: never with the task's lock held.
     lock.unlock();
@@ -121,12 +130,13 @@ void PsTask::renewLease(const std::string &voter)
         m_epoch = std::max<int64_t>(m_epoch, 1);
         const int64_t epoch = m_epoch;
         const uint64_t round = m_leaseRound;
+        const int64_t aloneTurn = servesAloneLocked() ? m_aloneTurns : 0;
         // Its own vote first, for as long as it will count the other's.
         const auto askedAt = LeaseClock::now();
-        const LeaseVote::Answer own = m_voter->askOwn(pair, self, epoch, askedAt);
+        const LeaseVote::Answer own = m_voter->askOwn(pair, self, epoch, askedAt, aloneTurn, m_aloneTurns);
         VoteResult result;
         if (own.granted) {
-            result = askVoteUnlocked(lock, voter, epoch);
+            result = askVoteUnlocked(lock, voter, epoch, aloneTurn, m_aloneTurns);
         } else {
             result.reached = true;
             result.response.set_epoch(own.epoch);
@@ -139,7 +149,11 @@ void PsTask::renewLease(const std::string &voter)
         // longer counts: the lease is asked for afresh at once.
         if (m_role == proto::REPLICA_PRIMARY && m_epoch == epoch && m_leaseRound == round)
             countVoteLocked(own.granted ? voter : self, epoch, askedAt, result);
-        m_leaseChanged.wait_for(lock, lease / 4, [&] { return m_finished || m_leaseRound != round; });
+        // Asked again at once when the backup takes the state: the voters
+        // then stop keeping the backup out.
+        m_leaseChanged.wait_for(lock, lease / 4, [&] {
+            return m_finished || m_leaseRound != round || (aloneTurn > 0 && !servesAloneLocked());
+        });
     }
 }
 
@@ -172,6 +186,7 @@ void PsTask::countVoteLocked(const std::string &voter, int64_t epoch, LeaseClock
         }
     }
     if (held && !heldBefore) {
+        publishAcknowledgedLocked(); // what waited for a backup that went
         m_leaseLapseLogged = false;
         m_log(psName() + " at " + ownAddress() + " holds its lease (epoch " + std::to_string(m_epoch) + "; "
               + describeVoter(voter) + " voted for it)");
@@ -210,7 +225,11 @@ CallStatus PsTask::winLeaseLocked(std::unique_lock<std::mutex> &lock)
             return CallStatus::unavailable(self + " is taking over as the pair's primary; ask again in a moment");
         const int64_t epoch = std::max({m_epoch, m_epochSeen, m_voter->epoch(pair)}) + 1;
         const auto askedAt = LeaseClock::now();
-        const LeaseVote::Answer own = m_voter->askOwn(pair, ownAddress(), epoch, askedAt);
+        // The turns of serving alone whose updates it holds: those of the
+        // state it took (none without one).
+        const int64_t holds = m_hasState ? m_aloneTurns : 0;
+        const LeaseVote::Answer own = m_voter->askOwn(pair, ownAddress(), epoch, askedAt, 0, holds);
+        m_wonOverAlone = own.servedAloneBy;
         if (!own.granted) {
             if (waitFor(own.left))
                 continue;
@@ -222,8 +241,10 @@ CallStatus PsTask::winLeaseLocked(std::unique_lock<std::mutex> &lock)
         std::string refusals;
         std::chrono::milliseconds soonest{0};
         for (const std::string &voter : {witnessAddress(), peerAddress()}) {
-            const VoteResult result = askVoteUnlocked(lock, voter, epoch);
+            const VoteResult result = askVoteUnlocked(lock, voter, epoch, 0, holds);
             if (result.reached && result.response.granted()) {
+                if (!result.response.served_alone_by().empty())
+                    m_wonOverAlone = result.response.served_alone_by();
                 m_campaigning = false;
                 m_epoch = epoch;
                 m_lease.clear();
@@ -265,6 +286,13 @@ void PsTask::stepDownLocked(const std::string &why)
     m_primaryGoneSince.reset();
     m_follower.reset();
     m_unacknowledgedEvents.clear();
+    // The step log is the serving process's: a backup that wrote the events
+    // it replays would write each step a second time (one host, one
+    // --logdir). Opened again if this process takes over again.
+    if (m_runLog) {
+        m_runLog->flush();
+        m_runLog.reset();
+    }
     m_log(psName() + " at " + ownAddress() + " stops serving: " + why
           + ". Another process may have served under it, so this one drops what it holds and follows the pair's "
             "primary at "

@@ -401,6 +401,8 @@ void PsTask::onDecision(int worker, int64_t computedFromStep, const PushDecision
     step->set_push_us(info.lastPush.previous_push_us());
     step->set_contributions(decision.contributions);
     step->set_computed_from_step(computedFromStep);
+    if (leased())
+        step->set_lease_epoch(m_epoch);
     if (decision.outcome == proto::APPLIED || decision.outcome == proto::AGGREGATED)
         step->set_learning_rate_scale(decision.learningRateScale);
     if (info.lastPush.has_staleness_probe())

@@ -79,6 +79,8 @@ void PsTask::chooseRole()
     const auto take = [this](proto::ReplicaRole role) {
         std::lock_guard lock(m_mutex);
         m_role = role;
+        if (role == proto::REPLICA_PRIMARY)
+            ++m_aloneTurns; // no backup holds anything of it yet
     };
     if (m_options.task.job == JobName::PsBackup) {
         take(proto::REPLICA_BACKUP);
@@ -235,7 +237,11 @@ CallStatus PsTask::follow(FollowStream &stream)
                       + " acknowledged";
                 break;
             }
+            const bool tookState
+                = m_ackedSequence < m_follower->stateSequence && ack.applied_through() >= m_follower->stateSequence;
             m_ackedSequence = ack.applied_through();
+            if (tookState)
+                m_leaseChanged.notify_all(); // no longer alone: the voters hear it at once
             publishAcknowledgedLocked();
             m_replicaChanged.notify_all();
         }
@@ -279,7 +285,14 @@ CallStatus PsTask::follow(FollowStream &stream)
     std::lock_guard lock(m_mutex);
     if (m_follower && m_follower->id == id) {
         m_follower.reset();
-        publishAcknowledgedLocked(); // all of them: no backup to wait for
+        ++m_aloneTurns;
+        // The changes the backup had not acknowledged are this process's to
+        // publish (and log) only once it acknowledges them: at once without
+        // a lease, else when it holds the lease again (countVoteLocked). It
+        // may have been cut off and another process have taken over with
+        // them; then it steps down and drops them.
+        if (!leased())
+            publishAcknowledgedLocked();
         m_backupLostReason = "its backup " + who + " went: " + lostBecause;
         // Acknowledging alone from now on, it must know that no other
         // process may serve meanwhile: a vote promised before the backup
@@ -344,6 +357,7 @@ proto::ReplicaState PsTask::exportStateLocked() const
     state.set_failovers(m_failovers);
     state.set_last_failover_step(m_lastFailoverStep);
     state.set_epoch(m_epoch);
+    state.set_alone_turns(m_aloneTurns);
     for (const int64_t update : m_incompleteUpdates)
         state.add_incomplete_updates(update);
     if (m_policy) {
@@ -376,6 +390,7 @@ void PsTask::importStateLocked(const proto::ReplicaState &state)
     m_failovers = state.failovers();
     m_lastFailoverStep = state.last_failover_step();
     m_epoch = state.epoch();
+    m_aloneTurns = state.alone_turns();
     if (m_voter)
         m_voter->sawEpoch(m_options.task.index, m_epoch);
     m_incompleteUpdates = {state.incomplete_updates().begin(), state.incomplete_updates().end()};
@@ -680,6 +695,7 @@ void PsTask::takeOverLocked(const std::string &why)
 {
     const bool empty = !m_hasState;
     m_role = proto::REPLICA_PRIMARY;
+    ++m_aloneTurns; // its old primary, the backup it had, holds nothing of what comes
     m_ackedSequence = m_recordSequence = 0;
     ++m_failovers;
     m_lastFailoverStep = m_policy ? m_policy->globalStep() : m_updatesApplied;
@@ -733,12 +749,21 @@ void PsTask::takeOverLocked(const std::string &why)
                 "old primary acknowledged after that point is lost; each worker that rejoins says how many it had "
                 "acknowledged. A backup started again at "
               + peerAddress() + " follows it");
+    } else if (!m_wonOverAlone.empty()) {
+        m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary WITHOUT the updates that "
+              + m_wonOverAlone + " acknowledged alone (epoch " + std::to_string(m_epoch) + "), at " + at + ": " + why
+              + ". That process served without a backup holding its updates and has not asked for its lease for "
+              + std::to_string(kAloneGraceLeases)
+              + " leases: what it acknowledged alone is lost, and each worker that rejoins says how many. A backup "
+                "started again at "
+              + peerAddress() + " follows it");
     } else {
         m_log(psName() + " at " + ownAddress() + " takes over as the pair's primary at " + at + " (epoch "
               + std::to_string(m_epoch) + "): " + why
               + ". No acknowledged update is lost; the workers turn to it, and a backup started again at "
               + peerAddress() + " follows it");
     }
+    m_wonOverAlone.clear();
     m_log(taskStateLine(
         {m_options.task, TaskPhase::Serving, "primary of " + psName() + " (took over from " + peerAddress() + ")"}));
     m_changed.notify_all();

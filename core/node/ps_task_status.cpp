@@ -45,7 +45,9 @@ proto::TaskStatusResponse PsTask::taskStatus()
 
 void PsTask::publishLocked(const proto::TelemetryEvent &event)
 {
-    if (m_follower) {
+    // Behind the changes still waiting (for the backup, or for the lease
+    // after the backup went), so that the step log keeps their order.
+    if (m_follower || (m_role == proto::REPLICA_PRIMARY && !m_unacknowledgedEvents.empty())) {
         m_unacknowledgedEvents.emplace_back(m_recordSequence, event);
         return;
     }

@@ -6,6 +6,7 @@
 #include "engine/optimizer.h"
 #include "engine/parameter_shard.h"
 #include "engine/staleness_cost.h"
+#include "formats/acknowledgement_log.h"
 #include "node/chief_duties.h"
 #include "node/worker_ps_connection.h"
 
@@ -110,6 +111,8 @@ void WorkerTask::requestStop(const std::string &reason)
 void WorkerTask::start()
 {
     const auto &training = m_options.training;
+    if (!m_options.acknowledgementLog.empty())
+        m_acknowledged = std::make_unique<AcknowledgementLog>(m_options.acknowledgementLog);
     DatasetOptions data;
     data.spec = training.dataset.empty() ? defaultDatasetFor(training.model) : training.dataset;
     data.shardIndex = m_options.task.index;
@@ -526,6 +529,8 @@ bool WorkerTask::step()
     if (decision.outcome() == proto::PUSH_OUTCOME_UNSPECIFIED)
         return true; // the last step was reached before this gradient arrived
     ++m_clock;
+    if (m_acknowledged)
+        recordAcknowledgement(decision);
     // Sampled: the next step compares this gradient with its batch's at the
     // parameters the answers just brought (finishProbe).
     if (const int64_t every = m_options.training.stalenessProbeEvery; every > 0 && m_clock % every == 0 && !hasTables())
@@ -537,6 +542,23 @@ bool WorkerTask::step()
     if (counted && display > 0 && decision.update() > 0 && decision.update() % display == 0)
         logStep(decision, batchLoss);
     return true;
+}
+
+void WorkerTask::recordAcknowledgement(const proto::PushResponse &decision)
+{
+    Acknowledgement a;
+    a.worker = m_options.task.index;
+    a.workerClock = m_clock;
+    a.update = decision.update();
+    a.globalStep = decision.global_step();
+    a.outcome = decision.outcome();
+    for (const auto &ps : m_ps) {
+        a.leaseEpochs.push_back(ps->answer.lease_epoch());
+        a.answeredBy.push_back(ps->address);
+    }
+    a.time = wallTime();
+    if (const std::string problem = m_acknowledged->record(a); !problem.empty())
+        m_log("worker:" + std::to_string(m_options.task.index) + " " + problem);
 }
 
 bool WorkerTask::answerIsCurrent(PsConnection &ps, const proto::TrainResponse &answer)

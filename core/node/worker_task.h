@@ -28,6 +28,8 @@
 
 namespace parasync {
 
+class AcknowledgementLog;
+
 class ChiefDuties;
 
 // One worker task: loads its own shard of the data (between-graph
@@ -219,7 +221,11 @@ private:
     // ps:0's --last_step, as its join answered (0: until stopped).
     int64_t m_clusterLastStep = 0;
     std::atomic<int64_t> m_clock{0}; // read by the status call on a gRPC thread
-    WorkerMeters m_meters;           // each step's figures, for metricsText()
+    // What the ps tasks acknowledged, step by step (--acknowledgement_log).
+    std::unique_ptr<AcknowledgementLog> m_acknowledged;
+    // Records the step just acknowledged in m_acknowledged.
+    void recordAcknowledgement(const proto::PushResponse &decision);
+    WorkerMeters m_meters; // each step's figures, for metricsText()
     int64_t m_previousPushUs = 0;
     std::vector<int64_t> m_order;
     size_t m_cursor = 0;

@@ -17,6 +17,11 @@ import grpc
 from parasync.proto import parasync_pb2 as pb
 from parasync.proto import parasync_pb2_grpc as pb_grpc
 
+# A candidate that serves alone (VoteRequest.alone_turn) keeps the pair's
+# other process out, unless that one holds the state of that turn, until it
+# has not asked for this many of its leases (node/lease.h's kAloneGraceLeases).
+ALONE_GRACE_LEASES = 10
+
 
 class LeaseVote:
     """One voter's vote for one pair: promised to one candidate at a time,
@@ -29,8 +34,14 @@ class LeaseVote:
         self._holder = ""
         self._until = 0.0
         self.epoch = 0
+        # The last holder that serves alone, in which turn, and until when it
+        # keeps the other process out.
+        self._alone_holder = ""
+        self._alone_turn = 0
+        self._alone_until = 0.0
 
-    def ask(self, candidate: str, epoch: int, lease_s: float, now: float) -> pb.VoteResponse:
+    def ask(self, candidate: str, epoch: int, lease_s: float, now: float, alone_turn: int = 0,
+            holds_turn: int = 0) -> pb.VoteResponse:
         def left(until: float) -> int:
             return max(0, int(-(-(until - now) * 1000 // 1)))
 
@@ -51,10 +62,30 @@ class LeaseVote:
             return pb.VoteResponse(granted=False, epoch=self.epoch, holder=self._holder,
                                    reason=f"{self._voter} promised epoch {self.epoch} to {self._holder} already: "
                                           "a new holder asks under a higher one")
+        served_alone_by = ""
+        if self._alone_holder and self._alone_holder != candidate and holds_turn < self._alone_turn:
+            # The candidate would serve without what the other acknowledged alone.
+            served_alone_by = self._alone_holder
+            if now < self._alone_until:
+                ms = left(self._alone_until)
+                return pb.VoteResponse(
+                    granted=False, epoch=self.epoch, holder=self._holder, promised_ms=ms,
+                    served_alone_by=served_alone_by,
+                    reason=f"{self._voter} knows that {self._alone_holder} acknowledged updates without a backup "
+                           f"holding them, which {candidate} does not hold: it votes for {candidate} only once "
+                           f"{self._alone_holder} has not asked for its lease for another {ms} ms (then those "
+                           "updates are lost)")
+            self._alone_holder = ""
         self._holder = candidate
         self._until = now + lease_s
         self.epoch = epoch
-        return pb.VoteResponse(granted=True, epoch=epoch)
+        if alone_turn > 0:
+            self._alone_holder = candidate
+            self._alone_turn = alone_turn
+            self._alone_until = now + ALONE_GRACE_LEASES * lease_s
+        elif self._alone_holder == candidate or holds_turn >= self._alone_turn:
+            self._alone_holder = ""  # its backup holds everything again, or the candidate does
+        return pb.VoteResponse(granted=True, epoch=epoch, served_alone_by=served_alone_by)
 
 
 class Witness(pb_grpc.PsLeaseServicer):
@@ -73,7 +104,7 @@ class Witness(pb_grpc.PsLeaseServicer):
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, problem)
         with self._lock:
             return self._votes[request.ps_index].ask(request.candidate, request.epoch, request.lease_ms / 1000,
-                                                     time.monotonic())
+                                                     time.monotonic(), request.alone_turn, request.holds_turn)
 
     def problem(self, request: pb.VoteRequest) -> str:
         """What is wrong with a vote request, or "" (as node/lease.h's LeaseVoter says it)."""
@@ -89,4 +120,7 @@ class Witness(pb_grpc.PsLeaseServicer):
         if not 1 <= request.lease_ms <= self._lease_ms:
             return (f"a vote asked for {request.lease_ms} ms; this voter promises 1 to {self._lease_ms} ms (its "
                     "--ps_lease_ms): give every task the same --ps_lease_ms")
+        if request.alone_turn < 0 or request.holds_turn < 0:
+            return (f"a vote asked with alone_turn {request.alone_turn} and holds_turn {request.holds_turn}: "
+                    "turns are counted from 0")
         return ""

@@ -885,7 +885,12 @@ private Q_SLOTS:
         QString whyNot;
         if (!hosts.create(&whyNot))
             QSKIP(qPrintable(QStringLiteral("cannot create a separate host (network namespace): ") + whyNot));
-        SplitCluster cluster(hosts, {QStringLiteral("backup"), QStringLiteral("worker:0")}, {});
+        // One --logdir for both processes, as on one host: the step log is
+        // the serving process's alone (checked at the end).
+        QTemporaryDir logdir;
+        QVERIFY(logdir.isValid());
+        SplitCluster cluster(hosts, {QStringLiteral("backup"), QStringLiteral("worker:0")},
+                             {QStringLiteral("--logdir=") + logdir.path()});
         const int metricsPort = pickFreePort();
         QVERIFY2(cluster.startTraining({QStringLiteral("--metrics_port=%1").arg(metricsPort)}),
                  qPrintable(cluster.second->output()));
@@ -930,6 +935,24 @@ private Q_SLOTS:
         QVERIFY(statusAt(cluster.backup, &after));
         QCOMPARE(after.replica().epoch(), int64_t(2));
         QCOMPARE(after.replica().failovers(), 1);
+        // The deposed process, now a backup, wrote none of the steps it
+        // replays: each step record once (the fault schedule's checker found
+        // every step after the takeover twice, the second a quarter of a
+        // millisecond after the first).
+        std::map<std::tuple<int64_t, int, int64_t>, int> lines;
+        int64_t afterTakeover = 0;
+        for (const QJsonObject &o : readStepLog(logdir.path())) {
+            if (o.value(QStringLiteral("type")).toString() != QLatin1String("step"))
+                continue;
+            const int64_t step = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+            afterTakeover += step > after.replica().last_failover_step();
+            const auto key = std::make_tuple(step, o.value(QStringLiteral("worker")).toInt(),
+                                             int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
+            QVERIFY2(
+                ++lines[key] == 1,
+                qPrintable(QStringLiteral("global step %1 of worker:%2 logged twice").arg(step).arg(std::get<1>(key))));
+        }
+        QVERIFY(afterTakeover > 200);
     }
 
     // The primary is killed and the backup takes over; then the cable to the

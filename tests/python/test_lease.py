@@ -65,6 +65,40 @@ class WitnessTest(unittest.TestCase):
         self.assertEqual(deposed.epoch, 2)
         self.assertIn("has seen epoch 2 begin (at 127.0.0.1:2225)", deposed.reason)
 
+    def test_a_backup_is_kept_out_while_its_primary_serves_alone(self):
+        # The primary says it acknowledges what its backup does not hold (its
+        # second turn alone): once its promise ends a backup holding the
+        # first turn's state is still refused, for ten of the primary's
+        # leases after its last such ask, and told whom it lacks; then it
+        # wins, told that it takes over without those updates.
+        primary, backup = PAIRS[0]
+        granted = time.monotonic()
+        deadline = granted + 10
+        while not self.stub.Vote(pb.VoteRequest(ps_index=0, candidate=primary, epoch=1, lease_ms=300, alone_turn=2),
+                                 timeout=5).granted:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.02)
+        time.sleep(0.35)  # the promise itself has ended
+        refused = self.stub.Vote(pb.VoteRequest(ps_index=0, candidate=backup, epoch=2, lease_ms=300, holds_turn=1),
+                                 timeout=5)
+        self.assertFalse(refused.granted)
+        self.assertEqual(refused.served_alone_by, primary)
+        self.assertIn(f"knows that {primary} acknowledged updates without a backup holding them", refused.reason)
+        self.assertGreater(refused.promised_ms, 2000)
+        won = self.wait_for_grant(backup, 2)
+        self.assertEqual(won.served_alone_by, primary)
+        self.assertGreaterEqual(time.monotonic() - granted, lease.ALONE_GRACE_LEASES * 0.3)
+        # A backup that took the state of the turn the primary serves alone
+        # in holds what it acknowledged: it may take over at once.
+        other_primary, other_backup = PAIRS[1]
+        self.stub.Vote(pb.VoteRequest(ps_index=1, candidate=other_primary, epoch=1, lease_ms=300, alone_turn=3),
+                       timeout=5)
+        time.sleep(0.35)
+        taken = self.stub.Vote(pb.VoteRequest(ps_index=1, candidate=other_backup, epoch=2, lease_ms=300,
+                                              holds_turn=3), timeout=5)
+        self.assertTrue(taken.granted)
+        self.assertEqual(taken.served_alone_by, "")
+
     def test_strangers_requests_are_refused_saying_what_is_wrong(self):
         cases = [(dict(ps_index=2), "a vote for ps:2's lease"),
                  (dict(ps_index=-1), "a vote for ps:-1's lease"),
@@ -73,7 +107,9 @@ class WitnessTest(unittest.TestCase):
                  (dict(epoch=0), "epochs begin at 1"),
                  (dict(epoch=-(2**63)), "epochs begin at 1"),
                  (dict(lease_ms=0), "promises 1 to 300 ms"),
-                 (dict(lease_ms=2**62), "give every task the same --ps_lease_ms")]
+                 (dict(lease_ms=2**62), "give every task the same --ps_lease_ms"),
+                 (dict(alone_turn=-1), "turns are counted from 0"),
+                 (dict(holds_turn=-(2**63)), "turns are counted from 0")]
         for change, words in cases:
             with self.subTest(change=change):
                 request = dict(ps_index=0, candidate="127.0.0.1:2222", epoch=1, lease_ms=300)

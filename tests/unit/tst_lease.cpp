@@ -7,6 +7,8 @@
 
 #include <QTest>
 
+#include <limits>
+
 using namespace parasync;
 using namespace std::chrono_literals;
 
@@ -100,6 +102,83 @@ private Q_SLOTS:
         QVERIFY(!vote.ask(kPrimary, 3, 1000ms, t0 + 10ms).granted);
         vote.release(kBackup);
         QVERIFY(vote.ask(kPrimary, 3, 1000ms, t0 + 20ms).granted);
+    }
+
+    void aPrimaryServingAloneKeepsOutABackupWithoutItsUpdates()
+    {
+        // The primary's backup went: it serves alone, its second turn, and
+        // says so. The backup, cut off with the state of the first turn,
+        // must not take over while the primary may still come back with
+        // what it acknowledged since: refused for kAloneGraceLeases of the
+        // primary's leases after its last such ask, and told whom it lacks.
+        const LeaseClock::time_point t0{};
+        LeaseVote vote("the witness", t0 - 10s, 1000ms);
+        QVERIFY(vote.ask(kPrimary, 1, 1000ms, t0, 2).granted);
+        QVERIFY(vote.ask(kPrimary, 1, 1000ms, t0 + 500ms, 2).granted);
+        const auto kept = vote.ask(kBackup, 2, 1000ms, t0 + 3s, 0, 1);
+        QVERIFY(!kept.granted);
+        QCOMPARE(kept.servedAloneBy, kPrimary);
+        QCOMPARE(kept.left, 10500ms - 3000ms);
+        QVERIFY2(kept.reason.find("knows that 127.0.0.1:2222 acknowledged updates without a backup holding them")
+                     != std::string::npos,
+                 kept.reason.c_str());
+        QVERIFY(!vote.ask(kBackup, 2, 1000ms, t0 + 10499ms, 0, 1).granted);
+        // Gone that long, the primary took its updates with it: the backup
+        // wins, told that it takes over without them; once.
+        const auto won = vote.ask(kBackup, 2, 1000ms, t0 + 10500ms, 0, 1);
+        QVERIFY(won.granted);
+        QCOMPARE(won.servedAloneBy, kPrimary);
+        QVERIFY(vote.ask(kBackup, 2, 1000ms, t0 + 10600ms, 0, 1).servedAloneBy.empty());
+    }
+
+    void aBackupHoldingTheTurnsStateTakesOverAtOnce()
+    {
+        // It took the primary's state after the primary began its turn
+        // alone: it holds everything acknowledged since, whether or not the
+        // primary has told the voters that it no longer serves alone.
+        const LeaseClock::time_point t0{};
+        LeaseVote vote("the witness", t0 - 10s, 1000ms);
+        QVERIFY(vote.ask(kPrimary, 1, 1000ms, t0, 3).granted);
+        const auto takeover = vote.ask(kBackup, 2, 1000ms, t0 + 1001ms, 0, 3);
+        QVERIFY(takeover.granted);
+        QVERIFY(takeover.servedAloneBy.empty());
+
+        // And a primary whose backup holds everything again asks without a
+        // turn: a backup of any state may take over once the promise ends.
+        LeaseVote again("the witness", t0 - 10s, 1000ms);
+        QVERIFY(again.ask(kPrimary, 1, 1000ms, t0, 1).granted);
+        QVERIFY(again.ask(kPrimary, 1, 1000ms, t0 + 250ms).granted);
+        QVERIFY(again.ask(kBackup, 2, 1000ms, t0 + 1250ms).granted);
+    }
+
+    void theTurnsTravelInTheVoteRequest()
+    {
+        const LeaseClock::time_point t0{};
+        LeaseVoter witness(pairCluster(), "the witness worker:0 at 127.0.0.1:2223", {0}, 1000ms, t0 - 10s);
+        proto::VoteRequest asked = request(kPrimary, 1);
+        asked.set_alone_turn(4);
+        proto::VoteResponse response;
+        QVERIFY(witness.vote(asked, &response, t0).empty());
+        QVERIFY(response.granted());
+        proto::VoteRequest takeover = request(kBackup, 2);
+        takeover.set_holds_turn(3);
+        QVERIFY(witness.vote(takeover, &response, t0 + 2s).empty());
+        QVERIFY(!response.granted());
+        QCOMPARE(response.served_alone_by(), kPrimary);
+        QCOMPARE(response.promised_ms(), int64_t(8000));
+        takeover.set_holds_turn(4);
+        QVERIFY(witness.vote(takeover, &response, t0 + 2s).empty());
+        QVERIFY(response.granted());
+        // Turns as a stranger might fill them.
+        for (const int64_t turn : {int64_t(-1), std::numeric_limits<int64_t>::min()}) {
+            proto::VoteRequest hostile = request(kPrimary, 3);
+            hostile.set_alone_turn(turn);
+            const std::string problem = witness.vote(hostile, &response, t0 + 3s);
+            QVERIFY2(problem.find("turns are counted from 0") != std::string::npos, problem.c_str());
+            hostile.set_alone_turn(0);
+            hostile.set_holds_turn(turn);
+            QVERIFY(!witness.vote(hostile, &response, t0 + 3s).empty());
+        }
     }
 
     void anEpochLearnedElsewhereIsNeverLowered()

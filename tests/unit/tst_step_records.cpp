@@ -1,13 +1,18 @@
 // The run directory's readers against their writer: what RunLog writes to
 // steps.jsonl and metrics.csv, readStepLog and readMetricsCsv give back,
 // field by field; torn lines are counted, not read; a file that is not a
-// Parasync metrics.csv is refused by name.
+// Parasync metrics.csv is refused by name. And a worker's acknowledgement
+// log, which the fault schedule's checker reads beside the step log.
 #include "base/error.h"
+#include "formats/acknowledgement_log.h"
 #include "formats/run_log.h"
 #include "formats/step_log_reader.h"
 #include "formats/step_records.h"
 
 #include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -95,6 +100,7 @@ private Q_SLOTS:
             probe->set_fresh_step(2);
             probe->set_cosine(0.75f);
             probe->set_relative_error(0.5f);
+            measured.mutable_step()->set_lease_epoch(3); // a replicated ps:0's
             log.record(measured);
             proto::TelemetryEvent change;
             change.mutable_mode_change()->set_global_step(2);
@@ -150,6 +156,9 @@ private Q_SLOTS:
         QVERIFY(measuredStep.probe);
         QCOMPARE(measuredStep.probe->freshStep - measuredStep.probe->staleStep, int64_t(2));
         QCOMPARE(measuredStep.probe->cosine, 0.75f);
+        QCOMPARE(measuredStep.leaseEpoch, int64_t(3));
+        QCOMPARE(measuredStep.parameters, first.parameters); // the epoch is no parameter
+        QCOMPARE(first.leaseEpoch, int64_t(0));
         QCOMPARE(seen.changes.size(), size_t(1));
         QCOMPARE(seen.changes[0].current.mode(), proto::SSP);
         QCOMPARE(seen.changes[0].current.staleness(), 4);
@@ -185,6 +194,54 @@ private Q_SLOTS:
         QCOMPARE(csv.steps[0].workerClock, int64_t(1));
         QCOMPARE(csv.steps[1].workerClock, int64_t(2));
         QCOMPARE(csv.steps[2].workerClock, int64_t(1));
+    }
+
+    void aWorkersAcknowledgementsAreAppendedWholeLines()
+    {
+        // --acknowledgement_log: a worker started again appends to the file
+        // its last life left, one JSON line per acknowledged step.
+        QTemporaryDir dir;
+        const std::string path = dir.filePath(QStringLiteral("worker-1.jsonl")).toStdString();
+        Acknowledgement a;
+        a.worker = 1;
+        a.workerClock = 57;
+        a.update = 412;
+        a.globalStep = 413;
+        a.outcome = proto::AGGREGATED;
+        a.leaseEpochs = {2, 1};
+        a.answeredBy = {"10.232.3.2:2222", "host \"b\":2222"};
+        a.time = 1796000000.125;
+        for (int life = 0; life < 2; ++life) {
+            AcknowledgementLog log(path);
+            QVERIFY(log.record(a).empty());
+            ++a.update;
+        }
+        QFile file(QString::fromStdString(path));
+        QVERIFY(file.open(QIODevice::ReadOnly));
+        const QList<QByteArray> lines = file.readAll().split('\n');
+        QCOMPARE(lines.size(), 3); // two lines and the empty rest after the last newline
+        QVERIFY(lines[2].isEmpty());
+        QJsonParseError error;
+        const QJsonObject first = QJsonDocument::fromJson(lines[0], &error).object();
+        QCOMPARE(error.error, QJsonParseError::NoError);
+        QCOMPARE(first.value(QStringLiteral("worker")).toInt(), 1);
+        QCOMPARE(first.value(QStringLiteral("worker_clock")).toInt(), 57);
+        QCOMPARE(first.value(QStringLiteral("update")).toInt(), 412);
+        QCOMPARE(first.value(QStringLiteral("global_step")).toInt(), 413);
+        QCOMPARE(first.value(QStringLiteral("outcome")).toString(), QStringLiteral("aggregated"));
+        QCOMPARE(first.value(QStringLiteral("lease_epochs")).toArray().at(0).toInt(), 2);
+        QCOMPARE(first.value(QStringLiteral("answered_by")).toArray().at(1).toString(),
+                 QStringLiteral("host \"b\":2222"));
+        QCOMPARE(first.value(QStringLiteral("time")).toDouble(), 1796000000.125);
+        QCOMPARE(QJsonDocument::fromJson(lines[1]).object().value(QStringLiteral("update")).toInt(), 413);
+
+        // A file it cannot open is refused at start, saying which flag.
+        try {
+            AcknowledgementLog nowhere(dir.filePath(QStringLiteral("no/such/dir/w.jsonl")).toStdString());
+            QFAIL("opened a file in a directory that does not exist");
+        } catch (const InputError &e) {
+            QVERIFY2(std::string(e.what()).find("--acknowledgement_log=") != std::string::npos, e.what());
+        }
     }
 
     void aFileThatIsNotAMetricsCsvIsRefusedByName()
