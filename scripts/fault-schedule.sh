@@ -13,10 +13,10 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 minutes=${1:-30}
 seed=${2:-7}
-PARASYNC_SETUP_ALL_PACKAGES=1 "$here/scripts/setup.sh" release parasync-node
+PARASYNC_SETUP_ALL_PACKAGES=1 "$here/scripts/setup.sh" dev parasync-node
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 /usr/bin/python3 "$here/tests/faults/fault_schedule.py" --minutes="$minutes" --seed="$seed" --keep \
-  --node="$here/build/release/app/parasync-node/parasync-node" || status=$?
+  --node="$here/build/dev/app/parasync-node/parasync-node" || status=$?
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit $status

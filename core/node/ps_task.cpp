@@ -299,7 +299,8 @@ CallStatus PsTask::train(TrainStream &stream)
                         continue; // answered with the decision that follows
                     }
                     if (isCoordinator()) {
-                        error = pushLocked(lock, worker, push, response.mutable_push(), &answerValues, &wakeHeld);
+                        error
+                            = pushLocked(lock, worker, push, response.mutable_push(), &answerValues, &wakeHeld, stream);
                     } else {
                         error = pushShardLocked(lock, push, holdsStaged ? &staged.push() : nullptr,
                                                 response.mutable_push(), &answerValues);
@@ -321,6 +322,8 @@ CallStatus PsTask::train(TrainStream &stream)
             // wake only to wait again for the lock this thread still holds.
             if (wakeHeld)
                 m_changed.notify_all();
+            if (!error.ok() && stream.gone())
+                break; // killed while held: the end of a stream without a goodbye
             if (!error.ok())
                 return error;
             // ps:0's answer to a push that came after the last step applied

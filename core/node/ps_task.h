@@ -171,8 +171,12 @@ private:
     // in `values`, sent from the shard's memory once m_mutex is let go.
     // `wakeHeld` is set when the push moved the global step while others may
     // be held for it: the caller wakes them once it has let go of m_mutex.
+    // A push held at a barrier looks at `stream` every kHeldWorkerLook and
+    // gives up when the worker is gone.
     CallStatus pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                          proto::PushResponse *response, ValuesSnapshot *values, bool *wakeHeld);
+                          proto::PushResponse *response, ValuesSnapshot *values, bool *wakeHeld,
+                          const TrainStream &stream);
+    static constexpr std::chrono::milliseconds kHeldWorkerLook{200};
     // Refuses a staged push where the protocol has none (PushRequest.staged).
     CallStatus checkStaging(const proto::PushRequest &push, bool holdsStaged) const;
     // `staged`: an earlier staged push on this stream, whose gradients

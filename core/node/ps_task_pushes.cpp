@@ -72,7 +72,8 @@ GradientView PsTask::viewGradients(const google::protobuf::RepeatedPtrField<prot
 }
 
 CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, const proto::PushRequest &push,
-                              proto::PushResponse *response, ValuesSnapshot *values, bool *wakeHeld)
+                              proto::PushResponse *response, ValuesSnapshot *values, bool *wakeHeld,
+                              const TrainStream &stream)
 {
     auto &info = m_workers[size_t(worker)];
     if (!m_initialized)
@@ -166,7 +167,18 @@ CallStatus PsTask::pushLocked(std::unique_lock<std::mutex> &lock, int worker, co
             info.heldFrom = holdStart;
         info.phase = heldBy;
         info.waitingFor = hold.waitingFor;
-        m_changed.wait(lock);
+        // A worker killed while held ends its call without a word: looked at
+        // a few times a second, so that its index is free for the process
+        // started again in its place (claimIndexLocked takes a held worker
+        // for alive).
+        m_changed.wait_for(lock, kHeldWorkerLook);
+        if (stream.gone()) {
+            info.phase = proto::TRAINING;
+            info.waitingFor.clear();
+            info.heldFrom.reset();
+            return CallStatus::failedPrecondition("worker:" + std::to_string(worker) + "'s call ended while " + psName()
+                                                  + " held it (process killed, or its connection closed)");
+        }
     }
     info.phase = proto::TRAINING;
     info.waitingFor.clear();

@@ -68,6 +68,10 @@ public:
     // write() returns: the stream sends them from there, or copies them into
     // the message (copyTensorValues below).
     virtual bool write(proto::TrainResponse &response, const TensorValues &parameters) = 0;
+    // Whether the worker is gone (its call cancelled: the process killed, the
+    // connection closed) while this thread does not read: a push held at a
+    // barrier looks, or a worker killed there would keep its index.
+    virtual bool gone() const { return false; }
 };
 
 // Copies `values` into `tensors`, one span a tensor, into tensors that hold

@@ -84,6 +84,7 @@ public:
         m_linkedPush = request->has_push() && request->push().values_on_data_link();
         return !m_linkedPush || readLinkedValues(request->mutable_push());
     }
+    bool gone() const override { return m_context.IsCancelled(); }
     bool write(proto::TrainResponse &response, const TensorValues &parameters) override
     {
         if (response.has_join() && response.join().ready() && m_offered && m_acceptor && !m_link && m_nonce.empty()) {

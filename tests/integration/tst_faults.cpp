@@ -258,6 +258,31 @@ private Q_SLOTS:
         stopCluster(cluster, 3);
     }
 
+    // A worker killed while ps:0 holds it at a barrier (a sync step waiting
+    // for a slower chief) ends its call while no thread reads it: ps:0 looks
+    // at the call while it holds the push, so the process started again in
+    // its place joins rather than being refused as a second worker:1 and
+    // exiting (what the seeded fault schedule found, in ssp).
+    void aWorkerKilledWhileHeldAtABarrierGivesItsIndexToItsRestart()
+    {
+        LocalCluster cluster(1, 2, {QStringLiteral("--mode=sync"), QStringLiteral("--last_step=100000000")});
+        cluster.startPs(0);
+        // The chief takes 20 s a step: worker:1 waits for it at every one.
+        cluster.startWorker(0, {QStringLiteral("--straggler_ms=20000")});
+        cluster.startWorker(1);
+        QVERIFY(cluster.waitForStatus([](const auto &s) {
+            const auto *w = worker(s, 1);
+            return w && w->phase() == proto::BLOCKED_BY_SYNC;
+        }));
+        cluster.worker(1).kill(); // SIGKILL while held
+        NodeProcess &again = cluster.startWorker(1);
+        // Long before the chief's step would release the dead one's push.
+        QVERIFY2(again.waitForOutput(QStringLiteral("joined the cluster"), 10s), qPrintable(again.output()));
+        QVERIFY2(!again.output().contains(QStringLiteral("refuses a second worker:1")), qPrintable(again.output()));
+        QVERIFY(cluster.ps(0).waitForOutput(QStringLiteral("worker:1 rejoined")));
+        stopCluster(cluster, 2);
+    }
+
     void workersRetryAndSayWhomTheyWaitForWhenThePsIsGone()
     {
         QTemporaryDir dir;
