@@ -173,8 +173,9 @@ constexpr FlagInfo kFlags[] = {
     {"acknowledgement_log", "PATH", FlagGroup::Faults,
      "workers: append one JSON line per step the ps tasks acknowledged (the worker's clock, ps:0's update "
      "and outcome, each ps task's lease epoch and the process that answered) to PATH, the workers' side of "
-     "the history the step log keeps, which scripts/fault-schedule.py checks against it after a run of "
-     "kills, pauses and partitions; per task, as --metrics_port. ps tasks ignore it",
+     "the history the step log keeps, which tests/faults/history_check.py checks against it after a run "
+     "of kills, pauses and partitions (scripts/fault-schedule.sh); per task, as --metrics_port. ps tasks "
+     "ignore it",
      "none"},
     {"max_message_bytes", "N", FlagGroup::Faults,
      "largest message a task sends or accepts; larger ones are refused (RESOURCE_EXHAUSTED) and the "

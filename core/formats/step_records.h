@@ -50,8 +50,6 @@ struct StepRecord
     // What ps:0 multiplied the learning rate by for this gradient (a
     // staleness-aware rule); 1 otherwise.
     float learningRateScale = 1.0f;
-    // The lease epoch ps:0 applied it under (--ps_lease_ms); 0 without one.
-    int64_t leaseEpoch = 0;
     // The worker's staleness probe on this step (--staleness_probe_every).
     struct Probe
     {
@@ -61,6 +59,8 @@ struct StepRecord
         float relativeError = 0.0f;
     };
     std::optional<Probe> probe;
+    // The lease epoch ps:0 applied it under (--ps_lease_ms); 0 without one.
+    int64_t leaseEpoch = 0;
 
     // Whether the global step moved with it: applied alone or aggregated
     // into a sync step (not dropped as stale).
