@@ -411,6 +411,13 @@ void RunLog::skipStepsAlreadyLogged()
         m_loggedThrough = oldest;
 }
 
+void RunLog::stopSkipping()
+{
+    std::lock_guard lock(m_mutex);
+    m_alreadyLogged.clear();
+    m_loggedThrough = -1;
+}
+
 void RunLog::record(const proto::TelemetryEvent &event)
 {
     {

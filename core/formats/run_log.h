@@ -93,6 +93,12 @@ public:
     // same global step, worker and worker clock), and any step older than
     // those (written long before the other died). Call before record().
     void skipStepsAlreadyLogged();
+    // The takeover's replay of what the other process did is over: every
+    // later record is this process's own and is written, whatever the log
+    // holds (a deposed primary may have logged an update of the same global
+    // step, worker and clock that did not survive; a takeover without the
+    // state starts the global steps again below those logged).
+    void stopSkipping();
     // Writes everything queued and waits until it is on disk (the files are
     // fflush'ed; the OS has them).
     void flush();

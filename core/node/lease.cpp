@@ -157,10 +157,10 @@ std::string LeaseVoter::vote(const proto::VoteRequest &request, proto::VoteRespo
     if (request.lease_ms() < 1 || request.lease_ms() > m_lease.count())
         return "a vote asked for " + std::to_string(request.lease_ms()) + " ms; this voter promises 1 to "
                + std::to_string(m_lease.count()) + " ms (its --ps_lease_ms): give every task the same --ps_lease_ms";
-    std::lock_guard lock(m_mutex);
     if (request.alone_turn() < 0 || request.holds_turn() < 0)
         return "a vote asked with alone_turn " + std::to_string(request.alone_turn()) + " and holds_turn "
                + std::to_string(request.holds_turn()) + ": turns are counted from 0";
+    std::lock_guard lock(m_mutex);
     const LeaseVote::Answer answer
         = found->second.ask(request.candidate(), request.epoch(), std::chrono::milliseconds(request.lease_ms()), now,
                             request.alone_turn(), request.holds_turn());

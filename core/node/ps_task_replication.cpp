@@ -728,6 +728,8 @@ void PsTask::takeOverLocked(const std::string &why)
             m_runLog->record(held);
     }
     m_heldEvents.clear();
+    if (m_runLog)
+        m_runLog->stopSkipping();
     if (m_policy) {
         proto::TelemetryEvent event;
         auto *failover = event.mutable_failover();

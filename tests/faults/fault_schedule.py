@@ -295,24 +295,22 @@ class Schedule:
             time.sleep(self.rng.uniform(0.5, 2.0))
 
     def kill(self):
-        target = self.rng.choice(self.cluster.processes)
-        down = self.rng.uniform(0.2, 2.5)
-        self.log(kind="kill", process=target.name, down_seconds=round(down, 3))
-        target.kill()
-        time.sleep(down)
-        target.start()
-        self.counts["kill"] += 1
-        self.kinds_hit["kill " + target.job] += 1
+        """SIGKILL, then the process started again with its own command."""
+        self.take_down("kill", Process.kill, Process.start, 0.2, 2.5)
 
     def pause(self):
+        """SIGSTOP, then SIGCONT."""
+        self.take_down("pause", Process.pause, Process.resume, 0.2, 3.5)
+
+    def take_down(self, kind, stop, restart, shortest, longest):
         target = self.rng.choice(self.cluster.processes)
-        paused = self.rng.uniform(0.2, 3.5)
-        self.log(kind="pause", process=target.name, seconds=round(paused, 3))
-        target.pause()
-        time.sleep(paused)
-        target.resume()
-        self.counts["pause"] += 1
-        self.kinds_hit["pause " + target.job] += 1
+        seconds = self.rng.uniform(shortest, longest)
+        self.log(kind=kind, process=target.name, seconds=round(seconds, 3))
+        stop(target)
+        time.sleep(seconds)
+        restart(target)
+        self.counts[kind] += 1
+        self.kinds_hit[f"{kind} {target.job}"] += 1
 
     def partition(self):
         everyone = list(range(len(self.cluster.processes)))

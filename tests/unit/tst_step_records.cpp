@@ -196,6 +196,44 @@ private Q_SLOTS:
         QCOMPARE(csv.steps[2].workerClock, int64_t(1));
     }
 
+    void aTakeoverSkipsWhatTheOldPrimaryWroteAndNothingAfter()
+    {
+        // One --logdir, two processes of a pair in turn. The old primary
+        // wrote steps 1 and 2, and step 3 as a deposed primary (an update
+        // that did not survive: the new one took over at 2).
+        QTemporaryDir dir;
+        {
+            RunLog old(dir.path().toStdString(), {"w", "b"}, {}, {});
+            for (int64_t step = 1; step <= 3; ++step) {
+                proto::TelemetryEvent e = stepEvent(step, 0, proto::APPLIED);
+                e.mutable_step()->set_lease_epoch(1);
+                old.record(e);
+            }
+        }
+        RunLog taker(dir.path().toStdString(), {"w", "b"}, {}, {});
+        taker.skipStepsAlreadyLogged();
+        // Its replay of the old primary's last events: those written are skipped.
+        proto::TelemetryEvent replayed = stepEvent(2, 0, proto::APPLIED);
+        replayed.mutable_step()->set_lease_epoch(1);
+        taker.record(replayed);
+        taker.stopSkipping();
+        // Its own step 3, by the same worker at the same clock (the worker
+        // sent the gradient again): written, as the fault schedule's checker
+        // found it was not.
+        proto::TelemetryEvent own = stepEvent(3, 0, proto::APPLIED);
+        own.mutable_step()->set_lease_epoch(2);
+        taker.record(own);
+        taker.flush();
+        StepLogReader reader(dir.path());
+        Recorder seen;
+        readStepLog(reader, seen);
+        QCOMPARE(seen.steps.size(), size_t(4));
+        QCOMPARE(seen.steps[1].globalStep, int64_t(2)); // once
+        QCOMPARE(seen.steps[2].leaseEpoch, int64_t(1));
+        QCOMPARE(seen.steps[3].globalStep, int64_t(3));
+        QCOMPARE(seen.steps[3].leaseEpoch, int64_t(2));
+    }
+
     void aWorkersAcknowledgementsAreAppendedWholeLines()
     {
         // --acknowledgement_log: a worker started again appends to the file
