@@ -147,6 +147,8 @@ void PsTask::renewLease(const std::string &voter)
             break;
         // A vote asked before the round changed (the backup went) no
         // longer counts: the lease is asked for afresh at once.
+        if (own.granted)
+            m_voterProblems.erase(self); // what its own vote said at start no longer holds
         if (m_role == proto::REPLICA_PRIMARY && m_epoch == epoch && m_leaseRound == round)
             countVoteLocked(own.granted ? voter : self, epoch, askedAt, result);
         // Asked again at once when the backup takes the state: the voters
