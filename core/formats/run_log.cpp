@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <stdio_ext.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -67,7 +68,9 @@ void dropTornLastLine(const std::string &path)
 std::FILE *openForAppend(const std::string &path, bool *wasEmpty)
 {
     dropTornLastLine(path);
-    std::FILE *file = std::fopen(path.c_str(), "ab");
+    // Read too ("a+"): a writer reads what the other process of a
+    // replicated pair appended (RunLog::dropStepsWrittenByAnother).
+    std::FILE *file = std::fopen(path.c_str(), "a+b");
     if (!file)
         throw InputError("cannot write " + path + ": " + std::strerror(errno));
     struct stat st
@@ -75,6 +78,40 @@ std::FILE *openForAppend(const std::string &path, bool *wasEmpty)
     };
     *wasEmpty = ::stat(path.c_str(), &st) == 0 && st.st_size == 0;
     return file;
+}
+
+// The step records in a piece of the step log, each named by its global
+// step, worker and worker clock: one gradient's record, whichever process
+// of a replicated pair wrote it. Lines that do not parse (a partial first
+// line of a tail) are passed over. `oldest` is the lowest global step seen.
+std::set<std::tuple<int64_t, int, int64_t>> stepRecordsIn(const QByteArray &text, int64_t *oldest = nullptr)
+{
+    std::set<std::tuple<int64_t, int, int64_t>> keys;
+    for (const QByteArray &line : text.split('\n')) {
+        const QJsonObject o = QJsonDocument::fromJson(line).object();
+        if (o.value(QStringLiteral("type")).toString() != QLatin1String("step"))
+            continue;
+        const int64_t step = int64_t(o.value(QStringLiteral("global_step")).toDouble());
+        if (oldest)
+            *oldest = *oldest < 0 ? step : std::min(*oldest, step);
+        keys.emplace(step, o.value(QStringLiteral("worker")).toInt(),
+                     int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
+    }
+    return keys;
+}
+
+// A file's bytes from `from` to its end.
+QByteArray bytesFrom(std::FILE *file, off_t from)
+{
+    struct stat st
+    {
+    };
+    if (::fstat(::fileno(file), &st) != 0 || st.st_size <= from)
+        return {};
+    QByteArray text(qsizetype(st.st_size - from), Qt::Uninitialized);
+    const ssize_t got = ::pread(::fileno(file), text.data(), size_t(text.size()), from);
+    text.truncate(got > 0 ? qsizetype(got) : 0);
+    return text;
 }
 
 // The step log's words for outcomes and phases (see run_log.h).
@@ -151,8 +188,12 @@ RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterN
     if (!QDir().mkpath(QString::fromStdString(directory)))
         throw InputError("cannot create the run directory " + directory
                          + ": check the --logdir path and its permissions");
+    m_directoryFd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (m_directoryFd < 0)
+        throw InputError("cannot open the run directory " + directory + ": " + std::strerror(errno));
     bool empty = false;
     m_stepLog = openForAppend(directory + "/" + run_files::kStepLog, &empty);
+    m_stepLogEnd = fileSize(m_stepLog);
     m_metrics = openForAppend(directory + "/" + run_files::kMetrics, &empty);
     if (empty) {
         std::string header = "global_step,wall_time,worker,loss,full_loss";
@@ -195,6 +236,7 @@ RunLog::~RunLog()
         m_compressor.join();
     std::fclose(m_stepLog);
     std::fclose(m_metrics);
+    ::close(m_directoryFd);
 }
 
 void RunLog::setMaxBytes(int64_t maxBytes)
@@ -214,6 +256,11 @@ void RunLog::report(const std::string &words) const
 
 void RunLog::rotate()
 {
+    // Another process of a replicated pair may have rotated since this one
+    // counted the segments: the next number is the next free one.
+    const QList<int> existing = StepLogReader::segmentIndices(QString::fromStdString(m_directory));
+    if (!existing.isEmpty())
+        m_nextSegment = std::max(m_nextSegment, existing.back() + 1);
     const int n = m_nextSegment++;
     const QString directory = QString::fromStdString(m_directory);
     const std::string current = m_directory + "/" + run_files::kStepLog;
@@ -225,6 +272,7 @@ void RunLog::rotate()
     bool empty = false;
     try {
         m_stepLog = openForAppend(current, &empty);
+        m_stepLogEnd = fileSize(m_stepLog);
     } catch (const InputError &e) {
         // Reported as any failed write is; /dev/null keeps the writer simple.
         m_stepLog = std::fopen("/dev/null", "ab");
@@ -391,18 +439,10 @@ void RunLog::skipStepsAlreadyLogged()
             truncated = true;
         }
     }
-    const QList<QByteArray> lines = tail.split('\n');
-    std::lock_guard lock(m_mutex);
     int64_t oldest = -1;
-    for (const QByteArray &line : lines) {
-        const QJsonObject o = QJsonDocument::fromJson(line).object();
-        if (o.value(QStringLiteral("type")).toString() != QLatin1String("step"))
-            continue; // also the first, partial line of the tail
-        const int64_t step = int64_t(o.value(QStringLiteral("global_step")).toDouble());
-        oldest = oldest < 0 ? step : std::min(oldest, step);
-        m_alreadyLogged.emplace(step, o.value(QStringLiteral("worker")).toInt(),
-                                int64_t(o.value(QStringLiteral("worker_clock")).toDouble()));
-    }
+    auto logged = stepRecordsIn(tail, &oldest);
+    std::lock_guard lock(m_mutex);
+    m_alreadyLogged.merge(logged);
     // What the taker-over holds reaches further back than the tail (it keeps
     // its last thousands of events): those older steps are all in the log.
     // The oldest step of the tail itself may have lines before the tail's
@@ -470,6 +510,22 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
 {
     if (batch.empty())
         return;
+    const auto now = std::chrono::steady_clock::now();
+    const bool failing = !problem().empty();
+    if (failing && now < m_retryAt) {
+        m_droppedSince += int64_t(batch.size());
+        return;
+    }
+    // The processes of a replicated pair write this log in turn, and a
+    // deposed one may still write: one stopped (SIGSTOP) with a batch queued
+    // writes it when it resumes, after the process that took over wrote the
+    // same steps from what it held. One writer at a time, and each drops
+    // the steps the other wrote since its own last write: each gradient's
+    // record is in the log once.
+    const DirectoryLock exclusive(m_directoryFd);
+    dropStepsWrittenByAnother(batch);
+    if (batch.empty())
+        return;
     std::string steps;
     std::string metrics;
     char buffer[128];
@@ -505,12 +561,6 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
         if (event.has_step())
             newest = std::max(newest, event.step().global_step());
 
-    const auto now = std::chrono::steady_clock::now();
-    const bool failing = !problem().empty();
-    if (failing && now < m_retryAt) {
-        m_droppedSince += int64_t(batch.size());
-        return;
-    }
     const off_t stepLogSize = fileSize(m_stepLog);
     std::string failure = append(m_stepLog, steps);
     std::string file = run_files::kStepLog;
@@ -555,8 +605,57 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
             m_onProblem(words);
     }
     m_keptThrough = newest;
-    if (m_segmentBytes > 0 && fileSize(m_stepLog) >= m_segmentBytes)
+    m_stepLogEnd = fileSize(m_stepLog);
+    if (m_segmentBytes > 0 && m_stepLogEnd >= m_segmentBytes)
         rotate();
+}
+
+RunLog::DirectoryLock::DirectoryLock(int fd) : m_fd(fd)
+{
+    // A lock refused (a file system without flock) leaves the writes as
+    // they were before pairs shared a log: each process's own in order.
+    while (::flock(m_fd, LOCK_EX) != 0 && errno == EINTR) {}
+}
+
+RunLog::DirectoryLock::~DirectoryLock()
+{
+    ::flock(m_fd, LOCK_UN);
+}
+
+void RunLog::dropStepsWrittenByAnother(std::vector<proto::TelemetryEvent> &batch)
+{
+    // What the other wrote to this writer's file since its last write...
+    QByteArray written = bytesFrom(m_stepLog, m_stepLogEnd);
+    m_stepLogEnd = fileSize(m_stepLog);
+    const std::string path = m_directory + "/" + run_files::kStepLog;
+    struct stat named
+    {
+    };
+    struct stat open
+    {
+    };
+    if (::stat(path.c_str(), &named) == 0 && ::fstat(::fileno(m_stepLog), &open) == 0
+        && (named.st_ino != open.st_ino || named.st_dev != open.st_dev)) {
+        // ...and, when it rotated the log (this writer's file is a segment
+        // now), everything in the new steps.jsonl.
+        bool empty = false;
+        try {
+            std::FILE *current = openForAppend(path, &empty);
+            std::fclose(m_stepLog);
+            m_stepLog = current;
+            written += bytesFrom(m_stepLog, 0);
+            m_stepLogEnd = fileSize(m_stepLog);
+        } catch (const InputError &) {
+            // Written where it was; the next batch tries again.
+        }
+    }
+    if (written.isEmpty())
+        return; // nobody else wrote: the common case
+    const auto others = stepRecordsIn(written);
+    std::erase_if(batch, [&](const proto::TelemetryEvent &event) {
+        return event.has_step()
+               && others.contains({event.step().global_step(), event.step().worker(), event.step().worker_clock()});
+    });
 }
 
 off_t RunLog::fileSize(std::FILE *file)

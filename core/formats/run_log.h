@@ -125,6 +125,23 @@ private:
     // The writer's thread: steps.jsonl becomes segment N, handed to the
     // compressor; a new steps.jsonl is started.
     void rotate();
+    // flock() on the run directory for the life of the object: the writers
+    // of a replicated pair, one at a time.
+    class DirectoryLock
+    {
+    public:
+        explicit DirectoryLock(int fd);
+        ~DirectoryLock();
+        DirectoryLock(const DirectoryLock &) = delete;
+        DirectoryLock &operator=(const DirectoryLock &) = delete;
+
+    private:
+        int m_fd;
+    };
+    // Called under the DirectoryLock: removes from `batch` the steps that
+    // another process appended to the step log since this one last wrote
+    // (following the log when the other rotated it).
+    void dropStepsWrittenByAnother(std::vector<proto::TelemetryEvent> &batch);
     // The compressor's thread: gzips the segments handed to it, then keeps
     // the records within the budget.
     void compressLoop();
@@ -136,7 +153,11 @@ private:
     std::vector<std::string> m_parameterNames;
     std::vector<std::string> m_metricNames;
     std::vector<std::string> m_variableNames;
+    int m_directoryFd = -1;
     std::FILE *m_stepLog = nullptr;
+    // Where the step log ended after this writer's last write: beyond it is
+    // what another process of the pair wrote meanwhile.
+    off_t m_stepLogEnd = 0;
     std::FILE *m_metrics = nullptr;
     // The writer thread's own: the newest global step written in full, and
     // while writes fail, when to try again and the steps dropped meanwhile.

@@ -75,6 +75,13 @@ bool StepLogReader::openNext()
         auto file = std::make_unique<GzFile>();
         file->path = m_files[m_nextFile++];
         file->file = gzopen(QFile::encodeName(file->path).constData(), "rb");
+        if (!file->file && !file->path.endsWith(QLatin1String(".gz")) && !QFileInfo::exists(file->path)
+            && QFileInfo::exists(file->path + QLatin1String(".gz"))) {
+            // A plain segment compressed since the list was made: its
+            // compressed copy was complete before the plain one went.
+            file->path += QLatin1String(".gz");
+            file->file = gzopen(QFile::encodeName(file->path).constData(), "rb");
+        }
         if (!file->file) {
             // A live run's ps:0 may have removed its oldest segment (its
             // budget) since the list was made: what is gone is skipped.

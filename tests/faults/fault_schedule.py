@@ -359,6 +359,14 @@ def main():
         tempfile.mkdtemp(prefix=f"parasync-faults-seed{args.seed}-"))
     run_dir.mkdir(parents=True, exist_ok=True)
 
+    # Stopped by the user (Ctrl-C, kill, ctest's timeout): the finally below
+    # kills the cluster and removes the namespaces instead of leaving them.
+    def stop(signum, _frame):
+        raise SystemExit(f"stopped by {signal.Signals(signum).name}; the run's files: {run_dir}")
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
     Network.remove_leftovers()
     network = Network(2 * Cluster.PS_TASKS + Cluster.WORKERS)
     cluster = None

@@ -13,10 +13,12 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <cmath>
+#include <map>
 
 using namespace parasync;
 
@@ -232,6 +234,97 @@ private Q_SLOTS:
         QCOMPARE(seen.steps[2].leaseEpoch, int64_t(1));
         QCOMPARE(seen.steps[3].globalStep, int64_t(3));
         QCOMPARE(seen.steps[3].leaseEpoch, int64_t(2));
+    }
+
+    void aDeposedPrimaryThatWritesLateDoesNotLogAStepTwice()
+    {
+        // The fault schedule's finding: a primary stopped (SIGSTOP) with a
+        // batch queued; the backup took over and wrote those steps from what
+        // it held; the old one, resumed, wrote them again. Both logs open at
+        // once, as the two processes' are.
+        QTemporaryDir dir;
+        RunLog deposed(dir.path().toStdString(), {"w", "b"}, {}, {});
+        RunLog taker(dir.path().toStdString(), {"w", "b"}, {}, {});
+        taker.record(stepEvent(1, 0, proto::APPLIED));
+        taker.record(stepEvent(2, 1, proto::APPLIED));
+        taker.flush();
+        deposed.record(stepEvent(2, 1, proto::APPLIED)); // its queued batch
+        deposed.record(stepEvent(3, 0, proto::APPLIED)); // applied, never acknowledged
+        deposed.flush();
+        taker.record(stepEvent(3, 0, proto::APPLIED)); // the taker's own step 3
+        taker.record(stepEvent(4, 1, proto::APPLIED));
+        taker.flush();
+        StepLogReader reader(dir.path());
+        Recorder seen;
+        readStepLog(reader, seen);
+        std::vector<int64_t> steps;
+        for (const StepRecord &step : seen.steps)
+            steps.push_back(step.globalStep);
+        QCOMPARE(steps, (std::vector<int64_t>{1, 2, 3, 4}));
+        const MetricsCsv csv = readMetricsCsv(dir.filePath(QStringLiteral("metrics.csv")));
+        QCOMPARE(csv.steps.size(), size_t(4)); // a row for each, once
+    }
+
+    void aDeposedPrimaryFollowsTheLogItsTakerRotated()
+    {
+        // The taker rotated steps.jsonl while the other was stopped: the
+        // late batch goes to the new steps.jsonl, without the steps the
+        // taker wrote there, and its own rotations take the next free
+        // segment numbers instead of renaming over the taker's.
+        QTemporaryDir dir;
+        RunLog deposed(dir.path().toStdString(), {"w", "b"}, {}, {});
+        deposed.setMaxBytes(1024 * 1024); // 64 KiB segments
+        RunLog taker(dir.path().toStdString(), {"w", "b"}, {}, {});
+        taker.setMaxBytes(1024 * 1024);
+        int64_t step = 1;
+        const auto stepsIn = [&] {
+            StepLogReader reader(dir.path());
+            Recorder seen;
+            readStepLog(reader, seen);
+            std::vector<int64_t> steps;
+            for (const StepRecord &s : seen.steps)
+                steps.push_back(s.globalStep);
+            return steps;
+        };
+        while (StepLogReader::segmentIndices(dir.path()).isEmpty()) {
+            taker.record(stepEvent(step++, 0, proto::APPLIED));
+            taker.flush();
+        }
+        const int64_t takersLast = step - 1;
+        deposed.record(stepEvent(takersLast, 0, proto::APPLIED));
+        deposed.flush();
+        while (StepLogReader::segmentIndices(dir.path()).size() < 3) {
+            deposed.record(stepEvent(step++, 0, proto::APPLIED));
+            deposed.flush();
+        }
+        taker.record(stepEvent(step++, 0, proto::APPLIED));
+        taker.flush();
+        // Every step once, 1 to the last (compared as counts: QCOMPARE
+        // prints only the start of a long vector).
+        std::map<int64_t, int> times;
+        for (const int64_t s : stepsIn())
+            ++times[s];
+        for (int64_t s = 1; s < step; ++s)
+            QVERIFY2(times[s] == 1, qPrintable(QStringLiteral("step %1 is in the log %2 times").arg(s).arg(times[s])));
+        QCOMPARE(times.size(), size_t(step - 1));
+    }
+
+    void aSegmentCompressedWhileTheLogIsReadIsReadCompressed()
+    {
+        // The reader lists steps.jsonl.1 while it is plain; ps:0's
+        // compressor replaces it with steps.jsonl.1.gz before the reader
+        // gets to it. It was read as removed (its budget) and skipped whole.
+        QTemporaryDir dir;
+        append(dir.filePath(QStringLiteral("steps.jsonl.1")), "{\"type\":\"step\",\"global_step\":1}\n");
+        append(dir.filePath(QStringLiteral("steps.jsonl")), "{\"type\":\"step\",\"global_step\":2}\n");
+        StepLogReader reader(dir.path());
+        QCOMPARE(QProcess::execute(QStringLiteral("gzip"), {dir.filePath(QStringLiteral("steps.jsonl.1"))}), 0);
+        QByteArray line;
+        QList<QByteArray> lines;
+        while (reader.next(&line))
+            lines << line;
+        QCOMPARE(lines.size(), 2);
+        QVERIFY(lines[0].contains("\"global_step\":1"));
     }
 
     void aWorkersAcknowledgementsAreAppendedWholeLines()
