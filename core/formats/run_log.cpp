@@ -83,13 +83,18 @@ std::FILE *openForAppend(const std::string &path, bool *wasEmpty)
 // The step records in a piece of the step log, each named by its global
 // step, worker and worker clock: one gradient's record, whichever process
 // of a replicated pair wrote it. Lines that do not parse (a partial first
-// line of a tail) are passed over. `oldest` is the lowest global step seen.
-std::set<std::tuple<int64_t, int, int64_t>> stepRecordsIn(const QByteArray &text, int64_t *oldest = nullptr)
+// line of a tail) are passed over. `oldest` is the lowest global step seen;
+// `failover`, whether the piece holds a failover record.
+std::set<std::tuple<int64_t, int, int64_t>> stepRecordsIn(const QByteArray &text, int64_t *oldest = nullptr,
+                                                          bool *failover = nullptr)
 {
     std::set<std::tuple<int64_t, int, int64_t>> keys;
     for (const QByteArray &line : text.split('\n')) {
         const QJsonObject o = QJsonDocument::fromJson(line).object();
-        if (o.value(QStringLiteral("type")).toString() != QLatin1String("step"))
+        const QString type = o.value(QStringLiteral("type")).toString();
+        if (failover && type == QLatin1String("failover"))
+            *failover = true;
+        if (type != QLatin1String("step"))
             continue;
         const int64_t step = int64_t(o.value(QStringLiteral("global_step")).toDouble());
         if (oldest)
@@ -443,6 +448,7 @@ void RunLog::skipStepsAlreadyLogged()
     auto logged = stepRecordsIn(tail, &oldest);
     std::lock_guard lock(m_mutex);
     m_alreadyLogged.merge(logged);
+    m_replaying = true;
     // What the taker-over holds reaches further back than the tail (it keeps
     // its last thousands of events): those older steps are all in the log.
     // The oldest step of the tail itself may have lines before the tail's
@@ -456,6 +462,7 @@ void RunLog::stopSkipping()
     std::lock_guard lock(m_mutex);
     m_alreadyLogged.clear();
     m_loggedThrough = -1;
+    m_replaying = false;
 }
 
 void RunLog::record(const proto::TelemetryEvent &event)
@@ -467,6 +474,8 @@ void RunLog::record(const proto::TelemetryEvent &event)
                 || m_alreadyLogged.contains(
                     {event.step().global_step(), event.step().worker(), event.step().worker_clock()})))
             return;
+        if (m_replaying && event.has_step())
+            m_replayed.emplace(event.step().global_step(), event.step().worker(), event.step().worker_clock());
         // Training waits for the disk only when the writer is this far
         // behind; without the bound a writer starved of CPU let the queue,
         // and the process, grow for as long as the run lasted.
@@ -517,11 +526,11 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
         return;
     }
     // The processes of a replicated pair write this log in turn, and a
-    // deposed one may still write: one stopped (SIGSTOP) with a batch queued
-    // writes it when it resumes, after the process that took over wrote the
-    // same steps from what it held. One writer at a time, and each drops
-    // the steps the other wrote since its own last write: each gradient's
-    // record is in the log once.
+    // deposed one may still write: one stopped (SIGSTOP) with events queued
+    // writes them when it resumes, and the process that took over writes the
+    // same steps from what it held, before or after. One writer at a time,
+    // each reading what the other appended: each gradient's record is in the
+    // log once.
     const DirectoryLock exclusive(m_directoryFd);
     dropStepsWrittenByAnother(batch);
     if (batch.empty())
@@ -612,14 +621,22 @@ void RunLog::writeBatch(std::vector<proto::TelemetryEvent> &batch)
 
 RunLog::DirectoryLock::DirectoryLock(int fd) : m_fd(fd)
 {
-    // A lock refused (a file system without flock) leaves the writes as
-    // they were before pairs shared a log: each process's own in order.
-    while (::flock(m_fd, LOCK_EX) != 0 && errno == EINTR) {}
+    // The other writer holds the lock for one batch's write, unless it was
+    // stopped in the middle of one (SIGSTOP, a debugger): after kLockWait
+    // this one writes without the lock rather than hold up training (its
+    // queue is bounded), at worst logging a step the other logs too. A file
+    // system without flock() leaves the writes as they were before pairs
+    // shared a log.
+    const auto giveUp = std::chrono::steady_clock::now() + kLockWait;
+    while (!(m_held = ::flock(m_fd, LOCK_EX | LOCK_NB) == 0) && errno == EWOULDBLOCK
+           && std::chrono::steady_clock::now() < giveUp)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 RunLog::DirectoryLock::~DirectoryLock()
 {
-    ::flock(m_fd, LOCK_UN);
+    if (m_held)
+        ::flock(m_fd, LOCK_UN);
 }
 
 void RunLog::dropStepsWrittenByAnother(std::vector<proto::TelemetryEvent> &batch)
@@ -649,12 +666,30 @@ void RunLog::dropStepsWrittenByAnother(std::vector<proto::TelemetryEvent> &batch
             // Written where it was; the next batch tries again.
         }
     }
-    if (written.isEmpty())
+    if (!written.isEmpty()) {
+        // A failover record from the other: it took over, and this process
+        // is the deposed primary.
+        auto others = stepRecordsIn(written, nullptr, &m_deposed);
+        m_writtenByAnother.merge(others);
+        // The newest only: a pair writes in turn for the moments around a
+        // takeover; this bounds a split brain's cost.
+        while (m_writtenByAnother.size() > kRememberedSteps)
+            m_writtenByAnother.erase(m_writtenByAnother.begin());
+    }
+    if (m_writtenByAnother.empty())
         return; // nobody else wrote: the common case
-    const auto others = stepRecordsIn(written);
+    // Which of this batch's steps are the other's records already: for the
+    // deposed process, any the other wrote (the same update replayed, or
+    // one of the other's own, which replaced this process's unacknowledged
+    // one); for the process that took over, only the steps it replayed --
+    // its own later steps are new updates, whatever numbers they share with
+    // the deposed one's records that did not survive.
+    std::lock_guard lock(m_mutex);
     std::erase_if(batch, [&](const proto::TelemetryEvent &event) {
-        return event.has_step()
-               && others.contains({event.step().global_step(), event.step().worker(), event.step().worker_clock()});
+        if (!event.has_step())
+            return false;
+        const std::tuple key{event.step().global_step(), event.step().worker(), event.step().worker_clock()};
+        return m_writtenByAnother.contains(key) && (m_deposed || m_replayed.contains(key));
     });
 }
 

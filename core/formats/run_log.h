@@ -57,6 +57,9 @@ inline constexpr const char *kTaskLogs = "logs";
 // records.json says through which global step the log was cut and why. record() only queues: a background
 // thread formats and writes, so training waits for the disk only when the
 // writer is kMaxQueued events behind (memory stays bounded).
+// The two processes of a replicated ps:0 write one run directory in turn,
+// under flock() on it, each reading what the other appended: a step's
+// record is written once, whichever of them logs it first.
 // Thread-safe.
 class RunLog
 {
@@ -137,10 +140,13 @@ private:
 
     private:
         int m_fd;
+        bool m_held = false;
     };
-    // Called under the DirectoryLock: removes from `batch` the steps that
-    // another process appended to the step log since this one last wrote
-    // (following the log when the other rotated it).
+    static constexpr std::chrono::seconds kLockWait{2};
+    // Called under the DirectoryLock: reads what another process appended
+    // to the step log since this one last wrote (following the log when the
+    // other rotated it), and removes from `batch` the steps it holds
+    // already.
     void dropStepsWrittenByAnother(std::vector<proto::TelemetryEvent> &batch);
     // The compressor's thread: gzips the segments handed to it, then keeps
     // the records within the budget.
@@ -156,8 +162,13 @@ private:
     int m_directoryFd = -1;
     std::FILE *m_stepLog = nullptr;
     // Where the step log ended after this writer's last write: beyond it is
-    // what another process of the pair wrote meanwhile.
+    // what another process of the pair wrote meanwhile. The steps it wrote
+    // (global step, worker, worker clock), and whether it wrote a failover
+    // record since this log was opened (it took over from this process).
     off_t m_stepLogEnd = 0;
+    static constexpr size_t kRememberedSteps = 1 << 20;
+    std::set<std::tuple<int64_t, int, int64_t>> m_writtenByAnother;
+    bool m_deposed = false;
     std::FILE *m_metrics = nullptr;
     // The writer thread's own: the newest global step written in full, and
     // while writes fail, when to try again and the steps dropped meanwhile.
@@ -194,6 +205,11 @@ private:
     bool m_stopping = false;
     // skipStepsAlreadyLogged(): global step, worker, worker clock.
     std::set<std::tuple<int64_t, int, int64_t>> m_alreadyLogged;
+    // Between skipStepsAlreadyLogged() and stopSkipping() the steps recorded
+    // are the other process's, replayed: they are dropped if it writes them
+    // late (guarded by m_mutex).
+    bool m_replaying = false;
+    std::set<std::tuple<int64_t, int, int64_t>> m_replayed;
     // The oldest global step of the log's tail when the log is longer than
     // the tail: steps up to it were written (-1: none skipped by age).
     int64_t m_loggedThrough = -1;

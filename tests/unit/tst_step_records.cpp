@@ -64,11 +64,41 @@ public:
     std::vector<proto::TelemetryEvent> events;
 };
 
+proto::TelemetryEvent stepEvent(int64_t step, int worker, proto::PushOutcome outcome, int64_t leaseEpoch)
+{
+    proto::TelemetryEvent event = stepEvent(step, worker, outcome);
+    event.mutable_step()->set_lease_epoch(leaseEpoch);
+    return event;
+}
+
+// What a process that takes over writes after its replay.
+proto::TelemetryEvent failoverEvent(int64_t globalStep, int64_t epoch)
+{
+    proto::TelemetryEvent event;
+    event.mutable_failover()->set_global_step(globalStep);
+    event.mutable_failover()->set_epoch(epoch);
+    event.mutable_failover()->set_new_primary("10.0.0.2:2222");
+    event.mutable_failover()->set_old_primary("10.0.0.1:2222");
+    return event;
+}
+
 void append(const QString &path, const QByteArray &text)
 {
     QFile file(path);
     QVERIFY(file.open(QIODevice::Append));
     QCOMPARE(file.write(text), text.size());
+}
+
+// The step log's step records in file order: global step and lease epoch.
+std::vector<std::pair<int64_t, int64_t>> stepsIn(const QString &directory)
+{
+    StepLogReader reader(directory);
+    Recorder seen;
+    readStepLog(reader, seen);
+    std::vector<std::pair<int64_t, int64_t>> steps;
+    for (const StepRecord &step : seen.steps)
+        steps.emplace_back(step.globalStep, step.leaseEpoch);
+    return steps;
 }
 
 } // namespace
@@ -236,73 +266,96 @@ private Q_SLOTS:
         QCOMPARE(seen.steps[3].leaseEpoch, int64_t(2));
     }
 
+    // The fault schedule's finding: ps:0's primary, stopped (SIGSTOP) with
+    // step records queued, was deposed; the backup that took over wrote
+    // those steps from what it held, and the old primary, resumed, wrote
+    // them again. Both logs are open at once here, as the two processes'
+    // are, and each writes in batches of its own.
     void aDeposedPrimaryThatWritesLateDoesNotLogAStepTwice()
     {
-        // The fault schedule's finding: a primary stopped (SIGSTOP) with a
-        // batch queued; the backup took over and wrote those steps from what
-        // it held; the old one, resumed, wrote them again. Both logs open at
-        // once, as the two processes' are.
+        QTemporaryDir dir;
+        RunLog deposed(dir.path().toStdString(), {"w", "b"}, {}, {});
+        deposed.record(stepEvent(1, 0, proto::APPLIED, 1));
+        deposed.flush();
+        RunLog taker(dir.path().toStdString(), {"w", "b"}, {}, {});
+        taker.skipStepsAlreadyLogged();
+        // The old primary's sync step 2, two gradients, from what it held.
+        taker.record(stepEvent(2, 0, proto::AGGREGATED, 1));
+        taker.record(stepEvent(2, 1, proto::AGGREGATED, 1));
+        taker.stopSkipping();
+        taker.record(failoverEvent(2, 2));
+        taker.record(stepEvent(3, 0, proto::APPLIED, 2)); // its own
+        taker.flush();
+        // The deposed one's queue, in two batches: the same step 2, and its
+        // own step 3 under its old epoch (applied, never acknowledged: the
+        // backup never got it), by the same worker at the same clock.
+        deposed.record(stepEvent(2, 0, proto::AGGREGATED, 1));
+        deposed.flush();
+        deposed.record(stepEvent(2, 1, proto::AGGREGATED, 1));
+        deposed.record(stepEvent(3, 0, proto::APPLIED, 1));
+        deposed.record(stepEvent(4, 1, proto::APPLIED, 1)); // another never acknowledged
+        deposed.flush();
+        // The superseded step 4 is logged (a checker leaves it out by its
+        // epoch); each of the others once, as the taker wrote it.
+        QCOMPARE(stepsIn(dir.path()),
+                 (std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 1}, {2, 1}, {3, 2}, {4, 1}}));
+        const MetricsCsv csv = readMetricsCsv(dir.filePath(QStringLiteral("metrics.csv")));
+        QCOMPARE(csv.steps.size(), size_t(5)); // a row for each record, once
+    }
+
+    // The other order: the old primary's late records are in the log before
+    // the taker writes what it held; and the taker's own steps after the
+    // replay are new updates, written whatever numbers they share with the
+    // old one's records that did not survive.
+    void aTakerDoesNotLogAgainWhatTheDeposedWroteLate()
+    {
         QTemporaryDir dir;
         RunLog deposed(dir.path().toStdString(), {"w", "b"}, {}, {});
         RunLog taker(dir.path().toStdString(), {"w", "b"}, {}, {});
-        taker.record(stepEvent(1, 0, proto::APPLIED));
-        taker.record(stepEvent(2, 1, proto::APPLIED));
-        taker.flush();
-        deposed.record(stepEvent(2, 1, proto::APPLIED)); // its queued batch
-        deposed.record(stepEvent(3, 0, proto::APPLIED)); // applied, never acknowledged
+        taker.skipStepsAlreadyLogged(); // nothing of step 2 in the log yet
+        deposed.record(stepEvent(2, 0, proto::AGGREGATED, 1));
+        deposed.record(stepEvent(2, 1, proto::AGGREGATED, 1));
+        deposed.record(stepEvent(3, 0, proto::APPLIED, 1)); // never acknowledged
         deposed.flush();
-        taker.record(stepEvent(3, 0, proto::APPLIED)); // the taker's own step 3
-        taker.record(stepEvent(4, 1, proto::APPLIED));
+        taker.record(stepEvent(2, 0, proto::AGGREGATED, 1));
         taker.flush();
-        StepLogReader reader(dir.path());
-        Recorder seen;
-        readStepLog(reader, seen);
-        std::vector<int64_t> steps;
-        for (const StepRecord &step : seen.steps)
-            steps.push_back(step.globalStep);
-        QCOMPARE(steps, (std::vector<int64_t>{1, 2, 3, 4}));
-        const MetricsCsv csv = readMetricsCsv(dir.filePath(QStringLiteral("metrics.csv")));
-        QCOMPARE(csv.steps.size(), size_t(4)); // a row for each, once
+        taker.record(stepEvent(2, 1, proto::AGGREGATED, 1));
+        taker.stopSkipping();
+        taker.record(failoverEvent(2, 2));
+        taker.record(stepEvent(3, 0, proto::APPLIED, 2)); // its own: the worker sent the gradient again
+        taker.flush();
+        QCOMPARE(stepsIn(dir.path()), (std::vector<std::pair<int64_t, int64_t>>{{2, 1}, {2, 1}, {3, 1}, {3, 2}}));
     }
 
     void aDeposedPrimaryFollowsTheLogItsTakerRotated()
     {
         // The taker rotated steps.jsonl while the other was stopped: the
         // late batch goes to the new steps.jsonl, without the steps the
-        // taker wrote there, and its own rotations take the next free
-        // segment numbers instead of renaming over the taker's.
+        // taker wrote, and its own rotations take the next free segment
+        // numbers instead of renaming over the taker's.
         QTemporaryDir dir;
         RunLog deposed(dir.path().toStdString(), {"w", "b"}, {}, {});
         deposed.setMaxBytes(1024 * 1024); // 64 KiB segments
         RunLog taker(dir.path().toStdString(), {"w", "b"}, {}, {});
         taker.setMaxBytes(1024 * 1024);
+        taker.record(failoverEvent(0, 2));
         int64_t step = 1;
-        const auto stepsIn = [&] {
-            StepLogReader reader(dir.path());
-            Recorder seen;
-            readStepLog(reader, seen);
-            std::vector<int64_t> steps;
-            for (const StepRecord &s : seen.steps)
-                steps.push_back(s.globalStep);
-            return steps;
-        };
         while (StepLogReader::segmentIndices(dir.path()).isEmpty()) {
-            taker.record(stepEvent(step++, 0, proto::APPLIED));
+            taker.record(stepEvent(step++, 0, proto::APPLIED, 2));
             taker.flush();
         }
-        const int64_t takersLast = step - 1;
-        deposed.record(stepEvent(takersLast, 0, proto::APPLIED));
+        deposed.record(stepEvent(step - 1, 0, proto::APPLIED, 2)); // the taker's last, in segment 1
         deposed.flush();
         while (StepLogReader::segmentIndices(dir.path()).size() < 3) {
-            deposed.record(stepEvent(step++, 0, proto::APPLIED));
+            deposed.record(stepEvent(step++, 0, proto::APPLIED, 2));
             deposed.flush();
         }
-        taker.record(stepEvent(step++, 0, proto::APPLIED));
+        taker.record(stepEvent(step++, 0, proto::APPLIED, 2));
         taker.flush();
         // Every step once, 1 to the last (compared as counts: QCOMPARE
         // prints only the start of a long vector).
         std::map<int64_t, int> times;
-        for (const int64_t s : stepsIn())
+        for (const auto &[s, epoch] : stepsIn(dir.path()))
             ++times[s];
         for (int64_t s = 1; s < step; ++s)
             QVERIFY2(times[s] == 1, qPrintable(QStringLiteral("step %1 is in the log %2 times").arg(s).arg(times[s])));
