@@ -196,19 +196,26 @@ RunLog::RunLog(const std::string &directory, std::vector<std::string> parameterN
     m_directoryFd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (m_directoryFd < 0)
         throw InputError("cannot open the run directory " + directory + ": " + std::strerror(errno));
-    bool empty = false;
-    m_stepLog = openForAppend(directory + "/" + run_files::kStepLog, &empty);
-    m_stepLogEnd = fileSize(m_stepLog);
-    m_metrics = openForAppend(directory + "/" + run_files::kMetrics, &empty);
-    if (empty) {
-        std::string header = "global_step,wall_time,worker,loss,full_loss";
-        for (const auto &name : m_parameterNames)
-            header += "," + name;
-        for (const auto &name : m_metricNames)
-            header += "," + name;
-        header += "\n";
-        std::fputs(header.c_str(), m_metrics);
-        std::fflush(m_metrics);
+    {
+        // Under the lock: cutting a torn last line off must not cut into a
+        // batch the other process of a pair is writing. (Released before the
+        // writer thread starts: a flock() belongs to the descriptor, which
+        // the thread shares.)
+        const DirectoryLock exclusive(m_directoryFd);
+        bool empty = false;
+        m_stepLog = openForAppend(directory + "/" + run_files::kStepLog, &empty);
+        m_stepLogEnd = fileSize(m_stepLog);
+        m_metrics = openForAppend(directory + "/" + run_files::kMetrics, &empty);
+        if (empty) {
+            std::string header = "global_step,wall_time,worker,loss,full_loss";
+            for (const auto &name : m_parameterNames)
+                header += "," + name;
+            for (const auto &name : m_metricNames)
+                header += "," + name;
+            header += "\n";
+            std::fputs(header.c_str(), m_metrics);
+            std::fflush(m_metrics);
+        }
     }
     // Segments of an earlier process of this run go on being counted.
     const QList<int> segments = StepLogReader::segmentIndices(QString::fromStdString(directory));
