@@ -123,6 +123,9 @@ private:
     // to where it ended before and returns the system's reason.
     static std::string append(std::FILE *file, const std::string &text);
     static off_t fileSize(std::FILE *file);
+    // Opens `path` to append to (and to read: what the other process of a
+    // pair appended), after cutting a torn last line off. Throws InputError.
+    static std::FILE *openForAppend(const std::string &path, bool *wasEmpty);
     // Drops what the stream buffers and truncates the file to `size`.
     static void cutBack(std::FILE *file, off_t size);
     // The writer's thread: steps.jsonl becomes segment N, handed to the
