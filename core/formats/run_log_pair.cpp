@@ -143,16 +143,16 @@ void RunLog::dropStepsWrittenByAnother(std::vector<proto::TelemetryEvent> &batch
 {
     // What the other wrote to this writer's file since its last write...
     QByteArray written = bytesFrom(m_stepLog, m_stepLogEnd);
-    m_stepLogEnd = fileSize(m_stepLog);
+    m_stepLogEnd += off_t(written.size());
     const std::string path = m_directory + "/" + run_files::kStepLog;
     struct stat named
     {
     };
-    struct stat open
+    struct stat ours
     {
     };
-    if (::stat(path.c_str(), &named) == 0 && ::fstat(::fileno(m_stepLog), &open) == 0
-        && (named.st_ino != open.st_ino || named.st_dev != open.st_dev)) {
+    if (::stat(path.c_str(), &named) == 0 && ::fstat(::fileno(m_stepLog), &ours) == 0
+        && (named.st_ino != ours.st_ino || named.st_dev != ours.st_dev)) {
         // ...and, when it rotated the log (this writer's file is a segment
         // now), everything in the new steps.jsonl.
         bool empty = false;
@@ -160,8 +160,9 @@ void RunLog::dropStepsWrittenByAnother(std::vector<proto::TelemetryEvent> &batch
             std::FILE *current = openForAppend(path, &empty);
             std::fclose(m_stepLog);
             m_stepLog = current;
-            written += bytesFrom(m_stepLog, 0);
-            m_stepLogEnd = fileSize(m_stepLog);
+            const QByteArray theirs = bytesFrom(m_stepLog, 0);
+            written += theirs;
+            m_stepLogEnd = off_t(theirs.size());
         } catch (const InputError &) {
             // Written where it was; the next batch tries again.
         }
