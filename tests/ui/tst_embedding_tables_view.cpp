@@ -125,6 +125,32 @@ private Q_SLOTS:
         QCOMPARE(shares->csv().rows.at(1).at(2), QStringLiteral("0.9"));
     }
 
+    // In the app's window the tab is short (about 440 pixels at 1440 x 900):
+    // the splitter's share for the ps tasks' table once cut ps:1 of 2 in
+    // half. Up to 4 ps tasks, every row shows whole.
+    void everyPsTaskShowsWholeInAShortTab()
+    {
+        EmbeddingTablesTracker tracker;
+        tracker.setPsCount(4);
+        for (int ps = 0; ps < 4; ++ps)
+            tracker.recordAnswer(ps, "127.0.0.1:" + std::to_string(2222 + ps), 1.0,
+                                 {weights(1000, 2000, 100000, 100, {{uint64_t(ps), 100, 0}}, 0.5f)});
+        tracker.finishPoll();
+        EmbeddingTablesView view;
+        view.resize(1300, 380);
+        view.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&view));
+        view.setTables(std::make_shared<const EmbeddingTablesSnapshot>(tracker.snapshot()));
+        const QTableWidget *ps = view.psTable();
+        QCOMPARE(ps->rowCount(), 4);
+        QTRY_VERIFY2(ps->viewport()->rect().contains(ps->visualItemRect(ps->item(3, 0))),
+                     qPrintable(QStringLiteral("ps:3's row at %1, the view %2 pixels high")
+                                    .arg(ps->visualItemRect(ps->item(3, 0)).bottom())
+                                    .arg(ps->viewport()->height())));
+        for (int row = 0; row < 4; ++row)
+            QVERIFY(ps->viewport()->rect().contains(ps->visualItemRect(ps->item(row, 0))));
+    }
+
     void aPsTaskThatStopsAnsweringIsSaidAndGreyed()
     {
         EmbeddingTablesTracker tracker = unevenCluster();

@@ -7,6 +7,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QLocale>
+#include <QScrollBar>
 #include <QSplitter>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -80,9 +81,9 @@ EmbeddingTablesView::EmbeddingTablesView(QWidget *parent)
     , m_pullImbalance(newLabel(QStringLiteral("pullImbalance"), m_content))
     , m_silent(newLabel(QStringLiteral("silentPsTasks"), m_content))
     , m_psTable(newTable({tr("ps task"), tr("rows"), tr("memory"), tr("memory / row"), tr("bytes / step"),
-                          tr("share of pulls"), tr("state")},
+                          tr("share of rows pulled"), tr("state")},
                          m_content))
-    , m_hotIds(newTable({tr("id"), tr("share of pulls"), tr("ps task")}, m_content))
+    , m_hotIds(newTable({tr("id"), tr("share of rows pulled"), tr("ps task")}, m_content))
     , m_hotIdsTitle(newLabel(QStringLiteral("hotIdsTitle"), m_content))
     , m_shares(new PsShareChart(m_content))
     , m_norms(new RowNormChart(m_content))
@@ -266,12 +267,22 @@ void EmbeddingTablesView::fillPsTable(const TableSummary &table)
         cells << state;
         setRow(m_psTable, int(i), cells, !ps.answering, QString::fromStdString(ps.address));
     }
-    // As tall as its rows (up to 8), the rest of the column for the hot ids.
-    const int shownRows = std::min(8, m_psTable->rowCount());
-    int height = m_psTable->horizontalHeader()->height() + 2 * m_psTable->frameWidth() + 2;
-    for (int row = 0; row < shownRows; ++row)
-        height += m_psTable->rowHeight(row);
-    m_psTable->setMaximumHeight(height);
+    // As tall as its rows (up to 8), the rest of the column for the hot ids;
+    // never so short that the splitter's share for it hides one of the
+    // first 4 (a window of 900 pixels showed ps:1 of 2 cut in half). The
+    // horizontal scroll bar, when the columns are wider than the view,
+    // takes its height from the rows otherwise.
+    int chrome = m_psTable->horizontalHeader()->height() + 2 * m_psTable->frameWidth() + 2;
+    if (m_psTable->horizontalHeader()->length() > m_psTable->viewport()->width())
+        chrome += m_psTable->horizontalScrollBar()->sizeHint().height();
+    const auto heightOf = [&](int rows) {
+        int height = chrome;
+        for (int row = 0; row < std::min(rows, m_psTable->rowCount()); ++row)
+            height += m_psTable->rowHeight(row);
+        return height;
+    };
+    m_psTable->setMinimumHeight(heightOf(4));
+    m_psTable->setMaximumHeight(heightOf(8));
 }
 
 void EmbeddingTablesView::fillHotIds(const TableSummary &table)
