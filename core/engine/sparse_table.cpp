@@ -122,9 +122,9 @@ struct CountingAllocator
 // Starts loading the cache line at `address`. Not __builtin_prefetch:
 // GCC 12 at -O2 deletes its calls as dead code when a function issues more
 // than one (two lines of a row, or a loop over them; a single one it
-// keeps), and none of prefetchRow's was in the binary -- every row a step
-// touched was a cache miss waited for in turn, 40 % of a step's time on the
-// table (bench_sparse_table). An asm statement it must keep.
+// keeps), and none of prefetchRow's was in the binary: every row a step
+// touched was a cache miss waited for in turn. An asm statement it must
+// keep.
 inline void prefetchLine(const char *address)
 {
 #if defined(__x86_64__) || defined(__i386__)
