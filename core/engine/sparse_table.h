@@ -94,7 +94,11 @@ public:
     // Copies the rows of `ids` into `out` (ids.size() x rowWidth). With
     // `create`, a row not held yet is made (initialRow) and kept: a
     // training pull. Without, its initial values are copied and nothing is
-    // kept: an evaluation's lookup.
+    // kept: an evaluation's lookup. A training pull of at most
+    // kRememberedGatherRows ids is remembered with where its rows lie, one
+    // of the last kRememberedGathers: a worker's next push carries
+    // gradients for exactly the rows its pull asked for, and notHeld() and
+    // apply() of those ids find their rows without the index.
     void gather(std::span<const uint64_t> ids, std::span<float> out, bool create);
     bool holds(uint64_t id) const;
     // The ids of `ids` this table does not hold, in their order.
@@ -105,8 +109,15 @@ public:
     // it: a backup replaying its primary's updates may lack a row the
     // primary made. A ps task refuses a worker's gradient for a row never
     // pulled before it calls this (notHeld), so for a primary every row is
-    // held; one lookup a row either way.
+    // held; one lookup a row, none for ids a remembered gather had.
     void apply(std::span<const uint64_t> ids, std::span<const float> gradients, float learningRateScale);
+
+    // The gathers remembered: one a worker's stream for up to this many
+    // workers on a ps task at once; a gather of a larger batch than this
+    // many rows is not kept (a table fill, a chief's held-out pull), so the
+    // memory is at most 12 bytes a row of these (memoryBytes() counts it).
+    static constexpr size_t kRememberedGathers = 32;
+    static constexpr size_t kRememberedGatherRows = 8192;
 
     int64_t rows() const;
     // The rows and their optimizer state alone.

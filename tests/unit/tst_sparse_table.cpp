@@ -107,6 +107,8 @@ private Q_SLOTS:
     void rowRuleMatchesTheDenseRuleBitForBit();
     void anOptimizerWithoutARowRuleIsRefused();
     void aGradientForARowNotHeldMakesItFirst();
+    void aPushOfThePulledRowsUpdatesWhatTheIndexWould();
+    void aClearedTableForgetsWhereItsPullsRowsLay();
     void declarationOutOfRangeIsRefused_data();
     void declarationOutOfRangeIsRefused();
     void saveAndLoadRoundTripBitForBit();
@@ -316,6 +318,73 @@ void TestSparseTable::aGradientForARowNotHeldMakesItFirst()
     std::vector<float> initial(2);
     initialRow(made.declaration(), 4, initial);
     QVERIFY(fromMade[2] != initial[0] && fromMade[3] != initial[1]);
+}
+
+void TestSparseTable::aPushOfThePulledRowsUpdatesWhatTheIndexWould()
+{
+    // A ps task's step: the batch's rows pulled, then their gradients
+    // pushed. `remembered` finds the rows where its pull left them; in
+    // `lookedUp` so many pulls came between that they are looked up again.
+    constexpr size_t width = 4;
+    SparseTable remembered(declaration(int64_t(width)), optimizer("adagrad"));
+    SparseTable lookedUp(declaration(int64_t(width)), optimizer("adagrad"));
+    SplitMix random{3};
+    std::vector<uint64_t> batch(50);
+    for (uint64_t &id : batch)
+        id = random.next() % 1000;
+    std::sort(batch.begin(), batch.end());
+    batch.erase(std::unique(batch.begin(), batch.end()), batch.end());
+    std::vector<float> out(batch.size() * width);
+    remembered.gather(batch, out, true);
+    lookedUp.gather(batch, out, true);
+    for (size_t k = 0; k <= SparseTable::kRememberedGathers; ++k) {
+        const std::vector<uint64_t> other{1000 + k};
+        lookedUp.gather(other, std::span(out).first(width), true);
+        remembered.gather(other, std::span(out).first(width), true);
+    }
+    // Pulled again in `remembered` only: its rows are where the pull of the
+    // batch left them, the same rows by another way.
+    remembered.gather(batch, out, true);
+    std::vector<float> gradient(batch.size() * width);
+    for (float &g : gradient)
+        g = random.between(-1.0f, 1.0f);
+    QVERIFY(remembered.notHeld(batch).empty() && lookedUp.notHeld(batch).empty());
+    remembered.apply(batch, gradient, 0.5f);
+    lookedUp.apply(batch, gradient, 0.5f);
+    const TableContents a = remembered.save(), b = lookedUp.save();
+    QCOMPARE(a.ids, b.ids);
+    QVERIFY(sameBits(a.values, b.values));
+    QVERIFY(sameBits(a.slots, b.slots));
+    // And the update was made: no row of the batch is at its initial values.
+    std::vector<float> initial(width), now(width);
+    for (const uint64_t id : batch) {
+        initialRow(remembered.declaration(), id, initial);
+        remembered.gather(std::vector<uint64_t>{id}, now, false);
+        QVERIFY(!sameBits(now, initial));
+    }
+}
+
+void TestSparseTable::aClearedTableForgetsWhereItsPullsRowsLay()
+{
+    // After clear() (a restore) the row numbers of an earlier pull name the
+    // rows of other ids: a push of that pull's ids must not land on them.
+    SparseTable table(declaration(2, 0.5f), optimizer("sgd"));
+    const std::vector<uint64_t> before{10, 20, 30}, after{40, 50, 60};
+    std::vector<float> out(6);
+    table.gather(before, out, true);
+    table.clear();
+    table.gather(after, out, true);
+    QCOMPARE(table.notHeld(before), before);
+    const std::vector<float> gradient{1, 2, 3, 4, 5, 6};
+    table.apply(before, gradient, 1.0f);
+    QCOMPARE(table.rows(), int64_t(6));
+    std::vector<float> initial(2), now(6);
+    table.gather(after, now, false);
+    for (size_t i = 0; i < after.size(); ++i) {
+        initialRow(table.declaration(), after[i], initial);
+        QVERIFY2(sameBits(std::span<const float>(now).subspan(i * 2, 2), initial),
+                 qPrintable(QStringLiteral("row %1 changed by a push of other ids").arg(after[i])));
+    }
 }
 
 void TestSparseTable::anOptimizerWithoutARowRuleIsRefused()
