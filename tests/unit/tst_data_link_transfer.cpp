@@ -140,6 +140,57 @@ private Q_SLOTS:
         QVERIFY(answer == sent);
     }
 
+    // Between overlapped writes the link's descriptor is out of the I/O
+    // thread's reactor and lent back for each: many in a row, each waited
+    // for by the next, all arrive in order.
+    void overlappedWritesOneAfterAnotherArriveInOrder()
+    {
+        LinkPair link(5s);
+        std::vector<std::vector<std::vector<float>>> rounds;
+        for (int round = 0; round < 4; ++round) {
+            auto tensors = sentTensors();
+            tensors[1][0] = float(round); // tells the rounds apart
+            rounds.push_back(std::move(tensors));
+        }
+        std::vector<std::vector<std::vector<float>>> received;
+        std::thread ps([&] {
+            for (const auto &round : rounds) {
+                auto into = sameShapes(round);
+                if (!link.ps->read(destinationsOf(into)))
+                    return;
+                received.push_back(std::move(into));
+            }
+        });
+        bool started = true;
+        for (const auto &round : rounds)
+            started = started && link.worker->startWrite(valuesOf(round));
+        const bool finished = link.worker->finishWrites();
+        ps.join();
+        QVERIFY2(started && finished, link.worker->error().c_str());
+        QVERIFY2(received.size() == rounds.size(), link.ps->error().c_str());
+        QVERIFY(received == rounds);
+    }
+
+    // The ps stops reading: the rest of an overlapped write, on the I/O
+    // thread, moves nothing, and after the stall the worker is told so,
+    // with the link closed; nothing hangs, and the link goes cleanly.
+    void anOverlappedWriteThePeerNeverReadsEndsAfterTheStall()
+    {
+        LinkPair link(300ms);
+        const auto sent = sentTensors();
+        QVERIFY2(link.worker->startWrite(valuesOf(sent)), link.worker->error().c_str());
+        QVERIFY(!link.worker->finishWrites());
+        QCOMPARE(QString::fromStdString(link.worker->error()),
+                 QStringLiteral("sending on the data link failed: no byte moved for 300 ms"));
+        std::vector<float> more(4);
+        QVERIFY(!link.worker->read({std::span<float>(more)}));
+        // The ps's end finds the link ended once it reads past what came.
+        auto received = sameShapes(sent);
+        QVERIFY(!link.ps->read(destinationsOf(received)));
+        link.worker.reset();
+        link.ps.reset();
+    }
+
     void aPeerThatGoesMidTransferIsReportedAndTheLinkStaysFailed()
     {
         LinkPair link(5s);
