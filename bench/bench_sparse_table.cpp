@@ -5,7 +5,13 @@
 //     costs without the waits for memory;
 //   - what a 10M x 16 Adagrad table takes split over 4 ps tasks by psOfRow:
 //     rows per task, payload, memoryBytes(), the overhead per row;
-//   - the hot-ids counter's add() of one batch of 1,000 ids.
+//   - the hot-ids counter's add() of one batch of 1,000 ids;
+//   - the same step's memory reads without the table: a batch's rows read
+//     at random from plain memory laid out as a 1M- or 10M-row table's
+//     (the rows and their state alone, or with an index's control bytes
+//     and slots beside them), prefetched as the table prefetches: what
+//     this machine's memory charges for the table's size, whatever the
+//     code around the reads.
 // The memory figures are benchmark counters, so they print with the times.
 //
 //   bench_sparse_table [Google Benchmark flags]
@@ -16,9 +22,13 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -187,6 +197,99 @@ void BM_HotIdsAdd(benchmark::State &state)
     benchmark::DoNotOptimize(hot.total());
 }
 BENCHMARK(BM_HotIdsAdd)->Arg(64)->Arg(1024)->Unit(benchmark::kMicrosecond);
+
+// Plain memory in 2 MiB pages where the kernel grants them, as the table's
+// (sparse_table.cpp), filled so that every page is there.
+struct HugeRegion
+{
+    char *bytes = nullptr;
+    size_t size = 0;
+    explicit HugeRegion(size_t n) : size(n)
+    {
+        void *memory = nullptr;
+        if (::posix_memalign(&memory, size_t(2) << 20, n) != 0)
+            throw std::bad_alloc();
+        ::madvise(memory, n, MADV_HUGEPAGE);
+        std::memset(memory, 1, n);
+        bytes = static_cast<char *>(memory);
+    }
+    ~HugeRegion() { std::free(bytes); }
+    HugeRegion(const HugeRegion &) = delete;
+    HugeRegion &operator=(const HugeRegion &) = delete;
+};
+
+inline void prefetch(const char *address)
+{
+    asm volatile("prefetcht0 %0" : : "m"(*address));
+}
+
+// A batch's rows read from memory laid out as a table of range(0) rows:
+// each row's two cache lines (16 floats and Adagrad's 16) in an arena, and
+// with range(1) == 3 also a line of an index's control bytes and one of its
+// 16-byte slots (abseil's layout: a slot and a control byte a row, at most
+// 7/8 full), each a place apart. The same batches as BM_GatherApply's, each
+// id at a random place; eight rows ahead prefetched. No table code: what
+// the reads alone cost at this size, on this machine.
+void BM_ScatteredReads(benchmark::State &state)
+{
+    const auto rows = size_t(state.range(0));
+    const bool withIndex = state.range(1) == 3;
+    size_t slots = 16;
+    while (slots * 7 < rows * 8)
+        slots *= 2;
+    constexpr size_t kRowBytes = 2 * kWidth * sizeof(float);
+    HugeRegion arena(rows * kRowBytes);
+    HugeRegion control(withIndex ? slots : 64);
+    HugeRegion slot(withIndex ? slots * 16 : 64);
+    const auto batches = zipfBatches(rows, 512, true);
+    // Where each id's row and index entry lie.
+    std::vector<std::vector<std::pair<size_t, size_t>>> places;
+    for (const auto &ids : batches) {
+        auto &p = places.emplace_back();
+        for (uint64_t id : ids) {
+            uint64_t mixed = id;
+            p.emplace_back(size_t(splitmix(mixed) % rows), size_t(splitmix(mixed) % slots));
+        }
+    }
+    std::vector<float> values(kIdsPerStep * size_t(kWidth));
+    size_t next = 0;
+    double rowsRead = 0.0;
+    for (auto _ : state) {
+        const auto &p = places[next];
+        next = (next + 1) % places.size();
+        uint64_t sum = 0;
+        constexpr size_t kAhead = 8;
+        for (size_t k = 0; k < p.size(); ++k) {
+            if (k + kAhead < p.size()) {
+                const auto [row, entry] = p[k + kAhead];
+                if (withIndex) {
+                    prefetch(control.bytes + entry);
+                    prefetch(slot.bytes + entry * 16);
+                }
+                prefetch(arena.bytes + row * kRowBytes);
+                prefetch(arena.bytes + row * kRowBytes + 64);
+            }
+            const auto [row, entry] = p[k];
+            if (withIndex)
+                sum += uint64_t(control.bytes[entry]) + uint64_t(slot.bytes[entry * 16]);
+            const char *at = arena.bytes + row * kRowBytes;
+            std::memcpy(values.data() + k * size_t(kWidth), at, kWidth * sizeof(float));
+            sum += uint64_t(at[64]);
+        }
+        benchmark::DoNotOptimize(sum);
+        benchmark::DoNotOptimize(values.data());
+        rowsRead += double(p.size());
+    }
+    state.counters["rows_per_step"] = rowsRead / double(state.iterations());
+    state.counters["memory_MB"] = double(arena.size + control.size + slot.size) / 1e6;
+}
+BENCHMARK(BM_ScatteredReads)
+    ->ArgNames({"rows", "regions"})
+    ->Args({1'000'000, 1})
+    ->Args({10'000'000, 1})
+    ->Args({1'000'000, 3})
+    ->Args({10'000'000, 3})
+    ->Unit(benchmark::kMicrosecond);
 
 } // namespace
 
