@@ -1,7 +1,8 @@
 // A sparse table on one ps task (engine/sparse_table.h), in-process:
 //   - one step's pull and push: gather (creating) then apply of the rows of
-//     1,000 Zipf-distributed ids x 16 floats with Adagrad, against tables
-//     of 1M and 10M rows, and of 10K, which the caches hold: what the work
+//     1,000 ids x 16 floats with Adagrad, drawn Zipf over 1M ranks (as
+//     bench_sparse_step draws them), against tables of 1M and 10M rows,
+//     and of 10K (Zipf over its 10K), which the caches hold: what the work
 //     costs without the waits for memory;
 //   - what a 10M x 16 Adagrad table takes split over 4 ps tasks by psOfRow:
 //     rows per task, payload, memoryBytes(), the overhead per row;
@@ -41,6 +42,10 @@ using bench::splitmix;
 using bench::zipfBatches;
 
 constexpr int64_t kWidth = 16;
+// The batches' ids: Zipf over at most this many ranks whatever the table's
+// size, as bench_sparse_step draws them, so that a 10M-row table sees the
+// same rows a step as a 1M-row one, only spread over ten times the memory.
+constexpr size_t kHotRanks = 1'000'000;
 
 std::shared_ptr<const Optimizer> adagrad()
 {
@@ -102,7 +107,7 @@ SparseTable &tableOf(size_t rows)
         f.batches.clear();
         f.table = std::make_unique<SparseTable>(factors(), adagrad());
         fill(*f.table, rows, [](uint64_t) { return true; });
-        f.batches = zipfBatches(rows, 512, true);
+        f.batches = zipfBatches(std::min(rows, kHotRanks), 512, true);
         f.rows = rows;
     }
     return *f.table;
@@ -223,32 +228,47 @@ inline void prefetch(const char *address)
     asm volatile("prefetcht0 %0" : : "m"(*address));
 }
 
+// Whether BM_ScatteredReads reads an index entry beside each row.
+enum class IndexPlace : int64_t {
+    None = 0,  // the rows and their state alone: the floor
+    Apart = 1, // abseil's: control bytes and slots in arrays of their own
+};
+
 // A batch's rows read from memory laid out as a table of range(0) rows:
 // each row's two cache lines (16 floats and Adagrad's 16) in an arena, and
-// with range(1) == 3 also a line of an index's control bytes and one of its
-// 16-byte slots (abseil's layout: a slot and a control byte a row, at most
-// 7/8 full), each a place apart. The same batches as BM_GatherApply's, each
-// id at a random place; eight rows ahead prefetched. No table code: what
-// the reads alone cost at this size, on this machine.
+// with range(1) == IndexPlace::Apart a line of its index entry's control
+// bytes and one of its 16-byte slot (a slot and a control byte a row, at
+// most 7/8 full). The same batches as BM_GatherApply's, each id at a random
+// place; eight rows ahead prefetched. No table code: what the reads alone
+// cost at this size, on this machine.
 void BM_ScatteredReads(benchmark::State &state)
 {
     const auto rows = size_t(state.range(0));
-    const bool withIndex = state.range(1) == 3;
+    const auto place = IndexPlace(state.range(1));
     size_t slots = 16;
     while (slots * 7 < rows * 8)
         slots *= 2;
     constexpr size_t kRowBytes = 2 * kWidth * sizeof(float);
     HugeRegion arena(rows * kRowBytes);
-    HugeRegion control(withIndex ? slots : 64);
-    HugeRegion slot(withIndex ? slots * 16 : 64);
-    const auto batches = zipfBatches(rows, 512, true);
-    // Where each id's row and index entry lie.
-    std::vector<std::vector<std::pair<size_t, size_t>>> places;
+    HugeRegion control(place == IndexPlace::Apart ? slots : 64);
+    HugeRegion slot(place == IndexPlace::Apart ? slots * 16 : 64);
+    const auto batches = zipfBatches(std::min(rows, kHotRanks), 512, true);
+    // Where each id's row, control byte and slot lie.
+    struct Places
+    {
+        const char *row, *control, *slot;
+    };
+    std::vector<std::vector<Places>> places;
     for (const auto &ids : batches) {
         auto &p = places.emplace_back();
         for (uint64_t id : ids) {
             uint64_t mixed = id;
-            p.emplace_back(size_t(splitmix(mixed) % rows), size_t(splitmix(mixed) % slots));
+            const size_t row = size_t(splitmix(mixed) % rows) * kRowBytes;
+            const size_t entry = size_t(splitmix(mixed) % slots);
+            if (place == IndexPlace::Apart)
+                p.push_back({arena.bytes + row, control.bytes + entry, slot.bytes + entry * 16});
+            else
+                p.push_back({arena.bytes + row, nullptr, nullptr});
         }
     }
     std::vector<float> values(kIdsPerStep * size_t(kWidth));
@@ -261,20 +281,19 @@ void BM_ScatteredReads(benchmark::State &state)
         constexpr size_t kAhead = 8;
         for (size_t k = 0; k < p.size(); ++k) {
             if (k + kAhead < p.size()) {
-                const auto [row, entry] = p[k + kAhead];
-                if (withIndex) {
-                    prefetch(control.bytes + entry);
-                    prefetch(slot.bytes + entry * 16);
+                const Places &ahead = p[k + kAhead];
+                if (ahead.control) {
+                    prefetch(ahead.control);
+                    prefetch(ahead.slot);
                 }
-                prefetch(arena.bytes + row * kRowBytes);
-                prefetch(arena.bytes + row * kRowBytes + 64);
+                prefetch(ahead.row);
+                prefetch(ahead.row + 64);
             }
-            const auto [row, entry] = p[k];
-            if (withIndex)
-                sum += uint64_t(control.bytes[entry]) + uint64_t(slot.bytes[entry * 16]);
-            const char *at = arena.bytes + row * kRowBytes;
-            std::memcpy(values.data() + k * size_t(kWidth), at, kWidth * sizeof(float));
-            sum += uint64_t(at[64]);
+            const Places &at = p[k];
+            if (at.control)
+                sum += uint64_t(*at.control) + uint64_t(*at.slot);
+            std::memcpy(values.data() + k * size_t(kWidth), at.row, kWidth * sizeof(float));
+            sum += uint64_t(at.row[64]);
         }
         benchmark::DoNotOptimize(sum);
         benchmark::DoNotOptimize(values.data());
@@ -284,11 +303,8 @@ void BM_ScatteredReads(benchmark::State &state)
     state.counters["memory_MB"] = double(arena.size + control.size + slot.size) / 1e6;
 }
 BENCHMARK(BM_ScatteredReads)
-    ->ArgNames({"rows", "regions"})
-    ->Args({1'000'000, 1})
-    ->Args({10'000'000, 1})
-    ->Args({1'000'000, 3})
-    ->Args({10'000'000, 3})
+    ->ArgNames({"rows", "index"})
+    ->ArgsProduct({{1'000'000, 10'000'000}, {int64_t(IndexPlace::None), int64_t(IndexPlace::Apart)}})
     ->Unit(benchmark::kMicrosecond);
 
 } // namespace
