@@ -223,9 +223,15 @@ struct HugeRegion
     HugeRegion &operator=(const HugeRegion &) = delete;
 };
 
+// As sparse_table.cpp's prefetchLine: GCC drops __builtin_prefetch calls
+// it thinks dead when a function issues several.
 inline void prefetch(const char *address)
 {
+#if defined(__x86_64__) || defined(__i386__)
     asm volatile("prefetcht0 %0" : : "m"(*address));
+#else
+    __builtin_prefetch(address, 0, 3);
+#endif
 }
 
 // Whether BM_ScatteredReads reads an index entry beside each row.

@@ -782,22 +782,19 @@ def add_sparse_table(report, doc):
             continue
         runs.setdefault(b["run_name"], []).append(b)
     rows = []
-    for name, label in (("BM_GatherApply/10000", "10K rows (in the caches: the work without memory's waits)"),
-                        ("BM_GatherApply/1000000", "1M rows"), ("BM_GatherApply/10000000", "10M rows")):
+    gather_apply = "gather + apply of a batch's rows, "
+    reads_alone = "the same batches' reads alone, from memory laid out as "
+    for name, label in (("BM_GatherApply/10000", gather_apply + "10K rows (in the caches: the work without memory's waits)"),
+                        ("BM_GatherApply/1000000", gather_apply + "1M rows"),
+                        ("BM_GatherApply/10000000", gather_apply + "10M rows"),
+                        ("BM_ScatteredReads/rows:1000000/index:0", reads_alone + "1M rows' rows and state"),
+                        ("BM_ScatteredReads/rows:10000000/index:0", reads_alone + "10M rows' rows and state"),
+                        ("BM_ScatteredReads/rows:1000000/index:1", reads_alone + "1M rows with abseil's index"),
+                        ("BM_ScatteredReads/rows:10000000/index:1", reads_alone + "10M rows with abseil's index")):
         if name not in runs:
             continue
         bs = runs[name]
-        rows.append([f"gather + apply of a batch's rows, {label}", fmt_summary(summary([b["real_time"] for b in bs])),
-                     fmt(statistics.median(b["rows_per_step"] for b in bs), 0), "—", "—"])
-    for name, label in (("BM_ScatteredReads/rows:1000000/index:0", "1M rows' rows and state"),
-                        ("BM_ScatteredReads/rows:10000000/index:0", "10M rows' rows and state"),
-                        ("BM_ScatteredReads/rows:1000000/index:1", "1M rows with abseil's index"),
-                        ("BM_ScatteredReads/rows:10000000/index:1", "10M rows with abseil's index")):
-        if name not in runs:
-            continue
-        bs = runs[name]
-        rows.append([f"the same batches' reads alone, from memory laid out as {label}",
-                     fmt_summary(summary([b["real_time"] for b in bs])),
+        rows.append([label, fmt_summary(summary([b["real_time"] for b in bs])),
                      fmt(statistics.median(b["rows_per_step"] for b in bs), 0), "—", "—"])
     memory = next((bs for name, bs in runs.items() if name.startswith("BM_MemoryOver4Ps")), None)
     if memory:

@@ -111,9 +111,10 @@ class TorchWorkersTest(unittest.TestCase):
                 self.assertEqual(e["outcome"], "applied", e)
 
     def test_the_python_chief_checkpoints_and_a_new_run_restores_from_them(self):
-        # The chief scores every 50 of its own steps: it does 100 to 300 of
-        # the 600, as the two workers happen to share the cores (CI once saw
-        # 140, and two scores at --display_step=100).
+        # The chief scores every 50 of its own steps: its share of the 600
+        # is however the two workers happen to share the cores (CI once saw
+        # its 100th step at global step 433, and two scores at
+        # --display_step=100).
         cluster = self.start(600, "--mode=async", worker_flags=("--display_step=50",), chief_checkpoints=True)
         self.assertGreaterEqual(self.held_out_accuracy(cluster, 600), 0.9)
         # The final checkpoint, in parasync-node's format: every variable
