@@ -230,6 +230,11 @@ PortBinding bindPort(const std::string &host, uint16_t port, bool listen)
     return binding;
 }
 
+std::string portTakenMessage(const std::string &address, const std::string &task)
+{
+    return address + " (" + task + ") cannot be bound: the port is already in use";
+}
+
 bool isPortFree(const std::string &host, uint16_t port, std::string *why)
 {
     const PortBinding binding = bindPort(host, port);

@@ -76,6 +76,12 @@ PortBinding bindPort(const std::string &host, uint16_t port, bool listen = false
 // once. On false, `why` (when given) says why, as PortBinding::why().
 bool isPortFree(const std::string &host, uint16_t port, std::string *why = nullptr);
 
+// What a task prints when another socket holds the port of its own address
+// ("127.0.0.1:2224 (worker:2) cannot be bound: the port is already in use"),
+// followed by who holds it and what to do. The launcher looks for it in the
+// output of a worker it placed itself, to move that worker to another port.
+std::string portTakenMessage(const std::string &address, const std::string &task);
+
 // A free loopback port, chosen by the kernel (for tests and "offer free
 // ports"), never one this process was handed before: several calls give a
 // plan distinct ports. It stays reserved while this process lives (bound,

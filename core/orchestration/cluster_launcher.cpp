@@ -21,6 +21,7 @@
 #include <charconv>
 #include <deque>
 #include <set>
+#include <utility>
 
 namespace parasync {
 
@@ -217,6 +218,7 @@ bool ClusterLauncher::launch(const ClusterPlan &plan, QString *error)
     m_plan = plan;
     m_infos.clear();
     m_processes.clear();
+    m_portMovesOfAddedWorkers.clear();
     for (const auto &task : plan.tasks())
         appendTask(task);
     const int generation = ++m_launchGeneration;
@@ -442,9 +444,14 @@ void ClusterLauncher::onOutput(int row)
         return;
     const QString complete = p.partial.left(end + 1);
     p.partial.remove(0, end + 1);
-    const QStringList lines = complete.split(QLatin1Char('\n'), Qt::SkipEmptyParts);
+    takeLines(row, complete);
+}
+
+void ClusterLauncher::takeLines(int row, const QString &text)
+{
+    Process &p = *m_processes[size_t(row)];
     QString taskOutput; // without the runner's own lines
-    for (const QString &line : lines) {
+    for (const QString &line : text.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
         if (qint64 pid = 0; p.runner->consumeLine(line, &pid)) {
             m_infos[size_t(row)].pid = pid;
             setState(row, m_infos[size_t(row)].state, tr("pid %1 on %2").arg(pid).arg(m_infos[size_t(row)].host));
@@ -517,20 +524,7 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
     // What the process printed last, even without a final newline.
     if (p.process)
         p.partial += QString::fromUtf8(p.process->readAllStandardOutput());
-    if (!p.partial.isEmpty()) {
-        const QString rest = p.partial;
-        p.partial.clear();
-        for (const QString &line : rest.split(QLatin1Char('\n'), Qt::SkipEmptyParts)) {
-            p.lines.push_back(line);
-            if (p.lines.size() > size_t(kMaxOutputLines))
-                p.lines.pop_front();
-            interpretLine(row, line);
-        }
-        const QString lines = rest.endsWith(QLatin1Char('\n')) ? rest : rest + QLatin1Char('\n');
-        if (p.log)
-            p.log->write(lines);
-        Q_EMIT outputAppended(row, lines);
-    }
+    takeLines(row, std::exchange(p.partial, QString()));
 
     QString recent;
     for (auto it = p.lines.size() > 5 ? p.lines.end() - 5 : p.lines.begin(); it != p.lines.end(); ++it)
@@ -544,6 +538,11 @@ void ClusterLauncher::onFinished(int row, int exitCode, QProcess::ExitStatus sta
         qCDebug(lcLauncher).noquote() << qs(info.task.toString()) << "exited (code" << exitCode << ") to restart";
         if (p.log)
             p.log->ended(tr("exited (code %1) to be started again").arg(exitCode));
+        startTask(row);
+        return;
+    }
+    if (!p.stopRequested && !p.killRequested && ended.failure.isEmpty() && !ended.crashed
+        && moveOffTakenPort(row, recent)) {
         startTask(row);
         return;
     }

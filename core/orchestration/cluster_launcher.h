@@ -164,6 +164,15 @@ private:
     void startPendingWorkers();
     void updatePendingWorkers(); // starts the held workers once ps tasks listen and a watcher follows
     void onOutput(int row);
+    // The task's complete lines: the runner's own (the remote pid) consumed,
+    // the rest kept for output(), read for the task's state, logged, emitted.
+    void takeLines(int row, const QString &text);
+    // A port above `after`'s on its host that no task of the plan has and,
+    // on this machine's loopback, nothing listens on; 0 when none is left.
+    uint16_t nextWorkerPort(const HostPort &after, bool remote) const;
+    // A worker addWorker placed that exited because its port was taken
+    // (its `lastLines` say so): placed on the next port, to be started again.
+    bool moveOffTakenPort(int row, const QString &lastLines);
     void interpretLine(int row, const QString &line);
     void onFinished(int row, int exitCode, QProcess::ExitStatus status);
     void onFailedToStart(int row);
@@ -182,6 +191,9 @@ private:
     bool m_psReady = false;
     bool m_watcherReady = false;
     int m_launchGeneration = 0;
+    // The rows of the workers addWorker placed, each with the taken ports it
+    // moved past: the launcher chose their ports, so it moves them on.
+    std::map<int, int> m_portMovesOfAddedWorkers;
     QPointer<ClusterWatcher> m_gateWatcher;
     QMetaObject::Connection m_gateConnection;
 };

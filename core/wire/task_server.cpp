@@ -96,14 +96,15 @@ std::unique_ptr<grpc::Server> startTaskServer(const TaskId &task, const HostPort
         builder.RegisterService(service);
     auto server = builder.BuildAndStart();
     if (!server || selectedPort == 0) {
-        std::string message = address.toString() + " (" + task.toString() + ") cannot be bound";
+        std::string message;
         if (bindPort(address.host, address.port).inUse()) {
-            message += ": the port is already in use";
+            message = portTakenMessage(address.toString(), task.toString());
             if (const auto holder = findPortHolder(address.port))
                 message += " by " + holder->describe();
             message += ". Stop that process (an old run still holding the port?) or give this task another port";
         } else {
-            message += ": is " + address.host + " an address of this machine?";
+            message = address.toString() + " (" + task.toString() + ") cannot be bound: is " + address.host
+                      + " an address of this machine?";
         }
         throw InputError(message);
     }

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <csignal>
 #include <memory>
+#include <set>
 
 using namespace parasync;
 using namespace parasync::testing;
@@ -193,6 +194,18 @@ private Q_SLOTS:
 
             // An elastic cluster grows over ssh too: Add worker starts
             // worker:2 on the workers' remote host, where it joins and trains.
+            // The port the launcher picks there (the first above the last
+            // worker's that the plan does not use) is taken: the launcher,
+            // which chose it, moves worker:2 on rather than leave it dead.
+            std::set<int> planned;
+            for (const TaskId &task : plan.tasks())
+                planned.insert(plan.cluster.address(task).port);
+            HostPort picked = plan.cluster.workers.back();
+            do
+                ++picked.port;
+            while (planned.count(picked.port));
+            const PortBinding taken = bindPort(picked.host, uint16_t(picked.port), /*listen=*/true);
+            QVERIFY2(taken.bound() || !isPortFree(picked.host, uint16_t(picked.port)), taken.why().c_str());
             const int added = launcher.addWorker(&error);
             QVERIFY2(added >= 0, qPrintable(error));
             QVERIFY2(launcher.tasks()[size_t(added)].host.contains(QLatin1String("(ssh)")),
@@ -201,6 +214,8 @@ private Q_SLOTS:
                                           && launcher.output(added).contains(QLatin1String("joined the cluster")),
                                       qPrintable(describe(launcher)), kTimeoutMs);
             addedAddress = launcher.tasks()[size_t(added)].address;
+            QVERIFY2(addedAddress.port != picked.port, qPrintable(describe(launcher)));
+            QVERIFY2(launcher.output(added).contains(QLatin1String("is taken on")), qPrintable(launcher.output(added)));
 
             // One task stopped from the process panel: SIGTERM reaches it over ssh.
             const int row = launcher.taskRow(TaskId{JobName::Worker, 1});
