@@ -238,15 +238,18 @@ inline void prefetch(const char *address)
 enum class IndexPlace : int64_t {
     None = 0,  // the rows and their state alone: the floor
     Apart = 1, // abseil's: control bytes and slots in arrays of their own
+    Slot = 2,  // a 16-byte slot alone (id and row, no control bytes): one line
 };
 
 // A batch's rows read from memory laid out as a table of range(0) rows:
 // each row's two cache lines (16 floats and Adagrad's 16) in an arena, and
 // with range(1) == IndexPlace::Apart a line of its index entry's control
 // bytes and one of its 16-byte slot (a slot and a control byte a row, at
-// most 7/8 full). The same batches as BM_GatherApply's, each id at a random
-// place; eight rows ahead prefetched. No table code: what the reads alone
-// cost at this size, on this machine.
+// most 7/8 full); with IndexPlace::Slot the slot's line alone, as an
+// open-addressing index without control bytes would read it at best. The
+// same batches as BM_GatherApply's, each id at a random place; eight rows
+// ahead prefetched. No table code: what the reads alone cost at this size,
+// on this machine.
 void BM_ScatteredReads(benchmark::State &state)
 {
     const auto rows = size_t(state.range(0));
@@ -257,7 +260,7 @@ void BM_ScatteredReads(benchmark::State &state)
     constexpr size_t kRowBytes = 2 * kWidth * sizeof(float);
     HugeRegion arena(rows * kRowBytes);
     HugeRegion control(place == IndexPlace::Apart ? slots : 64);
-    HugeRegion slot(place == IndexPlace::Apart ? slots * 16 : 64);
+    HugeRegion slot(place != IndexPlace::None ? slots * 16 : 64);
     const auto batches = zipfBatches(std::min(rows, kHotRanks), 512, true);
     // Where each id's row, control byte and slot lie.
     struct Places
@@ -271,10 +274,8 @@ void BM_ScatteredReads(benchmark::State &state)
             uint64_t mixed = id;
             const size_t row = size_t(splitmix(mixed) % rows) * kRowBytes;
             const size_t entry = size_t(splitmix(mixed) % slots);
-            if (place == IndexPlace::Apart)
-                p.push_back({arena.bytes + row, control.bytes + entry, slot.bytes + entry * 16});
-            else
-                p.push_back({arena.bytes + row, nullptr, nullptr});
+            p.push_back({arena.bytes + row, place == IndexPlace::Apart ? control.bytes + entry : nullptr,
+                         place != IndexPlace::None ? slot.bytes + entry * 16 : nullptr});
         }
     }
     std::vector<float> values(kIdsPerStep * size_t(kWidth));
@@ -288,16 +289,18 @@ void BM_ScatteredReads(benchmark::State &state)
         for (size_t k = 0; k < p.size(); ++k) {
             if (k + kAhead < p.size()) {
                 const Places &ahead = p[k + kAhead];
-                if (ahead.control) {
+                if (ahead.control)
                     prefetch(ahead.control);
+                if (ahead.slot)
                     prefetch(ahead.slot);
-                }
                 prefetch(ahead.row);
                 prefetch(ahead.row + 64);
             }
             const Places &at = p[k];
             if (at.control)
-                sum += uint64_t(*at.control) + uint64_t(*at.slot);
+                sum += uint64_t(*at.control);
+            if (at.slot)
+                sum += uint64_t(*at.slot);
             std::memcpy(values.data() + k * size_t(kWidth), at.row, kWidth * sizeof(float));
             sum += uint64_t(at.row[64]);
         }
@@ -310,7 +313,8 @@ void BM_ScatteredReads(benchmark::State &state)
 }
 BENCHMARK(BM_ScatteredReads)
     ->ArgNames({"rows", "index"})
-    ->ArgsProduct({{1'000'000, 10'000'000}, {int64_t(IndexPlace::None), int64_t(IndexPlace::Apart)}})
+    ->ArgsProduct({{1'000'000, 10'000'000},
+                   {int64_t(IndexPlace::None), int64_t(IndexPlace::Apart), int64_t(IndexPlace::Slot)}})
     ->Unit(benchmark::kMicrosecond);
 
 } // namespace

@@ -790,7 +790,9 @@ def add_sparse_table(report, doc):
                         ("BM_ScatteredReads/rows:1000000/index:0", reads_alone + "1M rows' rows and state"),
                         ("BM_ScatteredReads/rows:10000000/index:0", reads_alone + "10M rows' rows and state"),
                         ("BM_ScatteredReads/rows:1000000/index:1", reads_alone + "1M rows with abseil's index"),
-                        ("BM_ScatteredReads/rows:10000000/index:1", reads_alone + "10M rows with abseil's index")):
+                        ("BM_ScatteredReads/rows:10000000/index:1", reads_alone + "10M rows with abseil's index"),
+                        ("BM_ScatteredReads/rows:1000000/index:2", reads_alone + "1M rows with a one-line index slot"),
+                        ("BM_ScatteredReads/rows:10000000/index:2", reads_alone + "10M rows with a one-line index slot")):
         if name not in runs:
             continue
         bs = runs[name]
