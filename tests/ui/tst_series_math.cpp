@@ -1,10 +1,13 @@
 // What the charts compute from a run's snapshot: TensorBoard's debiased EMA,
 // min/max envelopes, the linear demo's loss surface, the distance to the
-// true (w, b), wall time by global step, and figures per mode period.
+// true (w, b), wall time by global step, figures per mode period, and the
+// throughput of runs compared.
+#include "ui/models/compared_metrics.h"
 #include "ui/models/series_math.h"
 
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace parasync;
@@ -188,6 +191,26 @@ private Q_SLOTS:
             for (size_t i = 1; i < figures.staleness.size(); ++i)
                 stale += figures.staleness[i];
         QVERIFY(stale > 0);
+    }
+
+    void syncThroughputCountsEachUpdateOnce()
+    {
+        // Sync: both workers' records of an update carry its global step;
+        // one update every 0.1 s is 10 steps a second in every window, even
+        // a window of two records of the same update.
+        RunSnapshot snapshot;
+        for (int64_t s = 1; s <= 300; ++s) {
+            snapshot.recentSteps.push_back(step(s, 0, 0.1 * double(s), 0, proto::AGGREGATED));
+            snapshot.recentSteps.push_back(step(s, 1, 0.1 * double(s) + 0.001, 0, proto::AGGREGATED));
+        }
+        for (const int windows : {600, 100, 7}) {
+            const QList<QPointF> points = comparedMetricPoints(snapshot, ComparedMetric::Throughput, windows);
+            QVERIFY(points.size() >= std::min(windows, 290) / 2);
+            for (const QPointF &p : points)
+                QVERIFY2(
+                    std::abs(p.y() - 10.0) < 1e-6,
+                    qPrintable(QStringLiteral("%1 windows: %2 steps/s at step %3").arg(windows).arg(p.y()).arg(p.x())));
+        }
     }
 
     void pathStartsAtTheFirstParametersRead()

@@ -43,6 +43,14 @@ QList<QPointF> windowedStepPoints(const RunSnapshot &run, ComparedMetric metric,
             steps.push_back(&step);
     std::stable_sort(steps.begin(), steps.end(),
                      [](const StepRecord *a, const StepRecord *b) { return a->globalStep < b->globalStep; });
+    // A sync update is a record from each worker it aggregated, all at its
+    // global step: throughput counts the step once, at its first record (a
+    // window of two records of one update was a point at 0 steps a second).
+    if (metric == ComparedMetric::Throughput)
+        steps.erase(
+            std::unique(steps.begin(), steps.end(),
+                        [](const StepRecord *a, const StepRecord *b) { return a->globalStep == b->globalStep; }),
+            steps.end());
     QList<QPointF> points;
     if (steps.size() < 2)
         return points;
