@@ -816,9 +816,9 @@ def add_sparse_table(report, doc):
              "over 1M ranks (10K for the 10K-row table), merged, each row gathered (made if new) and its gradient applied with "
              "Adagrad. Memory: the tables' own count of their bytes (payload, id index, the arena's slack), the "
              "rows split over 4 ps tasks by psOfRow as a cluster splits them. The reads alone: no table code, "
-             "each row's two cache lines (and its index entry's control byte and slot) at random places in plain "
-             "memory of the table's size, prefetched eight rows ahead as the table does: what this machine's memory "
-             "charges for the size. Every table size sees the same batches (Zipf over 1M ranks), as in 2s."])
+             "each row's two cache lines (and its index entry's control byte and slot, or a 16-byte slot alone) at "
+             "random places in plain memory of the table's size, prefetched eight rows ahead as the table does: "
+             "what this machine's memory charges for the size. Every table size sees the same batches (Zipf over 1M ranks), as in 2s."])
 
 
 def add_partition_scaling(report, doc, number="5b", topology="", subject="Partitioned variables"):
