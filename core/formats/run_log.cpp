@@ -79,6 +79,7 @@ constexpr std::pair<proto::WorkerPhase, const char *> kPhaseNames[] = {
     {proto::FINISHED, "finished"},
     {proto::DEAD, "dead"},
     {proto::STOPPED, "stopped"},
+    {proto::REJOINING, "rejoining"},
 };
 
 // JSON has no NaN: missing values are written as null.

@@ -409,7 +409,9 @@ void PsTask::watchForStragglersLocked()
     m_lastStragglerLook = now;
     std::vector<StragglerDetector::Sample> live;
     for (int i = 0; i < int(m_workers.size()); ++i) {
-        if (!isLiveLocked(i))
+        // One still turning to a new primary after a failover is not slow:
+        // its pace starts afresh once it trains again.
+        if (!isLiveLocked(i) || m_workers[size_t(i)].phase == proto::REJOINING)
             continue;
         const auto &info = m_workers[size_t(i)];
         auto held = info.heldTotal;

@@ -268,7 +268,7 @@ void addWorkerFamilies(const proto::ClusterStatusResponse &s, const PsMeters &me
                         "1 for the phase the worker is in, 0 for the others (a state set)");
     static constexpr proto::WorkerPhase kPhases[]
         = {proto::WAITING_FOR_CHIEF, proto::TRAINING, proto::BLOCKED_BY_SYNC, proto::BLOCKED_BY_STALENESS,
-           proto::FINISHED,          proto::DEAD,     proto::STOPPED};
+           proto::FINISHED,          proto::DEAD,     proto::STOPPED,         proto::REJOINING};
     for (const proto::WorkerStatus &w : s.workers()) {
         const std::string index = std::to_string(w.worker_index());
         const Labels labels = {{"worker", index}};

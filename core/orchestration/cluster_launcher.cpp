@@ -751,6 +751,10 @@ void ClusterLauncher::updateFromSnapshot(const RunSnapshot &snapshot)
             detail = tr("waiting for the chief worker:0 to initialise the variables");
             break;
         case proto::TRAINING: state = TaskState::Training; break;
+        case proto::REJOINING:
+            state = TaskState::WaitingFor;
+            detail = tr("waiting for ps:0's new primary: rejoining after a failover");
+            break;
         case proto::BLOCKED_BY_SYNC:
         case proto::BLOCKED_BY_STALENESS:
             state = figures.phase == proto::BLOCKED_BY_SYNC ? TaskState::BlockedBySync : TaskState::BlockedByStaleness;

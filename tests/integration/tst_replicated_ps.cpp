@@ -656,6 +656,14 @@ private Q_SLOTS:
         QVERIFY(waitForStatusAt(cluster.backup, [&](const auto &s) { return s.global_step() > before.global_step(); }));
         QVERIFY2(second->waitForOutput(QStringLiteral("takes over as the pair's primary")),
                  qPrintable(second->output()));
+        // Not training, whatever the old primary last said of it: the new
+        // primary waits for it to rejoin (until it counts it dead).
+        {
+            proto::ClusterStatusResponse afterTakeover;
+            QVERIFY(statusAt(cluster.backup, &afterTakeover));
+            const auto phase = afterTakeover.workers(2).phase();
+            QVERIFY2(phase == proto::REJOINING || phase == proto::DEAD, proto::WorkerPhase_Name(phase).c_str());
+        }
         QVERIFY2(waitForStatusAt(cluster.backup, [](const auto &s) { return s.workers(2).phase() == proto::DEAD; }),
                  qPrintable(second->output().right(2000)));
         proto::ClusterStatusResponse status;
@@ -704,14 +712,24 @@ private Q_SLOTS:
 
         std::map<int64_t, int> linesPerStep;
         int failovers = 0;
+        // worker:2's phases after the failover, as the step log has them: it
+        // was rejoining, then dead (it never came), then training again.
+        QStringList worker2AfterFailover;
         for (const QJsonObject &o : readStepLog(logdir.path())) {
             const QString type = o.value(QStringLiteral("type")).toString();
             failovers += type == QLatin1String("failover") ? 1 : 0;
+            const QString phase = o.value(QStringLiteral("phase")).toString();
+            if (failovers > 0 && type == QLatin1String("worker_state") && o.value(QStringLiteral("worker")).toInt() == 2
+                && (worker2AfterFailover.isEmpty() || worker2AfterFailover.back() != phase))
+                worker2AfterFailover << phase;
             if (type == QLatin1String("step")
                 && o.value(QStringLiteral("outcome")).toString() == QLatin1String("applied"))
                 ++linesPerStep[int64_t(o.value(QStringLiteral("global_step")).toDouble())];
         }
         QCOMPARE(failovers, 1);
+        QVERIFY2(worker2AfterFailover.size() >= 3, qPrintable(worker2AfterFailover.join(u' ')));
+        QCOMPARE(worker2AfterFailover.mid(0, 3),
+                 (QStringList{QStringLiteral("rejoining"), QStringLiteral("dead"), QStringLiteral("training")}));
         QCOMPARE(int64_t(linesPerStep.size()), status.global_step());
         for (const auto &[step, lines] : linesPerStep)
             QVERIFY2(lines == 1,

@@ -423,8 +423,9 @@ private Q_SLOTS:
 
         // Stopped once every worker trains again: a worker stopped while it
         // still rejoins after the last failover has no stream to say its
-        // goodbye on, and ps:0 reports it dead, not stopped (seen once under
-        // TSan; the subject here is what the failovers lose).
+        // goodbye on, and ps:0 reports it dead, not stopped (the subject here
+        // is what the failovers lose). Until it has rejoined, ps:0's new
+        // primary reports it REJOINING, not training.
         for (int i = 0; i < kWorkers; ++i)
             QVERIFY(cluster.waitForWorkerTraining(i));
         for (int i = 0; i < kWorkers; ++i)
@@ -432,12 +433,14 @@ private Q_SLOTS:
         for (int i = 0; i < kWorkers; ++i)
             QCOMPARE(cluster.worker(i).waitForExit(), 0);
         proto::ClusterStatusResponse last;
-        QVERIFY(cluster.waitForStatus([](const auto &s) {
+        const bool allStopped = cluster.waitForStatus([&](const auto &s) {
+            last = s;
             for (const auto &w : s.workers())
                 if (w.phase() != proto::STOPPED)
                     return false;
             return true;
-        }));
+        });
+        QVERIFY2(allStopped, qPrintable(describe(last)));
         QVERIFY(cluster.clusterStatus(&last));
 
         // Acknowledged against taken, worker by worker: nothing lost; at most

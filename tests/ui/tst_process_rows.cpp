@@ -5,6 +5,8 @@
 
 #include <QTest>
 
+#include <algorithm>
+
 using namespace parasync;
 using namespace parasync::ui;
 
@@ -135,6 +137,26 @@ private Q_SLOTS:
             TaskInfo{TaskId{JobName::Worker, 0}, {}, TaskState::Training, {}, 0, {}, 0, 0, 0}};
         QCOMPARE(stateOf(buildProcessRows(tasks, &snapshot, {}, {}), QStringLiteral("worker:0")),
                  QStringLiteral("training \u00b7 1234 gradients with NaN or infinite values"));
+    }
+
+    void aWorkerRejoiningAfterAFailoverIsNotShownTraining()
+    {
+        // ps:0's new primary, a moment after it took over: worker:1 has not
+        // turned to it yet.
+        RunSnapshot snapshot;
+        WorkerFigures back;
+        back.index = 0;
+        back.phase = proto::TRAINING;
+        WorkerFigures rejoining;
+        rejoining.index = 1;
+        rejoining.phase = proto::REJOINING;
+        snapshot.workers = {back, rejoining};
+        const auto rows = buildProcessRows({}, &snapshot, {}, {});
+        const auto row = std::find_if(rows.begin(), rows.end(),
+                                      [](const ProcessRow &r) { return r.task == QStringLiteral("worker:1"); });
+        QVERIFY(row != rows.end());
+        QCOMPARE(row->state, TaskState::WaitingFor);
+        QCOMPARE(row->stateText, QStringLiteral("waiting for ps:0's new primary: rejoining after a failover"));
     }
 };
 

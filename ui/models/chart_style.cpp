@@ -103,6 +103,7 @@ QString workerPhaseText(proto::WorkerPhase phase)
     case proto::FINISHED: return QObject::tr("finished");
     case proto::DEAD: return QObject::tr("dead");
     case proto::STOPPED: return QObject::tr("stopped");
+    case proto::REJOINING: return QObject::tr("rejoining after a failover");
     default: return QObject::tr("not seen yet");
     }
 }

@@ -33,6 +33,7 @@ TaskState taskStateFromPhase(proto::WorkerPhase phase)
     case proto::FINISHED: return TaskState::Finished;
     case proto::DEAD: return TaskState::Dead;
     case proto::STOPPED: return TaskState::Stopped;
+    case proto::REJOINING: return TaskState::WaitingFor;
     default: return TaskState::Starting;
     }
 }
@@ -137,6 +138,8 @@ std::vector<ProcessRow> buildProcessRows(const std::vector<TaskInfo> &tasks, con
         QString detail = QString::fromStdString(figures.phase == proto::DEAD ? figures.reason : figures.waitingFor);
         if (!detail.isEmpty() && figures.phase != proto::DEAD)
             detail = QObject::tr("waiting for %1").arg(detail);
+        if (figures.phase == proto::REJOINING)
+            detail = QObject::tr("waiting for ps:0's new primary: rejoining after a failover");
         row.stateText = describeTaskState(row.state, detail) + nonfiniteNote(figures);
         if (figures.straggler)
             row.stateText += QObject::tr(" \u00b7 straggler, %1 s a step").arg(figures.secondsPerStep, 0, 'f', 3);
