@@ -366,7 +366,11 @@ private Q_SLOTS:
                               QStringLiteral("--optimizer=momentum")},
                              dir.path());
         cluster.startAll();
-        QVERIFY(cluster.waitForStatus([](const auto &s) { return s.global_step() > 300; }));
+        // Both workers in, before a sync step that aggregates two.
+        QVERIFY(cluster.waitForStatus([](const auto &s) {
+            return s.global_step() > 300 && s.workers_size() == 2 && s.workers(0).worker_clock() > 0
+                   && s.workers(1).worker_clock() > 0;
+        }));
         proto::ModeConfig sync;
         sync.set_mode(proto::SYNC);
         sync.set_replicas_to_aggregate(2);

@@ -47,7 +47,20 @@ void NodeProcess::start(const QProcessEnvironment &environment)
     m_process->setProcessEnvironment(environment);
     // A test that crashes or is killed must not leave nodes training forever
     // (and holding ports): the kernel kills them when the test goes.
-    m_process->setChildProcessModifier([] { ::prctl(PR_SET_PDEATHSIG, SIGKILL); });
+    // parasync-node takes SIGTERM and SIGINT with sigwait once its main()
+    // has blocked them; one sent before that (a test that stops a task it
+    // has just started, on a loaded machine: the dynamic linker alone takes
+    // a while) would end it by the signal's default action, which reads as
+    // a crash. Blocked from the fork on (the mask survives exec, and `ip
+    // netns exec`), it waits for the node's own handling.
+    m_process->setChildProcessModifier([] {
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        ::sigprocmask(SIG_BLOCK, &stop, nullptr);
+    });
     // ip netns exec execs the node after entering the namespace: the pid,
     // the signals and the exit code are the node's own.
     if (m_netNamespace.isEmpty())
