@@ -43,6 +43,7 @@ import logging
 import math
 import os
 import queue
+import signal
 import socket
 import threading
 import time
@@ -416,6 +417,15 @@ class Worker:
         self._epochs: dict[int, int] = {}
         self._stop = threading.Event()
         self._stop_reason = ""
+        # SIGTERM (Stop in the app, the end of a Slurm job, `kill`) stops this
+        # worker as it stops parasync-node: the step in progress ends, and
+        # close() leaves with a goodbye, so that ps:0 counts it stopped, not
+        # dead. Only where Python lets a handler be set (the main thread) and
+        # the program has set none of its own; close() puts the old one back.
+        self._sigterm_before: Any = None
+        if threading.current_thread() is threading.main_thread() \
+                and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            self._sigterm_before = signal.signal(signal.SIGTERM, self._on_sigterm)
         self.state = "listening"
         self.parameters: dict[str, Array] = {}
         self.global_step = 0
@@ -463,6 +473,12 @@ class Worker:
             self._server = None
         for channel in self._channels:
             channel.close()
+        if self._sigterm_before is not None and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._sigterm_before)
+            self._sigterm_before = None
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.request_stop("received SIGTERM")
 
     @property
     def stopping(self) -> bool:

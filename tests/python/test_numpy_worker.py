@@ -6,6 +6,7 @@ whoever speaks it."""
 import json
 import math
 import os
+import signal
 import unittest
 
 import node_cluster
@@ -230,6 +231,22 @@ class NumpyWorkerTest(unittest.TestCase):
         self.assertEqual(cluster.wait("worker:0"), 0, describe(cluster))
         self.assertEqual(cluster.wait("ps:0"), 0, describe(cluster))
         self.assertEqual(max(int(r["global_step"]) for r in read_metrics(self.logdir)), 600)
+
+    def test_sigterm_stops_a_python_worker_cleanly(self):
+        # As Stop in the app and the end of a Slurm job send it: the NumPy
+        # worker ends its step, says goodbye and exits 0, and ps:0 counts it
+        # stopped, not dead (its stream did not just break).
+        cluster = self.start_softmax_cluster(1000000, "--mode=async")
+        cluster.wait_for_output("worker:1", " (local ")  # it trains: its first loss line
+        cluster.kill("worker:1", signal.SIGTERM)
+        self.assertEqual(cluster.wait("worker:1"), 0, describe(cluster))
+        self.assertIn("worker:1 state stopped: received SIGTERM", cluster.output("worker:1"))
+        cluster.wait_for_output("ps:0", "worker:1 left")
+        self.assertNotIn("worker:1 is dead", cluster.output("ps:0"))
+        # The chief trains on alone; stopped the same way, it exits 0 too.
+        cluster.wait_for_output("worker:0", "step 200 ")
+        cluster.kill("worker:0", signal.SIGTERM)
+        self.assertEqual(cluster.wait("worker:0"), 0, describe(cluster))
 
     def test_a_python_worker_trains_on_when_ps0_dies_and_its_backup_takes_over(self):
         # ps:0 has a backup (--ps_backup_hosts, which the Python worker takes
