@@ -3,7 +3,7 @@
     net = torch.nn.Sequential(...)
     with parasync.Worker(cluster, parasync.pytorch.signature(net, "digits-mlp", optimizer="adam")) as worker:
         trainer = parasync.pytorch.Trainer(worker, net)   # the chief declares, every worker joins
-        while not worker.done:
+        while not worker.done and not worker.stopping:
             x, y = next_batch()
             trainer.step(torch.nn.functional.cross_entropy(net(x), y))
 
@@ -35,7 +35,7 @@ batch's rows with pull(), then each step() pushes the batch's row gradients
 rows (step(loss, pull=next_ids)) in the same exchange with each ps task:
 
     trainer.pull(ids)                                 # the first batch's rows
-    while not worker.done:
+    while not worker.done and not worker.stopping:
         loss = loss_fn(net(ids), labels)
         next_ids, next_labels = next_batch()
         trainer.step(loss, pull=next_ids)             # this batch's row gradients out, the next batch's rows in
